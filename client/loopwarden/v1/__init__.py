@@ -1,0 +1,1 @@
+"""Generated loopwarden.v1 stubs (do not edit; regenerate with scripts/gen_proto.py)."""

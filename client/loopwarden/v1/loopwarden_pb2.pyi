@@ -1,0 +1,231 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACTION_UNSPECIFIED: _ClassVar[Action]
+    ACTION_ALLOW: _ClassVar[Action]
+    ACTION_WARN: _ClassVar[Action]
+    ACTION_BLOCK: _ClassVar[Action]
+    ACTION_ABORT: _ClassVar[Action]
+    ACTION_REJECT: _ClassVar[Action]
+
+class Detector(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DETECTOR_UNSPECIFIED: _ClassVar[Detector]
+    DETECTOR_GENERIC_REPEAT: _ClassVar[Detector]
+    DETECTOR_KNOWN_POLL_NO_PROGRESS: _ClassVar[Detector]
+    DETECTOR_PING_PONG: _ClassVar[Detector]
+    DETECTOR_UNKNOWN_TOOL_REPEAT: _ClassVar[Detector]
+    DETECTOR_GLOBAL_CIRCUIT_BREAKER: _ClassVar[Detector]
+    DETECTOR_POST_COMPACTION_GUARD: _ClassVar[Detector]
+
+class Level(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LEVEL_UNSPECIFIED: _ClassVar[Level]
+    LEVEL_WARNING: _ClassVar[Level]
+    LEVEL_CRITICAL: _ClassVar[Level]
+ACTION_UNSPECIFIED: Action
+ACTION_ALLOW: Action
+ACTION_WARN: Action
+ACTION_BLOCK: Action
+ACTION_ABORT: Action
+ACTION_REJECT: Action
+DETECTOR_UNSPECIFIED: Detector
+DETECTOR_GENERIC_REPEAT: Detector
+DETECTOR_KNOWN_POLL_NO_PROGRESS: Detector
+DETECTOR_PING_PONG: Detector
+DETECTOR_UNKNOWN_TOOL_REPEAT: Detector
+DETECTOR_GLOBAL_CIRCUIT_BREAKER: Detector
+DETECTOR_POST_COMPACTION_GUARD: Detector
+LEVEL_UNSPECIFIED: Level
+LEVEL_WARNING: Level
+LEVEL_CRITICAL: Level
+
+class EvaluateRequest(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[Event]
+    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
+
+class EvaluateResponse(_message.Message):
+    __slots__ = ("verdicts",)
+    VERDICTS_FIELD_NUMBER: _ClassVar[int]
+    verdicts: _containers.RepeatedCompositeFieldContainer[Verdict]
+    def __init__(self, verdicts: _Optional[_Iterable[_Union[Verdict, _Mapping]]] = ...) -> None: ...
+
+class CheckRequest(_message.Message):
+    __slots__ = ("event",)
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: Event
+    def __init__(self, event: _Optional[_Union[Event, _Mapping]] = ...) -> None: ...
+
+class CheckResponse(_message.Message):
+    __slots__ = ("verdict",)
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    verdict: Verdict
+    def __init__(self, verdict: _Optional[_Union[Verdict, _Mapping]] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("run_id", "agent_id", "session_id", "seq", "tool_call", "tool_outcome", "compaction_retry", "run_end")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    TOOL_OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_RETRY_FIELD_NUMBER: _ClassVar[int]
+    RUN_END_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    agent_id: str
+    session_id: str
+    seq: int
+    tool_call: ToolCall
+    tool_outcome: ToolOutcome
+    compaction_retry: CompactionRetry
+    run_end: RunEnd
+    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_outcome: _Optional[_Union[ToolOutcome, _Mapping]] = ..., compaction_retry: _Optional[_Union[CompactionRetry, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ...) -> None: ...
+
+class ToolCall(_message.Message):
+    __slots__ = ("tool_name", "tool_call_id", "params_json")
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    tool_name: str
+    tool_call_id: str
+    params_json: str
+    def __init__(self, tool_name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
+
+class ToolOutcome(_message.Message):
+    __slots__ = ("tool_name", "tool_call_id", "params_json", "result_json", "error")
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    tool_name: str
+    tool_call_id: str
+    params_json: str
+    result_json: str
+    error: str
+    def __init__(self, tool_name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., params_json: _Optional[str] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class CompactionRetry(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RunEnd(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Verdict(_message.Message):
+    __slots__ = ("seq", "run_id", "action", "detector", "level", "count", "message", "warning_key", "announce", "paired_tool_name", "error_code", "tool_name")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    DETECTOR_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    WARNING_KEY_FIELD_NUMBER: _ClassVar[int]
+    ANNOUNCE_FIELD_NUMBER: _ClassVar[int]
+    PAIRED_TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    run_id: str
+    action: Action
+    detector: Detector
+    level: Level
+    count: int
+    message: str
+    warning_key: str
+    announce: bool
+    paired_tool_name: str
+    error_code: str
+    tool_name: str
+    def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., action: _Optional[_Union[Action, str]] = ..., detector: _Optional[_Union[Detector, str]] = ..., level: _Optional[_Union[Level, str]] = ..., count: _Optional[int] = ..., message: _Optional[str] = ..., warning_key: _Optional[str] = ..., announce: _Optional[bool] = ..., paired_tool_name: _Optional[str] = ..., error_code: _Optional[str] = ..., tool_name: _Optional[str] = ...) -> None: ...
+
+class InspectRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class InspectRunResponse(_message.Message):
+    __slots__ = ("run_id", "agent_id", "records", "guard", "blocks", "aborted", "abort_error_code", "effective_config", "events_evaluated")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    GUARD_FIELD_NUMBER: _ClassVar[int]
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_FIELD_NUMBER: _ClassVar[int]
+    ABORT_ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_EVALUATED_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    agent_id: str
+    records: _containers.RepeatedCompositeFieldContainer[RunRecord]
+    guard: GuardState
+    blocks: int
+    aborted: bool
+    abort_error_code: str
+    effective_config: EffectiveConfig
+    events_evaluated: int
+    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ..., guard: _Optional[_Union[GuardState, _Mapping]] = ..., blocks: _Optional[int] = ..., aborted: _Optional[bool] = ..., abort_error_code: _Optional[str] = ..., effective_config: _Optional[_Union[EffectiveConfig, _Mapping]] = ..., events_evaluated: _Optional[int] = ...) -> None: ...
+
+class RunRecord(_message.Message):
+    __slots__ = ("seq", "tool_name", "args_hash", "tool_call_id", "result_hash", "unknown_tool_name")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGS_HASH_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_HASH_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    tool_name: str
+    args_hash: str
+    tool_call_id: str
+    result_hash: str
+    unknown_tool_name: str
+    def __init__(self, seq: _Optional[int] = ..., tool_name: _Optional[str] = ..., args_hash: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., result_hash: _Optional[str] = ..., unknown_tool_name: _Optional[str] = ...) -> None: ...
+
+class GuardState(_message.Message):
+    __slots__ = ("armed", "window_size", "observed")
+    ARMED_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SIZE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_FIELD_NUMBER: _ClassVar[int]
+    armed: bool
+    window_size: int
+    observed: int
+    def __init__(self, armed: _Optional[bool] = ..., window_size: _Optional[int] = ..., observed: _Optional[int] = ...) -> None: ...
+
+class EffectiveConfig(_message.Message):
+    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_SIZE_FIELD_NUMBER: _ClassVar[int]
+    WARNING_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    CRITICAL_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_TOOL_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_CIRCUIT_BREAKER_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    GENERIC_REPEAT_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_POLL_NO_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    PING_PONG_FIELD_NUMBER: _ClassVar[int]
+    POST_COMPACTION_WINDOW_SIZE_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    history_size: int
+    warning_threshold: int
+    critical_threshold: int
+    unknown_tool_threshold: int
+    global_circuit_breaker_threshold: int
+    generic_repeat: bool
+    known_poll_no_progress: bool
+    ping_pong: bool
+    post_compaction_window_size: int
+    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ...) -> None: ...

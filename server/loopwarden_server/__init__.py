@@ -1,0 +1,1 @@
+"""loopwarden daemon: detection engine, config, run store, gRPC transport."""
