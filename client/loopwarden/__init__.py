@@ -1,0 +1,1 @@
+"""loopwarden client library and CLI."""
