@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test proto check-proto lint clean
+.PHONY: serve test tools proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,12 @@ serve: $(STAMP)
 	$(BIN)/loopwarden serve
 
 ## test: create .venv, install everything the tests need, run the whole suite
-test: $(STAMP)
+test: $(STAMP) tools
 	$(BIN)/python -m pytest
+
+## tools: the non-Python tools the tests drive (helm, kubectl, promtool, prometheus, ...)
+tools:
+	bash scripts/install-test-tools.sh
 
 ## proto: regenerate the committed Python stubs from proto/
 proto: $(STAMP)
