@@ -1,0 +1,208 @@
+"""The engine's single entry point: one event in, one verdict out, run state updated in place.
+
+Pure: no clock, no I/O, no globals. The caller (the daemon's service layer) owns the RunState,
+resolves the settings for the run's agent, and validates the envelope (run id, sizes).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .detectors import detect
+from .events import CompactionRetry, Event, RunEnd, ToolCall, ToolOutcome
+from .fingerprints import args_hash as compute_args_hash
+from .fingerprints import is_known_poll, outcome_fingerprint
+from .jsonvalues import JsonDecodeError, decode_json
+from .settings import DEFAULT_TOOL_CATALOG, LoopDetectionSettings, ToolCatalog
+from .state import MAX_ANNOUNCED_KEYS, GuardWindow, Record, RunState
+from .toolnames import normalize_tool_name
+from .verdicts import ALLOW, Action, Detector, ErrorCode, Level, Verdict, reject
+
+
+class _InvalidEvent(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _decode(text: str, field: str, code: ErrorCode) -> Any:
+    try:
+        return decode_json(text)
+    except JsonDecodeError as exc:
+        raise _InvalidEvent(code, f"{field} is not valid JSON: {exc}") from None
+
+
+def _decode_params(params_json: str) -> Any:
+    # An empty params_json is the contract's spelling of {}.
+    if not params_json or params_json.isspace():
+        return {}
+    return _decode(params_json, "params_json", ErrorCode.INVALID_PARAMS_JSON)
+
+
+def new_run_state(settings: LoopDetectionSettings) -> RunState:
+    state = RunState()
+    state.resize(settings.history_size)
+    return state
+
+
+def evaluate(
+    state: RunState,
+    event: Event,
+    settings: LoopDetectionSettings,
+    catalog: ToolCatalog = DEFAULT_TOOL_CATALOG,
+) -> Verdict:
+    """Decide one event of a run and update the run's state.
+
+    A malformed event yields a REJECT verdict and leaves the state untouched.
+    """
+    try:
+        if isinstance(event, ToolCall):
+            return _on_tool_call(state, event, settings, catalog)
+        if isinstance(event, ToolOutcome):
+            return _on_tool_outcome(state, event, settings, catalog)
+        if isinstance(event, CompactionRetry):
+            return _on_compaction_retry(state, settings)
+        if isinstance(event, RunEnd):
+            return ALLOW
+    except _InvalidEvent as invalid:
+        return reject(invalid.code, invalid.message)
+    return reject(ErrorCode.MISSING_EVENT_KIND, f"unsupported event type {type(event).__name__}")
+
+
+def _still_aborted(state: RunState, tool_name: str = "") -> Verdict | None:
+    if state.abort is None:
+        return None
+    return replace(state.abort, tool_name=tool_name or state.abort.tool_name)
+
+
+def _on_tool_call(
+    state: RunState, event: ToolCall, settings: LoopDetectionSettings, catalog: ToolCatalog
+) -> Verdict:
+    tool_name = normalize_tool_name(event.tool_name)
+    params = _decode_params(event.params_json)
+    aborted = _still_aborted(state, tool_name)
+    if aborted is not None:
+        return aborted
+    if not settings.recording_on:
+        return ALLOW
+    state.resize(settings.history_size)
+    call_hash = compute_args_hash(tool_name, params)
+
+    detection = None
+    if settings.rolling_detectors_on:
+        known_poll = is_known_poll(tool_name, params, catalog)
+        detection = detect(state.records, tool_name, call_hash, known_poll, settings)
+
+    if detection is not None and detection.level is Level.CRITICAL:
+        # Not recorded: the next identical call meets the same history and is blocked again.
+        state.blocks += 1
+        return Verdict(
+            Action.BLOCK, detection.detector, detection.level, detection.count,
+            detection.message, detection.warning_key, True, detection.paired_tool_name,
+            tool_name=tool_name,
+        )
+
+    state.append(Record(event.seq, tool_name, call_hash, event.tool_call_id))
+    if detection is None:
+        return replace(ALLOW, tool_name=tool_name)
+    return Verdict(
+        Action.WARN, detection.detector, detection.level, detection.count,
+        detection.message, detection.warning_key,
+        _announce(state, detection.warning_key, detection.count),
+        detection.paired_tool_name, tool_name=tool_name,
+    )
+
+
+def _announce(state: RunState, warning_key: str, count: int) -> bool:
+    """First warning for a key, then once more each time its count enters a new decade."""
+    decade = count // 10
+    previous = state.announced.get(warning_key)
+    if previous is not None and decade <= previous:
+        return False
+    if previous is None and len(state.announced) >= MAX_ANNOUNCED_KEYS:
+        del state.announced[next(iter(state.announced))]
+    state.announced[warning_key] = decade
+    return True
+
+
+def _on_tool_outcome(
+    state: RunState, event: ToolOutcome, settings: LoopDetectionSettings, catalog: ToolCatalog
+) -> Verdict:
+    tool_name = normalize_tool_name(event.tool_name)
+    params = _decode_params(event.params_json)
+    has_result = event.error is None and event.result_json is not None and event.result_json != ""
+    result = (
+        _decode(event.result_json, "result_json", ErrorCode.INVALID_RESULT_JSON)
+        if has_result
+        else None
+    )
+    aborted = _still_aborted(state, tool_name)
+    if aborted is not None:
+        return aborted
+    if not settings.recording_on:
+        return replace(ALLOW, tool_name=tool_name)
+    state.resize(settings.history_size)
+
+    fingerprint = outcome_fingerprint(
+        tool_name, params, result, event.error, catalog, has_result=has_result
+    )
+    if fingerprint.result_hash is None:
+        return replace(ALLOW, tool_name=tool_name)
+    call_hash = compute_args_hash(tool_name, params)
+    _record_outcome(state, event, tool_name, call_hash, fingerprint.result_hash,
+                    fingerprint.unknown_tool_name)
+
+    guard = state.guard
+    if guard is not None:
+        guard.observe((tool_name, call_hash, fingerprint.result_hash))
+        if guard.used_up:
+            state.guard = None
+            if guard.all_identical:
+                state.abort = Verdict(
+                    Action.ABORT, Detector.POST_COMPACTION_GUARD, Level.CRITICAL,
+                    guard.observed,
+                    f"Run aborted: after compaction, {tool_name} was called {guard.observed} "
+                    "times with the same arguments and returned the same result each time, so "
+                    "compaction did not break the loop (compaction_loop_persisted).",
+                    f"compaction:{tool_name}:{call_hash}:{fingerprint.result_hash}",
+                    True, error_code=ErrorCode.COMPACTION_LOOP_PERSISTED.value,
+                    tool_name=tool_name,
+                )
+                return state.abort
+    return replace(ALLOW, tool_name=tool_name)
+
+
+def _record_outcome(
+    state: RunState,
+    event: ToolOutcome,
+    tool_name: str,
+    call_hash: str,
+    result_hash: str,
+    unknown_tool_name: str | None,
+) -> None:
+    """Fill the newest matching pending call, or append a completed record."""
+    for record in reversed(state.records):
+        if record.result_hash is not None or record.args_hash != call_hash:
+            continue
+        if event.tool_call_id and record.tool_call_id != event.tool_call_id:
+            continue
+        record.result_hash = result_hash
+        record.unknown_tool_name = unknown_tool_name
+        return
+    state.append(
+        Record(event.seq, tool_name, call_hash, event.tool_call_id, result_hash, unknown_tool_name)
+    )
+
+
+def _on_compaction_retry(state: RunState, settings: LoopDetectionSettings) -> Verdict:
+    aborted = _still_aborted(state)
+    if aborted is not None:
+        return aborted
+    if not settings.compaction_guard_on:
+        return replace(
+            ALLOW, message="post-compaction guard is off (tools.loopDetection.enabled is false)"
+        )
+    window = settings.compaction_window_size
+    state.guard = GuardWindow(window)
+    return replace(ALLOW, message=f"post-compaction guard armed for {window} attempts")

@@ -1,0 +1,67 @@
+"""What the engine answers: actions, detectors, levels, error codes and the verdict itself.
+
+The string values are the stable names used in logs and metric labels.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Action(str, enum.Enum):
+    ALLOW = "allow"
+    WARN = "warn"
+    BLOCK = "block"
+    ABORT = "abort"
+    REJECT = "reject"
+
+
+class Detector(str, enum.Enum):
+    NONE = "none"
+    GENERIC_REPEAT = "generic_repeat"
+    KNOWN_POLL_NO_PROGRESS = "known_poll_no_progress"
+    PING_PONG = "ping_pong"
+    UNKNOWN_TOOL_REPEAT = "unknown_tool_repeat"
+    GLOBAL_CIRCUIT_BREAKER = "global_circuit_breaker"
+    POST_COMPACTION_GUARD = "post_compaction_guard"
+
+
+class Level(str, enum.Enum):
+    NONE = "none"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class ErrorCode(str, enum.Enum):
+    """Stable codes: the guard's abort reason and every input error a REJECT can carry."""
+
+    COMPACTION_LOOP_PERSISTED = "compaction_loop_persisted"
+    MISSING_RUN_ID = "missing_run_id"
+    MISSING_EVENT_KIND = "missing_event_kind"
+    INVALID_PARAMS_JSON = "invalid_params_json"
+    INVALID_RESULT_JSON = "invalid_result_json"
+    PARAMS_TOO_LARGE = "params_too_large"
+    RESULT_TOO_LARGE = "result_too_large"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    action: Action
+    detector: Detector = Detector.NONE
+    level: Level = Level.NONE
+    count: int = 0
+    message: str = ""
+    warning_key: str = ""
+    # Warnings: first for their key in this run, or first in a new decade of count.
+    # BLOCK and ABORT are always announced.
+    announce: bool = False
+    paired_tool_name: str = ""
+    error_code: str = ""
+    tool_name: str = ""
+
+
+ALLOW = Verdict(Action.ALLOW)
+
+
+def reject(code: ErrorCode, message: str) -> Verdict:
+    return Verdict(Action.REJECT, error_code=code.value, message=message)
