@@ -1,0 +1,42 @@
+"""`check-config FILE`: validate a config offline with exactly the loader the daemon uses."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from loopwarden_server.config.loader import ConfigError, load_config_file
+from loopwarden_server.config.model import Config
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_UNREADABLE = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="check-config", description=__doc__)
+    parser.add_argument("file", metavar="FILE", help="JSON5 config file to validate")
+    file = parser.parse_args(argv).file
+    try:
+        config = load_config_file(file)
+    except OSError as exc:
+        print(f"error: cannot read {file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except ConfigError as exc:
+        # Syntax errors already start with the file name (it is their path); don't say it twice.
+        message = str(exc) if exc.path == file else f"{file}: {exc}"
+        print(f"error: {message}", file=sys.stderr)
+        return EXIT_INVALID
+    print(f"ok: {file} ({summary(config)})")
+    return EXIT_OK
+
+
+def summary(config: Config) -> str:
+    """One line a human can compare against what they meant to write."""
+    settings = config.global_settings
+    enabled = {True: "true", False: "false", None: "unset"}[settings.enabled]
+    agents = ", ".join(config.agent_blocks) or "none"
+    return (
+        f"global: enabled={enabled} W={settings.warning_threshold} C={settings.critical_threshold}"
+        f" G={settings.global_circuit_breaker_threshold} U={settings.unknown_tool_threshold}"
+        f" H={settings.history_size}; agents: {agents}"
+    )

@@ -1,0 +1,293 @@
+"""JSON5 text -> validated blocks -> Config with every agent's settings resolved (spec section 2).
+
+Validation stops at the first problem and names it as `<dotted.path>: <problem>`, with the bad
+value rendered as JSON. Only the top-level keys we own are read: users paste their whole
+agent-framework config, so unrelated keys anywhere outside our blocks are ignored, while inside
+`tools.loopDetection` and `loopwarden` every key must be known (a typo there would otherwise
+silently change behaviour).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from importlib import resources
+from typing import Any, TypeVar
+
+import json5
+
+from loopwarden_server.config.model import Config, DetectorsBlock, GuardBlock, LoopDetectionBlock
+from loopwarden_server.config.resolve import merge, resolve
+from loopwarden_server.engine.settings import ToolCatalog
+from loopwarden_server.engine.toolnames import normalize_tool_name
+
+# Hard ceilings that keep one config file from making the daemon hold huge per-run state.
+MAX_HISTORY_SIZE = 1000
+MAX_WINDOW_SIZE = 1000
+MAX_THRESHOLD = 1_000_000
+
+ROOT_PATH = "(root)"
+_RENDER_LIMIT = 80
+
+
+class ConfigError(ValueError):
+    """A refused config: `path` is the dotted location, `problem` what is wrong there."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+# ---------------------------------------------------------------------------------------------
+# Public entry points
+
+
+def load_config_text(text: str, source: str = "<string>") -> Config:
+    """Parse and resolve a config; `source` names the text in JSON5 syntax errors."""
+    return _build_config(_parse_json5(text, source))
+
+
+def load_config_file(path: str | os.PathLike[str]) -> Config:
+    """Read a config file (the only I/O here). OSError propagates: an unreadable file is not a
+    config problem, and callers (the CLI, the reloader) treat it differently.
+    """
+    source = os.fspath(path)
+    with open(source, "rb") as handle:
+        raw = handle.read()
+    try:
+        # utf-8-sig: editors on Windows like to add a BOM, which is not a reason to refuse a file.
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, f"invalid JSON5: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return load_config_text(text, source)
+
+
+def default_config_text() -> str:
+    """The embedded, commented default config (also a starting point for users)."""
+    return resources.files(__package__).joinpath("default.json5").read_text(encoding="utf-8")
+
+
+def load_default_config() -> Config:
+    return load_config_text(default_config_text(), "<default config>")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+def _parse_json5(text: str, source: str) -> Any:
+    try:
+        return json5.loads(text, allow_duplicate_keys=False)
+    except ValueError as exc:
+        raise ConfigError(source, f"invalid JSON5: {_parser_message(exc)}") from None
+    except RecursionError:
+        raise ConfigError(source, "invalid JSON5: nested too deeply") from None
+
+
+def _parser_message(exc: ValueError) -> str:
+    # The parser names every input "<string>"; replace that with the line it already carries.
+    return re.sub(r"^<string>:(\d+) ", r"line \1: ", str(exc))
+
+
+def _render(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _RENDER_LIMIT else text[: _RENDER_LIMIT - 3] + "..."
+
+
+def _child(path: str, key: str) -> str:
+    return key if path == ROOT_PATH else f"{path}.{key}"
+
+
+def _require_object(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(path, f"must be an object, got {_render(value)}")
+    return value
+
+
+def _optional_object(parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+    """`parent[key]` as an object; absent or null reads as empty."""
+    value = parent.get(key)
+    return {} if value is None else _require_object(value, _child(path, key))
+
+
+# ---------------------------------------------------------------------------------------------
+# Value parsers: (value, path) -> typed value, or ConfigError. Never called with None.
+
+Parser = Callable[[Any, str], Any]
+
+
+def _boolean(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(path, f"must be true or false, got {_render(value)}")
+    return value
+
+
+def _positive_int(maximum: int) -> Parser:
+    def parse(value: Any, path: str) -> int:
+        # JSON5 has one number type, so `10.0` is an honest way to write 10; bool is an int
+        # subclass in Python but never a count in a config file.
+        integral = isinstance(value, int) or (
+            isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        )
+        if isinstance(value, bool) or not integral or value < 1:
+            raise ConfigError(path, f"must be a positive integer, got {_render(value)}")
+        if value > maximum:
+            raise ConfigError(path, f"must be at most {maximum}, got {_render(value)}")
+        return int(value)
+
+    return parse
+
+
+def _tool_names(value: Any, path: str) -> frozenset[str]:
+    if not isinstance(value, list):
+        raise ConfigError(path, f"must be an array of tool names, got {_render(value)}")
+    names = set()
+    for index, entry in enumerate(value):
+        if not isinstance(entry, str) or not entry.strip():
+            raise ConfigError(f"{path}[{index}]", f"must be a non-empty string, got {_render(entry)}")
+        names.add(normalize_tool_name(entry))
+    return frozenset(names)
+
+
+# A strict object schema: JSON key -> (attribute it fills, parser of its value).
+Schema = Mapping[str, tuple[str, Parser]]
+BlockT = TypeVar("BlockT")
+
+
+def _parse_strict(value: Any, path: str, schema: Schema) -> dict[str, Any]:
+    """Parse an object whose keys must all be in `schema`; null values count as unset."""
+    parsed: dict[str, Any] = {}
+    for key, item in _require_object(value, path).items():
+        if key not in schema:
+            allowed = ", ".join(sorted(schema))
+            raise ConfigError(_child(path, key), f"unknown key (allowed: {allowed})")
+        if item is not None:
+            attribute, parse = schema[key]
+            parsed[attribute] = parse(item, _child(path, key))
+    return parsed
+
+
+def _block_parser(schema: Schema, block_type: Callable[..., BlockT]) -> Callable[[Any, str], BlockT]:
+    return lambda value, path: block_type(**_parse_strict(value, path, schema))
+
+
+_DETECTORS_SCHEMA: Schema = {
+    "genericRepeat": ("generic_repeat", _boolean),
+    "knownPollNoProgress": ("known_poll_no_progress", _boolean),
+    "pingPong": ("ping_pong", _boolean),
+}
+
+_GUARD_SCHEMA: Schema = {
+    "windowSize": ("window_size", _positive_int(MAX_WINDOW_SIZE)),
+}
+
+_LOOP_DETECTION_SCHEMA: Schema = {
+    "enabled": ("enabled", _boolean),
+    "historySize": ("history_size", _positive_int(MAX_HISTORY_SIZE)),
+    "warningThreshold": ("warning_threshold", _positive_int(MAX_THRESHOLD)),
+    "criticalThreshold": ("critical_threshold", _positive_int(MAX_THRESHOLD)),
+    "unknownToolThreshold": ("unknown_tool_threshold", _positive_int(MAX_THRESHOLD)),
+    "globalCircuitBreakerThreshold": ("global_circuit_breaker_threshold", _positive_int(MAX_THRESHOLD)),
+    "detectors": ("detectors", _block_parser(_DETECTORS_SCHEMA, DetectorsBlock)),
+    "postCompactionGuard": ("post_compaction_guard", _block_parser(_GUARD_SCHEMA, GuardBlock)),
+}
+
+# The `loopwarden` block holds the daemon's own settings, kept out of `tools.loopDetection` so that
+# block stays exactly the documented schema. A new setting is one row here plus whatever object
+# consumes its attribute in `_build_config` (per-agent settings would get their own reader of
+# `agents.list[i].loopwarden`, mirroring `_agent_blocks`).
+_LOOPWARDEN_SCHEMA: Schema = {
+    "providerSendTools": ("provider_send_tools", _tool_names),
+    "extraPollTools": ("extra_poll_tools", _tool_names),
+}
+
+
+def _loop_detection_block(value: Any, path: str) -> LoopDetectionBlock:
+    block = LoopDetectionBlock(**_parse_strict(value, path, _LOOP_DETECTION_SCHEMA))
+    _check_order(block, path)
+    return block
+
+
+def _check_order(block: LoopDetectionBlock, path: str) -> None:
+    """W < C < G inside one block, checked only between values this block sets."""
+    warning, critical = block.warning_threshold, block.critical_threshold
+    breaker = block.global_circuit_breaker_threshold
+    if warning is not None and critical is not None and critical <= warning:
+        raise ConfigError(
+            _child(path, "criticalThreshold"),
+            f"must be greater than warningThreshold ({warning}), got {critical}",
+        )
+    if critical is not None and breaker is not None and breaker <= critical:
+        raise ConfigError(
+            _child(path, "globalCircuitBreakerThreshold"),
+            f"must be greater than criticalThreshold ({critical}), got {breaker}",
+        )
+
+
+def _nested_loop_detection(container: Mapping[str, Any], path: str) -> LoopDetectionBlock:
+    """`container.tools.loopDetection`; other keys of `tools` belong to the agent framework."""
+    tools = _optional_object(container, "tools", path)
+    value = tools.get("loopDetection")
+    if value is None:
+        return LoopDetectionBlock()
+    return _loop_detection_block(value, _child(_child(path, "tools"), "loopDetection"))
+
+
+def _agent_id(entry: Mapping[str, Any], path: str) -> str:
+    value = entry.get("id")
+    if value is None:
+        raise ConfigError(_child(path, "id"), "is required (a non-empty string)")
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(_child(path, "id"), f"must be a non-empty string, got {_render(value)}")
+    # Runs are matched after strip() too, so " a1" and "a1" are the same agent.
+    return value.strip()
+
+
+def _agent_blocks(root: Mapping[str, Any]) -> dict[str, LoopDetectionBlock]:
+    """Per-agent blocks from `agents.list`, keyed by id in file order."""
+    entries = _optional_object(root, "agents", ROOT_PATH).get("list")
+    if entries is None:
+        return {}
+    if not isinstance(entries, list):
+        raise ConfigError("agents.list", f"must be an array, got {_render(entries)}")
+    blocks: dict[str, LoopDetectionBlock] = {}
+    first_path: dict[str, str] = {}
+    for index, entry in enumerate(entries):
+        path = f"agents.list[{index}]"
+        agent = _require_object(entry, path)
+        agent_id = _agent_id(agent, path)
+        if agent_id in first_path:
+            raise ConfigError(
+                _child(path, "id"),
+                f"duplicate agent id {_render(agent_id)} (first at {first_path[agent_id]})",
+            )
+        first_path[agent_id] = path
+        blocks[agent_id] = _nested_loop_detection(agent, path)
+    return blocks
+
+
+def _tool_catalog(daemon_settings: Mapping[str, Any]) -> ToolCatalog:
+    # Take only the catalog's own attributes: other `loopwarden` settings feed other objects.
+    catalog_fields = {spec.name for spec in fields(ToolCatalog)}
+    return ToolCatalog(**{name: value for name, value in daemon_settings.items() if name in catalog_fields})
+
+
+def _build_config(root: Any) -> Config:
+    root = _require_object(root, ROOT_PATH)
+    global_block = _nested_loop_detection(root, ROOT_PATH)
+    agent_blocks = _agent_blocks(root)
+    loopwarden = root.get("loopwarden")
+    daemon_settings = {} if loopwarden is None else _parse_strict(loopwarden, "loopwarden", _LOOPWARDEN_SCHEMA)
+    return Config(
+        global_block=global_block,
+        agent_blocks=agent_blocks,
+        tool_catalog=_tool_catalog(daemon_settings),
+        global_settings=resolve(global_block),
+        agent_settings={
+            agent_id: resolve(merge(global_block, block)) for agent_id, block in agent_blocks.items()
+        },
+    )

@@ -1,0 +1,70 @@
+"""Frozen config objects: the blocks as written, and the Config that serves resolved settings."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from loopwarden_server.engine.settings import LoopDetectionSettings, ToolCatalog
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorsBlock:
+    """`detectors` as written; None = not set in this block."""
+
+    generic_repeat: bool | None = None
+    known_poll_no_progress: bool | None = None
+    ping_pong: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GuardBlock:
+    """`postCompactionGuard` as written; None = not set in this block."""
+
+    window_size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoopDetectionBlock:
+    """One `tools.loopDetection` block as written (global or one agent's), validated, not merged.
+
+    None means "not set here" so a merge can tell an agent's silence from an explicit value.
+    The nested blocks are always present (empty when absent) so merging never special-cases them.
+    """
+
+    enabled: bool | None = None
+    history_size: int | None = None
+    warning_threshold: int | None = None
+    critical_threshold: int | None = None
+    unknown_tool_threshold: int | None = None
+    global_circuit_breaker_threshold: int | None = None
+    detectors: DetectorsBlock = field(default_factory=DetectorsBlock)
+    post_compaction_guard: GuardBlock = field(default_factory=GuardBlock)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A loaded config file. Built by the loader, which resolves every agent's settings up front
+    so that `settings_for`, called on every event, is a dict lookup.
+    """
+
+    global_block: LoopDetectionBlock
+    agent_blocks: Mapping[str, LoopDetectionBlock]
+    tool_catalog: ToolCatalog
+    global_settings: LoopDetectionSettings
+    agent_settings: Mapping[str, LoopDetectionSettings]
+
+    def __post_init__(self) -> None:
+        # Copy into read-only views so a caller keeping the original dicts cannot mutate us.
+        object.__setattr__(self, "agent_blocks", MappingProxyType(dict(self.agent_blocks)))
+        object.__setattr__(self, "agent_settings", MappingProxyType(dict(self.agent_settings)))
+
+    @property
+    def agent_ids(self) -> frozenset[str]:
+        return frozenset(self.agent_blocks)
+
+    def settings_for(self, agent_id: str) -> LoopDetectionSettings:
+        """Effective settings for a run's agent; an unknown or empty agent id gets the global ones."""
+        if not agent_id:
+            return self.global_settings
+        return self.agent_settings.get(agent_id.strip(), self.global_settings)

@@ -1,0 +1,59 @@
+"""Merge an agent block over the global one, fill defaults, restore W < C < G (spec section 2)."""
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass, replace
+from typing import TypeVar
+
+from loopwarden_server.config.model import LoopDetectionBlock
+from loopwarden_server.engine.settings import (
+    DEFAULT_COMPACTION_WINDOW_SIZE,
+    DEFAULT_CRITICAL_THRESHOLD,
+    DEFAULT_GLOBAL_CIRCUIT_BREAKER_THRESHOLD,
+    DEFAULT_HISTORY_SIZE,
+    DEFAULT_UNKNOWN_TOOL_THRESHOLD,
+    DEFAULT_WARNING_THRESHOLD,
+    LoopDetectionSettings,
+)
+
+BlockT = TypeVar("BlockT")
+ValueT = TypeVar("ValueT")
+
+
+def merge(base: BlockT, override: BlockT) -> BlockT:
+    """`override` wins key by key where it sets a value; nested blocks merge one level deeper."""
+    changes: dict[str, object] = {}
+    for spec in fields(override):  # type: ignore[arg-type]
+        mine = getattr(override, spec.name)
+        if is_dataclass(mine):
+            changes[spec.name] = merge(getattr(base, spec.name), mine)
+        elif mine is not None:
+            changes[spec.name] = mine
+    return replace(base, **changes)  # type: ignore[type-var]
+
+
+def _or_default(value: ValueT | None, default: ValueT) -> ValueT:
+    return default if value is None else value
+
+
+def resolve(block: LoopDetectionBlock) -> LoopDetectionSettings:
+    """Fill defaults, then restore W < C < G, which a merge can break even when each block was valid."""
+    warning = _or_default(block.warning_threshold, DEFAULT_WARNING_THRESHOLD)
+    critical = _or_default(block.critical_threshold, DEFAULT_CRITICAL_THRESHOLD)
+    if critical <= warning:
+        critical = warning + 1
+    breaker = _or_default(block.global_circuit_breaker_threshold, DEFAULT_GLOBAL_CIRCUIT_BREAKER_THRESHOLD)
+    if breaker <= critical:
+        breaker = critical + 1
+    detectors = block.detectors
+    return LoopDetectionSettings(
+        enabled=block.enabled,  # three states on purpose: None keeps only the compaction guard on
+        history_size=_or_default(block.history_size, DEFAULT_HISTORY_SIZE),
+        warning_threshold=warning,
+        critical_threshold=critical,
+        unknown_tool_threshold=_or_default(block.unknown_tool_threshold, DEFAULT_UNKNOWN_TOOL_THRESHOLD),
+        global_circuit_breaker_threshold=breaker,
+        generic_repeat=_or_default(detectors.generic_repeat, True),
+        known_poll_no_progress=_or_default(detectors.known_poll_no_progress, True),
+        ping_pong=_or_default(detectors.ping_pong, True),
+        compaction_window_size=_or_default(block.post_compaction_guard.window_size, DEFAULT_COMPACTION_WINDOW_SIZE),
+    )

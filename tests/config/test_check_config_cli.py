@@ -1,0 +1,88 @@
+"""`check-config FILE` run as real subprocesses, both as a module and as the `loopwarden` script."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOOPWARDEN_SCRIPT = Path(sys.executable).with_name("loopwarden")
+
+COMMANDS = {
+    "module": [sys.executable, "-m", "loopwarden_server.config", "check-config"],
+    "console-script": [str(LOOPWARDEN_SCRIPT), "check-config"],
+}
+
+
+@pytest.fixture(params=sorted(COMMANDS))
+def check_config(request: pytest.FixtureRequest):
+    """Runs check-config on a path through one of the two entry points."""
+    if request.param == "console-script" and not LOOPWARDEN_SCRIPT.exists():
+        pytest.fail(f"console script missing: {LOOPWARDEN_SCRIPT} (reinstall the package)")
+
+    def run(path: Path | str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*COMMANDS[request.param], str(path)], capture_output=True, text=True, timeout=60, check=False
+        )
+
+    return run
+
+
+class TestCheckConfig:
+    def test_valid_file_prints_ok_summary(self, check_config) -> None:
+        """A valid file exits 0 with one `ok:` line naming the file, the global settings and the agents."""
+        path = FIXTURES / "valid" / "copy_paste_agent_framework.json5"
+        result = check_config(path)
+        assert (0, "") == (result.returncode, result.stderr)
+        assert (
+            f"ok: {path} (global: enabled=true W=12 C=24 G=36 U=5 H=50; agents: main, researcher, ops)\n"
+            == result.stdout
+        )
+
+    def test_invalid_file_prints_exact_error(self, check_config) -> None:
+        """An invalid file exits 1 with `error: FILE: <message>` on stderr and nothing on stdout."""
+        path = FIXTURES / "invalid" / "warning_equals_critical.json5"
+        result = check_config(path)
+        assert (1, "") == (result.returncode, result.stdout)
+        assert (
+            f"error: {path}: tools.loopDetection.criticalThreshold: must be greater than warningThreshold (10), got 10\n"
+            == result.stderr
+        )
+
+    def test_syntax_error_names_the_file_once(self, check_config) -> None:
+        """A JSON5 syntax error already starts with the file name, which is not repeated."""
+        path = FIXTURES / "invalid" / "json5_syntax_error.json5"
+        result = check_config(path)
+        assert 1 == result.returncode
+        assert f'error: {path}: invalid JSON5: line 3: Unexpected "2" at column 49\n' == result.stderr
+
+    def test_missing_file_exits_2(self, check_config, tmp_path: Path) -> None:
+        """A file that does not exist exits 2 with a message saying it cannot be read."""
+        path = tmp_path / "absent.json5"
+        result = check_config(path)
+        assert (2, "") == (result.returncode, result.stdout)
+        assert f"error: cannot read {path}: No such file or directory\n" == result.stderr
+
+    def test_default_config_passes(self, check_config, tmp_path: Path) -> None:
+        """The embedded default config, written to disk, passes its own check."""
+        from loopwarden_server.config import default_config_text
+
+        path = tmp_path / "default.json5"
+        path.write_text(default_config_text(), encoding="utf-8")
+        result = check_config(path)
+        assert (0, f"ok: {path} (global: enabled=true W=10 C=20 G=30 U=10 H=30; agents: none)\n") == (
+            result.returncode,
+            result.stdout,
+        )
+
+
+class TestInProcess:
+    def test_main_returns_exit_code(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """check.main can be called directly and returns the exit code instead of exiting."""
+        from loopwarden_server.config.check import main
+
+        path = FIXTURES / "valid" / "empty_object.json5"
+        assert 0 == main([str(path)])
+        assert capsys.readouterr().out.startswith(f"ok: {path} (global: enabled=unset ")
