@@ -42,6 +42,8 @@ class ErrorCode(str, enum.Enum):
     INVALID_RESULT_JSON = "invalid_result_json"
     PARAMS_TOO_LARGE = "params_too_large"
     RESULT_TOO_LARGE = "result_too_large"
+    RUN_ID_TOO_LONG = "run_id_too_long"
+    TOOL_NAME_TOO_LONG = "tool_name_too_long"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,5 @@
+import sys
+
+from loopwarden.cli import main
+
+sys.exit(main())

@@ -1,0 +1,95 @@
+"""Conversions between the client's plain types and the generated protobuf messages."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+
+from .types import Action, RunInspection, RunRecord, Verdict
+from .v1 import loopwarden_pb2 as pb
+
+MISSING: Any = object()
+
+_ACTIONS = {pb.ACTION_ALLOW: Action.ALLOW, pb.ACTION_WARN: Action.WARN, pb.ACTION_BLOCK: Action.BLOCK,
+            pb.ACTION_ABORT: Action.ABORT, pb.ACTION_REJECT: Action.REJECT}
+
+
+def _json_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def tool_call_event(run_id: str, tool_name: str, params: Any = None, *, params_json: str | None = None,
+                    tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
+    text = params_json if params_json is not None else ("" if params is None else json.dumps(params, default=str))
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
+                    tool_call=pb.ToolCall(tool_name=tool_name, tool_call_id=tool_call_id, params_json=text))
+
+
+def tool_outcome_event(run_id: str, tool_name: str, params: Any = None, *, result: Any = MISSING,
+                       result_json: str | None = None, error: str | None = None, params_json: str | None = None,
+                       tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
+    text = params_json if params_json is not None else ("" if params is None else json.dumps(params, default=str))
+    outcome = pb.ToolOutcome(tool_name=tool_name, tool_call_id=tool_call_id, params_json=text)
+    if error is not None:
+        outcome.error = error
+    elif result_json is not None:
+        outcome.result_json = result_json
+    elif result is not MISSING:
+        outcome.result_json = json.dumps(result, default=str)
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq, tool_outcome=outcome)
+
+
+def compaction_retry_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
+                    compaction_retry=pb.CompactionRetry())
+
+
+def run_end_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq, run_end=pb.RunEnd())
+
+
+def event_from_dict(data: dict) -> pb.Event:
+    """One line of a JSONL trace (our event format) as an Event."""
+    kind = data.get("kind")
+    common = {"agent_id": data.get("agent_id", ""), "session_id": data.get("session_id", ""),
+              "seq": int(data.get("seq", 0))}
+    run_id = data.get("run_id", "")
+    if kind == "tool_call":
+        return tool_call_event(run_id, data.get("tool_name", ""), data.get("params"),
+                               params_json=data.get("params_json"), tool_call_id=data.get("tool_call_id", ""), **common)
+    if kind == "tool_outcome":
+        return tool_outcome_event(run_id, data.get("tool_name", ""), data.get("params"),
+                                  result=data.get("result", MISSING), result_json=data.get("result_json"),
+                                  error=data.get("error"), params_json=data.get("params_json"),
+                                  tool_call_id=data.get("tool_call_id", ""), **common)
+    if kind == "compaction_retry":
+        return compaction_retry_event(run_id, **common)
+    if kind == "run_end":
+        return run_end_event(run_id, **common)
+    return pb.Event(run_id=run_id, **common)
+
+
+def verdict_from_message(message: pb.Verdict) -> Verdict:
+    detector = pb.Detector.Name(message.detector).removeprefix("DETECTOR_").lower()
+    level = pb.Level.Name(message.level).removeprefix("LEVEL_").lower()
+    return Verdict(
+        seq=message.seq, run_id=message.run_id, action=_ACTIONS[message.action],
+        detector="" if detector == "unspecified" else detector, level="" if level == "unspecified" else level,
+        count=message.count, message=message.message, warning_key=message.warning_key, announce=message.announce,
+        paired_tool_name=message.paired_tool_name, error_code=message.error_code, tool_name=message.tool_name,
+    )
+
+
+def inspection_from_message(message: pb.InspectRunResponse) -> RunInspection:
+    return RunInspection(
+        run_id=message.run_id, agent_id=message.agent_id,
+        records=[RunRecord(r.seq, r.tool_name, r.args_hash, r.tool_call_id, r.result_hash, r.unknown_tool_name)
+                 for r in message.records],
+        guard_armed=message.guard.armed, guard_window_size=message.guard.window_size,
+        guard_observed=message.guard.observed, blocks=message.blocks, aborted=message.aborted,
+        abort_error_code=message.abort_error_code,
+        effective_config=MessageToDict(message.effective_config, preserving_proto_field_name=True,
+                                       always_print_fields_with_no_presence=True),
+        events_evaluated=message.events_evaluated,
+    )

@@ -1,0 +1,200 @@
+"""Python clients for the loopwarden daemon: `LoopwardenClient` (blocking) and
+`AsyncLoopwardenClient` (asyncio). Both hold one Evaluate stream open and reopen it after a
+failure; a run keeps its state on the daemon across streams."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import queue
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+
+from . import _wire
+from ._wire import MISSING
+from .types import LoopwardenUnavailable, RunInspection, RunNotFound, Verdict
+from .v1 import loopwarden_pb2 as pb
+from .v1 import loopwarden_pb2_grpc as pb_grpc
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 8 * 1024 * 1024),
+                    ("grpc.max_send_message_length", 8 * 1024 * 1024)]
+
+
+class _Verbs:
+    """The four events by name. Subclasses implement `_send(event) -> Verdict` (or an awaitable)."""
+
+    agent_id: str
+    _seq: itertools.count
+
+    def _common(self, agent_id: str | None, session_id: str, seq: int | None) -> dict:
+        return {"agent_id": self.agent_id if agent_id is None else agent_id, "session_id": session_id,
+                "seq": next(self._seq) if seq is None else seq}
+
+    def tool_call(self, run_id: str, tool_name: str, params: Any = None, *, tool_call_id: str = "",
+                  params_json: str | None = None, agent_id: str | None = None, session_id: str = "",
+                  seq: int | None = None):
+        """Before a tool runs: may it run? Returns the Verdict (ALLOW/WARN: run it)."""
+        return self._send(_wire.tool_call_event(run_id, tool_name, params, params_json=params_json,
+                                                tool_call_id=tool_call_id, **self._common(agent_id, session_id, seq)))
+
+    def tool_outcome(self, run_id: str, tool_name: str, params: Any = None, *, result: Any = MISSING,
+                     error: str | None = None, result_json: str | None = None, params_json: str | None = None,
+                     tool_call_id: str = "", agent_id: str | None = None, session_id: str = "",
+                     seq: int | None = None):
+        """After a tool ran: what it returned (`result`, any JSON-able value) or the `error` text."""
+        return self._send(_wire.tool_outcome_event(
+            run_id, tool_name, params, result=result, result_json=result_json, error=error,
+            params_json=params_json, tool_call_id=tool_call_id, **self._common(agent_id, session_id, seq)))
+
+    def compaction_retry(self, run_id: str, *, agent_id: str | None = None, session_id: str = "",
+                         seq: int | None = None):
+        """The runner compacted its context after an overflow and retries: arms the guard."""
+        return self._send(_wire.compaction_retry_event(run_id, **self._common(agent_id, session_id, seq)))
+
+    def run_end(self, run_id: str, *, agent_id: str | None = None, session_id: str = "", seq: int | None = None):
+        """The run is over: the daemon frees its state."""
+        return self._send(_wire.run_end_event(run_id, **self._common(agent_id, session_id, seq)))
+
+
+class LoopwardenClient(_Verbs):
+    """Blocking client. Thread-safe: requests on the shared stream are sent one at a time."""
+
+    def __init__(self, target: str = DEFAULT_TARGET, *, agent_id: str = "",
+                 metadata: Sequence[tuple[str, str]] = (), channel: grpc.Channel | None = None,
+                 timeout: float = 10.0) -> None:
+        self._channel = channel or grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        self._stub = pb_grpc.LoopDetectionServiceStub(self._channel)
+        self._metadata = tuple(metadata)
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._requests: queue.Queue | None = None
+        self._responses = None
+        self.agent_id = agent_id
+        self._seq = itertools.count(1)
+
+    def __enter__(self) -> LoopwardenClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def evaluate(self, events: Sequence[pb.Event]) -> list[Verdict]:
+        """Send one request carrying several events; one verdict per event, in order."""
+        with self._lock:
+            if self._responses is None:
+                self._requests = queue.Queue()
+                self._responses = self._stub.Evaluate(iter(self._requests.get, None), metadata=self._metadata)
+            self._requests.put(pb.EvaluateRequest(events=list(events)))
+            try:
+                response = next(self._responses)
+            except (grpc.RpcError, StopIteration) as exc:
+                self._reset_stream()
+                raise LoopwardenUnavailable(_describe(exc)) from None
+        return [_wire.verdict_from_message(v) for v in response.verdicts]
+
+    def _send(self, event: pb.Event) -> Verdict:
+        return self.evaluate([event])[0]
+
+    def check(self, event: pb.Event) -> Verdict:
+        """The unary Check RPC: the same decision without a stream."""
+        try:
+            response = self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise LoopwardenUnavailable(_describe(exc)) from None
+        return _wire.verdict_from_message(response.verdict)
+
+    def inspect(self, run_id: str) -> RunInspection:
+        try:
+            response = self._stub.InspectRun(pb.InspectRunRequest(run_id=run_id), timeout=self._timeout,
+                                             metadata=self._metadata)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                raise RunNotFound(exc.details()) from None
+            raise LoopwardenUnavailable(_describe(exc)) from None
+        return _wire.inspection_from_message(response)
+
+    def _reset_stream(self) -> None:
+        if self._requests is not None:
+            self._requests.put(None)
+        if self._responses is not None:
+            self._responses.cancel()
+        self._requests = self._responses = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._reset_stream()
+        self._channel.close()
+
+
+class AsyncLoopwardenClient(_Verbs):
+    """asyncio client; every verb is a coroutine."""
+
+    def __init__(self, target: str = DEFAULT_TARGET, *, agent_id: str = "",
+                 metadata: Sequence[tuple[str, str]] = (), channel: grpc.aio.Channel | None = None,
+                 timeout: float = 10.0) -> None:
+        self._channel = channel or grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        self._stub = pb_grpc.LoopDetectionServiceStub(self._channel)
+        self._metadata = tuple(metadata)
+        self._timeout = timeout
+        self._lock = asyncio.Lock()
+        self._call = None
+        self.agent_id = agent_id
+        self._seq = itertools.count(1)
+
+    async def __aenter__(self) -> AsyncLoopwardenClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def evaluate(self, events: Sequence[pb.Event]) -> list[Verdict]:
+        async with self._lock:
+            if self._call is None:
+                self._call = self._stub.Evaluate(metadata=self._metadata)
+            try:
+                await self._call.write(pb.EvaluateRequest(events=list(events)))
+                response = await self._call.read()
+            except grpc.RpcError as exc:
+                self._call = None
+                raise LoopwardenUnavailable(_describe(exc)) from None
+            if response is grpc.aio.EOF:
+                self._call = None
+                raise LoopwardenUnavailable("the daemon closed the stream")
+        return [_wire.verdict_from_message(v) for v in response.verdicts]
+
+    async def _send(self, event: pb.Event) -> Verdict:
+        return (await self.evaluate([event]))[0]
+
+    async def check(self, event: pb.Event) -> Verdict:
+        try:
+            response = await self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout,
+                                              metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise LoopwardenUnavailable(_describe(exc)) from None
+        return _wire.verdict_from_message(response.verdict)
+
+    async def inspect(self, run_id: str) -> RunInspection:
+        try:
+            response = await self._stub.InspectRun(pb.InspectRunRequest(run_id=run_id), timeout=self._timeout,
+                                                   metadata=self._metadata)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                raise RunNotFound(exc.details()) from None
+            raise LoopwardenUnavailable(_describe(exc)) from None
+        return _wire.inspection_from_message(response)
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._call is not None:
+                self._call.cancel()
+                self._call = None
+        await self._channel.close()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
+        return f"{exc.code().name}: {exc.details()}"
+    return "the daemon closed the stream"

@@ -1,0 +1,79 @@
+"""The client's own verdict type and errors: callers never need to import grpc or protobuf."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Action(str, enum.Enum):
+    ALLOW = "allow"
+    WARN = "warn"
+    BLOCK = "block"
+    ABORT = "abort"
+    REJECT = "reject"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    seq: int
+    run_id: str
+    action: Action
+    detector: str = ""  # "generic_repeat", "ping_pong", … ("" for a plain allow)
+    level: str = ""  # "warning" or "critical" when a detector matched
+    count: int = 0
+    message: str = ""
+    warning_key: str = ""
+    announce: bool = False
+    paired_tool_name: str = ""
+    error_code: str = ""
+    tool_name: str = ""
+
+    @property
+    def may_run(self) -> bool:
+        """The tool call may go ahead (ALLOW or WARN)."""
+        return self.action in (Action.ALLOW, Action.WARN)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    seq: int
+    tool_name: str
+    args_hash: str
+    tool_call_id: str
+    result_hash: str  # "" while pending
+    unknown_tool_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunInspection:
+    run_id: str
+    agent_id: str
+    records: list[RunRecord]
+    guard_armed: bool
+    guard_window_size: int
+    guard_observed: int
+    blocks: int
+    aborted: bool
+    abort_error_code: str
+    effective_config: dict = field(default_factory=dict)
+    events_evaluated: int = 0
+
+
+class LoopwardenError(Exception):
+    """Base of every error the client raises."""
+
+
+class LoopwardenUnavailable(LoopwardenError):
+    """The daemon could not be reached, or the stream broke; the next call reconnects."""
+
+
+class RunNotFound(LoopwardenError):
+    """InspectRun: the daemon holds no state for that run."""
+
+
+class RunAborted(LoopwardenError):
+    """Raised by the tool guard when the daemon aborts the run."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.message or verdict.error_code)
+        self.verdict = verdict

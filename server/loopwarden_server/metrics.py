@@ -1,0 +1,74 @@
+"""Every Prometheus metric of the daemon, defined once, on an injected registry.
+
+Labels are bounded: detector, action, kind, error code, reason, result, and an `agent` label that
+is an agent id named in the config or "default". Never a run id, tool arguments or free text.
+"""
+from __future__ import annotations
+
+import platform
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Per-event evaluation is microseconds; resolve the 5 µs - 100 µs range finely.
+LATENCY_BUCKETS = (
+    0.000005, 0.00001, 0.00002, 0.00003, 0.00004, 0.00005, 0.000075, 0.0001, 0.00025, 0.0005,
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+)
+
+VERSION = "0.1.0"
+DEFAULT_AGENT = "default"
+DETECTORS = ("generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker")
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry, grpc_version: str = "unknown") -> None:
+        self.registry = registry
+        self.warnings = Counter(
+            "loopwarden_warnings", "Announced loop warnings (first per pattern and run, then once per decade of count).",
+            ["detector", "agent"], registry=registry)
+        self.blocks = Counter(
+            "loopwarden_blocks", "Tool calls blocked because a loop detector reached its critical level.",
+            ["detector", "agent"], registry=registry)
+        self.guard_aborts = Counter(
+            "loopwarden_guard_aborts", "Runs aborted by the post-compaction guard (compaction_loop_persisted).",
+            ["agent"], registry=registry)
+        self.verdicts = Counter(
+            "loopwarden_verdicts", "Verdicts given, by action and deciding detector (none for a plain allow).",
+            ["action", "detector", "agent"], registry=registry)
+        self.events = Counter(
+            "loopwarden_events", "Events received, by kind (unknown when the event had none).",
+            ["kind"], registry=registry)
+        self.rejected = Counter(
+            "loopwarden_rejected_events", "Events rejected as malformed, by error code.",
+            ["error_code"], registry=registry)
+        self.evaluation_seconds = Histogram(
+            "loopwarden_evaluation_duration_seconds", "Time to evaluate one event inside the daemon, in seconds.",
+            buckets=LATENCY_BUCKETS, registry=registry)
+        self.active_runs = Gauge(
+            "loopwarden_active_runs", "Runs whose state the daemon currently holds.", registry=registry)
+        self.active_streams = Gauge(
+            "loopwarden_active_streams", "Open Evaluate streams.", registry=registry)
+        self.evictions = Counter(
+            "loopwarden_run_evictions", "Run states dropped before run_end, by reason (idle_ttl or max_runs).",
+            ["reason"], registry=registry)
+        self.config_reloads = Counter(
+            "loopwarden_config_reloads", "Config file reloads, by result (success or failure).",
+            ["result"], registry=registry)
+        self.config_last_reload_ok = Gauge(
+            "loopwarden_config_last_reload_successful", "1 if the last config reload succeeded (or none was tried), else 0.",
+            registry=registry)
+        self.build_info = Gauge(
+            "loopwarden_build_info", "Build information; always 1.",
+            ["version", "python_version", "grpc_version"], registry=registry)
+
+        self.build_info.labels(VERSION, platform.python_version(), grpc_version).set(1)
+        # Series that exist from the first scrape make rate() and absent() alerts behave.
+        for detector in DETECTORS:
+            self.warnings.labels(detector, DEFAULT_AGENT)
+            self.blocks.labels(detector, DEFAULT_AGENT)
+        self.guard_aborts.labels(DEFAULT_AGENT)
+        self.config_last_reload_ok.set(1)
+        for reason in ("idle_ttl", "max_runs"):
+            self.evictions.labels(reason)
+        for result in ("success", "failure"):
+            self.config_reloads.labels(result)

@@ -1,0 +1,175 @@
+"""The service layer: envelope validation, run store, engine, metrics and decision logs.
+
+It sees neither protobuf nor grpc: the transport hands it `EventInput`s and gets `Decision`s.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from .config import Config
+from .engine import (
+    Action, CompactionRetry, ErrorCode, RunEnd, ToolCall, ToolOutcome, Verdict, evaluate,
+)
+from .engine.verdicts import ALLOW, reject
+from .metrics import DEFAULT_AGENT, Metrics
+from .settings import Limits
+from .store import RunEntry, RunStore
+
+decision_log = logging.getLogger("loopwarden.decisions")
+
+EVENT_KINDS = ("tool_call", "tool_outcome", "compaction_retry", "run_end")
+
+
+@dataclass(frozen=True, slots=True)
+class EventInput:
+    """One event as received, in plain Python types."""
+
+    run_id: str
+    kind: str | None  # one of EVENT_KINDS, or None when the event named none
+    agent_id: str = ""
+    session_id: str = ""
+    seq: int = 0
+    tool_name: str = ""
+    tool_call_id: str = ""
+    params_json: str = ""
+    result_json: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    seq: int
+    run_id: str
+    verdict: Verdict
+
+
+class LoopwardenService:
+    def __init__(
+        self,
+        config: Config,
+        store: RunStore,
+        metrics: Metrics,
+        limits: Limits,
+        timer: Callable[[], float],
+    ) -> None:
+        self._config = config
+        self.store = store
+        self.metrics = metrics
+        self.limits = limits
+        self._timer = timer
+        metrics.active_runs.set_function(lambda: len(store))
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    def swap_config(self, config: Config) -> None:
+        """Atomic: every event reads the config reference once, so none sees half of two."""
+        self._config = config
+
+    def agent_label(self, agent_id: str, config: Config) -> str:
+        agent = agent_id.strip()
+        return agent if agent in config.agent_ids else DEFAULT_AGENT
+
+    def evaluate(self, event: EventInput) -> Decision:
+        started = self._timer()
+        config = self._config
+        self.metrics.events.labels(event.kind or "unknown").inc()
+        run_id = event.run_id.strip()
+        invalid = self._envelope_error(event, run_id)
+        if invalid is not None:
+            decision = Decision(event.seq, run_id, invalid)
+            self.metrics.rejected.labels(invalid.error_code).inc()
+            self.metrics.verdicts.labels(Action.REJECT.value, "none", self.agent_label(event.agent_id, config)).inc()
+        else:
+            decision = self._decide(event, run_id, config)
+        self.metrics.evaluation_seconds.observe(self._timer() - started)
+        return decision
+
+    def _envelope_error(self, event: EventInput, run_id: str) -> Verdict | None:
+        limits = self.limits
+        if not run_id:
+            return reject(ErrorCode.MISSING_RUN_ID, "run_id is required (a non-blank string)")
+        if len(run_id) > limits.max_run_id_chars:
+            return reject(ErrorCode.RUN_ID_TOO_LONG, f"run_id is {len(run_id)} characters; the limit is {limits.max_run_id_chars}")
+        if event.kind is None:
+            return reject(ErrorCode.MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end")
+        if len(event.tool_name) > limits.max_tool_name_chars:
+            return reject(ErrorCode.TOOL_NAME_TOO_LONG, f"tool_name is {len(event.tool_name)} characters; the limit is {limits.max_tool_name_chars}")
+        # Byte limits: len(str) <= bytes <= 4 * len(str), so encode only when it could matter.
+        if len(event.params_json) * 4 > limits.max_params_bytes:
+            size = len(event.params_json.encode("utf-8", "surrogatepass"))
+            if size > limits.max_params_bytes:
+                return reject(ErrorCode.PARAMS_TOO_LARGE, f"params_json is {size} bytes; the limit is {limits.max_params_bytes}")
+        for name, text in (("result_json", event.result_json), ("error", event.error)):
+            if text is not None and len(text) * 4 > limits.max_result_bytes:
+                size = len(text.encode("utf-8", "surrogatepass"))
+                if size > limits.max_result_bytes:
+                    return reject(ErrorCode.RESULT_TOO_LARGE, f"{name} is {size} bytes; the limit is {limits.max_result_bytes}")
+        return None
+
+    def _decide(self, event: EventInput, run_id: str, config: Config) -> Decision:
+        if event.kind == "run_end":
+            self.store.remove(run_id)
+            verdict = ALLOW
+            self.metrics.verdicts.labels(Action.ALLOW.value, "none", self.agent_label(event.agent_id, config)).inc()
+            return Decision(event.seq, run_id, verdict)
+
+        existing = self.store.get(run_id)
+        agent_id = event.agent_id.strip() or (existing.agent_id if existing else "")
+        settings = config.settings_for(agent_id)
+        entry = self.store.acquire(run_id, settings)
+        entry.agent_id = agent_id
+        if event.session_id:
+            entry.session_id = event.session_id
+        was_aborted = entry.state.abort is not None
+        verdict = evaluate(entry.state, self._engine_event(event), settings, config.tool_catalog)
+        if verdict.action is not Action.REJECT:
+            entry.events_evaluated += 1
+        self._account(event, entry, verdict, self.agent_label(agent_id, config), was_aborted)
+        return Decision(event.seq, run_id, verdict)
+
+    @staticmethod
+    def _engine_event(event: EventInput):
+        if event.kind == "tool_call":
+            return ToolCall(event.tool_name, event.params_json, event.tool_call_id, event.seq)
+        if event.kind == "tool_outcome":
+            return ToolOutcome(event.tool_name, event.params_json, event.tool_call_id,
+                               event.result_json, event.error, event.seq)
+        if event.kind == "compaction_retry":
+            return CompactionRetry(event.seq)
+        return RunEnd(event.seq)
+
+    def _account(self, event: EventInput, entry: RunEntry, verdict: Verdict, agent: str, was_aborted: bool) -> None:
+        action = verdict.action
+        self.metrics.verdicts.labels(action.value, verdict.detector.value, agent).inc()
+        if action is Action.ALLOW:
+            if event.kind == "compaction_retry" and verdict.message.startswith("post-compaction guard armed"):
+                self._log(logging.INFO, verdict.message, event, entry, verdict)
+            return
+        if action is Action.REJECT:
+            self.metrics.rejected.labels(verdict.error_code).inc()
+        elif action is Action.WARN:
+            if verdict.announce:
+                self.metrics.warnings.labels(verdict.detector.value, agent).inc()
+                self._log(logging.WARNING, "loop warning", event, entry, verdict)
+        elif action is Action.BLOCK:
+            self.metrics.blocks.labels(verdict.detector.value, agent).inc()
+            self._log(logging.WARNING, "tool call blocked", event, entry, verdict)
+        elif action is Action.ABORT and not was_aborted:
+            self.metrics.guard_aborts.labels(agent).inc()
+            self._log(logging.ERROR, "run aborted", event, entry, verdict)
+
+    @staticmethod
+    def _log(level: int, message: str, event: EventInput, entry: RunEntry, verdict: Verdict) -> None:
+        decision_log.log(level, message, extra={
+            "run_id": entry.run_id, "agent_id": entry.agent_id, "session_id": entry.session_id,
+            "seq": event.seq, "tool": verdict.tool_name, "action": verdict.action.value,
+            "detector": verdict.detector.value, "count": verdict.count,
+            "warning_key": verdict.warning_key, "error_code": verdict.error_code,
+        })
+
+    def settings_for_run(self, entry: RunEntry):
+        return self._config.settings_for(entry.agent_id)

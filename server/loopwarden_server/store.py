@@ -1,0 +1,125 @@
+"""In-memory per-run state, sharded by run id.
+
+Design. Every run id maps to exactly one shard, chosen by zlib.crc32 of the id (never `hash()`,
+which is salted per process and would move runs between shards across restarts and processes).
+A shard is an OrderedDict kept in least-recently-used order, so its first entry is its LRU run
+and idle-TTL expiry pops from the front without scanning live runs. The daemon runs one asyncio
+event loop and the store is touched only from it, so no lock is needed; sharding keeps every
+per-event operation O(1) in the number of runs and lets expiry sweep a shard at a time.
+
+The max-runs bound is global and exact: when a new run would exceed it, the least recently
+used run across all shards is evicted (the minimum of the shard heads: O(shards), not O(runs)).
+An evicted or ended run is gone entirely, so a later event with its id starts from zero and can
+never inherit stale counts.
+"""
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from .engine import LoopDetectionSettings, RunState, new_run_state
+
+
+@dataclass(slots=True)
+class RunEntry:
+    run_id: str
+    state: RunState
+    agent_id: str = ""
+    session_id: str = ""
+    last_seen: float = 0.0  # clock value of the latest event
+    touch: int = 0  # global access counter: total LRU order across shards
+    events_evaluated: int = 0
+
+
+EvictionListener = Callable[[str, RunEntry], None]  # (reason, entry)
+
+
+@dataclass
+class RunStore:
+    max_runs: int
+    idle_ttl_seconds: float
+    clock: Callable[[], float]
+    shard_count: int = 16
+    on_evict: EvictionListener | None = None
+    _shards: list[OrderedDict[str, RunEntry]] = field(init=False)
+    _size: int = field(init=False, default=0)
+    _touches: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self._shards = [OrderedDict() for _ in range(self.shard_count)]
+
+    def __len__(self) -> int:
+        return self._size
+
+    def shard_index(self, run_id: str) -> int:
+        return zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % self.shard_count
+
+    def _shard(self, run_id: str) -> OrderedDict[str, RunEntry]:
+        return self._shards[self.shard_index(run_id)]
+
+    def get(self, run_id: str) -> RunEntry | None:
+        """Read without touching recency (inspection must not keep a run alive)."""
+        return self._shard(run_id).get(run_id)
+
+    def acquire(self, run_id: str, settings: LoopDetectionSettings) -> RunEntry:
+        """The run's entry, created if new, marked most recently used."""
+        shard = self._shard(run_id)
+        now = self.clock()
+        self._touches += 1
+        entry = shard.get(run_id)
+        if entry is not None and now - entry.last_seen > self.idle_ttl_seconds:
+            # Expired but not yet swept: it must not hand its counts to the new activity.
+            self._drop(shard, run_id, "idle_ttl")
+            entry = None
+        if entry is None:
+            if self._size >= self.max_runs:
+                self._evict_least_recently_used()
+            entry = RunEntry(run_id, new_run_state(settings))
+            shard[run_id] = entry
+            self._size += 1
+        else:
+            shard.move_to_end(run_id)
+        entry.last_seen = now
+        entry.touch = self._touches
+        return entry
+
+    def remove(self, run_id: str) -> bool:
+        """run_end: free the run at once (not an eviction)."""
+        shard = self._shard(run_id)
+        if shard.pop(run_id, None) is None:
+            return False
+        self._size -= 1
+        return True
+
+    def expire_idle(self, budget: int = 10_000) -> int:
+        """Drop runs idle longer than the TTL, oldest first; at most `budget` per call."""
+        cutoff = self.clock() - self.idle_ttl_seconds
+        dropped = 0
+        for shard in self._shards:
+            while shard and dropped < budget:
+                run_id, entry = next(iter(shard.items()))
+                if entry.last_seen >= cutoff:
+                    break
+                self._drop(shard, run_id, "idle_ttl")
+                dropped += 1
+        return dropped
+
+    def entries(self) -> Iterator[RunEntry]:
+        for shard in self._shards:
+            yield from shard.values()
+
+    def _evict_least_recently_used(self) -> None:
+        heads = [(next(iter(shard.values())).touch, index) for index, shard in enumerate(self._shards) if shard]
+        if not heads:
+            return
+        _, index = min(heads)
+        shard = self._shards[index]
+        self._drop(shard, next(iter(shard)), "max_runs")
+
+    def _drop(self, shard: OrderedDict[str, RunEntry], run_id: str, reason: str) -> None:
+        entry = shard.pop(run_id)
+        self._size -= 1
+        if self.on_evict is not None:
+            self.on_evict(reason, entry)

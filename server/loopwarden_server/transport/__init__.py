@@ -1,0 +1,1 @@
+"""gRPC transport: the only server code that sees protobuf types; it converts at the edge."""

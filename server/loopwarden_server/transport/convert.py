@@ -1,0 +1,87 @@
+"""protobuf <-> service types."""
+from __future__ import annotations
+
+from loopwarden.v1 import loopwarden_pb2 as pb
+
+from ..engine import Action, Detector, Level, LoopDetectionSettings, Verdict
+from ..service import Decision, EventInput
+from ..store import RunEntry
+
+_ACTION = {
+    Action.ALLOW: pb.ACTION_ALLOW, Action.WARN: pb.ACTION_WARN, Action.BLOCK: pb.ACTION_BLOCK,
+    Action.ABORT: pb.ACTION_ABORT, Action.REJECT: pb.ACTION_REJECT,
+}
+_DETECTOR = {
+    Detector.NONE: pb.DETECTOR_UNSPECIFIED,
+    Detector.GENERIC_REPEAT: pb.DETECTOR_GENERIC_REPEAT,
+    Detector.KNOWN_POLL_NO_PROGRESS: pb.DETECTOR_KNOWN_POLL_NO_PROGRESS,
+    Detector.PING_PONG: pb.DETECTOR_PING_PONG,
+    Detector.UNKNOWN_TOOL_REPEAT: pb.DETECTOR_UNKNOWN_TOOL_REPEAT,
+    Detector.GLOBAL_CIRCUIT_BREAKER: pb.DETECTOR_GLOBAL_CIRCUIT_BREAKER,
+    Detector.POST_COMPACTION_GUARD: pb.DETECTOR_POST_COMPACTION_GUARD,
+}
+_LEVEL = {Level.NONE: pb.LEVEL_UNSPECIFIED, Level.WARNING: pb.LEVEL_WARNING, Level.CRITICAL: pb.LEVEL_CRITICAL}
+
+
+def event_input(event: pb.Event) -> EventInput:
+    kind = event.WhichOneof("kind")
+    if kind == "tool_call":
+        call = event.tool_call
+        return EventInput(event.run_id, kind, event.agent_id, event.session_id, event.seq,
+                          call.tool_name, call.tool_call_id, call.params_json)
+    if kind == "tool_outcome":
+        outcome = event.tool_outcome
+        which = outcome.WhichOneof("outcome")
+        return EventInput(
+            event.run_id, kind, event.agent_id, event.session_id, event.seq,
+            outcome.tool_name, outcome.tool_call_id, outcome.params_json,
+            outcome.result_json if which == "result_json" else None,
+            outcome.error if which == "error" else None,
+        )
+    return EventInput(event.run_id, kind, event.agent_id, event.session_id, event.seq)
+
+
+def verdict_message(decision: Decision) -> pb.Verdict:
+    verdict: Verdict = decision.verdict
+    return pb.Verdict(
+        seq=decision.seq, run_id=decision.run_id, action=_ACTION[verdict.action],
+        detector=_DETECTOR[verdict.detector], level=_LEVEL[verdict.level], count=verdict.count,
+        message=verdict.message, warning_key=verdict.warning_key, announce=verdict.announce,
+        paired_tool_name=verdict.paired_tool_name, error_code=verdict.error_code,
+        tool_name=verdict.tool_name,
+    )
+
+
+def effective_config(settings: LoopDetectionSettings) -> pb.EffectiveConfig:
+    message = pb.EffectiveConfig(
+        history_size=settings.history_size, warning_threshold=settings.warning_threshold,
+        critical_threshold=settings.critical_threshold,
+        unknown_tool_threshold=settings.unknown_tool_threshold,
+        global_circuit_breaker_threshold=settings.global_circuit_breaker_threshold,
+        generic_repeat=settings.generic_repeat, known_poll_no_progress=settings.known_poll_no_progress,
+        ping_pong=settings.ping_pong, post_compaction_window_size=settings.compaction_window_size,
+    )
+    if settings.enabled is not None:
+        message.enabled = settings.enabled
+    return message
+
+
+def inspect_response(entry: RunEntry, settings: LoopDetectionSettings) -> pb.InspectRunResponse:
+    state = entry.state
+    guard = state.guard
+    return pb.InspectRunResponse(
+        run_id=entry.run_id,
+        agent_id=entry.agent_id,
+        records=[
+            pb.RunRecord(seq=r.seq, tool_name=r.tool_name, args_hash=r.args_hash, tool_call_id=r.tool_call_id,
+                         result_hash=r.result_hash or "", unknown_tool_name=r.unknown_tool_name or "")
+            for r in state.records
+        ],
+        guard=pb.GuardState(armed=guard is not None, window_size=guard.window_size if guard else 0,
+                            observed=guard.observed if guard else 0),
+        blocks=state.blocks,
+        aborted=state.abort is not None,
+        abort_error_code=state.abort.error_code if state.abort else "",
+        effective_config=effective_config(settings),
+        events_evaluated=entry.events_evaluated,
+    )

@@ -1,0 +1,82 @@
+"""LoopDetectionService over grpc.aio.
+
+Errors that concern one event are REJECT verdicts inside the stream; only stream-level failures
+end an RPC, with a status from the single table below.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+from loopwarden.v1 import loopwarden_pb2 as pb
+from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
+
+from ..metrics import Metrics
+from ..service import LoopwardenService
+from . import convert
+
+log = logging.getLogger("loopwarden.transport")
+
+# The one mapping from stream-level failures to gRPC status codes.
+STREAM_FAILURES = {
+    "draining": (grpc.StatusCode.UNAVAILABLE, "loopwarden is shutting down; reconnect to another instance"),
+    "unknown_run": (grpc.StatusCode.NOT_FOUND, "no state is held for run {run_id!r}"),
+    "missing_run_id": (grpc.StatusCode.INVALID_ARGUMENT, "run_id is required"),
+    "missing_event": (grpc.StatusCode.INVALID_ARGUMENT, "event is required"),
+}
+
+
+class Lifecycle:
+    """Shared by the servicer and the app: whether new RPCs are still welcome."""
+
+    def __init__(self) -> None:
+        self.draining = False
+        self.active_streams = 0
+
+
+async def _fail(context: grpc.aio.ServicerContext, failure: str, **fields: str) -> None:
+    code, template = STREAM_FAILURES[failure]
+    await context.abort(code, template.format(**fields))
+
+
+class LoopDetectionServicer(pb_grpc.LoopDetectionServiceServicer):
+    def __init__(self, service: LoopwardenService, metrics: Metrics, lifecycle: Lifecycle) -> None:
+        self._service = service
+        self._metrics = metrics
+        self._lifecycle = lifecycle
+
+    async def Evaluate(
+        self, request_iterator: AsyncIterator[pb.EvaluateRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.EvaluateResponse]:
+        if self._lifecycle.draining:
+            await _fail(context, "draining")
+        evaluate = self._service.evaluate
+        to_input, to_verdict = convert.event_input, convert.verdict_message
+        self._metrics.active_streams.inc()
+        self._lifecycle.active_streams += 1
+        try:
+            async for request in request_iterator:
+                yield pb.EvaluateResponse(
+                    verdicts=[to_verdict(evaluate(to_input(event))) for event in request.events]
+                )
+        finally:
+            self._lifecycle.active_streams -= 1
+            self._metrics.active_streams.dec()
+
+    async def Check(self, request: pb.CheckRequest, context: grpc.aio.ServicerContext) -> pb.CheckResponse:
+        if self._lifecycle.draining:
+            await _fail(context, "draining")
+        if not request.HasField("event"):
+            await _fail(context, "missing_event")
+        decision = self._service.evaluate(convert.event_input(request.event))
+        return pb.CheckResponse(verdict=convert.verdict_message(decision))
+
+    async def InspectRun(self, request: pb.InspectRunRequest, context: grpc.aio.ServicerContext) -> pb.InspectRunResponse:
+        run_id = request.run_id.strip()
+        if not run_id:
+            await _fail(context, "missing_run_id")
+        entry = self._service.store.get(run_id)
+        if entry is None:
+            await _fail(context, "unknown_run", run_id=run_id)
+        return convert.inspect_response(entry, self._service.settings_for_run(entry))

@@ -1,0 +1,122 @@
+"""Start the real daemon as a subprocess on 127.0.0.1, ports chosen by the OS (port 0)."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+STARTUP_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass
+class DaemonHandle:
+    process: subprocess.Popen
+    grpc_target: str
+    metrics_url: str
+    metrics_port: int
+    config_path: pathlib.Path | None
+    log_lines: list[dict] = field(default_factory=list)
+    _lines: queue.Queue = field(default_factory=queue.Queue)
+
+    def logs(self) -> list[dict]:
+        """Every JSON log line the daemon printed so far."""
+        while True:
+            try:
+                self.log_lines.append(self._lines.get_nowait())
+            except queue.Empty:
+                return self.log_lines
+
+    def wait_for_log(self, predicate, timeout: float = 10.0) -> dict:
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < deadline:
+            lines = self.logs()
+            for line in lines[seen:]:
+                if predicate(line):
+                    return line
+            seen = len(lines)
+            time.sleep(0.02)
+        raise AssertionError(f"no matching log line within {timeout}s; got {self.logs()[-5:]}")
+
+    def write_config(self, text: str) -> None:
+        """Replace the config file the way an editor or a ConfigMap update would (atomic rename)."""
+        assert self.config_path is not None
+        tmp = self.config_path.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.config_path)
+
+    def scrape(self) -> str:
+        import urllib.request
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
+            return response.read().decode()
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+
+def _pump(stream, sink: queue.Queue) -> None:
+    for raw in stream:
+        try:
+            sink.put(json.loads(raw))
+        except ValueError:
+            sink.put({"msg": raw.rstrip("\n"), "unstructured": True})
+
+
+@contextlib.contextmanager
+def running_daemon(config_text: str | None = None, extra_args: Sequence[str] = (),
+                   env: dict[str, str] | None = None) -> Iterator[DaemonHandle]:
+    """The daemon on loopback; stopped with SIGTERM (then SIGKILL) when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="loopwarden-test-") as tmp:
+        config_path = None
+        args = [sys.executable, "-m", "loopwarden", "serve", "--listen", "127.0.0.1:0",
+                "--metrics-listen", "127.0.0.1:0", "--config-poll", "0.1", *extra_args]
+        if config_text is not None:
+            config_path = pathlib.Path(tmp) / "loopwarden.json5"
+            config_path.write_text(config_text)
+            args += ["--config", str(config_path)]
+        process_env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWARDEN_")}
+        process_env.update(env or {})
+        process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True, env=process_env)
+        lines: queue.Queue = queue.Queue()
+        pump = threading.Thread(target=_pump, args=(process.stderr, lines), daemon=True)
+        pump.start()
+        try:
+            seen: list[dict] = []
+            deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+            listening = None
+            while listening is None:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError(f"daemon did not start (exit {process.poll()}): {seen}")
+                try:
+                    line = lines.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                seen.append(line)
+                if line.get("msg") == "listening":
+                    listening = line
+            metrics_port = int(listening["metrics_address"].rsplit(":", 1)[1])
+            handle = DaemonHandle(process, listening["grpc_address"],
+                                  f"http://127.0.0.1:{metrics_port}/metrics", metrics_port, config_path,
+                                  seen, lines)
+            yield handle
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=5)
+            pump.join(timeout=5)
+            process.stderr.close()
