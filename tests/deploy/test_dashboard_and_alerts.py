@@ -1,0 +1,150 @@
+"""The Grafana dashboard and the Prometheus alert rules, checked with promtool."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from tests.deploy.tooling import (
+    ALERT_TESTS,
+    ALERTS,
+    CHART,
+    alert_rules,
+    dashboard,
+    dashboard_exprs,
+    dashboard_panels,
+    dashboard_variable_queries,
+    run,
+    substitute_grafana_variables,
+    tool,
+)
+
+
+class TestAlertRules:
+    def test_promtool_check_rules(self) -> None:
+        result = run([tool("promtool"), "check", "rules", str(ALERTS)])
+        assert f"SUCCESS: {len(alert_rules())} rules found" in result.stdout
+
+    def test_promtool_unit_tests_pass(self) -> None:
+        """tests/deploy/alerts_test.yaml: every alert fires on its synthetic series and stays quiet
+        on a near miss (guard aborts and config reload among them)."""
+        result = run([tool("promtool"), "test", "rules", str(ALERT_TESTS)], cwd=ALERT_TESTS.parent)
+        assert "SUCCESS" in result.stdout
+
+    def test_unit_tests_show_every_alert_firing(self) -> None:
+        """Each alert of the rule file, and at least guard abort and config reload, has a unit test
+        case in which it fires."""
+        tests = yaml.safe_load(ALERT_TESTS.read_text())
+        fired = {
+            case["alertname"]
+            for test in tests["tests"]
+            for case in test.get("alert_rule_test", [])
+            if case.get("exp_alerts")
+        }
+        assert {"LoopwardenGuardAbortSpike", "LoopwardenConfigReloadFailing"} <= fired
+        assert fired == {rule["alert"] for rule in alert_rules()}
+
+    def test_the_issue_s_alerts_exist(self) -> None:
+        names = {rule["alert"] for rule in alert_rules()}
+        assert {
+            "LoopwardenTargetDown",
+            "LoopwardenGuardAbortSpike",
+            "LoopwardenBlockRateSpike",
+            "LoopwardenEvaluationLatencyHigh",
+            "LoopwardenConfigReloadFailing",
+            "LoopwardenRunEvictionsUnderPressure",
+            "LoopwardenRejectedEventRatioHigh",
+        } <= names
+
+    def test_every_alert_has_summary_description_severity_and_a_runbook_in_the_readme(self) -> None:
+        readme = (CHART / "README.md").read_text()
+        headings = set(re.findall(r"^### (\w+)$", readme, re.MULTILINE))
+        for rule in alert_rules():
+            annotations = rule["annotations"]
+            assert annotations["summary"] and annotations["description"], rule["alert"]
+            assert rule["labels"]["severity"] in {"warning", "critical"}, rule["alert"]
+            assert rule["alert"] in headings, f"no runbook section for {rule['alert']}"
+            assert annotations["runbook_url"].endswith(f"README.md#{rule['alert'].lower()}")
+            assert re.search(r"\*\*Meaning\.\*\*", readme.split(f"### {rule['alert']}")[1].split("\n### ")[0])
+
+    def test_every_expression_selects_the_loopwarden_job(self) -> None:
+        """The chart rewrites job="loopwarden" on nameOverride, so every selector must spell it so."""
+        for rule in alert_rules():
+            for selector in re.findall(r"\b\w+\{[^}]*\}", rule["expr"]):
+                assert 'job="loopwarden"' in selector, (rule["alert"], selector)
+
+
+class TestDashboard:
+    def test_variables(self) -> None:
+        """A datasource variable (so the JSON imports anywhere) and an agent variable."""
+        variables = {v["name"]: v for v in dashboard()["templating"]["list"]}
+        assert variables["datasource"]["type"] == "datasource"
+        assert variables["datasource"]["query"] == "prometheus"
+        assert variables["agent"]["type"] == "query"
+        assert "agent" in variables["agent"]["query"]["query"]
+
+    def test_every_panel_uses_the_datasource_variable(self) -> None:
+        for panel in dashboard_panels():
+            if panel["type"] == "row":
+                continue
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+            for target in panel["targets"]:
+                assert target["datasource"]["uid"] == "${datasource}", panel["title"]
+
+    def test_standalone_json_has_no_import_placeholders(self) -> None:
+        """No __inputs/${DS_...} placeholders: the same file works through the sidecar and Import."""
+        text = (CHART / "files" / "loopwarden-dashboard.json").read_text()
+        assert "__inputs" not in text and "${DS_" not in text
+        assert dashboard()["uid"] and dashboard()["title"]
+
+    def test_panel_ids_are_unique_and_panels_do_not_overlap(self) -> None:
+        panels = [p for p in dashboard_panels()]
+        ids = [p["id"] for p in panels]
+        assert len(ids) == len(set(ids))
+        cells = set()
+        for panel in panels:
+            grid = panel["gridPos"]
+            assert grid["x"] + grid["w"] <= 24, panel["title"]
+            for x in range(grid["x"], grid["x"] + grid["w"]):
+                for y in range(grid["y"], grid["y"] + grid["h"]):
+                    assert (x, y) not in cells, f"{panel['title']} overlaps at {(x, y)}"
+                    cells.add((x, y))
+
+    def test_panels_the_issue_asks_for(self) -> None:
+        exprs = [expr for _, expr in dashboard_exprs()]
+
+        def has(pattern: str) -> bool:
+            return any(re.search(pattern, expr) for expr in exprs)
+
+        assert has(r"by \(detector\) \(rate\(loopwarden_warnings_total")
+        assert has(r"by \(detector\) \(rate\(loopwarden_blocks_total")
+        assert has(r"rate\(loopwarden_guard_aborts_total")
+        assert has(r"by \(action\) \(rate\(loopwarden_verdicts_total")
+        for quantile in ("0.5", "0.9", "0.99"):
+            assert has(rf"histogram_quantile\({quantile}, sum by \(le\) \(rate\(loopwarden_evaluation_duration_seconds_bucket")
+        assert has(r"loopwarden_active_runs") and has(r"loopwarden_active_streams")
+        assert has(r"by \(reason\) \(rate\(loopwarden_run_evictions_total")
+        assert has(r"by \(error_code\) \(rate\(loopwarden_rejected_events_total")
+        assert has(r"loopwarden_config_last_reload_successful")
+        assert has(r"loopwarden_config_reloads_total")
+
+    def test_agent_variable_filters_every_per_agent_metric(self) -> None:
+        for title, expr in dashboard_exprs():
+            for selector in re.findall(r"(loopwarden_(?:warnings|blocks|guard_aborts|verdicts)_total)\{([^}]*)\}", expr):
+                assert 'agent=~"$agent"' in selector[1], title
+
+    def test_every_query_is_valid_promql(self, tmp_path: Path) -> None:
+        """promtool parses every panel and variable query (Grafana variables filled in as with All)."""
+        rules = [
+            {"record": f"dashboard:panel_{index}", "expr": substitute_grafana_variables(expr)}
+            for index, (_, expr) in enumerate(dashboard_exprs())
+        ]
+        for name, query in dashboard_variable_queries():
+            # label_values(SELECTOR, label) is Grafana's; its selector must be valid PromQL.
+            selector = re.fullmatch(r"label_values\((.*),\s*\w+\)", query).group(1)
+            rules.append({"record": f"dashboard:variable_{name}", "expr": substitute_grafana_variables(selector)})
+        path = tmp_path / "dashboard-queries.yaml"
+        path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+        result = run([tool("promtool"), "check", "rules", str(path)])
+        assert f"SUCCESS: {len(rules)} rules found" in result.stdout

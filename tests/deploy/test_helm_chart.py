@@ -1,0 +1,496 @@
+"""The Helm chart: lint, schema, Kubernetes validation, and the contract of what it renders."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.tooling import (
+    ALERTS,
+    ALL_OPTIONAL_VALUES,
+    CHART,
+    CRD_MODELS,
+    DASHBOARD,
+    INSTALL_HINT,
+    REPO,
+    daemon_container,
+    find,
+    flag_values,
+    free_port,
+    helm_template,
+    kinds,
+    render,
+    run,
+    stop,
+    tool,
+    values,
+    venv_script,
+    wait_for,
+    http_get,
+)
+
+VALUES_FILES = {"default values": (), "all optional objects on": (ALL_OPTIONAL_VALUES,)}
+OPTIONAL_KINDS = {"HorizontalPodAutoscaler", "NetworkPolicy", "PrometheusRule", "ServiceMonitor"}
+CRD_KINDS = {"PrometheusRule", "ServiceMonitor"}
+CHART_KUBE_MINIMUM = "1.27.0"
+
+
+def lint(*values_files: Path, sets: tuple[str, ...] = (), set_json: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    argv = [tool("helm"), "lint", "--strict", str(CHART)]
+    for path in values_files:
+        argv += ["--values", str(path)]
+    for item in sets:
+        argv += ["--set", item]
+    for item in set_json:
+        argv += ["--set-json", item]
+    return run(argv, check=False)
+
+
+class TestLint:
+    @pytest.mark.parametrize("values_files", VALUES_FILES.values(), ids=VALUES_FILES.keys())
+    def test_lint_strict_passes(self, values_files: tuple[Path, ...]) -> None:
+        """`helm lint --strict` passes on the default values and with every optional object on."""
+        result = lint(*values_files)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
+
+    def test_all_optional_values_turn_every_optional_object_on(self) -> None:
+        """The all-on values file really renders every optional object, headless Service included."""
+        objects = render(ALL_OPTIONAL_VALUES)
+        assert OPTIONAL_KINDS <= set(kinds(objects))
+        assert find(objects, "Service", "-headless")["spec"]["clusterIP"] == "None"
+        assert find(objects, "Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+    def test_defaults_render_no_optional_object(self) -> None:
+        """Defaults: no CRD objects (a cluster without prometheus-operator installs cleanly), no HPA or policy."""
+        objects = render()
+        assert not OPTIONAL_KINDS & set(kinds(objects))
+        assert kinds(objects) == sorted(
+            ["ConfigMap", "ConfigMap", "Deployment", "PodDisruptionBudget", "Pod", "Service", "ServiceAccount"]
+        )
+
+
+class TestValuesSchema:
+    def test_schema_is_valid_json_schema(self) -> None:
+        """values.schema.json is itself a valid draft-07 schema and accepts both values files."""
+        import jsonschema
+
+        schema = json.loads((CHART / "values.schema.json").read_text())
+        jsonschema.Draft7Validator.check_schema(schema)
+        jsonschema.Draft7Validator(schema).validate(values())
+        merged = _deep_merge(values(), yaml.safe_load(ALL_OPTIONAL_VALUES.read_text()))
+        jsonschema.Draft7Validator(schema).validate(merged)
+
+    @pytest.mark.parametrize(
+        ("set_json", "complaint"),
+        [
+            ('replicaCount="two"', "/replicaCount"),
+            ('image.pullPolicy="Sometimes"', "/image/pullPolicy"),
+            ("service.grpcPort=70000", "/service/grpcPort"),
+            ("config.tools.loopDetection.warningThreshold=0", "/config/tools/loopDetection/warningThreshold"),
+            ("config.tools.loopDetection.historySize=5000", "/config/tools/loopDetection/historySize"),
+            ("config.tools.loopDetection.warningTreshold=5", "warningTreshold"),
+            ('config.tools.loopDetection.enabled="yes"', "/config/tools/loopDetection/enabled"),
+            ('config.agents.list=[{"tools":{}}]', "/config/agents/list/0"),
+            ("serviceMonitor.enable=true", "enable"),
+            ('prometheusRule.disabledAlerts=["NoSuchAlert"]', "/prometheusRule/disabledAlerts/0"),
+        ],
+    )
+    def test_schema_rejects_bad_values(self, set_json: str, complaint: str) -> None:
+        """A wrong type, an out-of-range number or a misspelt key fails lint and template, naming the value."""
+        linted = lint(set_json=(set_json,))
+        assert linted.returncode != 0, linted.stdout
+        assert complaint in linted.stdout + linted.stderr
+        rendered = helm_template(set_json=(set_json,), check=False)
+        assert rendered.returncode != 0
+        assert complaint in rendered.stderr
+
+    def test_replica_count_string_is_rejected(self) -> None:
+        """The issue's own example: replicaCount "two" is refused as a string where an integer belongs."""
+        result = lint(sets=("replicaCount=two",))
+        assert result.returncode != 0
+        assert re.search(r"/replicaCount.*got string, want integer", result.stdout), result.stdout
+
+    def test_termination_grace_must_exceed_drain_grace(self) -> None:
+        """Rendering fails when Kubernetes would kill the daemon before its drain grace is over."""
+        result = helm_template(set_json=("daemon.drainGraceSeconds=30", "terminationGracePeriodSeconds=30"), check=False)
+        assert result.returncode != 0
+        assert "must be greater than daemon.drainGraceSeconds" in result.stderr
+
+
+class TestKubernetesSchemas:
+    @pytest.mark.parametrize("values_files", VALUES_FILES.values(), ids=VALUES_FILES.keys())
+    @pytest.mark.parametrize("kube_version", [CHART_KUBE_MINIMUM, "latest"])
+    def test_rendered_objects_validate(self, values_files: tuple[Path, ...], kube_version: str) -> None:
+        """Every rendered built-in object validates strictly (no unknown fields) against the
+        Kubernetes OpenAPI schemas of the oldest supported and the newest known version."""
+        import kubernetes_validate
+        from kubernetes_validate.utils import latest_version
+
+        version = latest_version() if kube_version == "latest" else kube_version
+        objects = render(*values_files, kube_version=version)
+        checked = []
+        for obj in objects:
+            if obj["kind"] in CRD_KINDS:
+                continue
+            try:
+                kubernetes_validate.validate(obj, version, strict=True)
+            except kubernetes_validate.ValidationError as exc:
+                path = ".".join(str(p) for p in exc.path)
+                pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} invalid for Kubernetes {version}: {path}: {exc.message}")
+            checked.append(obj["kind"])
+        assert "Deployment" in checked and "Pod" in checked
+
+    def test_chart_refuses_kubernetes_older_than_grpc_probes(self) -> None:
+        """kubeVersion in Chart.yaml stops installs on clusters without native gRPC probes."""
+        result = helm_template(kube_version="1.26.0", check=False)
+        assert result.returncode != 0
+        assert "kubeVersion" in result.stderr or "incompatible" in result.stderr
+
+    def test_prometheus_operator_objects_validate(self) -> None:
+        """ServiceMonitor and PrometheusRule validate against the prometheus-operator CRD schemas."""
+        if not (CRD_MODELS / "@kubernetes-models" / "prometheus-operator").is_dir():
+            pytest.fail(f"prometheus-operator CRD schemas are not installed: {INSTALL_HINT}", pytrace=False)
+        objects = [o for o in render(ALL_OPTIONAL_VALUES) if o["kind"] in CRD_KINDS]
+        assert sorted(o["kind"] for o in objects) == sorted(CRD_KINDS)
+        result = run(
+            [tool("node"), str(Path(__file__).with_name("validate_crds.mjs")), str(CRD_MODELS)],
+            input=json.dumps(objects),
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.count("OK ") == len(objects)
+
+    def test_crd_validation_catches_a_bad_object(self) -> None:
+        """The CRD check is not a rubber stamp: a ServiceMonitor with a numeric port name fails."""
+        bad = {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "ServiceMonitor",
+            "metadata": {"name": "bad"},
+            "spec": {"selector": {}, "endpoints": [{"port": 9464}]},
+        }
+        result = run(
+            [tool("node"), str(Path(__file__).with_name("validate_crds.mjs")), str(CRD_MODELS)],
+            input=json.dumps([bad]),
+            check=False,
+        )
+        assert result.returncode == 1
+        assert "port must be string" in result.stdout
+
+
+class TestDeployment:
+    def test_native_grpc_probes_on_the_health_service(self) -> None:
+        """Startup, readiness and liveness are native gRPC probes; readiness asks for the API service,
+        which turns NOT_SERVING while the daemon drains."""
+        container = daemon_container(render())
+        port = values()["daemon"]["grpcPort"]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"]["port"] == port, probe
+        assert container["readinessProbe"]["grpc"]["service"] == "loopwarden.v1.LoopDetectionService"
+        assert container["livenessProbe"]["grpc"]["service"] == ""
+
+    def test_security_context(self) -> None:
+        """Non-root, read-only root filesystem, all capabilities dropped, RuntimeDefault seccomp."""
+        objects = render()
+        pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+        container = daemon_container(objects)
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        security = container["securityContext"]
+        assert security["runAsNonRoot"] is True and security["runAsUser"] != 0
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"]["drop"] == ["ALL"]
+        assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+
+    @pytest.mark.parametrize("values_files", VALUES_FILES.values(), ids=VALUES_FILES.keys())
+    def test_termination_grace_exceeds_drain_grace(self, values_files: tuple[Path, ...]) -> None:
+        """terminationGracePeriodSeconds is longer than the --drain-grace the daemon is given."""
+        objects = render(*values_files)
+        pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+        drain = float(flag_values(daemon_container(objects)["args"])["--drain-grace"])
+        assert pod["terminationGracePeriodSeconds"] > drain
+
+    def test_resources_and_single_replica_default(self) -> None:
+        objects = render()
+        deployment = find(objects, "Deployment")
+        assert deployment["spec"]["replicas"] == 1
+        resources = daemon_container(objects)["resources"]
+        assert resources["requests"]["cpu"] and resources["requests"]["memory"] and resources["limits"]["memory"]
+
+    def test_hpa_owns_replicas_when_enabled(self) -> None:
+        """With autoscaling on, the Deployment leaves replicas to the HPA, which targets it."""
+        objects = render(ALL_OPTIONAL_VALUES)
+        deployment = find(objects, "Deployment")
+        assert "replicas" not in deployment["spec"]
+        hpa = find(objects, "HorizontalPodAutoscaler")
+        assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
+
+
+class TestConfig:
+    @pytest.mark.parametrize("values_files", VALUES_FILES.values(), ids=VALUES_FILES.keys())
+    def test_config_map_mounted_as_directory_the_daemon_reads(self, values_files: tuple[Path, ...]) -> None:
+        """The ConfigMap is mounted as a whole directory (no subPath, so updates reach the file
+        watcher) and --config points at its key inside that directory."""
+        objects = render(*values_files)
+        deployment = find(objects, "Deployment")
+        container = daemon_container(objects)
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == "config"]
+        assert "subPath" not in mount and "subPathExpr" not in mount
+        assert all("subPath" not in m for m in container["volumeMounts"])
+        (volume,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "config"]
+        config_map = find(objects, "ConfigMap", deployment["metadata"]["name"])
+        assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+        assert "items" not in volume["configMap"]
+        config_path = flag_values(container["args"])["--config"]
+        directory, key = config_path.rsplit("/", 1)
+        assert mount["mountPath"] == directory == "/etc/loopwarden"
+        assert list(config_map["data"]) == [key] == ["loopwarden.json5"]
+
+    @pytest.mark.parametrize("values_files", VALUES_FILES.values(), ids=VALUES_FILES.keys())
+    def test_rendered_config_passes_the_daemons_own_check(self, values_files: tuple[Path, ...], tmp_path: Path) -> None:
+        """`loopwarden check-config` (the daemon's loader) accepts the rendered config file."""
+        objects = render(*values_files)
+        text = find(objects, "ConfigMap", find(objects, "Deployment")["metadata"]["name"])["data"]["loopwarden.json5"]
+        path = tmp_path / "loopwarden.json5"
+        path.write_text(text)
+        result = run([venv_script("loopwarden"), "check-config", str(path)], check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.startswith("ok:")
+
+    def test_values_reach_the_config_file(self) -> None:
+        """Thresholds and agent overrides in values appear as such in the rendered file."""
+        objects = render(ALL_OPTIONAL_VALUES)
+        text = find(objects, "ConfigMap", find(objects, "Deployment")["metadata"]["name"])["data"]["loopwarden.json5"]
+        body = json.loads("\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//")))
+        assert body["tools"]["loopDetection"]["warningThreshold"] == 8
+        assert [agent["id"] for agent in body["agents"]["list"]] == ["safe-runner", "researcher"]
+        assert body["loopwarden"]["providerSendTools"] == ["telegram", "slack"]
+
+    def test_checksum_annotation_is_switchable_and_follows_the_config(self) -> None:
+        """Off by default (hot reload); when on, it changes exactly when the config changes."""
+        def checksum(*sets: str) -> str | None:
+            pod = find(render(sets=sets), "Deployment")["spec"]["template"]
+            return (pod["metadata"].get("annotations") or {}).get("checksum/config")
+
+        assert checksum() is None
+        first = checksum("rollOnConfigChange=true")
+        assert first and re.fullmatch(r"[0-9a-f]{64}", first)
+        assert checksum("rollOnConfigChange=true", "replicaCount=3") == first
+        assert checksum("rollOnConfigChange=true", "config.tools.loopDetection.warningThreshold=9") != first
+
+
+class TestServicesAndPolicies:
+    def test_service_ports_are_named_and_target_container_ports(self) -> None:
+        objects = render(ALL_OPTIONAL_VALUES)
+        container_ports = {p["name"]: p["containerPort"] for p in daemon_container(objects)["ports"]}
+        assert container_ports == {"grpc": values()["daemon"]["grpcPort"], "http-metrics": values()["daemon"]["metricsPort"]}
+        service = find(objects, "Service", "loopwarden")
+        assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {"grpc": "grpc", "http-metrics": "http-metrics"}
+        assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
+            "grpc": values()["service"]["grpcPort"],
+            "http-metrics": values()["service"]["metricsPort"],
+        }
+        headless = find(objects, "Service", "-headless")
+        assert [p["targetPort"] for p in headless["spec"]["ports"]] == ["grpc"]
+
+    def test_selectors_match_the_pods(self) -> None:
+        """Services, PDB, NetworkPolicy and ServiceMonitor all select the daemon's pod labels."""
+        objects = render(ALL_OPTIONAL_VALUES)
+        pod_labels = find(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+
+        def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+            return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+        for service in (o for o in objects if o["kind"] == "Service"):
+            assert selects(service["spec"]["selector"], pod_labels), service["metadata"]["name"]
+        assert selects(find(objects, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"], pod_labels)
+        assert selects(find(objects, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"], pod_labels)
+        service = find(objects, "Service", "loopwarden")
+        monitor = find(objects, "ServiceMonitor")
+        assert selects(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
+        assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+        # The job label the alerts select on comes from this Service label.
+        assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "loopwarden"
+
+    def test_network_policy_admits_the_test_pod_and_the_scrapers(self) -> None:
+        objects = render(ALL_OPTIONAL_VALUES)
+        policy = find(objects, "NetworkPolicy")
+        test_pod = find(objects, "Pod")
+        grpc_rule, metrics_rule = policy["spec"]["ingress"]
+        assert grpc_rule["ports"] == [{"port": "grpc", "protocol": "TCP"}]
+        client_selectors = [peer["podSelector"]["matchLabels"] for peer in grpc_rule["from"] if "podSelector" in peer]
+        assert any(all(test_pod["metadata"]["labels"].get(k) == v for k, v in s.items()) for s in client_selectors)
+        assert metrics_rule["ports"] == [{"port": "http-metrics", "protocol": "TCP"}]
+        assert metrics_rule["from"] == yaml.safe_load(ALL_OPTIONAL_VALUES.read_text())["networkPolicy"]["metricsFrom"]
+
+
+class TestObservabilityObjects:
+    def test_dashboard_config_map_is_labelled_for_the_sidecar(self) -> None:
+        """Default label grafana_dashboard: "1"; the data is the dashboard file byte for byte."""
+        config_map = find(render(), "ConfigMap", "-dashboard")
+        assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert config_map["data"]["loopwarden-dashboard.json"] == DASHBOARD.read_text().rstrip("\n")
+
+    def test_dashboard_label_is_configurable(self) -> None:
+        config_map = find(
+            render(sets=("dashboards.label=my_dashboards", "dashboards.labelValue=yes", "dashboards.namespace=monitoring")),
+            "ConfigMap",
+            "-dashboard",
+        )
+        assert config_map["metadata"]["labels"]["my_dashboards"] == "yes"
+        assert "grafana_dashboard" not in config_map["metadata"]["labels"]
+        assert config_map["metadata"]["namespace"] == "monitoring"
+        assert find(render(sets=("dashboards.enabled=false",)), "ConfigMap", "lw-loopwarden")  # only the config left
+
+    def test_prometheus_rule_carries_the_rule_file(self) -> None:
+        """The PrometheusRule holds exactly the alerts of files/loopwarden-alerts.yaml."""
+        rule = find(render(sets=("prometheusRule.enabled=true",)), "PrometheusRule")
+        assert rule["spec"]["groups"] == yaml.safe_load(ALERTS.read_text())["groups"]
+
+    def test_prometheus_rule_follows_name_override_and_options(self) -> None:
+        """nameOverride rewrites job selectors; disabled alerts go; extra labels and groups come."""
+        rule = find(render(ALL_OPTIONAL_VALUES, sets=("nameOverride=warden",)), "PrometheusRule")
+        alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+        assert "LoopwardenAbsent" not in {a["alert"] for a in alerts}
+        assert all(a["labels"]["team"] == "agents" and a["labels"]["severity"] for a in alerts)
+        assert all('job="warden"' in a["expr"] and 'job="loopwarden"' not in a["expr"] for a in alerts)
+        assert rule["spec"]["groups"][-1]["name"] == "loopwarden.custom"
+        monitor = find(render(ALL_OPTIONAL_VALUES, sets=("nameOverride=warden",)), "ServiceMonitor")
+        service = find(render(ALL_OPTIONAL_VALUES, sets=("nameOverride=warden",)), "Service", "warden")
+        assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "warden"
+
+    def test_rendered_prometheus_rule_passes_promtool(self, tmp_path: Path) -> None:
+        """The rules as rendered into the PrometheusRule (with all options applied) pass promtool."""
+        rule = find(render(ALL_OPTIONAL_VALUES), "PrometheusRule")
+        path = tmp_path / "rendered-rules.yaml"
+        path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+        run([tool("promtool"), "check", "rules", str(path)])
+
+
+class TestHelmTestHook:
+    def test_hook_pod_checks_grpc_health_of_the_service(self) -> None:
+        """`helm test` runs `loopwarden health` from the daemon image against the Service's gRPC port."""
+        objects = render()
+        pod = find(objects, "Pod")
+        service = find(objects, "Service", "loopwarden")
+        assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+        (container,) = pod["spec"]["containers"]
+        assert container["image"] == daemon_container(objects)["image"]
+        assert container["command"][:2] == ["loopwarden", "health"]
+        flags = flag_values(container["command"][2:])
+        host, port = flags["--address"].rsplit(":", 1)
+        assert host == f"{service['metadata']['name']}.agents.svc"
+        assert int(port) == next(p["port"] for p in service["spec"]["ports"] if p["name"] == "grpc")
+        assert flags["--service"] == "loopwarden.v1.LoopDetectionService"
+        assert pod["spec"]["restartPolicy"] == "Never"
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+    @pytest.mark.parametrize("values_files", VALUES_FILES.values(), ids=VALUES_FILES.keys())
+    def test_notes_tell_how_to_reach_and_test_the_release(self, values_files: tuple[Path, ...]) -> None:
+        argv = [tool("helm"), "install", "lw", str(CHART), "--namespace", "agents", "--dry-run=client"]
+        for path in values_files:
+            argv += ["--values", str(path)]
+        notes = run(argv).stdout.split("NOTES:", 1)[1]
+        assert "lw-loopwarden.agents.svc:50051" in notes
+        assert "helm test lw -n agents" in notes
+        assert ("more than one replica" in notes) == bool(values_files)
+
+
+class TestChartAgainstTheRealDaemon:
+    def test_container_args_and_config_start_the_daemon(self, tmp_path: Path) -> None:
+        """The Deployment's exact argument vector (all options on), with only the listen addresses
+        moved to loopback ports and the config directory to a temp dir holding the rendered
+        ConfigMap, starts the real daemon; the helm-test command then reports SERVING."""
+        objects = render(ALL_OPTIONAL_VALUES)
+        container = daemon_container(objects)
+        config_map = find(objects, "ConfigMap", find(objects, "Deployment")["metadata"]["name"])
+        for key, text in config_map["data"].items():
+            (tmp_path / key).write_text(text)
+
+        grpc_port, metrics_port = free_port(), free_port()
+        replacements = {
+            "--listen": f"127.0.0.1:{grpc_port}",
+            "--metrics-listen": f"127.0.0.1:{metrics_port}",
+            "--config": str(tmp_path / "loopwarden.json5"),
+        }
+        args = list(container["args"])
+        for flag, value in replacements.items():
+            args[args.index(flag) + 1] = value
+        # The image's ENTRYPOINT is `loopwarden serve` (test_dockerfile checks that).
+        log = (tmp_path / "daemon.log").open("w")
+        process = subprocess.Popen(
+            [venv_script("loopwarden"), "serve", *args], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path
+        )
+        try:
+            hook = find(objects, "Pod")["spec"]["containers"][0]["command"]
+            hook_flags = flag_values(hook[2:])
+            health = [venv_script("loopwarden"), "health", "--address", f"127.0.0.1:{grpc_port}",
+                      "--service", hook_flags["--service"], "--timeout", hook_flags["--timeout"]]
+
+            def serving() -> bool | None:
+                if process.poll() is not None:
+                    pytest.fail(f"daemon exited {process.returncode}:\n{(tmp_path / 'daemon.log').read_text()}")
+                return True if run(health, check=False, timeout=30).returncode == 0 else None
+
+            wait_for("the daemon started with the chart's args to report SERVING", serving, timeout=60, interval=0.5)
+            metrics = http_get(f"http://127.0.0.1:{metrics_port}/metrics").decode()
+            assert "loopwarden_build_info" in metrics
+        finally:
+            stop(process)
+            log.close()
+
+
+class TestDocumentation:
+    def test_every_value_is_commented(self) -> None:
+        """Each key in values.yaml has a comment on the line above or at its end."""
+        uncommented = []
+        previous = ""
+        for number, line in enumerate((CHART / "values.yaml").read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            match = re.match(r"^\s*([A-Za-z0-9_.-]+):(.*)$", line)
+            if match and "#" not in match.group(2) and not previous.lstrip().startswith("#"):
+                uncommented.append(f"{number}: {line.strip()}")
+            previous = line
+        assert uncommented == []
+
+    def test_readme_lists_every_value(self) -> None:
+        readme = (CHART / "README.md").read_text()
+        missing = [path for path in _leaf_paths(values()) if f"`{path}`" not in readme]
+        assert missing == []
+
+    def test_readme_documents_install_upgrade_and_dashboard_import(self) -> None:
+        readme = (CHART / "README.md").read_text()
+        headings = set(re.findall(r"^##+ (.+)$", readme, re.MULTILINE))
+        assert {"Install", "Upgrade", "Values", "Dashboard", "Alerts and runbooks"} <= headings
+        assert "helm install" in readme and "helm upgrade" in readme and "helm test" in readme
+        assert "Import" in readme and "grafana_dashboard" in readme
+
+    def test_chart_metadata(self) -> None:
+        chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+        assert chart["apiVersion"] == "v2"
+        assert chart["kubeVersion"] and chart["appVersion"]
+        pyproject = (REPO / "pyproject.toml").read_text()
+        assert f'version = "{chart["appVersion"]}"' in pyproject, "appVersion follows the package version"
+
+
+def _leaf_paths(tree: Any, prefix: str = "") -> list[str]:
+    if isinstance(tree, dict) and tree:
+        return [p for key, sub in tree.items() for p in _leaf_paths(sub, f"{prefix}{key}.")]
+    return [prefix.rstrip(".")]
+
+
+def _deep_merge(base: Any, override: Any) -> Any:
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            merged[key] = _deep_merge(base.get(key), value) if key in base else value
+        return merged
+    return override
