@@ -23,6 +23,17 @@ _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 8 * 1024 * 1024),
                     ("grpc.max_send_message_length", 8 * 1024 * 1024)]
 
 
+def _credentials(root_certificates: bytes | None, private_key: bytes | None,
+                 certificate_chain: bytes | None) -> grpc.ChannelCredentials | None:
+    if root_certificates is None and certificate_chain is None:
+        return None
+    return grpc.ssl_channel_credentials(root_certificates, private_key, certificate_chain)
+
+
+def _auth_metadata(metadata: Sequence[tuple[str, str]], token: str | None) -> tuple[tuple[str, str], ...]:
+    return tuple(metadata) + ((("authorization", f"Bearer {token}"),) if token else ())
+
+
 class _Verbs:
     """The four events by name. Subclasses implement `_send(event) -> Verdict` (or an awaitable)."""
 
@@ -64,10 +75,17 @@ class LoopwardenClient(_Verbs):
 
     def __init__(self, target: str = DEFAULT_TARGET, *, agent_id: str = "",
                  metadata: Sequence[tuple[str, str]] = (), channel: grpc.Channel | None = None,
-                 timeout: float = 10.0) -> None:
-        self._channel = channel or grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+                 timeout: float = 10.0, token: str | None = None, root_certificates: bytes | None = None,
+                 private_key: bytes | None = None, certificate_chain: bytes | None = None) -> None:
+        """TLS when root_certificates (the daemon's CA) is given; mTLS adds private_key +
+        certificate_chain; `token` is sent as `authorization: Bearer …` on every call."""
+        credentials = _credentials(root_certificates, private_key, certificate_chain)
+        if channel is None:
+            channel = (grpc.insecure_channel(target, options=_CHANNEL_OPTIONS) if credentials is None
+                       else grpc.secure_channel(target, credentials, options=_CHANNEL_OPTIONS))
+        self._channel = channel
         self._stub = pb_grpc.LoopDetectionServiceStub(self._channel)
-        self._metadata = tuple(metadata)
+        self._metadata = _auth_metadata(metadata, token)
         self._timeout = timeout
         self._lock = threading.Lock()
         self._requests: queue.Queue | None = None
@@ -134,10 +152,17 @@ class AsyncLoopwardenClient(_Verbs):
 
     def __init__(self, target: str = DEFAULT_TARGET, *, agent_id: str = "",
                  metadata: Sequence[tuple[str, str]] = (), channel: grpc.aio.Channel | None = None,
-                 timeout: float = 10.0) -> None:
-        self._channel = channel or grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
+                 timeout: float = 10.0, token: str | None = None, root_certificates: bytes | None = None,
+                 private_key: bytes | None = None, certificate_chain: bytes | None = None) -> None:
+        """TLS when root_certificates (the daemon's CA) is given; mTLS adds private_key +
+        certificate_chain; `token` is sent as `authorization: Bearer …` on every call."""
+        credentials = _credentials(root_certificates, private_key, certificate_chain)
+        if channel is None:
+            channel = (grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS) if credentials is None
+                       else grpc.aio.secure_channel(target, credentials, options=_CHANNEL_OPTIONS))
+        self._channel = channel
         self._stub = pb_grpc.LoopDetectionServiceStub(self._channel)
-        self._metadata = tuple(metadata)
+        self._metadata = _auth_metadata(metadata, token)
         self._timeout = timeout
         self._lock = asyncio.Lock()
         self._call = None
@@ -152,12 +177,15 @@ class AsyncLoopwardenClient(_Verbs):
 
     async def evaluate(self, events: Sequence[pb.Event]) -> list[Verdict]:
         async with self._lock:
-            if self._call is None:
+            if self._call is None or self._call.done():
+                # NOTE: a stream that already ended (daemon gone while the loop ran) would make
+                # write() raise InvalidStateError forever; nothing was sent on it, so open a new one.
                 self._call = self._stub.Evaluate(metadata=self._metadata)
             try:
                 await self._call.write(pb.EvaluateRequest(events=list(events)))
                 response = await self._call.read()
-            except grpc.RpcError as exc:
+            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+                self._call.cancel()
                 self._call = None
                 raise LoopwardenUnavailable(_describe(exc)) from None
             if response is grpc.aio.EOF:

@@ -17,19 +17,19 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 from prometheus_client import CollectorRegistry, start_http_server
 
-from . import logs
+from . import logs, snapshot
 from .config import Config, ConfigError, load_config_text, load_default_config
 from .config.check import summary
 from .metrics import Metrics
 from .service import LoopwardenService
-from .settings import DaemonSettings
+from .settings import DaemonSettings, Security
 from .store import RunStore
+from .transport.auth import BearerTokenInterceptor
 from .transport.servicer import Lifecycle, LoopDetectionServicer
 
 log = logging.getLogger("loopwarden.daemon")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LoopDetectionService"].full_name
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 SWEEP_INTERVAL_SECONDS = 1.0
 
 
@@ -40,6 +40,32 @@ class StartupError(RuntimeError):
 def _split_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     return host.strip("[]"), int(port)
+
+
+def _read_file(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise StartupError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def _server_credentials(security: Security) -> grpc.ServerCredentials | None:
+    if not security.tls:
+        return None
+    client_ca = _read_file(security.tls_client_ca, "--tls-client-ca") if security.tls_client_ca else None
+    return grpc.ssl_server_credentials(
+        [(_read_file(security.tls_key, "--tls-key"), _read_file(security.tls_cert, "--tls-cert"))],
+        root_certificates=client_ca, require_client_auth=client_ca is not None)
+
+
+def _interceptors(security: Security) -> list[grpc.aio.ServerInterceptor]:
+    if security.auth_token_file is None:
+        return []
+    token = _read_file(security.auth_token_file, "--auth-token-file").decode("utf-8", "replace").strip()
+    if not token:
+        raise StartupError(f"--auth-token-file {security.auth_token_file} is empty")
+    return [BearerTokenInterceptor(token)]
 
 
 @dataclass
@@ -91,14 +117,46 @@ class Daemon:
         self.grpc_port = 0
         self.metrics_port = 0
         self._server: grpc.aio.Server | None = None
+        self._health_server: grpc.aio.Server | None = None
         self._httpd = None
         self._tasks: list[asyncio.Task] = []
 
     # -- start -------------------------------------------------------------------------------
+    def restore_snapshot(self) -> None:
+        path = self.settings.snapshot_path
+        if path is None or not os.path.exists(path):
+            return
+        try:
+            data = snapshot.read_snapshot(path)
+            restored, expired = snapshot.restore_snapshot(data, self.store, time.time())
+        except (OSError, snapshot.SnapshotError) as exc:
+            refused = f"{path}.refused"
+            os.replace(path, refused)
+            log.error("snapshot refused; starting with no runs", extra={"snapshot": path, "moved_to": refused,
+                                                                        "error": str(exc)})
+            return
+        # Consumed: a later crash must not resurrect this state on the next start.
+        os.unlink(path)
+        log.info("snapshot restored", extra={"snapshot": path, "runs": restored, "expired_skipped": expired})
+
+    def write_snapshot(self) -> None:
+        path = self.settings.snapshot_path
+        if path is None:
+            return
+        try:
+            runs = snapshot.write_snapshot(path, self.store, time.time())
+        except OSError as exc:
+            log.error("snapshot not written", extra={"snapshot": path, "error": str(exc)})
+            return
+        log.info("snapshot written", extra={"snapshot": path, "runs": runs})
+
     async def start(self) -> None:
-        server = grpc.aio.server(options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        self.restore_snapshot()
+        security = self.settings.security
+        max_message = self.settings.limits.max_message_bytes
+        server = grpc.aio.server(interceptors=_interceptors(security), options=[
+            ("grpc.max_receive_message_length", max_message),
+            ("grpc.max_send_message_length", max_message),
             ("grpc.so_reuseport", 0),
         ])
         pb_grpc.add_LoopDetectionServiceServicer_to_server(
@@ -108,12 +166,25 @@ class Daemon:
             reflection.enable_server_reflection(
                 (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
                 server)
+        credentials = _server_credentials(security)
         try:
-            self.grpc_port = server.add_insecure_port(self.settings.listen)
+            if credentials is None:
+                self.grpc_port = server.add_insecure_port(self.settings.listen)
+            else:
+                self.grpc_port = server.add_secure_port(self.settings.listen, credentials)
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {self.settings.listen}: {exc}") from None
         if self.grpc_port == 0:
             raise StartupError(f"cannot listen on {self.settings.listen}")
+        health_port = 0
+        if self.settings.health_listen is not None:
+            # Kubernetes gRPC probes speak neither TLS nor tokens: a health-only plaintext port.
+            self._health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health_server)
+            try:
+                health_port = self._health_server.add_insecure_port(self.settings.health_listen)
+            except RuntimeError as exc:
+                raise StartupError(f"cannot listen on {self.settings.health_listen}: {exc}") from None
         metrics_host, metrics_port = _split_address(self.settings.metrics_listen)
         try:
             self._httpd, _thread = start_http_server(metrics_port, metrics_host, self.registry)
@@ -122,6 +193,8 @@ class Daemon:
         self.metrics_port = self._httpd.server_port
         await server.start()
         self._server = server
+        if self._health_server is not None:
+            await self._health_server.start()
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         grpc_host, _ = _split_address(self.settings.listen)
@@ -131,6 +204,10 @@ class Daemon:
             "config": self.config_source.path or "<embedded default>",
             "config_summary": summary(self.service.config),
             "reflection": self.settings.reflection,
+            "tls": security.tls, "mtls": security.tls_client_ca is not None,
+            "token_auth": security.auth_token_file is not None,
+            "health_address": f"{_split_address(self.settings.health_listen)[0]}:{health_port}" if health_port else "",
+            "runs_restored": len(self.store),
             "pid": os.getpid(),
         })
         self._tasks.append(asyncio.create_task(self._sweep_idle_runs()))
@@ -198,6 +275,10 @@ class Daemon:
             task.cancel()
         if self._server is not None:
             await self._server.stop(max(0.1, deadline - time.monotonic()))
+        # No RPC can touch the store any more: the snapshot is consistent.
+        self.write_snapshot()
+        if self._health_server is not None:
+            await self._health_server.stop(0)
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

@@ -80,13 +80,26 @@ class LoopwardenService:
         run_id = event.run_id.strip()
         invalid = self._envelope_error(event, run_id)
         if invalid is not None:
-            decision = Decision(event.seq, run_id, invalid)
-            self.metrics.rejected.labels(invalid.error_code).inc()
-            self.metrics.verdicts.labels(Action.REJECT.value, "none", self.agent_label(event.agent_id, config)).inc()
+            decision = self._rejected(event, run_id, invalid, config)
         else:
             decision = self._decide(event, run_id, config)
         self.metrics.evaluation_seconds.observe(self._timer() - started)
         return decision
+
+    def reject_all(self, events: list[EventInput], code: ErrorCode, message: str) -> list[Decision]:
+        """A request-level limit: every event of the request is answered with the same REJECT."""
+        config = self._config
+        verdict = reject(code, message)
+        decisions = []
+        for event in events:
+            self.metrics.events.labels(event.kind or "unknown").inc()
+            decisions.append(self._rejected(event, event.run_id.strip(), verdict, config))
+        return decisions
+
+    def _rejected(self, event: EventInput, run_id: str, verdict: Verdict, config: Config) -> Decision:
+        self.metrics.rejected.labels(verdict.error_code).inc()
+        self.metrics.verdicts.labels(Action.REJECT.value, "none", self.agent_label(event.agent_id, config)).inc()
+        return Decision(event.seq, run_id, verdict)
 
     def _envelope_error(self, event: EventInput, run_id: str) -> Verdict | None:
         limits = self.limits
@@ -125,7 +138,8 @@ class LoopwardenService:
         if event.session_id:
             entry.session_id = event.session_id
         was_aborted = entry.state.abort is not None
-        verdict = evaluate(entry.state, self._engine_event(event), settings, config.tool_catalog)
+        verdict = evaluate(entry.state, self._engine_event(event), settings, config.tool_catalog,
+                           max_json_depth=self.limits.max_json_depth)
         if verdict.action is not Action.REJECT:
             entry.events_evaluated += 1
         self._account(event, entry, verdict, self.agent_label(agent_id, config), was_aborted)

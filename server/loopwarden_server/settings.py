@@ -25,6 +25,25 @@ class Limits:
     max_result_bytes: int = 1024 * 1024
     max_run_id_chars: int = 256
     max_tool_name_chars: int = 256
+    max_json_depth: int = 64
+    max_events_per_request: int = 1000
+    # gRPC's own per-message cap: a larger request fails its stream with RESOURCE_EXHAUSTED.
+    max_message_bytes: int = 8 * 1024 * 1024
+    max_streams: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Security:
+    """Transport security for the gRPC port (health stays open for probes)."""
+
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None  # set: mTLS, clients must present a cert it signed
+    auth_token_file: str | None = None  # set: Evaluate/Check/InspectRun/reflection need the bearer token
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +58,10 @@ class DaemonSettings:
     reflection: bool = True
     log_level: str = "INFO"
     config_poll_seconds: float = 1.0
+    snapshot_path: str | None = None
+    health_listen: str | None = None
     limits: Limits = Limits()
+    security: Security = Security()
 
 
 # flag, env var, attribute, parser, help
@@ -73,6 +95,13 @@ def _address(text: str) -> str:
     return text
 
 
+def _log_level(text: str) -> str:
+    level = text.strip().upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+    return level
+
+
 _OPTIONS = (
     ("--config", "LOOPWARDEN_CONFIG", "config_path", str, "JSON5 config file (default: the embedded default config)"),
     ("--listen", "LOOPWARDEN_LISTEN", "listen", _address, f"gRPC HOST:PORT (default {DEFAULT_LISTEN})"),
@@ -81,11 +110,25 @@ _OPTIONS = (
     ("--max-runs", "LOOPWARDEN_MAX_RUNS", "max_runs", _positive_int, "live runs kept; least recently used evicted first (default 100000)"),
     ("--run-idle-ttl", "LOOPWARDEN_RUN_IDLE_TTL", "run_idle_ttl_seconds", _positive_float, "seconds after which an idle run is dropped (default 3600)"),
     ("--config-poll", "LOOPWARDEN_CONFIG_POLL", "config_poll_seconds", _positive_float, "seconds between config file change checks (default 1)"),
-    ("--log-level", "LOOPWARDEN_LOG_LEVEL", "log_level", str.upper, "DEBUG, INFO, WARNING or ERROR (default INFO)"),
+    ("--log-level", "LOOPWARDEN_LOG_LEVEL", "log_level", _log_level, "DEBUG, INFO, WARNING or ERROR (default INFO)"),
     ("--max-params-bytes", "LOOPWARDEN_MAX_PARAMS_BYTES", "max_params_bytes", _positive_int, "largest params_json accepted (default 1 MiB)"),
     ("--max-result-bytes", "LOOPWARDEN_MAX_RESULT_BYTES", "max_result_bytes", _positive_int, "largest result_json/error accepted (default 1 MiB)"),
+    ("--max-run-id-chars", "LOOPWARDEN_MAX_RUN_ID_CHARS", "max_run_id_chars", _positive_int, "longest run_id accepted (default 256)"),
+    ("--max-tool-name-chars", "LOOPWARDEN_MAX_TOOL_NAME_CHARS", "max_tool_name_chars", _positive_int, "longest tool_name accepted (default 256)"),
+    ("--max-json-depth", "LOOPWARDEN_MAX_JSON_DEPTH", "max_json_depth", _positive_int, "deepest JSON nesting accepted (default 64)"),
+    ("--max-events-per-request", "LOOPWARDEN_MAX_EVENTS_PER_REQUEST", "max_events_per_request", _positive_int, "events one request may carry (default 1000)"),
+    ("--max-message-bytes", "LOOPWARDEN_MAX_MESSAGE_BYTES", "max_message_bytes", _positive_int, "largest gRPC message (default 8 MiB)"),
+    ("--max-streams", "LOOPWARDEN_MAX_STREAMS", "max_streams", _positive_int, "concurrent Evaluate streams (default 1000)"),
+    ("--snapshot", "LOOPWARDEN_SNAPSHOT", "snapshot_path", str, "file to save live run state to on SIGTERM and restore from at start"),
+    ("--health-listen", "LOOPWARDEN_HEALTH_LISTEN", "health_listen", _address, "extra plaintext HOST:PORT serving only gRPC health (for probes when the main port needs TLS or a token)"),
+    ("--tls-cert", "LOOPWARDEN_TLS_CERT", "tls_cert", str, "PEM certificate chain: serve gRPC over TLS"),
+    ("--tls-key", "LOOPWARDEN_TLS_KEY", "tls_key", str, "PEM private key for --tls-cert"),
+    ("--tls-client-ca", "LOOPWARDEN_TLS_CLIENT_CA", "tls_client_ca", str, "PEM CA bundle: require client certificates it signed (mTLS)"),
+    ("--auth-token-file", "LOOPWARDEN_AUTH_TOKEN_FILE", "auth_token_file", str, "file holding the bearer token clients must send"),
 )
-_LIMIT_FIELDS = {"max_params_bytes", "max_result_bytes"}
+_LIMIT_FIELDS = {"max_params_bytes", "max_result_bytes", "max_run_id_chars", "max_tool_name_chars", "max_json_depth",
+                 "max_events_per_request", "max_message_bytes", "max_streams"}
+_SECURITY_FIELDS = {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file"}
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,6 +143,7 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Daemo
     """Flags win over environment variables, which win over defaults."""
     values: dict[str, object] = {}
     limits: dict[str, object] = {}
+    security: dict[str, object] = {}
     for flag, env, dest, parse, _help in _OPTIONS:
         raw = getattr(args, dest, None)
         source = flag
@@ -111,16 +155,19 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Daemo
             value = parse(raw)
         except ValueError as exc:
             raise SettingsError(f"{source}: {exc} (got {raw!r})") from None
-        (limits if dest in _LIMIT_FIELDS else values)[dest] = value
+        target = limits if dest in _LIMIT_FIELDS else security if dest in _SECURITY_FIELDS else values
+        target[dest] = value
     reflection = args.reflection if getattr(args, "reflection", None) is not None else environ.get("LOOPWARDEN_REFLECTION")
     if reflection is not None and reflection.strip():
         try:
             values["reflection"] = _boolean(reflection)
         except ValueError as exc:
             raise SettingsError(f"LOOPWARDEN_REFLECTION: {exc} (got {reflection!r})") from None
-    if values.get("log_level", "INFO") not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        raise SettingsError(f"--log-level: must be DEBUG, INFO, WARNING or ERROR (got {values['log_level']!r})")
-    return DaemonSettings(**values, limits=Limits(**limits))
+    if ("tls_cert" in security) != ("tls_key" in security):
+        raise SettingsError("--tls-cert and --tls-key go together")
+    if "tls_client_ca" in security and "tls_cert" not in security:
+        raise SettingsError("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS first)")
+    return DaemonSettings(**values, limits=Limits(**limits), security=Security(**security))
 
 
 def parse_serve_args(argv: Sequence[str], environ: Mapping[str, str]) -> DaemonSettings:

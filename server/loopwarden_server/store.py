@@ -85,6 +85,19 @@ class RunStore:
         entry.touch = self._touches
         return entry
 
+    def restore(self, entry: RunEntry, idle_seconds: float) -> None:
+        """Insert a run read from a snapshot as most recently used, idle for `idle_seconds`."""
+        shard = self._shard(entry.run_id)
+        if shard.pop(entry.run_id, None) is not None:
+            self._size -= 1
+        if self._size >= self.max_runs:
+            self._evict_least_recently_used()
+        self._touches += 1
+        entry.touch = self._touches
+        entry.last_seen = self.clock() - idle_seconds
+        shard[entry.run_id] = entry
+        self._size += 1
+
     def remove(self, run_id: str) -> bool:
         """run_end: free the run at once (not an eviction)."""
         shard = self._shard(run_id)

@@ -280,12 +280,28 @@ class TestRejects:
         ]
         assert [ErrorCode.INVALID_PARAMS_JSON.value, ErrorCode.INVALID_RESULT_JSON.value,
                 ErrorCode.INVALID_PARAMS_JSON.value, ErrorCode.INVALID_PARAMS_JSON.value,
-                ErrorCode.INVALID_PARAMS_JSON.value] == [v.error_code for v in verdicts]
+                ErrorCode.JSON_TOO_DEEP.value] == [v.error_code for v in verdicts]
         assert all(v.action is Action.REJECT for v in verdicts)
         assert "params_json" in verdicts[0].message and "result_json" in verdicts[1].message
         assert Action.ALLOW == bad_params.action
         assert before + [(args_hash("read", {}), result_hash("read", {}, 1))] == [
             (r.args_hash, r.result_hash) for r in state.records]
+
+    def test_nesting_depth_limit(self):
+        """Depth 64 is accepted, 65 is json_too_deep, for params and results alike; a custom limit applies."""
+        from loopwarden_server.engine import ToolCall, ToolOutcome, evaluate
+        state = Run(DEFAULTS).state
+        at_limit, over = "[" * 64 + "]" * 64, "[" * 65 + "]" * 65
+        nested_objects = '{"a":' * 65 + "1" + "}" * 65
+        assert Action.ALLOW == evaluate(state, ToolCall("t", at_limit), DEFAULTS).action
+        assert [ErrorCode.JSON_TOO_DEEP.value] * 3 == [
+            evaluate(state, ToolCall("t", over), DEFAULTS).error_code,
+            evaluate(state, ToolCall("t", nested_objects), DEFAULTS).error_code,
+            evaluate(state, ToolOutcome("t", "{}", result_json=over), DEFAULTS).error_code,
+        ]
+        assert ErrorCode.JSON_TOO_DEEP.value == evaluate(state, ToolCall("t", "[[[]]]"), DEFAULTS, max_json_depth=2).error_code
+        wide = "[" + ",".join(["[1]"] * 500) + "]"
+        assert Action.ALLOW == evaluate(state, ToolCall("t", wide), DEFAULTS).action
 
     def test_any_json_value_is_valid_params(self):
         """Arrays, strings, numbers and null are accepted as params."""

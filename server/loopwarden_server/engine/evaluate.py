@@ -12,7 +12,7 @@ from .detectors import detect
 from .events import CompactionRetry, Event, RunEnd, ToolCall, ToolOutcome
 from .fingerprints import args_hash as compute_args_hash
 from .fingerprints import is_known_poll, outcome_fingerprint
-from .jsonvalues import JsonDecodeError, decode_json
+from .jsonvalues import JsonDecodeError, JsonTooDeep, decode_json
 from .settings import DEFAULT_TOOL_CATALOG, LoopDetectionSettings, ToolCatalog
 from .state import MAX_ANNOUNCED_KEYS, GuardWindow, Record, RunState
 from .toolnames import normalize_tool_name
@@ -26,18 +26,25 @@ class _InvalidEvent(Exception):
         self.message = message
 
 
-def _decode(text: str, field: str, code: ErrorCode) -> Any:
+# Deeper documents are rejected (json_too_deep): no real tool call nests this far, and the
+# parser's own recursion limit must never be what stops a hostile payload.
+DEFAULT_MAX_JSON_DEPTH = 64
+
+
+def _decode(text: str, field: str, code: ErrorCode, max_depth: int) -> Any:
     try:
-        return decode_json(text)
+        return decode_json(text, max_depth)
+    except JsonTooDeep as exc:
+        raise _InvalidEvent(ErrorCode.JSON_TOO_DEEP, f"{field} {exc}") from None
     except JsonDecodeError as exc:
         raise _InvalidEvent(code, f"{field} is not valid JSON: {exc}") from None
 
 
-def _decode_params(params_json: str) -> Any:
+def _decode_params(params_json: str, max_depth: int) -> Any:
     # An empty params_json is the contract's spelling of {}.
     if not params_json or params_json.isspace():
         return {}
-    return _decode(params_json, "params_json", ErrorCode.INVALID_PARAMS_JSON)
+    return _decode(params_json, "params_json", ErrorCode.INVALID_PARAMS_JSON, max_depth)
 
 
 def new_run_state(settings: LoopDetectionSettings) -> RunState:
@@ -51,6 +58,8 @@ def evaluate(
     event: Event,
     settings: LoopDetectionSettings,
     catalog: ToolCatalog = DEFAULT_TOOL_CATALOG,
+    *,
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
 ) -> Verdict:
     """Decide one event of a run and update the run's state.
 
@@ -58,9 +67,9 @@ def evaluate(
     """
     try:
         if isinstance(event, ToolCall):
-            return _on_tool_call(state, event, settings, catalog)
+            return _on_tool_call(state, event, settings, catalog, max_json_depth)
         if isinstance(event, ToolOutcome):
-            return _on_tool_outcome(state, event, settings, catalog)
+            return _on_tool_outcome(state, event, settings, catalog, max_json_depth)
         if isinstance(event, CompactionRetry):
             return _on_compaction_retry(state, settings)
         if isinstance(event, RunEnd):
@@ -77,10 +86,10 @@ def _still_aborted(state: RunState, tool_name: str = "") -> Verdict | None:
 
 
 def _on_tool_call(
-    state: RunState, event: ToolCall, settings: LoopDetectionSettings, catalog: ToolCatalog
+    state: RunState, event: ToolCall, settings: LoopDetectionSettings, catalog: ToolCatalog, max_depth: int
 ) -> Verdict:
     tool_name = normalize_tool_name(event.tool_name)
-    params = _decode_params(event.params_json)
+    params = _decode_params(event.params_json, max_depth)
     aborted = _still_aborted(state, tool_name)
     if aborted is not None:
         return aborted
@@ -127,13 +136,13 @@ def _announce(state: RunState, warning_key: str, count: int) -> bool:
 
 
 def _on_tool_outcome(
-    state: RunState, event: ToolOutcome, settings: LoopDetectionSettings, catalog: ToolCatalog
+    state: RunState, event: ToolOutcome, settings: LoopDetectionSettings, catalog: ToolCatalog, max_depth: int
 ) -> Verdict:
     tool_name = normalize_tool_name(event.tool_name)
-    params = _decode_params(event.params_json)
+    params = _decode_params(event.params_json, max_depth)
     has_result = event.error is None and event.result_json is not None and event.result_json != ""
     result = (
-        _decode(event.result_json, "result_json", ErrorCode.INVALID_RESULT_JSON)
+        _decode(event.result_json, "result_json", ErrorCode.INVALID_RESULT_JSON, max_depth)
         if has_result
         else None
     )

@@ -21,6 +21,10 @@ class JsonDecodeError(ValueError):
     """The text is not a JSON document loopwarden can hash."""
 
 
+class JsonTooDeep(JsonDecodeError):
+    """The document nests arrays/objects deeper than the configured limit."""
+
+
 def _parse_float(literal: str) -> float | int:
     value = float(literal)
     if not math.isfinite(value):
@@ -38,19 +42,41 @@ def _reject_constant(name: str) -> Any:
 _decoder = json.JSONDecoder(parse_float=_parse_float, parse_constant=_reject_constant)
 
 
-def decode_json(text: str) -> Any:
+def decode_json(text: str, max_depth: int | None = None) -> Any:
     """Parse one JSON document (any JSON value) into plain Python values.
 
-    Raises JsonDecodeError with a short human-readable reason.
+    Raises JsonDecodeError with a short human-readable reason (JsonTooDeep past max_depth).
     """
     try:
-        return _decoder.decode(text)
+        value = _decoder.decode(text)
     except JsonDecodeError:
         raise
     except json.JSONDecodeError as exc:
         raise JsonDecodeError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
-        raise JsonDecodeError("nesting is too deep") from None
+        raise JsonTooDeep(f"nesting is deeper than {max_depth or 'the parser allows'}") from None
+    # Depth can only exceed the limit if there are more brackets than the limit: the count is
+    # C-speed, so the walk runs only for bracket-heavy documents.
+    if max_depth is not None and text.count("[") + text.count("{") > max_depth:
+        if _depth_exceeds(value, max_depth):
+            raise JsonTooDeep(f"nesting is deeper than {max_depth} levels")
+    return value
+
+
+def _depth_exceeds(value: Any, max_depth: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def canonical_json(value: Any) -> str:

@@ -43,6 +43,8 @@ class ErrorCode(str, enum.Enum):
     PARAMS_TOO_LARGE = "params_too_large"
     RESULT_TOO_LARGE = "result_too_large"
     RUN_ID_TOO_LONG = "run_id_too_long"
+    JSON_TOO_DEEP = "json_too_deep"
+    TOO_MANY_EVENTS = "too_many_events"
     TOOL_NAME_TOO_LONG = "tool_name_too_long"
 
 

@@ -12,6 +12,7 @@ import grpc
 from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
+from ..engine import ErrorCode
 from ..metrics import Metrics
 from ..service import LoopwardenService
 from . import convert
@@ -24,6 +25,7 @@ STREAM_FAILURES = {
     "unknown_run": (grpc.StatusCode.NOT_FOUND, "no state is held for run {run_id!r}"),
     "missing_run_id": (grpc.StatusCode.INVALID_ARGUMENT, "run_id is required"),
     "missing_event": (grpc.StatusCode.INVALID_ARGUMENT, "event is required"),
+    "too_many_streams": (grpc.StatusCode.RESOURCE_EXHAUSTED, "too many open Evaluate streams (limit {limit})"),
 }
 
 
@@ -51,15 +53,24 @@ class LoopDetectionServicer(pb_grpc.LoopDetectionServiceServicer):
     ) -> AsyncIterator[pb.EvaluateResponse]:
         if self._lifecycle.draining:
             await _fail(context, "draining")
+        max_streams = self._service.limits.max_streams
+        if self._lifecycle.active_streams >= max_streams:
+            await _fail(context, "too_many_streams", limit=str(max_streams))
         evaluate = self._service.evaluate
         to_input, to_verdict = convert.event_input, convert.verdict_message
+        max_events = self._service.limits.max_events_per_request
         self._metrics.active_streams.inc()
         self._lifecycle.active_streams += 1
         try:
             async for request in request_iterator:
-                yield pb.EvaluateResponse(
-                    verdicts=[to_verdict(evaluate(to_input(event))) for event in request.events]
-                )
+                events = request.events
+                if len(events) > max_events:
+                    decisions = self._service.reject_all(
+                        [to_input(event) for event in events], ErrorCode.TOO_MANY_EVENTS,
+                        f"request carries {len(events)} events; the limit is {max_events} per request")
+                    yield pb.EvaluateResponse(verdicts=[to_verdict(d) for d in decisions])
+                    continue
+                yield pb.EvaluateResponse(verdicts=[to_verdict(evaluate(to_input(event))) for event in events])
         finally:
             self._lifecycle.active_streams -= 1
             self._metrics.active_streams.dec()

@@ -1,0 +1,121 @@
+"""Live run state saved on a graceful stop and restored at start.
+
+The file is zlib-compressed JSON with a format name and version; it is written to a temporary
+file in the same directory, fsynced and renamed into place, so a crash mid-write never leaves a
+half snapshot behind. JSON, not pickle: a snapshot file must never be able to run code.
+"""
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from dataclasses import asdict
+from typing import Any
+
+from .engine import Action, Detector, Level, RunState, Verdict
+from .engine.state import GuardWindow, Record
+from .store import RunEntry, RunStore
+
+FORMAT = "loopwarden-run-snapshot"
+VERSION = 1
+
+
+class SnapshotError(ValueError):
+    """The file is not a snapshot this daemon can restore."""
+
+
+def _encode_state(state: RunState) -> dict:
+    guard = state.guard
+    return {
+        "history_size": state.history_size,
+        "records": [[r.seq, r.tool_name, r.args_hash, r.tool_call_id, r.result_hash, r.unknown_tool_name]
+                    for r in state.records],
+        "announced": state.announced,
+        "guard": None if guard is None else {
+            "window_size": guard.window_size, "observed": guard.observed,
+            "first_triple": guard.first_triple, "all_identical": guard.all_identical},
+        "abort": None if state.abort is None else {
+            key: (value.value if hasattr(value, "value") else value) for key, value in asdict(state.abort).items()},
+        "blocks": state.blocks,
+    }
+
+
+def _decode_state(data: dict) -> RunState:
+    state = RunState()
+    state.resize(int(data["history_size"]))
+    for seq, tool, args_hash, call_id, result_hash, unknown in data["records"]:
+        state.append(Record(int(seq), str(tool), str(args_hash), str(call_id), result_hash, unknown))
+    state.announced = {str(k): int(v) for k, v in data["announced"].items()}
+    guard = data["guard"]
+    if guard is not None:
+        triple = guard["first_triple"]
+        state.guard = GuardWindow(int(guard["window_size"]), int(guard["observed"]),
+                                  tuple(triple) if triple is not None else None, bool(guard["all_identical"]))
+    abort = data["abort"]
+    if abort is not None:
+        state.abort = Verdict(**{**abort, "action": Action(abort["action"]), "detector": Detector(abort["detector"]),
+                                 "level": Level(abort["level"])})
+    state.blocks = int(data["blocks"])
+    return state
+
+
+def write_snapshot(path: str, store: RunStore, wall_now: float) -> int:
+    """Write every held run; returns how many. Idle time is stored, not monotonic clock values."""
+    mono_now = store.clock()
+    runs = [{
+        "run_id": entry.run_id, "agent_id": entry.agent_id, "session_id": entry.session_id,
+        "idle_seconds": max(0.0, mono_now - entry.last_seen), "events_evaluated": entry.events_evaluated,
+        "state": _encode_state(entry.state),
+    } for entry in sorted(store.entries(), key=lambda e: e.touch)]
+    payload = zlib.compress(json.dumps({"format": FORMAT, "version": VERSION, "written_at": wall_now,
+                                        "runs": runs}, separators=(",", ":")).encode())
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as handle:
+        handle.write(payload)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return len(runs)
+
+
+def read_snapshot(path: str) -> dict:
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        data = json.loads(zlib.decompress(raw))
+    except (zlib.error, ValueError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"not a loopwarden snapshot: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise SnapshotError("not a loopwarden snapshot: wrong format marker")
+    if data.get("version") != VERSION:
+        raise SnapshotError(f"snapshot version {data.get('version')!r} is not {VERSION}")
+    return data
+
+
+def restore_snapshot(data: dict, store: RunStore, wall_now: float) -> tuple[int, int]:
+    """Load runs into the store, oldest first, skipping those idle past the TTL. (restored, expired)"""
+    offline = max(0.0, wall_now - float(data["written_at"]))
+    restored = expired = 0
+    try:
+        for run in data["runs"]:
+            idle = float(run["idle_seconds"]) + offline
+            if idle > store.idle_ttl_seconds:
+                expired += 1
+                continue
+            entry = RunEntry(str(run["run_id"]), _decode_state(run["state"]), str(run["agent_id"]),
+                             str(run["session_id"]), events_evaluated=int(run["events_evaluated"]))
+            store.restore(entry, idle)
+            restored += 1
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SnapshotError(f"snapshot content is malformed: {exc!r}") from None
+    return restored, expired
+
+
+def describe(data: Any) -> str:
+    return f"{len(data.get('runs', []))} runs" if isinstance(data, dict) else "?"
