@@ -5,6 +5,7 @@
         verdict = client.tool_call("run-1", "read", {"path": "/x"})
         if verdict.may_run: ...
 """
+from . import events
 from .client import AsyncLoopwardenClient, LoopwardenClient
 from .runner import AsyncToolGuard, ToolGuard, blocked_tool_result
 from .types import (
@@ -14,5 +15,5 @@ from .types import (
 __all__ = [
     "Action", "AsyncLoopwardenClient", "AsyncToolGuard", "LoopwardenClient", "LoopwardenError",
     "LoopwardenUnavailable", "RunAborted", "RunInspection", "RunNotFound", "RunRecord", "ToolGuard", "Verdict",
-    "blocked_tool_result",
+    "blocked_tool_result", "events",
 ]

@@ -13,7 +13,7 @@ import pytest
 from loopwarden import (
     Action, AsyncLoopwardenClient, LoopwardenClient, LoopwardenUnavailable, RunNotFound, Verdict,
 )
-from loopwarden import _wire
+from loopwarden import events
 from tests.support.daemon import running_daemon
 
 CONFIG = "{tools:{loopDetection:{enabled:true}}}"
@@ -182,16 +182,16 @@ class TestRunEnd:
 class TestUnaryCheck:
     def test_check_agrees_with_the_stream(self, client, run_id):
         """The same 20 done calls plus a 21st call give the same verdicts through Check as through Evaluate."""
-        def events(run: str) -> list:
+        def script(run: str) -> list:
             sequence = []
             for index in range(20):
-                sequence.append(_wire.tool_call_event(run, "read", READ_X, seq=2 * index + 1))
-                sequence.append(_wire.tool_outcome_event(run, "read", READ_X, result=R("same"), seq=2 * index + 2))
-            sequence.append(_wire.tool_call_event(run, "read", READ_X, seq=41))
+                sequence.append(events.tool_call(run, "read", READ_X, seq=2 * index + 1))
+                sequence.append(events.tool_outcome(run, "read", READ_X, result=R("same"), seq=2 * index + 2))
+            sequence.append(events.tool_call(run, "read", READ_X, seq=41))
             return sequence
 
-        streamed = [client.evaluate([event])[0] for event in events(run_id + "/stream")]
-        checked = [client.check(event) for event in events(run_id + "/check")]
+        streamed = [client.evaluate([event])[0] for event in script(run_id + "/stream")]
+        checked = [client.check(event) for event in script(run_id + "/check")]
 
         def comparable(verdict: Verdict) -> tuple:
             return (verdict.seq, verdict.action, verdict.detector, verdict.level, verdict.count, verdict.message,
@@ -205,7 +205,7 @@ class TestUnaryCheck:
         for _ in range(10):
             client.tool_call(run_id, "read", READ_X)
 
-        verdict = client.check(_wire.tool_call_event(run_id, "read", READ_X))
+        verdict = client.check(events.tool_call(run_id, "read", READ_X))
 
         assert (Action.WARN, 10) == (verdict.action, verdict.count)
 
@@ -265,9 +265,9 @@ class TestInspect:
 class TestEvaluateBatch:
     def test_one_verdict_per_event_in_order(self, client, run_id):
         """Twelve identical calls in one request: ten ALLOWs, then WARN count 10 and WARN count 11, seqs echoed."""
-        events = [_wire.tool_call_event(run_id, "read", READ_X, seq=100 + index) for index in range(12)]
+        batch = [events.tool_call(run_id, "read", READ_X, seq=100 + index) for index in range(12)]
 
-        verdicts = client.evaluate(events)
+        verdicts = client.evaluate(batch)
 
         assert list(range(100, 112)) == [v.seq for v in verdicts]
         assert [Action.ALLOW] * 10 + [Action.WARN] * 2 == [v.action for v in verdicts]
@@ -276,10 +276,10 @@ class TestEvaluateBatch:
     def test_mixed_kinds_in_one_request(self, client, run_id):
         """A call, its outcome, a compaction retry and a run_end in one request each get their own verdict."""
         verdicts = client.evaluate([
-            _wire.tool_call_event(run_id, "read", READ_X, seq=1),
-            _wire.tool_outcome_event(run_id, "read", READ_X, result=R("same"), seq=2),
-            _wire.compaction_retry_event(run_id, seq=3),
-            _wire.run_end_event(run_id, seq=4),
+            events.tool_call(run_id, "read", READ_X, seq=1),
+            events.tool_outcome(run_id, "read", READ_X, result=R("same"), seq=2),
+            events.compaction_retry(run_id, seq=3),
+            events.run_end(run_id, seq=4),
         ])
 
         assert [1, 2, 3, 4] == [v.seq for v in verdicts]
@@ -387,8 +387,8 @@ class TestAsyncClient:
         async def scenario():
             async with AsyncLoopwardenClient(daemon.grpc_target) as aclient:
                 batch = await aclient.evaluate(
-                    [_wire.tool_call_event(run_id, "read", READ_X, seq=10 + i) for i in range(10)])
-                checked = await aclient.check(_wire.tool_call_event(run_id, "read", READ_X, seq=20))
+                    [events.tool_call(run_id, "read", READ_X, seq=10 + i) for i in range(10)])
+                checked = await aclient.check(events.tool_call(run_id, "read", READ_X, seq=20))
                 inspection = await aclient.inspect(run_id)
                 ended = await aclient.run_end(run_id)
                 try:
@@ -457,7 +457,7 @@ class TestUnavailableDaemon:
             with pytest.raises(LoopwardenUnavailable):
                 dead.tool_call("run", "read", READ_X)
             with pytest.raises(LoopwardenUnavailable):
-                dead.check(_wire.tool_call_event("run", "read", READ_X))
+                dead.check(events.tool_call("run", "read", READ_X))
             with pytest.raises(LoopwardenUnavailable):
                 dead.inspect("run")
 
@@ -467,7 +467,7 @@ class TestUnavailableDaemon:
             raised = []
             async with AsyncLoopwardenClient(f"127.0.0.1:{free_port()}", timeout=2) as dead:
                 for attempt in (lambda: dead.tool_call("run", "read", READ_X),
-                                lambda: dead.check(_wire.tool_call_event("run", "read", READ_X)),
+                                lambda: dead.check(events.tool_call("run", "read", READ_X)),
                                 lambda: dead.inspect("run")):
                     try:
                         await attempt()

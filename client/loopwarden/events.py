@@ -1,0 +1,13 @@
+"""Build events for `evaluate([...])` batches and `check(...)` without touching protobuf.
+
+    from loopwarden import events
+    verdicts = client.evaluate([events.tool_call("run-1", "read", {"path": "/a"}),
+                                events.tool_call("run-1", "read", {"path": "/b"})])
+"""
+from ._wire import compaction_retry_event as compaction_retry
+from ._wire import event_from_dict as from_dict
+from ._wire import run_end_event as run_end
+from ._wire import tool_call_event as tool_call
+from ._wire import tool_outcome_event as tool_outcome
+
+__all__ = ["compaction_retry", "from_dict", "run_end", "tool_call", "tool_outcome"]
