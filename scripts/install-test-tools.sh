@@ -130,3 +130,33 @@ printf '  kubectl     %s\n' "$("${bin}/kubectl" version --client 2>&1 | first_li
 printf '  promtool    %s\n' "$("${bin}/promtool" --version 2>&1 | first_line)"
 printf '  prometheus  %s\n' "$("${bin}/prometheus" --version 2>&1 | first_line)"
 printf '  crd schemas %s@%s (%s/npm)\n' "${CRD_MODELS_PKG}" "${CRD_MODELS_VERSION}" "${cache}"
+
+# ================================================================ polyglot clients (issue 6)
+# Section owned by the Node/Go client tests (tests/polyglot/). node, npm and go come with the
+# machine; this checks they are there and warms the caches those tests use:
+# - client/node/node_modules by `npm ci`, skipped while package-lock.json and the node version are
+#   unchanged (the same stamp tests/polyglot/tooling.py checks);
+# - client/go's modules (`go mod download`) from the Go module proxy.
+# The protoc plugins for the Go stubs are built by scripts/gen_go_stubs.sh when a test needs them.
+polyglot_clients() {
+  local tool
+  for tool in node npm go; do
+    command -v "${tool}" >/dev/null || { log "${tool} is required by tests/polyglot"; exit 1; }
+  done
+  local node_dir="${repo_root}/client/node"
+  local stamp="${node_dir}/node_modules/.loopwarden-npm-ci"
+  local key
+  key="$({ cat "${node_dir}/package-lock.json"; node --version | tr -d '\n'; } | sha256sum | cut -d' ' -f1)"
+  if [[ -f "${stamp}" && "$(cat "${stamp}")" == "${key}" ]]; then
+    log "client/node node_modules current"
+  else
+    log "npm ci in client/node"
+    (cd "${node_dir}" && npm ci --silent --no-audit --no-fund --prefer-offline >/dev/null)
+    printf '%s' "${key}" >"${stamp}"
+  fi
+  log "go mod download in client/go"
+  (cd "${repo_root}/client/go" && GOTOOLCHAIN=local go mod download)
+  printf '  node        %s\n' "$(node --version)"
+  printf '  go          %s\n' "$(GOTOOLCHAIN=local go version)"
+}
+polyglot_clients

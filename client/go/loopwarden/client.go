@@ -68,13 +68,18 @@ type Option func(*Client)
 func WithAgentID(agentID string) Option { return func(c *Client) { c.agentID = agentID } }
 
 // WithMetadata adds gRPC metadata (key, value pairs) to every call.
-func WithMetadata(kv ...string) Option { return func(c *Client) { c.md = metadata.Pairs(kv...) } }
+func WithMetadata(kv ...string) Option {
+	return func(c *Client) { c.md = metadata.Join(c.md, metadata.Pairs(kv...)) }
+}
+
+// WithToken sends `authorization: Bearer <token>` on every call (the daemon's --auth-token-file).
+func WithToken(token string) Option { return WithMetadata("authorization", "Bearer "+token) }
 
 // WithTimeout sets the deadline of the unary calls (default 10 s).
 func WithTimeout(timeout time.Duration) Option { return func(c *Client) { c.timeout = timeout } }
 
 // WithDialOptions replaces the default dial options (insecure transport credentials: loopback or
-// a sidecar).
+// a sidecar); for TLS or mTLS pass grpc.WithTransportCredentials(credentials.NewTLS(...)).
 func WithDialOptions(opts ...grpc.DialOption) Option { return func(c *Client) { c.dialOptions = opts } }
 
 // Client holds one Evaluate stream open and reopens it after a failure; a run keeps its state on

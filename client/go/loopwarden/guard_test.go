@@ -8,10 +8,14 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/loopwarden/loopwarden/client/go/loopwarden"
 )
@@ -173,6 +177,29 @@ func TestClientIsSafeForConcurrentCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func TestClientSendsTheBearerTokenAProtectedDaemonAsksFor(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	protected, err := startDaemon("{}", "--auth-token-file", tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer protected.stop()
+	ctx := testContext(t)
+	withToken, _ := loopwarden.New(protected.target, loopwarden.WithToken("s3cret"))
+	defer withToken.Close()
+	without, _ := loopwarden.New(protected.target)
+	defer without.Close()
+	if v, err := withToken.ToolCall(ctx, "client/token", "read", map[string]any{}); err != nil || v.Action != loopwarden.ActionAllow {
+		t.Fatalf("with token: %+v, %v", v, err)
+	}
+	if _, err := without.ToolCall(ctx, "client/token", "read", map[string]any{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("without token: err = %v, want Unauthenticated", err)
 	}
 }
 

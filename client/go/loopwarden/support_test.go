@@ -54,7 +54,7 @@ func serveCommand() ([]string, error) {
 	return []string{"loopwarden"}, nil
 }
 
-func startDaemon(configJSON string) (*daemon, error) {
+func startDaemon(configJSON string, extraArgs ...string) (*daemon, error) {
 	dir, err := os.MkdirTemp("", "loopwarden-go-")
 	if err != nil {
 		return nil, err
@@ -69,6 +69,7 @@ func startDaemon(configJSON string) (*daemon, error) {
 	}
 	args := append(command[1:], "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
 		"--config", configPath)
+	args = append(args, extraArgs...)
 	cmd := exec.Command(command[0], args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LOOPWARDEN_") {

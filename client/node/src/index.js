@@ -226,7 +226,9 @@ function inspectionFromMessage(message) {
  * @property {string} [agentId] default agent id of every event
  * @property {Record<string, string>} [metadata] sent with every call
  * @property {number} [timeoutMs] deadline of the unary calls (default 10 s)
- * @property {grpc.ChannelCredentials} [credentials] default: insecure (loopback or a sidecar)
+ * @property {string} [token] sent as `authorization: Bearer <token>` (the daemon's --auth-token-file)
+ * @property {grpc.ChannelCredentials} [credentials] default: insecure (loopback or a sidecar);
+ *   grpc.credentials.createSsl(ca, key, chain) for a daemon serving TLS / mTLS
  * @property {string} [protoRoot] where loopwarden/v1/loopwarden.proto lives
  */
 
@@ -254,6 +256,7 @@ export class LoopwardenClient {
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.metadata = new grpc.Metadata();
     for (const [key, value] of Object.entries(options.metadata ?? {})) this.metadata.set(key, value);
+    if (options.token) this.metadata.set('authorization', `Bearer ${options.token}`);
     this.nextSeq = 1;
     /** @type {any} */
     this.call = null;

@@ -3,6 +3,9 @@
 // Python ToolGuard (client/loopwarden/runner.py).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 
@@ -105,6 +108,23 @@ describe('client', () => {
   test('overlapping calls on one stream each get their own verdict', async () => {
     const verdicts = await Promise.all(Array.from({ length: 10 }, (_, i) => client.toolCall('client/overlap', 'read', { n: i }, { seq: 100 + i })));
     assert.deepStrictEqual(verdicts.map((v) => v.seq), Array.from({ length: 10 }, (_, i) => 100 + i));
+  });
+
+  test('sends the bearer token a protected daemon asks for', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'loopwarden-token-'));
+    fs.writeFileSync(path.join(dir, 'token'), 's3cret\n');
+    const guarded = await startDaemon({}, ['--auth-token-file', path.join(dir, 'token')]);
+    const withToken = new LoopwardenClient(guarded.grpcTarget, { token: 's3cret' });
+    const without = new LoopwardenClient(guarded.grpcTarget);
+    try {
+      assert.equal((await withToken.toolCall('client/token', 'read', {})).action, 'allow');
+      await assert.rejects(without.toolCall('client/token', 'read', {}), /UNAUTHENTICATED/);
+    } finally {
+      withToken.close();
+      without.close();
+      await guarded.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('inspect of an unknown run throws RunNotFound', async () => {

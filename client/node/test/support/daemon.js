@@ -28,16 +28,17 @@ export function loopwardenCommand() {
 
 /**
  * @param {object} config the daemon's whole config file
+ * @param {string[]} [extraArgs] more `serve` flags
  * @returns {Promise<Daemon>}
  */
-export async function startDaemon(config) {
+export async function startDaemon(config, extraArgs = []) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'loopwarden-node-'));
   const configPath = path.join(dir, 'loopwarden.json5');
   fs.writeFileSync(configPath, JSON.stringify(config));
   const [cmd, ...prefix] = loopwardenCommand();
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('LOOPWARDEN_')));
   const child = spawn(cmd, [...prefix, 'serve', '--listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0',
-    '--config', configPath], { stdio: ['ignore', 'ignore', 'pipe'], env });
+    '--config', configPath, ...extraArgs], { stdio: ['ignore', 'ignore', 'pipe'], env });
   /** @type {string[]} */
   const logs = [];
   const exited = new Promise((resolve) => child.once('exit', resolve));
