@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import zlib
+from array import array
 from dataclasses import asdict
 from typing import Any
 
 from .engine import Action, Detector, Level, RunState, Verdict
-from .engine.state import GuardWindow, Record
+from .engine.state import DIGEST, GuardWindow, History
 from .store import RunEntry, RunStore
 
 FORMAT = "loopwarden-run-snapshot"
-VERSION = 1
+VERSION = 2  # 2: columnar history
 
 
 class SnapshotError(ValueError):
@@ -25,15 +27,16 @@ class SnapshotError(ValueError):
 
 
 def _encode_state(state: RunState) -> dict:
-    guard = state.guard
+    history, guard = state.history, state.guard
+    triple = guard.first_triple if guard is not None else None
     return {
-        "history_size": state.history_size,
-        "records": [[r.seq, r.tool_name, r.args_hash, r.tool_call_id, r.result_hash, r.unknown_tool_name]
-                    for r in state.records],
+        "history": {"capacity": history.capacity, "args": history.args.hex(), "results": history.results.hex(),
+                    "status": history.status.hex(), "tools": history.tools, "call_ids": history.call_ids,
+                    "seqs": list(history.seqs), "unknown": history.unknown},
         "announced": state.announced,
         "guard": None if guard is None else {
-            "window_size": guard.window_size, "observed": guard.observed,
-            "first_triple": guard.first_triple, "all_identical": guard.all_identical},
+            "window_size": guard.window_size, "observed": guard.observed, "all_identical": guard.all_identical,
+            "first_triple": None if triple is None else [triple[0], triple[1].hex(), triple[2], triple[3].hex()]},
         "abort": None if state.abort is None else {
             key: (value.value if hasattr(value, "value") else value) for key, value in asdict(state.abort).items()},
         "blocks": state.blocks,
@@ -41,16 +44,27 @@ def _encode_state(state: RunState) -> dict:
 
 
 def _decode_state(data: dict) -> RunState:
-    state = RunState()
-    state.resize(int(data["history_size"]))
-    for seq, tool, args_hash, call_id, result_hash, unknown in data["records"]:
-        state.append(Record(int(seq), str(tool), str(args_hash), str(call_id), result_hash, unknown))
-    state.announced = {str(k): int(v) for k, v in data["announced"].items()}
+    columns = data["history"]
+    history = History(int(columns["capacity"]))
+    history.args = bytearray.fromhex(columns["args"])
+    history.results = bytearray.fromhex(columns["results"])
+    history.status = bytearray.fromhex(columns["status"])
+    history.tools = [sys.intern(str(tool)) for tool in columns["tools"]]
+    history.call_ids = [str(call_id) for call_id in columns["call_ids"]]
+    history.seqs = array("Q", (int(seq) for seq in columns["seqs"]))
+    history.unknown = None if columns["unknown"] is None else [None if u is None else str(u) for u in columns["unknown"]]
+    size = len(history.tools)
+    if not (len(history.args) == len(history.results) == size * DIGEST and len(history.status) == len(history.call_ids)
+            == len(history.seqs) == size and (history.unknown is None or len(history.unknown) == size)):
+        raise ValueError("history columns disagree in length")
+    state = RunState(history)
+    state.announced = None if data["announced"] is None else {str(k): int(v) for k, v in data["announced"].items()}
     guard = data["guard"]
     if guard is not None:
         triple = guard["first_triple"]
-        state.guard = GuardWindow(int(guard["window_size"]), int(guard["observed"]),
-                                  tuple(triple) if triple is not None else None, bool(guard["all_identical"]))
+        if triple is not None:
+            triple = (str(triple[0]), bytes.fromhex(triple[1]), int(triple[2]), bytes.fromhex(triple[3]))
+        state.guard = GuardWindow(int(guard["window_size"]), int(guard["observed"]), triple, bool(guard["all_identical"]))
     abort = data["abort"]
     if abort is not None:
         state.abort = Verdict(**{**abort, "action": Action(abort["action"]), "detector": Detector(abort["detector"]),

@@ -143,12 +143,12 @@ class TestOutcomeHash:
 
 class TestRecords:
     def test_outcome_fills_the_pending_call_with_its_tool_call_id(self):
-        """With ids, the outcome goes to its own call, not the newest identical one."""
+        """With ids, the outcome goes to its own call, not the newest identical one (whose id is kept while pending)."""
         run = Run(DEFAULTS)
         run.call("read", {"path": "/x"}, tool_call_id="c1")
         run.call("read", {"path": "/x"}, tool_call_id="c2")
         run.outcome("read", {"path": "/x"}, R("r"), tool_call_id="c1")
-        assert [("c1", True), ("c2", False)] == [(r.tool_call_id, r.result_hash is not None) for r in run.state.records]
+        assert [("", True), ("c2", False)] == [(r.tool_call_id, r.result_hash is not None) for r in run.state.records]
 
     def test_unmatched_outcome_appends_a_completed_record(self):
         """An outcome with no pending call becomes a record of its own."""

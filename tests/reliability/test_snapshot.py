@@ -9,6 +9,7 @@ import zlib
 import pytest
 from loopwarden.v1 import loopwarden_pb2 as pb
 
+from loopwarden_server.snapshot import VERSION as SNAPSHOT_VERSION
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, compaction, outcome
 
@@ -91,7 +92,7 @@ class TestRefusal:
         zlib.compress(b"{not json"),
         zlib.compress(json.dumps({"format": "loopwarden-run-snapshot", "version": 99, "written_at": 0, "runs": []}).encode()),
         zlib.compress(json.dumps({"format": "someone-else", "version": 1}).encode()),
-        zlib.compress(json.dumps({"format": "loopwarden-run-snapshot", "version": 1, "written_at": 0,
+        zlib.compress(json.dumps({"format": "loopwarden-run-snapshot", "version": SNAPSHOT_VERSION, "written_at": 0,
                                   "runs": [{"run_id": "x"}]}).encode()),
     ], ids=["garbage", "corrupt-json", "foreign-version", "foreign-format", "malformed-run"])
     def test_bad_snapshots_are_refused_and_the_daemon_starts_empty(self, tmp_path, content):

@@ -6,12 +6,12 @@ No gRPC, protobuf, Prometheus, clock or I/O here (a test enforces it). The one e
 from .evaluate import evaluate, new_run_state
 from .events import CompactionRetry, Event, RunEnd, ToolCall, ToolOutcome
 from .settings import DEFAULT_TOOL_CATALOG, LoopDetectionSettings, ToolCatalog
-from .state import GuardWindow, Record, RunState
+from .state import GuardWindow, History, Record, RunState
 from .toolnames import normalize_tool_name
 from .verdicts import Action, Detector, ErrorCode, Level, Verdict
 
 __all__ = [
     "Action", "CompactionRetry", "DEFAULT_TOOL_CATALOG", "Detector", "ErrorCode", "Event",
-    "GuardWindow", "Level", "LoopDetectionSettings", "Record", "RunEnd", "RunState", "ToolCall",
+    "GuardWindow", "History", "Level", "LoopDetectionSettings", "Record", "RunEnd", "RunState", "ToolCall",
     "ToolCatalog", "ToolOutcome", "Verdict", "evaluate", "new_run_state", "normalize_tool_name",
 ]

@@ -4,11 +4,10 @@ Every count is over *prior* records: the call being decided is not yet in histor
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .settings import LoopDetectionSettings
-from .state import Record
+from .state import DIGEST, PENDING, History, args_hash_text
 from .verdicts import Detector, Level
 
 
@@ -23,109 +22,132 @@ class Detection:
 
 
 @dataclass(frozen=True, slots=True)
-class NoProgressStreak:
-    count: int
-    result_hash: str | None
+class CallCounts:
+    """What history says about this exact call (tool + args)."""
+
+    no_progress_streak: int  # newest completed matches that share the newest result
+    result_key: bytes | None  # status byte + digest of that result
+    recent_count: int  # every record of this call, pending or completed
 
 
 @dataclass(frozen=True, slots=True)
 class PingPong:
     count: int
     paired_tool_name: str = ""
-    paired_args_hash: str = ""
+    paired_args_digest: bytes = b""
     no_progress_evidence: bool = False
 
 
 NO_PING_PONG = PingPong(0)
 
 
-def no_progress_streak(records: Sequence[Record], args_hash: str) -> NoProgressStreak:
-    """Newest first: completed records of this call, counted while their result stays the same.
+def call_counts(history: History, tool_name: str, args_digest: bytes) -> CallCounts:
+    """One newest-first pass over the records of this call.
 
-    The args hash embeds the tool name, so matching it matches the tool too.
+    The streak skips pending records and stops at the first completed one whose result differs
+    from the newest; the recent count keeps counting past that point.
     """
-    streak = 0
-    latest: str | None = None
-    for record in reversed(records):
-        if record.args_hash != args_hash or record.result_hash is None:
+    status, results = history.status, history.results
+    streak = recent = 0
+    latest: bytes | None = None
+    streak_open = True
+    for index in history.matches(tool_name, args_digest):
+        recent += 1
+        if not streak_open or status[index] == PENDING:
             continue
+        key = bytes((status[index],)) + results[index * DIGEST:(index + 1) * DIGEST]
         if latest is None:
-            latest = record.result_hash
-        elif record.result_hash != latest:
-            break
+            latest = key
+        elif key != latest:
+            streak_open = False
+            continue
         streak += 1
-    return NoProgressStreak(streak, latest)
+    return CallCounts(streak, latest, recent)
 
 
-def recent_count(records: Sequence[Record], args_hash: str) -> int:
-    return sum(1 for record in records if record.args_hash == args_hash)
-
-
-def unknown_tool_streak(records: Sequence[Record], tool_name: str) -> tuple[int, str | None]:
+def unknown_tool_streak(history: History, tool_name: str) -> tuple[int, str | None]:
     """Consecutive newest records of this tool that failed naming the same missing tool."""
+    unknown = history.unknown
+    if unknown is None:
+        return 0, None
+    tools = history.tools
     streak = 0
     missing: str | None = None
-    for record in reversed(records):
-        if record.tool_name != tool_name or record.unknown_tool_name is None:
+    for index in range(len(tools) - 1, -1, -1):
+        name = unknown[index]
+        if tools[index] != tool_name or name is None:
             break
         if missing is None:
-            missing = record.unknown_tool_name
-        elif record.unknown_tool_name != missing:
+            missing = name
+        elif name != missing:
             break
         streak += 1
     return streak, missing
 
 
-def ping_pong(records: Sequence[Record], args_hash: str) -> PingPong:
+def ping_pong(history: History, tool_name: str, args_digest: bytes) -> PingPong:
     """An alternating tail last, other, last, … that the current call would extend."""
-    if not records:
+    size = len(history)
+    if size < 2:
         return NO_PING_PONG
-    last = records[-1]
-    other: Record | None = None
-    for index in range(len(records) - 2, -1, -1):
-        if records[index].args_hash != last.args_hash:
-            other = records[index]
+    args, tools = history.args, history.tools
+    last_tool = tools[-1]
+    last = args[-DIGEST:]
+    other_index = -1
+    for index in range(size - 2, -1, -1):
+        if tools[index] != last_tool or args[index * DIGEST:(index + 1) * DIGEST] != last:
+            other_index = index
             break
-    if other is None or args_hash != other.args_hash:
+    if other_index < 0:
+        return NO_PING_PONG
+    other_tool = tools[other_index]
+    other = args[other_index * DIGEST:(other_index + 1) * DIGEST]
+    if other_tool != tool_name or other != args_digest:
         return NO_PING_PONG
 
-    tail: list[Record] = []
-    for record in reversed(records):
-        expected = last.args_hash if len(tail) % 2 == 0 else other.args_hash
-        if record.args_hash != expected:
+    tail = 0
+    for index in range(size - 1, -1, -1):
+        want_tool, want = (last_tool, last) if tail % 2 == 0 else (other_tool, other)
+        if tools[index] != want_tool or args[index * DIGEST:(index + 1) * DIGEST] != want:
             break
-        tail.append(record)
-    if len(tail) < 2:
+        tail += 1
+    if tail < 2:
         return NO_PING_PONG
 
     # No progress only when every tail record has a result and each side's results agree.
-    side_results: dict[str, str] = {}
+    status, results = history.status, history.results
+    side_results: list[bytes | None] = [None, None]
     evidence = True
-    for record in tail:
-        if record.result_hash is None:
+    for offset in range(tail):
+        index = size - 1 - offset
+        if status[index] == PENDING:
             evidence = False
             break
-        seen = side_results.setdefault(record.args_hash, record.result_hash)
-        if seen != record.result_hash:
+        key = bytes((status[index],)) + results[index * DIGEST:(index + 1) * DIGEST]
+        side = offset % 2
+        if side_results[side] is None:
+            side_results[side] = key
+        elif side_results[side] != key:
             evidence = False
             break
-    return PingPong(
-        count=len(tail) + 1,
-        paired_tool_name=last.tool_name,
-        paired_args_hash=last.args_hash,
-        no_progress_evidence=evidence and len(side_results) == 2,
-    )
+    return PingPong(tail + 1, last_tool, bytes(last), evidence)
+
+
+def _result_text(key: bytes | None) -> str:
+    if key is None:
+        return "none"
+    return ("error:" if key[0] == 2 else "") + key[1:].hex()
 
 
 def detect(
-    records: Sequence[Record],
+    history: History,
     tool_name: str,
-    args_hash: str,
+    args_digest: bytes,
     known_poll: bool,
     settings: LoopDetectionSettings,
 ) -> Detection | None:
     """The first matching row of the precedence table, or None."""
-    unknown_count, missing_tool = unknown_tool_streak(records, tool_name)
+    unknown_count, missing_tool = unknown_tool_streak(history, tool_name)
     if unknown_count >= settings.unknown_tool_threshold:
         missing = missing_tool or tool_name
         return Detection(
@@ -135,39 +157,42 @@ def detect(
             f"unknown-tool:{tool_name}:{missing}",
         )
 
-    streak = no_progress_streak(records, args_hash)
-    result_key = f"{tool_name}:{args_hash}:{streak.result_hash or 'none'}"
-    if streak.count >= settings.global_circuit_breaker_threshold:
+    counts = call_counts(history, tool_name, args_digest)
+    streak = counts.no_progress_streak
+    args_hash = args_hash_text(tool_name, args_digest)
+    result_key = f"{tool_name}:{args_hash}:{_result_text(counts.result_key)}"
+    if streak >= settings.global_circuit_breaker_threshold:
         return Detection(
-            Detector.GLOBAL_CIRCUIT_BREAKER, Level.CRITICAL, streak.count,
+            Detector.GLOBAL_CIRCUIT_BREAKER, Level.CRITICAL, streak,
             f"Blocked by the circuit breaker: {tool_name} returned the identical result "
-            f"{streak.count} times in a row for the same arguments, so this call was not run. "
+            f"{streak} times in a row for the same arguments, so this call was not run. "
             "Stop this loop and report that the task cannot be completed this way.",
             f"global:{result_key}",
         )
 
     if known_poll and settings.known_poll_no_progress:
-        if streak.count >= settings.critical_threshold:
+        if streak >= settings.critical_threshold:
             return Detection(
-                Detector.KNOWN_POLL_NO_PROGRESS, Level.CRITICAL, streak.count,
-                f"Blocked: {tool_name} was polled {streak.count} times with the same arguments "
+                Detector.KNOWN_POLL_NO_PROGRESS, Level.CRITICAL, streak,
+                f"Blocked: {tool_name} was polled {streak} times with the same arguments "
                 "and the state never changed, so this poll was not run. Stop polling and "
                 "report the process as stuck or failed.",
                 f"poll:{result_key}",
             )
-        if streak.count >= settings.warning_threshold:
+        if streak >= settings.warning_threshold:
             return Detection(
-                Detector.KNOWN_POLL_NO_PROGRESS, Level.WARNING, streak.count,
-                f"Warning: {tool_name} was polled {streak.count} times with the same arguments "
+                Detector.KNOWN_POLL_NO_PROGRESS, Level.WARNING, streak,
+                f"Warning: {tool_name} was polled {streak} times with the same arguments "
                 "and the state has not changed. Wait longer between checks, or report the task "
                 "as failed if the process is stuck.",
                 f"poll:{result_key}",
             )
 
     if settings.ping_pong:
-        pong = ping_pong(records, args_hash)
+        pong = ping_pong(history, tool_name, args_digest)
         if pong.count >= settings.warning_threshold:
-            pair_key = "pingpong:" + "|".join(sorted((args_hash, pong.paired_args_hash)))
+            paired_hash = args_hash_text(pong.paired_tool_name, pong.paired_args_digest)
+            pair_key = "pingpong:" + "|".join(sorted((args_hash, paired_hash)))
             if pong.count >= settings.critical_threshold and pong.no_progress_evidence:
                 return Detection(
                     Detector.PING_PONG, Level.CRITICAL, pong.count,
@@ -186,15 +211,15 @@ def detect(
             )
 
     if not known_poll and settings.generic_repeat:
-        if streak.count >= settings.critical_threshold:
+        if streak >= settings.critical_threshold:
             return Detection(
-                Detector.GENERIC_REPEAT, Level.CRITICAL, streak.count,
-                f"Blocked: {tool_name} was called {streak.count} times with identical arguments "
+                Detector.GENERIC_REPEAT, Level.CRITICAL, streak,
+                f"Blocked: {tool_name} was called {streak} times with identical arguments "
                 "and returned the identical result every time, so this call was not run. Do not "
                 "retry it; change approach or report that the task failed.",
                 f"generic:{result_key}",
             )
-        repeats = recent_count(records, args_hash)
+        repeats = counts.recent_count
         if repeats >= settings.warning_threshold:
             return Detection(
                 Detector.GENERIC_REPEAT, Level.WARNING, repeats,

@@ -10,11 +10,10 @@ from typing import Any
 
 from .detectors import detect
 from .events import CompactionRetry, Event, RunEnd, ToolCall, ToolOutcome
-from .fingerprints import args_hash as compute_args_hash
-from .fingerprints import is_known_poll, outcome_fingerprint
+from .fingerprints import args_digest, is_known_poll, outcome_fingerprint
 from .jsonvalues import JsonDecodeError, JsonTooDeep, decode_json
 from .settings import DEFAULT_TOOL_CATALOG, LoopDetectionSettings, ToolCatalog
-from .state import MAX_ANNOUNCED_KEYS, GuardWindow, Record, RunState
+from .state import MAX_ANNOUNCED_KEYS, PENDING, GuardWindow, History, RunState, args_hash_text
 from .toolnames import normalize_tool_name
 from .verdicts import ALLOW, Action, Detector, ErrorCode, Level, Verdict, reject
 
@@ -48,9 +47,7 @@ def _decode_params(params_json: str, max_depth: int) -> Any:
 
 
 def new_run_state(settings: LoopDetectionSettings) -> RunState:
-    state = RunState()
-    state.resize(settings.history_size)
-    return state
+    return RunState(History(settings.history_size))
 
 
 def evaluate(
@@ -94,14 +91,14 @@ def _on_tool_call(
     if aborted is not None:
         return aborted
     if not settings.recording_on:
-        return ALLOW
+        return Verdict(Action.ALLOW, tool_name=tool_name)
     state.resize(settings.history_size)
-    call_hash = compute_args_hash(tool_name, params)
+    call_digest = args_digest(tool_name, params)
 
     detection = None
     if settings.rolling_detectors_on:
         known_poll = is_known_poll(tool_name, params, catalog)
-        detection = detect(state.records, tool_name, call_hash, known_poll, settings)
+        detection = detect(state.history, tool_name, call_digest, known_poll, settings)
 
     if detection is not None and detection.level is Level.CRITICAL:
         # Not recorded: the next identical call meets the same history and is blocked again.
@@ -112,9 +109,9 @@ def _on_tool_call(
             tool_name=tool_name,
         )
 
-    state.append(Record(event.seq, tool_name, call_hash, event.tool_call_id))
+    state.history.append(event.seq, tool_name, call_digest, event.tool_call_id)
     if detection is None:
-        return replace(ALLOW, tool_name=tool_name)
+        return Verdict(Action.ALLOW, tool_name=tool_name)
     return Verdict(
         Action.WARN, detection.detector, detection.level, detection.count,
         detection.message, detection.warning_key,
@@ -126,12 +123,15 @@ def _on_tool_call(
 def _announce(state: RunState, warning_key: str, count: int) -> bool:
     """First warning for a key, then once more each time its count enters a new decade."""
     decade = count // 10
-    previous = state.announced.get(warning_key)
+    announced = state.announced
+    if announced is None:
+        announced = state.announced = {}
+    previous = announced.get(warning_key)
     if previous is not None and decade <= previous:
         return False
-    if previous is None and len(state.announced) >= MAX_ANNOUNCED_KEYS:
-        del state.announced[next(iter(state.announced))]
-    state.announced[warning_key] = decade
+    if previous is None and len(announced) >= MAX_ANNOUNCED_KEYS:
+        del announced[next(iter(announced))]
+    announced[warning_key] = decade
     return True
 
 
@@ -150,21 +150,21 @@ def _on_tool_outcome(
     if aborted is not None:
         return aborted
     if not settings.recording_on:
-        return replace(ALLOW, tool_name=tool_name)
+        return Verdict(Action.ALLOW, tool_name=tool_name)
     state.resize(settings.history_size)
 
     fingerprint = outcome_fingerprint(
         tool_name, params, result, event.error, catalog, has_result=has_result
     )
-    if fingerprint.result_hash is None:
-        return replace(ALLOW, tool_name=tool_name)
-    call_hash = compute_args_hash(tool_name, params)
-    _record_outcome(state, event, tool_name, call_hash, fingerprint.result_hash,
+    if fingerprint.status == PENDING:
+        return Verdict(Action.ALLOW, tool_name=tool_name)
+    call_digest = args_digest(tool_name, params)
+    _record_outcome(state.history, event, tool_name, call_digest, fingerprint.status, fingerprint.digest,
                     fingerprint.unknown_tool_name)
 
     guard = state.guard
     if guard is not None:
-        guard.observe((tool_name, call_hash, fingerprint.result_hash))
+        guard.observe((tool_name, call_digest, fingerprint.status, fingerprint.digest))
         if guard.used_up:
             state.guard = None
             if guard.all_identical:
@@ -174,34 +174,33 @@ def _on_tool_outcome(
                     f"Run aborted: after compaction, {tool_name} was called {guard.observed} "
                     "times with the same arguments and returned the same result each time, so "
                     "compaction did not break the loop (compaction_loop_persisted).",
-                    f"compaction:{tool_name}:{call_hash}:{fingerprint.result_hash}",
+                    f"compaction:{tool_name}:{args_hash_text(tool_name, call_digest)}:{fingerprint.result_hash}",
                     True, error_code=ErrorCode.COMPACTION_LOOP_PERSISTED.value,
                     tool_name=tool_name,
                 )
                 return state.abort
-    return replace(ALLOW, tool_name=tool_name)
+    return Verdict(Action.ALLOW, tool_name=tool_name)
 
 
 def _record_outcome(
-    state: RunState,
+    history: History,
     event: ToolOutcome,
     tool_name: str,
-    call_hash: str,
-    result_hash: str,
+    call_digest: bytes,
+    status: int,
+    result_digest: bytes,
     unknown_tool_name: str | None,
 ) -> None:
     """Fill the newest matching pending call, or append a completed record."""
-    for record in reversed(state.records):
-        if record.result_hash is not None or record.args_hash != call_hash:
+    call_id = event.tool_call_id
+    for index in history.matches(tool_name, call_digest):
+        if history.status[index] != PENDING:
             continue
-        if event.tool_call_id and record.tool_call_id != event.tool_call_id:
+        if call_id and history.call_ids[index] != call_id:
             continue
-        record.result_hash = result_hash
-        record.unknown_tool_name = unknown_tool_name
+        history.set_result(index, status, result_digest, unknown_tool_name)
         return
-    state.append(
-        Record(event.seq, tool_name, call_hash, event.tool_call_id, result_hash, unknown_tool_name)
-    )
+    history.append(event.seq, tool_name, call_digest, call_id, status, result_digest, unknown_tool_name)
 
 
 def _on_compaction_retry(state: RunState, settings: LoopDetectionSettings) -> Verdict:
@@ -214,4 +213,4 @@ def _on_compaction_retry(state: RunState, settings: LoopDetectionSettings) -> Ve
         )
     window = settings.compaction_window_size
     state.guard = GuardWindow(window)
-    return replace(ALLOW, message=f"post-compaction guard armed for {window} attempts")
+    return Verdict(Action.ALLOW, message=f"post-compaction guard armed for {window} attempts")

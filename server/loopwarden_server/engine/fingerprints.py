@@ -11,8 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .jsonvalues import digest
+from .jsonvalues import digest_bytes as digest
 from .settings import ToolCatalog
+from .state import ERROR, PENDING, RESULT, result_hash_text
 
 _UNKNOWN_TOOL_PATTERNS = (
     re.compile(r"unknown tool[:\s]+[\"']?([a-z0-9_.-]+)", re.IGNORECASE),
@@ -36,11 +37,17 @@ _POLL_ACTIONS = ("poll", "log")
 
 @dataclass(frozen=True, slots=True)
 class OutcomeFingerprint:
-    result_hash: str | None
+    status: int  # RESULT or ERROR; PENDING means "no hash: record nothing"
+    digest: bytes = b""
     unknown_tool_name: str | None = None
 
+    @property
+    def result_hash(self) -> str | None:
+        """The spec's spelling: 64 hex, or "error:" + 64 hex; None when there is no hash."""
+        return result_hash_text(self.status, self.digest)
 
-NO_OUTCOME = OutcomeFingerprint(None)
+
+NO_OUTCOME = OutcomeFingerprint(PENDING)
 
 
 def plan_shape(value: Any) -> Any:
@@ -69,11 +76,16 @@ def plan_shape(value: Any) -> Any:
     }
 
 
-def args_hash(tool_name: str, params: Any) -> str:
-    """`tool:` + sha256 of the canonical params (plan shape for update_plan)."""
+def args_digest(tool_name: str, params: Any) -> bytes:
+    """sha256 of the canonical params (plan shape for update_plan); with the tool name, the call."""
     if tool_name == "update_plan":
         params = plan_shape(params)
-    return f"{tool_name}:{digest(params)}"
+    return digest(params)
+
+
+def args_hash(tool_name: str, params: Any) -> str:
+    """The spec's spelling: `tool:` + 64 hex."""
+    return f"{tool_name}:{args_digest(tool_name, params).hex()}"
 
 
 def is_known_poll(tool_name: str, params: Any, catalog: ToolCatalog) -> bool:
@@ -113,7 +125,7 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _exec_hash(details: dict, text: str) -> str | None:
+def _exec_hash(details: dict, text: str) -> bytes | None:
     status = details.get("status")
     if not isinstance(status, str):
         return None
@@ -140,7 +152,7 @@ def _exec_hash(details: dict, text: str) -> str | None:
     return None
 
 
-def _process_hash(action: str, details: dict, text: str) -> str:
+def _process_hash(action: str, details: dict, text: str) -> bytes:
     if action == "poll":
         return digest({
             "action": action,
@@ -212,11 +224,11 @@ def outcome_fingerprint(
 ) -> OutcomeFingerprint:
     """Hash what a call returned, in the order of spec section 4."""
     if error is not None:
-        return OutcomeFingerprint("error:" + digest(error), unknown_tool_name(error))
+        return OutcomeFingerprint(ERROR, digest(error), unknown_tool_name(error))
     if not has_result:
         return NO_OUTCOME
     if not isinstance(result, dict):
-        return OutcomeFingerprint(digest(result))
+        return OutcomeFingerprint(RESULT, digest(result))
 
     raw_details = result.get("details")
     details = raw_details if isinstance(raw_details, dict) else {}
@@ -228,13 +240,13 @@ def outcome_fingerprint(
     if tool_name == "exec":
         exec_hash = _exec_hash(details, text)
         if exec_hash is not None:
-            return OutcomeFingerprint(exec_hash)
+            return OutcomeFingerprint(RESULT, exec_hash)
     if tool_name == "process" and isinstance(params, dict):
         action = params.get("action")
         if action in _POLL_ACTIONS:
-            return OutcomeFingerprint(_process_hash(action, details, text))
+            return OutcomeFingerprint(RESULT, _process_hash(action, details, text))
     if _is_send(tool_name, params, catalog):
-        return OutcomeFingerprint(digest(strip_volatile_send_ids(details)))
+        return OutcomeFingerprint(RESULT, digest(strip_volatile_send_ids(details)))
     if tool_name == "update_plan":
-        return OutcomeFingerprint(digest({"details": plan_shape(details), "text": ""}))
-    return OutcomeFingerprint(digest({"details": details, "text": text}))
+        return OutcomeFingerprint(RESULT, digest({"details": plan_shape(details), "text": ""}))
+    return OutcomeFingerprint(RESULT, digest({"details": details, "text": text}))

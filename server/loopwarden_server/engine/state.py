@@ -1,7 +1,23 @@
-"""Per-run memory (spec section 3): a bounded record list, announcements, guard, abort."""
+"""Per-run memory (spec section 3): a bounded record history, announcements, guard, abort.
+
+Design. A daemon holds up to hundreds of thousands of runs, each with up to historySize records,
+so a record must not be a Python object holding two 64-character hex strings (~350 bytes). The
+history is stored column by column instead: the 32-byte args and result digests of every record
+live in two bytearrays, tool names are interned strings shared by every run, and sequence numbers
+sit in an array of machine integers. A 30-record history is then ~2.5 KB. The columns are kept
+oldest first; dropping the oldest record is a memmove of a few hundred bytes, which is cheaper
+than ring-buffer index arithmetic in every scan. Scans for "this call" use bytearray.rfind,
+which runs in C.
+
+Result status per record: PENDING (the call has no outcome yet), RESULT, or ERROR (the outcome
+was an error; its digest is of the error text). Two outcomes are "the same result" when both
+status and digest are equal.
+"""
 from __future__ import annotations
 
-from collections import deque
+import sys
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .verdicts import Verdict
@@ -9,33 +25,126 @@ from .verdicts import Verdict
 # A run that warns on ever-new patterns must not grow without bound.
 MAX_ANNOUNCED_KEYS = 512
 
+DIGEST = 32
+PENDING, RESULT, ERROR = 0, 1, 2
+_NO_DIGEST = bytes(DIGEST)
 
+intern = sys.intern
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
-    """One tool call of a run: pending until its outcome fills result_hash."""
+    """One record, spelled out for inspection, snapshots and tests (not how it is stored)."""
 
-    __slots__ = ("seq", "tool_name", "args_hash", "tool_call_id", "result_hash", "unknown_tool_name")
+    seq: int
+    tool_name: str
+    args_hash: str  # "tool:" + 64 hex
+    tool_call_id: str = ""
+    result_hash: str | None = None  # 64 hex, "error:" + 64 hex, or None while pending
+    unknown_tool_name: str | None = None
 
-    def __init__(
-        self,
-        seq: int,
-        tool_name: str,
-        args_hash: str,
-        tool_call_id: str = "",
-        result_hash: str | None = None,
-        unknown_tool_name: str | None = None,
-    ) -> None:
-        self.seq = seq
-        self.tool_name = tool_name
-        self.args_hash = args_hash
-        self.tool_call_id = tool_call_id
-        self.result_hash = result_hash
-        self.unknown_tool_name = unknown_tool_name
 
-    def __repr__(self) -> str:
-        return (
-            f"Record(seq={self.seq}, tool={self.tool_name!r}, args={self.args_hash[-8:]}, "
-            f"result={(self.result_hash or '-')[-8:]}, unknown={self.unknown_tool_name!r})"
-        )
+def args_hash_text(tool_name: str, args_digest: bytes) -> str:
+    return f"{tool_name}:{args_digest.hex()}"
+
+
+def result_hash_text(status: int, result_digest: bytes) -> str | None:
+    if status == PENDING:
+        return None
+    return ("error:" if status == ERROR else "") + result_digest.hex()
+
+
+class History:
+    """The newest `capacity` records of a run, oldest first, one column per field."""
+
+    __slots__ = ("capacity", "args", "results", "status", "tools", "call_ids", "seqs", "unknown")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.args = bytearray()
+        self.results = bytearray()
+        self.status = bytearray()
+        self.tools: list[str] = []
+        self.call_ids: list[str] = []
+        self.seqs = array("Q")
+        # Allocated on the first record that names a missing tool: most runs never need it.
+        self.unknown: list[str | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def append(self, seq: int, tool_name: str, args_digest: bytes, call_id: str = "",
+               status: int = PENDING, result_digest: bytes = _NO_DIGEST, unknown: str | None = None) -> None:
+        if len(self.tools) >= self.capacity:
+            self._drop_oldest(len(self.tools) - self.capacity + 1)
+        self.args += args_digest
+        self.results += result_digest
+        self.status.append(status)
+        self.tools.append(intern(tool_name))
+        self.call_ids.append(call_id)
+        self.seqs.append(seq & 0xFFFFFFFFFFFFFFFF)
+        if unknown is not None or self.unknown is not None:
+            if self.unknown is None:
+                self.unknown = [None] * (len(self.tools) - 1)
+            self.unknown.append(unknown)
+
+    def set_result(self, index: int, status: int, result_digest: bytes, unknown: str | None) -> None:
+        self.results[index * DIGEST:(index + 1) * DIGEST] = result_digest
+        self.status[index] = status
+        # A call id only serves to match an outcome to its pending call. Unique ids are ~80 bytes
+        # each, nearly half a run's memory, so a completed record lets go of its id.
+        self.call_ids[index] = ""
+        if unknown is not None or self.unknown is not None:
+            if self.unknown is None:
+                self.unknown = [None] * len(self.tools)
+            self.unknown[index] = unknown
+
+    def resize(self, capacity: int) -> None:
+        if len(self.tools) > capacity:
+            self._drop_oldest(len(self.tools) - capacity)
+        self.capacity = capacity
+
+    def _drop_oldest(self, count: int) -> None:
+        del self.args[:count * DIGEST]
+        del self.results[:count * DIGEST]
+        del self.status[:count]
+        del self.tools[:count]
+        del self.call_ids[:count]
+        del self.seqs[:count]
+        if self.unknown is not None:
+            del self.unknown[:count]
+
+    def args_digest(self, index: int) -> bytes:
+        return bytes(self.args[index * DIGEST:(index + 1) * DIGEST])
+
+    def result_digest(self, index: int) -> bytes:
+        return bytes(self.results[index * DIGEST:(index + 1) * DIGEST])
+
+    def unknown_at(self, index: int) -> str | None:
+        return None if self.unknown is None else self.unknown[index]
+
+    def matches(self, tool_name: str, args_digest: bytes) -> Iterator[int]:
+        """Indexes of records of this call, newest first (C-speed search of the args column)."""
+        args, tools = self.args, self.tools
+        end = len(args)
+        while True:
+            position = args.rfind(args_digest, 0, end)
+            if position < 0:
+                return
+            end = position + DIGEST - 1
+            if position % DIGEST:
+                continue  # a match straddling two digests: not a record
+            index = position // DIGEST
+            if tools[index] == tool_name:
+                yield index
+
+    def record(self, index: int) -> Record:
+        return Record(self.seqs[index], self.tools[index], args_hash_text(self.tools[index], self.args_digest(index)),
+                      self.call_ids[index], result_hash_text(self.status[index], self.result_digest(index)),
+                      self.unknown_at(index))
+
+    def __iter__(self) -> Iterator[Record]:
+        return (self.record(index) for index in range(len(self.tools)))
 
 
 @dataclass(slots=True)
@@ -44,10 +153,10 @@ class GuardWindow:
 
     window_size: int
     observed: int = 0
-    first_triple: tuple[str, str, str] | None = None
+    first_triple: tuple | None = None
     all_identical: bool = True
 
-    def observe(self, triple: tuple[str, str, str]) -> None:
+    def observe(self, triple: tuple) -> None:
         if self.first_triple is None:
             self.first_triple = triple
         elif triple != self.first_triple:
@@ -63,19 +172,22 @@ class GuardWindow:
 class RunState:
     """Everything the engine remembers about one run. Mutated in place by `evaluate`."""
 
-    history_size: int = 30
-    records: deque[Record] = field(default_factory=lambda: deque(maxlen=30))
+    history: History = field(default_factory=lambda: History(30))
     # warning key -> highest decade of count already announced (count // 10)
-    announced: dict[str, int] = field(default_factory=dict)
+    announced: dict[str, int] | None = None
     guard: GuardWindow | None = None
     abort: Verdict | None = None
     blocks: int = 0
 
+    @property
+    def history_size(self) -> int:
+        return self.history.capacity
+
+    @property
+    def records(self) -> list[Record]:
+        return list(self.history)
+
     def resize(self, history_size: int) -> None:
         """Apply a (re)loaded historySize: keep the newest records."""
-        if history_size != self.history_size:
-            self.records = deque(self.records, maxlen=history_size)
-            self.history_size = history_size
-
-    def append(self, record: Record) -> None:
-        self.records.append(record)
+        if history_size != self.history.capacity:
+            self.history.resize(history_size)
