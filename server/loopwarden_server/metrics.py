@@ -20,6 +20,23 @@ DEFAULT_AGENT = "default"
 DETECTORS = ("generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker")
 
 
+class _Children:
+    """labels() takes a lock and builds a key on every call; on the per-event path the few
+    label combinations are resolved once and kept here (label values are bounded sets)."""
+
+    __slots__ = ("_metric", "_cache")
+
+    def __init__(self, metric) -> None:
+        self._metric = metric
+        self._cache: dict[tuple, object] = {}
+
+    def __call__(self, *labels: str):
+        child = self._cache.get(labels)
+        if child is None:
+            child = self._cache[labels] = self._metric.labels(*labels)
+        return child
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry, grpc_version: str = "unknown") -> None:
         self.registry = registry
@@ -60,6 +77,13 @@ class Metrics:
         self.build_info = Gauge(
             "loopwarden_build_info", "Build information; always 1.",
             ["version", "python_version", "grpc_version"], registry=registry)
+
+        self.warning_of = _Children(self.warnings)
+        self.block_of = _Children(self.blocks)
+        self.guard_abort_of = _Children(self.guard_aborts)
+        self.verdict_of = _Children(self.verdicts)
+        self.event_of = _Children(self.events)
+        self.rejected_of = _Children(self.rejected)
 
         self.build_info.labels(VERSION, platform.python_version(), grpc_version).set(1)
         # Series that exist from the first scrape make rate() and absent() alerts behave.

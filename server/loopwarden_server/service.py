@@ -24,18 +24,20 @@ EVENT_KINDS = ("tool_call", "tool_outcome", "compaction_retry", "run_end")
 
 @dataclass(frozen=True, slots=True)
 class EventInput:
-    """One event as received, in plain Python types."""
+    """One event as received: the envelope, and the engine event it carries (None: no kind)."""
 
     run_id: str
-    kind: str | None  # one of EVENT_KINDS, or None when the event named none
+    payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd | None
     agent_id: str = ""
     session_id: str = ""
     seq: int = 0
-    tool_name: str = ""
-    tool_call_id: str = ""
-    params_json: str = ""
-    result_json: str | None = None
-    error: str | None = None
+
+    @property
+    def kind(self) -> str | None:
+        return _KIND_OF.get(type(self.payload))
+
+
+_KIND_OF = {ToolCall: "tool_call", ToolOutcome: "tool_outcome", CompactionRetry: "compaction_retry", RunEnd: "run_end"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,7 @@ class LoopwardenService:
     def evaluate(self, event: EventInput) -> Decision:
         started = self._timer()
         config = self._config
-        self.metrics.events.labels(event.kind or "unknown").inc()
+        self.metrics.event_of(_KIND_OF.get(type(event.payload), "unknown")).inc()
         run_id = event.run_id.strip()
         invalid = self._envelope_error(event, run_id)
         if invalid is not None:
@@ -92,13 +94,13 @@ class LoopwardenService:
         verdict = reject(code, message)
         decisions = []
         for event in events:
-            self.metrics.events.labels(event.kind or "unknown").inc()
+            self.metrics.event_of(event.kind or "unknown").inc()
             decisions.append(self._rejected(event, event.run_id.strip(), verdict, config))
         return decisions
 
     def _rejected(self, event: EventInput, run_id: str, verdict: Verdict, config: Config) -> Decision:
-        self.metrics.rejected.labels(verdict.error_code).inc()
-        self.metrics.verdicts.labels(Action.REJECT.value, "none", self.agent_label(event.agent_id, config)).inc()
+        self.metrics.rejected_of(verdict.error_code).inc()
+        self.metrics.verdict_of(Action.REJECT.value, "none", self.agent_label(event.agent_id, config)).inc()
         return Decision(event.seq, run_id, verdict)
 
     def _envelope_error(self, event: EventInput, run_id: str) -> Verdict | None:
@@ -107,16 +109,21 @@ class LoopwardenService:
             return reject(ErrorCode.MISSING_RUN_ID, "run_id is required (a non-blank string)")
         if len(run_id) > limits.max_run_id_chars:
             return reject(ErrorCode.RUN_ID_TOO_LONG, f"run_id is {len(run_id)} characters; the limit is {limits.max_run_id_chars}")
-        if event.kind is None:
+        payload = event.payload
+        if payload is None:
             return reject(ErrorCode.MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end")
-        if len(event.tool_name) > limits.max_tool_name_chars:
-            return reject(ErrorCode.TOOL_NAME_TOO_LONG, f"tool_name is {len(event.tool_name)} characters; the limit is {limits.max_tool_name_chars}")
+        if not isinstance(payload, (ToolCall, ToolOutcome)):
+            return None
+        if len(payload.tool_name) > limits.max_tool_name_chars:
+            return reject(ErrorCode.TOOL_NAME_TOO_LONG, f"tool_name is {len(payload.tool_name)} characters; the limit is {limits.max_tool_name_chars}")
         # Byte limits: len(str) <= bytes <= 4 * len(str), so encode only when it could matter.
-        if len(event.params_json) * 4 > limits.max_params_bytes:
-            size = len(event.params_json.encode("utf-8", "surrogatepass"))
+        if len(payload.params_json) * 4 > limits.max_params_bytes:
+            size = len(payload.params_json.encode("utf-8", "surrogatepass"))
             if size > limits.max_params_bytes:
                 return reject(ErrorCode.PARAMS_TOO_LARGE, f"params_json is {size} bytes; the limit is {limits.max_params_bytes}")
-        for name, text in (("result_json", event.result_json), ("error", event.error)):
+        if not isinstance(payload, ToolOutcome):
+            return None
+        for name, text in (("result_json", payload.result_json), ("error", payload.error)):
             if text is not None and len(text) * 4 > limits.max_result_bytes:
                 size = len(text.encode("utf-8", "surrogatepass"))
                 if size > limits.max_result_bytes:
@@ -124,56 +131,47 @@ class LoopwardenService:
         return None
 
     def _decide(self, event: EventInput, run_id: str, config: Config) -> Decision:
-        if event.kind == "run_end":
+        payload = event.payload
+        if type(payload) is RunEnd:
             self.store.remove(run_id)
-            verdict = ALLOW
-            self.metrics.verdicts.labels(Action.ALLOW.value, "none", self.agent_label(event.agent_id, config)).inc()
-            return Decision(event.seq, run_id, verdict)
+            self.metrics.verdict_of(Action.ALLOW.value, "none", self.agent_label(event.agent_id, config)).inc()
+            return Decision(event.seq, run_id, ALLOW)
 
-        existing = self.store.get(run_id)
-        agent_id = event.agent_id.strip() or (existing.agent_id if existing else "")
-        settings = config.settings_for(agent_id)
-        entry = self.store.acquire(run_id, settings)
+        event_agent = event.agent_id.strip()
+        entry = self.store.acquire(run_id, config.settings_for(event_agent).history_size)
+        # An event without an agent id keeps the run's agent (runs do not change agents).
+        agent_id = event_agent or entry.agent_id
         entry.agent_id = agent_id
+        settings = config.settings_for(agent_id)
         if event.session_id:
             entry.session_id = event.session_id
         was_aborted = entry.state.abort is not None
-        verdict = evaluate(entry.state, self._engine_event(event), settings, config.tool_catalog,
+        verdict = evaluate(entry.state, payload, settings, config.tool_catalog,
                            max_json_depth=self.limits.max_json_depth)
         if verdict.action is not Action.REJECT:
             entry.events_evaluated += 1
         self._account(event, entry, verdict, self.agent_label(agent_id, config), was_aborted)
         return Decision(event.seq, run_id, verdict)
 
-    @staticmethod
-    def _engine_event(event: EventInput):
-        if event.kind == "tool_call":
-            return ToolCall(event.tool_name, event.params_json, event.tool_call_id, event.seq)
-        if event.kind == "tool_outcome":
-            return ToolOutcome(event.tool_name, event.params_json, event.tool_call_id,
-                               event.result_json, event.error, event.seq)
-        if event.kind == "compaction_retry":
-            return CompactionRetry(event.seq)
-        return RunEnd(event.seq)
-
     def _account(self, event: EventInput, entry: RunEntry, verdict: Verdict, agent: str, was_aborted: bool) -> None:
         action = verdict.action
-        self.metrics.verdicts.labels(action.value, verdict.detector.value, agent).inc()
+        metrics = self.metrics
+        metrics.verdict_of(action.value, verdict.detector.value, agent).inc()
         if action is Action.ALLOW:
-            if event.kind == "compaction_retry" and verdict.message.startswith("post-compaction guard armed"):
+            if type(event.payload) is CompactionRetry and verdict.message.startswith("post-compaction guard armed"):
                 self._log(logging.INFO, verdict.message, event, entry, verdict)
             return
         if action is Action.REJECT:
-            self.metrics.rejected.labels(verdict.error_code).inc()
+            metrics.rejected_of(verdict.error_code).inc()
         elif action is Action.WARN:
             if verdict.announce:
-                self.metrics.warnings.labels(verdict.detector.value, agent).inc()
+                metrics.warning_of(verdict.detector.value, agent).inc()
                 self._log(logging.WARNING, "loop warning", event, entry, verdict)
         elif action is Action.BLOCK:
-            self.metrics.blocks.labels(verdict.detector.value, agent).inc()
+            metrics.block_of(verdict.detector.value, agent).inc()
             self._log(logging.WARNING, "tool call blocked", event, entry, verdict)
         elif action is Action.ABORT and not was_aborted:
-            self.metrics.guard_aborts.labels(agent).inc()
+            metrics.guard_abort_of(agent).inc()
             self._log(logging.ERROR, "run aborted", event, entry, verdict)
 
     @staticmethod

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from .engine import LoopDetectionSettings, RunState, new_run_state
+from .engine import History, RunState
 
 
 @dataclass(slots=True)
@@ -63,8 +63,8 @@ class RunStore:
         """Read without touching recency (inspection must not keep a run alive)."""
         return self._shard(run_id).get(run_id)
 
-    def acquire(self, run_id: str, settings: LoopDetectionSettings) -> RunEntry:
-        """The run's entry, created if new, marked most recently used."""
+    def acquire(self, run_id: str, history_size: int) -> RunEntry:
+        """The run's entry, created if new (with this history size), marked most recently used."""
         shard = self._shard(run_id)
         now = self.clock()
         self._touches += 1
@@ -76,7 +76,7 @@ class RunStore:
         if entry is None:
             if self._size >= self.max_runs:
                 self._evict_least_recently_used()
-            entry = RunEntry(run_id, new_run_state(settings))
+            entry = RunEntry(run_id, RunState(History(history_size)))
             shard[run_id] = entry
             self._size += 1
         else:

@@ -9,10 +9,9 @@ import zlib
 
 import pytest
 
-from loopwarden_server.engine import LoopDetectionSettings
 from loopwarden_server.store import RunEntry, RunStore
 
-SETTINGS = LoopDetectionSettings(enabled=True)
+HISTORY = 30
 RUN_IDS = [f"run-{index}" for index in range(64)] + ["", "ünïcødé-run", "hb/2024-01-01T00:00:00Z", "x" * 256]
 
 
@@ -77,7 +76,7 @@ class TestSharding:
         """acquire places each run in the shard its id hashes to."""
         store, _, _ = make_store(shards=16)
         for run_id in RUN_IDS:
-            store.acquire(run_id, SETTINGS)
+            store.acquire(run_id, HISTORY)
 
         assert all(run_id in store._shards[store.shard_index(run_id)] for run_id in RUN_IDS)
         assert len(RUN_IDS) == sum(len(shard) for shard in store._shards)
@@ -89,7 +88,7 @@ class TestMaxRunsEviction:
         store, clock, evictions = make_store(max_runs=100)
         for index in range(150):
             clock.now += 1
-            store.acquire(f"run-{index}", SETTINGS)
+            store.acquire(f"run-{index}", HISTORY)
 
         assert [("max_runs", f"run-{index}") for index in range(50)] == evictions.seen
         assert 100 == len(store)
@@ -100,7 +99,7 @@ class TestMaxRunsEviction:
         """LRU order follows access order, not clock ticks: equal timestamps still evict the oldest first."""
         store, _, evictions = make_store(max_runs=10)
         for index in range(15):
-            store.acquire(f"run-{index}", SETTINGS)
+            store.acquire(f"run-{index}", HISTORY)
 
         assert [f"run-{index}" for index in range(5)] == [run_id for _, run_id in evictions.seen]
 
@@ -109,11 +108,11 @@ class TestMaxRunsEviction:
         store, clock, evictions = make_store(max_runs=100)
         for index in range(100):
             clock.now += 1
-            store.acquire(f"run-{index}", SETTINGS)
+            store.acquire(f"run-{index}", HISTORY)
         clock.now += 1
-        store.acquire("run-0", SETTINGS)
+        store.acquire("run-0", HISTORY)
 
-        store.acquire("run-new", SETTINGS)
+        store.acquire("run-new", HISTORY)
 
         assert [("max_runs", "run-1")] == evictions.seen
         assert store.get("run-0") is not None
@@ -122,21 +121,21 @@ class TestMaxRunsEviction:
         """Reading a run (as inspection does) does not make it recent, so it is still evicted first."""
         store, _, evictions = make_store(max_runs=3)
         for index in range(3):
-            store.acquire(f"run-{index}", SETTINGS)
+            store.acquire(f"run-{index}", HISTORY)
         store.get("run-0")
 
-        store.acquire("run-new", SETTINGS)
+        store.acquire("run-new", HISTORY)
 
         assert [("max_runs", "run-0")] == evictions.seen
 
     def test_evicted_run_comes_back_fresh(self):
         """An evicted run that sends another event starts from a new state, not its old one."""
         store, _, _ = make_store(max_runs=1)
-        old = store.acquire("run-a", SETTINGS)
+        old = store.acquire("run-a", HISTORY)
         old.events_evaluated = 7
-        store.acquire("run-b", SETTINGS)
+        store.acquire("run-b", HISTORY)
 
-        fresh = store.acquire("run-a", SETTINGS)
+        fresh = store.acquire("run-a", HISTORY)
 
         assert fresh is not old
         assert 0 == fresh.events_evaluated
@@ -144,10 +143,10 @@ class TestMaxRunsEviction:
     def test_existing_run_never_triggers_eviction(self):
         """A full store serving an event of a run it already holds evicts nothing."""
         store, _, evictions = make_store(max_runs=2)
-        store.acquire("run-a", SETTINGS)
-        store.acquire("run-b", SETTINGS)
+        store.acquire("run-a", HISTORY)
+        store.acquire("run-b", HISTORY)
 
-        store.acquire("run-a", SETTINGS)
+        store.acquire("run-a", HISTORY)
 
         assert ([], 2) == (evictions.seen, len(store))
 
@@ -156,10 +155,10 @@ class TestIdleExpiry:
     def test_expire_idle_drops_only_idle_runs(self):
         """expire_idle drops runs idle longer than the TTL, reports them with reason idle_ttl and keeps the rest."""
         store, clock, evictions = make_store(idle_ttl=60)
-        store.acquire("idle-a", SETTINGS)
-        store.acquire("idle-b", SETTINGS)
+        store.acquire("idle-a", HISTORY)
+        store.acquire("idle-b", HISTORY)
         clock.now += 50
-        store.acquire("busy", SETTINGS)
+        store.acquire("busy", HISTORY)
         clock.now += 11  # idle-a/b: 61s idle, busy: 11s
 
         dropped = store.expire_idle()
@@ -171,19 +170,19 @@ class TestIdleExpiry:
     def test_run_idle_exactly_the_ttl_is_kept(self):
         """A run idle for exactly the TTL is not expired, neither by the sweep nor on acquire."""
         store, clock, evictions = make_store(idle_ttl=60)
-        entry = store.acquire("run", SETTINGS)
+        entry = store.acquire("run", HISTORY)
         clock.now += 60
 
         assert 0 == store.expire_idle()
-        assert entry is store.acquire("run", SETTINGS)
+        assert entry is store.acquire("run", HISTORY)
         assert [] == evictions.seen
 
     def test_recent_event_keeps_a_run_alive(self):
         """A run with an event inside the TTL survives a sweep that would have dropped it otherwise."""
         store, clock, _ = make_store(idle_ttl=60)
-        store.acquire("run", SETTINGS)
+        store.acquire("run", HISTORY)
         clock.now += 59
-        store.acquire("run", SETTINGS)
+        store.acquire("run", HISTORY)
         clock.now += 59
 
         assert 0 == store.expire_idle()
@@ -193,7 +192,7 @@ class TestIdleExpiry:
         """expire_idle drops at most `budget` runs per call; the next call continues."""
         store, clock, _ = make_store(idle_ttl=60)
         for index in range(20):
-            store.acquire(f"run-{index}", SETTINGS)
+            store.acquire(f"run-{index}", HISTORY)
         clock.now += 61
 
         assert (5, 15) == (store.expire_idle(budget=5), len(store))
@@ -202,11 +201,11 @@ class TestIdleExpiry:
     def test_expired_unswept_run_is_replaced_on_acquire(self):
         """An expired run not yet swept is dropped (reason idle_ttl) and replaced by a fresh entry on its next event."""
         store, clock, evictions = make_store(idle_ttl=60)
-        old = store.acquire("run", SETTINGS)
+        old = store.acquire("run", HISTORY)
         old.events_evaluated = 9
         clock.now += 61
 
-        fresh = store.acquire("run", SETTINGS)
+        fresh = store.acquire("run", HISTORY)
 
         assert fresh is not old
         assert 0 == fresh.events_evaluated
@@ -218,7 +217,7 @@ class TestRemove:
     def test_remove_is_not_an_eviction(self):
         """run_end's remove frees the run without calling on_evict."""
         store, _, evictions = make_store()
-        store.acquire("run", SETTINGS)
+        store.acquire("run", HISTORY)
 
         assert True is store.remove("run")
         assert ([], 0, None) == (evictions.seen, len(store), store.get("run"))
@@ -226,18 +225,18 @@ class TestRemove:
     def test_removing_an_unknown_run_changes_nothing(self):
         """Removing a run the store does not hold returns False and leaves the size alone."""
         store, _, _ = make_store()
-        store.acquire("run", SETTINGS)
+        store.acquire("run", HISTORY)
 
         assert (False, 1) == (store.remove("other"), len(store))
 
     def test_removed_run_frees_room_for_a_new_one(self):
         """After a remove a full store takes a new run without evicting anyone."""
         store, _, evictions = make_store(max_runs=2)
-        store.acquire("run-a", SETTINGS)
-        store.acquire("run-b", SETTINGS)
+        store.acquire("run-a", HISTORY)
+        store.acquire("run-b", HISTORY)
         store.remove("run-a")
 
-        store.acquire("run-c", SETTINGS)
+        store.acquire("run-c", HISTORY)
 
         assert ([], 2) == (evictions.seen, len(store))
 
@@ -248,17 +247,17 @@ class TestSize:
         store, clock, _ = make_store(max_runs=5, idle_ttl=60)
         sizes = []
         for index in range(4):
-            store.acquire(f"run-{index}", SETTINGS)
+            store.acquire(f"run-{index}", HISTORY)
         sizes.append(len(store))
-        store.acquire("run-0", SETTINGS)
+        store.acquire("run-0", HISTORY)
         sizes.append(len(store))
         store.remove("run-1")
         sizes.append(len(store))
         for index in range(4, 9):
-            store.acquire(f"run-{index}", SETTINGS)
+            store.acquire(f"run-{index}", HISTORY)
         sizes.append(len(store))
         clock.now += 61
-        store.acquire("late", SETTINGS)
+        store.acquire("late", HISTORY)
         store.expire_idle()
         sizes.append(len(store))
 

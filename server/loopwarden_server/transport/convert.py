@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from loopwarden.v1 import loopwarden_pb2 as pb
 
-from ..engine import Action, Detector, Level, LoopDetectionSettings, Verdict
+from ..engine import (
+    Action, CompactionRetry, Detector, Level, LoopDetectionSettings, RunEnd, ToolCall, ToolOutcome, Verdict,
+)
 from ..service import Decision, EventInput
 from ..store import RunEntry
 
@@ -25,20 +27,25 @@ _LEVEL = {Level.NONE: pb.LEVEL_UNSPECIFIED, Level.WARNING: pb.LEVEL_WARNING, Lev
 
 def event_input(event: pb.Event) -> EventInput:
     kind = event.WhichOneof("kind")
+    seq = event.seq
     if kind == "tool_call":
         call = event.tool_call
-        return EventInput(event.run_id, kind, event.agent_id, event.session_id, event.seq,
-                          call.tool_name, call.tool_call_id, call.params_json)
-    if kind == "tool_outcome":
+        payload = ToolCall(call.tool_name, call.params_json, call.tool_call_id, seq)
+    elif kind == "tool_outcome":
         outcome = event.tool_outcome
         which = outcome.WhichOneof("outcome")
-        return EventInput(
-            event.run_id, kind, event.agent_id, event.session_id, event.seq,
-            outcome.tool_name, outcome.tool_call_id, outcome.params_json,
+        payload = ToolOutcome(
+            outcome.tool_name, outcome.params_json, outcome.tool_call_id,
             outcome.result_json if which == "result_json" else None,
-            outcome.error if which == "error" else None,
+            outcome.error if which == "error" else None, seq,
         )
-    return EventInput(event.run_id, kind, event.agent_id, event.session_id, event.seq)
+    elif kind == "compaction_retry":
+        payload = CompactionRetry(seq)
+    elif kind == "run_end":
+        payload = RunEnd(seq)
+    else:
+        payload = None
+    return EventInput(event.run_id, payload, event.agent_id, event.session_id, seq)
 
 
 def verdict_message(decision: Decision) -> pb.Verdict:
