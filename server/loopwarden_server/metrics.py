@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import platform
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from bisect import bisect_left
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
 # Per-event evaluation is microseconds; resolve the 5 µs - 100 µs range finely.
 LATENCY_BUCKETS = (
@@ -18,6 +21,71 @@ LATENCY_BUCKETS = (
 VERSION = "0.1.0"
 DEFAULT_AGENT = "default"
 DETECTORS = ("generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker")
+
+
+class _Count:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+
+class EventLoopCounter:
+    """A labelled counter for the per-event path: children are plain numbers, no lock.
+
+    NOTE: only the event loop thread increments; the scrape thread reads. Reading a float
+    attribute is atomic under the GIL, so a scrape sees each child's value before or after an
+    increment, never a torn one. prometheus_client's own Counter takes a lock per increment.
+    """
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], registry: CollectorRegistry):
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self._children: dict[tuple[str, ...], _Count] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> _Count:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = _Count()
+        return child
+
+    def collect(self):
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, child in list(self._children.items()):
+            family.add_metric(values, child.value)
+        yield family
+
+    def describe(self):
+        yield CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+
+class EventLoopHistogram:
+    """An unlabelled histogram for the per-event path: bisect into plain counts, no lock."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry):
+        self.name, self.documentation = name, documentation
+        self._bounds = list(buckets)
+        self._counts = [0] * (len(buckets) + 1)  # the last one is +Inf
+        self._sum = 0.0
+        registry.register(self)
+
+    def observe(self, value: float) -> None:
+        self._counts[bisect_left(self._bounds, value)] += 1
+        self._sum += value
+
+    def collect(self):
+        counts, total, cumulative = list(self._counts), self._sum, 0
+        buckets = []
+        for bound, count in zip([*self._bounds, float("inf")], counts):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        yield HistogramMetricFamily(self.name, self.documentation, buckets=buckets, sum_value=total)
+
+    def describe(self):
+        yield HistogramMetricFamily(self.name, self.documentation)
 
 
 class _Children:
@@ -49,18 +117,18 @@ class Metrics:
         self.guard_aborts = Counter(
             "loopwarden_guard_aborts", "Runs aborted by the post-compaction guard (compaction_loop_persisted).",
             ["agent"], registry=registry)
-        self.verdicts = Counter(
+        self.verdicts = EventLoopCounter(
             "loopwarden_verdicts", "Verdicts given, by action and deciding detector (none for a plain allow).",
-            ["action", "detector", "agent"], registry=registry)
-        self.events = Counter(
+            ("action", "detector", "agent"), registry)
+        self.events = EventLoopCounter(
             "loopwarden_events", "Events received, by kind (unknown when the event had none).",
-            ["kind"], registry=registry)
+            ("kind",), registry)
         self.rejected = Counter(
             "loopwarden_rejected_events", "Events rejected as malformed, by error code.",
             ["error_code"], registry=registry)
-        self.evaluation_seconds = Histogram(
+        self.evaluation_seconds = EventLoopHistogram(
             "loopwarden_evaluation_duration_seconds", "Time to evaluate one event inside the daemon, in seconds.",
-            buckets=LATENCY_BUCKETS, registry=registry)
+            LATENCY_BUCKETS, registry)
         self.active_runs = Gauge(
             "loopwarden_active_runs", "Runs whose state the daemon currently holds.", registry=registry)
         self.active_streams = Gauge(

@@ -22,7 +22,9 @@ decision_log = logging.getLogger("loopwarden.decisions")
 EVENT_KINDS = ("tool_call", "tool_outcome", "compaction_retry", "run_end")
 
 
-@dataclass(frozen=True, slots=True)
+# NOTE: not frozen: a frozen dataclass's __init__ goes through object.__setattr__ per field, which
+# costs microseconds on the per-event path. Instances are never mutated after construction.
+@dataclass(slots=True)
 class EventInput:
     """One event as received: the envelope, and the engine event it carries (None: no kind)."""
 
@@ -40,7 +42,7 @@ class EventInput:
 _KIND_OF = {ToolCall: "tool_call", ToolOutcome: "tool_outcome", CompactionRetry: "compaction_retry", RunEnd: "run_end"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Decision:
     seq: int
     run_id: str

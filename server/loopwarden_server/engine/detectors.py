@@ -11,7 +11,9 @@ from .state import DIGEST, PENDING, History, args_hash_text
 from .verdicts import Detector, Level
 
 
-@dataclass(frozen=True, slots=True)
+# NOTE: not frozen: a frozen dataclass's __init__ goes through object.__setattr__ per field, which
+# costs microseconds on the per-event path. Instances are never mutated after construction.
+@dataclass(slots=True)
 class Detection:
     detector: Detector
     level: Level
@@ -21,7 +23,7 @@ class Detection:
     paired_tool_name: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CallCounts:
     """What history says about this exact call (tool + args)."""
 
@@ -30,7 +32,7 @@ class CallCounts:
     recent_count: int  # every record of this call, pending or completed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PingPong:
     count: int
     paired_tool_name: str = ""
@@ -92,23 +94,22 @@ def ping_pong(history: History, tool_name: str, args_digest: bytes) -> PingPong:
         return NO_PING_PONG
     args, tools = history.args, history.tools
     last_tool = tools[-1]
-    last = args[-DIGEST:]
+    # The current call must be the pattern `other`: cheap rejections first.
+    if last_tool == tool_name and args.startswith(args_digest, (size - 1) * DIGEST):
+        return NO_PING_PONG
+    last = bytes(args[-DIGEST:])
     other_index = -1
     for index in range(size - 2, -1, -1):
-        if tools[index] != last_tool or args[index * DIGEST:(index + 1) * DIGEST] != last:
+        if tools[index] != last_tool or not args.startswith(last, index * DIGEST):
             other_index = index
             break
-    if other_index < 0:
-        return NO_PING_PONG
-    other_tool = tools[other_index]
-    other = args[other_index * DIGEST:(other_index + 1) * DIGEST]
-    if other_tool != tool_name or other != args_digest:
+    if other_index < 0 or tools[other_index] != tool_name or not args.startswith(args_digest, other_index * DIGEST):
         return NO_PING_PONG
 
     tail = 0
     for index in range(size - 1, -1, -1):
-        want_tool, want = (last_tool, last) if tail % 2 == 0 else (other_tool, other)
-        if tools[index] != want_tool or args[index * DIGEST:(index + 1) * DIGEST] != want:
+        want_tool, want = (last_tool, last) if tail % 2 == 0 else (tool_name, args_digest)
+        if tools[index] != want_tool or not args.startswith(want, index * DIGEST):
             break
         tail += 1
     if tail < 2:
@@ -130,7 +131,7 @@ def ping_pong(history: History, tool_name: str, args_digest: bytes) -> PingPong:
         elif side_results[side] != key:
             evidence = False
             break
-    return PingPong(tail + 1, last_tool, bytes(last), evidence)
+    return PingPong(tail + 1, last_tool, last, evidence)
 
 
 def _result_text(key: bytes | None) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+# NOTE: not frozen: a frozen dataclass's __init__ goes through object.__setattr__ per field, which
+# costs microseconds on the per-event path. Instances are never mutated after construction.
+@dataclass(slots=True)
 class ToolCall:
     """Before a tool runs: may it run?"""
 
@@ -14,7 +16,7 @@ class ToolCall:
     seq: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolOutcome:
     """After a tool ran. At most one of result_json / error is set; neither means no result."""
 
@@ -26,14 +28,14 @@ class ToolOutcome:
     seq: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CompactionRetry:
     """The runner compacted its context after an overflow and is retrying."""
 
     seq: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunEnd:
     """The run is over; its state can be dropped."""
 

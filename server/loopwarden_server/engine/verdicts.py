@@ -48,7 +48,9 @@ class ErrorCode(str, enum.Enum):
     TOOL_NAME_TOO_LONG = "tool_name_too_long"
 
 
-@dataclass(frozen=True, slots=True)
+# NOTE: not frozen: a frozen dataclass's __init__ goes through object.__setattr__ per field, which
+# costs microseconds on the per-event path. Instances are never mutated after construction.
+@dataclass(slots=True)
 class Verdict:
     action: Action
     detector: Detector = Detector.NONE

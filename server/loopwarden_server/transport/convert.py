@@ -50,6 +50,10 @@ def event_input(event: pb.Event) -> EventInput:
 
 def verdict_message(decision: Decision) -> pb.Verdict:
     verdict: Verdict = decision.verdict
+    if verdict.action is Action.ALLOW and not verdict.message:
+        # Most verdicts: skip the keyword handling of eight fields that are all empty.
+        return pb.Verdict(seq=decision.seq, run_id=decision.run_id, action=pb.ACTION_ALLOW,
+                          tool_name=verdict.tool_name)
     return pb.Verdict(
         seq=decision.seq, run_id=decision.run_id, action=_ACTION[verdict.action],
         detector=_DETECTOR[verdict.detector], level=_LEVEL[verdict.level], count=verdict.count,
