@@ -83,11 +83,14 @@ class TestAllow:
         assert ("read", True) == (record.tool_name, record.result_hash != "")
 
     def test_tool_call_id_reaches_the_record(self, client, run_id):
-        """A tool_call_id given to call() is carried to the daemon's record."""
+        """The guard's tool_call_id reaches the daemon: its outcome fills its own call, not an older identical one.
+
+        (A completed record lets go of its call id, so the pending one still shows "tc-0".)"""
+        client.tool_call(run_id, "read", {"path": "/x"}, tool_call_id="tc-0")
         ToolGuard(client, run_id).call("read", CountingTool(), {"path": "/x"}, tool_call_id="tc-1")
 
-        (record,) = client.inspect(run_id).records
-        assert ("tc-1", True) == (record.tool_call_id, record.result_hash != "")
+        records = client.inspect(run_id).records
+        assert [("tc-0", False), ("", True)] == [(r.tool_call_id, r.result_hash != "") for r in records]
 
     def test_allowed_async_tool_runs_and_its_outcome_is_recorded(self, daemon, client, run_id):
         """AsyncToolGuard runs an allowed coroutine tool and its outcome is recorded."""
