@@ -78,6 +78,9 @@ def verdict_from_message(message: pb.Verdict) -> Verdict:
         detector="" if detector == "unspecified" else detector, level="" if level == "unspecified" else level,
         count=message.count, message=message.message, warning_key=message.warning_key, announce=message.announce,
         paired_tool_name=message.paired_tool_name, error_code=message.error_code, tool_name=message.tool_name,
+        decision_id=message.decision_id, evidence_seqs=tuple(message.evidence.seqs),
+        evidence_call_ids=tuple(message.evidence.tool_call_ids), loop_started_seq=message.evidence.loop_started_seq,
+        shadow=message.shadow, shadow_action=_ACTIONS[message.shadow_action] if message.shadow else None,
     )
 
 
@@ -92,4 +95,5 @@ def inspection_from_message(message: pb.InspectRunResponse) -> RunInspection:
         effective_config=MessageToDict(message.effective_config, preserving_proto_field_name=True,
                                        always_print_fields_with_no_presence=True),
         events_evaluated=message.events_evaluated,
+        recent_verdicts=[verdict_from_message(v) for v in message.recent_verdicts],
     )

@@ -27,6 +27,12 @@ class Verdict:
     paired_tool_name: str = ""
     error_code: str = ""
     tool_name: str = ""
+    decision_id: str = ""  # WARN/BLOCK/ABORT: names the decision in the daemon's log and InspectRun
+    evidence_seqs: tuple[int, ...] = ()  # the records that formed the pattern, oldest first
+    evidence_call_ids: tuple[str, ...] = ()
+    loop_started_seq: int = 0
+    shadow: bool = False  # shadow mode: computed, not enforced
+    shadow_action: Action | None = None  # what would have been enforced
 
     @property
     def may_run(self) -> bool:
@@ -57,6 +63,7 @@ class RunInspection:
     abort_error_code: str
     effective_config: dict = field(default_factory=dict)
     events_evaluated: int = 0
+    recent_verdicts: list[Verdict] = field(default_factory=list)
 
 
 class LoopwardenError(Exception):

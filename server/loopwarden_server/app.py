@@ -110,7 +110,9 @@ class Daemon:
             clock=time.monotonic, shard_count=settings.shards,
             on_evict=lambda reason, _entry: self.metrics.evictions.labels(reason).inc(),
         )
-        self.service = LoopwardenService(config, self.store, self.metrics, settings.limits, time.perf_counter)
+        # Decision ids are "<instance>-<counter>": unique across restarts and replicas.
+        self.service = LoopwardenService(config, self.store, self.metrics, settings.limits, time.perf_counter,
+                                         instance_id=os.urandom(4).hex())
         self.lifecycle = Lifecycle()
         self.health = health.aio.HealthServicer()
         self.stopping = asyncio.Event()

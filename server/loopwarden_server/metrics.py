@@ -20,7 +20,8 @@ LATENCY_BUCKETS = (
 
 VERSION = "0.1.0"
 DEFAULT_AGENT = "default"
-DETECTORS = ("generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker")
+DETECTORS = ("generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker",
+             "run_wide_no_progress")
 
 
 class _Count:
@@ -117,6 +118,12 @@ class Metrics:
         self.guard_aborts = Counter(
             "loopwarden_guard_aborts", "Runs aborted by the post-compaction guard (compaction_loop_persisted).",
             ["agent"], registry=registry)
+        self.escalation_aborts = Counter(
+            "loopwarden_escalation_aborts", "Runs aborted because they reached abortAfterBlocks (tool_loop_persisted).",
+            ["detector", "agent"], registry=registry)
+        self.shadow_verdicts = Counter(
+            "loopwarden_shadow_verdicts", "Shadow mode: BLOCK/ABORT verdicts computed but not enforced, by the action withheld.",
+            ["action", "detector"], registry=registry)
         self.verdicts = EventLoopCounter(
             "loopwarden_verdicts", "Verdicts given, by action and deciding detector (none for a plain allow).",
             ("action", "detector", "agent"), registry)
@@ -149,6 +156,8 @@ class Metrics:
         self.warning_of = _Children(self.warnings)
         self.block_of = _Children(self.blocks)
         self.guard_abort_of = _Children(self.guard_aborts)
+        self.escalation_abort_of = _Children(self.escalation_aborts)
+        self.shadow_verdict_of = _Children(self.shadow_verdicts)
         self.verdict_of = _Children(self.verdicts)
         self.event_of = _Children(self.events)
         self.rejected_of = _Children(self.rejected)

@@ -5,8 +5,9 @@ It sees neither protobuf nor grpc: the transport hands it `EventInput`s and gets
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .config import Config
 from .engine import (
@@ -47,6 +48,10 @@ class Decision:
     seq: int
     run_id: str
     verdict: Verdict
+    decision_id: str = ""  # WARN/BLOCK/ABORT: names this decision in logs and InspectRun
+
+
+RECENT_DECISIONS = 10
 
 
 class LoopwardenService:
@@ -57,8 +62,11 @@ class LoopwardenService:
         metrics: Metrics,
         limits: Limits,
         timer: Callable[[], float],
+        instance_id: str = "lw",
     ) -> None:
         self._config = config
+        self._instance_id = instance_id
+        self._decisions = 0
         self.store = store
         self.metrics = metrics
         self.limits = limits
@@ -150,39 +158,69 @@ class LoopwardenService:
         was_aborted = entry.state.abort is not None
         verdict = evaluate(entry.state, payload, settings, config.tool_catalog,
                            max_json_depth=self.limits.max_json_depth)
-        if verdict.action is not Action.REJECT:
+        if verdict.action is Action.REJECT:
+            decision = Decision(event.seq, run_id, verdict)
+        else:
             entry.events_evaluated += 1
-        self._account(event, entry, verdict, self.agent_label(agent_id, config), was_aborted)
-        return Decision(event.seq, run_id, verdict)
+            decision = Decision(event.seq, run_id, verdict, self._decision_id(verdict))
+            if decision.decision_id:
+                if entry.recent is None:
+                    entry.recent = deque(maxlen=RECENT_DECISIONS)
+                entry.recent.append(decision)
+        self._account(event, entry, decision, self.agent_label(agent_id, config), was_aborted)
+        return decision
 
-    def _account(self, event: EventInput, entry: RunEntry, verdict: Verdict, agent: str, was_aborted: bool) -> None:
+    def _decision_id(self, verdict: Verdict) -> str:
+        if verdict.action is Action.ALLOW and verdict.shadow_action is None:
+            return ""
+        self._decisions += 1
+        return f"{self._instance_id}-{self._decisions:x}"
+
+    def _account(self, event: EventInput, entry: RunEntry, decision: Decision, agent: str, was_aborted: bool) -> None:
+        verdict = decision.verdict
         action = verdict.action
         metrics = self.metrics
         metrics.verdict_of(action.value, verdict.detector.value, agent).inc()
+        if verdict.shadow_action is not None:
+            metrics.shadow_verdict_of(verdict.shadow_action.value, verdict.detector.value).inc()
+            self._log(logging.WARNING, f"shadow {verdict.shadow_action.value} (not enforced)", event, entry, decision)
+            return
         if action is Action.ALLOW:
             if type(event.payload) is CompactionRetry and verdict.message.startswith("post-compaction guard armed"):
-                self._log(logging.INFO, verdict.message, event, entry, verdict)
+                self._log(logging.INFO, verdict.message, event, entry, decision)
             return
         if action is Action.REJECT:
             metrics.rejected_of(verdict.error_code).inc()
         elif action is Action.WARN:
             if verdict.announce:
                 metrics.warning_of(verdict.detector.value, agent).inc()
-                self._log(logging.WARNING, "loop warning", event, entry, verdict)
+                self._log(logging.WARNING, "loop warning", event, entry, decision)
+            elif decision_log.isEnabledFor(logging.DEBUG):
+                self._log(logging.DEBUG, "loop warning (not announced)", event, entry, decision)
         elif action is Action.BLOCK:
             metrics.block_of(verdict.detector.value, agent).inc()
-            self._log(logging.WARNING, "tool call blocked", event, entry, verdict)
-        elif action is Action.ABORT and not was_aborted:
-            metrics.guard_abort_of(agent).inc()
-            self._log(logging.ERROR, "run aborted", event, entry, verdict)
+            self._log(logging.WARNING, "tool call blocked", event, entry, decision)
+        elif action is Action.ABORT:
+            if was_aborted:
+                if decision_log.isEnabledFor(logging.DEBUG):
+                    self._log(logging.DEBUG, "run already aborted", event, entry, decision)
+                return
+            if verdict.error_code == ErrorCode.TOOL_LOOP_PERSISTED.value:
+                metrics.escalation_abort_of(verdict.detector.value, agent).inc()
+            else:
+                metrics.guard_abort_of(agent).inc()
+            self._log(logging.ERROR, "run aborted", event, entry, decision)
 
     @staticmethod
-    def _log(level: int, message: str, event: EventInput, entry: RunEntry, verdict: Verdict) -> None:
+    def _log(level: int, message: str, event: EventInput, entry: RunEntry, decision: Decision) -> None:
+        verdict = decision.verdict
         decision_log.log(level, message, extra={
+            "decision_id": decision.decision_id,
             "run_id": entry.run_id, "agent_id": entry.agent_id, "session_id": entry.session_id,
             "seq": event.seq, "tool": verdict.tool_name, "action": verdict.action.value,
             "detector": verdict.detector.value, "count": verdict.count,
             "warning_key": verdict.warning_key, "error_code": verdict.error_code,
+            "evidence_seqs": list(verdict.evidence_seqs), "loop_started_seq": verdict.loop_started_seq,
         })
 
     def settings_for_run(self, entry: RunEntry):

@@ -19,7 +19,7 @@ from .engine.state import DIGEST, GuardWindow, History
 from .store import RunEntry, RunStore
 
 FORMAT = "loopwarden-run-snapshot"
-VERSION = 2  # 2: columnar history
+VERSION = 3  # 2: columnar history; 3: evidence and run-wide breaker state
 
 
 class SnapshotError(ValueError):
@@ -36,10 +36,13 @@ def _encode_state(state: RunState) -> dict:
         "announced": state.announced,
         "guard": None if guard is None else {
             "window_size": guard.window_size, "observed": guard.observed, "all_identical": guard.all_identical,
-            "first_triple": None if triple is None else [triple[0], triple[1].hex(), triple[2], triple[3].hex()]},
+            "first_triple": None if triple is None else [triple[0], triple[1].hex(), triple[2], triple[3].hex()],
+            "seqs": guard.seqs},
         "abort": None if state.abort is None else {
             key: (value.value if hasattr(value, "value") else value) for key, value in asdict(state.abort).items()},
         "blocks": state.blocks,
+        "seen_triples": None if state.seen_triples is None else sorted(state.seen_triples),
+        "no_new_streak": state.no_new_streak,
     }
 
 
@@ -64,12 +67,19 @@ def _decode_state(data: dict) -> RunState:
         triple = guard["first_triple"]
         if triple is not None:
             triple = (str(triple[0]), bytes.fromhex(triple[1]), int(triple[2]), bytes.fromhex(triple[3]))
-        state.guard = GuardWindow(int(guard["window_size"]), int(guard["observed"]), triple, bool(guard["all_identical"]))
+        state.guard = GuardWindow(int(guard["window_size"]), int(guard["observed"]), triple, bool(guard["all_identical"]),
+                                  [int(seq) for seq in guard["seqs"]])
     abort = data["abort"]
     if abort is not None:
         state.abort = Verdict(**{**abort, "action": Action(abort["action"]), "detector": Detector(abort["detector"]),
-                                 "level": Level(abort["level"])})
+                                 "level": Level(abort["level"]),
+                                 "evidence_seqs": tuple(abort["evidence_seqs"]),
+                                 "evidence_call_ids": tuple(abort["evidence_call_ids"]),
+                                 "shadow_action": None})
     state.blocks = int(data["blocks"])
+    seen = data["seen_triples"]
+    state.seen_triples = None if seen is None else {int(key) for key in seen}
+    state.no_new_streak = int(data["no_new_streak"])
     return state
 
 

@@ -15,7 +15,7 @@ never inherit stale counts.
 from __future__ import annotations
 
 import zlib
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -31,6 +31,7 @@ class RunEntry:
     last_seen: float = 0.0  # clock value of the latest event
     touch: int = 0  # global access counter: total LRU order across shards
     events_evaluated: int = 0
+    recent: deque | None = None  # the run's latest WARN/BLOCK/ABORT decisions (InspectRun)
 
 
 EvictionListener = Callable[[str, RunEntry], None]  # (reason, entry)

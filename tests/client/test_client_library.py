@@ -245,6 +245,7 @@ class TestInspect:
             "enabled": True, "history_size": 30, "warning_threshold": 10, "critical_threshold": 20,
             "unknown_tool_threshold": 10, "global_circuit_breaker_threshold": 30, "generic_repeat": True,
             "known_poll_no_progress": True, "ping_pong": True, "post_compaction_window_size": 3,
+            "abort_after_blocks": 0, "run_wide_breaker_threshold": 0, "shadow_mode": False,
         } == config
 
     def test_guard_state_after_compaction(self, client, run_id):

@@ -191,3 +191,32 @@ class TestLookup:
     def test_agent_ids_lists_the_configured_agents(self) -> None:
         """agent_ids is the set of listed ids."""
         assert frozenset({"a1"}) == self.CONFIG.agent_ids
+
+
+class TestExtensions:
+    """The `loopwarden` extension settings: off by default, global + per-agent, merged like the rest."""
+
+    def test_extensions_are_off_by_default(self):
+        """A file without a loopwarden block leaves every extension off."""
+        settings = load_config_text("{tools: {loopDetection: {enabled: true}}}").settings_for("")
+        assert (0, 0, False) == (settings.abort_after_blocks, settings.run_wide_breaker_threshold, settings.shadow)
+
+    def test_agents_override_global_extensions_key_by_key(self):
+        """An agent can switch an inherited limit off (false), add shadow mode, and keep the rest."""
+        config = load_config_text("""{
+          loopwarden: {abortAfterBlocks: 3, runWideBreaker: {enabled: true, threshold: 12}},
+          agents: {list: [
+            {id: "a1", loopwarden: {shadowMode: true, abortAfterBlocks: false}},
+            {id: "a2", loopwarden: {runWideBreaker: {threshold: 50}}},
+            {id: "a3"},
+          ]},
+        }""")
+        summary = {agent: (s.abort_after_blocks, s.run_wide_breaker_threshold, s.shadow)
+                   for agent in ("", "a1", "a2", "a3") for s in [config.settings_for(agent)]}
+        assert {"": (3, 12, False), "a1": (0, 12, True), "a2": (3, 50, False), "a3": (3, 12, False)} == summary
+
+    def test_run_wide_breaker_needs_enabled(self):
+        """A threshold alone does not switch the breaker on; enabled alone uses the default 40."""
+        off = load_config_text("{loopwarden: {runWideBreaker: {threshold: 9}}}").settings_for("")
+        default = load_config_text("{loopwarden: {runWideBreaker: {enabled: true}}}").settings_for("")
+        assert (0, 40) == (off.run_wide_breaker_threshold, default.run_wide_breaker_threshold)

@@ -32,7 +32,12 @@ def _engine_event(event: ConcreteEvent):
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.id for v in VARIANTS])
 def test_conformance_variant(variant):
     """The engine gives every verdict the shared scenario expects."""
-    config = load_config_text(json.dumps(variant.config))
+    run_variant_on_engine(variant, variant.config)
+
+
+def run_variant_on_engine(variant, config_dict: dict) -> None:
+    """Feed one variant through `evaluate` with the given config file content, checking each verdict."""
+    config = load_config_text(json.dumps(config_dict))
     states = {}
     for event in expand(variant):
         run_id = event.run_id.strip()

@@ -86,8 +86,9 @@ def verdict_dict(verdict: pb.Verdict) -> dict:
     }
 
 
-def call(run_id: str, tool: str, params_json: str = "{}", **fields) -> pb.Event:
-    return pb.Event(run_id=run_id, tool_call=pb.ToolCall(tool_name=tool, params_json=params_json), **fields)
+def call(run_id: str, tool: str, params_json: str = "{}", tool_call_id: str = "", **fields) -> pb.Event:
+    return pb.Event(run_id=run_id, tool_call=pb.ToolCall(tool_name=tool, params_json=params_json,
+                                                         tool_call_id=tool_call_id), **fields)
 
 
 def outcome(run_id: str, tool: str, params_json: str = "{}", result_json: str | None = None,

@@ -103,6 +103,8 @@ const (
 	Detector_DETECTOR_UNKNOWN_TOOL_REPEAT    Detector = 4
 	Detector_DETECTOR_GLOBAL_CIRCUIT_BREAKER Detector = 5
 	Detector_DETECTOR_POST_COMPACTION_GUARD  Detector = 6
+	// Optional extension: K consecutive completed calls produced no (tool, args, result) triple new to the run.
+	Detector_DETECTOR_RUN_WIDE_NO_PROGRESS Detector = 7
 )
 
 // Enum value maps for Detector.
@@ -115,6 +117,7 @@ var (
 		4: "DETECTOR_UNKNOWN_TOOL_REPEAT",
 		5: "DETECTOR_GLOBAL_CIRCUIT_BREAKER",
 		6: "DETECTOR_POST_COMPACTION_GUARD",
+		7: "DETECTOR_RUN_WIDE_NO_PROGRESS",
 	}
 	Detector_value = map[string]int32{
 		"DETECTOR_UNSPECIFIED":            0,
@@ -124,6 +127,7 @@ var (
 		"DETECTOR_UNKNOWN_TOOL_REPEAT":    4,
 		"DETECTOR_GLOBAL_CIRCUIT_BREAKER": 5,
 		"DETECTOR_POST_COMPACTION_GUARD":  6,
+		"DETECTOR_RUN_WIDE_NO_PROGRESS":   7,
 	}
 )
 
@@ -800,10 +804,19 @@ type Verdict struct {
 	Announce bool `protobuf:"varint,9,opt,name=announce,proto3" json:"announce,omitempty"`
 	// Ping-pong partner.
 	PairedToolName string `protobuf:"bytes,10,opt,name=paired_tool_name,json=pairedToolName,proto3" json:"paired_tool_name,omitempty"`
-	// "compaction_loop_persisted" on a guard abort; the input error code on REJECT.
+	// "compaction_loop_persisted" on a guard abort, "tool_loop_persisted" on an escalation abort;
+	// the input error code on REJECT.
 	ErrorCode string `protobuf:"bytes,11,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// The normalised tool name the verdict is about (empty for events without one).
-	ToolName      string `protobuf:"bytes,12,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	ToolName string `protobuf:"bytes,12,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// Why: the records that formed the pattern (WARN, BLOCK and ABORT verdicts).
+	Evidence *Evidence `protobuf:"bytes,13,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// Identifies this decision in the daemon's decision log and in InspectRun (WARN, BLOCK, ABORT).
+	DecisionId string `protobuf:"bytes,14,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	// Shadow mode: the verdict was computed but not enforced; `action` is what the runner must do
+	// (ALLOW or WARN) and `shadow_action` what would have been enforced (BLOCK or ABORT).
+	Shadow        bool   `protobuf:"varint,15,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	ShadowAction  Action `protobuf:"varint,16,opt,name=shadow_action,json=shadowAction,proto3,enum=loopwarden.v1.Action" json:"shadow_action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -922,6 +935,98 @@ func (x *Verdict) GetToolName() string {
 	return ""
 }
 
+func (x *Verdict) GetEvidence() *Evidence {
+	if x != nil {
+		return x.Evidence
+	}
+	return nil
+}
+
+func (x *Verdict) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
+}
+
+func (x *Verdict) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+func (x *Verdict) GetShadowAction() Action {
+	if x != nil {
+		return x.ShadowAction
+	}
+	return Action_ACTION_UNSPECIFIED
+}
+
+// The records behind a verdict.
+type Evidence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Seqs of the events that created the records forming the pattern, oldest first.
+	Seqs []uint64 `protobuf:"varint,1,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	// Tool call ids of those records where the daemon still holds them (pending calls).
+	ToolCallIds []string `protobuf:"bytes,2,rep,name=tool_call_ids,json=toolCallIds,proto3" json:"tool_call_ids,omitempty"`
+	// Seq of the oldest record of the pattern: where the loop started, as far as history shows.
+	LoopStartedSeq uint64 `protobuf:"varint,3,opt,name=loop_started_seq,json=loopStartedSeq,proto3" json:"loop_started_seq,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Evidence) Reset() {
+	*x = Evidence{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Evidence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Evidence) ProtoMessage() {}
+
+func (x *Evidence) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
+func (*Evidence) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Evidence) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *Evidence) GetToolCallIds() []string {
+	if x != nil {
+		return x.ToolCallIds
+	}
+	return nil
+}
+
+func (x *Evidence) GetLoopStartedSeq() uint64 {
+	if x != nil {
+		return x.LoopStartedSeq
+	}
+	return 0
+}
+
 type InspectRunRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -931,7 +1036,7 @@ type InspectRunRequest struct {
 
 func (x *InspectRunRequest) Reset() {
 	*x = InspectRunRequest{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1048,7 @@ func (x *InspectRunRequest) String() string {
 func (*InspectRunRequest) ProtoMessage() {}
 
 func (x *InspectRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1061,7 @@ func (x *InspectRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRunRequest.ProtoReflect.Descriptor instead.
 func (*InspectRunRequest) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{10}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InspectRunRequest) GetRunId() string {
@@ -984,13 +1089,15 @@ type InspectRunResponse struct {
 	EffectiveConfig *EffectiveConfig `protobuf:"bytes,8,opt,name=effective_config,json=effectiveConfig,proto3" json:"effective_config,omitempty"`
 	// Events of this run the daemon has evaluated (rejects excluded).
 	EventsEvaluated uint64 `protobuf:"varint,9,opt,name=events_evaluated,json=eventsEvaluated,proto3" json:"events_evaluated,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The run's most recent WARN/BLOCK/ABORT verdicts, oldest first, with their evidence.
+	RecentVerdicts []*Verdict `protobuf:"bytes,10,rep,name=recent_verdicts,json=recentVerdicts,proto3" json:"recent_verdicts,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *InspectRunResponse) Reset() {
 	*x = InspectRunResponse{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1109,7 @@ func (x *InspectRunResponse) String() string {
 func (*InspectRunResponse) ProtoMessage() {}
 
 func (x *InspectRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1122,7 @@ func (x *InspectRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRunResponse.ProtoReflect.Descriptor instead.
 func (*InspectRunResponse) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{11}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InspectRunResponse) GetRunId() string {
@@ -1081,6 +1188,13 @@ func (x *InspectRunResponse) GetEventsEvaluated() uint64 {
 	return 0
 }
 
+func (x *InspectRunResponse) GetRecentVerdicts() []*Verdict {
+	if x != nil {
+		return x.RecentVerdicts
+	}
+	return nil
+}
+
 type RunRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Seq of the event that created the record.
@@ -1097,7 +1211,7 @@ type RunRecord struct {
 
 func (x *RunRecord) Reset() {
 	*x = RunRecord{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1223,7 @@ func (x *RunRecord) String() string {
 func (*RunRecord) ProtoMessage() {}
 
 func (x *RunRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1236,7 @@ func (x *RunRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRecord.ProtoReflect.Descriptor instead.
 func (*RunRecord) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{12}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunRecord) GetSeq() uint64 {
@@ -1180,7 +1294,7 @@ type GuardState struct {
 
 func (x *GuardState) Reset() {
 	*x = GuardState{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1306,7 @@ func (x *GuardState) String() string {
 func (*GuardState) ProtoMessage() {}
 
 func (x *GuardState) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1319,7 @@ func (x *GuardState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuardState.ProtoReflect.Descriptor instead.
 func (*GuardState) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{13}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GuardState) GetArmed() bool {
@@ -1242,13 +1356,17 @@ type EffectiveConfig struct {
 	KnownPollNoProgress           bool   `protobuf:"varint,8,opt,name=known_poll_no_progress,json=knownPollNoProgress,proto3" json:"known_poll_no_progress,omitempty"`
 	PingPong                      bool   `protobuf:"varint,9,opt,name=ping_pong,json=pingPong,proto3" json:"ping_pong,omitempty"`
 	PostCompactionWindowSize      uint32 `protobuf:"varint,10,opt,name=post_compaction_window_size,json=postCompactionWindowSize,proto3" json:"post_compaction_window_size,omitempty"`
-	unknownFields                 protoimpl.UnknownFields
-	sizeCache                     protoimpl.SizeCache
+	// Extensions from the `loopwarden` block (0 / false: off).
+	AbortAfterBlocks        uint32 `protobuf:"varint,11,opt,name=abort_after_blocks,json=abortAfterBlocks,proto3" json:"abort_after_blocks,omitempty"`
+	RunWideBreakerThreshold uint32 `protobuf:"varint,12,opt,name=run_wide_breaker_threshold,json=runWideBreakerThreshold,proto3" json:"run_wide_breaker_threshold,omitempty"`
+	ShadowMode              bool   `protobuf:"varint,13,opt,name=shadow_mode,json=shadowMode,proto3" json:"shadow_mode,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
 	*x = EffectiveConfig{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1378,7 @@ func (x *EffectiveConfig) String() string {
 func (*EffectiveConfig) ProtoMessage() {}
 
 func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1391,7 @@ func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EffectiveConfig.ProtoReflect.Descriptor instead.
 func (*EffectiveConfig) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{14}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EffectiveConfig) GetEnabled() bool {
@@ -1346,6 +1464,27 @@ func (x *EffectiveConfig) GetPostCompactionWindowSize() uint32 {
 	return 0
 }
 
+func (x *EffectiveConfig) GetAbortAfterBlocks() uint32 {
+	if x != nil {
+		return x.AbortAfterBlocks
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetRunWideBreakerThreshold() uint32 {
+	if x != nil {
+		return x.RunWideBreakerThreshold
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetShadowMode() bool {
+	if x != nil {
+		return x.ShadowMode
+	}
+	return false
+}
+
 var File_loopwarden_v1_loopwarden_proto protoreflect.FileDescriptor
 
 const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
@@ -1388,7 +1527,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tH\x00R\x05errorB\t\n" +
 	"\aoutcome\"\x11\n" +
 	"\x0fCompactionRetry\"\b\n" +
-	"\x06RunEnd\"\x95\x03\n" +
+	"\x06RunEnd\"\xbf\x04\n" +
 	"\aVerdict\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12-\n" +
@@ -1404,9 +1543,18 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	" \x01(\tR\x0epairedToolName\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\v \x01(\tR\terrorCode\x12\x1b\n" +
-	"\ttool_name\x18\f \x01(\tR\btoolName\"*\n" +
+	"\ttool_name\x18\f \x01(\tR\btoolName\x123\n" +
+	"\bevidence\x18\r \x01(\v2\x17.loopwarden.v1.EvidenceR\bevidence\x12\x1f\n" +
+	"\vdecision_id\x18\x0e \x01(\tR\n" +
+	"decisionId\x12\x16\n" +
+	"\x06shadow\x18\x0f \x01(\bR\x06shadow\x12:\n" +
+	"\rshadow_action\x18\x10 \x01(\x0e2\x15.loopwarden.v1.ActionR\fshadowAction\"l\n" +
+	"\bEvidence\x12\x12\n" +
+	"\x04seqs\x18\x01 \x03(\x04R\x04seqs\x12\"\n" +
+	"\rtool_call_ids\x18\x02 \x03(\tR\vtoolCallIds\x12(\n" +
+	"\x10loop_started_seq\x18\x03 \x01(\x04R\x0eloopStartedSeq\"*\n" +
 	"\x11InspectRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xfd\x02\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xbe\x03\n" +
 	"\x12InspectRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x122\n" +
@@ -1416,7 +1564,9 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\aaborted\x18\x06 \x01(\bR\aaborted\x12(\n" +
 	"\x10abort_error_code\x18\a \x01(\tR\x0eabortErrorCode\x12I\n" +
 	"\x10effective_config\x18\b \x01(\v2\x1e.loopwarden.v1.EffectiveConfigR\x0feffectiveConfig\x12)\n" +
-	"\x10events_evaluated\x18\t \x01(\x04R\x0feventsEvaluated\"\xc6\x01\n" +
+	"\x10events_evaluated\x18\t \x01(\x04R\x0feventsEvaluated\x12?\n" +
+	"\x0frecent_verdicts\x18\n" +
+	" \x03(\v2\x16.loopwarden.v1.VerdictR\x0erecentVerdicts\"\xc6\x01\n" +
 	"\tRunRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1b\n" +
@@ -1431,7 +1581,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x05armed\x18\x01 \x01(\bR\x05armed\x12\x1f\n" +
 	"\vwindow_size\x18\x02 \x01(\rR\n" +
 	"windowSize\x12\x1a\n" +
-	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xf2\x03\n" +
+	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xfe\x04\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -1443,7 +1593,11 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x16known_poll_no_progress\x18\b \x01(\bR\x13knownPollNoProgress\x12\x1b\n" +
 	"\tping_pong\x18\t \x01(\bR\bpingPong\x12=\n" +
 	"\x1bpost_compaction_window_size\x18\n" +
-	" \x01(\rR\x18postCompactionWindowSizeB\n" +
+	" \x01(\rR\x18postCompactionWindowSize\x12,\n" +
+	"\x12abort_after_blocks\x18\v \x01(\rR\x10abortAfterBlocks\x12;\n" +
+	"\x1arun_wide_breaker_threshold\x18\f \x01(\rR\x17runWideBreakerThreshold\x12\x1f\n" +
+	"\vshadow_mode\x18\r \x01(\bR\n" +
+	"shadowModeB\n" +
 	"\n" +
 	"\b_enabled*z\n" +
 	"\x06Action\x12\x16\n" +
@@ -1452,7 +1606,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vACTION_WARN\x10\x02\x12\x10\n" +
 	"\fACTION_BLOCK\x10\x03\x12\x10\n" +
 	"\fACTION_ABORT\x10\x04\x12\x11\n" +
-	"\rACTION_REJECT\x10\x05*\xe9\x01\n" +
+	"\rACTION_REJECT\x10\x05*\x8c\x02\n" +
 	"\bDetector\x12\x18\n" +
 	"\x14DETECTOR_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DETECTOR_GENERIC_REPEAT\x10\x01\x12#\n" +
@@ -1460,7 +1614,8 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x12DETECTOR_PING_PONG\x10\x03\x12 \n" +
 	"\x1cDETECTOR_UNKNOWN_TOOL_REPEAT\x10\x04\x12#\n" +
 	"\x1fDETECTOR_GLOBAL_CIRCUIT_BREAKER\x10\x05\x12\"\n" +
-	"\x1eDETECTOR_POST_COMPACTION_GUARD\x10\x06*E\n" +
+	"\x1eDETECTOR_POST_COMPACTION_GUARD\x10\x06\x12!\n" +
+	"\x1dDETECTOR_RUN_WIDE_NO_PROGRESS\x10\a*E\n" +
 	"\x05Level\x12\x15\n" +
 	"\x11LEVEL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rLEVEL_WARNING\x10\x01\x12\x12\n" +
@@ -1484,7 +1639,7 @@ func file_loopwarden_v1_loopwarden_proto_rawDescGZIP() []byte {
 }
 
 var file_loopwarden_v1_loopwarden_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_loopwarden_v1_loopwarden_proto_goTypes = []any{
 	(Action)(0),                // 0: loopwarden.v1.Action
 	(Detector)(0),              // 1: loopwarden.v1.Detector
@@ -1499,11 +1654,12 @@ var file_loopwarden_v1_loopwarden_proto_goTypes = []any{
 	(*CompactionRetry)(nil),    // 10: loopwarden.v1.CompactionRetry
 	(*RunEnd)(nil),             // 11: loopwarden.v1.RunEnd
 	(*Verdict)(nil),            // 12: loopwarden.v1.Verdict
-	(*InspectRunRequest)(nil),  // 13: loopwarden.v1.InspectRunRequest
-	(*InspectRunResponse)(nil), // 14: loopwarden.v1.InspectRunResponse
-	(*RunRecord)(nil),          // 15: loopwarden.v1.RunRecord
-	(*GuardState)(nil),         // 16: loopwarden.v1.GuardState
-	(*EffectiveConfig)(nil),    // 17: loopwarden.v1.EffectiveConfig
+	(*Evidence)(nil),           // 13: loopwarden.v1.Evidence
+	(*InspectRunRequest)(nil),  // 14: loopwarden.v1.InspectRunRequest
+	(*InspectRunResponse)(nil), // 15: loopwarden.v1.InspectRunResponse
+	(*RunRecord)(nil),          // 16: loopwarden.v1.RunRecord
+	(*GuardState)(nil),         // 17: loopwarden.v1.GuardState
+	(*EffectiveConfig)(nil),    // 18: loopwarden.v1.EffectiveConfig
 }
 var file_loopwarden_v1_loopwarden_proto_depIdxs = []int32{
 	7,  // 0: loopwarden.v1.EvaluateRequest.events:type_name -> loopwarden.v1.Event
@@ -1517,20 +1673,23 @@ var file_loopwarden_v1_loopwarden_proto_depIdxs = []int32{
 	0,  // 8: loopwarden.v1.Verdict.action:type_name -> loopwarden.v1.Action
 	1,  // 9: loopwarden.v1.Verdict.detector:type_name -> loopwarden.v1.Detector
 	2,  // 10: loopwarden.v1.Verdict.level:type_name -> loopwarden.v1.Level
-	15, // 11: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
-	16, // 12: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
-	17, // 13: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
-	3,  // 14: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
-	5,  // 15: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
-	13, // 16: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
-	4,  // 17: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
-	6,  // 18: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
-	14, // 19: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
-	17, // [17:20] is the sub-list for method output_type
-	14, // [14:17] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	13, // 11: loopwarden.v1.Verdict.evidence:type_name -> loopwarden.v1.Evidence
+	0,  // 12: loopwarden.v1.Verdict.shadow_action:type_name -> loopwarden.v1.Action
+	16, // 13: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
+	17, // 14: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
+	18, // 15: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
+	12, // 16: loopwarden.v1.InspectRunResponse.recent_verdicts:type_name -> loopwarden.v1.Verdict
+	3,  // 17: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
+	5,  // 18: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
+	14, // 19: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
+	4,  // 20: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
+	6,  // 21: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
+	15, // 22: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
+	20, // [20:23] is the sub-list for method output_type
+	17, // [17:20] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_loopwarden_v1_loopwarden_proto_init() }
@@ -1548,14 +1707,14 @@ func file_loopwarden_v1_loopwarden_proto_init() {
 		(*ToolOutcome_ResultJson)(nil),
 		(*ToolOutcome_Error)(nil),
 	}
-	file_loopwarden_v1_loopwarden_proto_msgTypes[14].OneofWrappers = []any{}
+	file_loopwarden_v1_loopwarden_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_loopwarden_v1_loopwarden_proto_rawDesc), len(file_loopwarden_v1_loopwarden_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ class Detector(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DETECTOR_UNKNOWN_TOOL_REPEAT: _ClassVar[Detector]
     DETECTOR_GLOBAL_CIRCUIT_BREAKER: _ClassVar[Detector]
     DETECTOR_POST_COMPACTION_GUARD: _ClassVar[Detector]
+    DETECTOR_RUN_WIDE_NO_PROGRESS: _ClassVar[Detector]
 
 class Level(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -44,6 +45,7 @@ DETECTOR_PING_PONG: Detector
 DETECTOR_UNKNOWN_TOOL_REPEAT: Detector
 DETECTOR_GLOBAL_CIRCUIT_BREAKER: Detector
 DETECTOR_POST_COMPACTION_GUARD: Detector
+DETECTOR_RUN_WIDE_NO_PROGRESS: Detector
 LEVEL_UNSPECIFIED: Level
 LEVEL_WARNING: Level
 LEVEL_CRITICAL: Level
@@ -125,7 +127,7 @@ class RunEnd(_message.Message):
     def __init__(self) -> None: ...
 
 class Verdict(_message.Message):
-    __slots__ = ("seq", "run_id", "action", "detector", "level", "count", "message", "warning_key", "announce", "paired_tool_name", "error_code", "tool_name")
+    __slots__ = ("seq", "run_id", "action", "detector", "level", "count", "message", "warning_key", "announce", "paired_tool_name", "error_code", "tool_name", "evidence", "decision_id", "shadow", "shadow_action")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +140,10 @@ class Verdict(_message.Message):
     PAIRED_TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    DECISION_ID_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_ACTION_FIELD_NUMBER: _ClassVar[int]
     seq: int
     run_id: str
     action: Action
@@ -150,7 +156,21 @@ class Verdict(_message.Message):
     paired_tool_name: str
     error_code: str
     tool_name: str
-    def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., action: _Optional[_Union[Action, str]] = ..., detector: _Optional[_Union[Detector, str]] = ..., level: _Optional[_Union[Level, str]] = ..., count: _Optional[int] = ..., message: _Optional[str] = ..., warning_key: _Optional[str] = ..., announce: _Optional[bool] = ..., paired_tool_name: _Optional[str] = ..., error_code: _Optional[str] = ..., tool_name: _Optional[str] = ...) -> None: ...
+    evidence: Evidence
+    decision_id: str
+    shadow: bool
+    shadow_action: Action
+    def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., action: _Optional[_Union[Action, str]] = ..., detector: _Optional[_Union[Detector, str]] = ..., level: _Optional[_Union[Level, str]] = ..., count: _Optional[int] = ..., message: _Optional[str] = ..., warning_key: _Optional[str] = ..., announce: _Optional[bool] = ..., paired_tool_name: _Optional[str] = ..., error_code: _Optional[str] = ..., tool_name: _Optional[str] = ..., evidence: _Optional[_Union[Evidence, _Mapping]] = ..., decision_id: _Optional[str] = ..., shadow: _Optional[bool] = ..., shadow_action: _Optional[_Union[Action, str]] = ...) -> None: ...
+
+class Evidence(_message.Message):
+    __slots__ = ("seqs", "tool_call_ids", "loop_started_seq")
+    SEQS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_IDS_FIELD_NUMBER: _ClassVar[int]
+    LOOP_STARTED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    seqs: _containers.RepeatedScalarFieldContainer[int]
+    tool_call_ids: _containers.RepeatedScalarFieldContainer[str]
+    loop_started_seq: int
+    def __init__(self, seqs: _Optional[_Iterable[int]] = ..., tool_call_ids: _Optional[_Iterable[str]] = ..., loop_started_seq: _Optional[int] = ...) -> None: ...
 
 class InspectRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -159,7 +179,7 @@ class InspectRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class InspectRunResponse(_message.Message):
-    __slots__ = ("run_id", "agent_id", "records", "guard", "blocks", "aborted", "abort_error_code", "effective_config", "events_evaluated")
+    __slots__ = ("run_id", "agent_id", "records", "guard", "blocks", "aborted", "abort_error_code", "effective_config", "events_evaluated", "recent_verdicts")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +189,7 @@ class InspectRunResponse(_message.Message):
     ABORT_ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_CONFIG_FIELD_NUMBER: _ClassVar[int]
     EVENTS_EVALUATED_FIELD_NUMBER: _ClassVar[int]
+    RECENT_VERDICTS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     agent_id: str
     records: _containers.RepeatedCompositeFieldContainer[RunRecord]
@@ -178,7 +199,8 @@ class InspectRunResponse(_message.Message):
     abort_error_code: str
     effective_config: EffectiveConfig
     events_evaluated: int
-    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ..., guard: _Optional[_Union[GuardState, _Mapping]] = ..., blocks: _Optional[int] = ..., aborted: _Optional[bool] = ..., abort_error_code: _Optional[str] = ..., effective_config: _Optional[_Union[EffectiveConfig, _Mapping]] = ..., events_evaluated: _Optional[int] = ...) -> None: ...
+    recent_verdicts: _containers.RepeatedCompositeFieldContainer[Verdict]
+    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ..., guard: _Optional[_Union[GuardState, _Mapping]] = ..., blocks: _Optional[int] = ..., aborted: _Optional[bool] = ..., abort_error_code: _Optional[str] = ..., effective_config: _Optional[_Union[EffectiveConfig, _Mapping]] = ..., events_evaluated: _Optional[int] = ..., recent_verdicts: _Optional[_Iterable[_Union[Verdict, _Mapping]]] = ...) -> None: ...
 
 class RunRecord(_message.Message):
     __slots__ = ("seq", "tool_name", "args_hash", "tool_call_id", "result_hash", "unknown_tool_name")
@@ -207,7 +229,7 @@ class GuardState(_message.Message):
     def __init__(self, armed: _Optional[bool] = ..., window_size: _Optional[int] = ..., observed: _Optional[int] = ...) -> None: ...
 
 class EffectiveConfig(_message.Message):
-    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size")
+    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     HISTORY_SIZE_FIELD_NUMBER: _ClassVar[int]
     WARNING_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +240,9 @@ class EffectiveConfig(_message.Message):
     KNOWN_POLL_NO_PROGRESS_FIELD_NUMBER: _ClassVar[int]
     PING_PONG_FIELD_NUMBER: _ClassVar[int]
     POST_COMPACTION_WINDOW_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ABORT_AFTER_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    RUN_WIDE_BREAKER_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_MODE_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     history_size: int
     warning_threshold: int
@@ -228,4 +253,7 @@ class EffectiveConfig(_message.Message):
     known_poll_no_progress: bool
     ping_pong: bool
     post_compaction_window_size: int
-    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ...) -> None: ...
+    abort_after_blocks: int
+    run_wide_breaker_threshold: int
+    shadow_mode: bool
+    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ...) -> None: ...

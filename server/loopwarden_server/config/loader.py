@@ -19,7 +19,9 @@ from typing import Any, TypeVar
 
 import json5
 
-from loopwarden_server.config.model import Config, DetectorsBlock, GuardBlock, LoopDetectionBlock
+from loopwarden_server.config.model import (
+    Config, DetectorsBlock, ExtensionsBlock, GuardBlock, LoopDetectionBlock, RunWideBreakerBlock,
+)
 from loopwarden_server.config.resolve import merge, resolve
 from loopwarden_server.engine.settings import ToolCatalog
 from loopwarden_server.engine.toolnames import normalize_tool_name
@@ -142,6 +144,16 @@ def _positive_int(maximum: int) -> Parser:
     return parse
 
 
+def _blocks_limit(value: Any, path: str) -> int:
+    """abortAfterBlocks: a positive count, or false (0) to switch an inherited limit off."""
+    if value is False or (isinstance(value, int) and not isinstance(value, bool) and value == 0):
+        return 0
+    try:
+        return _positive_int(MAX_THRESHOLD)(value, path)
+    except ConfigError:
+        raise ConfigError(path, f"must be a positive integer or false, got {_render(value)}") from None
+
+
 def _tool_names(value: Any, path: str) -> frozenset[str]:
     if not isinstance(value, list):
         raise ConfigError(path, f"must be an array of tool names, got {_render(value)}")
@@ -200,9 +212,22 @@ _LOOP_DETECTION_SCHEMA: Schema = {
 # block stays exactly the documented schema. A new setting is one row here plus whatever object
 # consumes its attribute in `_build_config` (per-agent settings would get their own reader of
 # `agents.list[i].loopwarden`, mirroring `_agent_blocks`).
+_RUN_WIDE_SCHEMA: Schema = {
+    "enabled": ("enabled", _boolean),
+    "threshold": ("threshold", _positive_int(MAX_THRESHOLD)),
+}
+
+# Extensions: opt-in behaviour beyond the reference, global and per agent (same shape).
+_EXTENSIONS_SCHEMA: Schema = {
+    "abortAfterBlocks": ("abort_after_blocks", _blocks_limit),
+    "runWideBreaker": ("run_wide_breaker", _block_parser(_RUN_WIDE_SCHEMA, RunWideBreakerBlock)),
+    "shadowMode": ("shadow_mode", _boolean),
+}
+
 _LOOPWARDEN_SCHEMA: Schema = {
     "providerSendTools": ("provider_send_tools", _tool_names),
     "extraPollTools": ("extra_poll_tools", _tool_names),
+    **_EXTENSIONS_SCHEMA,
 }
 
 
@@ -247,6 +272,23 @@ def _agent_id(entry: Mapping[str, Any], path: str) -> str:
     return value.strip()
 
 
+def _extensions(settings: Mapping[str, Any]) -> ExtensionsBlock:
+    names = {spec.name for spec in fields(ExtensionsBlock)}
+    return ExtensionsBlock(**{name: value for name, value in settings.items() if name in names})
+
+
+def _agent_extensions(root: Mapping[str, Any]) -> dict[str, ExtensionsBlock]:
+    """`agents.list[i].loopwarden` (extension keys only), keyed by agent id."""
+    entries = _optional_object(root, "agents", ROOT_PATH).get("list") or []
+    blocks: dict[str, ExtensionsBlock] = {}
+    for index, entry in enumerate(entries):
+        value = entry.get("loopwarden")
+        if value is not None:
+            path = f"agents.list[{index}].loopwarden"
+            blocks[_agent_id(entry, f"agents.list[{index}]")] = _extensions(_parse_strict(value, path, _EXTENSIONS_SCHEMA))
+    return blocks
+
+
 def _agent_blocks(root: Mapping[str, Any]) -> dict[str, LoopDetectionBlock]:
     """Per-agent blocks from `agents.list`, keyed by id in file order."""
     entries = _optional_object(root, "agents", ROOT_PATH).get("list")
@@ -282,12 +324,22 @@ def _build_config(root: Any) -> Config:
     agent_blocks = _agent_blocks(root)
     loopwarden = root.get("loopwarden")
     daemon_settings = {} if loopwarden is None else _parse_strict(loopwarden, "loopwarden", _LOOPWARDEN_SCHEMA)
+    global_extensions = _extensions(daemon_settings)
+    agent_extensions = _agent_extensions(root)
+
+    def extensions_of(agent_id: str) -> ExtensionsBlock:
+        own = agent_extensions.get(agent_id)
+        return global_extensions if own is None else merge(global_extensions, own)
+
     return Config(
         global_block=global_block,
         agent_blocks=agent_blocks,
         tool_catalog=_tool_catalog(daemon_settings),
-        global_settings=resolve(global_block),
+        global_settings=resolve(global_block, global_extensions),
         agent_settings={
-            agent_id: resolve(merge(global_block, block)) for agent_id, block in agent_blocks.items()
+            agent_id: resolve(merge(global_block, block), extensions_of(agent_id))
+            for agent_id, block in agent_blocks.items()
         },
+        global_extensions=global_extensions,
+        agent_extensions=agent_extensions,
     )

@@ -43,6 +43,26 @@ class LoopDetectionBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class RunWideBreakerBlock:
+    """`loopwarden.runWideBreaker` as written."""
+
+    enabled: bool | None = None
+    threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensionsBlock:
+    """The extension settings of a `loopwarden` block (global, or `agents.list[i].loopwarden`).
+
+    None = not set here; 0 for abort_after_blocks = explicitly off.
+    """
+
+    abort_after_blocks: int | None = None
+    run_wide_breaker: RunWideBreakerBlock = field(default_factory=RunWideBreakerBlock)
+    shadow_mode: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """A loaded config file. Built by the loader, which resolves every agent's settings up front
     so that `settings_for`, called on every event, is a dict lookup.
@@ -53,11 +73,14 @@ class Config:
     tool_catalog: ToolCatalog
     global_settings: LoopDetectionSettings
     agent_settings: Mapping[str, LoopDetectionSettings]
+    global_extensions: ExtensionsBlock = field(default_factory=ExtensionsBlock)
+    agent_extensions: Mapping[str, ExtensionsBlock] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Copy into read-only views so a caller keeping the original dicts cannot mutate us.
         object.__setattr__(self, "agent_blocks", MappingProxyType(dict(self.agent_blocks)))
         object.__setattr__(self, "agent_settings", MappingProxyType(dict(self.agent_settings)))
+        object.__setattr__(self, "agent_extensions", MappingProxyType(dict(self.agent_extensions)))
 
     @property
     def agent_ids(self) -> frozenset[str]:

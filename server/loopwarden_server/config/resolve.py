@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass, replace
 from typing import TypeVar
 
-from loopwarden_server.config.model import LoopDetectionBlock
+from loopwarden_server.config.model import ExtensionsBlock, LoopDetectionBlock
 from loopwarden_server.engine.settings import (
     DEFAULT_COMPACTION_WINDOW_SIZE,
     DEFAULT_CRITICAL_THRESHOLD,
@@ -35,8 +35,16 @@ def _or_default(value: ValueT | None, default: ValueT) -> ValueT:
     return default if value is None else value
 
 
-def resolve(block: LoopDetectionBlock) -> LoopDetectionSettings:
-    """Fill defaults, then restore W < C < G, which a merge can break even when each block was valid."""
+DEFAULT_RUN_WIDE_THRESHOLD = 40
+
+
+def resolve(block: LoopDetectionBlock, extensions: ExtensionsBlock | None = None) -> LoopDetectionSettings:
+    """Fill defaults, then restore W < C < G, which a merge can break even when each block was valid.
+
+    Extensions (already merged, global then agent) are off unless set.
+    """
+    extensions = extensions or ExtensionsBlock()
+    run_wide = extensions.run_wide_breaker
     warning = _or_default(block.warning_threshold, DEFAULT_WARNING_THRESHOLD)
     critical = _or_default(block.critical_threshold, DEFAULT_CRITICAL_THRESHOLD)
     if critical <= warning:
@@ -56,4 +64,8 @@ def resolve(block: LoopDetectionBlock) -> LoopDetectionSettings:
         known_poll_no_progress=_or_default(detectors.known_poll_no_progress, True),
         ping_pong=_or_default(detectors.ping_pong, True),
         compaction_window_size=_or_default(block.post_compaction_guard.window_size, DEFAULT_COMPACTION_WINDOW_SIZE),
+        abort_after_blocks=_or_default(extensions.abort_after_blocks, 0),
+        run_wide_breaker_threshold=(
+            _or_default(run_wide.threshold, DEFAULT_RUN_WIDE_THRESHOLD) if run_wide.enabled else 0),
+        shadow=_or_default(extensions.shadow_mode, False),
     )

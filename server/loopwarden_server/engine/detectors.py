@@ -21,6 +21,7 @@ class Detection:
     message: str
     warning_key: str
     paired_tool_name: str = ""
+    evidence: tuple[int, ...] = ()  # history indexes of the records that formed the pattern
 
 
 @dataclass(slots=True)
@@ -134,6 +135,22 @@ def ping_pong(history: History, tool_name: str, args_digest: bytes) -> PingPong:
     return PingPong(tail + 1, last_tool, last, evidence)
 
 
+def _streak_indexes(history: History, tool_name: str, args_digest: bytes, count: int) -> tuple[int, ...]:
+    """The `count` newest completed records of this call (the streak), oldest first."""
+    found = [index for index in history.matches(tool_name, args_digest) if history.status[index] != PENDING]
+    return tuple(reversed(found[:count]))
+
+
+def _recent_indexes(history: History, tool_name: str, args_digest: bytes) -> tuple[int, ...]:
+    return tuple(reversed(list(history.matches(tool_name, args_digest))))
+
+
+def _completed_indexes(history: History, count: int) -> tuple[int, ...]:
+    status = history.status
+    found = [index for index in range(len(status) - 1, -1, -1) if status[index] != PENDING][:count]
+    return tuple(reversed(found))
+
+
 def _result_text(key: bytes | None) -> str:
     if key is None:
         return "none"
@@ -146,8 +163,13 @@ def detect(
     args_digest: bytes,
     known_poll: bool,
     settings: LoopDetectionSettings,
+    no_new_triple_streak: int = 0,
 ) -> Detection | None:
-    """The first matching row of the precedence table, or None."""
+    """The first matching row of the precedence table, or None.
+
+    The run-wide breaker (an opt-in extension) sits right after the global circuit breaker.
+    """
+    size = len(history)
     unknown_count, missing_tool = unknown_tool_streak(history, tool_name)
     if unknown_count >= settings.unknown_tool_threshold:
         missing = missing_tool or tool_name
@@ -155,7 +177,7 @@ def detect(
             Detector.UNKNOWN_TOOL_REPEAT, Level.CRITICAL, unknown_count,
             f"Blocked: the tool {missing} is not available here and has been tried "
             f"{unknown_count} times. Stop calling it and answer without it.",
-            f"unknown-tool:{tool_name}:{missing}",
+            f"unknown-tool:{tool_name}:{missing}", evidence=tuple(range(size - unknown_count, size)),
         )
 
     counts = call_counts(history, tool_name, args_digest)
@@ -168,7 +190,18 @@ def detect(
             f"Blocked by the circuit breaker: {tool_name} returned the identical result "
             f"{streak} times in a row for the same arguments, so this call was not run. "
             "Stop this loop and report that the task cannot be completed this way.",
-            f"global:{result_key}",
+            f"global:{result_key}", evidence=_streak_indexes(history, tool_name, args_digest, streak),
+        )
+
+    run_wide = settings.run_wide_breaker_threshold
+    if run_wide and no_new_triple_streak >= run_wide:
+        return Detection(
+            Detector.RUN_WIDE_NO_PROGRESS, Level.CRITICAL, no_new_triple_streak,
+            f"Blocked: the last {no_new_triple_streak} completed tool calls of this run, across all "
+            "tools and arguments, only repeated calls and results already seen, so this call was "
+            "not run. Stop cycling through the same actions; change approach or report the task "
+            "as failed.",
+            f"run-wide:{run_wide}", evidence=_completed_indexes(history, no_new_triple_streak),
         )
 
     if known_poll and settings.known_poll_no_progress:
@@ -178,7 +211,7 @@ def detect(
                 f"Blocked: {tool_name} was polled {streak} times with the same arguments "
                 "and the state never changed, so this poll was not run. Stop polling and "
                 "report the process as stuck or failed.",
-                f"poll:{result_key}",
+                f"poll:{result_key}", evidence=_streak_indexes(history, tool_name, args_digest, streak),
             )
         if streak >= settings.warning_threshold:
             return Detection(
@@ -186,7 +219,7 @@ def detect(
                 f"Warning: {tool_name} was polled {streak} times with the same arguments "
                 "and the state has not changed. Wait longer between checks, or report the task "
                 "as failed if the process is stuck.",
-                f"poll:{result_key}",
+                f"poll:{result_key}", evidence=_streak_indexes(history, tool_name, args_digest, streak),
             )
 
     if settings.ping_pong:
@@ -201,14 +234,14 @@ def detect(
                     f"{pong.paired_tool_name} for {pong.count} consecutive calls and both keep "
                     "returning the same results, so this call was not run. Stop switching "
                     "between them; try a different approach or report the task as failed.",
-                    pair_key, pong.paired_tool_name,
+                    pair_key, pong.paired_tool_name, tuple(range(size - pong.count + 1, size)),
                 )
             return Detection(
                 Detector.PING_PONG, Level.WARNING, pong.count,
                 f"Warning: you have alternated between {tool_name} and {pong.paired_tool_name} "
                 f"for {pong.count} consecutive calls. This looks like a ping-pong loop: stop "
                 "switching between the two, or report the task as failed.",
-                pair_key, pong.paired_tool_name,
+                pair_key, pong.paired_tool_name, tuple(range(size - pong.count + 1, size)),
             )
 
     if not known_poll and settings.generic_repeat:
@@ -218,7 +251,7 @@ def detect(
                 f"Blocked: {tool_name} was called {streak} times with identical arguments "
                 "and returned the identical result every time, so this call was not run. Do not "
                 "retry it; change approach or report that the task failed.",
-                f"generic:{result_key}",
+                f"generic:{result_key}", evidence=_streak_indexes(history, tool_name, args_digest, streak),
             )
         repeats = counts.recent_count
         if repeats >= settings.warning_threshold:
@@ -227,6 +260,6 @@ def detect(
                 f"Warning: {tool_name} has been called {repeats} times with identical arguments. "
                 "If the result is not changing, stop repeating this call: try something else "
                 "or report the task as failed.",
-                f"generic:{tool_name}:{args_hash}",
+                f"generic:{tool_name}:{args_hash}", evidence=_recent_indexes(history, tool_name, args_digest),
             )
     return None

@@ -5,6 +5,7 @@ resolves the settings for the run's agent, and validates the envelope (run id, s
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from typing import Any
 
@@ -13,7 +14,9 @@ from .events import CompactionRetry, Event, RunEnd, ToolCall, ToolOutcome
 from .fingerprints import args_digest, is_known_poll, outcome_fingerprint
 from .jsonvalues import JsonDecodeError, JsonTooDeep, decode_json
 from .settings import DEFAULT_TOOL_CATALOG, LoopDetectionSettings, ToolCatalog
-from .state import MAX_ANNOUNCED_KEYS, PENDING, GuardWindow, History, RunState, args_hash_text
+from .state import (
+    MAX_ANNOUNCED_KEYS, MAX_SEEN_TRIPLES, PENDING, GuardWindow, History, RunState, args_hash_text,
+)
 from .toolnames import normalize_tool_name
 from .verdicts import ALLOW, Action, Detector, ErrorCode, Level, Verdict, reject
 
@@ -95,29 +98,62 @@ def _on_tool_call(
     state.resize(settings.history_size)
     call_digest = args_digest(tool_name, params)
 
+    history = state.history
     detection = None
     if settings.rolling_detectors_on:
         known_poll = is_known_poll(tool_name, params, catalog)
-        detection = detect(state.history, tool_name, call_digest, known_poll, settings)
+        detection = detect(history, tool_name, call_digest, known_poll, settings, state.no_new_streak)
 
     if detection is not None and detection.level is Level.CRITICAL:
-        # Not recorded: the next identical call meets the same history and is blocked again.
         state.blocks += 1
-        return Verdict(
+        seqs, call_ids = _evidence(history, detection.evidence)
+        verdict = Verdict(
             Action.BLOCK, detection.detector, detection.level, detection.count,
             detection.message, detection.warning_key, True, detection.paired_tool_name,
-            tool_name=tool_name,
+            tool_name=tool_name, evidence_seqs=seqs, evidence_call_ids=call_ids,
         )
+        if settings.abort_after_blocks and state.blocks >= settings.abort_after_blocks:
+            verdict = _escalate(verdict, state.blocks)
+        if settings.shadow:
+            # Not enforced: the call runs, so it is recorded like any allowed call.
+            history.append(event.seq, tool_name, call_digest, event.tool_call_id)
+            return _shadowed(verdict)
+        if verdict.action is Action.ABORT:
+            state.abort = verdict
+        # Not recorded: the next identical call meets the same history and is blocked again.
+        return verdict
 
-    state.history.append(event.seq, tool_name, call_digest, event.tool_call_id)
     if detection is None:
+        history.append(event.seq, tool_name, call_digest, event.tool_call_id)
         return Verdict(Action.ALLOW, tool_name=tool_name)
+    seqs, call_ids = _evidence(history, detection.evidence)
+    history.append(event.seq, tool_name, call_digest, event.tool_call_id)
     return Verdict(
         Action.WARN, detection.detector, detection.level, detection.count,
         detection.message, detection.warning_key,
         _announce(state, detection.warning_key, detection.count),
-        detection.paired_tool_name, tool_name=tool_name,
+        detection.paired_tool_name, tool_name=tool_name, evidence_seqs=seqs, evidence_call_ids=call_ids,
     )
+
+
+def _evidence(history: History, indexes: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    seqs, call_ids = history.seqs, history.call_ids
+    return tuple(seqs[i] for i in indexes), tuple(call_ids[i] for i in indexes if call_ids[i])
+
+
+def _escalate(block: Verdict, blocks: int) -> Verdict:
+    """abortAfterBlocks: the block that reaches the limit ends the run instead."""
+    return replace(
+        block, action=Action.ABORT, error_code=ErrorCode.TOOL_LOOP_PERSISTED.value,
+        message=f"Run aborted: this is block {blocks} of the run ({block.detector.value} on "
+                f"{block.tool_name}), so the loop persisted and the run is over (tool_loop_persisted). "
+                f"Last block: {block.message}",
+    )
+
+
+def _shadowed(verdict: Verdict) -> Verdict:
+    """Shadow mode: report the BLOCK/ABORT, enforce nothing."""
+    return replace(verdict, action=Action.ALLOW, shadow_action=verdict.action, announce=True)
 
 
 def _announce(state: RunState, warning_key: str, count: int) -> bool:
@@ -161,14 +197,16 @@ def _on_tool_outcome(
     call_digest = args_digest(tool_name, params)
     _record_outcome(state.history, event, tool_name, call_digest, fingerprint.status, fingerprint.digest,
                     fingerprint.unknown_tool_name)
+    if settings.run_wide_breaker_threshold:
+        _track_triple(state, tool_name, call_digest, fingerprint.status, fingerprint.digest)
 
     guard = state.guard
     if guard is not None:
-        guard.observe((tool_name, call_digest, fingerprint.status, fingerprint.digest))
+        guard.observe((tool_name, call_digest, fingerprint.status, fingerprint.digest), event.seq)
         if guard.used_up:
             state.guard = None
             if guard.all_identical:
-                state.abort = Verdict(
+                abort = Verdict(
                     Action.ABORT, Detector.POST_COMPACTION_GUARD, Level.CRITICAL,
                     guard.observed,
                     f"Run aborted: after compaction, {tool_name} was called {guard.observed} "
@@ -176,10 +214,29 @@ def _on_tool_outcome(
                     "compaction did not break the loop (compaction_loop_persisted).",
                     f"compaction:{tool_name}:{args_hash_text(tool_name, call_digest)}:{fingerprint.result_hash}",
                     True, error_code=ErrorCode.COMPACTION_LOOP_PERSISTED.value,
-                    tool_name=tool_name,
+                    tool_name=tool_name, evidence_seqs=tuple(guard.seqs),
                 )
-                return state.abort
+                if settings.shadow:
+                    return _shadowed(abort)
+                state.abort = abort
+                return abort
     return Verdict(Action.ALLOW, tool_name=tool_name)
+
+
+def _track_triple(state: RunState, tool_name: str, call_digest: bytes, status: int, result_digest: bytes) -> None:
+    # A stable key (not hash(), which is salted per process) so snapshots stay meaningful.
+    key = int.from_bytes(hashlib.blake2b(
+        tool_name.encode("utf-8", "surrogatepass") + call_digest + bytes((status,)) + result_digest,
+        digest_size=8).digest(), "big")
+    seen = state.seen_triples
+    if seen is None:
+        seen = state.seen_triples = set()
+    if key in seen:
+        state.no_new_streak += 1
+        return
+    state.no_new_streak = 0
+    if len(seen) < MAX_SEEN_TRIPLES:
+        seen.add(key)
 
 
 def _record_outcome(

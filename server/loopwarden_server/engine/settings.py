@@ -29,6 +29,11 @@ class LoopDetectionSettings:
     known_poll_no_progress: bool = True
     ping_pong: bool = True
     compaction_window_size: int = DEFAULT_COMPACTION_WINDOW_SIZE
+    # Extensions (from the `loopwarden` block, never from tools.loopDetection); 0/False = off, so
+    # by default every verdict is exactly the documented one.
+    abort_after_blocks: int = 0  # the N-th BLOCK of a run becomes ABORT (tool_loop_persisted)
+    run_wide_breaker_threshold: int = 0  # K completed calls in a row with no new triple: critical
+    shadow: bool = False  # compute BLOCK/ABORT, report them, but answer ALLOW
 
     @property
     def rolling_detectors_on(self) -> bool:

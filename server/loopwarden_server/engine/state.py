@@ -24,6 +24,9 @@ from .verdicts import Verdict
 
 # A run that warns on ever-new patterns must not grow without bound.
 MAX_ANNOUNCED_KEYS = 512
+# Past this many distinct triples a run stops remembering new ones: a repeat of a forgotten
+# triple then counts as new, which can only make the run-wide breaker later, never wrongly earlier.
+MAX_SEEN_TRIPLES = 4096
 
 DIGEST = 32
 PENDING, RESULT, ERROR = 0, 1, 2
@@ -155,13 +158,15 @@ class GuardWindow:
     observed: int = 0
     first_triple: tuple | None = None
     all_identical: bool = True
+    seqs: list[int] = field(default_factory=list)  # the observed outcomes, for the evidence
 
-    def observe(self, triple: tuple) -> None:
+    def observe(self, triple: tuple, seq: int = 0) -> None:
         if self.first_triple is None:
             self.first_triple = triple
         elif triple != self.first_triple:
             self.all_identical = False
         self.observed += 1
+        self.seqs.append(seq)
 
     @property
     def used_up(self) -> bool:
@@ -178,6 +183,10 @@ class RunState:
     guard: GuardWindow | None = None
     abort: Verdict | None = None
     blocks: int = 0
+    # Run-wide breaker (extension): 64-bit keys of every (tool, args, result) triple seen in the
+    # run, and how many completed calls in a row brought none new. Only kept while it is on.
+    seen_triples: set[int] | None = None
+    no_new_streak: int = 0
 
     @property
     def history_size(self) -> int:

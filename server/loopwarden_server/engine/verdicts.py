@@ -24,6 +24,7 @@ class Detector(str, enum.Enum):
     UNKNOWN_TOOL_REPEAT = "unknown_tool_repeat"
     GLOBAL_CIRCUIT_BREAKER = "global_circuit_breaker"
     POST_COMPACTION_GUARD = "post_compaction_guard"
+    RUN_WIDE_NO_PROGRESS = "run_wide_no_progress"
 
 
 class Level(str, enum.Enum):
@@ -36,6 +37,7 @@ class ErrorCode(str, enum.Enum):
     """Stable codes: the guard's abort reason and every input error a REJECT can carry."""
 
     COMPACTION_LOOP_PERSISTED = "compaction_loop_persisted"
+    TOOL_LOOP_PERSISTED = "tool_loop_persisted"
     MISSING_RUN_ID = "missing_run_id"
     MISSING_EVENT_KIND = "missing_event_kind"
     INVALID_PARAMS_JSON = "invalid_params_json"
@@ -64,6 +66,16 @@ class Verdict:
     paired_tool_name: str = ""
     error_code: str = ""
     tool_name: str = ""
+    # Evidence: seqs of the records that formed the pattern (oldest first), and the call ids of
+    # those still pending. Empty for plain verdicts.
+    evidence_seqs: tuple[int, ...] = ()
+    evidence_call_ids: tuple[str, ...] = ()
+    # Shadow mode: `action` is what the runner does (ALLOW/WARN); this is what would have been enforced.
+    shadow_action: Action | None = None
+
+    @property
+    def loop_started_seq(self) -> int:
+        return self.evidence_seqs[0] if self.evidence_seqs else 0
 
 
 ALLOW = Verdict(Action.ALLOW)

@@ -21,6 +21,7 @@ _DETECTOR = {
     Detector.UNKNOWN_TOOL_REPEAT: pb.DETECTOR_UNKNOWN_TOOL_REPEAT,
     Detector.GLOBAL_CIRCUIT_BREAKER: pb.DETECTOR_GLOBAL_CIRCUIT_BREAKER,
     Detector.POST_COMPACTION_GUARD: pb.DETECTOR_POST_COMPACTION_GUARD,
+    Detector.RUN_WIDE_NO_PROGRESS: pb.DETECTOR_RUN_WIDE_NO_PROGRESS,
 }
 _LEVEL = {Level.NONE: pb.LEVEL_UNSPECIFIED, Level.WARNING: pb.LEVEL_WARNING, Level.CRITICAL: pb.LEVEL_CRITICAL}
 
@@ -54,13 +55,21 @@ def verdict_message(decision: Decision) -> pb.Verdict:
         # Most verdicts: skip the keyword handling of eight fields that are all empty.
         return pb.Verdict(seq=decision.seq, run_id=decision.run_id, action=pb.ACTION_ALLOW,
                           tool_name=verdict.tool_name)
-    return pb.Verdict(
+    message = pb.Verdict(
         seq=decision.seq, run_id=decision.run_id, action=_ACTION[verdict.action],
         detector=_DETECTOR[verdict.detector], level=_LEVEL[verdict.level], count=verdict.count,
         message=verdict.message, warning_key=verdict.warning_key, announce=verdict.announce,
         paired_tool_name=verdict.paired_tool_name, error_code=verdict.error_code,
-        tool_name=verdict.tool_name,
+        tool_name=verdict.tool_name, decision_id=decision.decision_id,
     )
+    if verdict.evidence_seqs:
+        message.evidence.seqs.extend(verdict.evidence_seqs)
+        message.evidence.tool_call_ids.extend(verdict.evidence_call_ids)
+        message.evidence.loop_started_seq = verdict.loop_started_seq
+    if verdict.shadow_action is not None:
+        message.shadow = True
+        message.shadow_action = _ACTION[verdict.shadow_action]
+    return message
 
 
 def effective_config(settings: LoopDetectionSettings) -> pb.EffectiveConfig:
@@ -71,6 +80,8 @@ def effective_config(settings: LoopDetectionSettings) -> pb.EffectiveConfig:
         global_circuit_breaker_threshold=settings.global_circuit_breaker_threshold,
         generic_repeat=settings.generic_repeat, known_poll_no_progress=settings.known_poll_no_progress,
         ping_pong=settings.ping_pong, post_compaction_window_size=settings.compaction_window_size,
+        abort_after_blocks=settings.abort_after_blocks,
+        run_wide_breaker_threshold=settings.run_wide_breaker_threshold, shadow_mode=settings.shadow,
     )
     if settings.enabled is not None:
         message.enabled = settings.enabled
@@ -95,4 +106,5 @@ def inspect_response(entry: RunEntry, settings: LoopDetectionSettings) -> pb.Ins
         abort_error_code=state.abort.error_code if state.abort else "",
         effective_config=effective_config(settings),
         events_evaluated=entry.events_evaluated,
+        recent_verdicts=[verdict_message(decision) for decision in entry.recent or ()],
     )
