@@ -85,17 +85,26 @@ def _still_aborted(state: RunState, tool_name: str = "") -> Verdict | None:
     return replace(state.abort, tool_name=tool_name or state.abort.tool_name)
 
 
-def _on_tool_call(
-    state: RunState, event: ToolCall, settings: LoopDetectionSettings, catalog: ToolCatalog, max_depth: int
-) -> Verdict:
-    tool_name = normalize_tool_name(event.tool_name)
-    params = _decode_params(event.params_json, max_depth)
+def _gate(state: RunState, settings: LoopDetectionSettings, tool_name: str) -> Verdict | None:
+    """Before a call or outcome is looked at: an aborted run stays aborted, and with detection
+    switched off (enabled: false) nothing is recorded. Otherwise apply the current historySize."""
     aborted = _still_aborted(state, tool_name)
     if aborted is not None:
         return aborted
     if not settings.recording_on:
         return Verdict(Action.ALLOW, tool_name=tool_name)
     state.resize(settings.history_size)
+    return None
+
+
+def _on_tool_call(
+    state: RunState, event: ToolCall, settings: LoopDetectionSettings, catalog: ToolCatalog, max_depth: int
+) -> Verdict:
+    tool_name = normalize_tool_name(event.tool_name)
+    params = _decode_params(event.params_json, max_depth)
+    gated = _gate(state, settings, tool_name)
+    if gated is not None:
+        return gated
     call_digest = args_digest(tool_name, params)
 
     history = state.history
@@ -182,12 +191,9 @@ def _on_tool_outcome(
         if has_result
         else None
     )
-    aborted = _still_aborted(state, tool_name)
-    if aborted is not None:
-        return aborted
-    if not settings.recording_on:
-        return Verdict(Action.ALLOW, tool_name=tool_name)
-    state.resize(settings.history_size)
+    gated = _gate(state, settings, tool_name)
+    if gated is not None:
+        return gated
 
     fingerprint = outcome_fingerprint(
         tool_name, params, result, event.error, catalog, has_result=has_result
