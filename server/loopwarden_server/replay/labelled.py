@@ -31,7 +31,7 @@ from ..config import Config
 from ..engine import LoopDetectionSettings
 from .offline import Observed, OfflineEngine, quiet_daemon_logs
 from .tally import ReplayTally, RunTally
-from .traces import FORMATS, TraceError, TraceEvent, open_text, read_trace
+from .traces import FORMATS, TraceEvent, open_text, read_trace
 
 MANIFEST_FORMAT = "loopwarden-labelled-set/1"
 LABELS = ("good", "looping")
@@ -436,5 +436,3 @@ def format_report(report: EvaluationReport) -> list[str]:
             lines += ["", f"{title}: " + ", ".join(run_ids[:20]) + (" …" if len(run_ids) > 20 else "")]
     lines += ["", "result: " + ("PASS" if report.ok else "FAIL")]
     return lines
-
-
