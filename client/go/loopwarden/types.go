@@ -32,6 +32,16 @@ type Verdict struct {
 	PairedToolName string
 	ErrorCode      string
 	ToolName       string
+	// DecisionID names the decision in the daemon's log and InspectRun (WARN, BLOCK, ABORT).
+	DecisionID string
+	// EvidenceSeqs are the seqs of the records that formed the pattern, oldest first;
+	// EvidenceCallIDs the call ids of those records the daemon still holds.
+	EvidenceSeqs    []uint64
+	EvidenceCallIDs []string
+	LoopStartedSeq  uint64
+	// Shadow mode: the verdict was computed but not enforced; ShadowAction is what it withheld.
+	Shadow       bool
+	ShadowAction Action
 }
 
 // MayRun: the tool call may go ahead (ALLOW or WARN).
@@ -49,19 +59,32 @@ func shortName(name, prefix string) string {
 // VerdictFromMessage converts the wire verdict.
 func VerdictFromMessage(m *pb.Verdict) Verdict {
 	return Verdict{
-		Seq:            m.GetSeq(),
-		RunID:          m.GetRunId(),
-		Action:         Action(shortName(m.GetAction().String(), "ACTION_")),
-		Detector:       shortName(m.GetDetector().String(), "DETECTOR_"),
-		Level:          shortName(m.GetLevel().String(), "LEVEL_"),
-		Count:          m.GetCount(),
-		Message:        m.GetMessage(),
-		WarningKey:     m.GetWarningKey(),
-		Announce:       m.GetAnnounce(),
-		PairedToolName: m.GetPairedToolName(),
-		ErrorCode:      m.GetErrorCode(),
-		ToolName:       m.GetToolName(),
+		Seq:             m.GetSeq(),
+		RunID:           m.GetRunId(),
+		Action:          Action(shortName(m.GetAction().String(), "ACTION_")),
+		Detector:        shortName(m.GetDetector().String(), "DETECTOR_"),
+		Level:           shortName(m.GetLevel().String(), "LEVEL_"),
+		Count:           m.GetCount(),
+		Message:         m.GetMessage(),
+		WarningKey:      m.GetWarningKey(),
+		Announce:        m.GetAnnounce(),
+		PairedToolName:  m.GetPairedToolName(),
+		ErrorCode:       m.GetErrorCode(),
+		ToolName:        m.GetToolName(),
+		DecisionID:      m.GetDecisionId(),
+		EvidenceSeqs:    m.GetEvidence().GetSeqs(),
+		EvidenceCallIDs: m.GetEvidence().GetToolCallIds(),
+		LoopStartedSeq:  m.GetEvidence().GetLoopStartedSeq(),
+		Shadow:          m.GetShadow(),
+		ShadowAction:    shadowAction(m),
 	}
+}
+
+func shadowAction(m *pb.Verdict) Action {
+	if !m.GetShadow() {
+		return ""
+	}
+	return Action(shortName(m.GetShadowAction().String(), "ACTION_"))
 }
 
 // RunRecord is one entry of a run's history.

@@ -153,6 +153,12 @@ export function runEndEvent(runId, opts = {}) {
  * @property {string} pairedToolName
  * @property {string} errorCode
  * @property {string} toolName
+ * @property {string} decisionId names the decision in the daemon's log and InspectRun (WARN/BLOCK/ABORT)
+ * @property {number[]} evidenceSeqs seqs of the records that formed the pattern, oldest first
+ * @property {string[]} evidenceCallIds call ids of those records the daemon still holds
+ * @property {number} loopStartedSeq
+ * @property {boolean} shadow shadow mode: computed, not enforced
+ * @property {Action | ''} shadowAction what would have been enforced
  */
 
 /** 'DETECTOR_PING_PONG' -> 'ping_pong'; any *_UNSPECIFIED -> ''. @param {string} name @param {string} prefix */
@@ -176,6 +182,12 @@ export function verdictFromMessage(message) {
     pairedToolName: message.pairedToolName,
     errorCode: message.errorCode,
     toolName: message.toolName,
+    decisionId: message.decisionId ?? '',
+    evidenceSeqs: (message.evidence?.seqs ?? []).map(Number),
+    evidenceCallIds: [...(message.evidence?.toolCallIds ?? [])],
+    loopStartedSeq: Number(message.evidence?.loopStartedSeq ?? 0),
+    shadow: Boolean(message.shadow),
+    shadowAction: message.shadow ? /** @type {Action} */ (shortName(message.shadowAction, 'ACTION_')) : '',
   };
 }
 
