@@ -153,7 +153,6 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    import contextlib
     import json
 
     from loopwarden import LoopwardenClient, LoopwardenError
