@@ -158,3 +158,31 @@ class TestVetoOutcomes:
         assert [(r.args_hash, r.result_hash) for r in plain_run.state.records] == [
             (r.args_hash, r.result_hash) for r in veto_run.state.records
         ]
+
+
+class TestCanonicalEncoder:
+    """orjson is the canonical encoder on the hot path; it must follow the same rules as the stdlib one."""
+
+    @given(s.json_values)
+    def test_orjson_and_stdlib_agree_apart_from_exponent_spelling(self, value):
+        """Same text for every value; where floats differ, only in how an exponent is written (1e-7 vs 1e-07)."""
+        import re
+
+        from loopwarden_server.engine.jsonvalues import _stdlib_encode, canonical_bytes
+
+        decoded = decode_json(json.dumps(value))
+        fast = canonical_bytes(decoded).decode("utf-8", "surrogatepass")
+        slow = _stdlib_encode(decoded)
+
+        def unify(text: str) -> str:
+            return re.sub(r"e([+-]?)0*(\d)", lambda m: "e" + ("-" if m.group(1) == "-" else "+") + m.group(2), text)
+
+        assert unify(slow) == unify(fast)
+
+    @given(s.json_values)
+    def test_canonical_text_round_trips_to_the_same_value(self, value):
+        """Decoding the canonical text gives back the decoded value: nothing is lost or reordered into a new value."""
+        from loopwarden_server.engine.jsonvalues import canonical_json
+
+        decoded = decode_json(json.dumps(value))
+        assert decoded == decode_json(canonical_json(decoded))
