@@ -5,6 +5,7 @@ CI runs a fixed-seed, small budget. For a longer local run:
 """
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import socket
@@ -19,6 +20,7 @@ from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, health_status, outcome
 
 EXAMPLES = int(os.environ.get("LOOPWARDEN_FUZZ_EXAMPLES", "40"))
+_EXAMPLE_NUMBERS = itertools.count()
 
 # Proto strings must be valid UTF-8, so no lone surrogates; everything else goes.
 any_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
@@ -79,7 +81,8 @@ def _shape(verdict: pb.Verdict) -> tuple:
 @given(st.lists(fuzz_events(), min_size=1, max_size=30), st.randoms(use_true_random=False))
 def test_arbitrary_events_never_hurt_valid_ones(daemon, noise, rng):
     """One verdict per event, every REJECT has a code, a valid run interleaved gets its solo verdicts, daemon SERVING."""
-    run_id = f"fuzz-valid-{rng.getrandbits(64)}"
+    # A fresh id per example: the daemon outlives examples, and Hypothesis replays random seeds.
+    run_id = f"fuzz-valid-{next(_EXAMPLE_NUMBERS)}"
     solo_id = run_id + "-solo"
     script = _valid_script(run_id)
     with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
