@@ -8,8 +8,8 @@ lets the encoder take the whole value in one call.
 NOTE: the encoder is orjson (OPT_SORT_KEYS) because it is ~10x faster than the stdlib encoder on
 the per-event hot path. For the two inputs orjson refuses (lone surrogates, integers beyond 64
 bits) the stdlib encoder with the same rules takes over; the two differ only in how they spell
-float exponents (1e-7 vs 1e-07), and which one runs is decided by the value itself, so equal
-values always hash alike. Hashes are loopwarden-internal: nothing outside compares them.
+some non-integral floats (1e-7 vs 1e-07, 0.000061 vs 6.1e-05), and which one runs is decided by
+the value itself, so equal values always hash alike. Hashes are loopwarden-internal: nothing outside compares them.
 """
 from __future__ import annotations
 
