@@ -4,11 +4,18 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from loopwarden.v1 import loopwarden_pb2 as pb
+from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
 from tests.deploy.tooling import (
     ALERTS,
@@ -21,9 +28,13 @@ from tests.deploy.tooling import (
     daemon_container,
     find,
     flag_values,
-    free_port,
     helm_template,
+    http_get,
     kinds,
+    listening_line,
+    localize_args,
+    make_certificates,
+    materialize_mounts,
     render,
     run,
     stop,
@@ -31,7 +42,6 @@ from tests.deploy.tooling import (
     values,
     venv_script,
     wait_for,
-    http_get,
 )
 
 VALUES_FILES = {"default values": (), "all optional objects on": (ALL_OPTIONAL_VALUES,)}
@@ -99,6 +109,20 @@ class TestValuesSchema:
             ('config.agents.list=[{"tools":{}}]', "/config/agents/list/0"),
             ("serviceMonitor.enable=true", "enable"),
             ('prometheusRule.disabledAlerts=["NoSuchAlert"]', "/prometheusRule/disabledAlerts/0"),
+            ('security.tls.clientCA="yes"', "/security/tls/clientCA"),
+            ('security.tls.secretName="Not_A_Secret"', "/security/tls/secretName"),
+            ("security.tls.secretName=true", "/security/tls/secretName"),
+            ('security.authToken.key=""', "/security/authToken/key"),
+            ('security.authToken.key="a/b"', "/security/authToken/key"),
+            ('security.authToken.secret="t"', "additional properties 'secret'"),
+            ('daemon.healthPort="x"', "/daemon/healthPort"),
+            ("daemon.healthPort=0", "/daemon/healthPort"),
+            ("daemon.limits.maxStreams=-1", "/daemon/limits/maxStreams"),
+            ("daemon.limits.maxJsonDepth=2.5", "/daemon/limits/maxJsonDepth"),
+            ('daemon.limits.maxMessageBytes="8Mi"', "/daemon/limits/maxMessageBytes"),
+            ("daemon.limits.maxRunIdChars=10", "additional properties 'maxRunIdChars'"),
+            ('snapshot.enabled="true"', "/snapshot/enabled"),
+            ('snapshot.sizeLimit="lots"', "/snapshot/sizeLimit"),
         ],
     )
     def test_schema_rejects_bad_values(self, set_json: str, complaint: str) -> None:
@@ -115,6 +139,25 @@ class TestValuesSchema:
         result = lint(sets=("replicaCount=two",))
         assert result.returncode != 0
         assert re.search(r"/replicaCount.*got string, want integer", result.stdout), result.stdout
+
+    @pytest.mark.parametrize(
+        ("set_json", "complaint"),
+        [
+            (("security.tls.clientCA=true",), "security.tls.clientCA needs security.tls.secretName"),
+            (('security.authToken.secretName="t"', "daemon.healthPort=50051"), "daemon.healthPort (50051) must differ"),
+            (('security.tls.secretName="t"', "daemon.healthPort=9464"), "daemon.healthPort (9464) must differ"),
+        ],
+        ids=["client CA without TLS", "health port on the gRPC port", "health port on the metrics port"],
+    )
+    def test_inconsistent_security_values_fail_to_render(self, set_json: tuple[str, ...], complaint: str) -> None:
+        """Combinations the schema cannot express fail rendering with a message naming the values."""
+        result = helm_template(set_json=set_json, check=False)
+        assert result.returncode != 0
+        assert complaint in result.stderr
+
+    def test_health_port_may_equal_the_grpc_port_while_unused(self) -> None:
+        """With neither TLS nor a token, daemon.healthPort is not rendered, so it cannot clash."""
+        assert helm_template(set_json=("daemon.healthPort=50051",)).returncode == 0
 
     def test_termination_grace_must_exceed_drain_grace(self) -> None:
         """Rendering fails when Kubernetes would kill the daemon before its drain grace is over."""
@@ -233,6 +276,185 @@ class TestDeployment:
         assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
 
 
+# TLS with mTLS, a token, the snapshot and every limit on, over the defaults.
+SECURE_SETS = (
+    'security.tls.secretName="lw-tls"',
+    "security.tls.clientCA=true",
+    'security.authToken.secretName="lw-token"',
+    "snapshot.enabled=true",
+    "daemon.limits.maxJsonDepth=32",
+    "daemon.limits.maxEventsPerRequest=500",
+    "daemon.limits.maxMessageBytes=16777216",
+    "daemon.limits.maxStreams=2000",
+    "daemon.limits.maxParamsBytes=524288",
+    "daemon.limits.maxResultBytes=2097152",
+)
+DEFAULT_ARGS = [
+    "--listen", "0.0.0.0:50051",
+    "--metrics-listen", "0.0.0.0:9464",
+    "--config", "/etc/loopwarden/loopwarden.json5",
+    "--drain-grace", "10",
+    "--log-level", "info",
+]
+SECURE_ARGS = [
+    "--listen", "0.0.0.0:50051",
+    "--metrics-listen", "0.0.0.0:9464",
+    "--config", "/etc/loopwarden/loopwarden.json5",
+    "--drain-grace", "10",
+    "--max-json-depth", "32",
+    "--max-events-per-request", "500",
+    "--max-message-bytes", "16777216",
+    "--max-streams", "2000",
+    "--max-params-bytes", "524288",
+    "--max-result-bytes", "2097152",
+    "--health-listen", "0.0.0.0:50052",
+    "--tls-cert", "/etc/loopwarden-tls/tls.crt",
+    "--tls-key", "/etc/loopwarden-tls/tls.key",
+    "--tls-client-ca", "/etc/loopwarden-tls/ca.crt",
+    "--auth-token-file", "/etc/loopwarden-auth/token",
+    "--snapshot", "/var/lib/loopwarden/runs.snapshot",
+    "--log-level", "info",
+]
+PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+
+
+class TestSecurityAndSnapshot:
+    @pytest.mark.parametrize(
+        "set_json",
+        [(), ("snapshot.enabled=true",), ("daemon.limits.maxStreams=5",), ('security.tls.secretName=""', "daemon.healthPort=6000")],
+        ids=["defaults", "snapshot only", "a limit only", "TLS and token off, health port set"],
+    )
+    def test_without_tls_or_token_probes_stay_on_the_grpc_port(self, set_json: tuple[str, ...]) -> None:
+        """Neither TLS nor a token: no health-only port anywhere; probes and the helm test pod use
+        the gRPC port, as before these options existed."""
+        objects = render(set_json=(*set_json, "networkPolicy.enabled=true"))
+        container = daemon_container(objects)
+        grpc_port = values()["daemon"]["grpcPort"]
+        assert "--health-listen" not in container["args"]
+        assert not {"--tls-cert", "--tls-key", "--tls-client-ca", "--auth-token-file"} & set(container["args"])
+        for probe in PROBES:
+            assert container[probe]["grpc"]["port"] == grpc_port, probe
+        assert [p["name"] for p in container["ports"]] == ["grpc", "http-metrics"]
+        service = find(objects, "Service", "loopwarden")
+        assert [p["name"] for p in service["spec"]["ports"]] == ["grpc", "http-metrics"]
+        address = flag_values(find(objects, "Pod")["spec"]["containers"][0]["command"][2:])["--address"]
+        assert address == f"{service['metadata']['name']}.agents.svc:{values()['service']['grpcPort']}"
+        grpc_rule = find(objects, "NetworkPolicy")["spec"]["ingress"][0]
+        assert grpc_rule["ports"] == [{"port": "grpc", "protocol": "TCP"}]
+
+    def test_defaults_render_todays_deployment(self) -> None:
+        """Everything off: the exact argument vector, ports and volumes of the chart before TLS,
+        tokens, snapshots and limits were values."""
+        objects = render()
+        container = daemon_container(objects)
+        assert container["args"] == DEFAULT_ARGS
+        assert [m["name"] for m in container["volumeMounts"]] == ["config", "tmp"]
+        pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+        assert [v["name"] for v in pod["volumes"]] == ["config", "tmp"]
+
+    def test_everything_on_renders_exactly_these_args(self) -> None:
+        """TLS + mTLS + token + snapshot + limits: the flags and paths, in order, large numbers as
+        plain integers (never 1.6777216e+07)."""
+        assert daemon_container(render(set_json=SECURE_SETS))["args"] == SECURE_ARGS
+
+    def test_secrets_and_snapshot_are_directory_mounts(self) -> None:
+        """The TLS and token Secrets are read-only directory mounts (no subPath, so a rotated Secret
+        reaches the files), the snapshot directory is a writable emptyDir, no mount sits inside
+        another (nothing is nested in the ConfigMap's read-only volume), and each file flag names a
+        key of the volume mounted at its directory."""
+        objects = render(set_json=SECURE_SETS)
+        container = daemon_container(objects)
+        assert container["volumeMounts"] == [
+            {"name": "config", "mountPath": "/etc/loopwarden", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "tls", "mountPath": "/etc/loopwarden-tls", "readOnly": True},
+            {"name": "auth-token", "mountPath": "/etc/loopwarden-auth", "readOnly": True},
+            {"name": "snapshot", "mountPath": "/var/lib/loopwarden"},
+        ]
+        pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["tls"] == {"name": "tls", "secret": {"secretName": "lw-tls"}}
+        assert volumes["auth-token"] == {"name": "auth-token", "secret": {"secretName": "lw-token"}}
+        assert volumes["snapshot"] == {"name": "snapshot", "emptyDir": {"sizeLimit": values()["snapshot"]["sizeLimit"]}}
+        paths = [m["mountPath"] for m in container["volumeMounts"]]
+        assert not [(a, b) for a in paths for b in paths if b.startswith(a.rstrip("/") + "/")]
+
+        mounted = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
+        flags = flag_values(container["args"])
+        expected = {"--tls-cert": ("tls", "tls.crt"), "--tls-key": ("tls", "tls.key"),
+                    "--tls-client-ca": ("tls", "ca.crt"), "--auth-token-file": ("auth-token", "token"),
+                    "--snapshot": ("snapshot", "runs.snapshot")}
+        for flag, (volume, key) in expected.items():
+            directory, name = flags[flag].rsplit("/", 1)
+            assert mounted[directory]["name"] == volume and name == key, flag
+        assert flags["--auth-token-file"].endswith("/" + values()["security"]["authToken"]["key"])
+
+    @pytest.mark.parametrize(
+        ("set_json", "security_flags"),
+        [
+            (('security.tls.secretName="lw-tls"',), {"--tls-cert", "--tls-key"}),
+            (('security.tls.secretName="lw-tls"', "security.tls.clientCA=true"), {"--tls-cert", "--tls-key", "--tls-client-ca"}),
+            (('security.authToken.secretName="lw-token"', 'security.authToken.key="bearer"'), {"--auth-token-file"}),
+            (SECURE_SETS, {"--tls-cert", "--tls-key", "--tls-client-ca", "--auth-token-file"}),
+        ],
+        ids=["TLS", "mTLS", "token", "mTLS and token"],
+    )
+    def test_tls_or_token_moves_probes_and_helm_test_to_the_health_port(
+        self, set_json: tuple[str, ...], security_flags: set[str]
+    ) -> None:
+        """TLS or a token: a named plaintext health port is served, the three probes and the helm
+        test pod (through a Service port that targets it) ask it, and the NetworkPolicy admits the
+        gRPC clients, the test pod among them, to it."""
+        health_port = 6000
+        objects = render(set_json=(*set_json, f"daemon.healthPort={health_port}", "networkPolicy.enabled=true"))
+        container = daemon_container(objects)
+        flags = flag_values(container["args"])
+        assert security_flags == {f for f in flags if f.startswith(("--tls-", "--auth-"))}
+        assert flags["--health-listen"] == f"0.0.0.0:{health_port}"
+        assert {"name": "grpc-health", "containerPort": health_port, "protocol": "TCP"} in container["ports"]
+        for probe in PROBES:
+            assert container[probe]["grpc"]["port"] == health_port, probe
+        assert container["readinessProbe"]["grpc"]["service"] == "loopwarden.v1.LoopDetectionService"
+
+        service = find(objects, "Service", "loopwarden")
+        (health,) = [p for p in service["spec"]["ports"] if p["name"] == "grpc-health"]
+        assert health == {"name": "grpc-health", "port": health_port, "targetPort": "grpc-health",
+                          "protocol": "TCP", "appProtocol": "grpc"}
+
+        test_pod = find(objects, "Pod")
+        host, port = flag_values(test_pod["spec"]["containers"][0]["command"][2:])["--address"].rsplit(":", 1)
+        assert host == f"{service['metadata']['name']}.agents.svc"
+        assert next(p["targetPort"] for p in service["spec"]["ports"] if p["port"] == int(port)) == "grpc-health"
+
+        grpc_rule = find(objects, "NetworkPolicy")["spec"]["ingress"][0]
+        assert {"port": "grpc-health", "protocol": "TCP"} in grpc_rule["ports"]
+        peers = [peer["podSelector"]["matchLabels"] for peer in grpc_rule["from"] if "podSelector" in peer]
+        assert any(all(test_pod["metadata"]["labels"].get(k) == v for k, v in peer.items()) for peer in peers)
+
+    @pytest.mark.parametrize(
+        ("key", "flag"),
+        [
+            ("maxJsonDepth", "--max-json-depth"),
+            ("maxEventsPerRequest", "--max-events-per-request"),
+            ("maxMessageBytes", "--max-message-bytes"),
+            ("maxStreams", "--max-streams"),
+            ("maxParamsBytes", "--max-params-bytes"),
+            ("maxResultBytes", "--max-result-bytes"),
+        ],
+    )
+    def test_each_limit_sets_its_flag_and_zero_leaves_it_out(self, key: str, flag: str) -> None:
+        assert values()["daemon"]["limits"][key] == 0
+        assert flag not in daemon_container(render())["args"]
+        args = daemon_container(render(set_json=(f"daemon.limits.{key}=123456789",)))["args"]
+        assert flag_values(args)[flag] == "123456789"
+        assert [a for a in args if a.startswith("--max-")] == [flag]
+
+    def test_snapshot_size_limit_is_the_empty_dir_limit(self) -> None:
+        pod = find(render(set_json=("snapshot.enabled=true", 'snapshot.sizeLimit="256Mi"')), "Deployment")["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "snapshot"]
+        assert volume["emptyDir"] == {"sizeLimit": "256Mi"}
+
+
 class TestConfig:
     @pytest.mark.parametrize("values_files", VALUES_FILES.values(), ids=VALUES_FILES.keys())
     def test_config_map_mounted_as_directory_the_daemon_reads(self, values_files: tuple[Path, ...]) -> None:
@@ -289,13 +511,20 @@ class TestConfig:
 class TestServicesAndPolicies:
     def test_service_ports_are_named_and_target_container_ports(self) -> None:
         objects = render(ALL_OPTIONAL_VALUES)
+        health_port = _all_optional()["daemon"]["healthPort"]
         container_ports = {p["name"]: p["containerPort"] for p in daemon_container(objects)["ports"]}
-        assert container_ports == {"grpc": values()["daemon"]["grpcPort"], "http-metrics": values()["daemon"]["metricsPort"]}
+        assert container_ports == {
+            "grpc": values()["daemon"]["grpcPort"],
+            "http-metrics": values()["daemon"]["metricsPort"],
+            "grpc-health": health_port,
+        }
         service = find(objects, "Service", "loopwarden")
-        assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {"grpc": "grpc", "http-metrics": "http-metrics"}
+        assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {
+            "grpc": "grpc", "http-metrics": "http-metrics", "grpc-health": "grpc-health"}
         assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
             "grpc": values()["service"]["grpcPort"],
             "http-metrics": values()["service"]["metricsPort"],
+            "grpc-health": health_port,
         }
         headless = find(objects, "Service", "-headless")
         assert [p["targetPort"] for p in headless["spec"]["ports"]] == ["grpc"]
@@ -324,7 +553,8 @@ class TestServicesAndPolicies:
         policy = find(objects, "NetworkPolicy")
         test_pod = find(objects, "Pod")
         grpc_rule, metrics_rule = policy["spec"]["ingress"]
-        assert grpc_rule["ports"] == [{"port": "grpc", "protocol": "TCP"}]
+        # TLS and a token are on in this file: the plaintext health port is admitted with the API.
+        assert grpc_rule["ports"] == [{"port": "grpc", "protocol": "TCP"}, {"port": "grpc-health", "protocol": "TCP"}]
         client_selectors = [peer["podSelector"]["matchLabels"] for peer in grpc_rule["from"] if "podSelector" in peer]
         assert any(all(test_pod["metadata"]["labels"].get(k) == v for k, v in s.items()) for s in client_selectors)
         assert metrics_rule["ports"] == [{"port": "http-metrics", "protocol": "TCP"}]
@@ -403,48 +633,128 @@ class TestHelmTestHook:
         assert ("more than one replica" in notes) == bool(values_files)
 
 
+TOKEN = "chart-test-token-6f1c2a"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_certificates(tmp_path_factory.mktemp("certs"))
+
+
+@dataclass
+class ChartDaemon:
+    process: subprocess.Popen[Any]
+    listening: dict[str, Any]
+    local_dirs: dict[str, Path]
+    log: Path
+
+
+@contextmanager
+def chart_daemon(objects: list[dict[str, Any]], tmp_path: Path, secrets: dict[str, dict[str, bytes]]) -> Iterator[ChartDaemon]:
+    """The real daemon started with the Deployment's exact argument vector, only its listen
+    addresses moved to free loopback ports and its in-container paths to local stand-ins of the
+    volumes mounted there (rendered ConfigMap, the given Secrets, empty emptyDirs)."""
+    local_dirs = materialize_mounts(objects, tmp_path / "mounts", secrets)
+    args = localize_args(daemon_container(objects)["args"], local_dirs)
+    log_path = tmp_path / "daemon.log"
+    log = log_path.open("w")
+    # The image's ENTRYPOINT is `loopwarden serve` (test_dockerfile checks that).
+    process = subprocess.Popen([venv_script("loopwarden"), "serve", *args], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        listening = wait_for("the daemon started with the chart's args to listen",
+                             lambda: listening_line(log_path, process), timeout=60, interval=0.2)
+        yield ChartDaemon(process, listening, local_dirs, log_path)
+    finally:
+        stop(process)
+        log.close()
+
+
+def helm_test_command(objects: list[dict[str, Any]], address: str) -> list[str]:
+    """The helm test pod's `loopwarden health` command, pointed at a local address."""
+    flags = flag_values(find(objects, "Pod")["spec"]["containers"][0]["command"][2:])
+    return [venv_script("loopwarden"), "health", "--address", address, "--service", str(flags["--service"]),
+            "--timeout", str(flags["--timeout"])]
+
+
+def probe_address(objects: list[dict[str, Any]], daemon: ChartDaemon) -> str:
+    """Where the probes and the helm test pod land: the listener of the container port they name."""
+    container = daemon_container(objects)
+    ports = {p["containerPort"]: p["name"] for p in container["ports"]}
+    probed = {container[probe]["grpc"]["port"] for probe in PROBES}
+    assert len(probed) == 1
+    name = ports[probed.pop()]
+    return daemon.listening["health_address" if name == "grpc-health" else "grpc_address"]
+
+
 class TestChartAgainstTheRealDaemon:
-    def test_container_args_and_config_start_the_daemon(self, tmp_path: Path) -> None:
-        """The Deployment's exact argument vector (all options on), with only the listen addresses
-        moved to loopback ports and the config directory to a temp dir holding the rendered
-        ConfigMap, starts the real daemon; the helm-test command then reports SERVING."""
-        objects = render(ALL_OPTIONAL_VALUES)
-        container = daemon_container(objects)
-        config_map = find(objects, "ConfigMap", find(objects, "Deployment")["metadata"]["name"])
-        for key, text in config_map["data"].items():
-            (tmp_path / key).write_text(text)
+    def test_default_args_start_a_plaintext_daemon(self, tmp_path: Path) -> None:
+        """Defaults: the chart's args start the daemon in plaintext, with no health-only port; the
+        helm test command against the probed (gRPC) port reports SERVING and metrics answer."""
+        objects = render()
+        with chart_daemon(objects, tmp_path, secrets={}) as daemon:
+            assert daemon.listening["health_address"] == "" and not daemon.listening["tls"]
+            address = probe_address(objects, daemon)
+            assert address == daemon.listening["grpc_address"]
+            result = run(helm_test_command(objects, address), check=False, timeout=30)
+            assert result.returncode == 0 and "SERVING" in result.stdout, result.stdout + result.stderr
+            assert "loopwarden_build_info" in http_get(f"http://{daemon.listening['metrics_address']}/metrics").decode()
 
-        grpc_port, metrics_port = free_port(), free_port()
-        replacements = {
-            "--listen": f"127.0.0.1:{grpc_port}",
-            "--metrics-listen": f"127.0.0.1:{metrics_port}",
-            "--config": str(tmp_path / "loopwarden.json5"),
+    @pytest.mark.parametrize("client_ca", [True, False], ids=["mTLS", "TLS"])
+    def test_secured_args_serve_health_in_plaintext_and_refuse_plaintext_api(
+        self, client_ca: bool, certs: Path, tmp_path: Path
+    ) -> None:
+        """All optional values (TLS, a token under a custom key, snapshot, limits), with mTLS on or
+        off, and certificates made by openssl: the daemon starts; the probed port is the plaintext
+        health port and answers SERVING with no credentials; the gRPC port refuses a plaintext
+        client, serves a TLS client (with its client certificate under mTLS) holding the token,
+        and answers UNAUTHENTICATED without the token; SIGTERM writes the snapshot into the
+        snapshot volume."""
+        objects = render(ALL_OPTIONAL_VALUES, set_json=(f"security.tls.clientCA={str(client_ca).lower()}",))
+        optional = _all_optional()
+        secrets = {
+            optional["security"]["tls"]["secretName"]: {
+                "tls.crt": (certs / "server.pem").read_bytes(),
+                "tls.key": (certs / "server.key").read_bytes(),
+                "ca.crt": (certs / "ca.pem").read_bytes(),
+            },
+            optional["security"]["authToken"]["secretName"]: {optional["security"]["authToken"]["key"]: f"{TOKEN}\n".encode()},
         }
-        args = list(container["args"])
-        for flag, value in replacements.items():
-            args[args.index(flag) + 1] = value
-        # The image's ENTRYPOINT is `loopwarden serve` (test_dockerfile checks that).
-        log = (tmp_path / "daemon.log").open("w")
-        process = subprocess.Popen(
-            [venv_script("loopwarden"), "serve", *args], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path
-        )
-        try:
-            hook = find(objects, "Pod")["spec"]["containers"][0]["command"]
-            hook_flags = flag_values(hook[2:])
-            health = [venv_script("loopwarden"), "health", "--address", f"127.0.0.1:{grpc_port}",
-                      "--service", hook_flags["--service"], "--timeout", hook_flags["--timeout"]]
+        with chart_daemon(objects, tmp_path, secrets) as daemon:
+            listening = daemon.listening
+            assert (listening["tls"], listening["mtls"], listening["token_auth"]) == (True, client_ca, True)
 
-            def serving() -> bool | None:
-                if process.poll() is not None:
-                    pytest.fail(f"daemon exited {process.returncode}:\n{(tmp_path / 'daemon.log').read_text()}")
-                return True if run(health, check=False, timeout=30).returncode == 0 else None
+            health_address = probe_address(objects, daemon)
+            assert health_address == listening["health_address"] != listening["grpc_address"]
+            serving = run(helm_test_command(objects, health_address), check=False, timeout=30)
+            assert serving.returncode == 0 and "SERVING" in serving.stdout, serving.stdout + serving.stderr
 
-            wait_for("the daemon started with the chart's args to report SERVING", serving, timeout=60, interval=0.5)
-            metrics = http_get(f"http://127.0.0.1:{metrics_port}/metrics").decode()
-            assert "loopwarden_build_info" in metrics
-        finally:
-            stop(process)
-            log.close()
+            plaintext = run(helm_test_command(objects, listening["grpc_address"]), check=False, timeout=30)
+            assert plaintext.returncode != 0, plaintext.stdout
+            assert "UNAVAILABLE" in plaintext.stderr, plaintext.stderr
+
+            client_key = (certs / "client.key").read_bytes() if client_ca else None
+            client_chain = (certs / "client.pem").read_bytes() if client_ca else None
+            credentials = grpc.ssl_channel_credentials((certs / "ca.pem").read_bytes(), client_key, client_chain)
+            with grpc.secure_channel(listening["grpc_address"], credentials) as channel:
+                health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+                assert health.status == health_pb2.HealthCheckResponse.SERVING
+                stub = pb_grpc.LoopDetectionServiceStub(channel)
+                request = pb.InspectRunRequest(run_id="no-such-run")
+                assert _status(lambda: stub.InspectRun(request, timeout=10)) == grpc.StatusCode.UNAUTHENTICATED
+                authorized = (("authorization", f"Bearer {TOKEN}"),)
+                assert _status(lambda: stub.InspectRun(request, timeout=10, metadata=authorized)) == grpc.StatusCode.NOT_FOUND
+
+            assert "loopwarden_build_info" in http_get(f"http://{listening['metrics_address']}/metrics").decode()
+            snapshot_dir = daemon.local_dirs["/var/lib/loopwarden"]
+            stop(daemon.process)
+            assert daemon.process.returncode == 0, daemon.log.read_text()
+        assert [p.name for p in snapshot_dir.iterdir()] == ["runs.snapshot"], daemon.log.read_text()
+
+
+def _status(call: Any) -> grpc.StatusCode:
+    with pytest.raises(grpc.RpcError) as failure:
+        call()
+    return failure.value.code()
 
 
 class TestDocumentation:
@@ -479,6 +789,10 @@ class TestDocumentation:
         assert chart["kubeVersion"] and chart["appVersion"]
         pyproject = (REPO / "pyproject.toml").read_text()
         assert f'version = "{chart["appVersion"]}"' in pyproject, "appVersion follows the package version"
+
+
+def _all_optional() -> dict[str, Any]:
+    return yaml.safe_load(ALL_OPTIONAL_VALUES.read_text())
 
 
 def _leaf_paths(tree: Any, prefix: str = "") -> list[str]:

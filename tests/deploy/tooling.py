@@ -253,3 +253,90 @@ def stop(process: subprocess.Popen[Any], grace: float = 10) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=grace)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the daemon as the chart's pod would
+
+
+def make_certificates(directory: Path) -> Path:
+    """With the real `openssl`: a CA (ca.pem/ca.key), a server certificate for 127.0.0.1 and
+    localhost (server.pem/server.key) and a client certificate (client.pem/client.key), both
+    signed by that CA. EC P-256 keys, valid two days."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.fail("openssl is required to make the test certificates", pytrace=False)
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def sh(*args: str) -> None:
+        run([openssl, *args], cwd=directory, timeout=60)
+
+    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    sh("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=loopwarden-test-ca")
+    for name, extension in (("server", "subjectAltName=IP:127.0.0.1,DNS:localhost"), ("client", "extendedKeyUsage=clientAuth")):
+        sh("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN=loopwarden-test-{name}")
+        (directory / f"{name}.ext").write_text(extension + "\n")
+        sh("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+           "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
+    return directory
+
+
+def materialize_mounts(objects: Sequence[dict[str, Any]], root: Path, secrets: dict[str, dict[str, bytes]]) -> dict[str, Path]:
+    """A local directory for each volume mount of the daemon container, filled as the kubelet would:
+    a ConfigMap or a Secret (from `secrets`, by Secret name) key by key, an emptyDir empty.
+    Returns {mountPath: local directory}. Fails on subPath mounts and on unknown volume types."""
+    pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    config_maps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
+    local_dirs: dict[str, Path] = {}
+    for mount in daemon_container(objects)["volumeMounts"]:
+        assert "subPath" not in mount and "subPathExpr" not in mount, mount
+        volume = volumes[mount["name"]]
+        local = root / mount["name"]
+        local.mkdir(parents=True)
+        if "configMap" in volume:
+            data = {k: v.encode() for k, v in config_maps[volume["configMap"]["name"]]["data"].items()}
+        elif "secret" in volume:
+            data = secrets[volume["secret"]["secretName"]]
+        elif "emptyDir" in volume:
+            data = {}
+        else:
+            pytest.fail(f"no local stand-in for volume {volume}")
+        for key, content in data.items():
+            (local / key).write_bytes(content)
+        local_dirs[mount["mountPath"]] = local
+    return local_dirs
+
+
+LISTEN_FLAGS = ("--listen", "--metrics-listen", "--health-listen")
+
+
+def localize_args(args: Sequence[str], local_dirs: dict[str, Path]) -> list[str]:
+    """The container's args with every listen address moved to 127.0.0.1:0 (the daemon logs the
+    ports it got) and every in-container path moved to its mount's local directory. Fails on a
+    path that is inside no mount: on the read-only root filesystem it could be neither read nor
+    written."""
+    localized: list[str] = []
+    for index, arg in enumerate(args):
+        if index and args[index - 1] in LISTEN_FLAGS:
+            localized.append("127.0.0.1:0")
+        elif arg.startswith("/"):
+            owners = [m for m in local_dirs if arg.startswith(m.rstrip("/") + "/")]
+            assert owners, f"{args[index - 1]} {arg} is not inside any volume mount"
+            mount = max(owners, key=len)
+            localized.append(str(local_dirs[mount] / arg[len(mount):].lstrip("/")))
+        else:
+            localized.append(arg)
+    return localized
+
+
+def listening_line(log: Path, process: subprocess.Popen[Any]) -> dict[str, Any] | None:
+    """The daemon's JSON "listening" log line (with the ports it bound), once it is written."""
+    if process.poll() is not None:
+        pytest.fail(f"daemon exited {process.returncode}:\n{log.read_text()}", pytrace=False)
+    for line in log.read_text().splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record.get("msg") == "listening":
+                return record
+    return None

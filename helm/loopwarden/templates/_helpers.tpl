@@ -75,3 +75,45 @@ loopwarden.json5
 // Rendered by Helm from .Values.config of release {{ .Release.Name }}: change the values, not this file.
 {{ toPrettyJson .Values.config }}
 {{- end }}
+
+{{/*
+Where the TLS Secret, the token Secret and the snapshot volume are mounted: each a directory of its
+own (never subPath, never nested inside the ConfigMap's read-only /etc/loopwarden volume).
+*/}}
+{{- define "loopwarden.tlsDir" -}}
+/etc/loopwarden-tls
+{{- end }}
+{{- define "loopwarden.authDir" -}}
+/etc/loopwarden-auth
+{{- end }}
+{{- define "loopwarden.snapshotDir" -}}
+/var/lib/loopwarden
+{{- end }}
+{{- define "loopwarden.snapshotFile" -}}
+{{ include "loopwarden.snapshotDir" . }}/runs.snapshot
+{{- end }}
+
+{{/*
+"true" when the gRPC port needs TLS or a bearer token. Kubernetes' native gRPC probes speak
+neither, so the daemon then also serves plaintext health alone on daemon.healthPort, and the
+probes and the helm test pod ask that port. Empty otherwise.
+*/}}
+{{- define "loopwarden.healthPortEnabled" -}}
+{{- if or .Values.security.tls.secretName .Values.security.authToken.secretName }}true{{ end }}
+{{- end }}
+
+{{/* The container port the probes ask: the health-only port when it is on, else the gRPC port. */}}
+{{- define "loopwarden.probePort" -}}
+{{- if include "loopwarden.healthPortEnabled" . }}{{ .Values.daemon.healthPort }}{{ else }}{{ .Values.daemon.grpcPort }}{{ end }}
+{{- end }}
+
+{{/* daemon.limits keys and the `loopwarden serve` flags they set, one "key flag" a line, in
+the order the args are rendered (a limit of 0 leaves its flag out: the daemon default). */}}
+{{- define "loopwarden.limitFlags" -}}
+maxJsonDepth --max-json-depth
+maxEventsPerRequest --max-events-per-request
+maxMessageBytes --max-message-bytes
+maxStreams --max-streams
+maxParamsBytes --max-params-bytes
+maxResultBytes --max-result-bytes
+{{- end }}
