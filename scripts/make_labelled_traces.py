@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / POSITIVES_NAME).write_bytes(gzip.compress(positives.encode("utf-8"), compresslevel=9, mtime=0))
     tau_text = args.tau.read_text(encoding="utf-8")
-    manifest = manifest_text(os.path.relpath(args.tau.resolve(), args.out.resolve()), sha256_text(tau_text),
+    manifest = manifest_text(os.path.relpath(os.path.abspath(args.tau), os.path.abspath(args.out)), sha256_text(tau_text),
                              sha256_text(positives), [run.run_id for run in runs], looping)
     (args.out / MANIFEST_NAME).write_text(manifest, encoding="utf-8")
     print(f"wrote {args.out / MANIFEST_NAME}: {len(runs)} good runs, {len(looping)} looping runs "
