@@ -25,6 +25,7 @@ from .service import LoopwardenService
 from .settings import DaemonSettings, Security
 from .store import RunStore
 from .transport.auth import BearerTokenInterceptor
+from .transport.credentials import RotatingServerCertificates, TokenFile
 from .transport.servicer import Lifecycle, LoopDetectionServicer
 
 log = logging.getLogger("loopwarden.daemon")
@@ -42,30 +43,24 @@ def _split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _read_file(path: str, what: str) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise StartupError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-
-
 def _server_credentials(security: Security) -> grpc.ServerCredentials | None:
     if not security.tls:
         return None
-    client_ca = _read_file(security.tls_client_ca, "--tls-client-ca") if security.tls_client_ca else None
-    return grpc.ssl_server_credentials(
-        [(_read_file(security.tls_key, "--tls-key"), _read_file(security.tls_cert, "--tls-cert"))],
-        root_certificates=client_ca, require_client_auth=client_ca is not None)
+    try:
+        certificates = RotatingServerCertificates(security.tls_cert, security.tls_key, security.tls_client_ca)
+    except (OSError, ValueError) as exc:
+        raise StartupError(f"cannot load TLS files (--tls-cert/--tls-key/--tls-client-ca): {exc}") from None
+    return certificates.credentials()
 
 
 def _interceptors(security: Security) -> list[grpc.aio.ServerInterceptor]:
     if security.auth_token_file is None:
         return []
-    token = _read_file(security.auth_token_file, "--auth-token-file").decode("utf-8", "replace").strip()
-    if not token:
-        raise StartupError(f"--auth-token-file {security.auth_token_file} is empty")
-    return [BearerTokenInterceptor(token)]
+    try:
+        token = TokenFile(security.auth_token_file)
+    except (OSError, ValueError) as exc:
+        raise StartupError(f"--auth-token-file: {exc}") from None
+    return [BearerTokenInterceptor(token.current)]
 
 
 @dataclass

@@ -112,3 +112,73 @@ class TestBearerToken:
             assert 1 == len(client.inspect("sec-4").records)
         with LoopwardenClient(daemon.grpc_target, token="nope") as client, pytest.raises(LoopwardenUnavailable):
             client.tool_call("sec-5", "read")
+
+
+def _replace(path, content: bytes) -> None:
+    """Swap a file the way a Secret update or cert-manager renewal does: write aside, rename over."""
+    tmp = path.with_suffix(".swap")
+    tmp.write_bytes(content)
+    tmp.replace(path)
+
+
+class TestRotation:
+    def test_renewed_certificates_apply_to_new_connections(self, certs, tmp_path):
+        """Replacing cert and key files (another CA) is picked up without a restart; the old chain stops working."""
+        import shutil
+        import time
+
+        from tests.reliability.conftest import _ca, _leaf
+
+        cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+        shutil.copy(certs / "server.pem", cert)
+        shutil.copy(certs / "server.key", key)
+        renewed = tmp_path / "renewed"
+        renewed.mkdir()
+        _ca("ca2", renewed)
+        _leaf("server2", "ca2", renewed, "IP:127.0.0.1,DNS:localhost")
+        with running_daemon(extra_args=["--tls-cert", str(cert), "--tls-key", str(key)]) as daemon:
+            def check_with(ca: bytes) -> pb.Verdict:
+                with grpc.secure_channel(daemon.grpc_target, grpc.ssl_channel_credentials(ca)) as ch:
+                    return _check(ch)
+
+            assert pb.ACTION_ALLOW == check_with((certs / "ca.pem").read_bytes()).action
+            _replace(key, (renewed / "server2.key").read_bytes())
+            _replace(cert, (renewed / "server2.pem").read_bytes())
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    verdict = check_with((renewed / "ca2.pem").read_bytes())
+                    break
+                except grpc.RpcError:
+                    assert time.monotonic() < deadline, "the renewed certificate was never served"
+                    time.sleep(0.3)
+            assert pb.ACTION_ALLOW == verdict.action
+            assert grpc.StatusCode.UNAVAILABLE == _code(lambda: check_with((certs / "ca.pem").read_bytes()))
+            assert daemon.wait_for_log(lambda l: l.get("msg") == "TLS certificates reloaded")
+
+    def test_a_rotated_token_replaces_the_old_one(self, tmp_path):
+        """After the token file changes, the new token is accepted and the old one refused; an empty file is ignored."""
+        import time
+
+        token_file = tmp_path / "token"
+        token_file.write_text("first-token\n")
+        with running_daemon(extra_args=["--auth-token-file", str(token_file)]) as daemon:
+            def code_with(token: str):
+                with grpc.insecure_channel(daemon.grpc_target) as ch:
+                    try:
+                        _check(ch, (("authorization", f"Bearer {token}"),))
+                        return grpc.StatusCode.OK
+                    except grpc.RpcError as exc:
+                        return exc.code()
+
+            assert grpc.StatusCode.OK == code_with("first-token")
+            _replace(token_file, b"second-token\n")
+            deadline = time.monotonic() + 10
+            while code_with("second-token") != grpc.StatusCode.OK:
+                assert time.monotonic() < deadline, "the rotated token was never accepted"
+                time.sleep(0.3)
+            assert grpc.StatusCode.UNAUTHENTICATED == code_with("first-token")
+            _replace(token_file, b"\n")
+            time.sleep(1.5)
+            assert grpc.StatusCode.OK == code_with("second-token")
+            assert daemon.wait_for_log(lambda l: l.get("msg", "").startswith("token file changed to an empty token"))

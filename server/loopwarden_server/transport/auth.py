@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 
 import grpc
 
@@ -18,11 +19,12 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
     """Every RPC except health must carry `authorization: Bearer <token>`.
 
     The comparison is constant-time (hmac.compare_digest) so the token cannot be guessed byte by
-    byte from response timing.
+    byte from response timing. `token` is asked for on every RPC so a rotated token file applies
+    to the next call.
     """
 
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
+    def __init__(self, token: Callable[[], bytes]) -> None:
+        self._token = token
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
@@ -33,7 +35,7 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
             if key == "authorization":
                 supplied = value if isinstance(value, str) else value.decode("latin-1")
                 break
-        if hmac.compare_digest(supplied.encode("utf-8", "surrogateescape"), self._expected):
+        if hmac.compare_digest(supplied.encode("utf-8", "surrogateescape"), b"Bearer " + self._token()):
             return handler
         message = "missing bearer token" if not supplied else "invalid bearer token"
         deny = _deny(message)
