@@ -20,8 +20,6 @@ from .store import RunEntry, RunStore
 
 decision_log = logging.getLogger("loopwarden.decisions")
 
-EVENT_KINDS = ("tool_call", "tool_outcome", "compaction_retry", "run_end")
-
 
 # NOTE: not frozen: a frozen dataclass's __init__ goes through object.__setattr__ per field, which
 # costs microseconds on the per-event path. Instances are never mutated after construction.
@@ -88,7 +86,7 @@ class LoopwardenService:
     def evaluate(self, event: EventInput) -> Decision:
         started = self._timer()
         config = self._config
-        self.metrics.event_of(_KIND_OF.get(type(event.payload), "unknown")).inc()
+        self.metrics.event_of(event.kind or "unknown").inc()
         run_id = event.run_id.strip()
         invalid = self._envelope_error(event, run_id)
         if invalid is not None:
