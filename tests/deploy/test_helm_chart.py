@@ -123,6 +123,7 @@ class TestValuesSchema:
             ("daemon.limits.maxRunIdChars=10", "additional properties 'maxRunIdChars'"),
             ('snapshot.enabled="true"', "/snapshot/enabled"),
             ('snapshot.sizeLimit="lots"', "/snapshot/sizeLimit"),
+            ('updateStrategy="BlueGreen"', "/updateStrategy"),
         ],
     )
     def test_schema_rejects_bad_values(self, set_json: str, complaint: str) -> None:
@@ -266,6 +267,13 @@ class TestDeployment:
         assert deployment["spec"]["replicas"] == 1
         resources = daemon_container(objects)["resources"]
         assert resources["requests"]["cpu"] and resources["requests"]["memory"] and resources["limits"]["memory"]
+
+    def test_update_strategy(self) -> None:
+        """RollingUpdate (surge first) by default; Recreate on request, so a snapshot on a PVC carries runs across upgrades."""
+        rolling = find(render(), "Deployment")["spec"]["strategy"]
+        recreate = find(render(set_json=('updateStrategy="Recreate"',)), "Deployment")["spec"]["strategy"]
+        assert {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}} == rolling
+        assert {"type": "Recreate"} == recreate
 
     def test_hpa_owns_replicas_when_enabled(self) -> None:
         """With autoscaling on, the Deployment leaves replicas to the HPA, which targets it."""
