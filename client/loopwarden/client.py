@@ -14,7 +14,7 @@ import grpc
 
 from . import _wire
 from ._wire import MISSING
-from .types import LoopwardenUnavailable, RunInspection, RunNotFound, Verdict
+from .types import LoopwardenError, LoopwardenUnavailable, RunInspection, RunNotFound, Verdict
 from .v1 import loopwarden_pb2 as pb
 from .v1 import loopwarden_pb2_grpc as pb_grpc
 
@@ -121,7 +121,7 @@ class LoopwardenClient(_Verbs):
         try:
             response = self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
-            raise LoopwardenUnavailable(_describe(exc)) from None
+            raise _rpc_error(exc) from None
         return _wire.verdict_from_message(response.verdict)
 
     def inspect(self, run_id: str) -> RunInspection:
@@ -129,9 +129,7 @@ class LoopwardenClient(_Verbs):
             response = self._stub.InspectRun(pb.InspectRunRequest(run_id=run_id), timeout=self._timeout,
                                              metadata=self._metadata)
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.NOT_FOUND:
-                raise RunNotFound(exc.details()) from None
-            raise LoopwardenUnavailable(_describe(exc)) from None
+            raise _rpc_error(exc) from None
         return _wire.inspection_from_message(response)
 
     def _reset_stream(self) -> None:
@@ -201,7 +199,7 @@ class AsyncLoopwardenClient(_Verbs):
             response = await self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout,
                                               metadata=self._metadata)
         except grpc.RpcError as exc:
-            raise LoopwardenUnavailable(_describe(exc)) from None
+            raise _rpc_error(exc) from None
         return _wire.verdict_from_message(response.verdict)
 
     async def inspect(self, run_id: str) -> RunInspection:
@@ -209,9 +207,7 @@ class AsyncLoopwardenClient(_Verbs):
             response = await self._stub.InspectRun(pb.InspectRunRequest(run_id=run_id), timeout=self._timeout,
                                                    metadata=self._metadata)
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.NOT_FOUND:
-                raise RunNotFound(exc.details()) from None
-            raise LoopwardenUnavailable(_describe(exc)) from None
+            raise _rpc_error(exc) from None
         return _wire.inspection_from_message(response)
 
     async def close(self) -> None:
@@ -220,6 +216,13 @@ class AsyncLoopwardenClient(_Verbs):
                 self._call.cancel()
                 self._call = None
         await self._channel.close()
+
+
+def _rpc_error(exc: grpc.RpcError) -> LoopwardenError:
+    """A unary RPC's failure as the client's own error (NOT_FOUND only comes from InspectRun)."""
+    if exc.code() == grpc.StatusCode.NOT_FOUND:
+        return RunNotFound(exc.details())
+    return LoopwardenUnavailable(_describe(exc))
 
 
 def _describe(exc: BaseException) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .settings import LoopDetectionSettings
-from .state import DIGEST, PENDING, History, args_hash_text
+from .state import DIGEST, PENDING, History, args_hash_text, result_hash_text
 from .verdicts import Detector, Level
 
 
@@ -152,9 +152,8 @@ def _completed_indexes(history: History, count: int) -> tuple[int, ...]:
 
 
 def _result_text(key: bytes | None) -> str:
-    if key is None:
-        return "none"
-    return ("error:" if key[0] == 2 else "") + key[1:].hex()
+    """A CallCounts.result_key (status byte + digest) in the spec's spelling."""
+    return "none" if key is None else result_hash_text(key[0], key[1:])
 
 
 def detect(
