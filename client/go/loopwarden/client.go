@@ -1,21 +1,10 @@
-// Package loopwarden is the Go client of the loopwarden daemon: ask before each tool call, report
-// each outcome, and let a Guard turn the daemon's verdicts into what a runner does.
-//
-//	client, err := loopwarden.New("127.0.0.1:50051")
-//	verdict, err := client.ToolCall(ctx, "run-1", "read", map[string]any{"path": "/x"})
-//	if verdict.MayRun() { ... }
-//
-// Callers work with the package's own Verdict type; the generated stubs live in
-// github.com/loopwarden/loopwarden/client/go/loopwardenv1 for those who want the wire types.
 package loopwarden
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,10 +23,12 @@ const DefaultTarget = "127.0.0.1:50051"
 
 const maxMessageBytes = 8 * 1024 * 1024
 
-// ErrUnavailable: the daemon could not be reached, or the stream broke; the next call reconnects.
+// ErrUnavailable is matched (errors.Is) by the errors of calls that could not reach the daemon or
+// whose stream broke; the next call reconnects. The gRPC status stays reachable: status.Code(err).
 var ErrUnavailable = errors.New("loopwarden unavailable")
 
-// ErrRunNotFound: InspectRun found no state for that run on the daemon.
+// ErrRunNotFound is matched (errors.Is) by the error of Inspect for a run the daemon holds no
+// state for.
 var ErrRunNotFound = errors.New("loopwarden: run not found")
 
 // unavailable wraps the cause so errors.Is(err, ErrUnavailable) holds and the gRPC status survives.
@@ -52,35 +43,18 @@ func (e *unavailable) Error() string {
 func (e *unavailable) Unwrap() []error { return []error{ErrUnavailable, e.cause} }
 
 // RunAbortedError is returned by a Guard when the daemon aborts the run.
-type RunAbortedError struct{ Verdict Verdict }
+type RunAbortedError struct {
+	// Verdict is the ABORT verdict; its ErrorCode says why.
+	Verdict Verdict
+}
 
+// Error says the run was aborted, with the verdict's message (or error code).
 func (e *RunAbortedError) Error() string {
 	if e.Verdict.Message != "" {
 		return "loopwarden: run aborted: " + e.Verdict.Message
 	}
 	return "loopwarden: run aborted: " + e.Verdict.ErrorCode
 }
-
-// Option configures a Client.
-type Option func(*Client)
-
-// WithAgentID sets the agent id sent with every event that does not name one.
-func WithAgentID(agentID string) Option { return func(c *Client) { c.agentID = agentID } }
-
-// WithMetadata adds gRPC metadata (key, value pairs) to every call.
-func WithMetadata(kv ...string) Option {
-	return func(c *Client) { c.md = metadata.Join(c.md, metadata.Pairs(kv...)) }
-}
-
-// WithToken sends `authorization: Bearer <token>` on every call (the daemon's --auth-token-file).
-func WithToken(token string) Option { return WithMetadata("authorization", "Bearer "+token) }
-
-// WithTimeout sets the deadline of the unary calls (default 10 s).
-func WithTimeout(timeout time.Duration) Option { return func(c *Client) { c.timeout = timeout } }
-
-// WithDialOptions replaces the default dial options (insecure transport credentials: loopback or
-// a sidecar); for TLS or mTLS pass grpc.WithTransportCredentials(credentials.NewTLS(...)).
-func WithDialOptions(opts ...grpc.DialOption) Option { return func(c *Client) { c.dialOptions = opts } }
 
 // Client holds one Evaluate stream open and reopens it after a failure; a run keeps its state on
 // the daemon across streams. Safe for concurrent use: requests on the stream go one at a time.
@@ -98,11 +72,13 @@ type Client struct {
 	cancel context.CancelFunc
 }
 
-// New connects lazily to a daemon (the first call dials).
+// New returns a client of the daemon at target (host:port, or any gRPC target), with insecure
+// transport credentials unless WithDialOptions says otherwise. It connects lazily: the first call
+// dials.
 func New(target string, opts ...Option) (*Client, error) {
 	c := &Client{timeout: 10 * time.Second}
 	for _, opt := range opts {
-		opt(c)
+		opt.applyToClient(c)
 	}
 	if c.dialOptions == nil {
 		c.dialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
@@ -140,9 +116,14 @@ func (c *Client) resetLocked() {
 	c.stream, c.cancel = nil, nil
 }
 
-// Evaluate sends one request carrying several events and returns one verdict per event, in order.
-// ctx bounds the wait for this answer; the stream itself lives until Close or a failure.
-func (c *Client) Evaluate(ctx context.Context, events ...*pb.Event) ([]Verdict, error) {
+// Evaluate sends one request carrying several events (built by ToolCallEvent and the other event
+// builders, sent as built) and returns one verdict per event, in order. ctx bounds the wait for
+// this answer; the stream itself lives until Close or a failure.
+func (c *Client) Evaluate(ctx context.Context, events ...Event) ([]Verdict, error) {
+	messages := make([]*pb.Event, len(events))
+	for i, event := range events {
+		messages[i] = event.wire()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stream == nil {
@@ -161,7 +142,7 @@ func (c *Client) Evaluate(ctx context.Context, events ...*pb.Event) ([]Verdict, 
 	done := make(chan answer, 1)
 	stream := c.stream
 	go func() {
-		if err := stream.Send(&pb.EvaluateRequest{Events: events}); err != nil {
+		if err := stream.Send(&pb.EvaluateRequest{Events: messages}); err != nil {
 			// The real cause is on the receive side (io.EOF from Send means the stream ended).
 			_, err = stream.Recv()
 			done <- answer{nil, err}
@@ -181,7 +162,7 @@ func (c *Client) Evaluate(ctx context.Context, events ...*pb.Event) ([]Verdict, 
 		}
 		verdicts := make([]Verdict, len(a.response.GetVerdicts()))
 		for i, v := range a.response.GetVerdicts() {
-			verdicts[i] = VerdictFromMessage(v)
+			verdicts[i] = verdictFromMessage(v)
 		}
 		return verdicts, nil
 	case <-ctx.Done():
@@ -192,7 +173,7 @@ func (c *Client) Evaluate(ctx context.Context, events ...*pb.Event) ([]Verdict, 
 	}
 }
 
-func (c *Client) send(ctx context.Context, event *pb.Event, err error) (Verdict, error) {
+func (c *Client) send(ctx context.Context, event Event, err error) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -204,23 +185,26 @@ func (c *Client) send(ctx context.Context, event *pb.Event, err error) (Verdict,
 }
 
 func (c *Client) complete(opts []EventOption) []EventOption {
-	defaults := []EventOption{WithAgent(c.agentID), WithSeq(c.seq.Add(1))}
+	defaults := []EventOption{WithAgentID(c.agentID), WithSeq(c.seq.Add(1))}
 	return append(defaults, opts...)
 }
 
-// ToolCall asks before a tool runs: may it run? ALLOW or WARN: run it.
+// ToolCall asks before a tool runs whether it may run (Verdict.MayRun: ALLOW or WARN). The event
+// carries the client's agent id and next seq unless opts set them.
 func (c *Client) ToolCall(ctx context.Context, runID, toolName string, params any, opts ...EventOption) (Verdict, error) {
 	event, err := ToolCallEvent(runID, toolName, params, c.complete(opts)...)
 	return c.send(ctx, event, err)
 }
 
-// ToolOutcome reports what a tool returned (WithResult, WithResultJSON) or its error (WithError).
+// ToolOutcome reports what a tool returned (WithResult, WithResultJSON) or its error (WithError),
+// with the params it was called with.
 func (c *Client) ToolOutcome(ctx context.Context, runID, toolName string, params any, opts ...EventOption) (Verdict, error) {
 	event, err := ToolOutcomeEvent(runID, toolName, params, c.complete(opts)...)
 	return c.send(ctx, event, err)
 }
 
-// CompactionRetry tells the daemon the runner compacted its context and retries: arms the guard.
+// CompactionRetry tells the daemon the runner compacted its context and retries, which arms the
+// post-compaction guard.
 func (c *Client) CompactionRetry(ctx context.Context, runID string, opts ...EventOption) (Verdict, error) {
 	return c.send(ctx, CompactionRetryEvent(runID, c.complete(opts)...), nil)
 }
@@ -230,19 +214,20 @@ func (c *Client) RunEnd(ctx context.Context, runID string, opts ...EventOption) 
 	return c.send(ctx, RunEndEvent(runID, c.complete(opts)...), nil)
 }
 
-// Check is the unary Check RPC: the same decision for one event, without a stream.
-func (c *Client) Check(ctx context.Context, event *pb.Event) (Verdict, error) {
+// Check is the unary Check RPC: the same decision as Evaluate for one event (sent as built),
+// without a stream, bounded by ctx and by the client's timeout (WithTimeout).
+func (c *Client) Check(ctx context.Context, event Event) (Verdict, error) {
 	ctx, cancel := context.WithTimeout(c.outgoing(ctx), c.timeout)
 	defer cancel()
-	response, err := c.stub.Check(ctx, &pb.CheckRequest{Event: event})
+	response, err := c.stub.Check(ctx, &pb.CheckRequest{Event: event.wire()})
 	if err != nil {
 		return Verdict{}, &unavailable{err}
 	}
-	return VerdictFromMessage(response.GetVerdict()), nil
+	return verdictFromMessage(response.GetVerdict()), nil
 }
 
-// Inspect is the InspectRun RPC: a read-only view of one run; ErrRunNotFound for a run the
-// daemon does not hold.
+// Inspect is the InspectRun RPC: a read-only view of one run; an ErrRunNotFound error for a run
+// the daemon does not hold.
 func (c *Client) Inspect(ctx context.Context, runID string) (RunInspection, error) {
 	ctx, cancel := context.WithTimeout(c.outgoing(ctx), c.timeout)
 	defer cancel()
@@ -254,128 +239,4 @@ func (c *Client) Inspect(ctx context.Context, runID string) (RunInspection, erro
 		return RunInspection{}, &unavailable{err}
 	}
 	return inspectionFromMessage(response), nil
-}
-
-// ---------------------------------------------------------------------------------- events
-
-type eventFields struct {
-	agentID, sessionID, toolCallID  string
-	seq                             uint64
-	paramsJSON, resultJSON, errText *string
-	result                          any
-	hasResult                       bool
-}
-
-// EventOption sets an optional field of an event.
-type EventOption func(*eventFields)
-
-// WithAgent selects agents.list[id] of the daemon's config for this event.
-func WithAgent(agentID string) EventOption { return func(f *eventFields) { f.agentID = agentID } }
-
-// WithSession is carried into logs and inspection only.
-func WithSession(sessionID string) EventOption {
-	return func(f *eventFields) { f.sessionID = sessionID }
-}
-
-// WithSeq overrides the client's own event numbering.
-func WithSeq(seq uint64) EventOption { return func(f *eventFields) { f.seq = seq } }
-
-// WithToolCallID pairs a call with its outcome.
-func WithToolCallID(id string) EventOption { return func(f *eventFields) { f.toolCallID = id } }
-
-// WithParamsJSON sends the arguments verbatim instead of json.Marshal(params).
-func WithParamsJSON(text string) EventOption { return func(f *eventFields) { f.paramsJSON = &text } }
-
-// WithResult is the value a tool returned (any JSON-marshalable value).
-func WithResult(result any) EventOption {
-	return func(f *eventFields) { f.result, f.hasResult = result, true }
-}
-
-// WithResultJSON sends a tool's result verbatim.
-func WithResultJSON(text string) EventOption { return func(f *eventFields) { f.resultJSON = &text } }
-
-// WithError reports that the tool failed, with its error text.
-func WithError(text string) EventOption { return func(f *eventFields) { f.errText = &text } }
-
-func fields(opts []EventOption) eventFields {
-	var f eventFields
-	for _, opt := range opts {
-		opt(&f)
-	}
-	return f
-}
-
-func jsonText(value any) (string, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(value); err != nil {
-		return "", fmt.Errorf("loopwarden: encoding JSON: %w", err)
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
-}
-
-func paramsText(params any, f eventFields) (string, error) {
-	if f.paramsJSON != nil {
-		return *f.paramsJSON, nil
-	}
-	if params == nil {
-		return "", nil
-	}
-	return jsonText(params)
-}
-
-func envelope(runID string, f eventFields) *pb.Event {
-	return &pb.Event{RunId: runID, AgentId: f.agentID, SessionId: f.sessionID, Seq: f.seq}
-}
-
-// ToolCallEvent builds the event sent before a tool runs.
-func ToolCallEvent(runID, toolName string, params any, opts ...EventOption) (*pb.Event, error) {
-	f := fields(opts)
-	text, err := paramsText(params, f)
-	if err != nil {
-		return nil, err
-	}
-	event := envelope(runID, f)
-	event.Kind = &pb.Event_ToolCall{ToolCall: &pb.ToolCall{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text}}
-	return event, nil
-}
-
-// ToolOutcomeEvent builds the event sent after a tool ran.
-func ToolOutcomeEvent(runID, toolName string, params any, opts ...EventOption) (*pb.Event, error) {
-	f := fields(opts)
-	text, err := paramsText(params, f)
-	if err != nil {
-		return nil, err
-	}
-	outcome := &pb.ToolOutcome{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text}
-	switch {
-	case f.errText != nil:
-		outcome.Outcome = &pb.ToolOutcome_Error{Error: *f.errText}
-	case f.resultJSON != nil:
-		outcome.Outcome = &pb.ToolOutcome_ResultJson{ResultJson: *f.resultJSON}
-	case f.hasResult:
-		result, err := jsonText(f.result)
-		if err != nil {
-			return nil, err
-		}
-		outcome.Outcome = &pb.ToolOutcome_ResultJson{ResultJson: result}
-	}
-	event := envelope(runID, f)
-	event.Kind = &pb.Event_ToolOutcome{ToolOutcome: outcome}
-	return event, nil
-}
-
-// CompactionRetryEvent builds the event that arms the post-compaction guard.
-func CompactionRetryEvent(runID string, opts ...EventOption) *pb.Event {
-	event := envelope(runID, fields(opts))
-	event.Kind = &pb.Event_CompactionRetry{CompactionRetry: &pb.CompactionRetry{}}
-	return event
-}
-
-// RunEndEvent builds the event that frees a run's state.
-func RunEndEvent(runID string, opts ...EventOption) *pb.Event {
-	event := envelope(runID, fields(opts))
-	event.Kind = &pb.Event_RunEnd{RunEnd: &pb.RunEnd{}}
-	return event
 }

@@ -11,22 +11,30 @@ import (
 // BlockedToolResult is what the model sees instead of running a blocked call (spec section 6).
 // It marshals to {"content":[{"type":"text","text":…}],"details":{"status":"blocked",…}}.
 type BlockedToolResult struct {
-	Content []TextContent  `json:"content"`
+	// Content is one text block: the verdict's message.
+	Content []TextContent `json:"content"`
+	// Details says why the call did not run.
 	Details BlockedDetails `json:"details"`
 }
 
 // TextContent is one text block of a tool result.
 type TextContent struct {
+	// Type is "text".
 	Type string `json:"type"`
+	// Text is the block's text.
 	Text string `json:"text"`
 }
 
 // BlockedDetails says why the call did not run.
 type BlockedDetails struct {
-	Status       string `json:"status"`       // "blocked"
-	DeniedReason string `json:"deniedReason"` // "tool-loop"
-	Detector     string `json:"detector"`
-	Count        uint32 `json:"count"`
+	// Status is "blocked".
+	Status string `json:"status"`
+	// DeniedReason is "tool-loop".
+	DeniedReason string `json:"deniedReason"`
+	// Detector is the verdict's detector.
+	Detector string `json:"detector"`
+	// Count is the verdict's count.
+	Count uint32 `json:"count"`
 }
 
 // NewBlockedToolResult builds the blocked result for a BLOCK verdict.
@@ -39,8 +47,8 @@ func NewBlockedToolResult(v Verdict) BlockedToolResult {
 
 // Guard turns the verdicts of one run into what a runner does, with the semantics of the Python
 // ToolGuard: ask first; BLOCK returns a BlockedToolResult instead of running (and reports it as
-// the outcome); ABORT returns a *RunAbortedError; WARN calls OnWarning and runs the tool; the
-// result or error is reported after.
+// the outcome); ABORT returns a *RunAbortedError; WARN calls the warning handler and runs the
+// tool; the result or error is reported after.
 type Guard struct {
 	client    *Client
 	runID     string
@@ -49,19 +57,7 @@ type Guard struct {
 	failOpen  bool
 }
 
-// GuardOption configures a Guard.
-type GuardOption func(*Guard)
-
-// GuardAgent sets the agent id of the run's events.
-func GuardAgent(agentID string) GuardOption { return func(g *Guard) { g.agentID = agentID } }
-
-// OnWarning replaces the default (log announced warnings) for WARN verdicts.
-func OnWarning(fn func(Verdict)) GuardOption { return func(g *Guard) { g.onWarning = fn } }
-
-// FailOpen (default true) runs tools unguarded while the daemon is unreachable.
-func FailOpen(failOpen bool) GuardOption { return func(g *Guard) { g.failOpen = failOpen } }
-
-// NewGuard guards the tool calls of one run.
+// NewGuard guards the tool calls of one run (WithAgentID, WithWarningHandler, WithFailOpen).
 func NewGuard(client *Client, runID string, opts ...GuardOption) *Guard {
 	g := &Guard{client: client, runID: runID, failOpen: true, onWarning: func(v Verdict) {
 		if v.Announce {
@@ -69,12 +65,13 @@ func NewGuard(client *Client, runID string, opts ...GuardOption) *Guard {
 		}
 	}}
 	for _, opt := range opts {
-		opt(g)
+		opt.applyToGuard(g)
 	}
 	return g
 }
 
-// Call runs one tool call through the guard. The result is fn's, or a BlockedToolResult.
+// Call runs one tool call through the guard. The result is fn's, or a BlockedToolResult; opts
+// apply to the call's events (a WithAgentID here wins over the guard's).
 func (g *Guard) Call(ctx context.Context, toolName string, params any, fn func(context.Context) (any, error),
 	opts ...EventOption) (any, error) {
 	if params == nil || (reflect.ValueOf(params).Kind() == reflect.Map && reflect.ValueOf(params).IsNil()) {
@@ -82,7 +79,7 @@ func (g *Guard) Call(ctx context.Context, toolName string, params any, fn func(c
 	}
 	var ids []EventOption // the client's agent id unless the guard names one
 	if g.agentID != "" {
-		ids = append(ids, WithAgent(g.agentID))
+		ids = append(ids, WithAgentID(g.agentID))
 	}
 	ids = append(ids, opts...)
 	verdict, err := g.client.ToolCall(ctx, g.runID, toolName, params, ids...)

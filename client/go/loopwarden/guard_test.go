@@ -1,7 +1,7 @@
 package loopwarden_test
 
 // Guard, Inspect and the failure modes against the real daemon: the semantics of the Python
-// ToolGuard (client/loopwarden/runner.py).
+// ToolGuard (loopwarden.runner).
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestGuardWarnsThenBlocksWithoutRunningTheTool(t *testing.T) {
 	ctx, client := testContext(t), newClient(t, guardConfig)
 	runs := 0
 	var warnings []loopwarden.Verdict
-	guard := loopwarden.NewGuard(client, "guard/block", loopwarden.OnWarning(func(v loopwarden.Verdict) {
+	guard := loopwarden.NewGuard(client, "guard/block", loopwarden.WithWarningHandler(func(v loopwarden.Verdict) {
 		warnings = append(warnings, v)
 	}))
 	read := loopwarden.GuardTool(guard, "read", func(context.Context, map[string]any) (any, error) {
@@ -122,7 +122,7 @@ func TestGuardFailsOpenByDefaultWhenTheDaemonIsUnreachable(t *testing.T) {
 	if err != nil || result != "ran" {
 		t.Fatalf("fail-open: result %v, err %v", result, err)
 	}
-	_, err = loopwarden.NewGuard(offline, "guard/offline", loopwarden.FailOpen(false)).Call(ctx, "read", nil, ran)
+	_, err = loopwarden.NewGuard(offline, "guard/offline", loopwarden.WithFailOpen(false)).Call(ctx, "read", nil, ran)
 	if !errors.Is(err, loopwarden.ErrUnavailable) {
 		t.Fatalf("fail-closed: err = %v, want ErrUnavailable", err)
 	}

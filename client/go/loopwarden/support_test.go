@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/loopwarden/loopwarden/client/go/loopwardenv1"
+	"github.com/loopwarden/loopwarden/client/go/loopwarden"
 )
 
 // The test binary runs in client/go/loopwarden.
@@ -134,13 +134,20 @@ func (d *daemon) stop() {
 	os.RemoveAll(d.dir)
 }
 
-// daemons holds one running daemon per distinct config (canonical JSON), started by TestMain.
-var daemons = map[string]*daemon{}
+// daemons holds one running daemon per distinct config (canonical JSON), started by TestMain;
+// daemonsErr says why some did not start.
+var (
+	daemons    = map[string]*daemon{}
+	daemonsErr error
+)
 
 func daemonFor(t *testing.T, config any) *daemon {
 	t.Helper()
 	d, ok := daemons[canonical(config)]
 	if !ok {
+		if daemonsErr != nil {
+			t.Fatalf("no daemon for config %s: the daemons did not all start (errors above the first test)", canonical(config))
+		}
 		t.Fatalf("no daemon was started for config %s", canonical(config))
 	}
 	return d
@@ -282,10 +289,12 @@ func fill(value any, i int) any {
 }
 
 type concreteEvent struct {
-	seq     uint64
-	runID   string
-	expect  map[string]any
-	message *pb.Event
+	seq    uint64
+	runID  string
+	expect map[string]any
+	// build makes the event through the client's own builders, for runID (the Check test sends
+	// each event under a run id of its own).
+	build func(runID string) (loopwarden.Event, error)
 }
 
 var kinds = []string{"tool_call", "tool_outcome", "compaction_retry", "run_end"}
@@ -341,26 +350,35 @@ func expand(v variant) ([]concreteEvent, error) {
 				if strings.TrimSpace(runID) != "" {
 					runID = v.ID() + "/" + runID
 				}
-				message := &pb.Event{RunId: runID, AgentId: str(event, "agent_id"), Seq: seq}
+				opts := []loopwarden.EventOption{loopwarden.WithAgentID(str(event, "agent_id")), loopwarden.WithSeq(seq)}
+				toolName := str(body, "tool_name")
+				call := []loopwarden.EventOption{loopwarden.WithAgentID(str(event, "agent_id")), loopwarden.WithSeq(seq),
+					loopwarden.WithToolCallID(str(body, "tool_call_id")), loopwarden.WithParamsJSON(paramsJSON)}
+				var build func(runID string) (loopwarden.Event, error)
 				switch kind {
 				case "tool_call":
-					message.Kind = &pb.Event_ToolCall{ToolCall: &pb.ToolCall{
-						ToolName: str(body, "tool_name"), ToolCallId: str(body, "tool_call_id"), ParamsJson: paramsJSON}}
-				case "tool_outcome":
-					outcome := &pb.ToolOutcome{ToolName: str(body, "tool_name"), ToolCallId: str(body, "tool_call_id"),
-						ParamsJson: paramsJSON}
-					if errText, ok := body["error"].(string); ok {
-						outcome.Outcome = &pb.ToolOutcome_Error{Error: errText}
-					} else if hasResultJSON {
-						outcome.Outcome = &pb.ToolOutcome_ResultJson{ResultJson: resultJSON}
+					build = func(runID string) (loopwarden.Event, error) {
+						return loopwarden.ToolCallEvent(runID, toolName, nil, call...)
 					}
-					message.Kind = &pb.Event_ToolOutcome{ToolOutcome: outcome}
+				case "tool_outcome":
+					if errText, ok := body["error"].(string); ok {
+						call = append(call, loopwarden.WithError(errText))
+					} else if hasResultJSON {
+						call = append(call, loopwarden.WithResultJSON(resultJSON))
+					}
+					build = func(runID string) (loopwarden.Event, error) {
+						return loopwarden.ToolOutcomeEvent(runID, toolName, nil, call...)
+					}
 				case "compaction_retry":
-					message.Kind = &pb.Event_CompactionRetry{CompactionRetry: &pb.CompactionRetry{}}
+					build = func(runID string) (loopwarden.Event, error) {
+						return loopwarden.CompactionRetryEvent(runID, opts...), nil
+					}
 				case "run_end":
-					message.Kind = &pb.Event_RunEnd{RunEnd: &pb.RunEnd{}}
+					build = func(runID string) (loopwarden.Event, error) { return loopwarden.RunEndEvent(runID, opts...), nil }
+				default:
+					build = func(runID string) (loopwarden.Event, error) { return loopwarden.EventWithoutKind(runID, opts...), nil }
 				}
-				out = append(out, concreteEvent{seq, runID, st.Expect[index], message})
+				out = append(out, concreteEvent{seq, runID, st.Expect[index], build})
 			}
 		}
 	}

@@ -6,45 +6,68 @@ import (
 	pb "github.com/loopwarden/loopwarden/client/go/loopwardenv1"
 )
 
-// Action is what the runner must do.
+// Action is what the runner must do, the lower-case name of the proto's Action ("allow", …).
 type Action string
 
+// The actions of a verdict.
 const (
-	ActionAllow  Action = "allow"  // run the call / the event was recorded
-	ActionWarn   Action = "warn"   // run the call and show the message
-	ActionBlock  Action = "block"  // do not run the call; hand the message to the model
-	ActionAbort  Action = "abort"  // the run is over
-	ActionReject Action = "reject" // the event was malformed; nothing was recorded
+	// ActionAllow means run the call; for other events, that the event was recorded.
+	ActionAllow Action = "allow"
+	// ActionWarn means run the call and show the message.
+	ActionWarn Action = "warn"
+	// ActionBlock means do not run the call; hand the message to the model as a blocked tool result.
+	ActionBlock Action = "block"
+	// ActionAbort means the run is over.
+	ActionAbort Action = "abort"
+	// ActionReject means the event was malformed (see ErrorCode and Message); nothing was recorded.
+	ActionReject Action = "reject"
 )
 
 // Verdict is the daemon's answer to one event, with lower-case names ("generic_repeat",
 // "warning"), the same shape as the Python and Node clients' verdicts.
 type Verdict struct {
-	Seq            uint64
-	RunID          string
-	Action         Action
-	Detector       string // "generic_repeat", "ping_pong", … ("" for a plain allow)
-	Level          string // "warning" or "critical" when a detector matched
-	Count          uint32
-	Message        string
-	WarningKey     string
-	Announce       bool
+	// Seq echoes the event's seq.
+	Seq uint64
+	// RunID echoes the event's run id (trimmed).
+	RunID string
+	// Action is what the runner must do.
+	Action Action
+	// Detector names the rule that decided: "generic_repeat", "ping_pong", … ("" for a plain
+	// allow or a reject).
+	Detector string
+	// Level is "warning" or "critical" when a detector matched.
+	Level string
+	// Count is the count that crossed the threshold.
+	Count uint32
+	// Message is the text for the agent or the run log; for a reject, what is wrong with which field.
+	Message string
+	// WarningKey identifies the pattern (spec section 5).
+	WarningKey string
+	// Announce is true for a warning first in its decade for this key and run, and for every
+	// BLOCK and ABORT.
+	Announce bool
+	// PairedToolName is the ping-pong partner.
 	PairedToolName string
-	ErrorCode      string
-	ToolName       string
+	// ErrorCode is "compaction_loop_persisted" or "tool_loop_persisted" on an abort, and the
+	// input error code on a reject.
+	ErrorCode string
+	// ToolName is the normalised tool name the verdict is about ("" for events without one).
+	ToolName string
 	// DecisionID names the decision in the daemon's log and InspectRun (WARN, BLOCK, ABORT).
 	DecisionID string
-	// EvidenceSeqs are the seqs of the records that formed the pattern, oldest first;
-	// EvidenceCallIDs the call ids of those records the daemon still holds.
-	EvidenceSeqs    []uint64
+	// EvidenceSeqs are the seqs of the records that formed the pattern, oldest first.
+	EvidenceSeqs []uint64
+	// EvidenceCallIDs are the tool call ids of those records the daemon still holds.
 	EvidenceCallIDs []string
-	LoopStartedSeq  uint64
-	// Shadow mode: the verdict was computed but not enforced; ShadowAction is what it withheld.
-	Shadow       bool
+	// LoopStartedSeq is the seq of the oldest record of the pattern: where the loop started.
+	LoopStartedSeq uint64
+	// Shadow is true in shadow mode: the verdict was computed but not enforced.
+	Shadow bool
+	// ShadowAction is what shadow mode withheld (block or abort); "" unless Shadow.
 	ShadowAction Action
 }
 
-// MayRun: the tool call may go ahead (ALLOW or WARN).
+// MayRun reports whether the tool call may go ahead (ALLOW or WARN).
 func (v Verdict) MayRun() bool { return v.Action == ActionAllow || v.Action == ActionWarn }
 
 // shortName turns DETECTOR_PING_PONG into ping_pong and any *_UNSPECIFIED into "".
@@ -56,8 +79,7 @@ func shortName(name, prefix string) string {
 	return short
 }
 
-// VerdictFromMessage converts the wire verdict.
-func VerdictFromMessage(m *pb.Verdict) Verdict {
+func verdictFromMessage(m *pb.Verdict) Verdict {
 	return Verdict{
 		Seq:             m.GetSeq(),
 		RunID:           m.GetRunId(),
@@ -89,27 +111,77 @@ func shadowAction(m *pb.Verdict) Action {
 
 // RunRecord is one entry of a run's history.
 type RunRecord struct {
-	Seq             uint64
-	ToolName        string
-	ArgsHash        string
-	ToolCallID      string
-	ResultHash      string // "" while pending
+	// Seq is the seq of the event that created the record.
+	Seq uint64
+	// ToolName is the normalised tool name.
+	ToolName string
+	// ArgsHash is the hash of the call's arguments.
+	ArgsHash string
+	// ToolCallID is the call's tool call id, if it had one.
+	ToolCallID string
+	// ResultHash is the hash of the outcome; "" while the call is pending.
+	ResultHash string
+	// UnknownToolName is the missing tool's name when the outcome's error said no such tool exists.
 	UnknownToolName string
 }
 
 // RunInspection is the read-only view InspectRun gives of one run.
 type RunInspection struct {
-	RunID           string
-	AgentID         string
-	Records         []RunRecord
-	GuardArmed      bool
+	// RunID is the inspected run.
+	RunID string
+	// AgentID is the agent of the run's latest event ("": the global config applies).
+	AgentID string
+	// Records is the run's history, oldest first, at most historySize of them.
+	Records []RunRecord
+	// GuardArmed is true while the post-compaction guard is armed.
+	GuardArmed bool
+	// GuardWindowSize is the number of slots of the guard's current window.
 	GuardWindowSize uint32
-	GuardObserved   uint32
-	Blocks          uint32
-	Aborted         bool
-	AbortErrorCode  string
-	EffectiveConfig *pb.EffectiveConfig
+	// GuardObserved is the number of observations made in the guard's current window.
+	GuardObserved uint32
+	// Blocks is the number of BLOCK verdicts given to this run so far.
+	Blocks uint32
+	// Aborted is true once the run was aborted; its later tool calls get ABORT until RunEnd.
+	Aborted bool
+	// AbortErrorCode is the abort's error code, when Aborted.
+	AbortErrorCode string
+	// EffectiveConfig is the tools.loopDetection settings in force for this run.
+	EffectiveConfig EffectiveConfig
+	// EventsEvaluated is the number of events of this run the daemon evaluated (rejects excluded).
 	EventsEvaluated uint64
+}
+
+// EffectiveConfig is the tools.loopDetection settings in force for a run, after merging the
+// agent's block over the global one and clamping.
+type EffectiveConfig struct {
+	// Enabled is nil when unset (only the post-compaction guard runs), else true (every guard)
+	// or false (none).
+	Enabled *bool
+	// HistorySize is the number of records kept per run.
+	HistorySize uint32
+	// WarningThreshold is the repeat count that warns.
+	WarningThreshold uint32
+	// CriticalThreshold is the repeat count that blocks.
+	CriticalThreshold uint32
+	// UnknownToolThreshold is the number of tries of a missing tool that blocks.
+	UnknownToolThreshold uint32
+	// GlobalCircuitBreakerThreshold is the number of identical results in a row that trips the
+	// circuit breaker (BLOCK).
+	GlobalCircuitBreakerThreshold uint32
+	// GenericRepeat is true when the generic repeat detector is on.
+	GenericRepeat bool
+	// KnownPollNoProgress is true when the known-poll detector is on.
+	KnownPollNoProgress bool
+	// PingPong is true when the ping-pong detector is on.
+	PingPong bool
+	// PostCompactionWindowSize is the post-compaction guard's window size.
+	PostCompactionWindowSize uint32
+	// AbortAfterBlocks escalates to ABORT after this many blocks (extension; 0: off).
+	AbortAfterBlocks uint32
+	// RunWideBreakerThreshold is the run-wide no-progress breaker's threshold (extension; 0: off).
+	RunWideBreakerThreshold uint32
+	// ShadowMode is true when verdicts are computed but BLOCK and ABORT are not enforced (extension).
+	ShadowMode bool
 }
 
 func inspectionFromMessage(m *pb.InspectRunResponse) RunInspection {
@@ -122,7 +194,23 @@ func inspectionFromMessage(m *pb.InspectRunResponse) RunInspection {
 		RunID: m.GetRunId(), AgentID: m.GetAgentId(), Records: records,
 		GuardArmed: m.GetGuard().GetArmed(), GuardWindowSize: m.GetGuard().GetWindowSize(),
 		GuardObserved: m.GetGuard().GetObserved(), Blocks: m.GetBlocks(), Aborted: m.GetAborted(),
-		AbortErrorCode: m.GetAbortErrorCode(), EffectiveConfig: m.GetEffectiveConfig(),
+		AbortErrorCode: m.GetAbortErrorCode(), EffectiveConfig: effectiveConfigFromMessage(m.GetEffectiveConfig()),
 		EventsEvaluated: m.GetEventsEvaluated(),
+	}
+}
+
+func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
+	var enabled *bool
+	if m != nil && m.Enabled != nil {
+		value := m.GetEnabled()
+		enabled = &value
+	}
+	return EffectiveConfig{
+		Enabled: enabled, HistorySize: m.GetHistorySize(), WarningThreshold: m.GetWarningThreshold(),
+		CriticalThreshold: m.GetCriticalThreshold(), UnknownToolThreshold: m.GetUnknownToolThreshold(),
+		GlobalCircuitBreakerThreshold: m.GetGlobalCircuitBreakerThreshold(), GenericRepeat: m.GetGenericRepeat(),
+		KnownPollNoProgress: m.GetKnownPollNoProgress(), PingPong: m.GetPingPong(),
+		PostCompactionWindowSize: m.GetPostCompactionWindowSize(), AbortAfterBlocks: m.GetAbortAfterBlocks(),
+		RunWideBreakerThreshold: m.GetRunWideBreakerThreshold(), ShadowMode: m.GetShadowMode(),
 	}
 }

@@ -34,7 +34,7 @@ func main() {
 	runID := fmt.Sprintf("example-%d-%d", os.Getpid(), time.Now().UnixNano())
 	defer client.RunEnd(ctx, runID)
 
-	guard := loopwarden.NewGuard(client, runID, loopwarden.OnWarning(func(v loopwarden.Verdict) {
+	guard := loopwarden.NewGuard(client, runID, loopwarden.WithWarningHandler(func(v loopwarden.Verdict) {
 		fmt.Printf("warning (%s, %d): %s\n", v.Detector, v.Count, v.Message)
 	}))
 	// A tool the "model" keeps calling with the same arguments, always getting the same answer.

@@ -1,0 +1,116 @@
+package loopwarden
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	pb "github.com/loopwarden/loopwarden/client/go/loopwardenv1"
+)
+
+// Event is one event of a run, built by ToolCallEvent, ToolOutcomeEvent, CompactionRetryEvent or
+// RunEndEvent, for Client.Evaluate (several events in one request) and Client.Check. The client
+// sends it exactly as built: no default agent id, no numbering. The zero Event has no run id, so
+// the daemon rejects it.
+type Event struct{ message *pb.Event }
+
+// wire is the event's message; never nil, so a zero Event reaches the daemon and is rejected there.
+func (e Event) wire() *pb.Event {
+	if e.message == nil {
+		return &pb.Event{}
+	}
+	return e.message
+}
+
+type eventFields struct {
+	agentID, sessionID, toolCallID  string
+	seq                             uint64
+	paramsJSON, resultJSON, errText *string
+	result                          any
+	hasResult                       bool
+}
+
+func fields(opts []EventOption) eventFields {
+	var f eventFields
+	for _, opt := range opts {
+		opt.applyToEvent(&f)
+	}
+	return f
+}
+
+func jsonText(value any) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(value); err != nil {
+		return "", fmt.Errorf("loopwarden: encoding JSON: %w", err)
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+func paramsText(params any, f eventFields) (string, error) {
+	if f.paramsJSON != nil {
+		return *f.paramsJSON, nil
+	}
+	if params == nil {
+		return "", nil
+	}
+	return jsonText(params)
+}
+
+func envelope(runID string, f eventFields) *pb.Event {
+	return &pb.Event{RunId: runID, AgentId: f.agentID, SessionId: f.sessionID, Seq: f.seq}
+}
+
+// ToolCallEvent builds the event sent before a tool runs. params is marshalled to JSON (nil sends
+// no arguments) unless WithParamsJSON gives the text.
+func ToolCallEvent(runID, toolName string, params any, opts ...EventOption) (Event, error) {
+	f := fields(opts)
+	text, err := paramsText(params, f)
+	if err != nil {
+		return Event{}, err
+	}
+	event := envelope(runID, f)
+	event.Kind = &pb.Event_ToolCall{ToolCall: &pb.ToolCall{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text}}
+	return Event{event}, nil
+}
+
+// ToolOutcomeEvent builds the event sent after a tool ran, with the call's params and what it
+// returned (WithResult, WithResultJSON) or its error (WithError).
+func ToolOutcomeEvent(runID, toolName string, params any, opts ...EventOption) (Event, error) {
+	f := fields(opts)
+	text, err := paramsText(params, f)
+	if err != nil {
+		return Event{}, err
+	}
+	outcome := &pb.ToolOutcome{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text}
+	switch {
+	case f.errText != nil:
+		outcome.Outcome = &pb.ToolOutcome_Error{Error: *f.errText}
+	case f.resultJSON != nil:
+		outcome.Outcome = &pb.ToolOutcome_ResultJson{ResultJson: *f.resultJSON}
+	case f.hasResult:
+		result, err := jsonText(f.result)
+		if err != nil {
+			return Event{}, err
+		}
+		outcome.Outcome = &pb.ToolOutcome_ResultJson{ResultJson: result}
+	}
+	event := envelope(runID, f)
+	event.Kind = &pb.Event_ToolOutcome{ToolOutcome: outcome}
+	return Event{event}, nil
+}
+
+// CompactionRetryEvent builds the event that arms the post-compaction guard.
+func CompactionRetryEvent(runID string, opts ...EventOption) Event {
+	event := envelope(runID, fields(opts))
+	event.Kind = &pb.Event_CompactionRetry{CompactionRetry: &pb.CompactionRetry{}}
+	return Event{event}
+}
+
+// RunEndEvent builds the event that frees a run's state.
+func RunEndEvent(runID string, opts ...EventOption) Event {
+	event := envelope(runID, fields(opts))
+	event.Kind = &pb.Event_RunEnd{RunEnd: &pb.RunEnd{}}
+	return Event{event}
+}

@@ -1,0 +1,7 @@
+package loopwarden
+
+// EventWithoutKind builds what no public builder does: an event of no kind, which the daemon
+// rejects (missing_event_kind). The conformance scenarios send one.
+func EventWithoutKind(runID string, opts ...EventOption) Event {
+	return Event{envelope(runID, fields(opts))}
+}

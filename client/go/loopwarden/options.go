@@ -1,0 +1,126 @@
+package loopwarden
+
+import (
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// NOTE: every option is spelled WithX, and a setting that exists at several levels has one name at
+// all of them: WithAgentID works for New, NewGuard and a single event, the way agent_id / agentId
+// does in the Python and Node clients. That is why the three option kinds are interfaces with an
+// unexported method rather than func types: one value can satisfy all three.
+
+// Option configures a Client; pass it to New.
+type Option interface{ applyToClient(*Client) }
+
+// GuardOption configures a Guard; pass it to NewGuard.
+type GuardOption interface{ applyToGuard(*Guard) }
+
+// EventOption sets an optional field of one event; pass it to the event verbs of Client
+// (ToolCall, ToolOutcome, CompactionRetry, RunEnd), to Guard.Call or to the event builders
+// (ToolCallEvent, ToolOutcomeEvent, CompactionRetryEvent, RunEndEvent).
+type EventOption interface{ applyToEvent(*eventFields) }
+
+type clientOption func(*Client)
+
+func (o clientOption) applyToClient(c *Client) { o(c) }
+
+type guardOption func(*Guard)
+
+func (o guardOption) applyToGuard(g *Guard) { o(g) }
+
+type eventOption func(*eventFields)
+
+func (o eventOption) applyToEvent(f *eventFields) { o(f) }
+
+// ------------------------------------------------------------------------------ every level
+
+// AgentIDOption is the option WithAgentID returns. It is an Option, a GuardOption and an
+// EventOption.
+type AgentIDOption struct{ agentID string }
+
+// WithAgentID selects agents.list[id] of the daemon's config. Passed to New it is the agent id of
+// every event the client builds; to NewGuard, of the guard's events; to an event verb, Guard.Call
+// or an event builder, of that event alone. The narrower level wins.
+func WithAgentID(agentID string) AgentIDOption { return AgentIDOption{agentID} }
+
+func (o AgentIDOption) applyToClient(c *Client)     { c.agentID = o.agentID }
+func (o AgentIDOption) applyToGuard(g *Guard)       { g.agentID = o.agentID }
+func (o AgentIDOption) applyToEvent(f *eventFields) { f.agentID = o.agentID }
+
+// ------------------------------------------------------------------------------ client
+
+// WithMetadata adds gRPC metadata (key, value pairs; an odd count panics) to every call.
+func WithMetadata(kv ...string) Option {
+	return clientOption(func(c *Client) { c.md = metadata.Join(c.md, metadata.Pairs(kv...)) })
+}
+
+// WithToken sends `authorization: Bearer <token>` on every call (the daemon's --auth-token-file).
+func WithToken(token string) Option { return WithMetadata("authorization", "Bearer "+token) }
+
+// WithTimeout sets the deadline of the unary calls Check and Inspect (default 10 s).
+func WithTimeout(timeout time.Duration) Option {
+	return clientOption(func(c *Client) { c.timeout = timeout })
+}
+
+// WithDialOptions replaces the default dial options (insecure transport credentials: loopback or
+// a sidecar); for TLS or mTLS pass grpc.WithTransportCredentials(credentials.NewTLS(...)).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return clientOption(func(c *Client) { c.dialOptions = opts })
+}
+
+// ------------------------------------------------------------------------------ guard
+
+// WithWarningHandler replaces the default handling of WARN verdicts (log the announced ones); the
+// Python ToolGuard's on_warning. A nil fn keeps the default.
+func WithWarningHandler(fn func(Verdict)) GuardOption {
+	return guardOption(func(g *Guard) {
+		if fn != nil {
+			g.onWarning = fn
+		}
+	})
+}
+
+// WithFailOpen decides what a Guard does while the daemon is unreachable: run the tool unguarded
+// (true, the default) or return the ErrUnavailable error (false).
+func WithFailOpen(failOpen bool) GuardOption {
+	return guardOption(func(g *Guard) { g.failOpen = failOpen })
+}
+
+// ------------------------------------------------------------------------------ event
+
+// WithSessionID sets the event's session id, which the daemon carries into logs and inspection only.
+func WithSessionID(sessionID string) EventOption {
+	return eventOption(func(f *eventFields) { f.sessionID = sessionID })
+}
+
+// WithSeq overrides the client's own event numbering; the verdict echoes it.
+func WithSeq(seq uint64) EventOption { return eventOption(func(f *eventFields) { f.seq = seq }) }
+
+// WithToolCallID sets the tool call id that pairs a call with its outcome.
+func WithToolCallID(id string) EventOption {
+	return eventOption(func(f *eventFields) { f.toolCallID = id })
+}
+
+// WithParamsJSON sends the arguments verbatim instead of json.Marshal(params).
+func WithParamsJSON(text string) EventOption {
+	return eventOption(func(f *eventFields) { f.paramsJSON = &text })
+}
+
+// WithResult reports the value a tool returned (any JSON-marshalable value) in a ToolOutcome.
+func WithResult(result any) EventOption {
+	return eventOption(func(f *eventFields) { f.result, f.hasResult = result, true })
+}
+
+// WithResultJSON reports a tool's result verbatim (JSON text) in a ToolOutcome.
+func WithResultJSON(text string) EventOption {
+	return eventOption(func(f *eventFields) { f.resultJSON = &text })
+}
+
+// WithError reports in a ToolOutcome that the tool failed, with its error text; it wins over
+// WithResult and WithResultJSON.
+func WithError(text string) EventOption {
+	return eventOption(func(f *eventFields) { f.errText = &text })
+}
