@@ -1,4 +1,4 @@
-// prepack: ship the contract inside the package, where src/index.js looks for it first.
+// prepack: ship the contract inside the package, where src/stub.js looks for it first.
 import fs from 'node:fs';
 
 const from = new URL('../../../proto/loopwarden/v1/loopwarden.proto', import.meta.url);
