@@ -2,30 +2,51 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Two stamps: `serve` installs only what the daemon runs on; `test` adds the test extras.
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+TEST_STAMP := $(VENV)/.installed-test
+PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar off
+DISTRIBUTIONS := client/python/pyproject.toml server/pyproject.toml
 
-.PHONY: serve test tools proto clean
+.PHONY: serve test test-fast prereqs tools proto clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
+	@echo "==> creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
 
-## serve: create .venv, install, start the daemon on its embedded default config
-serve: $(STAMP)
+$(RUNTIME_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
+	@echo "==> installing the daemon (loopwarden) and its client (loopwarden-client) into $(VENV)"
+	$(PIP) -e ./client/python -e ./server
+	touch $@
+
+$(TEST_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
+	@echo "==> installing the daemon, the client and the test extras into $(VENV)"
+	$(PIP) -e ./client/python -e './server[test]'
+	touch $@ $(RUNTIME_STAMP)
+
+## serve: create .venv, install the daemon, start it on its embedded default config
+serve: $(RUNTIME_STAMP)
 	$(BIN)/loopwarden serve
 
-## test: create .venv, install everything the tests need, run the whole suite
-test: $(STAMP) tools
-	$(BIN)/python -m pytest
+## test: check prerequisites, install everything the tests need, run the whole suite
+test: prereqs
+	@bash scripts/test-phases.sh full
+
+## test-fast: the Python-only part of the suite (no Node, Go, helm, Prometheus); a minute or two
+test-fast: $(TEST_STAMP)
+	$(BIN)/python -m pytest tests/engine tests/config tests/service tests/transport tests/client/python tests/daemon \
+	  tests/conformance tests/contract tests/replay tests/setup tests/test_layering.py -q
+
+## prereqs: stop at once, one line per missing tool, when something make test cannot install is missing
+prereqs:
+	@bash scripts/check-prereqs.sh
 
 ## tools: the non-Python tools the tests drive (helm, kubectl, promtool, prometheus, ...)
 tools:
 	bash scripts/install-test-tools.sh
 
 ## proto: regenerate the committed Python stubs from proto/
-proto: $(STAMP)
+proto: $(TEST_STAMP)
 	$(BIN)/python scripts/gen_proto.py
 
 clean:

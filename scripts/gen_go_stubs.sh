@@ -5,7 +5,7 @@
 #
 # The plugins are the versions pinned by the `tool` lines of client/go/go.mod, installed with
 # `go install` into .cache/go-tools/bin (a plain build cache hit after the first run); buf, which
-# stands in for protoc, is the PyPI buf-bin pinned in pyproject.toml.
+# stands in for protoc, is the PyPI buf-bin pinned in server/pyproject.toml (test extras).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,4 +1,4 @@
-"""Regenerate the Python stubs from proto/ into client/loopwarden/v1/ (the one place they live).
+"""Regenerate the Python stubs from proto/ into client/python/loopwarden/v1/ (the one place they live).
 
 Usage: python scripts/gen_proto.py [--out DIR]
 The freshness test runs this into a temporary directory and compares byte for byte.
@@ -12,7 +12,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
 PROTO_FILES = ["loopwarden/v1/loopwarden.proto"]
-DEFAULT_OUT = ROOT / "client"
+DEFAULT_OUT = ROOT / "client" / "python"
 
 
 def generate(out_dir: pathlib.Path) -> list[pathlib.Path]:

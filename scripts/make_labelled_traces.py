@@ -14,7 +14,7 @@ keep their original results. Replaying it shows where loopwarden would have step
 
 Deterministic: a fixed seed, and the gzip output carries no timestamp. Run from anywhere:
 
-    python scripts/make_labelled_traces.py            # writes tests/evaluation/labelled/
+    python scripts/make_labelled_traces.py            # writes tests/replay/labelled/
     python scripts/make_labelled_traces.py --out DIR --tau PATH
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TAU = REPO.parent / "shared" / "traces" / "tau-bench-airline-gpt-4o.jsonl"
-DEFAULT_OUT = REPO / "tests" / "evaluation" / "labelled"
+DEFAULT_OUT = REPO / "tests" / "replay" / "labelled"
 MANIFEST_NAME = "manifest.json"
 POSITIVES_NAME = "positives.jsonl.gz"
 

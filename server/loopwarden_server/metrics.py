@@ -12,6 +12,8 @@ from bisect import bisect_left
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
+from .engine import Detector
+
 # Per-event evaluation is microseconds; resolve the 5 µs - 100 µs range finely.
 LATENCY_BUCKETS = (
     0.000005, 0.00001, 0.00002, 0.00003, 0.00004, 0.00005, 0.000075, 0.0001, 0.00025, 0.0005,
@@ -20,8 +22,8 @@ LATENCY_BUCKETS = (
 
 VERSION = "0.1.0"
 DEFAULT_AGENT = "default"
-DETECTORS = ("generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker",
-             "run_wide_no_progress")
+# The rolling detectors (the guard aborts, it never warns or blocks): label values known up front.
+DETECTORS = tuple(d.value for d in Detector if d not in (Detector.NONE, Detector.POST_COMPACTION_GUARD))
 
 
 class _Count:

@@ -9,9 +9,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from loopwarden.eventformat import EventKind
+
 from .config import Config
 from .engine import (
-    Action, CompactionRetry, ErrorCode, RunEnd, ToolCall, ToolOutcome, Verdict, evaluate,
+    Action, CompactionRetry, ErrorCode, LoopDetectionSettings, Record, RunEnd, ToolCall, ToolOutcome, Verdict,
+    evaluate, new_run_state,
 )
 from .engine.verdicts import ALLOW, reject
 from .metrics import DEFAULT_AGENT, Metrics
@@ -38,7 +41,9 @@ class EventInput:
         return _KIND_OF.get(type(self.payload))
 
 
-_KIND_OF = {ToolCall: "tool_call", ToolOutcome: "tool_outcome", CompactionRetry: "compaction_retry", RunEnd: "run_end"}
+# Metric label of each engine event: the event kinds as the event format names them.
+_KIND_OF = {ToolCall: EventKind.TOOL_CALL.value, ToolOutcome: EventKind.TOOL_OUTCOME.value,
+            CompactionRetry: EventKind.COMPACTION_RETRY.value, RunEnd: EventKind.RUN_END.value}
 
 
 @dataclass(slots=True)
@@ -47,6 +52,24 @@ class Decision:
     run_id: str
     verdict: Verdict
     decision_id: str = ""  # WARN/BLOCK/ABORT: names this decision in logs and InspectRun
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """One run as InspectRun shows it: a copy, so the transport never touches store internals."""
+
+    run_id: str
+    agent_id: str
+    records: tuple[Record, ...]
+    guard_armed: bool
+    guard_window_size: int
+    guard_observed: int
+    blocks: int
+    aborted: bool
+    abort_error_code: str
+    settings: LoopDetectionSettings
+    events_evaluated: int
+    recent_decisions: tuple[Decision, ...]
 
 
 RECENT_DECISIONS = 10
@@ -145,12 +168,13 @@ class LoopwardenService:
             self.metrics.verdict_of(Action.ALLOW.value, "none", self.agent_label(event.agent_id, config)).inc()
             return Decision(event.seq, run_id, ALLOW)
 
-        event_agent = event.agent_id.strip()
-        entry = self.store.acquire(run_id, config.settings_for(event_agent).history_size)
+        entry = self.store.touch(run_id)
         # An event without an agent id keeps the run's agent (runs do not change agents).
-        agent_id = event_agent or entry.agent_id
-        entry.agent_id = agent_id
+        agent_id = event.agent_id.strip() or (entry.agent_id if entry is not None else "")
         settings = config.settings_for(agent_id)
+        if entry is None:
+            entry = self.store.create(run_id, new_run_state(settings))
+        entry.agent_id = agent_id
         if event.session_id:
             entry.session_id = event.session_id
         was_aborted = entry.state.abort is not None
@@ -184,7 +208,7 @@ class LoopwardenService:
             self._log(logging.WARNING, f"shadow {verdict.shadow_action.value} (not enforced)", event, entry, decision)
             return
         if action is Action.ALLOW:
-            if type(event.payload) is CompactionRetry and verdict.message.startswith("post-compaction guard armed"):
+            if verdict.guard_armed:
                 self._log(logging.INFO, verdict.message, event, entry, decision)
             return
         if action is Action.REJECT:
@@ -221,5 +245,19 @@ class LoopwardenService:
             "evidence_seqs": list(verdict.evidence_seqs), "loop_started_seq": verdict.loop_started_seq,
         })
 
-    def settings_for_run(self, entry: RunEntry):
-        return self._config.settings_for(entry.agent_id)
+    def inspect(self, run_id: str) -> RunView | None:
+        """What is held for a run, read without touching its recency (inspection must not keep a
+        run alive). None when no state is held."""
+        entry = self.store.get(run_id.strip())
+        if entry is None:
+            return None
+        state = entry.state
+        guard = state.guard
+        return RunView(
+            run_id=entry.run_id, agent_id=entry.agent_id, records=tuple(state.records),
+            guard_armed=guard is not None, guard_window_size=guard.window_size if guard else 0,
+            guard_observed=guard.observed if guard else 0, blocks=state.blocks,
+            aborted=state.abort is not None, abort_error_code=state.abort.error_code if state.abort else "",
+            settings=self._config.settings_for(entry.agent_id), events_evaluated=entry.events_evaluated,
+            recent_decisions=tuple(entry.recent or ()),
+        )

@@ -7,19 +7,23 @@ half snapshot behind. JSON, not pickle: a snapshot file must never be able to ru
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import zlib
 from array import array
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
 
 from .engine import Action, Detector, Level, RunState, Verdict
-from .engine.state import DIGEST, GuardWindow, History
+from .engine.compaction_guard import GuardWindow
+from .engine.state import DIGEST, History
 from .store import RunEntry, RunStore
 
 FORMAT = "loopwarden-run-snapshot"
 VERSION = 3  # 2: columnar history; 3: evidence and run-wide breaker state
+
+log = logging.getLogger("loopwarden.daemon")
 
 
 class SnapshotError(ValueError):
@@ -141,5 +145,34 @@ def restore_snapshot(data: dict, store: RunStore, wall_now: float) -> tuple[int,
     return restored, expired
 
 
-def describe(data: Any) -> str:
-    return f"{len(data.get('runs', []))} runs" if isinstance(data, dict) else "?"
+class SnapshotFile:
+    """The daemon's snapshot: restored once at start, written once after the drain."""
+
+    def __init__(self, path: str, store: RunStore, wall_clock: Callable[[], float]) -> None:
+        self.path = path
+        self._store = store
+        self._wall_clock = wall_clock
+
+    def restore(self) -> None:
+        path = self.path
+        if not os.path.exists(path):
+            return
+        try:
+            restored, expired = restore_snapshot(read_snapshot(path), self._store, self._wall_clock())
+        except (OSError, SnapshotError) as exc:
+            refused = f"{path}.refused"
+            os.replace(path, refused)
+            log.error("snapshot refused; starting with no runs", extra={"snapshot": path, "moved_to": refused,
+                                                                        "error": str(exc)})
+            return
+        # Consumed: a later crash must not resurrect this state on the next start.
+        os.unlink(path)
+        log.info("snapshot restored", extra={"snapshot": path, "runs": restored, "expired_skipped": expired})
+
+    def write(self) -> None:
+        try:
+            runs = write_snapshot(self.path, self._store, self._wall_clock())
+        except OSError as exc:
+            log.error("snapshot not written", extra={"snapshot": self.path, "error": str(exc)})
+            return
+        log.info("snapshot written", extra={"snapshot": self.path, "runs": runs})

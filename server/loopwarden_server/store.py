@@ -19,7 +19,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from .engine import History, RunState
+from .engine import RunState
 
 
 @dataclass(slots=True)
@@ -64,26 +64,31 @@ class RunStore:
         """Read without touching recency (inspection must not keep a run alive)."""
         return self._shard(run_id).get(run_id)
 
-    def acquire(self, run_id: str, history_size: int) -> RunEntry:
-        """The run's entry, created if new (with this history size), marked most recently used."""
+    def touch(self, run_id: str) -> RunEntry | None:
+        """The run's entry marked most recently used, or None when none is held (a run idle past
+        its TTL but not yet swept is dropped here: it must not hand its counts to new activity)."""
         shard = self._shard(run_id)
-        now = self.clock()
-        self._touches += 1
         entry = shard.get(run_id)
-        if entry is not None and now - entry.last_seen > self.idle_ttl_seconds:
-            # Expired but not yet swept: it must not hand its counts to the new activity.
-            self._drop(shard, run_id, "idle_ttl")
-            entry = None
         if entry is None:
-            if self._size >= self.max_runs:
-                self._evict_least_recently_used()
-            entry = RunEntry(run_id, RunState(History(history_size)))
-            shard[run_id] = entry
-            self._size += 1
-        else:
-            shard.move_to_end(run_id)
+            return None
+        now = self.clock()
+        if now - entry.last_seen > self.idle_ttl_seconds:
+            self._drop(shard, run_id, "idle_ttl")
+            return None
+        shard.move_to_end(run_id)
+        self._touches += 1
         entry.last_seen = now
         entry.touch = self._touches
+        return entry
+
+    def create(self, run_id: str, state: RunState) -> RunEntry:
+        """Hold a new run (after `touch` found none), most recently used; evicts the LRU run if full."""
+        if self._size >= self.max_runs:
+            self._evict_least_recently_used()
+        self._touches += 1
+        entry = RunEntry(run_id, state, last_seen=self.clock(), touch=self._touches)
+        self._shard(run_id)[run_id] = entry
+        self._size += 1
         return entry
 
     def restore(self, entry: RunEntry, idle_seconds: float) -> None:

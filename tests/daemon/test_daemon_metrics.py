@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, compaction, outcome, run_end
 from tests.support.metrics import samples, value
 
@@ -14,9 +13,8 @@ CONFIG = """{
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    with running_daemon(CONFIG) as handle:
-        yield handle
+def daemon_config() -> str:
+    return CONFIG
 
 
 def _loop_to_block(stream: Stream, run_id: str, agent_id: str = "") -> None:

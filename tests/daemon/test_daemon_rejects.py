@@ -4,16 +4,19 @@ from __future__ import annotations
 import pytest
 from loopwarden.v1 import loopwarden_pb2 as pb
 
-from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import Stream, call, channel, health_status, outcome
 
 LIMITS = ["--max-params-bytes", "2048", "--max-result-bytes", "4096"]
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    with running_daemon("{tools: {loopDetection: {enabled: true}}}", LIMITS) as handle:
-        yield handle
+def daemon_config() -> str:
+    return "{tools: {loopDetection: {enabled: true}}}"
+
+
+@pytest.fixture(scope="module")
+def daemon_args() -> tuple[str, ...]:
+    return tuple(LIMITS)
 
 
 BAD_EVENTS = {

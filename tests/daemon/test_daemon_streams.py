@@ -6,16 +6,14 @@ import random
 import pytest
 from loopwarden.v1 import loopwarden_pb2 as pb
 
-from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome, verdict_dict
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    with running_daemon(ENABLED) as handle:
-        yield handle
+def daemon_config() -> str:
+    return ENABLED
 
 
 def _script(run_id: str, flavour: int) -> list[pb.Event]:

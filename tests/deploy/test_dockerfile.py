@@ -228,7 +228,8 @@ class TestBuildContext:
     def test_context_holds_only_what_the_package_needs(self) -> None:
         files = build_context_files()
         tops = {f.split("/")[0] for f in files}
-        assert tops <= {"pyproject.toml", "README.md", "proto", "client", "server"}, tops
+        assert tops <= {"LICENSE", "client", "server"}, tops
+        assert {f.split("/")[1] for f in files if f.startswith("client/")} == {"python"}
         assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
 
     def test_copy_sources_exist_and_are_in_the_context(self) -> None:
@@ -242,33 +243,44 @@ class TestBuildContext:
                 assert path.exists(), f"COPY {source}: missing from the repository"
                 assert in_build_context(source.rstrip("/"), rules), f"COPY {source}: excluded by .dockerignore"
 
-    def test_context_builds_the_distribution(self, tmp_path: Path) -> None:
-        """`pip install .` on exactly the files Docker would send builds a wheel holding the
-        daemon, the client and the `loopwarden` console script."""
+    def test_context_builds_both_distributions(self, tmp_path: Path) -> None:
+        """`pip wheel` on exactly the files Docker would send builds the client wheel (the client,
+        the stubs and the `loopwarden` console script, no daemon) and the daemon wheel (the daemon,
+        its subcommands as entry points, no client code)."""
         context = tmp_path / "context"
         for relative in build_context_files():
             target = context / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / relative, target)
+            shutil.copy2(REPO / relative, target, follow_symlinks=True)
         out = tmp_path / "wheels"
-        run([venv_script("pip"), "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(out), str(context)],
-            timeout=300)
-        (wheel,) = out.glob("loopwarden-*.whl")
-        with zipfile.ZipFile(wheel) as archive:
+        for distribution in ("client/python", "server"):
+            run([venv_script("pip"), "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(out),
+                 str(context / distribution)], timeout=300)
+        (client_wheel,) = out.glob("loopwarden_client-*.whl")
+        (daemon_wheel,) = out.glob("loopwarden-*.whl")
+        with zipfile.ZipFile(client_wheel) as archive:
             names = set(archive.namelist())
             entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
-        assert "loopwarden/cli.py" in names
-        assert "loopwarden/v1/loopwarden_pb2.py" in names
-        assert any(n.startswith("loopwarden_server/") for n in names)
+        assert {"loopwarden/cli.py", "loopwarden/v1/loopwarden_pb2.py", "loopwarden/py.typed"} <= names
+        assert not any(n.startswith("loopwarden_server/") for n in names)
+        assert any(n.endswith("/licenses/LICENSE") for n in names)
         assert re.search(r"^loopwarden = loopwarden\.cli:main$", entry_points, re.MULTILINE)
+        with zipfile.ZipFile(daemon_wheel) as archive:
+            names = set(archive.namelist())
+            entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
+        assert {"loopwarden_server/app.py", "loopwarden_server/config/default.json5"} <= names
+        assert not any(n.startswith("loopwarden/") for n in names)
+        assert re.search(r"^serve = loopwarden_server\.cli:add_serve$", entry_points, re.MULTILINE)
 
 
-@pytest.mark.parametrize("relative", ["server/loopwarden_server/__init__.py", "pyproject.toml", "client/loopwarden/cli.py"])
+@pytest.mark.parametrize("relative", ["server/loopwarden_server/__init__.py", "server/pyproject.toml",
+                                      "client/python/loopwarden/cli.py", "client/python/pyproject.toml", "LICENSE"])
 def test_dockerignore_keeps_sources(relative: str) -> None:
     assert in_build_context(relative, dockerignore_rules())
 
 
 @pytest.mark.parametrize("relative", [".venv/bin/python", "tests/deploy/test_dockerfile.py", "helm/loopwarden/Chart.yaml",
+                                      "client/node/src/index.js", "client/go/go.mod",
                                       "server/loopwarden_server/__pycache__/app.cpython-311.pyc", ".git/HEAD"])
 def test_dockerignore_drops_the_rest(relative: str) -> None:
     assert not in_build_context(relative, dockerignore_rules())

@@ -1,6 +1,6 @@
 // @ts-check
 // guardTool, inspect and the failure modes against the real daemon: the semantics of the
-// Python ToolGuard (client/loopwarden/runner.py).
+// Python ToolGuard (client/python/loopwarden/runner.py).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';

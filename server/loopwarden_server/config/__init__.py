@@ -2,6 +2,7 @@
 from loopwarden_server.config.loader import (
     ConfigError,
     default_config_text,
+    load_config_bytes,
     load_config_file,
     load_config_text,
     load_default_config,
@@ -12,6 +13,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "default_config_text",
+    "load_config_bytes",
     "load_config_file",
     "load_config_text",
     "load_default_config",

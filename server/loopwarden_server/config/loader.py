@@ -60,6 +60,11 @@ def load_config_file(path: str | os.PathLike[str]) -> Config:
     source = os.fspath(path)
     with open(source, "rb") as handle:
         raw = handle.read()
+    return load_config_bytes(raw, source)
+
+
+def load_config_bytes(raw: bytes, source: str) -> Config:
+    """A config file's bytes: what `check-config`, the daemon's start and every reload all parse."""
     try:
         # utf-8-sig: editors on Windows like to add a BOM, which is not a reason to refuse a file.
         text = raw.decode("utf-8-sig")
@@ -208,10 +213,6 @@ _LOOP_DETECTION_SCHEMA: Schema = {
     "postCompactionGuard": ("post_compaction_guard", _block_parser(_GUARD_SCHEMA, GuardBlock)),
 }
 
-# The `loopwarden` block holds the daemon's own settings, kept out of `tools.loopDetection` so that
-# block stays exactly the documented schema. A new setting is one row here plus whatever object
-# consumes its attribute in `_build_config` (per-agent settings would get their own reader of
-# `agents.list[i].loopwarden`, mirroring `_agent_blocks`).
 _RUN_WIDE_SCHEMA: Schema = {
     "enabled": ("enabled", _boolean),
     "threshold": ("threshold", _positive_int(MAX_THRESHOLD)),
@@ -224,6 +225,10 @@ _EXTENSIONS_SCHEMA: Schema = {
     "shadowMode": ("shadow_mode", _boolean),
 }
 
+# The `loopwarden` block holds the daemon's own settings, kept out of `tools.loopDetection` so that
+# block stays exactly the documented schema: the tool catalog (global only) and the extensions
+# (global, and per agent in `agents.list[i].loopwarden`). A new setting is one row here plus
+# whatever object consumes its attribute in `_build_config`.
 _LOOPWARDEN_SCHEMA: Schema = {
     "providerSendTools": ("provider_send_tools", _tool_names),
     "extraPollTools": ("extra_poll_tools", _tool_names),

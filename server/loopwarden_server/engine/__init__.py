@@ -6,7 +6,8 @@ No gRPC, protobuf, Prometheus, clock or I/O here (a test enforces it). The one e
 from .evaluate import evaluate, new_run_state
 from .events import CompactionRetry, Event, RunEnd, ToolCall, ToolOutcome
 from .settings import DEFAULT_TOOL_CATALOG, LoopDetectionSettings, ToolCatalog
-from .state import GuardWindow, History, Record, RunState
+from .compaction_guard import GuardWindow
+from .state import History, Record, RunState
 from .toolnames import normalize_tool_name
 from .verdicts import Action, Detector, ErrorCode, Level, Verdict
 

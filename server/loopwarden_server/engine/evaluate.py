@@ -5,20 +5,18 @@ resolves the settings for the run's agent, and validates the envelope (run id, s
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from typing import Any
 
-from .detectors import detect
+from . import compaction_guard
+from .detectors import detect, run_wide
 from .events import CompactionRetry, Event, RunEnd, ToolCall, ToolOutcome
 from .fingerprints import args_digest, is_known_poll, outcome_fingerprint
 from .jsonvalues import JsonDecodeError, JsonTooDeep, decode_json
 from .settings import DEFAULT_TOOL_CATALOG, LoopDetectionSettings, ToolCatalog
-from .state import (
-    MAX_ANNOUNCED_KEYS, MAX_SEEN_TRIPLES, PENDING, GuardWindow, History, RunState, args_hash_text,
-)
+from .state import MAX_ANNOUNCED_KEYS, PENDING, History, RunState
 from .toolnames import normalize_tool_name
-from .verdicts import ALLOW, Action, Detector, ErrorCode, Level, Verdict, reject
+from .verdicts import ALLOW, Action, ErrorCode, Level, Verdict, reject
 
 
 class _InvalidEvent(Exception):
@@ -71,7 +69,7 @@ def evaluate(
         if isinstance(event, ToolOutcome):
             return _on_tool_outcome(state, event, settings, catalog, max_json_depth)
         if isinstance(event, CompactionRetry):
-            return _on_compaction_retry(state, settings)
+            return _still_aborted(state) or compaction_guard.arm(state, settings)
         if isinstance(event, RunEnd):
             return ALLOW
     except _InvalidEvent as invalid:
@@ -92,7 +90,7 @@ def _gate(state: RunState, settings: LoopDetectionSettings, tool_name: str) -> V
     if aborted is not None:
         return aborted
     if not settings.recording_on:
-        return Verdict(Action.ALLOW, tool_name=tool_name)
+        return Verdict(action=Action.ALLOW, tool_name=tool_name)
     state.resize(settings.history_size)
     return None
 
@@ -117,9 +115,10 @@ def _on_tool_call(
         state.blocks += 1
         seqs, call_ids = _evidence(history, detection.evidence)
         verdict = Verdict(
-            Action.BLOCK, detection.detector, detection.level, detection.count,
-            detection.message, detection.warning_key, True, detection.paired_tool_name,
-            tool_name=tool_name, evidence_seqs=seqs, evidence_call_ids=call_ids,
+            action=Action.BLOCK, detector=detection.detector, level=detection.level, count=detection.count,
+            message=detection.message, warning_key=detection.warning_key, announce=True,
+            paired_tool_name=detection.paired_tool_name, tool_name=tool_name,
+            evidence_seqs=seqs, evidence_call_ids=call_ids,
         )
         if settings.abort_after_blocks and state.blocks >= settings.abort_after_blocks:
             verdict = _escalate(verdict, state.blocks)
@@ -134,14 +133,15 @@ def _on_tool_call(
 
     if detection is None:
         history.append(event.seq, tool_name, call_digest, event.tool_call_id)
-        return Verdict(Action.ALLOW, tool_name=tool_name)
+        return Verdict(action=Action.ALLOW, tool_name=tool_name)
     seqs, call_ids = _evidence(history, detection.evidence)
     history.append(event.seq, tool_name, call_digest, event.tool_call_id)
     return Verdict(
-        Action.WARN, detection.detector, detection.level, detection.count,
-        detection.message, detection.warning_key,
-        _announce(state, detection.warning_key, detection.count),
-        detection.paired_tool_name, tool_name=tool_name, evidence_seqs=seqs, evidence_call_ids=call_ids,
+        action=Action.WARN, detector=detection.detector, level=detection.level, count=detection.count,
+        message=detection.message, warning_key=detection.warning_key,
+        announce=_announce(state, detection.warning_key, detection.count),
+        paired_tool_name=detection.paired_tool_name, tool_name=tool_name,
+        evidence_seqs=seqs, evidence_call_ids=call_ids,
     )
 
 
@@ -199,50 +199,20 @@ def _on_tool_outcome(
         tool_name, params, result, event.error, catalog, has_result=has_result
     )
     if fingerprint.status == PENDING:
-        return Verdict(Action.ALLOW, tool_name=tool_name)
+        return Verdict(action=Action.ALLOW, tool_name=tool_name)
     call_digest = args_digest(tool_name, params)
     _record_outcome(state.history, event, tool_name, call_digest, fingerprint.status, fingerprint.digest,
                     fingerprint.unknown_tool_name)
     if settings.run_wide_breaker_threshold:
-        _track_triple(state, tool_name, call_digest, fingerprint.status, fingerprint.digest)
-
-    guard = state.guard
-    if guard is not None:
-        guard.observe((tool_name, call_digest, fingerprint.status, fingerprint.digest), event.seq)
-        if guard.used_up:
-            state.guard = None
-            if guard.all_identical:
-                abort = Verdict(
-                    Action.ABORT, Detector.POST_COMPACTION_GUARD, Level.CRITICAL,
-                    guard.observed,
-                    f"Run aborted: after compaction, {tool_name} was called {guard.observed} "
-                    "times with the same arguments and returned the same result each time, so "
-                    "compaction did not break the loop (compaction_loop_persisted).",
-                    f"compaction:{tool_name}:{args_hash_text(tool_name, call_digest)}:{fingerprint.result_hash}",
-                    True, error_code=ErrorCode.COMPACTION_LOOP_PERSISTED.value,
-                    tool_name=tool_name, evidence_seqs=tuple(guard.seqs),
-                )
-                if settings.shadow:
-                    return _shadowed(abort)
-                state.abort = abort
-                return abort
-    return Verdict(Action.ALLOW, tool_name=tool_name)
-
-
-def _track_triple(state: RunState, tool_name: str, call_digest: bytes, status: int, result_digest: bytes) -> None:
-    # A stable key (not hash(), which is salted per process) so snapshots stay meaningful.
-    key = int.from_bytes(hashlib.blake2b(
-        tool_name.encode("utf-8", "surrogatepass") + call_digest + bytes((status,)) + result_digest,
-        digest_size=8).digest(), "big")
-    seen = state.seen_triples
-    if seen is None:
-        seen = state.seen_triples = set()
-    if key in seen:
-        state.no_new_streak += 1
-        return
-    state.no_new_streak = 0
-    if len(seen) < MAX_SEEN_TRIPLES:
-        seen.add(key)
+        run_wide.track_outcome(state, tool_name, call_digest, fingerprint.status, fingerprint.digest)
+    abort = compaction_guard.observe_outcome(state, tool_name, call_digest, fingerprint.status, fingerprint.digest,
+                                             fingerprint.result_hash, event.seq)
+    if abort is not None:
+        if settings.shadow:
+            return _shadowed(abort)
+        state.abort = abort
+        return abort
+    return Verdict(action=Action.ALLOW, tool_name=tool_name)
 
 
 def _record_outcome(
@@ -264,16 +234,3 @@ def _record_outcome(
         history.set_result(index, status, result_digest, unknown_tool_name)
         return
     history.append(event.seq, tool_name, call_digest, call_id, status, result_digest, unknown_tool_name)
-
-
-def _on_compaction_retry(state: RunState, settings: LoopDetectionSettings) -> Verdict:
-    aborted = _still_aborted(state)
-    if aborted is not None:
-        return aborted
-    if not settings.compaction_guard_on:
-        return replace(
-            ALLOW, message="post-compaction guard is off (tools.loopDetection.enabled is false)"
-        )
-    window = settings.compaction_window_size
-    state.guard = GuardWindow(window)
-    return Verdict(Action.ALLOW, message=f"post-compaction guard armed for {window} attempts")

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .jsonvalues import digest_bytes as digest
+from .jsonvalues import digest_bytes
 from .settings import ToolCatalog
 from .state import ERROR, PENDING, RESULT, result_hash_text
 
@@ -82,7 +82,7 @@ def args_digest(tool_name: str, params: Any) -> bytes:
     """sha256 of the canonical params (plan shape for update_plan); with the tool name, the call."""
     if tool_name == "update_plan":
         params = plan_shape(params)
-    return digest(params)
+    return digest_bytes(params)
 
 
 def args_hash(tool_name: str, params: Any) -> str:
@@ -132,19 +132,19 @@ def _exec_hash(details: dict, text: str) -> bytes | None:
     if not isinstance(status, str):
         return None
     if status == "running":
-        return digest({"status": status, "tail": _str_or_none(details.get("tail")) or ""})
+        return digest_bytes({"status": status, "tail": _str_or_none(details.get("tail")) or ""})
     if status in ("completed", "failed"):
         exit_code = details.get("exitCode")
         aggregated = details.get("aggregated")
         output = aggregated.strip() if isinstance(aggregated, str) else ""
-        return digest({
+        return digest_bytes({
             "status": status,
             "exitCode": exit_code if isinstance(exit_code, (int, float)) and not isinstance(exit_code, bool) else None,
             "timedOut": details.get("timedOut") is True,
             "output": output or text,
         })
     if status in ("approval-pending", "approval-unavailable"):
-        return digest({
+        return digest_bytes({
             "status": status,
             "reason": _str_or_none(details.get("reason")),
             "host": _str_or_none(details.get("host")),
@@ -156,7 +156,7 @@ def _exec_hash(details: dict, text: str) -> bytes | None:
 
 def _process_hash(action: str, details: dict, text: str) -> bytes:
     if action == "poll":
-        return digest({
+        return digest_bytes({
             "action": action,
             "status": details.get("status"),
             "exitCode": details.get("exitCode"),
@@ -164,7 +164,7 @@ def _process_hash(action: str, details: dict, text: str) -> bytes:
             "aggregated": details.get("aggregated"),
             "text": text,
         })
-    return digest({
+    return digest_bytes({
         "action": action,
         "status": details.get("status"),
         "totalLines": details.get("totalLines"),
@@ -226,11 +226,11 @@ def outcome_fingerprint(
 ) -> OutcomeFingerprint:
     """Hash what a call returned, in the order of spec section 4."""
     if error is not None:
-        return OutcomeFingerprint(ERROR, digest(error), unknown_tool_name(error))
+        return OutcomeFingerprint(ERROR, digest_bytes(error), unknown_tool_name(error))
     if not has_result:
         return NO_OUTCOME
     if not isinstance(result, dict):
-        return OutcomeFingerprint(RESULT, digest(result))
+        return OutcomeFingerprint(RESULT, digest_bytes(result))
 
     raw_details = result.get("details")
     details = raw_details if isinstance(raw_details, dict) else {}
@@ -248,7 +248,7 @@ def outcome_fingerprint(
         if action in _POLL_ACTIONS:
             return OutcomeFingerprint(RESULT, _process_hash(action, details, text))
     if _is_send(tool_name, params, catalog):
-        return OutcomeFingerprint(RESULT, digest(strip_volatile_send_ids(details)))
+        return OutcomeFingerprint(RESULT, digest_bytes(strip_volatile_send_ids(details)))
     if tool_name == "update_plan":
-        return OutcomeFingerprint(RESULT, digest({"details": plan_shape(details), "text": ""}))
-    return OutcomeFingerprint(RESULT, digest({"details": details, "text": text}))
+        return OutcomeFingerprint(RESULT, digest_bytes({"details": plan_shape(details), "text": ""}))
+    return OutcomeFingerprint(RESULT, digest_bytes({"details": details, "text": text}))

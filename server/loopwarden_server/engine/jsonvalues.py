@@ -106,8 +106,3 @@ def canonical_json(value: Any) -> str:
 def digest_bytes(value: Any) -> bytes:
     """The 32-byte sha256 of the canonical JSON of a value."""
     return _sha256(canonical_bytes(value)).digest()
-
-
-def digest(value: Any) -> str:
-    """sha256 hex of the canonical JSON of a value."""
-    return _sha256(canonical_bytes(value)).hexdigest()

@@ -19,8 +19,12 @@ import sys
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .verdicts import Verdict
+
+if TYPE_CHECKING:
+    from .compaction_guard import GuardWindow
 
 # A run that warns on ever-new patterns must not grow without bound.
 MAX_ANNOUNCED_KEYS = 512
@@ -151,46 +155,19 @@ class History:
 
 
 @dataclass(slots=True)
-class GuardWindow:
-    """An armed post-compaction guard: N slots, each filled by one observed outcome triple."""
-
-    window_size: int
-    observed: int = 0
-    first_triple: tuple | None = None
-    all_identical: bool = True
-    seqs: list[int] = field(default_factory=list)  # the observed outcomes, for the evidence
-
-    def observe(self, triple: tuple, seq: int = 0) -> None:
-        if self.first_triple is None:
-            self.first_triple = triple
-        elif triple != self.first_triple:
-            self.all_identical = False
-        self.observed += 1
-        self.seqs.append(seq)
-
-    @property
-    def used_up(self) -> bool:
-        return self.observed >= self.window_size
-
-
-@dataclass(slots=True)
 class RunState:
     """Everything the engine remembers about one run. Mutated in place by `evaluate`."""
 
     history: History = field(default_factory=lambda: History(30))
     # warning key -> highest decade of count already announced (count // 10)
     announced: dict[str, int] | None = None
-    guard: GuardWindow | None = None
+    guard: GuardWindow | None = None  # an armed post-compaction guard
     abort: Verdict | None = None
     blocks: int = 0
     # Run-wide breaker (extension): 64-bit keys of every (tool, args, result) triple seen in the
     # run, and how many completed calls in a row brought none new. Only kept while it is on.
     seen_triples: set[int] | None = None
     no_new_streak: int = 0
-
-    @property
-    def history_size(self) -> int:
-        return self.history.capacity
 
     @property
     def records(self) -> list[Record]:

@@ -52,7 +52,7 @@ class ErrorCode(str, enum.Enum):
 
 # NOTE: not frozen: a frozen dataclass's __init__ goes through object.__setattr__ per field, which
 # costs microseconds on the per-event path. Instances are never mutated after construction.
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Verdict:
     action: Action
     detector: Detector = Detector.NONE
@@ -72,14 +72,16 @@ class Verdict:
     evidence_call_ids: tuple[str, ...] = ()
     # Shadow mode: `action` is what the runner does (ALLOW/WARN); this is what would have been enforced.
     shadow_action: Action | None = None
+    # A compaction retry armed the post-compaction guard (logged by the service).
+    guard_armed: bool = False
 
     @property
     def loop_started_seq(self) -> int:
         return self.evidence_seqs[0] if self.evidence_seqs else 0
 
 
-ALLOW = Verdict(Action.ALLOW)
+ALLOW = Verdict(action=Action.ALLOW)
 
 
 def reject(code: ErrorCode, message: str) -> Verdict:
-    return Verdict(Action.REJECT, error_code=code.value, message=message)
+    return Verdict(action=Action.REJECT, error_code=code.value, message=message)

@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopwarden.replay import FORMATS, Observed, ReplayTally, RunTally, TraceEvent, open_text, read_trace
+
 from ..config import Config
 from ..engine import LoopDetectionSettings
-from .offline import Observed, OfflineEngine, quiet_daemon_logs
-from .tally import ReplayTally, RunTally
-from .traces import FORMATS, TraceEvent, open_text, read_trace
+from .offline import OfflineEngine, quiet_daemon_logs
 
 MANIFEST_FORMAT = "loopwarden-labelled-set/1"
 LABELS = ("good", "looping")

@@ -1,20 +1,20 @@
 """Offline replay: the daemon's own service layer in-process, so verdicts are exactly the daemon's.
 
-No gRPC and no daemon: event dicts are converted the way the transport converts protobuf events
-(`transport.convert.event_input` after `loopwarden._wire.event_from_dict`), then handed to a
+No gRPC and no daemon: event dicts are read by the same parser the client uses
+(`loopwarden.eventformat.parse_event`) into the service inputs the transport builds, then handed to a
 `LoopwardenService` built like the composition root builds it, with a store that never evicts or
 expires a run (a replay is not a memory-bounded server) and a private metrics registry.
 """
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from loopwarden.eventformat import EventKind, EventRecord, parse_event
+from loopwarden.replay import Observed
 from prometheus_client import CollectorRegistry
 
 from ..config import Config
@@ -24,65 +24,29 @@ from ..service import EventInput, LoopwardenService
 from ..settings import Limits
 from ..store import RunStore
 
-_MISSING: Any = object()
-
-
-@dataclass(frozen=True, slots=True)
-class Observed:
-    """A verdict as replay reports see it, whichever side (daemon or in-process) produced it.
-
-    Plain strings: `action` is "allow" … "reject", `detector` and `level` are "" when none matched.
-    `shadow_action` is what shadow mode would have enforced ("" when not in shadow mode).
-    """
-
-    seq: int
-    run_id: str
-    action: str
-    detector: str = ""
-    level: str = ""
-    count: int = 0
-    message: str = ""
-    error_code: str = ""
-    tool_name: str = ""
-    shadow_action: str = ""
-
-    @property
-    def enforced_action(self) -> str:
-        """The action the settings would enforce: the shadow action when shadow mode withheld it."""
-        return self.shadow_action or self.action
-
-
-def _params_text(data: Mapping[str, Any]) -> str:
-    params_json = data.get("params_json")
-    if params_json is not None:
-        return params_json
-    params = data.get("params")
-    return "" if params is None else json.dumps(params, default=str)
-
 
 def event_input(data: Mapping[str, Any]) -> EventInput:
-    """One event dict (our JSONL event format) as the service input the daemon would build from it."""
-    kind = data.get("kind")
-    seq = int(data.get("seq", 0))
+    """One event dict (loopwarden.eventformat) as the service input the daemon would build from it.
+
+    EventFormatError (a ValueError) names the field when the dict is not of the format."""
+    return event_input_from_record(parse_event(data))
+
+
+def event_input_from_record(record: EventRecord) -> EventInput:
+    kind = record.kind
     payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd | None
-    if kind == "tool_call":
-        payload = ToolCall(data.get("tool_name", ""), _params_text(data), data.get("tool_call_id", ""), seq)
-    elif kind == "tool_outcome":
-        error = data.get("error")
-        result_json = None
-        if error is None:
-            result_json = data.get("result_json")
-            if result_json is None and (result := data.get("result", _MISSING)) is not _MISSING:
-                result_json = json.dumps(result, default=str)
-        payload = ToolOutcome(data.get("tool_name", ""), _params_text(data), data.get("tool_call_id", ""),
-                              result_json, error, seq)
-    elif kind == "compaction_retry":
-        payload = CompactionRetry(seq)
-    elif kind == "run_end":
-        payload = RunEnd(seq)
+    if kind is EventKind.TOOL_CALL:
+        payload = ToolCall(record.tool_name, record.params_json, record.tool_call_id, record.seq)
+    elif kind is EventKind.TOOL_OUTCOME:
+        payload = ToolOutcome(record.tool_name, record.params_json, record.tool_call_id,
+                              record.result_json, record.error, record.seq)
+    elif kind is EventKind.COMPACTION_RETRY:
+        payload = CompactionRetry(record.seq)
+    elif kind is EventKind.RUN_END:
+        payload = RunEnd(record.seq)
     else:
         payload = None
-    return EventInput(data.get("run_id", ""), payload, data.get("agent_id", ""), data.get("session_id", ""), seq)
+    return EventInput(record.run_id, payload, record.agent_id, record.session_id, record.seq)
 
 
 def _text(value: Any) -> str:
@@ -126,3 +90,8 @@ def quiet_daemon_logs() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(previous)
+
+
+def silence_decision_logs() -> None:
+    """For a process that only replays: no decision log lines on stderr."""
+    logging.getLogger("loopwarden").setLevel(logging.CRITICAL + 1)

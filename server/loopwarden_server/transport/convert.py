@@ -6,8 +6,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from ..engine import (
     Action, CompactionRetry, Detector, Level, LoopDetectionSettings, RunEnd, ToolCall, ToolOutcome, Verdict,
 )
-from ..service import Decision, EventInput
-from ..store import RunEntry
+from ..service import Decision, EventInput, RunView
 
 _ACTION = {
     Action.ALLOW: pb.ACTION_ALLOW, Action.WARN: pb.ACTION_WARN, Action.BLOCK: pb.ACTION_BLOCK,
@@ -88,23 +87,21 @@ def effective_config(settings: LoopDetectionSettings) -> pb.EffectiveConfig:
     return message
 
 
-def inspect_response(entry: RunEntry, settings: LoopDetectionSettings) -> pb.InspectRunResponse:
-    state = entry.state
-    guard = state.guard
+def inspect_response(view: RunView) -> pb.InspectRunResponse:
     return pb.InspectRunResponse(
-        run_id=entry.run_id,
-        agent_id=entry.agent_id,
+        run_id=view.run_id,
+        agent_id=view.agent_id,
         records=[
             pb.RunRecord(seq=r.seq, tool_name=r.tool_name, args_hash=r.args_hash, tool_call_id=r.tool_call_id,
                          result_hash=r.result_hash or "", unknown_tool_name=r.unknown_tool_name or "")
-            for r in state.records
+            for r in view.records
         ],
-        guard=pb.GuardState(armed=guard is not None, window_size=guard.window_size if guard else 0,
-                            observed=guard.observed if guard else 0),
-        blocks=state.blocks,
-        aborted=state.abort is not None,
-        abort_error_code=state.abort.error_code if state.abort else "",
-        effective_config=effective_config(settings),
-        events_evaluated=entry.events_evaluated,
-        recent_verdicts=[verdict_message(decision) for decision in entry.recent or ()],
+        guard=pb.GuardState(armed=view.guard_armed, window_size=view.guard_window_size,
+                            observed=view.guard_observed),
+        blocks=view.blocks,
+        aborted=view.aborted,
+        abort_error_code=view.abort_error_code,
+        effective_config=effective_config(view.settings),
+        events_evaluated=view.events_evaluated,
+        recent_verdicts=[verdict_message(decision) for decision in view.recent_decisions],
     )

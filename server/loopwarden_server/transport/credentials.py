@@ -8,57 +8,21 @@ that cannot be read or parsed keeps the previous material in force and is logged
 from __future__ import annotations
 
 import logging
-import os
-import threading
 import time
 from collections.abc import Callable
 
 import grpc
+
+from ..filewatch import FileWatch
 
 log = logging.getLogger("loopwarden.security")
 
 CHECK_INTERVAL_SECONDS = 1.0
 
 
-def _stat_key(paths: tuple[str, ...]) -> tuple:
-    key = []
-    for path in paths:
-        info = os.stat(path)  # follows symlinks: a Secret update swaps the target
-        key.append((info.st_ino, info.st_mtime_ns, info.st_size))
-    return tuple(key)
-
-
 def _read(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
-
-
-class _WatchedFiles:
-    """Files whose content is reloaded when their stat changes, checked at most once per interval."""
-
-    def __init__(self, paths: tuple[str, ...], clock: Callable[[], float], interval: float) -> None:
-        self._paths = paths
-        self._clock = clock
-        self._interval = interval
-        self._lock = threading.Lock()
-        self._next_check = clock() + interval
-        self._key = _stat_key(paths)
-
-    def changed(self) -> bool:
-        """True once per change (the caller then reloads); cheap and rate-limited otherwise."""
-        now = self._clock()
-        with self._lock:
-            if now < self._next_check:
-                return False
-            self._next_check = now + self._interval
-            try:
-                key = _stat_key(self._paths)
-            except OSError:
-                return False  # mid-swap or removed: keep what we have, look again later
-            if key == self._key:
-                return False
-            self._key = key
-            return True
 
 
 class RotatingServerCertificates:
@@ -69,7 +33,7 @@ class RotatingServerCertificates:
         self._cert, self._key, self._client_ca = cert, key, client_ca
         paths = tuple(p for p in (cert, key, client_ca) if p)
         self._initial = self._load()  # raises OSError/ValueError: the daemon must not start without them
-        self._watch = _WatchedFiles(paths, clock, interval)
+        self._watch = FileWatch(paths, clock=clock, interval=interval)
 
     def _load(self) -> grpc.ServerCertificateConfiguration:
         client_ca = _read(self._client_ca) if self._client_ca else None
@@ -81,10 +45,17 @@ class RotatingServerCertificates:
             return None
         try:
             configuration = self._load()
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            # Mid-rotation or unreadable: tried again at the next check.
+            log.error("TLS files changed but cannot be read; the previous certificates stay in force",
+                      extra={"error": str(exc)})
+            return None
+        except ValueError as exc:
+            self._watch.loaded()  # refused for its content: wait for the next change
             log.error("TLS files changed but cannot be loaded; the previous certificates stay in force",
                       extra={"error": str(exc)})
             return None
+        self._watch.loaded()
         log.info("TLS certificates reloaded", extra={"cert": self._cert})
         return configuration
 
@@ -102,7 +73,7 @@ class TokenFile:
         self._token = self._load()
         if not self._token:
             raise ValueError(f"{path} is empty")
-        self._watch = _WatchedFiles((path,), clock, interval)
+        self._watch = FileWatch((path,), clock=clock, interval=interval)
 
     def _load(self) -> bytes:
         return _read(self._path).decode("utf-8", "replace").strip().encode()
@@ -112,8 +83,9 @@ class TokenFile:
             try:
                 token = self._load()
             except OSError as exc:
-                token = b""
                 log.error("token file changed but cannot be read", extra={"error": str(exc)})
+                return self._token  # tried again at the next check
+            self._watch.loaded()
             if token:
                 self._token = token
                 log.info("bearer token reloaded", extra={"token_file": self._path})

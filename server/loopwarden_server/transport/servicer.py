@@ -13,6 +13,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
 from ..engine import ErrorCode
+from ..lifecycle import Lifecycle
 from ..metrics import Metrics
 from ..service import LoopwardenService
 from . import convert
@@ -27,14 +28,6 @@ STREAM_FAILURES = {
     "missing_event": (grpc.StatusCode.INVALID_ARGUMENT, "event is required"),
     "too_many_streams": (grpc.StatusCode.RESOURCE_EXHAUSTED, "too many open Evaluate streams (limit {limit})"),
 }
-
-
-class Lifecycle:
-    """Shared by the servicer and the app: whether new RPCs are still welcome."""
-
-    def __init__(self) -> None:
-        self.draining = False
-        self.active_streams = 0
 
 
 async def _fail(context: grpc.aio.ServicerContext, failure: str, **fields: str) -> None:
@@ -87,7 +80,7 @@ class LoopDetectionServicer(pb_grpc.LoopDetectionServiceServicer):
         run_id = request.run_id.strip()
         if not run_id:
             await _fail(context, "missing_run_id")
-        entry = self._service.store.get(run_id)
-        if entry is None:
+        view = self._service.inspect(run_id)
+        if view is None:
             await _fail(context, "unknown_run", run_id=run_id)
-        return convert.inspect_response(entry, self._service.settings_for_run(entry))
+        return convert.inspect_response(view)

@@ -1,0 +1,102 @@
+"""Conversions between the client's plain types and the generated protobuf messages."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+
+from .eventformat import EventKind, EventRecord, json_text, parse_event
+from .types import Action, RunInspection, RunRecord, Verdict
+from .v1 import loopwarden_pb2 as pb
+
+MISSING: Any = object()
+
+_ACTIONS = {pb.ACTION_ALLOW: Action.ALLOW, pb.ACTION_WARN: Action.WARN, pb.ACTION_BLOCK: Action.BLOCK,
+            pb.ACTION_ABORT: Action.ABORT, pb.ACTION_REJECT: Action.REJECT}
+
+
+def _params_text(params: Any, params_json: str | None) -> str:
+    if params_json is not None:
+        return params_json
+    return "" if params is None else json_text(params)
+
+
+def tool_call_event(run_id: str, tool_name: str, params: Any = None, *, params_json: str | None = None,
+                    tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
+                    tool_call=pb.ToolCall(tool_name=tool_name, tool_call_id=tool_call_id,
+                                          params_json=_params_text(params, params_json)))
+
+
+def tool_outcome_event(run_id: str, tool_name: str, params: Any = None, *, result: Any = MISSING,
+                       result_json: str | None = None, error: str | None = None, params_json: str | None = None,
+                       tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
+    outcome = pb.ToolOutcome(tool_name=tool_name, tool_call_id=tool_call_id,
+                             params_json=_params_text(params, params_json))
+    if error is not None:
+        outcome.error = error
+    elif result_json is not None:
+        outcome.result_json = result_json
+    elif result is not MISSING:
+        outcome.result_json = json_text(result)
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq, tool_outcome=outcome)
+
+
+def compaction_retry_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
+                    compaction_retry=pb.CompactionRetry())
+
+
+def run_end_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq, run_end=pb.RunEnd())
+
+
+def event_from_record(record: EventRecord) -> pb.Event:
+    common = {"agent_id": record.agent_id, "session_id": record.session_id, "seq": record.seq}
+    if record.kind is EventKind.TOOL_CALL:
+        return tool_call_event(record.run_id, record.tool_name, params_json=record.params_json,
+                               tool_call_id=record.tool_call_id, **common)
+    if record.kind is EventKind.TOOL_OUTCOME:
+        return tool_outcome_event(record.run_id, record.tool_name, params_json=record.params_json,
+                                  result_json=record.result_json, error=record.error,
+                                  tool_call_id=record.tool_call_id, **common)
+    if record.kind is EventKind.COMPACTION_RETRY:
+        return compaction_retry_event(record.run_id, **common)
+    if record.kind is EventKind.RUN_END:
+        return run_end_event(record.run_id, **common)
+    return pb.Event(run_id=record.run_id, **common)  # no kind: the daemon answers REJECT
+
+
+def event_from_dict(data: Mapping[str, Any]) -> pb.Event:
+    """One event of our dict/JSONL format (see loopwarden.eventformat) as an Event."""
+    return event_from_record(parse_event(data))
+
+
+def verdict_from_message(message: pb.Verdict) -> Verdict:
+    detector = pb.Detector.Name(message.detector).removeprefix("DETECTOR_").lower()
+    level = pb.Level.Name(message.level).removeprefix("LEVEL_").lower()
+    return Verdict(
+        seq=message.seq, run_id=message.run_id, action=_ACTIONS[message.action],
+        detector="" if detector == "unspecified" else detector, level="" if level == "unspecified" else level,
+        count=message.count, message=message.message, warning_key=message.warning_key, announce=message.announce,
+        paired_tool_name=message.paired_tool_name, error_code=message.error_code, tool_name=message.tool_name,
+        decision_id=message.decision_id, evidence_seqs=tuple(message.evidence.seqs),
+        evidence_call_ids=tuple(message.evidence.tool_call_ids), loop_started_seq=message.evidence.loop_started_seq,
+        shadow=message.shadow, shadow_action=_ACTIONS[message.shadow_action] if message.shadow else None,
+    )
+
+
+def inspection_from_message(message: pb.InspectRunResponse) -> RunInspection:
+    return RunInspection(
+        run_id=message.run_id, agent_id=message.agent_id,
+        records=[RunRecord(r.seq, r.tool_name, r.args_hash, r.tool_call_id, r.result_hash, r.unknown_tool_name)
+                 for r in message.records],
+        guard_armed=message.guard.armed, guard_window_size=message.guard.window_size,
+        guard_observed=message.guard.observed, blocks=message.blocks, aborted=message.aborted,
+        abort_error_code=message.abort_error_code,
+        effective_config=MessageToDict(message.effective_config, preserving_proto_field_name=True,
+                                       always_print_fields_with_no_presence=True),
+        events_evaluated=message.events_evaluated,
+        recent_verdicts=[verdict_from_message(v) for v in message.recent_verdicts],
+    )

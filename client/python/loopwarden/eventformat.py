@@ -1,0 +1,134 @@
+"""The event format shared by every reader of events: JSONL traces, replay, `check`, hooks.
+
+One event is a JSON object (a dict in Python):
+
+    {"run_id": "r1", "seq": 3, "kind": "tool_outcome", "tool_name": "read",
+     "tool_call_id": "c1", "params": {...} | "params_json": "...",
+     "result": ... | "result_json": "..." | "error": "...",
+     "agent_id": "...", "session_id": "..."}
+
+`parse_event` is the only parser of that format. It checks types and spells the event out as an
+`EventRecord` with JSON kept as text, exactly what the wire (and the engine) take, so the gRPC
+client and the daemon's in-process replay build their events from the same record.
+
+`EventKind` is the one place the event kinds are named.
+"""
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class EventKind(str, enum.Enum):
+    """The four events a runner sends (the `kind` oneof of loopwarden.v1.Event)."""
+
+    TOOL_CALL = "tool_call"
+    TOOL_OUTCOME = "tool_outcome"
+    COMPACTION_RETRY = "compaction_retry"
+    RUN_END = "run_end"
+
+
+EVENT_KINDS: tuple[str, ...] = tuple(kind.value for kind in EventKind)
+
+
+class EventFormatError(ValueError):
+    """An event dict that is not of the format; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One event, spelled out. `kind` is None when the dict named no kind we know: such an event
+    is still sent (the daemon answers it with REJECT missing_event_kind), and `raw_kind` keeps what
+    it said so a tool can report it."""
+
+    kind: EventKind | None
+    run_id: str = ""
+    seq: int = 0
+    agent_id: str = ""
+    session_id: str = ""
+    tool_name: str = ""
+    tool_call_id: str = ""
+    params_json: str = ""  # empty means {}
+    result_json: str | None = None  # tool_outcome: at most one of result_json / error
+    error: str | None = None
+    raw_kind: str = ""
+
+
+def json_text(value: Any) -> str:
+    """A JSON value as compact text (non-JSON values, e.g. datetimes, as their str)."""
+    return json.dumps(value, default=str)
+
+
+def _string(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise EventFormatError(f"{key} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _optional_string(data: Mapping[str, Any], key: str) -> str | None:
+    return _string(data, key) if data.get(key) is not None else None
+
+
+def _seq(data: Mapping[str, Any]) -> int:
+    value = data.get("seq", 0)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EventFormatError(f"seq must be a non-negative integer, got {value!r}")
+    if not 0 <= value < 2**64:
+        raise EventFormatError(f"seq must be a non-negative 64-bit integer, got {value}")
+    return value
+
+
+def _params_json(data: Mapping[str, Any]) -> str:
+    text = _optional_string(data, "params_json")
+    if text is not None:
+        return text
+    params = data.get("params")
+    return "" if params is None else json_text(params)
+
+
+def parse_event(data: Mapping[str, Any]) -> EventRecord:
+    """One event dict as an EventRecord; EventFormatError names the field that is off."""
+    if not isinstance(data, Mapping):
+        raise EventFormatError(f"an event must be a JSON object, got {type(data).__name__}")
+    raw_kind = data.get("kind")
+    if raw_kind is not None and not isinstance(raw_kind, str):
+        raise EventFormatError(f"kind must be a string, got {type(raw_kind).__name__}")
+    try:
+        kind: EventKind | None = EventKind(raw_kind) if raw_kind else None
+    except ValueError:
+        kind = None
+    common = {
+        "run_id": _string(data, "run_id"), "seq": _seq(data),
+        "agent_id": _string(data, "agent_id"), "session_id": _string(data, "session_id"),
+        "raw_kind": raw_kind or "",
+    }
+    if kind is EventKind.TOOL_CALL:
+        return EventRecord(kind, tool_name=_string(data, "tool_name"), tool_call_id=_string(data, "tool_call_id"),
+                           params_json=_params_json(data), **common)
+    if kind is EventKind.TOOL_OUTCOME:
+        error = _optional_string(data, "error")
+        result_json = None
+        if error is None:
+            result_json = _optional_string(data, "result_json")
+            if result_json is None and "result" in data:
+                result_json = json_text(data["result"])
+        return EventRecord(kind, tool_name=_string(data, "tool_name"), tool_call_id=_string(data, "tool_call_id"),
+                           params_json=_params_json(data), result_json=result_json, error=error, **common)
+    return EventRecord(kind, **common)
+
+
+def describe_kind_problem(record: EventRecord) -> str:
+    """Why a record has no kind, in words for a person ("" when it has one)."""
+    if record.kind is not None:
+        return ""
+    if record.raw_kind:
+        return f"unknown event kind {record.raw_kind!r}: expected one of {', '.join(EVENT_KINDS)}"
+    return f"event has no kind: set one of {', '.join(EVENT_KINDS)}"

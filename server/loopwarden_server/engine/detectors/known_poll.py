@@ -1,0 +1,32 @@
+"""known_poll_no_progress: polling tools returning the same state (warns at W, blocks at C)."""
+from __future__ import annotations
+
+from ..settings import LoopDetectionSettings
+from ..verdicts import Detector, Level
+from .base import CallContext, Detection
+
+DETECTOR = Detector.KNOWN_POLL_NO_PROGRESS
+
+
+def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection | None:
+    if not context.known_poll or not settings.known_poll_no_progress:
+        return None
+    streak = context.counts.no_progress_streak
+    tool_name = context.tool_name
+    if streak >= settings.critical_threshold:
+        return Detection(
+            DETECTOR, Level.CRITICAL, streak,
+            f"Blocked: {tool_name} was polled {streak} times with the same arguments "
+            "and the state never changed, so this poll was not run. Stop polling and "
+            "report the process as stuck or failed.",
+            f"poll:{context.result_key}", evidence=context.streak_evidence(streak),
+        )
+    if streak >= settings.warning_threshold:
+        return Detection(
+            DETECTOR, Level.WARNING, streak,
+            f"Warning: {tool_name} was polled {streak} times with the same arguments "
+            "and the state has not changed. Wait longer between checks, or report the task "
+            "as failed if the process is stuck.",
+            f"poll:{context.result_key}", evidence=context.streak_evidence(streak),
+        )
+    return None

@@ -1,0 +1,145 @@
+"""The daemon's servers and their lifecycle: the gRPC port (with health and reflection), the
+plaintext health-only port, the metrics port; signals; and the graceful drain.
+
+Start order matters for state: every listener is bound before anything else happens, so a start
+that fails (busy port, bad TLS file) fails before the daemon has touched its stored state.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry, start_http_server
+
+log = logging.getLogger("loopwarden.daemon")
+
+
+class StartupError(RuntimeError):
+    """The daemon cannot start; the message says why."""
+
+
+class Lifecycle:
+    """Shared by the servicer and the drain: whether new RPCs are still welcome, and how many
+    Evaluate streams are open."""
+
+    def __init__(self) -> None:
+        self.draining = False
+        self.active_streams = 0
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class Listeners:
+    """Where the daemon listens: addresses as configured, ports as bound (0 = not listening)."""
+
+    grpc_address: str
+    metrics_address: str
+    health_address: str = ""
+
+
+class Servers:
+    """Builds, starts and stops the daemon's listeners."""
+
+    def __init__(self, *, listen: str, metrics_listen: str, health_listen: str | None,
+                 registry: CollectorRegistry, max_message_bytes: int, reflection_on: bool,
+                 interceptors: Sequence[grpc.aio.ServerInterceptor],
+                 credentials: grpc.ServerCredentials | None) -> None:
+        self._listen = listen
+        self._metrics_listen = metrics_listen
+        self._health_listen = health_listen
+        self._registry = registry
+        self._reflection_on = reflection_on
+        self.lifecycle = Lifecycle()
+        self.health = health.aio.HealthServicer()
+        self._credentials = credentials
+        self.grpc = grpc.aio.server(interceptors=list(interceptors), options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ])
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
+        self._health_server: grpc.aio.Server | None = None
+        self._httpd = None
+        self._service_names: list[str] = []
+
+    def add_service(self, full_name: str, register: Callable[[grpc.aio.Server], None]) -> None:
+        """Register one gRPC service (before `bind`); it is reported SERVING once started."""
+        register(self.grpc)
+        self._service_names.append(full_name)
+
+    def bind(self) -> Listeners:
+        """Bind every port; StartupError names the one that failed."""
+        if self._reflection_on:
+            reflection.enable_server_reflection(
+                (*self._service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                 reflection.SERVICE_NAME), self.grpc)
+        grpc_port = self._add_port(self.grpc, self._listen, self._credentials)
+        health_address = ""
+        if self._health_listen is not None:
+            # Kubernetes gRPC probes speak neither TLS nor tokens: a health-only plaintext port.
+            self._health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health_server)
+            port = self._add_port(self._health_server, self._health_listen, None)
+            health_address = f"{split_address(self._health_listen)[0]}:{port}"
+        metrics_host, metrics_port = split_address(self._metrics_listen)
+        try:
+            self._httpd, _thread = start_http_server(metrics_port, metrics_host, self._registry)
+        except OSError as exc:
+            raise StartupError(f"cannot serve metrics on {self._metrics_listen}: {exc.strerror or exc}") from None
+        grpc_host, _ = split_address(self._listen)
+        return Listeners(f"{grpc_host}:{grpc_port}", f"{metrics_host}:{self._httpd.server_port}", health_address)
+
+    @staticmethod
+    def _add_port(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
+        try:
+            port = (server.add_insecure_port(address) if credentials is None
+                    else server.add_secure_port(address, credentials))
+        except RuntimeError as exc:
+            raise StartupError(f"cannot listen on {address}: {exc}") from None
+        if port == 0:
+            raise StartupError(f"cannot listen on {address}")
+        return port
+
+    async def start(self) -> None:
+        await self.grpc.start()
+        if self._health_server is not None:
+            await self._health_server.start()
+        for name in ("", *self._service_names):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def drain(self, grace_seconds: float) -> None:
+        """NOT_SERVING at once; refuse new RPCs; let open streams finish within the grace; stop
+        the gRPC port. Health and metrics stay up until `close`."""
+        deadline = time.monotonic() + grace_seconds
+        self.lifecycle.draining = True
+        await self.health.enter_graceful_shutdown()
+        log.info("draining", extra={"open_streams": self.lifecycle.active_streams, "grace_seconds": grace_seconds})
+        while self.lifecycle.active_streams and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await self.grpc.stop(max(0.1, deadline - time.monotonic()))
+
+    async def close(self) -> None:
+        if self._health_server is not None:
+            await self._health_server.stop(0)
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+
+def install_signal_handlers(*, stop: Callable[[], None], reload: Callable[[], None]) -> None:
+    """SIGTERM/SIGINT start the drain; SIGHUP reloads the config at once."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    loop.add_signal_handler(signal.SIGINT, stop)
+    loop.add_signal_handler(signal.SIGHUP, reload)

@@ -1,0 +1,206 @@
+"""Imports point one way, checked on the source of both distributions (the one layering test).
+
+- The client (`client/python/loopwarden`) never imports the daemon (`loopwarden_server`).
+- In the daemon, only the transport imports the generated stubs; grpc itself is seen only by the
+  transport, the lifecycle (servers, health) and the composition root (app.py).
+- The engine is pure: no grpc, protobuf, prometheus, clock, I/O or logging, and no other layer.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SERVER_DIR = REPO / "server" / "loopwarden_server"
+CLIENT_DIR = REPO / "client" / "python" / "loopwarden"
+SERVER = "loopwarden_server"
+STUBS = "loopwarden.v1"
+
+# grpc itself and its add-ons, the generated loopwarden.v1 stubs, and protobuf.
+WIRE_PREFIXES = ("grpc", "grpc_health", "grpc_reflection", "grpc_status", "google.protobuf", STUBS)
+WIRE_ALLOWED = ("transport/", "app.py", "lifecycle.py")
+STUBS_ALLOWED = ("transport/",)
+MUST_BE_WIRE_FREE = ("service.py", "store.py", "metrics.py", "snapshot.py", "config/", "engine/", "replay/")
+# Top-level modules the engine may not import: impure, or another layer.
+ENGINE_FORBIDDEN = {"grpc", "google", "prometheus_client", "time", "asyncio", "socket", "os", "io", "pathlib",
+                    "random", "datetime", "threading", "logging", "subprocess", "json5", "loopwarden"}
+
+
+def module_name(path: pathlib.Path, package_dir: pathlib.Path) -> str:
+    parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
+    """Every module a source file imports, relative imports resolved against `module`, at any depth of the file."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            # `from pkg import name` may import the submodule pkg.name.
+            found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    return found
+
+
+def file_imports(path: pathlib.Path, package_dir: pathlib.Path = SERVER_DIR) -> set[str]:
+    return imported_modules(path.read_text(encoding="utf-8"), module_name(path, package_dir), path.name == "__init__.py")
+
+
+def relative(path: pathlib.Path) -> str:
+    for base in (SERVER_DIR, CLIENT_DIR):
+        if path.is_relative_to(base):
+            return path.relative_to(base).as_posix()
+    raise ValueError(path)
+
+
+def is_under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def wire_imports(path: pathlib.Path) -> set[str]:
+    return {name for name in file_imports(path) if any(is_under(name, prefix) for prefix in WIRE_PREFIXES)}
+
+
+SERVER_FILES = sorted(SERVER_DIR.rglob("*.py"))
+CLIENT_FILES = sorted(CLIENT_DIR.rglob("*.py"))
+WIRE_FREE_FILES = [p for p in SERVER_FILES if not relative(p).startswith(WIRE_ALLOWED)]
+NON_TRANSPORT_FILES = [p for p in SERVER_FILES if not relative(p).startswith(STUBS_ALLOWED)]
+ENGINE_FILES = [p for p in SERVER_FILES if relative(p).startswith("engine/")]
+
+
+def server_imports_in(path: pathlib.Path, package_dir: pathlib.Path = CLIENT_DIR) -> set[str]:
+    return {name for name in file_imports(path, package_dir) if is_under(name, SERVER)}
+
+
+class TestClientNeverImportsTheDaemon:
+    @pytest.mark.parametrize("path", CLIENT_FILES, ids=relative)
+    def test_client_module_imports_nothing_of_the_daemon(self, path):
+        """No module of the client distribution imports loopwarden_server, at any depth of the file."""
+        assert set() == server_imports_in(path)
+
+    def test_the_client_is_scanned(self):
+        """The scan sees the client's modules (cli, client, stubs), so the check above cannot pass empty."""
+        assert {"cli.py", "client.py", "v1/loopwarden_pb2.py"} <= {relative(p) for p in CLIENT_FILES}
+
+    def test_an_added_daemon_import_fails_the_check(self):
+        """cli.py with one added `from loopwarden_server import app` is reported."""
+        cli = CLIENT_DIR / "cli.py"
+        source = cli.read_text(encoding="utf-8") + "\ndef later():\n    from loopwarden_server import app\n"
+
+        found = imported_modules(source, module_name(cli, CLIENT_DIR))
+
+        assert {"loopwarden_server", "loopwarden_server.app"} == {n for n in found if is_under(n, SERVER)}
+
+
+class TestWireStaysAtTheEdge:
+    @pytest.mark.parametrize("path", WIRE_FREE_FILES, ids=relative)
+    def test_module_outside_the_edge_imports_no_grpc_or_protobuf(self, path):
+        """Server modules other than transport/*, lifecycle.py and app.py import neither grpc, protobuf nor the stubs."""
+        assert set() == wire_imports(path)
+
+    @pytest.mark.parametrize("path", NON_TRANSPORT_FILES, ids=relative)
+    def test_only_the_transport_imports_the_stubs(self, path):
+        """The generated loopwarden.v1 stubs are imported by transport/* and nothing else of the daemon."""
+        assert set() == {name for name in file_imports(path) if is_under(name, STUBS)}
+
+    @pytest.mark.parametrize("prefix", MUST_BE_WIRE_FREE)
+    def test_core_layers_are_checked(self, prefix):
+        """service, store, metrics, snapshot, config, engine and replay all exist and fall under the check."""
+        checked = [relative(p) for p in WIRE_FREE_FILES if relative(p).startswith(prefix)]
+
+        assert checked, f"no module matches {prefix}: the layering check would silently pass"
+
+    def test_the_edge_is_where_the_wire_is(self):
+        """The transport, the lifecycle and app.py do import grpc (the allowed list is not stale)."""
+        edge = {relative(p): wire_imports(p) for p in SERVER_FILES if relative(p).startswith(WIRE_ALLOWED)}
+
+        assert {"grpc", STUBS} <= edge["transport/servicer.py"]
+        assert "grpc" in edge["lifecycle.py"]
+        assert "grpc" in edge["app.py"]
+
+
+class TestEngineIsPure:
+    @pytest.mark.parametrize("path", ENGINE_FILES, ids=relative)
+    def test_engine_imports_nothing_impure_or_outside_itself(self, path):
+        """No engine module imports grpc, protobuf, prometheus, a clock, I/O, logging, or another daemon layer."""
+        offenders = {name for name in file_imports(path)
+                     if name.split(".")[0] in ENGINE_FORBIDDEN
+                     or (is_under(name, SERVER) and not is_under(name, f"{SERVER}.engine"))}
+
+        assert set() == offenders
+
+    def test_engine_files_are_found(self):
+        """The engine's modules, detectors included, are scanned."""
+        names = {relative(p) for p in ENGINE_FILES}
+
+        assert {"engine/evaluate.py", "engine/compaction_guard.py", "engine/detectors/ping_pong.py"} <= names
+
+    @pytest.mark.parametrize("name", ["service.py", "store.py"])
+    def test_service_and_store_do_not_reach_up(self, name):
+        """service.py and store.py import neither the transport, the lifecycle nor the composition root."""
+        upward = {n for n in file_imports(SERVER_DIR / name)
+                  if any(is_under(n, f"{SERVER}.{layer}") for layer in ("transport", "app", "lifecycle"))}
+
+        assert set() == upward
+
+
+class TestScanner:
+    def test_finds_absolute_imports_anywhere_in_a_file(self):
+        """The scanner sees top-level, nested and TYPE_CHECKING imports of grpc and protobuf."""
+        source = (
+            "import grpc\n"
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from google.protobuf import json_format\n"
+            "def later():\n"
+            "    from loopwarden.v1 import loopwarden_pb2 as pb\n"
+        )
+
+        found = imported_modules(source, "loopwarden_server.service")
+
+        assert {"grpc", "google.protobuf", "loopwarden.v1", "loopwarden.v1.loopwarden_pb2"} <= found
+
+    def test_resolves_relative_imports(self):
+        """`from ..transport import convert` in the engine resolves to loopwarden_server.transport."""
+        found = imported_modules("from ..transport import convert\nfrom . import state\n",
+                                 "loopwarden_server.engine.evaluate")
+
+        assert {"loopwarden_server.transport", "loopwarden_server.transport.convert",
+                "loopwarden_server.engine", "loopwarden_server.engine.state"} <= found
+
+    def test_resolves_relative_imports_in_a_package_init(self):
+        """In a package's __init__, `from .evaluate import x` resolves inside that package."""
+        found = imported_modules("from .evaluate import evaluate\n", "loopwarden_server.engine", is_package=True)
+
+        assert "loopwarden_server.engine.evaluate" in found
+
+    def test_a_forbidden_import_would_fail_the_check(self):
+        """service.py with one added `import grpc.aio` is reported, so the layering check can fail."""
+        service = SERVER_DIR / "service.py"
+        source = service.read_text(encoding="utf-8") + "\nimport grpc.aio\n"
+
+        found = imported_modules(source, module_name(service, SERVER_DIR))
+
+        assert {"grpc.aio"} == {n for n in found if any(is_under(n, p) for p in WIRE_PREFIXES)}
+
+    def test_prefix_match_is_by_module_not_by_text(self):
+        """A module merely starting with the letters "grpc" (grpcx) is not taken for grpc."""
+        assert (False, True, True) == (is_under("grpcx", "grpc"), is_under("grpc", "grpc"), is_under("grpc.aio", "grpc"))
+
+    def test_real_transport_file_is_seen_importing_grpc(self):
+        """Scanning the real transport/servicer.py finds its grpc import and its relative import of the service."""
+        found = file_imports(SERVER_DIR / "transport" / "servicer.py")
+
+        assert {"grpc", "loopwarden_server.service"} <= found
