@@ -1,7 +1,11 @@
-"""The Grafana dashboard and the Prometheus alert rules, checked with promtool."""
+"""The Grafana dashboard (checked with Grafana's own schema) and the Prometheus alert rules
+(checked with promtool)."""
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -10,6 +14,7 @@ from tests.deploy.tooling import (
     ALERT_TESTS,
     ALERTS,
     CHART,
+    DASHBOARD,
     alert_rules,
     dashboard,
     dashboard_exprs,
@@ -148,3 +153,39 @@ class TestDashboard:
         path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
         result = run([tool("promtool"), "check", "rules", str(path)])
         assert f"SUCCESS: {len(rules)} rules found" in result.stdout
+
+
+# The Go module that checks the dashboard with the Grafana Foundation SDK (dashboard_test.go).
+GRAFANA_MODULE = Path(__file__).with_name("grafana")
+
+
+def go_test(*args: str) -> subprocess.CompletedProcess[str]:
+    """`go test` in the Grafana module: local toolchain only, modules as go.sum pins them."""
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly -buildvcs=false"}
+    return run([tool("go"), "test", "-count=1", *args], cwd=GRAFANA_MODULE, env=env, timeout=600, check=False)
+
+
+class TestDashboardSchema:
+    def test_grafana_sdk_decodes_strictly_and_validates(self) -> None:
+        """The Grafana Foundation SDK decodes the dashboard strictly (every panel's options and
+        every Prometheus query included) and its validation passes; the Go tests also show that
+        an unknown field at each level fails."""
+        result = go_test("-v", ".")
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output
+        for name in ("TestDashboardMatchesGrafanaSchema", "TestEveryPanelTypeIsDecodedStrictly", "TestInjectedUnknownFieldsFail"):
+            assert f"--- PASS: {name}" in output, output
+
+    def test_an_unknown_field_fails_the_schema_check(self, tmp_path: Path) -> None:
+        """Not a rubber stamp: the same test on a copy of the dashboard with a misspelt option in
+        a stat panel fails, naming the panel and the field."""
+        board = json.loads(DASHBOARD.read_text())
+        stat = next(panel for panel in board["panels"] if panel["type"] == "stat")
+        stat["options"]["colourMode"] = stat["options"]["colorMode"]
+        broken = tmp_path / "dashboard.json"
+        broken.write_text(json.dumps(board, indent=2))
+        result = go_test("-run", "^TestDashboardMatchesGrafanaSchema$", ".", "-args", f"-dashboard={broken}")
+        output = result.stdout + result.stderr
+        assert result.returncode == 1, output
+        panel = re.escape(f'(panel id {stat["id"]} "{stat["title"]}").options')
+        assert re.search(panel + r"\S*: unexpected field 'colourMode'", output), output
