@@ -14,6 +14,16 @@
 #   which kubernetes-validate does not carry; the chart tests check its ServiceMonitor and
 #   PrometheusRule against them with node (tests/deploy/validate_crds.mjs).
 #
+# - kubeconform and helm-unittest: built with the machine's go from the Go module proxy, pinned by
+#   the module tests/deploy/tools (go.mod + go.sum; helm-unittest cannot be `go install`ed at a
+#   version, as its go.mod has a replace directive). kubeconform is linked into .cache/tools/bin;
+#   helm-unittest is registered as the helm plugin `unittest` in .cache/tools/helm-plugins
+#   (plugin.yaml + binary; the tests set HELM_PLUGINS there), so there is no `helm plugin
+#   install` and no release download. The tools module's go.mod/go.sum and the go version are
+#   the cache key.
+# - The Grafana Foundation SDK for tests/deploy/grafana (the dashboard's schema test): its modules
+#   are downloaded and its packages compiled once, so the test itself only links and runs.
+#
 # Tests look in .cache/tools/bin first, then PATH, and fail when a tool is missing.
 set -euo pipefail
 
@@ -118,9 +128,54 @@ install_crd_models() {
     "${CRD_MODELS_PKG}@${CRD_MODELS_VERSION}" >/dev/null
 }
 
+# ---------------------------------------------------------------- kubeconform + helm-unittest
+install_go_tools() {
+  command -v go >/dev/null || { log "go is required to build kubeconform and helm-unittest"; exit 1; }
+  local module="${repo_root}/tests/deploy/tools"
+  local key
+  key="$({ cat "${module}/go.mod" "${module}/go.sum"; GOTOOLCHAIN=local go version; } | sha256sum | cut -c1-16)"
+  local tools_dir="${cache}/go-tools-${key}"
+  if [[ -x "${tools_dir}/kubeconform" && -x "${tools_dir}/helm-unittest" ]]; then
+    log "kubeconform/helm-unittest (${key}) already built"
+  else
+    log "building kubeconform and helm-unittest from tests/deploy/tools (go install tool)"
+    rm -rf "${tools_dir}.tmp"
+    mkdir -p "${tools_dir}.tmp"
+    (cd "${module}" && GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GOBIN="${tools_dir}.tmp" go install tool)
+    rm -rf "${tools_dir}"
+    mv "${tools_dir}.tmp" "${tools_dir}"   # appears only when complete
+  fi
+  ln -sfn "${tools_dir}/kubeconform" "${bin}/kubeconform"
+
+  # A helm plugin is a directory holding a plugin.yaml; helm runs its command with HELM_PLUGIN_DIR
+  # set to that directory.
+  local plugin="${cache}/helm-plugins/unittest"
+  local version
+  version="$(awk '$1 == "github.com/helm-unittest/helm-unittest" { sub(/^v/, "", $2); print $2 }' "${module}/go.mod")"
+  mkdir -p "${plugin}"
+  printf '%s\n' \
+    'name: "unittest"' \
+    "version: \"${version}\"" \
+    'usage: "unittest for helm charts"' \
+    "description: \"helm-unittest ${version}, built from source by scripts/install-test-tools.sh\"" \
+    'ignoreFlags: false' \
+    'command: "$HELM_PLUGIN_DIR/untt"' >"${plugin}/plugin.yaml"
+  ln -sfn "${tools_dir}/helm-unittest" "${plugin}/untt"
+}
+
+# ---------------------------------------------------------------- Grafana Foundation SDK
+warm_grafana_module() {
+  command -v go >/dev/null || { log "go is required by tests/deploy/grafana"; exit 1; }
+  log "go mod download and compile in tests/deploy/grafana"
+  (cd "${repo_root}/tests/deploy/grafana" && GOTOOLCHAIN=local go mod download \
+    && GOTOOLCHAIN=local GOFLAGS=-buildvcs=false go test -count=1 -run '^$' . >/dev/null)
+}
+
 install_kubectl_layer
 install_prometheus
 install_crd_models
+install_go_tools
+warm_grafana_module
 
 # ---------------------------------------------------------------- report
 first_line() { head -n1 | tr -s ' \t' ' '; }
@@ -130,6 +185,9 @@ printf '  kubectl     %s\n' "$("${bin}/kubectl" version --client 2>&1 | first_li
 printf '  promtool    %s\n' "$("${bin}/promtool" --version 2>&1 | first_line)"
 printf '  prometheus  %s\n' "$("${bin}/prometheus" --version 2>&1 | first_line)"
 printf '  crd schemas %s@%s (%s/npm)\n' "${CRD_MODELS_PKG}" "${CRD_MODELS_VERSION}" "${cache}"
+printf '  kubeconform %s\n' "$(awk '$1 == "github.com/yannh/kubeconform" { print $2 }' "${repo_root}/tests/deploy/tools/go.mod")"
+printf '  unittest    %s\n' "$(HELM_PLUGINS="${cache}/helm-plugins" "${bin}/helm" plugin list 2>&1 | awk '$1 == "unittest" { print "helm plugin " $2 }')"
+printf '  grafana sdk %s\n' "$(awk '$1 == "require" && $2 == "github.com/grafana/grafana-foundation-sdk/go" { print $3 }' "${repo_root}/tests/deploy/grafana/go.mod")"
 
 # ================================================================ polyglot clients (issue 6)
 # Section owned by the Node/Go client tests (tests/polyglot/). node, npm and go come with the

@@ -23,6 +23,7 @@ from tests.deploy.tooling import (
     CHART,
     CRD_MODELS,
     DASHBOARD,
+    DEFAULT_VALUES,
     INSTALL_HINT,
     REPO,
     daemon_container,
@@ -51,7 +52,7 @@ CHART_KUBE_MINIMUM = "1.27.0"
 
 
 def lint(*values_files: Path, sets: tuple[str, ...] = (), set_json: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    argv = [tool("helm"), "lint", "--strict", str(CHART)]
+    argv = [tool("helm"), "lint", "--strict", str(CHART), "--values", str(DEFAULT_VALUES)]
     for path in values_files:
         argv += ["--values", str(path)]
     for item in sets:
@@ -83,6 +84,32 @@ class TestLint:
         assert kinds(objects) == sorted(
             ["ConfigMap", "ConfigMap", "Deployment", "PodDisruptionBudget", "Pod", "Service", "ServiceAccount"]
         )
+
+
+class TestImage:
+    def test_no_default_image_that_does_not_exist(self) -> None:
+        """values.yaml names no image: none is published, and a default would pull nothing."""
+        assert values()["image"]["repository"] == ""
+
+    def test_without_a_repository_install_fails_saying_how_to_build_and_push(self) -> None:
+        """`helm install` and `helm template` on the bare defaults stop with the docker build and
+        push commands from server/Dockerfile and the value to set. (`helm lint` only logs a
+        template's `fail`, by design.)"""
+        installed = run([tool("helm"), "install", "lw", str(CHART), "--namespace", "agents", "--dry-run=client"], check=False)
+        rendered = helm_template(sets=("image.repository=",), check=False)
+        for result in (installed, rendered):
+            output = result.stdout + result.stderr
+            assert result.returncode != 0, output
+            assert "image.repository is required" in output
+            assert "docker build -f server/Dockerfile -t REGISTRY/loopwarden:0.1.0 ." in output
+            assert "docker push REGISTRY/loopwarden:0.1.0" in output
+            assert "--set image.repository=REGISTRY/loopwarden" in output
+
+    @pytest.mark.parametrize("values_files", VALUES_FILES.values(), ids=VALUES_FILES.keys())
+    def test_the_ci_values_files_name_an_image(self, values_files: tuple[Path, ...]) -> None:
+        """Both ci/ files render an image of their own repository (a digest in the all-on file)."""
+        image = daemon_container(render(*values_files))["image"]
+        assert re.fullmatch(r"registry\.example\.com/[a-z/]*loopwarden(:0\.1\.0|@sha256:[0-9a-f]{64})", image), image
 
 
 class TestValuesSchema:
@@ -124,6 +151,11 @@ class TestValuesSchema:
             ('snapshot.enabled="true"', "/snapshot/enabled"),
             ('snapshot.sizeLimit="lots"', "/snapshot/sizeLimit"),
             ('updateStrategy="BlueGreen"', "/updateStrategy"),
+            ('replicaSpread.podAntiAffinity="always"', "/replicaSpread/podAntiAffinity"),
+            ('otlp.endpoint="otel-collector"', "/otlp/endpoint"),
+            ('otlp.endpoint="http://otel-collector/v1/traces"', "/otlp/endpoint"),
+            ("networkPolicy.dns.ports=[]", "/networkPolicy/dns/ports"),
+            ('otlp.url="http://x:4317"', "additional properties 'url'"),
         ],
     )
     def test_schema_rejects_bad_values(self, set_json: str, complaint: str) -> None:
@@ -632,7 +664,8 @@ class TestHelmTestHook:
 
     @pytest.mark.parametrize("values_files", VALUES_FILES.values(), ids=VALUES_FILES.keys())
     def test_notes_tell_how_to_reach_and_test_the_release(self, values_files: tuple[Path, ...]) -> None:
-        argv = [tool("helm"), "install", "lw", str(CHART), "--namespace", "agents", "--dry-run=client"]
+        argv = [tool("helm"), "install", "lw", str(CHART), "--namespace", "agents", "--dry-run=client",
+                "--values", str(DEFAULT_VALUES)]
         for path in values_files:
             argv += ["--values", str(path)]
         notes = run(argv).stdout.split("NOTES:", 1)[1]
@@ -795,8 +828,9 @@ class TestDocumentation:
         chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
         assert chart["apiVersion"] == "v2"
         assert chart["kubeVersion"] and chart["appVersion"]
-        pyproject = (REPO / "pyproject.toml").read_text()
-        assert f'version = "{chart["appVersion"]}"' in pyproject, "appVersion follows the package version"
+        # The daemon's distribution, server/pyproject.toml (pyproject.toml before the split).
+        path = next(p for p in (REPO / "server" / "pyproject.toml", REPO / "pyproject.toml") if p.exists())
+        assert f'version = "{chart["appVersion"]}"' in path.read_text(), "appVersion follows the daemon's version"
 
 
 def _all_optional() -> dict[str, Any]:

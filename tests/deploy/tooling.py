@@ -1,8 +1,8 @@
 """Shared helpers of the deploy tests: where the real tools are, rendering the chart, free ports.
 
-The tools (helm, kubectl, promtool, prometheus, the CRD schema package) are installed by
-scripts/install-test-tools.sh into .cache/tools. A missing tool fails the test that needs it:
-a deploy check that silently skips in CI checks nothing.
+The tools (helm, kubectl, promtool, prometheus, the CRD schema package, kubeconform and the
+helm-unittest plugin) are installed by scripts/install-test-tools.sh into .cache/tools. A missing
+tool fails the test that needs it: a deploy check that silently skips in CI checks nothing.
 """
 from __future__ import annotations
 
@@ -26,7 +26,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 TOOLS_BIN = REPO / ".cache" / "tools" / "bin"
 CRD_MODELS = REPO / ".cache" / "tools" / "npm" / "node_modules"
+HELM_PLUGINS = REPO / ".cache" / "tools" / "helm-plugins"
 CHART = REPO / "helm" / "loopwarden"
+# The chart's defaults plus the one value without a default, image.repository.
+DEFAULT_VALUES = CHART / "ci" / "default-values.yaml"
 ALL_OPTIONAL_VALUES = CHART / "ci" / "all-optional-values.yaml"
 DASHBOARD = CHART / "files" / "loopwarden-dashboard.json"
 ALERTS = CHART / "files" / "loopwarden-alerts.yaml"
@@ -89,7 +92,8 @@ def helm_template(
     namespace: str = "agents",
     check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    argv = [tool("helm"), "template", release, str(CHART), "--namespace", namespace]
+    """`helm template` over ci/default-values.yaml (the image), then `values_files` and the sets."""
+    argv = [tool("helm"), "template", release, str(CHART), "--namespace", namespace, "--values", str(DEFAULT_VALUES)]
     for path in values_files:
         argv += ["--values", str(path)]
     for item in sets:

@@ -49,7 +49,16 @@ app.kubernetes.io/part-of: loopwarden
 {{- end }}
 {{- end }}
 
+{{/*
+The daemon image. No public image is published, so a default repository would install pods that
+pull nothing (ImagePullBackOff): the repository must be set, and the message says how to make it.
+NOTE: the message starts on a line of its own, after Helm's "execution error at (...):" prefix,
+which is also where helm-unittest's failedTemplate starts reading a multi-line message.
+*/}}
 {{- define "loopwarden.image" -}}
+{{- if not .Values.image.repository }}
+{{- fail (printf "\nimage.repository is required: no public loopwarden image is published. From the repository root, build and push one:\n  docker build -f server/Dockerfile -t REGISTRY/loopwarden:%s .\n  docker push REGISTRY/loopwarden:%s\nthen install with --set image.repository=REGISTRY/loopwarden (image.tag defaults to the chart's appVersion, %s)" .Chart.AppVersion .Chart.AppVersion .Chart.AppVersion) }}
+{{- end }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
 {{- else }}
@@ -116,4 +125,61 @@ maxMessageBytes --max-message-bytes
 maxStreams --max-streams
 maxParamsBytes --max-params-bytes
 maxResultBytes --max-result-bytes
+{{- end }}
+
+{{/* The most replicas that can run at once: autoscaling.maxReplicas with autoscaling on, else replicaCount. */}}
+{{- define "loopwarden.maxReplicas" -}}
+{{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.maxReplicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
+{{- end }}
+
+{{/*
+The pod's affinity: .Values.affinity, plus a pod anti-affinity on the node (replicaSpread) when
+more than one replica can run and the values set none of their own. Empty when there is nothing.
+*/}}
+{{- define "loopwarden.affinity" -}}
+{{- $affinity := deepCopy .Values.affinity }}
+{{- $preset := .Values.replicaSpread.podAntiAffinity }}
+{{- if and (gt (int (include "loopwarden.maxReplicas" .)) 1) (ne $preset "none") (not (hasKey $affinity "podAntiAffinity")) }}
+{{- $term := dict "labelSelector" (dict "matchLabels" (include "loopwarden.selectorLabels" . | fromYaml)) "topologyKey" "kubernetes.io/hostname" }}
+{{- if eq $preset "hard" }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) }}
+{{- else }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) }}
+{{- end }}
+{{- end }}
+{{- if $affinity }}{{ toYaml $affinity }}{{ end }}
+{{- end }}
+
+{{/*
+The pod's topology spread constraints, each with the pod selector filled in: the values' own, or,
+when there are none and more than one replica can run, zones then nodes (replicaSpread).
+*/}}
+{{- define "loopwarden.topologySpreadConstraints" -}}
+{{- $constraints := .Values.topologySpreadConstraints }}
+{{- if and (not $constraints) .Values.replicaSpread.topologySpread (gt (int (include "loopwarden.maxReplicas" .)) 1) }}
+{{- $constraints = list
+  (dict "maxSkew" 1 "topologyKey" "topology.kubernetes.io/zone" "whenUnsatisfiable" "ScheduleAnyway")
+  (dict "maxSkew" 1 "topologyKey" "kubernetes.io/hostname" "whenUnsatisfiable" "ScheduleAnyway") }}
+{{- end }}
+{{- $selector := dict "labelSelector" (dict "matchLabels" (include "loopwarden.selectorLabels" . | fromYaml)) }}
+{{- $filled := list }}
+{{- range $constraints }}
+{{- $filled = append $filled (merge (dict) . $selector) }}
+{{- end }}
+{{- if $filled }}{{ toYaml $filled }}{{ end }}
+{{- end }}
+
+{{/*
+Port of otlp.endpoint (host:port or scheme://host:port[/path]; the schema checks the shape), for
+the NetworkPolicy's egress rule. Empty when no endpoint is set.
+*/}}
+{{- define "loopwarden.otlpPort" -}}
+{{- with .Values.otlp.endpoint }}
+{{- $hostPort := regexReplaceAll "^[a-z][a-z0-9+.-]*://" . "" | splitList "/" | first }}
+{{- $port := int (regexFind "[0-9]+$" $hostPort) }}
+{{- if or (lt $port 1) (gt $port 65535) }}
+{{- fail (printf "otlp.endpoint %q: the port must be 1-65535" .) }}
+{{- end }}
+{{- $port }}
+{{- end }}
 {{- end }}
