@@ -1,0 +1,367 @@
+// @ts-check
+/**
+ * What the plugin does at each OpenClaw hook, kept apart from registration so tests can drive it.
+ *
+ * Design. OpenClaw runs `before_tool_call` as a gate: a handler that throws or outlives its
+ * budget blocks the call. A daemon outage must therefore never surface as a throw: every handler
+ * catches its own errors and answers by the plugin's policy (fail open: let the call run; fail
+ * closed: block it with a reason). Each daemon answer has its own deadline well inside the host's.
+ *
+ * Between `before_tool_call` and `after_tool_call` the plugin remembers each call under its
+ * (run, toolCallId): the params it reported (so the outcome names the same args even if another
+ * plugin rewrote them), the verdict when this plugin blocked it, and a pending warning note. A
+ * call this plugin blocked is reported with loopwarden's own blocked result (`deniedReason:
+ * "tool-loop"`), not OpenClaw's (`"plugin-before-tool-call"`): the daemon never hashes its own
+ * veto, so the block stays sticky instead of reading as a new, different result. The memory is
+ * bounded: a call whose `after_tool_call` never comes is forgotten oldest first.
+ */
+import { LoopwardenUnavailable, blockedToolResult } from '@loopwarden/client';
+import { callKey, outcomeOf, runIdOf, sessionOf, withNote } from './mapping.js';
+
+/** @typedef {import('@loopwarden/client').Verdict} Verdict */
+/** @typedef {import('@loopwarden/client').LoopwardenClient} LoopwardenClient */
+/** @typedef {import('./config.js').PluginSettings} PluginSettings */
+/** @typedef {import('./openclaw.js').ToolCallEvent} ToolCallEvent */
+/** @typedef {import('./openclaw.js').ToolResultEvent} ToolResultEvent */
+/** @typedef {import('./openclaw.js').ToolContext} ToolContext */
+/** @typedef {import('./openclaw.js').AgentContext} AgentContext */
+/** @typedef {import('./openclaw.js').CompactionEvent} CompactionEvent */
+/** @typedef {import('./openclaw.js').SessionEndEvent} SessionEndEvent */
+/** @typedef {import('./openclaw.js').SessionContext} SessionContext */
+/** @typedef {import('./openclaw.js').BlockResult} BlockResult */
+/** @typedef {import('./openclaw.js').MiddlewareEvent} MiddlewareEvent */
+/** @typedef {import('./openclaw.js').MiddlewareContext} MiddlewareContext */
+/** @typedef {import('./openclaw.js').MiddlewareResult} MiddlewareResult */
+
+/** @typedef {{ debug?: (message: string) => void, info: (message: string) => void, warn: (message: string) => void, error: (message: string) => void }} Logger */
+
+/**
+ * The daemon calls the hooks make: the Node client's verbs, so a test can stand in for it.
+ * @typedef {Pick<LoopwardenClient, 'toolCall' | 'toolOutcome' | 'compactionRetry' | 'runEnd'>} DaemonClient
+ */
+
+/**
+ * @typedef {object} HookDeps
+ * @property {DaemonClient} client
+ * @property {Readonly<PluginSettings>} settings
+ * @property {Logger} logger
+ * @property {(sessionId: string) => boolean | Promise<boolean>} abortRun ends OpenClaw's run of a session
+ */
+
+/** Calls and sessions remembered at most; past that the oldest are forgotten. */
+export const MEMORY_LIMIT = 10_000;
+/** While the daemon stays unreachable, one log line per this many milliseconds. */
+const OUTAGE_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * A Map that forgets its oldest entries past `limit`.
+ * @template K, V
+ * @extends {Map<K, V>}
+ */
+class RecentMap extends Map {
+  /** @param {number} limit */
+  constructor(limit) {
+    super();
+    this.limit = limit;
+  }
+
+  /** @param {K} key @param {V} value */
+  set(key, value) {
+    this.delete(key);
+    super.set(key, value);
+    if (this.size > this.limit) this.delete(/** @type {K} */ (this.keys().next().value));
+    return this;
+  }
+
+  /** Get and forget. @param {K} key */
+  take(key) {
+    const value = this.get(key);
+    this.delete(key);
+    return value;
+  }
+}
+
+/**
+ * @template T
+ * @param {Promise<T>} promise @param {number} ms @param {string} what
+ * @returns {Promise<T>}
+ */
+function within(promise, ms, what) {
+  /** @type {NodeJS.Timeout | undefined} */
+  let timer;
+  const deadline = new Promise((_resolve, reject) => {
+    timer = setTimeout(() => reject(new LoopwardenUnavailable(`no answer to ${what} within ${ms} ms`)), ms);
+  });
+  return /** @type {Promise<T>} */ (Promise.race([promise, deadline])).finally(() => clearTimeout(timer));
+}
+
+/** @param {unknown} err */
+function describe(err) {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * @typedef {object} PendingCall
+ * @property {Record<string, unknown>} params what was reported with the tool_call event
+ * @property {Verdict} [blockedBy] this plugin blocked the call with this verdict
+ * @property {string} [note] an announced warning waiting to be appended to the result
+ * @property {string} [appended] the warning text that was appended to the result
+ */
+
+/** @param {HookDeps} deps */
+export function createHooks({ client, settings, logger, abortRun }) {
+  /** @type {RecentMap<string, PendingCall>} */
+  const calls = new RecentMap(MEMORY_LIMIT);
+  /** @type {RecentMap<string, Set<string>>} session (key or id) -> the runs seen in it */
+  const runsOfSession = new RecentMap(MEMORY_LIMIT);
+  /** @type {RecentMap<string, true>} runs this plugin saw aborted (and ended in OpenClaw) */
+  const endedRuns = new RecentMap(MEMORY_LIMIT);
+  let outage = { since: 0, lastLog: 0, suppressed: 0 };
+
+  /**
+   * The envelope fields of an event: agent, session (for the daemon's logs), call id.
+   * @param {{ agentId?: string, sessionKey?: string, sessionId?: string }} scope @param {string} [toolCallId]
+   */
+  function ids(scope, toolCallId) {
+    return {
+      agentId: settings.agentId || scope.agentId || undefined,
+      sessionId: sessionOf(scope) || undefined,
+      toolCallId: toolCallId || undefined,
+    };
+  }
+
+  /** @param {string} runId @param {{ sessionKey?: string, sessionId?: string }} ctx */
+  function rememberRun(runId, ctx) {
+    for (const session of new Set([ctx.sessionKey, ctx.sessionId])) {
+      if (!session) continue;
+      const runs = runsOfSession.get(session) ?? new Set();
+      runs.add(runId);
+      runsOfSession.set(session, runs);
+    }
+  }
+
+  function daemonAnswered() {
+    if (outage.since) {
+      logger.info(`loopwarden: the daemon at ${settings.target} answers again`
+        + (outage.suppressed ? ` (${outage.suppressed} more failures not logged)` : ''));
+    }
+    outage = { since: 0, lastLog: 0, suppressed: 0 };
+  }
+
+  /** @param {string} line */
+  function logOutage(line) {
+    const now = Date.now();
+    if (!outage.since) outage.since = now;
+    if (now - outage.lastLog < OUTAGE_LOG_INTERVAL_MS) {
+      outage.suppressed += 1;
+      return;
+    }
+    outage.lastLog = now;
+    logger.warn(outage.suppressed ? `${line} (${outage.suppressed} more failures not logged)` : line);
+    outage.suppressed = 0;
+  }
+
+  /**
+   * The daemon could not decide (unreachable, too slow) or this plugin failed: the policy decides.
+   * @param {unknown} err @param {string} toolName
+   * @returns {BlockResult | undefined}
+   */
+  function undecided(err, toolName) {
+    const reason = describe(err);
+    if (!(err instanceof LoopwardenUnavailable)) {
+      logger.error(`loopwarden: before_tool_call failed for ${toolName}: ${reason}`);
+    }
+    if (settings.failOpen) {
+      logOutage(`loopwarden: daemon unavailable, running ${toolName} unguarded: ${reason}`);
+      return undefined;
+    }
+    logOutage(`loopwarden: daemon unavailable, blocking ${toolName} (failOpen: false): ${reason}`);
+    return {
+      block: true,
+      blockReason: `Tool call blocked: the loop guard (loopwarden) is unavailable and is set to fail closed (${reason}). `
+        + 'Do not retry this call in a loop; report the failure if the task cannot go on without it.',
+    };
+  }
+
+  /**
+   * ABORT: the call is blocked; the run itself ends too when OpenClaw lets a plugin end it.
+   * @param {string} runId @param {{ sessionId?: string }} ctx @param {Verdict} verdict
+   */
+  function endRun(runId, ctx, verdict) {
+    // Once per run: its later calls get ABORT too (the daemon keeps it aborted until run_end).
+    if (endedRuns.has(runId)) return;
+    endedRuns.set(runId, true);
+    const line = `loopwarden: run ${runId} aborted (${verdict.errorCode || verdict.detector}): ${verdict.message}`;
+    if (!settings.abortRun) {
+      logger.error(line);
+      return;
+    }
+    const sessionId = ctx.sessionId;
+    if (!sessionId) {
+      logger.error(`${line}; OpenClaw gave no session id to end the run by, so its tool calls stay blocked instead`);
+      return;
+    }
+    logger.error(`${line}; ending the OpenClaw run of session ${sessionId}`);
+    // NOTE: after the hook has answered, so OpenClaw hands the blocked result over first.
+    setImmediate(() => {
+      Promise.resolve()
+        .then(() => abortRun(sessionId))
+        .then((ended) => {
+          if (!ended) logger.warn(`loopwarden: OpenClaw had no active run for session ${sessionId} to end`);
+        })
+        .catch((err) => logger.warn(`loopwarden: could not end the run of session ${sessionId}: ${describe(err)}; `
+          + 'its tool calls stay blocked instead'));
+    });
+  }
+
+  /**
+   * An announced warning: to the model (appended to the tool result), the log, or nowhere.
+   * @param {string} key @param {Verdict} verdict @param {string} toolName
+   */
+  function warn(key, verdict, toolName) {
+    if (settings.warnings === 'off') return;
+    logger.warn(`loopwarden: ${toolName}: ${verdict.message}`);
+    if (settings.warnings !== 'tool-result') return;
+    const call = calls.get(key);
+    if (call) call.note = verdict.message;
+  }
+
+  return {
+    /**
+     * before_tool_call: may the call run? BLOCK and ABORT answer `{ block: true, blockReason }`.
+     * @param {ToolCallEvent} event @param {ToolContext} ctx
+     * @returns {Promise<BlockResult | undefined>}
+     */
+    async beforeToolCall(event, ctx) {
+      const toolName = event.toolName || ctx.toolName;
+      try {
+        const runId = runIdOf(ctx, event);
+        if (!runId) return undefined;
+        const toolCallId = event.toolCallId || ctx.toolCallId;
+        const params = event.params ?? {};
+        const key = callKey(runId, toolName, toolCallId, params);
+        rememberRun(runId, ctx);
+        calls.set(key, { params });
+        const verdict = await within(client.toolCall(runId, toolName, params, ids(ctx, toolCallId)),
+          settings.timeoutMs, `the ${toolName} call`);
+        daemonAnswered();
+        switch (verdict.action) {
+          case 'block':
+          case 'abort': {
+            calls.set(key, { params, blockedBy: verdict });
+            if (verdict.action === 'abort') endRun(runId, ctx, verdict);
+            return { block: true, blockReason: verdict.message };
+          }
+          case 'warn':
+            if (verdict.announce) warn(key, verdict, toolName);
+            return undefined;
+          case 'reject':
+            logger.warn(`loopwarden: the ${toolName} call was not evaluated (${verdict.errorCode}): ${verdict.message}`);
+            return undefined;
+          default:
+            return undefined;
+        }
+      } catch (err) {
+        return undecided(err, toolName);
+      }
+    },
+
+    /**
+     * after_tool_call: report what the tool returned, or its error. An ABORT here is the
+     * post-compaction guard: the call already ran, so the run is ended.
+     * @param {ToolResultEvent} event @param {ToolContext} ctx
+     * @returns {Promise<void>}
+     */
+    async afterToolCall(event, ctx) {
+      const toolName = event.toolName || ctx.toolName;
+      try {
+        const runId = runIdOf(ctx, event);
+        if (!runId) return;
+        const toolCallId = event.toolCallId || ctx.toolCallId;
+        const key = callKey(runId, toolName, toolCallId, event.params);
+        const call = calls.take(key);
+        const params = call?.params ?? event.params ?? {};
+        const outcome = call?.blockedBy ? { result: blockedToolResult(call.blockedBy) } : outcomeOf(event, call?.appended);
+        const verdict = await within(client.toolOutcome(runId, toolName, params, { ...ids(ctx, toolCallId), ...outcome }),
+          settings.timeoutMs, `the ${toolName} outcome`);
+        daemonAnswered();
+        if (verdict.action === 'abort') endRun(runId, ctx, verdict);
+        else if (verdict.action === 'reject') {
+          logger.warn(`loopwarden: the ${toolName} outcome was not evaluated (${verdict.errorCode}): ${verdict.message}`);
+        }
+      } catch (err) {
+        if (err instanceof LoopwardenUnavailable) logOutage(`loopwarden: ${toolName} outcome not reported: ${describe(err)}`);
+        else logger.error(`loopwarden: after_tool_call failed for ${toolName}: ${describe(err)}`);
+      }
+    },
+
+    /**
+     * after_compaction: OpenClaw compacted the run's context and goes on; arms the daemon's
+     * post-compaction guard.
+     * @param {CompactionEvent} _event @param {AgentContext} ctx
+     * @returns {Promise<void>}
+     */
+    async afterCompaction(_event, ctx) {
+      try {
+        const runId = runIdOf(ctx);
+        if (!runId) return;
+        rememberRun(runId, ctx);
+        const verdict = await within(client.compactionRetry(runId, ids(ctx)), settings.timeoutMs, 'the compaction');
+        daemonAnswered();
+        if (verdict.message) logger.info(`loopwarden: run ${runId}: ${verdict.message}`);
+      } catch (err) {
+        if (err instanceof LoopwardenUnavailable) logOutage(`loopwarden: compaction not reported: ${describe(err)}`);
+        else logger.error(`loopwarden: after_compaction failed: ${describe(err)}`);
+      }
+    },
+
+    /**
+     * session_end: every run seen in the session is over; the daemon frees their state.
+     * @param {SessionEndEvent} event @param {SessionContext} ctx
+     * @returns {Promise<void>}
+     */
+    async sessionEnd(event, ctx) {
+      try {
+        const scope = { agentId: ctx.agentId, sessionKey: event.sessionKey ?? ctx.sessionKey, sessionId: event.sessionId || ctx.sessionId };
+        /** @type {Set<string>} */
+        const runs = new Set();
+        for (const session of [scope.sessionKey, scope.sessionId]) {
+          if (!session) continue;
+          for (const runId of runsOfSession.take(session) ?? []) runs.add(runId);
+        }
+        if (runs.size === 0) return;
+        for (const key of calls.keys()) {
+          if (runs.has(key.slice(0, key.indexOf('\u0000')))) calls.delete(key);
+        }
+        const opts = ids(scope);
+        await within(Promise.all([...runs].map((runId) => client.runEnd(runId, opts))), settings.timeoutMs, 'the session end');
+        for (const runId of runs) endedRuns.delete(runId);
+        daemonAnswered();
+      } catch (err) {
+        if (err instanceof LoopwardenUnavailable) logOutage(`loopwarden: session end not reported: ${describe(err)}`);
+        else logger.error(`loopwarden: session_end failed: ${describe(err)}`);
+      }
+    },
+
+    /**
+     * Tool-result middleware: appends an announced warning to the result the model reads.
+     * @param {MiddlewareEvent} event @param {MiddlewareContext} ctx
+     * @returns {MiddlewareResult | undefined}
+     */
+    toolResultMiddleware(event, ctx) {
+      try {
+        const runId = runIdOf(ctx);
+        if (!runId) return undefined;
+        const call = calls.get(callKey(runId, event.toolName, event.toolCallId, event.args));
+        if (!call?.note) return undefined;
+        const note = call.note;
+        call.note = undefined;
+        call.appended = note;
+        return { result: withNote(event.result, note) };
+      } catch (err) {
+        logger.error(`loopwarden: tool-result middleware failed for ${event.toolName}: ${describe(err)}`);
+        return undefined;
+      }
+    },
+  };
+}

@@ -1,0 +1,75 @@
+// @ts-check
+/**
+ * loopwarden as an OpenClaw plugin: registers before_tool_call (BLOCK and ABORT block the call),
+ * after_tool_call, after_compaction and session_end, plus tool-result middleware that hands an
+ * announced warning to the model. Configured at `plugins.entries.loopwarden.config`.
+ */
+import { LoopwardenClient } from '@loopwarden/client';
+import { PLUGIN_ID, parseSettings } from './config.js';
+import { createHooks } from './hooks.js';
+
+export { DEFAULT_SETTINGS, PluginConfigError, parseSettings } from './config.js';
+export { createHooks } from './hooks.js';
+
+/** @typedef {import('openclaw/plugin-sdk/plugin-entry').OpenClawPluginApi} OpenClawPluginApi */
+/** @typedef {import('openclaw/plugin-sdk/plugin-entry').OpenClawPluginDefinition} OpenClawPluginDefinition */
+/** @typedef {import('./config.js').PluginSettings} PluginSettings */
+/** @typedef {import('./hooks.js').DaemonClient} DaemonClient */
+
+/**
+ * @typedef {object} PluginOptions what a test or an embedding host may replace
+ * @property {(settings: Readonly<PluginSettings>) => DaemonClient & { close(): void }} [createClient]
+ * @property {(sessionId: string) => boolean | Promise<boolean>} [abortRun] ends OpenClaw's run of a session
+ */
+
+/** @param {Readonly<PluginSettings>} settings */
+function connect(settings) {
+  return new LoopwardenClient(settings.target, { token: settings.token || undefined, timeoutMs: settings.timeoutMs });
+}
+
+/**
+ * The only way OpenClaw's SDK offers a plugin to end a run: `abortAgentHarnessRun(sessionId)`.
+ * Imported when first needed, from the OpenClaw that loaded this plugin.
+ * @param {string} sessionId
+ */
+async function abortOpenClawRun(sessionId) {
+  const { abortAgentHarnessRun } = await import('openclaw/plugin-sdk/agent-harness-runtime');
+  return abortAgentHarnessRun(sessionId);
+}
+
+/**
+ * @param {PluginOptions} [options]
+ * @returns {OpenClawPluginDefinition}
+ */
+export function createLoopwardenPlugin(options = {}) {
+  return {
+    id: PLUGIN_ID,
+    name: 'loopwarden',
+    description: 'Tool-loop detection by the loopwarden daemon.',
+    register(api) {
+      const settings = parseSettings(api.pluginConfig);
+      const client = (options.createClient ?? connect)(settings);
+      const hooks = createHooks({ client, settings, logger: api.logger, abortRun: options.abortRun ?? abortOpenClawRun });
+      api.on('before_tool_call', (event, ctx) => hooks.beforeToolCall(event, ctx));
+      api.on('after_tool_call', (event, ctx) => hooks.afterToolCall(event, ctx));
+      api.on('after_compaction', (event, ctx) => hooks.afterCompaction(event, ctx));
+      api.on('session_end', (event, ctx) => hooks.sessionEnd(event, ctx));
+      if (settings.warnings === 'tool-result') {
+        // NOTE: OpenClaw accepts this only from an explicitly enabled plugin whose manifest
+        // declares contracts.agentToolResultMiddleware; otherwise it records a diagnostic and
+        // the warning still reaches the gateway log.
+        api.registerAgentToolResultMiddleware((event, ctx) => hooks.toolResultMiddleware(event, ctx),
+          { runtimes: ['openclaw', 'codex'] });
+      }
+      let closed = false;
+      const close = () => {
+        if (!closed) client.close();
+        closed = true;
+      };
+      api.lifecycle?.onDispose?.(close);
+      api.on('gateway_stop', close);
+    },
+  };
+}
+
+export default createLoopwardenPlugin();

@@ -1,0 +1,92 @@
+// @ts-check
+// The plugin's settings and its mapping of OpenClaw payloads, without a daemon.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, test } from 'node:test';
+import { DEFAULT_SETTINGS, PluginConfigError, parseSettings } from '../src/config.js';
+import { callKey, outcomeOf, resultForDaemon, runIdOf, withNote } from '../src/mapping.js';
+
+const manifest = JSON.parse(fs.readFileSync(new URL('../openclaw.plugin.json', import.meta.url), 'utf8'));
+
+describe('settings (plugins.entries.loopwarden.config)', () => {
+  test('no config: the defaults, fail open', () => {
+    assert.deepEqual(DEFAULT_SETTINGS, parseSettings(undefined, {}));
+    assert.equal(true, parseSettings({}, {}).failOpen);
+  });
+
+  test('LOOPWARDEN_TARGET is the address when the config names none', () => {
+    assert.equal('10.0.0.1:7000', parseSettings({}, { LOOPWARDEN_TARGET: '10.0.0.1:7000' }).target);
+    assert.equal('127.0.0.1:1', parseSettings({ target: '127.0.0.1:1' }, { LOOPWARDEN_TARGET: '10.0.0.1:7000' }).target);
+  });
+
+  test('an unknown key is an error naming its dotted path', () => {
+    assert.throws(() => parseSettings({ failopen: false }, {}),
+      (err) => err instanceof PluginConfigError && err.message.startsWith('plugins.entries.loopwarden.config.failopen: unknown key'));
+  });
+
+  test('wrong types are errors naming the key', () => {
+    assert.throws(() => parseSettings({ failOpen: 'no' }, {}), /config\.failOpen: must be true or false/);
+    assert.throws(() => parseSettings({ timeoutMs: 0 }, {}), /config\.timeoutMs: must be a positive integer/);
+    assert.throws(() => parseSettings({ warnings: 'model' }, {}), /config\.warnings: must be one of tool-result, log, off/);
+    assert.throws(() => parseSettings({ target: ' ' }, {}), /config\.target: must be a non-empty string/);
+  });
+
+  test('tokenFile is read and trimmed; token and tokenFile together are an error', () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'lw-token-')), 'token');
+    fs.writeFileSync(file, 's3cret\n');
+    assert.equal('s3cret', parseSettings({ tokenFile: file }, {}).token);
+    assert.throws(() => parseSettings({ token: 'a', tokenFile: file }, {}), /config\.tokenFile: set token or tokenFile, not both/);
+    assert.throws(() => parseSettings({ tokenFile: `${file}.missing` }, {}), /config\.tokenFile: cannot be read/);
+  });
+
+  test('the manifest\'s configSchema names exactly the keys the plugin reads, with the same defaults', () => {
+    const schema = manifest.configSchema;
+    assert.equal(false, schema.additionalProperties);
+    assert.deepEqual(['abortRun', 'agentId', 'failOpen', 'target', 'timeoutMs', 'token', 'tokenFile', 'warnings'],
+      Object.keys(schema.properties).sort());
+    for (const key of ['failOpen', 'timeoutMs', 'warnings', 'abortRun']) {
+      assert.equal(/** @type {any} */ (DEFAULT_SETTINGS)[key], schema.properties[key].default, key);
+    }
+  });
+
+  test('the manifest declares the middleware runtimes the plugin registers', () => {
+    assert.equal('loopwarden', manifest.id);
+    assert.deepEqual(['openclaw', 'codex'], manifest.contracts.agentToolResultMiddleware);
+  });
+});
+
+describe('mapping OpenClaw payloads', () => {
+  test('the run is OpenClaw\'s run id, else its session', () => {
+    assert.equal('r1', runIdOf({ runId: ' r1 ', sessionKey: 'k' }));
+    assert.equal('r2', runIdOf({ sessionKey: 'k' }, { runId: 'r2' }));
+    assert.equal('session:agent:main:main', runIdOf({ sessionKey: 'agent:main:main', sessionId: 'uuid' }));
+    assert.equal('session:uuid', runIdOf({ sessionId: 'uuid' }));
+    assert.equal('', runIdOf({}));
+  });
+
+  test('a call is keyed by its tool call id, else by tool and params', () => {
+    assert.equal(callKey('r', 'read', 'c1', { a: 1 }), callKey('r', 'exec', 'c1', { b: 2 }));
+    assert.notEqual(callKey('r', 'read', undefined, { a: 1 }), callKey('r', 'read', undefined, { a: 2 }));
+  });
+
+  test('image bytes are not sent; the text and details the daemon hashes are', () => {
+    const result = { content: [{ type: 'text', text: 'hi' }, { type: 'image', data: 'AAAA', mimeType: 'image/png' }], details: { ok: 1 } };
+    assert.deepEqual({ content: [{ type: 'text', text: 'hi' }, { type: 'image', mimeType: 'image/png' }], details: { ok: 1 } },
+      resultForDaemon(result));
+  });
+
+  test('the appended warning is removed before the outcome is reported', () => {
+    const result = { content: [{ type: 'text', text: 'same' }], details: {} };
+    const noted = withNote(result, 'Warning: stop');
+    assert.equal(2, noted.content.length);
+    assert.deepEqual({ result }, outcomeOf({ result: noted }, 'Warning: stop'));
+  });
+
+  test('an error is reported as the error text; no result, nothing', () => {
+    assert.deepEqual({ error: 'Tool x not found' }, outcomeOf({ result: { content: [] }, error: 'Tool x not found' }));
+    assert.deepEqual({}, outcomeOf({}));
+    assert.deepEqual({ result: 'plain' }, outcomeOf({ result: 'plain' }));
+  });
+});
