@@ -11,6 +11,7 @@ from typing import Any
 from . import compaction_guard
 from .detectors import detect, run_wide
 from .events import CompactionRetry, Event, RunEnd, ToolCall, ToolOutcome
+from .external_content import MARKER as WRAPPER_MARKER
 from .fingerprints import args_digest, is_known_poll, outcome_fingerprint
 from .jsonvalues import JsonDecodeError, JsonTooDeep, decode_json
 from .settings import DEFAULT_TOOL_CATALOG, LoopDetectionSettings, ToolCatalog
@@ -195,8 +196,10 @@ def _on_tool_outcome(
     if gated is not None:
         return gated
 
+    raw = event.error if event.error is not None else event.result_json
     fingerprint = outcome_fingerprint(
-        tool_name, params, result, event.error, catalog, has_result=has_result
+        tool_name, params, result, event.error, catalog, has_result=has_result,
+        wrapped=raw is not None and WRAPPER_MARKER in raw,
     )
     if fingerprint.status == PENDING:
         return Verdict(action=Action.ALLOW, tool_name=tool_name)

@@ -3,7 +3,8 @@
 An args hash identifies "the same call"; an outcome hash identifies "the same result". Both are
 taken over canonical JSON, and the outcome hash deliberately leaves out what changes without
 meaning progress: exec durations, PIDs, session ids and working dirs; delivery ids and timestamps
-of sent messages.
+of sent messages; the random ids of external-content wrappers. Results that are not OpenClaw-shaped
+(no `content`, no `details`) are hashed whole; MCP results add `structuredContent` and `isError`.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .external_content import blank_wrapper_ids, blank_wrapper_ids_in
 from .jsonvalues import digest_bytes
 from .settings import ToolCatalog
 from .state import ERROR, PENDING, RESULT, result_hash_text
@@ -223,13 +225,27 @@ def outcome_fingerprint(
     catalog: ToolCatalog,
     *,
     has_result: bool,
+    wrapped: bool = True,
 ) -> OutcomeFingerprint:
-    """Hash what a call returned, in the order of spec section 4."""
+    """Hash what a call returned, in the order of spec section 4.
+
+    `wrapped`: the outcome may contain external-content wrappers (the caller knows cheaply from
+    the raw JSON text); their ids are then blanked before hashing.
+    """
     if error is not None:
-        return OutcomeFingerprint(ERROR, digest_bytes(error), unknown_tool_name(error))
+        text = blank_wrapper_ids(error) if wrapped else error
+        return OutcomeFingerprint(ERROR, digest_bytes(text), unknown_tool_name(error))
     if not has_result:
         return NO_OUTCOME
+    if wrapped:
+        result = blank_wrapper_ids_in(result)
     if not isinstance(result, dict):
+        return OutcomeFingerprint(RESULT, digest_bytes(result))
+    if "content" not in result and "details" not in result:
+        # Not OpenClaw-shaped (an MCP server's structured value, a plain function's dict): the
+        # whole object is the outcome, or every {"value": …} would look identical.
+        if _is_send(tool_name, params, catalog):
+            return OutcomeFingerprint(RESULT, digest_bytes(strip_volatile_send_ids(result)))
         return OutcomeFingerprint(RESULT, digest_bytes(result))
 
     raw_details = result.get("details")
@@ -251,4 +267,10 @@ def outcome_fingerprint(
         return OutcomeFingerprint(RESULT, digest_bytes(strip_volatile_send_ids(details)))
     if tool_name == "update_plan":
         return OutcomeFingerprint(RESULT, digest_bytes({"details": plan_shape(details), "text": ""}))
+    if "structuredContent" in result or "isError" in result:
+        # An MCP CallToolResult: its structured value and error flag are part of what it returned.
+        return OutcomeFingerprint(RESULT, digest_bytes({
+            "details": details, "text": text,
+            "structuredContent": result.get("structuredContent"), "isError": result.get("isError"),
+        }))
     return OutcomeFingerprint(RESULT, digest_bytes({"details": details, "text": text}))
