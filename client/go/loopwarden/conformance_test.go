@@ -74,9 +74,15 @@ func equal(wanted, got any) bool {
 	return reflect.DeepEqual(wanted, got)
 }
 
+// levelWords: the word every WARN / BLOCK / ABORT message starts with, whatever the expectation.
+var levelWords = map[string]string{"ACTION_WARN": "WARNING:", "ACTION_BLOCK": "CRITICAL:", "ACTION_ABORT": "CRITICAL:"}
+
 // check asserts a verdict meets an expectation: the rules of tests/conformance/scenarios.py.
 func check(t *testing.T, expect map[string]any, verdict map[string]any, where string) {
 	t.Helper()
+	if word, ok := levelWords[verdict["action"].(string)]; ok && !strings.HasPrefix(verdict["message"].(string), word) {
+		t.Fatalf("%s: a %v message must start with %q: %q", where, verdict["action"], word, verdict["message"])
+	}
 	if expect == nil {
 		return
 	}
@@ -91,8 +97,14 @@ func check(t *testing.T, expect map[string]any, verdict map[string]any, where st
 				t.Fatalf("%s: action %v not in %v", where, verdict["action"], wanted)
 			}
 		case "message_contains":
-			if !strings.Contains(verdict["message"].(string), wanted.(string)) {
-				t.Fatalf("%s: %q not in message %q", where, wanted, verdict["message"])
+			phrases, isList := wanted.([]any)
+			if !isList {
+				phrases = []any{wanted}
+			}
+			for _, phrase := range phrases {
+				if !strings.Contains(verdict["message"].(string), phrase.(string)) {
+					t.Fatalf("%s: %q not in message %q", where, phrase, verdict["message"])
+				}
 			}
 		default:
 			got, ok := verdict[key]

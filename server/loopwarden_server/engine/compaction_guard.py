@@ -65,9 +65,9 @@ def observe_outcome(state: RunState, tool_name: str, call_digest: bytes, status:
     return Verdict(
         action=Action.ABORT, detector=Detector.POST_COMPACTION_GUARD, level=Level.CRITICAL,
         count=guard.observed,
-        message=f"Run aborted: after compaction, {tool_name} was called {guard.observed} "
-                "times with the same arguments and returned the same result each time, so "
-                "compaction did not break the loop (compaction_loop_persisted).",
+        message=f"CRITICAL: compaction did not break the loop: after compaction, {tool_name} was "
+                f"called {guard.observed} times with the same arguments and returned the same result "
+                "each time, so the run was aborted (compaction_loop_persisted). Report the task as failed.",
         warning_key=f"compaction:{tool_name}:{args_hash_text(tool_name, call_digest)}:{result_hash}",
         announce=True, error_code=ErrorCode.COMPACTION_LOOP_PERSISTED.value,
         tool_name=tool_name, evidence_seqs=tuple(guard.seqs),

@@ -155,9 +155,9 @@ def _escalate(block: Verdict, blocks: int) -> Verdict:
     """abortAfterBlocks: the block that reaches the limit ends the run instead."""
     return replace(
         block, action=Action.ABORT, error_code=ErrorCode.TOOL_LOOP_PERSISTED.value,
-        message=f"Run aborted: this is block {blocks} of the run ({block.detector.value} on "
+        message=f"CRITICAL: run aborted: this is block {blocks} of the run ({block.detector.value} on "
                 f"{block.tool_name}), so the loop persisted and the run is over (tool_loop_persisted). "
-                f"Last block: {block.message}",
+                f"Last block: {block.message.removeprefix('CRITICAL: ')}",
     )
 
 

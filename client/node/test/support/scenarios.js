@@ -106,17 +106,27 @@ export function protoNames(v) {
   };
 }
 
+/** The level word every WARN / BLOCK / ABORT message starts with, whatever the expectation. */
+const LEVEL_WORDS = /** @type {Record<string, string>} */ ({ ACTION_WARN: 'WARNING:', ACTION_BLOCK: 'CRITICAL:', ACTION_ABORT: 'CRITICAL:' });
+
 /**
  * Assert a verdict (proto names) meets an expectation; the same rules as scenarios.py `check`.
  * @param {Record<string, any> | null} expect @param {Record<string, any>} verdict @param {string} where
  */
 export function check(expect, verdict, where) {
+  const levelWord = LEVEL_WORDS[verdict.action];
+  if (levelWord !== undefined) {
+    assert.ok(verdict.message.startsWith(levelWord),
+      `${where}: a ${verdict.action} message must start with ${levelWord}: ${JSON.stringify(verdict.message)}`);
+  }
   if (expect === null || expect === undefined) return;
   for (const [key, wanted] of Object.entries(expect)) {
     if (key === 'action_in') {
       assert.ok(wanted.includes(verdict.action), `${where}: action ${verdict.action} not in ${JSON.stringify(wanted)}`);
     } else if (key === 'message_contains') {
-      assert.ok(verdict.message.includes(wanted), `${where}: ${JSON.stringify(wanted)} not in message ${JSON.stringify(verdict.message)}`);
+      for (const phrase of typeof wanted === 'string' ? [wanted] : wanted) {
+        assert.ok(verdict.message.includes(phrase), `${where}: ${JSON.stringify(phrase)} not in message ${JSON.stringify(verdict.message)}`);
+      }
     } else {
       assert.ok(key in verdict, `${where}: unknown expectation key ${key}`);
       assert.deepStrictEqual(verdict[key], wanted, `${where}: ${key} expected ${JSON.stringify(wanted)}, got ${JSON.stringify(verdict[key])} (${JSON.stringify(verdict)})`);

@@ -16,16 +16,16 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if streak >= settings.critical_threshold:
         return Detection(
             DETECTOR, Level.CRITICAL, streak,
-            f"Blocked: {tool_name} was polled {streak} times with the same arguments "
-            "and the state never changed, so this poll was not run. Stop polling and "
+            f"CRITICAL: {tool_name} was polled {streak} times with the same arguments and no "
+            "progress: the state never changed, so this poll was not run. Stop polling and "
             "report the process as stuck or failed.",
             f"poll:{context.result_key}", evidence=context.streak_evidence(streak),
         )
     if streak >= settings.warning_threshold:
         return Detection(
             DETECTOR, Level.WARNING, streak,
-            f"Warning: {tool_name} was polled {streak} times with the same arguments "
-            "and the state has not changed. Wait longer between checks, or report the task "
+            f"WARNING: {tool_name} was polled {streak} times with the same arguments and no "
+            "progress: the state has not changed. Wait longer between checks, or report the task "
             "as failed if the process is stuck.",
             f"poll:{context.result_key}", evidence=context.streak_evidence(streak),
         )

@@ -83,7 +83,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if pong.count >= settings.critical_threshold and pong.no_progress_evidence:
         return Detection(
             DETECTOR, Level.CRITICAL, pong.count,
-            f"Blocked: you have alternated between {tool_name} and "
+            f"CRITICAL: ping-pong loop: you have alternated between {tool_name} and "
             f"{pong.paired_tool_name} for {pong.count} consecutive calls and both keep "
             "returning the same results, so this call was not run. Stop switching "
             "between them; try a different approach or report the task as failed.",
@@ -91,7 +91,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
         )
     return Detection(
         DETECTOR, Level.WARNING, pong.count,
-        f"Warning: you have alternated between {tool_name} and {pong.paired_tool_name} "
+        f"WARNING: you have alternated between {tool_name} and {pong.paired_tool_name} "
         f"for {pong.count} consecutive calls. This looks like a ping-pong loop: stop "
         "switching between the two, or report the task as failed.",
         pair_key, pong.paired_tool_name, evidence,

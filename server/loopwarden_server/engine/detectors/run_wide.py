@@ -43,9 +43,9 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     completed = [index for index in range(len(status) - 1, -1, -1) if status[index] != PENDING][:streak]
     return Detection(
         DETECTOR, Level.CRITICAL, streak,
-        f"Blocked: the last {streak} completed tool calls of this run, across all "
-        "tools and arguments, only repeated calls and results already seen, so this call was "
-        "not run. Stop cycling through the same actions; change approach or report the task "
-        "as failed.",
+        f"CRITICAL: run-wide breaker: the last {streak} completed tool calls of this run, across "
+        "all tools and arguments, made no progress (they only repeated calls and results already "
+        "seen), so this call was not run. Stop cycling through the same actions; change approach "
+        "or report the task as failed.",
         f"run-wide:{threshold}", evidence=tuple(reversed(completed)),
     )

@@ -37,7 +37,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     size = len(context.history)
     return Detection(
         DETECTOR, Level.CRITICAL, count,
-        f"Blocked: the tool {missing} is not available here and has been tried "
-        f"{count} times. Stop calling it and answer without it.",
+        f"CRITICAL: unavailable tool {missing}: it does not exist here and has been tried "
+        f"{count} times, so this call was not run. Stop calling it and answer without it.",
         f"unknown-tool:{context.tool_name}:{missing}", evidence=tuple(range(size - count, size)),
     )
