@@ -24,7 +24,7 @@ from .settings import DaemonSettings, Security
 from .snapshot import SnapshotFile
 from .store import RunStore
 from .transport import SERVICE_NAME, LoopDetectionServicer, register_servicer
-from .transport.auth import BearerTokenInterceptor
+from .transport.auth import BearerTokenInterceptor, Identity, TokenFileError
 from .transport.credentials import RotatingServerCertificates, TokenFile
 
 log = logging.getLogger("loopwarden.daemon")
@@ -42,14 +42,15 @@ def _server_credentials(security: Security) -> grpc.ServerCredentials | None:
     return certificates.credentials()
 
 
-def _interceptors(security: Security) -> list[grpc.aio.ServerInterceptor]:
+def _token_file(security: Security, metrics: Metrics) -> TokenFile | None:
     if security.auth_token_file is None:
-        return []
+        return None
     try:
-        token = TokenFile(security.auth_token_file)
-    except (OSError, ValueError) as exc:
-        raise StartupError(f"--auth-token-file: {exc}") from None
-    return [BearerTokenInterceptor(token.current)]
+        return TokenFile(security.auth_token_file, on_state=lambda ok: metrics.token_file_ok.set(1 if ok else 0))
+    except OSError as exc:
+        raise StartupError(f"--auth-token-file: cannot read {security.auth_token_file}: {exc.strerror or exc}") from None
+    except TokenFileError as exc:
+        raise StartupError(f"--auth-token-file {security.auth_token_file}: {exc}") from None
 
 
 def _initial_config(watcher: ConfigWatcher | None) -> Config:
@@ -67,7 +68,12 @@ class Daemon:
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
         self.registry = CollectorRegistry()
-        self.metrics = Metrics(self.registry, grpc.__version__)
+        security = settings.security
+        self._tokens: TokenFile | None = None
+        identity = Identity(self._current_tokens if security.auth_token_file is not None else None)
+        self.metrics = Metrics(self.registry, grpc.__version__, tenant_label=settings.tenant_label,
+                               known_tenants=identity.known_tenants)
+        self._tokens = _token_file(security, self.metrics)
         self.config_watcher = (ConfigWatcher(settings.config_path, clock=time.monotonic)
                                if settings.config_path is not None else None)
         config = _initial_config(self.config_watcher)
@@ -81,17 +87,30 @@ class Daemon:
                                          instance_id=os.urandom(4).hex())
         self.snapshot = (SnapshotFile(settings.snapshot_path, self.store, time.time)
                          if settings.snapshot_path is not None else None)
-        security = settings.security
+        interceptors = [] if self._tokens is None else [BearerTokenInterceptor(
+            self._tokens.current, on_failure=lambda reason: self.metrics.auth_failures.labels(reason).inc())]
         self.servers = Servers(
             listen=settings.listen, metrics_listen=settings.metrics_listen, health_listen=settings.health_listen,
             registry=self.registry, max_message_bytes=settings.limits.max_message_bytes,
-            reflection_on=settings.reflection, interceptors=_interceptors(security),
+            reflection_on=settings.reflection, interceptors=interceptors,
             credentials=_server_credentials(security),
         )
-        servicer = LoopDetectionServicer(self.service, self.metrics, self.servers.lifecycle)
-        self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(servicer, server))
+        servicer = LoopDetectionServicer(self.service, self.metrics, self.servers.lifecycle, identity,
+                                         settings.limits.stream_idle_timeout_seconds)
+        self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(
+            servicer, server, max_events_per_request=settings.limits.max_events_per_request))
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
+        self._last_reload_error = ""
+        self._reload_lock = asyncio.Lock()
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.append(task)
+        task.add_done_callback(lambda done: done in self._tasks and self._tasks.remove(done))
+
+    def _current_tokens(self):
+        return self._tokens.current() if self._tokens is not None else None
 
     async def start(self) -> None:
         listeners = self.servers.bind()
@@ -116,18 +135,24 @@ class Daemon:
         if self.config_watcher is not None:
             self._tasks.append(asyncio.create_task(self._watch_config()))
 
-    def reload_config(self, *, force: bool = False) -> None:
+    async def reload_config(self, *, force: bool = False) -> None:
+        """Look at the config file; swap in a new valid config. Reading and parsing run in a
+        thread: a large file must not stall every RPC (health included) while it is parsed."""
         if self.config_watcher is None:
             return
-        reload = self.config_watcher.poll(force=force)
+        async with self._reload_lock:  # the poll loop and SIGHUP never read the file at once
+            reload = await asyncio.to_thread(self.config_watcher.poll, force=force)
         if reload is None:
             return
         if reload.config is None:
-            self.metrics.config_reloads.labels("failure").inc()
-            self.metrics.config_last_reload_ok.set(0)
-            log.error("config reload refused; the previous config stays in force",
-                      extra={"config": self.config_watcher.path, "error": reload.error})
+            if reload.error != self._last_reload_error:  # one count and log line per problem, not per poll
+                self._last_reload_error = reload.error
+                self.metrics.config_reloads.labels("failure").inc()
+                self.metrics.config_last_reload_ok.set(0)
+                log.error("config reload refused; the previous config stays in force",
+                          extra={"config": self.config_watcher.path, "error": reload.error})
             return
+        self._last_reload_error = ""
         self.service.swap_config(reload.config)
         self.metrics.config_reloads.labels("success").inc()
         self.metrics.config_last_reload_ok.set(1)
@@ -137,7 +162,7 @@ class Daemon:
     async def _watch_config(self) -> None:
         while True:
             await asyncio.sleep(self.settings.config_poll_seconds)
-            self.reload_config()
+            await self.reload_config()
 
     async def _sweep_idle_runs(self) -> None:
         while True:
@@ -156,7 +181,7 @@ class Daemon:
 
     async def run(self) -> None:
         await self.start()
-        install_signal_handlers(stop=self.stopping.set, reload=lambda: self.reload_config(force=True))
+        install_signal_handlers(stop=self.stopping.set, reload=lambda: self._spawn(self.reload_config(force=True)))
         await self.stopping.wait()
         await self.stop()
 

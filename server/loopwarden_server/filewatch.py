@@ -3,8 +3,9 @@
 A file "changed" when its stat (inode, mtime, size) differs from the last one seen. `os.stat`
 follows symlinks, so a Kubernetes ConfigMap or Secret update (which swaps the `..data` link of
 the mounted directory) counts. Checks are rate-limited to one stat per interval, so callers can
-ask on every use (each TLS handshake, each RPC). A file that cannot be stat'ed counts as
-unchanged: mid-swap or removed, the caller keeps what it has and looks again later.
+ask on every use (each TLS handshake, each RPC). A file that disappears is a change too (its
+stat becomes "missing"): the caller's read then fails, and it decides what a missing file means
+(the config and certificates keep what they have; the token fails closed).
 """
 from __future__ import annotations
 
@@ -15,11 +16,18 @@ from collections.abc import Callable, Sequence
 StatKey = tuple[tuple[int, int, int], ...]
 
 
+MISSING = (-1, -1, -1)
+
+
 def stat_key(paths: Sequence[str]) -> StatKey:
-    """Raises OSError when a file cannot be stat'ed."""
+    """(inode, mtime, size) of each file; MISSING for one that cannot be stat'ed."""
     key = []
     for path in paths:
-        info = os.stat(path)
+        try:
+            info = os.stat(path)
+        except OSError:
+            key.append(MISSING)
+            continue
         key.append((info.st_ino, info.st_mtime_ns, info.st_size))
     return tuple(key)
 
@@ -38,10 +46,7 @@ class FileWatch:
         self._interval = interval
         self._lock = threading.Lock()
         self._next_check = clock() + interval
-        try:
-            self._key: StatKey | None = stat_key(self._paths)
-        except OSError:
-            self._key = None
+        self._key = stat_key(self._paths)
         self._pending = False  # a change was reported and not yet loaded
 
     @property
@@ -54,10 +59,7 @@ class FileWatch:
             if now < self._next_check:
                 return False
             self._next_check = now + self._interval
-            try:
-                key = stat_key(self._paths)
-            except OSError:
-                return False
+            key = stat_key(self._paths)
             if key != self._key:
                 self._key = key
                 self._pending = True

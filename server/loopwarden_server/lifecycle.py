@@ -21,6 +21,18 @@ from prometheus_client import CollectorRegistry, start_http_server
 log = logging.getLogger("loopwarden.daemon")
 
 
+# Keepalive, explicit: the server pings a connection idle for a minute and drops it when the ping
+# goes unanswered for 20 s (a vanished client frees its streams); clients may ping every 10 s,
+# even between calls, without being told off (GOAWAY too_many_pings).
+KEEPALIVE_OPTIONS = (
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_pings_without_data", 0),
+)
+
+
 class StartupError(RuntimeError):
     """The daemon cannot start; the message says why."""
 
@@ -67,6 +79,7 @@ class Servers:
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),
+            *KEEPALIVE_OPTIONS,
         ])
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         self._health_server: grpc.aio.Server | None = None

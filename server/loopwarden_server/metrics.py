@@ -8,6 +8,7 @@ from __future__ import annotations
 import platform
 
 from bisect import bisect_left
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
@@ -108,33 +109,62 @@ class _Children:
         return child
 
 
+OTHER_TENANT = "other"
+
+
 class Metrics:
-    def __init__(self, registry: CollectorRegistry, grpc_version: str = "unknown") -> None:
+    """Every metric of the daemon, on an injected registry. Label values come from bounded sets.
+
+    With `tenant_label` on, the verdict, warning, block and abort counters carry a `tenant` label:
+    the tenant's name when the token file names it (`known_tenants`), else "other", so a client
+    cannot create series. Off (the default), they carry none.
+    """
+
+    def __init__(self, registry: CollectorRegistry, grpc_version: str = "unknown", *, tenant_label: bool = False,
+                 known_tenants: Callable[[], frozenset[str]] = frozenset) -> None:
         self.registry = registry
+        self._tenant_label = tenant_label
+        self._known_tenants = known_tenants
+        tenant = ["tenant"] if tenant_label else []
         self.warnings = Counter(
             "loopwarden_warnings", "Announced loop warnings (first per pattern and run, then once per decade of count).",
-            ["detector", "agent"], registry=registry)
+            ["detector", "agent", *tenant], registry=registry)
         self.blocks = Counter(
             "loopwarden_blocks", "Tool calls blocked because a loop detector reached its critical level.",
-            ["detector", "agent"], registry=registry)
+            ["detector", "agent", *tenant], registry=registry)
         self.guard_aborts = Counter(
             "loopwarden_guard_aborts", "Runs aborted by the post-compaction guard (compaction_loop_persisted).",
-            ["agent"], registry=registry)
+            ["agent", *tenant], registry=registry)
         self.escalation_aborts = Counter(
             "loopwarden_escalation_aborts", "Runs aborted because they reached abortAfterBlocks (tool_loop_persisted).",
-            ["detector", "agent"], registry=registry)
+            ["detector", "agent", *tenant], registry=registry)
         self.shadow_verdicts = Counter(
             "loopwarden_shadow_verdicts", "Shadow mode: BLOCK/ABORT verdicts computed but not enforced, by the action withheld.",
             ["action", "detector"], registry=registry)
         self.verdicts = EventLoopCounter(
             "loopwarden_verdicts", "Verdicts given, by action and deciding detector (none for a plain allow).",
-            ("action", "detector", "agent"), registry)
+            ("action", "detector", "agent", *tenant), registry)
         self.events = EventLoopCounter(
             "loopwarden_events", "Events received, by kind (unknown when the event had none).",
             ("kind",), registry)
         self.rejected = Counter(
             "loopwarden_rejected_events", "Events rejected as malformed, by error code.",
             ["error_code"], registry=registry)
+        self.rejected_requests = Counter(
+            "loopwarden_rejected_requests", "Requests refused whole, ending their stream or call, by reason "
+            "(too_many_events, undecodable).", ["reason"], registry=registry)
+        self.retried_events = Counter(
+            "loopwarden_retried_events", "Events recognised as retries (same run, seq and content) and answered "
+            "with their first verdict.", registry=registry)
+        self.idle_streams_closed = Counter(
+            "loopwarden_idle_streams_closed", "Evaluate streams closed after sending nothing for the idle timeout.",
+            registry=registry)
+        self.auth_failures = Counter(
+            "loopwarden_auth_failures", "RPCs refused UNAUTHENTICATED, by reason (missing_token, invalid_token, "
+            "token_file_unusable).", ["reason"], registry=registry)
+        self.token_file_ok = Gauge(
+            "loopwarden_token_file_ok", "1 while the bearer token file is readable and holds tokens; 0 while it "
+            "fails closed (every authenticated RPC refused).", registry=registry)
         self.evaluation_seconds = EventLoopHistogram(
             "loopwarden_evaluation_duration_seconds", "Time to evaluate one event inside the daemon, in seconds.",
             LATENCY_BUCKETS, registry)
@@ -166,12 +196,24 @@ class Metrics:
 
         self.build_info.labels(VERSION, platform.python_version(), grpc_version).set(1)
         # Series that exist from the first scrape make rate() and absent() alerts behave.
+        default_tenant = (OTHER_TENANT,) if tenant_label else ()
         for detector in DETECTORS:
-            self.warnings.labels(detector, DEFAULT_AGENT)
-            self.blocks.labels(detector, DEFAULT_AGENT)
-        self.guard_aborts.labels(DEFAULT_AGENT)
+            self.warnings.labels(detector, DEFAULT_AGENT, *default_tenant)
+            self.blocks.labels(detector, DEFAULT_AGENT, *default_tenant)
+        self.guard_aborts.labels(DEFAULT_AGENT, *default_tenant)
+        for reason in ("too_many_events", "undecodable"):
+            self.rejected_requests.labels(reason)
+        for reason in ("missing_token", "invalid_token", "token_file_unusable"):
+            self.auth_failures.labels(reason)
+        self.token_file_ok.set(1)
         self.config_last_reload_ok.set(1)
         for reason in ("idle_ttl", "max_runs"):
             self.evictions.labels(reason)
         for result in ("success", "failure"):
             self.config_reloads.labels(result)
+
+    def tenant_labels(self, tenant: str) -> tuple[str, ...]:
+        """The tenant label value(s) to append to a counter's labels: () when the label is off."""
+        if not self._tenant_label:
+            return ()
+        return (tenant,) if tenant and tenant in self._known_tenants() else (OTHER_TENANT,)

@@ -1,6 +1,12 @@
-"""The service layer: envelope validation, run store, engine, metrics and decision logs.
+"""The service layer: envelope validation, run store, retries, engine, metrics and decision logs.
 
 It sees neither protobuf nor grpc: the transport hands it `EventInput`s and gets `Decision`s.
+Every run is keyed by the pair (tenant, run_id): a run id is scoped to the tenant that sent it.
+
+Every event gets exactly one decision. A failure inside the engine (a bug, or an input nothing
+anticipated) is that event's REJECT `internal_error`, logged with its decision id and counted;
+the event changes no state (the engine computes all it needs before it changes the run, and a
+run the failing event would have created is not kept), and the rest of the batch goes on.
 """
 from __future__ import annotations
 
@@ -14,10 +20,11 @@ from loopwarden.eventformat import EventKind
 from .config import Config
 from .engine import (
     Action, CompactionRetry, ErrorCode, LoopDetectionSettings, Record, RunEnd, ToolCall, ToolOutcome, Verdict,
-    evaluate, new_run_state,
+    evaluate, new_run_state, normalize_tool_name,
 )
 from .engine.verdicts import ALLOW, reject
 from .metrics import DEFAULT_AGENT, Metrics
+from .retries import RetryWindow, content_digest
 from .settings import Limits
 from .store import RunEntry, RunStore
 
@@ -35,6 +42,7 @@ class EventInput:
     agent_id: str = ""
     session_id: str = ""
     seq: int = 0
+    tenant: str = ""  # who sent it ("" without authentication); set by the transport, never by the event
 
     @property
     def kind(self) -> str | None:
@@ -58,6 +66,7 @@ class Decision:
 class RunView:
     """One run as InspectRun shows it: a copy, so the transport never touches store internals."""
 
+    tenant: str
     run_id: str
     agent_id: str
     records: tuple[Record, ...]
@@ -119,19 +128,10 @@ class LoopwardenService:
         self.metrics.evaluation_seconds.observe(self._timer() - started)
         return decision
 
-    def reject_all(self, events: list[EventInput], code: ErrorCode, message: str) -> list[Decision]:
-        """A request-level limit: every event of the request is answered with the same REJECT."""
-        config = self._config
-        verdict = reject(code, message)
-        decisions = []
-        for event in events:
-            self.metrics.event_of(event.kind or "unknown").inc()
-            decisions.append(self._rejected(event, event.run_id.strip(), verdict, config))
-        return decisions
-
     def _rejected(self, event: EventInput, run_id: str, verdict: Verdict, config: Config) -> Decision:
         self.metrics.rejected_of(verdict.error_code).inc()
-        self.metrics.verdict_of(Action.REJECT.value, "none", self.agent_label(event.agent_id, config)).inc()
+        self.metrics.verdict_of(Action.REJECT.value, "none", self.agent_label(event.agent_id, config),
+                                *self.metrics.tenant_labels(event.tenant)).inc()
         return Decision(event.seq, run_id, verdict)
 
     def _envelope_error(self, event: EventInput, run_id: str) -> Verdict | None:
@@ -140,6 +140,12 @@ class LoopwardenService:
             return reject(ErrorCode.MISSING_RUN_ID, "run_id is required (a non-blank string)")
         if len(run_id) > limits.max_run_id_chars:
             return reject(ErrorCode.RUN_ID_TOO_LONG, f"run_id is {len(run_id)} characters; the limit is {limits.max_run_id_chars}")
+        if len(event.agent_id) > limits.max_agent_id_chars:
+            return reject(ErrorCode.AGENT_ID_TOO_LONG,
+                          f"agent_id is {len(event.agent_id)} characters; the limit is {limits.max_agent_id_chars}")
+        if len(event.session_id) > limits.max_session_id_chars:
+            return reject(ErrorCode.SESSION_ID_TOO_LONG,
+                          f"session_id is {len(event.session_id)} characters; the limit is {limits.max_session_id_chars}")
         payload = event.payload
         if payload is None:
             return reject(ErrorCode.MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end")
@@ -147,6 +153,9 @@ class LoopwardenService:
             return None
         if len(payload.tool_name) > limits.max_tool_name_chars:
             return reject(ErrorCode.TOOL_NAME_TOO_LONG, f"tool_name is {len(payload.tool_name)} characters; the limit is {limits.max_tool_name_chars}")
+        if len(payload.tool_call_id) > limits.max_tool_call_id_chars:
+            return reject(ErrorCode.TOOL_CALL_ID_TOO_LONG,
+                          f"tool_call_id is {len(payload.tool_call_id)} characters; the limit is {limits.max_tool_call_id_chars}")
         # Byte limits: len(str) <= bytes <= 4 * len(str), so encode only when it could matter.
         if len(payload.params_json) * 4 > limits.max_params_bytes:
             size = len(payload.params_json.encode("utf-8", "surrogatepass"))
@@ -163,23 +172,35 @@ class LoopwardenService:
 
     def _decide(self, event: EventInput, run_id: str, config: Config) -> Decision:
         payload = event.payload
+        tenant = event.tenant
         if type(payload) is RunEnd:
-            self.store.remove(run_id)
-            self.metrics.verdict_of(Action.ALLOW.value, "none", self.agent_label(event.agent_id, config)).inc()
+            self.store.remove(tenant, run_id)
+            self.metrics.verdict_of(Action.ALLOW.value, "none", self.agent_label(event.agent_id, config),
+                                    *self.metrics.tenant_labels(tenant)).inc()
             return Decision(event.seq, run_id, ALLOW)
 
-        entry = self.store.touch(run_id)
+        entry = self.store.touch(tenant, run_id)
+        digest = None
+        if event.seq and entry is not None and entry.retries is not None:
+            digest = content_digest(payload)
+            slot = entry.retries.find(event.seq, digest)
+            if slot >= 0:
+                return self._retried(event, run_id, entry, slot)
         # An event without an agent id keeps the run's agent (runs do not change agents).
         agent_id = event.agent_id.strip() or (entry.agent_id if entry is not None else "")
         settings = config.settings_for(agent_id)
-        if entry is None:
-            entry = self.store.create(run_id, new_run_state(settings))
+        created = entry is None
+        if created:
+            entry = self.store.create(tenant, run_id, new_run_state(settings))
+        was_aborted = entry.state.abort is not None
+        try:
+            verdict = evaluate(entry.state, payload, settings, config.tool_catalog,
+                               max_json_depth=self.limits.max_json_depth)
+        except Exception:  # noqa: BLE001 - one event's failure must not take the batch or stream down
+            return self._internal_error(event, run_id, entry, created, config)
         entry.agent_id = agent_id
         if event.session_id:
             entry.session_id = event.session_id
-        was_aborted = entry.state.abort is not None
-        verdict = evaluate(entry.state, payload, settings, config.tool_catalog,
-                           max_json_depth=self.limits.max_json_depth)
         if verdict.action is Action.REJECT:
             decision = Decision(event.seq, run_id, verdict)
         else:
@@ -189,20 +210,53 @@ class LoopwardenService:
                 if entry.recent is None:
                     entry.recent = deque(maxlen=RECENT_DECISIONS)
                 entry.recent.append(decision)
+            if event.seq:
+                if entry.retries is None:
+                    entry.retries = RetryWindow()
+                plain = verdict.action is Action.ALLOW and not verdict.message and verdict.shadow_action is None
+                entry.retries.remember(event.seq, digest or content_digest(payload), None if plain else decision)
         self._account(event, entry, decision, self.agent_label(agent_id, config), was_aborted)
         return decision
+
+    def _retried(self, event: EventInput, run_id: str, entry: RunEntry, slot: int) -> Decision:
+        """A resent event: its first decision again (a plain ALLOW is rebuilt); nothing changes."""
+        self.metrics.retried_events.inc()
+        kept = entry.retries.decision_at(slot)
+        if kept is not None:
+            return Decision(event.seq, run_id, kept.verdict, kept.decision_id)
+        tool_name = normalize_tool_name(event.payload.tool_name) if isinstance(event.payload, (ToolCall, ToolOutcome)) else ""
+        return Decision(event.seq, run_id, Verdict(action=Action.ALLOW, tool_name=tool_name))
+
+    def _internal_error(self, event: EventInput, run_id: str, entry: RunEntry, created: bool, config: Config) -> Decision:
+        if created:
+            self.store.remove(entry.tenant, run_id)
+        decision_id = self._next_decision_id()
+        decision_log.exception("internal error evaluating an event; answered REJECT internal_error", extra={
+            "decision_id": decision_id, "tenant": event.tenant, "run_id": run_id, "seq": event.seq,
+            "kind": event.kind,
+        })
+        verdict = reject(ErrorCode.INTERNAL_ERROR,
+                         f"loopwarden could not evaluate this event (decision {decision_id}); it changed nothing. "
+                         "The daemon log has the details under that id.")
+        decision = self._rejected(event, run_id, verdict, config)
+        decision.decision_id = decision_id
+        return decision
+
+    def _next_decision_id(self) -> str:
+        self._decisions += 1
+        return f"{self._instance_id}-{self._decisions:x}"
 
     def _decision_id(self, verdict: Verdict) -> str:
         if verdict.action is Action.ALLOW and verdict.shadow_action is None:
             return ""
-        self._decisions += 1
-        return f"{self._instance_id}-{self._decisions:x}"
+        return self._next_decision_id()
 
     def _account(self, event: EventInput, entry: RunEntry, decision: Decision, agent: str, was_aborted: bool) -> None:
         verdict = decision.verdict
         action = verdict.action
         metrics = self.metrics
-        metrics.verdict_of(action.value, verdict.detector.value, agent).inc()
+        tenant = metrics.tenant_labels(event.tenant)
+        metrics.verdict_of(action.value, verdict.detector.value, agent, *tenant).inc()
         if verdict.shadow_action is not None:
             metrics.shadow_verdict_of(verdict.shadow_action.value, verdict.detector.value).inc()
             self._log(logging.WARNING, f"shadow {verdict.shadow_action.value} (not enforced)", event, entry, decision)
@@ -215,12 +269,12 @@ class LoopwardenService:
             metrics.rejected_of(verdict.error_code).inc()
         elif action is Action.WARN:
             if verdict.announce:
-                metrics.warning_of(verdict.detector.value, agent).inc()
+                metrics.warning_of(verdict.detector.value, agent, *tenant).inc()
                 self._log(logging.WARNING, "loop warning", event, entry, decision)
             elif decision_log.isEnabledFor(logging.DEBUG):
                 self._log(logging.DEBUG, "loop warning (not announced)", event, entry, decision)
         elif action is Action.BLOCK:
-            metrics.block_of(verdict.detector.value, agent).inc()
+            metrics.block_of(verdict.detector.value, agent, *tenant).inc()
             self._log(logging.WARNING, "tool call blocked", event, entry, decision)
         elif action is Action.ABORT:
             if was_aborted:
@@ -228,16 +282,16 @@ class LoopwardenService:
                     self._log(logging.DEBUG, "run already aborted", event, entry, decision)
                 return
             if verdict.error_code == ErrorCode.TOOL_LOOP_PERSISTED.value:
-                metrics.escalation_abort_of(verdict.detector.value, agent).inc()
+                metrics.escalation_abort_of(verdict.detector.value, agent, *tenant).inc()
             else:
-                metrics.guard_abort_of(agent).inc()
+                metrics.guard_abort_of(agent, *tenant).inc()
             self._log(logging.ERROR, "run aborted", event, entry, decision)
 
     @staticmethod
     def _log(level: int, message: str, event: EventInput, entry: RunEntry, decision: Decision) -> None:
         verdict = decision.verdict
         decision_log.log(level, message, extra={
-            "decision_id": decision.decision_id,
+            "decision_id": decision.decision_id, "tenant": entry.tenant,
             "run_id": entry.run_id, "agent_id": entry.agent_id, "session_id": entry.session_id,
             "seq": event.seq, "tool": verdict.tool_name, "action": verdict.action.value,
             "detector": verdict.detector.value, "count": verdict.count,
@@ -245,16 +299,16 @@ class LoopwardenService:
             "evidence_seqs": list(verdict.evidence_seqs), "loop_started_seq": verdict.loop_started_seq,
         })
 
-    def inspect(self, run_id: str) -> RunView | None:
-        """What is held for a run, read without touching its recency (inspection must not keep a
-        run alive). None when no state is held."""
-        entry = self.store.get(run_id.strip())
+    def inspect(self, run_id: str, tenant: str = "") -> RunView | None:
+        """What is held for a run of this tenant, read without touching its recency (inspection
+        must not keep a run alive). None when no state is held."""
+        entry = self.store.get(tenant, run_id.strip())
         if entry is None:
             return None
         state = entry.state
         guard = state.guard
         return RunView(
-            run_id=entry.run_id, agent_id=entry.agent_id, records=tuple(state.records),
+            tenant=entry.tenant, run_id=entry.run_id, agent_id=entry.agent_id, records=tuple(state.records),
             guard_armed=guard is not None, guard_window_size=guard.window_size if guard else 0,
             guard_observed=guard.observed if guard else 0, blocks=state.blocks,
             aborted=state.abort is not None, abort_error_code=state.abort.error_code if state.abort else "",

@@ -25,11 +25,19 @@ class Limits:
     max_result_bytes: int = 1024 * 1024
     max_run_id_chars: int = 256
     max_tool_name_chars: int = 256
+    max_agent_id_chars: int = 256
+    max_session_id_chars: int = 256
+    max_tool_call_id_chars: int = 256
     max_json_depth: int = 64
     max_events_per_request: int = 1000
-    # gRPC's own per-message cap: a larger request fails its stream with RESOURCE_EXHAUSTED.
-    max_message_bytes: int = 8 * 1024 * 1024
+    # gRPC's own per-message cap: a larger request fails its stream with RESOURCE_EXHAUSTED. 4 MiB
+    # holds one event at both payload limits (1 MiB params + 1 MiB result) with room, and keeps
+    # the memory one request costs to parse far below the chart's 512 MiB limit.
+    max_message_bytes: int = 4 * 1024 * 1024
     max_streams: int = 1000
+    # An Evaluate stream that sent nothing for this long is closed, so idle clients cannot keep
+    # every stream slot.
+    stream_idle_timeout_seconds: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +68,8 @@ class DaemonSettings:
     config_poll_seconds: float = 1.0
     snapshot_path: str | None = None
     health_listen: str | None = None
+    # Metrics carry a `tenant` label (for the tenants the token file names; others "other").
+    tenant_label: bool = False
     limits: Limits = Limits()
     security: Security = Security()
 
@@ -115,19 +125,25 @@ _OPTIONS = (
     ("--max-result-bytes", "LOOPWARDEN_MAX_RESULT_BYTES", "max_result_bytes", _positive_int, "largest result_json/error accepted (default 1 MiB)"),
     ("--max-run-id-chars", "LOOPWARDEN_MAX_RUN_ID_CHARS", "max_run_id_chars", _positive_int, "longest run_id accepted (default 256)"),
     ("--max-tool-name-chars", "LOOPWARDEN_MAX_TOOL_NAME_CHARS", "max_tool_name_chars", _positive_int, "longest tool_name accepted (default 256)"),
+    ("--max-agent-id-chars", "LOOPWARDEN_MAX_AGENT_ID_CHARS", "max_agent_id_chars", _positive_int, "longest agent_id accepted (default 256)"),
+    ("--max-session-id-chars", "LOOPWARDEN_MAX_SESSION_ID_CHARS", "max_session_id_chars", _positive_int, "longest session_id accepted (default 256)"),
+    ("--max-tool-call-id-chars", "LOOPWARDEN_MAX_TOOL_CALL_ID_CHARS", "max_tool_call_id_chars", _positive_int, "longest tool_call_id accepted (default 256)"),
     ("--max-json-depth", "LOOPWARDEN_MAX_JSON_DEPTH", "max_json_depth", _positive_int, "deepest JSON nesting accepted (default 64)"),
     ("--max-events-per-request", "LOOPWARDEN_MAX_EVENTS_PER_REQUEST", "max_events_per_request", _positive_int, "events one request may carry (default 1000)"),
-    ("--max-message-bytes", "LOOPWARDEN_MAX_MESSAGE_BYTES", "max_message_bytes", _positive_int, "largest gRPC message (default 8 MiB)"),
+    ("--max-message-bytes", "LOOPWARDEN_MAX_MESSAGE_BYTES", "max_message_bytes", _positive_int, "largest gRPC message (default 4 MiB)"),
     ("--max-streams", "LOOPWARDEN_MAX_STREAMS", "max_streams", _positive_int, "concurrent Evaluate streams (default 1000)"),
+    ("--stream-idle-timeout", "LOOPWARDEN_STREAM_IDLE_TIMEOUT", "stream_idle_timeout_seconds", _positive_float, "seconds an Evaluate stream may send nothing before it is closed (default 600)"),
+    ("--tenant-label", "LOOPWARDEN_TENANT_LABEL", "tenant_label", _boolean, "true: metrics carry a tenant label (tenants named in the token file; others \"other\") (default false)"),
     ("--snapshot", "LOOPWARDEN_SNAPSHOT", "snapshot_path", str, "file to save live run state to on SIGTERM and restore from at start"),
     ("--health-listen", "LOOPWARDEN_HEALTH_LISTEN", "health_listen", _address, "extra plaintext HOST:PORT serving only gRPC health (for probes when the main port needs TLS or a token)"),
     ("--tls-cert", "LOOPWARDEN_TLS_CERT", "tls_cert", str, "PEM certificate chain: serve gRPC over TLS"),
     ("--tls-key", "LOOPWARDEN_TLS_KEY", "tls_key", str, "PEM private key for --tls-cert"),
     ("--tls-client-ca", "LOOPWARDEN_TLS_CLIENT_CA", "tls_client_ca", str, "PEM CA bundle: require client certificates it signed (mTLS)"),
-    ("--auth-token-file", "LOOPWARDEN_AUTH_TOKEN_FILE", "auth_token_file", str, "file holding the bearer token clients must send"),
+    ("--auth-token-file", "LOOPWARDEN_AUTH_TOKEN_FILE", "auth_token_file", str, "file of bearer tokens clients must send: one token, or one `TENANT TOKEN` per line (a tenant each)"),
 )
 _LIMIT_FIELDS = {"max_params_bytes", "max_result_bytes", "max_run_id_chars", "max_tool_name_chars", "max_json_depth",
-                 "max_events_per_request", "max_message_bytes", "max_streams"}
+                 "max_events_per_request", "max_message_bytes", "max_streams",
+                 "max_agent_id_chars", "max_session_id_chars", "max_tool_call_id_chars", "stream_idle_timeout_seconds"}
 _SECURITY_FIELDS = {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file"}
 
 

@@ -18,10 +18,12 @@ from dataclasses import asdict
 from .engine import Action, Detector, Level, RunState, Verdict
 from .engine.compaction_guard import GuardWindow
 from .engine.state import DIGEST, History
+from .retries import RETRY_WINDOW, RetryWindow
 from .store import RunEntry, RunStore
 
 FORMAT = "loopwarden-run-snapshot"
-VERSION = 3  # 2: columnar history; 3: evidence and run-wide breaker state
+VERSION = 4  # 2: columnar history; 3: evidence and run-wide breaker state; 4: tenants, retry windows
+READABLE_VERSIONS = (3, 4)  # a version-3 file restores with every run in the "" tenant
 
 log = logging.getLogger("loopwarden.daemon")
 
@@ -42,12 +44,47 @@ def _encode_state(state: RunState) -> dict:
             "window_size": guard.window_size, "observed": guard.observed, "all_identical": guard.all_identical,
             "first_triple": None if triple is None else [triple[0], triple[1].hex(), triple[2], triple[3].hex()],
             "seqs": guard.seqs},
-        "abort": None if state.abort is None else {
-            key: (value.value if hasattr(value, "value") else value) for key, value in asdict(state.abort).items()},
+        "abort": None if state.abort is None else _encode_verdict(state.abort),
         "blocks": state.blocks,
         "seen_triples": None if state.seen_triples is None else sorted(state.seen_triples),
         "no_new_streak": state.no_new_streak,
     }
+
+
+def _encode_verdict(verdict: Verdict) -> dict:
+    return {key: (value.value if hasattr(value, "value") else value) for key, value in asdict(verdict).items()}
+
+
+def _decode_verdict(data: dict) -> Verdict:
+    shadow = data.get("shadow_action")
+    return Verdict(**{**data, "action": Action(data["action"]), "detector": Detector(data["detector"]),
+                      "level": Level(data["level"]), "evidence_seqs": tuple(data["evidence_seqs"]),
+                      "evidence_call_ids": tuple(data["evidence_call_ids"]),
+                      "shadow_action": None if shadow is None else Action(shadow)})
+
+
+def _encode_retries(window: RetryWindow | None) -> dict | None:
+    if window is None:
+        return None
+    return {"seqs": list(window.seqs), "digests": window.digests.hex(), "next_slot": window.next_slot,
+            "decisions": {str(slot): {"seq": d.seq, "decision_id": d.decision_id, "verdict": _encode_verdict(d.verdict)}
+                          for slot, d in window.decisions.items()}}
+
+
+def _decode_retries(data: dict | None, run_id: str) -> RetryWindow | None:
+    if data is None:
+        return None
+    from .service import Decision  # the service imports this module's callers, not this module
+
+    window = RetryWindow()
+    window.seqs = array("Q", (int(seq) for seq in data["seqs"]))
+    window.digests = bytearray.fromhex(data["digests"])
+    window.next_slot = int(data["next_slot"])
+    window.decisions = {int(slot): Decision(int(d["seq"]), run_id, _decode_verdict(d["verdict"]), str(d["decision_id"]))
+                        for slot, d in data["decisions"].items()}
+    if len(window.digests) != len(window.seqs) * 8 or len(window.seqs) > RETRY_WINDOW:
+        raise ValueError("retry window columns disagree in length")
+    return window
 
 
 def _decode_state(data: dict) -> RunState:
@@ -75,11 +112,7 @@ def _decode_state(data: dict) -> RunState:
                                   [int(seq) for seq in guard["seqs"]])
     abort = data["abort"]
     if abort is not None:
-        state.abort = Verdict(**{**abort, "action": Action(abort["action"]), "detector": Detector(abort["detector"]),
-                                 "level": Level(abort["level"]),
-                                 "evidence_seqs": tuple(abort["evidence_seqs"]),
-                                 "evidence_call_ids": tuple(abort["evidence_call_ids"]),
-                                 "shadow_action": None})
+        state.abort = _decode_verdict(abort)
     state.blocks = int(data["blocks"])
     seen = data["seen_triples"]
     state.seen_triples = None if seen is None else {int(key) for key in seen}
@@ -91,9 +124,9 @@ def write_snapshot(path: str, store: RunStore, wall_now: float) -> int:
     """Write every held run; returns how many. Idle time is stored, not monotonic clock values."""
     mono_now = store.clock()
     runs = [{
-        "run_id": entry.run_id, "agent_id": entry.agent_id, "session_id": entry.session_id,
+        "tenant": entry.tenant, "run_id": entry.run_id, "agent_id": entry.agent_id, "session_id": entry.session_id,
         "idle_seconds": max(0.0, mono_now - entry.last_seen), "events_evaluated": entry.events_evaluated,
-        "state": _encode_state(entry.state),
+        "state": _encode_state(entry.state), "retries": _encode_retries(entry.retries),
     } for entry in sorted(store.entries(), key=lambda e: e.touch)]
     payload = zlib.compress(json.dumps({"format": FORMAT, "version": VERSION, "written_at": wall_now,
                                         "runs": runs}, separators=(",", ":")).encode())
@@ -121,8 +154,8 @@ def read_snapshot(path: str) -> dict:
         raise SnapshotError(f"not a loopwarden snapshot: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise SnapshotError("not a loopwarden snapshot: wrong format marker")
-    if data.get("version") != VERSION:
-        raise SnapshotError(f"snapshot version {data.get('version')!r} is not {VERSION}")
+    if data.get("version") not in READABLE_VERSIONS:
+        raise SnapshotError(f"snapshot version {data.get('version')!r} is not one of {READABLE_VERSIONS}")
     return data
 
 
@@ -136,8 +169,10 @@ def restore_snapshot(data: dict, store: RunStore, wall_now: float) -> tuple[int,
             if idle > store.idle_ttl_seconds:
                 expired += 1
                 continue
-            entry = RunEntry(str(run["run_id"]), _decode_state(run["state"]), str(run["agent_id"]),
-                             str(run["session_id"]), events_evaluated=int(run["events_evaluated"]))
+            run_id = str(run["run_id"])
+            entry = RunEntry(str(run.get("tenant", "")), run_id, _decode_state(run["state"]), str(run["agent_id"]),
+                             str(run["session_id"]), events_evaluated=int(run["events_evaluated"]),
+                             retries=_decode_retries(run.get("retries"), run_id))
             store.restore(entry, idle)
             restored += 1
     except (KeyError, TypeError, ValueError) as exc:

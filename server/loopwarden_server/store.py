@@ -1,6 +1,8 @@
-"""In-memory per-run state, sharded by run id.
+"""In-memory per-run state, keyed by (tenant, run_id), sharded by run id.
 
-Design. Every run id maps to exactly one shard, chosen by zlib.crc32 of the id (never `hash()`,
+Design. A run is keyed by the pair (tenant, run_id), never a concatenated string: a run id is
+scoped to its tenant, so two tenants using one id hold two runs. Every run id maps to exactly
+one shard, chosen by zlib.crc32 of the id (never `hash()`,
 which is salted per process and would move runs between shards across restarts and processes).
 A shard is an OrderedDict kept in least-recently-used order, so its first entry is its LRU run
 and idle-TTL expiry pops from the front without scanning live runs. The daemon runs one asyncio
@@ -20,10 +22,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .engine import RunState
+from .retries import RetryWindow
 
 
 @dataclass(slots=True)
 class RunEntry:
+    tenant: str
     run_id: str
     state: RunState
     agent_id: str = ""
@@ -32,9 +36,11 @@ class RunEntry:
     touch: int = 0  # global access counter: total LRU order across shards
     events_evaluated: int = 0
     recent: deque | None = None  # the run's latest WARN/BLOCK/ABORT decisions (InspectRun)
+    retries: RetryWindow | None = None  # its latest events with a seq, to answer resends alike
 
 
 EvictionListener = Callable[[str, RunEntry], None]  # (reason, entry)
+RunKey = tuple[str, str]  # (tenant, run_id)
 
 
 @dataclass
@@ -44,7 +50,7 @@ class RunStore:
     clock: Callable[[], float]
     shard_count: int = 16
     on_evict: EvictionListener | None = None
-    _shards: list[OrderedDict[str, RunEntry]] = field(init=False)
+    _shards: list[OrderedDict[RunKey, RunEntry]] = field(init=False)
     _size: int = field(init=False, default=0)
     _touches: int = field(init=False, default=0)
 
@@ -57,57 +63,59 @@ class RunStore:
     def shard_index(self, run_id: str) -> int:
         return zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % self.shard_count
 
-    def _shard(self, run_id: str) -> OrderedDict[str, RunEntry]:
+    def _shard(self, run_id: str) -> OrderedDict[RunKey, RunEntry]:
         return self._shards[self.shard_index(run_id)]
 
-    def get(self, run_id: str) -> RunEntry | None:
+    def get(self, tenant: str, run_id: str) -> RunEntry | None:
         """Read without touching recency (inspection must not keep a run alive)."""
-        return self._shard(run_id).get(run_id)
+        return self._shard(run_id).get((tenant, run_id))
 
-    def touch(self, run_id: str) -> RunEntry | None:
+    def touch(self, tenant: str, run_id: str) -> RunEntry | None:
         """The run's entry marked most recently used, or None when none is held (a run idle past
         its TTL but not yet swept is dropped here: it must not hand its counts to new activity)."""
         shard = self._shard(run_id)
-        entry = shard.get(run_id)
+        key = (tenant, run_id)
+        entry = shard.get(key)
         if entry is None:
             return None
         now = self.clock()
         if now - entry.last_seen > self.idle_ttl_seconds:
-            self._drop(shard, run_id, "idle_ttl")
+            self._drop(shard, key, "idle_ttl")
             return None
-        shard.move_to_end(run_id)
+        shard.move_to_end(key)
         self._touches += 1
         entry.last_seen = now
         entry.touch = self._touches
         return entry
 
-    def create(self, run_id: str, state: RunState) -> RunEntry:
+    def create(self, tenant: str, run_id: str, state: RunState) -> RunEntry:
         """Hold a new run (after `touch` found none), most recently used; evicts the LRU run if full."""
         if self._size >= self.max_runs:
             self._evict_least_recently_used()
         self._touches += 1
-        entry = RunEntry(run_id, state, last_seen=self.clock(), touch=self._touches)
-        self._shard(run_id)[run_id] = entry
+        entry = RunEntry(tenant, run_id, state, last_seen=self.clock(), touch=self._touches)
+        self._shard(run_id)[(tenant, run_id)] = entry
         self._size += 1
         return entry
 
     def restore(self, entry: RunEntry, idle_seconds: float) -> None:
         """Insert a run read from a snapshot as most recently used, idle for `idle_seconds`."""
         shard = self._shard(entry.run_id)
-        if shard.pop(entry.run_id, None) is not None:
+        key = (entry.tenant, entry.run_id)
+        if shard.pop(key, None) is not None:
             self._size -= 1
         if self._size >= self.max_runs:
             self._evict_least_recently_used()
         self._touches += 1
         entry.touch = self._touches
         entry.last_seen = self.clock() - idle_seconds
-        shard[entry.run_id] = entry
+        shard[key] = entry
         self._size += 1
 
-    def remove(self, run_id: str) -> bool:
+    def remove(self, tenant: str, run_id: str) -> bool:
         """run_end: free the run at once (not an eviction)."""
         shard = self._shard(run_id)
-        if shard.pop(run_id, None) is None:
+        if shard.pop((tenant, run_id), None) is None:
             return False
         self._size -= 1
         return True
@@ -118,10 +126,10 @@ class RunStore:
         dropped = 0
         for shard in self._shards:
             while shard and dropped < budget:
-                run_id, entry = next(iter(shard.items()))
+                key, entry = next(iter(shard.items()))
                 if entry.last_seen >= cutoff:
                     break
-                self._drop(shard, run_id, "idle_ttl")
+                self._drop(shard, key, "idle_ttl")
                 dropped += 1
         return dropped
 
@@ -137,8 +145,8 @@ class RunStore:
         shard = self._shards[index]
         self._drop(shard, next(iter(shard)), "max_runs")
 
-    def _drop(self, shard: OrderedDict[str, RunEntry], run_id: str, reason: str) -> None:
-        entry = shard.pop(run_id)
+    def _drop(self, shard: OrderedDict[RunKey, RunEntry], key: RunKey, reason: str) -> None:
+        entry = shard.pop(key)
         self._size -= 1
         if self.on_evict is not None:
             self.on_evict(reason, entry)

@@ -71,7 +71,8 @@ class TestFileWatch:
 
         assert [True, True, True] == seen
 
-    def test_missing_file_is_no_change(self, tmp_path):
+    def test_a_deleted_file_is_a_change_and_so_is_its_return(self, tmp_path):
+        """Deleting the file is reported (the token must fail closed); restoring it is reported again."""
         path = tmp_path / "f"
         path.write_text("a")
         clock = Clock()
@@ -79,8 +80,12 @@ class TestFileWatch:
 
         path.unlink()
         clock.now += 1.0
+        gone = watch.changed()
+        watch.loaded()
+        path.write_text("b")
+        clock.now += 1.0
 
-        assert watch.changed() is False
+        assert (True, True) == (gone, watch.changed())
 
 
 class TestConfigWatcher:

@@ -34,7 +34,7 @@ def _inspect(daemon, run_id: str) -> pb.InspectRunResponse:
 
 def _done(stream: Stream, run_id: str, tool: str, params: str, result: str, agent: str = "", seq: int = 0):
     return stream.send(call(run_id, tool, params, agent_id=agent, seq=seq),
-                       outcome(run_id, tool, params, result, agent_id=agent, seq=seq + 1))
+                       outcome(run_id, tool, params, result, agent_id=agent, seq=seq + 1 if seq else 0))
 
 
 class TestEscalation:

@@ -4,8 +4,10 @@ from __future__ import annotations
 import grpc
 import pytest
 from loopwarden.v1 import loopwarden_pb2 as pb
+from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
 from tests.support.grpc_helpers import Stream, call, channel, health_status, outcome
+from tests.support.metrics import delta
 
 LIMITS = ["--max-json-depth", "8", "--max-events-per-request", "5", "--max-message-bytes", "65536",
           "--max-streams", "3", "--max-run-id-chars", "16", "--max-tool-name-chars", "12",
@@ -40,12 +42,22 @@ class TestEventLimits:
         assert pb.ACTION_ALLOW == fine.action
 
     def test_too_many_events_in_one_request(self, daemon):
-        """A request over the per-request limit gets one REJECT per event; the next request is served."""
-        with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
-            too_many = stream.send(*[call("lim-2", "read", f'{{"i":{i}}}', seq=i) for i in range(6)])
-            allowed = stream.send(*[call("lim-2", "read", f'{{"i":{i}}}', seq=i) for i in range(5)])
-        assert [("too_many_events", i) for i in range(6)] == [(v.error_code, v.seq) for v in too_many]
+        """A request over the per-request limit ends its stream with RESOURCE_EXHAUSTED naming the
+        limit, evaluating none of its events (counted); at the limit a new stream is served."""
+        before = daemon.scrape()
+        with channel(daemon.grpc_target) as ch:
+            refused = Stream(ch)
+            with pytest.raises(grpc.RpcError) as failure:
+                refused.send(*[call("lim-2", "read", f'{{"i":{i}}}', seq=i + 1) for i in range(6)])
+            with Stream(ch) as stream:
+                allowed = stream.send(*[call("lim-2", "read", f'{{"i":{i}}}', seq=i + 1) for i in range(5)])
+                inspected = pb_grpc.LoopDetectionServiceStub(ch).InspectRun(pb.InspectRunRequest(run_id="lim-2"))
+        after = daemon.scrape()
+        assert grpc.StatusCode.RESOURCE_EXHAUSTED == failure.value.code()
+        assert "too_many_events" in failure.value.details() and "5" in failure.value.details()
         assert [pb.ACTION_ALLOW] * 5 == [v.action for v in allowed]
+        assert 5 == len(inspected.records)  # the refused request left nothing behind
+        assert 1 == delta(before, after, "loopwarden_rejected_requests_total", reason="too_many_events")
 
 
 class TestStreamLimits:

@@ -11,6 +11,7 @@ from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 from loopwarden import LoopwardenClient, LoopwardenUnavailable
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import call, health_status
+from tests.support.metrics import value
 
 TOKEN = "s3cret-token-for-tests"
 
@@ -156,10 +157,10 @@ class TestRotation:
             assert grpc.StatusCode.UNAVAILABLE == _code(lambda: check_with((certs / "ca.pem").read_bytes()))
             assert daemon.wait_for_log(lambda l: l.get("msg") == "TLS certificates reloaded")
 
-    def test_a_rotated_token_replaces_the_old_one(self, tmp_path):
-        """After the token file changes, the new token is accepted and the old one refused; an empty file is ignored."""
-        import time
-
+    def test_a_rotated_token_replaces_the_old_one_and_a_bad_file_fails_closed(self, tmp_path):
+        """The rotated token is accepted and the old one refused. An emptied or deleted token file
+        refuses every authenticated RPC (logged, token_file_ok 0, health still open) until a valid
+        file is back, without a restart."""
         token_file = tmp_path / "token"
         token_file.write_text("first-token\n")
         with running_daemon(extra_args=["--auth-token-file", str(token_file)]) as daemon:
@@ -173,12 +174,34 @@ class TestRotation:
 
             assert grpc.StatusCode.OK == code_with("first-token")
             _replace(token_file, b"second-token\n")
-            deadline = time.monotonic() + 10
-            while code_with("second-token") != grpc.StatusCode.OK:
-                assert time.monotonic() < deadline, "the rotated token was never accepted"
-                time.sleep(0.3)
+            _eventually(lambda: code_with("second-token") == grpc.StatusCode.OK, "the rotated token was never accepted")
             assert grpc.StatusCode.UNAUTHENTICATED == code_with("first-token")
+
             _replace(token_file, b"\n")
-            time.sleep(1.5)
-            assert grpc.StatusCode.OK == code_with("second-token")
-            assert daemon.wait_for_log(lambda l: l.get("msg", "").startswith("token file changed to an empty token"))
+            _eventually(lambda: code_with("second-token") == grpc.StatusCode.UNAUTHENTICATED,
+                        "an empty token file did not fail closed")
+            assert 0 == value(daemon.scrape(), "loopwarden_token_file_ok")
+            assert "SERVING" == health_status(daemon.grpc_target)
+            assert daemon.wait_for_log(lambda l: "token file is unusable" in l.get("msg", ""))
+
+            _replace(token_file, b"second-token\n")
+            _eventually(lambda: code_with("second-token") == grpc.StatusCode.OK, "a restored file was not taken")
+            token_file.unlink()
+            _eventually(lambda: code_with("second-token") == grpc.StatusCode.UNAUTHENTICATED,
+                        "a deleted token file did not fail closed")
+            assert daemon.wait_for_log(lambda l: "token file cannot be read" in l.get("msg", ""))
+            failures = value(daemon.scrape(), "loopwarden_auth_failures_total", reason="token_file_unusable")
+            _replace(token_file, b"second-token\n")
+            _eventually(lambda: code_with("second-token") == grpc.StatusCode.OK, "a restored file was not taken")
+            assert 1 == value(daemon.scrape(), "loopwarden_token_file_ok")
+            assert failures >= 2
+
+
+def _eventually(condition, message: str, timeout: float = 10.0) -> None:
+    """Poll `condition` (files are re-checked at most once a second) until it holds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, message
+        time.sleep(0.2)

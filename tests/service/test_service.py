@@ -39,6 +39,7 @@ def make_service(config_text: str = ENABLED, limits: Limits | None = None):
 
 
 def call(run_id: str, seq: int, agent_id: str = "", tool: str = "read", params: str = PARAMS) -> EventInput:
+    """A tool call; its tool_call_id is "c<seq>" (ids are not content: retries ignore them)."""
     return EventInput(run_id, ToolCall(tool, params, f"c{seq}", seq), agent_id, "", seq)
 
 
@@ -46,11 +47,12 @@ def outcome(run_id: str, seq: int, agent_id: str = "", tool: str = "read", resul
     return EventInput(run_id, ToolOutcome(tool, PARAMS, f"c{seq - 1}", result, None, seq), agent_id, "", seq)
 
 
-def loop(service: LoopwardenService, run_id: str, pairs: int, agent_id: str = "") -> list:
+def loop(service: LoopwardenService, run_id: str, pairs: int, agent_id: str = "", first_seq: int = 1) -> list:
+    """`pairs` identical call + outcome pairs, numbered from first_seq (distinct seqs: no retries)."""
     decisions = []
     for index in range(pairs):
-        decisions.append(service.evaluate(call(run_id, 2 * index + 1, agent_id)))
-        decisions.append(service.evaluate(outcome(run_id, 2 * index + 2, agent_id)))
+        decisions.append(service.evaluate(call(run_id, first_seq + 2 * index, agent_id)))
+        decisions.append(service.evaluate(outcome(run_id, first_seq + 2 * index + 1, agent_id)))
     return decisions
 
 
@@ -94,7 +96,7 @@ class TestRunsAndAgents:
         service.evaluate(call("run", 1, agent_id="tight"))
         service.evaluate(outcome("run", 2))
 
-        decisions = loop(service, "run", 3)
+        decisions = loop(service, "run", 3, first_seq=3)
 
         assert [Action.ALLOW, Action.WARN, Action.BLOCK] == [d.verdict.action for d in decisions[0::2]]
         assert "tight" == service.inspect("run").agent_id
@@ -157,15 +159,6 @@ class TestDecisions:
         assert (True, False) == (armed.verdict.guard_armed, off.verdict.guard_armed)
         assert 1 == len([r for r in caplog.records if "armed" in r.getMessage()])
 
-    def test_reject_all_answers_every_event(self):
-        """A request-level refusal answers each event with the same REJECT and counts each one."""
-        service, registry = make_service()
-
-        decisions = service.reject_all([call("a", 1), call("b", 1)], ErrorCode.TOO_MANY_EVENTS, "too many")
-
-        assert [("a", Action.REJECT), ("b", Action.REJECT)] == [(d.run_id, d.verdict.action) for d in decisions]
-        assert 2.0 == sample(registry, "loopwarden_rejected_events_total", error_code="too_many_events")
-
 
 class TestConfigSwap:
     def test_swapped_config_applies_to_the_next_event_and_keeps_history(self):
@@ -207,3 +200,78 @@ class TestInspect:
         service, _ = make_service()
 
         assert service.inspect("nobody") is None
+
+
+class TestInternalErrors:
+    def test_an_engine_failure_is_that_events_reject_and_changes_nothing(self, monkeypatch, caplog):
+        """An exception inside the engine answers REJECT internal_error with a decision id (logged,
+        counted); the run's records are unchanged, a run it would have created is not kept, and
+        the next event is evaluated normally."""
+        import loopwarden_server.service as service_module
+
+        service, registry = make_service()
+        loop(service, "run", 2)
+        real_evaluate = service_module.evaluate
+
+        def failing(state, payload, *args, **kwargs):
+            if getattr(payload, "params_json", "") == '{"boom": true}':
+                raise RuntimeError("planted bug")
+            return real_evaluate(state, payload, *args, **kwargs)
+
+        monkeypatch.setattr(service_module, "evaluate", failing)
+        records_before = service.inspect("run").records
+        with caplog.at_level(logging.ERROR, logger="loopwarden.decisions"):
+            failed = service.evaluate(call("run", 5, params='{"boom": true}'))
+            failed_new = service.evaluate(call("brand-new", 1, params='{"boom": true}'))
+        after = service.evaluate(call("run", 6))
+
+        assert (Action.REJECT, "internal_error") == (failed.verdict.action, failed.verdict.error_code)
+        assert failed.decision_id and failed.decision_id in failed.verdict.message
+        assert "planted bug" not in failed.verdict.message
+        assert records_before == service.inspect("run").records[:len(records_before)]
+        assert len(records_before) + 1 == len(service.inspect("run").records)  # only the later call
+        assert service.inspect("brand-new") is None
+        assert Action.ALLOW == after.verdict.action
+        assert 2.0 == sample(registry, "loopwarden_rejected_events_total", error_code="internal_error")
+        assert {failed.decision_id, failed_new.decision_id} <= {r.decision_id for r in caplog.records}
+
+
+class TestRetriesInProcess:
+    def test_a_retried_block_is_the_same_decision_and_not_counted_again(self):
+        """Resending the blocked call (same seq and content) returns that decision, id included,
+        and neither the blocks counter nor the run's block count moves."""
+        service, registry = make_service()
+        loop(service, "run", 20)
+        blocked = service.evaluate(call("run", 41))
+
+        again = service.evaluate(call("run", 41))
+
+        assert (Action.BLOCK, blocked.decision_id) == (again.verdict.action, again.decision_id)
+        assert 1.0 == sample(registry, "loopwarden_blocks_total", detector="generic_repeat", agent="default")
+        assert 1 == service.inspect("run").blocks
+        assert 1.0 == sample(registry, "loopwarden_retried_events_total")
+
+    def test_the_window_remembers_the_last_64_events(self):
+        """An event 64 evaluations back is still a retry; one 65 back is evaluated anew."""
+        service, _ = make_service()
+        for seq in range(1, 66):
+            service.evaluate(call("run", seq, params=f'{{"i": {seq}}}'))
+
+        oldest = service.evaluate(call("run", 1, params='{"i": 1}'))  # 65 back: forgotten
+        recent = service.evaluate(call("run", 3, params='{"i": 3}'))  # 63 back (after the one above): kept
+
+        assert len(service.inspect("run").records) == 30  # history is H=30; the window is separate
+        assert Action.ALLOW == oldest.verdict.action and Action.ALLOW == recent.verdict.action
+        retried = service.metrics.registry.get_sample_value("loopwarden_retried_events_total")
+        assert 1.0 == retried
+
+    def test_tenants_do_not_share_retry_windows_or_runs(self):
+        """The same run id and seq from two tenants are two runs, neither a retry of the other."""
+        service, registry = make_service()
+        first = service.evaluate(EventInput("run", ToolCall("read", PARAMS, "", 1), seq=1, tenant="a"))
+        second = service.evaluate(EventInput("run", ToolCall("read", PARAMS, "", 1), seq=1, tenant="b"))
+
+        assert (Action.ALLOW, Action.ALLOW) == (first.verdict.action, second.verdict.action)
+        assert 0.0 == sample(registry, "loopwarden_retried_events_total")
+        assert (1, 1) == (len(service.inspect("run", "a").records), len(service.inspect("run", "b").records))
+        assert service.inspect("run") is None

@@ -13,6 +13,7 @@ from loopwarden_server.engine import History, RunState
 from loopwarden_server.store import RunEntry, RunStore
 
 HISTORY = 30
+TENANT = ""
 RUN_IDS = [f"run-{index}" for index in range(64)] + ["", "ünïcødé-run", "hb/2024-01-01T00:00:00Z", "x" * 256]
 
 
@@ -36,7 +37,7 @@ class Evictions:
 
 def acquire(store: RunStore, run_id: str) -> RunEntry:
     """What the service does for each event: the held run, touched, or a new one."""
-    return store.touch(run_id) or store.create(run_id, RunState(History(HISTORY)))
+    return store.touch(TENANT, run_id) or store.create(TENANT, run_id, RunState(History(HISTORY)))
 
 
 def make_store(max_runs: int = 1000, idle_ttl: float = 3600.0, shards: int = 16):
@@ -84,7 +85,7 @@ class TestSharding:
         for run_id in RUN_IDS:
             acquire(store, run_id)
 
-        assert all(run_id in store._shards[store.shard_index(run_id)] for run_id in RUN_IDS)
+        assert all((TENANT, run_id) in store._shards[store.shard_index(run_id)] for run_id in RUN_IDS)
         assert len(RUN_IDS) == sum(len(shard) for shard in store._shards)
 
 
@@ -98,8 +99,8 @@ class TestMaxRunsEviction:
 
         assert [("max_runs", f"run-{index}") for index in range(50)] == evictions.seen
         assert 100 == len(store)
-        assert [None] * 50 == [store.get(f"run-{index}") for index in range(50)]
-        assert all(store.get(f"run-{index}") is not None for index in range(50, 150))
+        assert [None] * 50 == [store.get(TENANT, f"run-{index}") for index in range(50)]
+        assert all(store.get(TENANT, f"run-{index}") is not None for index in range(50, 150))
 
     def test_eviction_is_exact_even_when_clock_does_not_move(self):
         """LRU order follows access order, not clock ticks: equal timestamps still evict the oldest first."""
@@ -121,14 +122,14 @@ class TestMaxRunsEviction:
         acquire(store, "run-new")
 
         assert [("max_runs", "run-1")] == evictions.seen
-        assert store.get("run-0") is not None
+        assert store.get(TENANT, "run-0") is not None
 
     def test_get_does_not_protect_a_run(self):
         """Reading a run (as inspection does) does not make it recent, so it is still evicted first."""
         store, _, evictions = make_store(max_runs=3)
         for index in range(3):
             acquire(store, f"run-{index}")
-        store.get("run-0")
+        store.get(TENANT, "run-0")
 
         acquire(store, "run-new")
 
@@ -171,7 +172,7 @@ class TestIdleExpiry:
 
         assert 2 == dropped
         assert [("idle_ttl", "idle-a"), ("idle_ttl", "idle-b")] == sorted(evictions.seen)
-        assert (1, True) == (len(store), store.get("busy") is not None)
+        assert (1, True) == (len(store), store.get(TENANT, "busy") is not None)
 
     def test_run_idle_exactly_the_ttl_is_kept(self):
         """A run idle for exactly the TTL is not expired, neither by the sweep nor on acquire."""
@@ -225,22 +226,22 @@ class TestRemove:
         store, _, evictions = make_store()
         acquire(store, "run")
 
-        assert True is store.remove("run")
-        assert ([], 0, None) == (evictions.seen, len(store), store.get("run"))
+        assert True is store.remove(TENANT, "run")
+        assert ([], 0, None) == (evictions.seen, len(store), store.get(TENANT, "run"))
 
     def test_removing_an_unknown_run_changes_nothing(self):
         """Removing a run the store does not hold returns False and leaves the size alone."""
         store, _, _ = make_store()
         acquire(store, "run")
 
-        assert (False, 1) == (store.remove("other"), len(store))
+        assert (False, 1) == (store.remove(TENANT, "other"), len(store))
 
     def test_removed_run_frees_room_for_a_new_one(self):
         """After a remove a full store takes a new run without evicting anyone."""
         store, _, evictions = make_store(max_runs=2)
         acquire(store, "run-a")
         acquire(store, "run-b")
-        store.remove("run-a")
+        store.remove(TENANT, "run-a")
 
         acquire(store, "run-c")
 
@@ -257,7 +258,7 @@ class TestSize:
         sizes.append(len(store))
         acquire(store, "run-0")
         sizes.append(len(store))
-        store.remove("run-1")
+        store.remove(TENANT, "run-1")
         sizes.append(len(store))
         for index in range(4, 9):
             acquire(store, f"run-{index}")

@@ -63,6 +63,13 @@ class DaemonHandle:
     def signal(self, signum: int) -> None:
         self.process.send_signal(signum)
 
+    def memory_kib(self, field: str = "VmHWM") -> int:
+        """A memory figure of the daemon process from /proc (VmHWM: peak resident set)."""
+        for line in pathlib.Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        raise AssertionError(f"{field} not in /proc/{self.process.pid}/status")
+
 
 def _pump(stream, sink: queue.Queue) -> None:
     for raw in stream:
@@ -74,11 +81,13 @@ def _pump(stream, sink: queue.Queue) -> None:
 
 @contextlib.contextmanager
 def running_daemon(config_text: str | None = None, extra_args: Sequence[str] = (),
-                   env: dict[str, str] | None = None) -> Iterator[DaemonHandle]:
-    """The daemon on loopback; stopped with SIGTERM (then SIGKILL) when the block ends."""
+                   env: dict[str, str] | None = None, wrapper: Sequence[str] = ()) -> Iterator[DaemonHandle]:
+    """The daemon on loopback; stopped with SIGTERM (then SIGKILL) when the block ends.
+
+    `wrapper` is a command that execs the daemon (e.g. setpriv): the pid stays the daemon's."""
     with tempfile.TemporaryDirectory(prefix="loopwarden-test-") as tmp:
         config_path = None
-        args = [sys.executable, "-m", "loopwarden", "serve", "--listen", "127.0.0.1:0",
+        args = [*wrapper, sys.executable, "-m", "loopwarden", "serve", "--listen", "127.0.0.1:0",
                 "--metrics-listen", "127.0.0.1:0", "--config-poll", "0.1", *extra_args]
         if config_text is not None:
             config_path = pathlib.Path(tmp) / "loopwarden.json5"

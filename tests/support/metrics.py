@@ -15,3 +15,8 @@ def samples(text: str) -> dict[tuple[str, frozenset], float]:
 def value(text: str, name: str, **labels: str) -> float:
     """One sample's value; 0 when the labelled series does not exist yet."""
     return samples(text).get((name, frozenset(labels.items())), 0.0)
+
+
+def delta(before: str, after: str, name: str, **labels: str) -> float:
+    """How much one sample moved between two scrapes."""
+    return value(after, name, **labels) - value(before, name, **labels)

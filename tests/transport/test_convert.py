@@ -87,7 +87,7 @@ class TestInspectResponse:
         settings = LoopDetectionSettings(enabled=True, history_size=12)
         block = Decision(5, "r", Verdict(action=Action.BLOCK, detector=Detector.GENERIC_REPEAT,
                                          level=Level.CRITICAL, message="m"), "lw-9")
-        view = RunView(run_id="r", agent_id="a", records=(Record(1, "read", "read:ab", "", "cd"),
+        view = RunView(tenant="", run_id="r", agent_id="a", records=(Record(1, "read", "read:ab", "", "cd"),
                                                           Record(3, "read", "read:ab", "c3", None)),
                        guard_armed=True, guard_window_size=3, guard_observed=1, blocks=1, aborted=False,
                        abort_error_code="", settings=settings, events_evaluated=4, recent_decisions=(block,))

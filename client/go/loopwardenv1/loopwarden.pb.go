@@ -387,13 +387,17 @@ func (x *CheckResponse) GetVerdict() *Verdict {
 
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required (trimmed, non-empty): state is kept per run.
+	// Required (trimmed, non-empty): state is kept per run. A run id is scoped to the caller's
+	// tenant (its named token, or its mTLS identity): two tenants with one run id have two runs.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Optional: selects agents.list[id].tools.loopDetection; unknown agents get the global block.
 	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// Optional: carried into logs and inspection only.
 	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The caller's sequence number, echoed in the verdict.
+	// The caller's sequence number, echoed in the verdict. An event whose seq (> 0) AND content
+	// (kind, tool, params, result or error) equal one of the run's recently evaluated events (the
+	// last 64) is a retry: it gets the same verdict again and changes nothing. A reused seq with
+	// other content is a new event. 0 means "no dedup" (one-shot clients).
 	Seq uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Types that are valid to be assigned to Kind:
 	//
@@ -805,7 +809,10 @@ type Verdict struct {
 	// Ping-pong partner.
 	PairedToolName string `protobuf:"bytes,10,opt,name=paired_tool_name,json=pairedToolName,proto3" json:"paired_tool_name,omitempty"`
 	// "compaction_loop_persisted" on a guard abort, "tool_loop_persisted" on an escalation abort;
-	// the input error code on REJECT.
+	// on REJECT the input error code (missing_run_id, run_id_too_long, agent_id_too_long,
+	// session_id_too_long, tool_name_too_long, tool_call_id_too_long, missing_event_kind,
+	// invalid_params_json, invalid_result_json, params_too_large, result_too_large, json_too_deep),
+	// or internal_error when the daemon failed on this event (it changed nothing).
 	ErrorCode string `protobuf:"bytes,11,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// The normalised tool name the verdict is about (empty for events without one).
 	ToolName string `protobuf:"bytes,12,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`

@@ -39,6 +39,11 @@ const (
 type LoopDetectionServiceClient interface {
 	// One stream may carry events of many runs. The server answers every request with exactly one
 	// response, in request order, and each response holds one verdict per event, in event order.
+	// Only a request that cannot be taken as a whole ends the stream, evaluating none of its events:
+	// more events than the per-request limit (RESOURCE_EXHAUSTED, "too_many_events"), more bytes
+	// than the message limit (RESOURCE_EXHAUSTED), or bytes that do not decode, e.g. invalid UTF-8
+	// in a string field (INVALID_ARGUMENT). A stream that sends nothing for the idle timeout
+	// (default 10 minutes) is closed with DEADLINE_EXCEEDED; open a new one.
 	Evaluate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EvaluateRequest, EvaluateResponse], error)
 	// The same decision for one event, for runners that cannot hold a stream open.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
@@ -94,6 +99,11 @@ func (c *loopDetectionServiceClient) InspectRun(ctx context.Context, in *Inspect
 type LoopDetectionServiceServer interface {
 	// One stream may carry events of many runs. The server answers every request with exactly one
 	// response, in request order, and each response holds one verdict per event, in event order.
+	// Only a request that cannot be taken as a whole ends the stream, evaluating none of its events:
+	// more events than the per-request limit (RESOURCE_EXHAUSTED, "too_many_events"), more bytes
+	// than the message limit (RESOURCE_EXHAUSTED), or bytes that do not decode, e.g. invalid UTF-8
+	// in a string field (INVALID_ARGUMENT). A stream that sends nothing for the idle timeout
+	// (default 10 minutes) is closed with DEADLINE_EXCEEDED; open a new one.
 	Evaluate(grpc.BidiStreamingServer[EvaluateRequest, EvaluateResponse]) error
 	// The same decision for one event, for runners that cannot hold a stream open.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)

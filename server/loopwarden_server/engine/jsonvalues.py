@@ -46,11 +46,23 @@ def _parse_float(literal: str) -> float | int:
     return value
 
 
+# The most digits an integer may have. Python's own int parsing stops at 4,300 (a guard against
+# quadratic conversion); past it the canonical form cannot be built, so such a document is
+# refused as invalid JSON (naming the field) instead of failing inside the engine.
+MAX_INTEGER_DIGITS = 4300
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal) - literal.startswith("-") > MAX_INTEGER_DIGITS:
+        raise JsonDecodeError(f"an integer has more than {MAX_INTEGER_DIGITS} digits")
+    return int(literal)
+
+
 def _reject_constant(name: str) -> Any:
     raise JsonDecodeError(f"{name} is not valid JSON")
 
 
-_decoder = json.JSONDecoder(parse_float=_parse_float, parse_constant=_reject_constant)
+_decoder = json.JSONDecoder(parse_float=_parse_float, parse_int=_parse_int, parse_constant=_reject_constant)
 
 
 def decode_json(text: str, max_depth: int | None = None) -> Any:

@@ -48,6 +48,11 @@ class ErrorCode(str, enum.Enum):
     JSON_TOO_DEEP = "json_too_deep"
     TOO_MANY_EVENTS = "too_many_events"
     TOOL_NAME_TOO_LONG = "tool_name_too_long"
+    AGENT_ID_TOO_LONG = "agent_id_too_long"
+    SESSION_ID_TOO_LONG = "session_id_too_long"
+    TOOL_CALL_ID_TOO_LONG = "tool_call_id_too_long"
+    # The daemon failed while evaluating this event (a bug); the event changed nothing.
+    INTERNAL_ERROR = "internal_error"
 
 
 # NOTE: not frozen: a frozen dataclass's __init__ goes through object.__setattr__ per field, which

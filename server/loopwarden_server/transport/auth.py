@@ -1,12 +1,98 @@
-"""Bearer-token authentication for the gRPC port; health stays open for probes."""
+"""Who is calling: bearer tokens (one per tenant), mTLS identities, and the interceptor that
+refuses unauthenticated RPCs. Health stays open for probes.
+
+The token file holds one token (the single-token form: tenant "default") or one `TENANT TOKEN`
+pair per line; blank lines and `#` comments are ignored. Each name is a tenant, and every run is
+scoped to the tenant that sent it. Tokens are looked up by their sha256, so comparing a
+supplied token reveals nothing through timing about any held token but its digest.
+"""
 from __future__ import annotations
 
-import hmac
+import hashlib
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import grpc
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
+DEFAULT_TENANT = "default"
+TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+class TokenFileError(ValueError):
+    """The token file holds no usable tokens; the message says why (never a token)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenTable:
+    by_digest: dict[bytes, str]  # sha256(token) -> tenant
+
+    @property
+    def tenants(self) -> frozenset[str]:
+        return frozenset(self.by_digest.values())
+
+    def tenant_for(self, token: bytes) -> str | None:
+        return self.by_digest.get(hashlib.sha256(token).digest())
+
+
+def parse_token_file(data: bytes) -> TokenTable:
+    text = data.decode("utf-8", "replace")
+    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)]
+    lines = [(number, line) for number, line in lines if line and not line.startswith("#")]
+    if not lines:
+        raise TokenFileError("the token file holds no token")
+    if len(lines) == 1 and len(lines[0][1].split()) == 1:
+        return TokenTable({hashlib.sha256(lines[0][1].encode()).digest(): DEFAULT_TENANT})
+    by_digest: dict[bytes, str] = {}
+    for number, line in lines:
+        fields = line.split()
+        if len(fields) != 2:
+            raise TokenFileError(f"line {number}: expected `TENANT TOKEN`")
+        name, token = fields
+        if not TENANT_NAME.fullmatch(name):
+            raise TokenFileError(f"line {number}: tenant name must be 1-64 letters, digits, '_', '.' or '-'")
+        digest = hashlib.sha256(token.encode()).digest()
+        if digest in by_digest:
+            raise TokenFileError(f"line {number}: this token is already given to tenant {by_digest[digest]!r}")
+        if name in by_digest.values():
+            raise TokenFileError(f"line {number}: tenant {name!r} is named twice")
+        by_digest[digest] = name
+    return TokenTable(by_digest)
+
+
+def _bearer(metadata) -> bytes | None:
+    for key, value in metadata or ():
+        if key == "authorization":
+            text = value if isinstance(value, str) else value.decode("latin-1")
+            return text.removeprefix("Bearer ").encode("utf-8", "surrogateescape") if text.startswith("Bearer ") else b""
+    return None
+
+
+class Identity:
+    """The tenant of an RPC: its token's tenant, else its client certificate's subject CN (mTLS),
+    else "" (no authentication configured)."""
+
+    def __init__(self, tokens: Callable[[], TokenTable | None] | None) -> None:
+        self._tokens = tokens
+
+    def tenant(self, context: grpc.aio.ServicerContext) -> str:
+        if self._tokens is not None:
+            table = self._tokens()
+            supplied = _bearer(context.invocation_metadata())
+            if table is not None and supplied:
+                tenant = table.tenant_for(supplied)
+                if tenant is not None:
+                    return tenant
+        common_names = (context.auth_context() or {}).get("x509_common_name")
+        if common_names:
+            name = common_names[0]
+            return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+        return ""
+
+    def known_tenants(self) -> frozenset[str]:
+        table = self._tokens() if self._tokens is not None else None
+        return table.tenants if table is not None else frozenset()
 
 
 def _deny(message: str):
@@ -16,28 +102,30 @@ def _deny(message: str):
 
 
 class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
-    """Every RPC except health must carry `authorization: Bearer <token>`.
+    """Every RPC except health must carry `authorization: Bearer <token>` of a tenant in the
+    token file. While the file is unusable (empty, unreadable, deleted) every such RPC is refused:
+    authentication fails closed, never open. `tokens` is asked on every RPC, so a rotated file
+    applies to the next call."""
 
-    The comparison is constant-time (hmac.compare_digest) so the token cannot be guessed byte by
-    byte from response timing. `token` is asked for on every RPC so a rotated token file applies
-    to the next call.
-    """
-
-    def __init__(self, token: Callable[[], bytes]) -> None:
-        self._token = token
+    def __init__(self, tokens: Callable[[], TokenTable | None], on_failure: Callable[[str], None] = lambda _r: None) -> None:
+        self._tokens = tokens
+        self._on_failure = on_failure
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(OPEN_PREFIXES):
             return handler
-        supplied = ""
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == "authorization":
-                supplied = value if isinstance(value, str) else value.decode("latin-1")
-                break
-        if hmac.compare_digest(supplied.encode("utf-8", "surrogateescape"), b"Bearer " + self._token()):
+        table = self._tokens()
+        supplied = _bearer(handler_call_details.invocation_metadata)
+        if table is None:
+            reason, message = "token_file_unusable", "authentication is unavailable: the daemon's token file is unusable"
+        elif not supplied:
+            reason, message = "missing_token", "missing bearer token"
+        elif table.tenant_for(supplied) is None:
+            reason, message = "invalid_token", "invalid bearer token"
+        else:
             return handler
-        message = "missing bearer token" if not supplied else "invalid bearer token"
+        self._on_failure(reason)
         deny = _deny(message)
         kwargs = {"request_deserializer": handler.request_deserializer,
                   "response_serializer": handler.response_serializer}

@@ -25,7 +25,7 @@ _DETECTOR = {
 _LEVEL = {Level.NONE: pb.LEVEL_UNSPECIFIED, Level.WARNING: pb.LEVEL_WARNING, Level.CRITICAL: pb.LEVEL_CRITICAL}
 
 
-def event_input(event: pb.Event) -> EventInput:
+def event_input(event: pb.Event, tenant: str = "") -> EventInput:
     kind = event.WhichOneof("kind")
     seq = event.seq
     if kind == "tool_call":
@@ -45,7 +45,7 @@ def event_input(event: pb.Event) -> EventInput:
         payload = RunEnd(seq)
     else:
         payload = None
-    return EventInput(event.run_id, payload, event.agent_id, event.session_id, seq)
+    return EventInput(event.run_id, payload, event.agent_id, event.session_id, seq, tenant)
 
 
 def verdict_message(decision: Decision) -> pb.Verdict:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import grpc
 
 from ..filewatch import FileWatch
+from .auth import TokenFileError, TokenTable, parse_token_file
 
 log = logging.getLogger("loopwarden.security")
 
@@ -65,31 +66,41 @@ class RotatingServerCertificates:
 
 
 class TokenFile:
-    """The bearer token, re-read when its file changes; an empty or unreadable new file is refused."""
+    """The bearer tokens, re-read when their file changes. While the file is empty, unreadable or
+    deleted, `current()` is None: authentication fails closed until a valid file is back."""
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.monotonic,
-                 interval: float = CHECK_INTERVAL_SECONDS) -> None:
+                 interval: float = CHECK_INTERVAL_SECONDS, on_state: Callable[[bool], None] = lambda _ok: None) -> None:
         self._path = path
-        self._token = self._load()
-        if not self._token:
-            raise ValueError(f"{path} is empty")
+        self._on_state = on_state
+        self._table: TokenTable | None = parse_token_file(_read(path))  # raises: no start without tokens
         self._watch = FileWatch((path,), clock=clock, interval=interval)
 
-    def _load(self) -> bytes:
-        return _read(self._path).decode("utf-8", "replace").strip().encode()
-
-    def current(self) -> bytes:
+    def current(self) -> TokenTable | None:
         if self._watch.changed():
-            try:
-                token = self._load()
-            except OSError as exc:
-                log.error("token file changed but cannot be read", extra={"error": str(exc)})
-                return self._token  # tried again at the next check
+            self._reload()
+        return self._table
+
+    def _reload(self) -> None:
+        try:
+            table = parse_token_file(_read(self._path))
+        except OSError as exc:
+            # Unreadable or deleted: refuse, and try again at every check until it is back.
+            self._fail(f"token file cannot be read ({exc.strerror or 'error'}); refusing authenticated RPCs")
+            return
+        except TokenFileError as exc:
             self._watch.loaded()
-            if token:
-                self._token = token
-                log.info("bearer token reloaded", extra={"token_file": self._path})
-            else:
-                log.error("token file changed to an empty token; the previous token stays in force",
-                          extra={"token_file": self._path})
-        return self._token
+            self._fail(f"token file is unusable ({exc}); refusing authenticated RPCs")
+            return
+        self._watch.loaded()
+        was_failing = self._table is None
+        self._table = table
+        self._on_state(True)
+        log.info("bearer tokens reloaded" if not was_failing else "token file is usable again; tokens reloaded",
+                 extra={"token_file": self._path, "tenants": len(table.by_digest)})
+
+    def _fail(self, message: str) -> None:
+        if self._table is not None:  # one log line per outage, not one per check
+            log.error(message, extra={"token_file": self._path})
+        self._table = None
+        self._on_state(False)

@@ -1,22 +1,28 @@
 """LoopDetectionService over grpc.aio.
 
 Errors that concern one event are REJECT verdicts inside the stream; only stream-level failures
-end an RPC, with a status from the single table below.
+end an RPC, with a status from the single table below. No reply ever carries exception text or a
+file path: an unexpected failure is logged with an id and answered INTERNAL naming that id.
+
+Evaluate reads and writes through the context (not an async generator) so the stream's idle
+timer can close a stream that sends nothing: one timer per stream, re-armed lazily (the timer
+callback checks the time of the last message instead of being rescheduled per message).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+import os
 
 import grpc
 from loopwarden.v1 import loopwarden_pb2 as pb
-from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
-from ..engine import ErrorCode
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
 from ..service import LoopwardenService
 from . import convert
+from .auth import Identity
+from .decode import Refusal
 
 log = logging.getLogger("loopwarden.transport")
 
@@ -27,60 +33,151 @@ STREAM_FAILURES = {
     "missing_run_id": (grpc.StatusCode.INVALID_ARGUMENT, "run_id is required"),
     "missing_event": (grpc.StatusCode.INVALID_ARGUMENT, "event is required"),
     "too_many_streams": (grpc.StatusCode.RESOURCE_EXHAUSTED, "too many open Evaluate streams (limit {limit})"),
+    "idle": (grpc.StatusCode.DEADLINE_EXCEEDED,
+             "this Evaluate stream sent nothing for {seconds:g} s (--stream-idle-timeout) and was closed; "
+             "open a new stream"),
+    "internal": (grpc.StatusCode.INTERNAL, "loopwarden failed on this request (error {error_id}); "
+                                          "the daemon log has the details under that id"),
 }
 
+# Between the events of one request, let other RPCs (health first) run once a request has
+# carried this many payload bytes: a request of max-size payloads must not hold the loop.
+YIELD_EVERY_BYTES = 256 * 1024
 
-async def _fail(context: grpc.aio.ServicerContext, failure: str, **fields: str) -> None:
+
+async def _fail(context: grpc.aio.ServicerContext, failure: str, **fields) -> None:
     code, template = STREAM_FAILURES[failure]
     await context.abort(code, template.format(**fields))
 
 
-class LoopDetectionServicer(pb_grpc.LoopDetectionServiceServicer):
-    def __init__(self, service: LoopwardenService, metrics: Metrics, lifecycle: Lifecycle) -> None:
+async def _refuse(context: grpc.aio.ServicerContext, metrics: Metrics, refusal: Refusal) -> None:
+    metrics.rejected_requests.labels(refusal.reason).inc()
+    await context.abort(refusal.code, refusal.message)
+
+
+async def _internal(context: grpc.aio.ServicerContext, rpc: str) -> None:
+    error_id = os.urandom(4).hex()
+    log.exception("unexpected failure in an RPC", extra={"rpc": rpc, "error_id": error_id})
+    await _fail(context, "internal", error_id=error_id)
+
+
+def _payload_bytes(event: pb.Event) -> int:
+    kind = event.WhichOneof("kind")
+    if kind == "tool_call":
+        return len(event.tool_call.params_json)
+    if kind == "tool_outcome":
+        outcome = event.tool_outcome
+        return len(outcome.params_json) + len(outcome.result_json) + len(outcome.error)
+    return 0
+
+
+class _IdleTimer:
+    """Cancels the stream's task when no message arrived for `seconds`."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self.last = self._loop.time()
+        self._handle = self._loop.call_later(seconds, self._check)
+
+    def _check(self) -> None:
+        remaining = self.last + self.seconds - self._loop.time()
+        if remaining > 0:
+            self._handle = self._loop.call_later(remaining, self._check)
+            return
+        self.fired = True
+        self._task.cancel()
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+class LoopDetectionServicer:
+    def __init__(self, service: LoopwardenService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
+                 stream_idle_timeout_seconds: float) -> None:
         self._service = service
         self._metrics = metrics
         self._lifecycle = lifecycle
+        self._identity = identity
+        self._idle_seconds = stream_idle_timeout_seconds
 
-    async def Evaluate(
-        self, request_iterator: AsyncIterator[pb.EvaluateRequest], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.EvaluateResponse]:
+    async def Evaluate(self, _request_iterator, context: grpc.aio.ServicerContext) -> None:
         if self._lifecycle.draining:
             await _fail(context, "draining")
         max_streams = self._service.limits.max_streams
         if self._lifecycle.active_streams >= max_streams:
             await _fail(context, "too_many_streams", limit=str(max_streams))
-        evaluate = self._service.evaluate
-        to_input, to_verdict = convert.event_input, convert.verdict_message
-        max_events = self._service.limits.max_events_per_request
         self._metrics.active_streams.inc()
         self._lifecycle.active_streams += 1
+        timer = _IdleTimer(self._idle_seconds)
         try:
-            async for request in request_iterator:
-                events = request.events
-                if len(events) > max_events:
-                    decisions = self._service.reject_all(
-                        [to_input(event) for event in events], ErrorCode.TOO_MANY_EVENTS,
-                        f"request carries {len(events)} events; the limit is {max_events} per request")
-                    yield pb.EvaluateResponse(verdicts=[to_verdict(d) for d in decisions])
-                    continue
-                yield pb.EvaluateResponse(verdicts=[to_verdict(evaluate(to_input(event))) for event in events])
+            await self._serve_stream(context, timer)
+        except asyncio.CancelledError:
+            if not timer.fired:
+                raise
+            self._metrics.idle_streams_closed.inc()
+            await _fail(context, "idle", seconds=self._idle_seconds)
+        except grpc.aio.AbortError:
+            raise
+        except Exception:  # noqa: BLE001 - answered INTERNAL with an id, logged in full
+            await _internal(context, "Evaluate")
         finally:
+            timer.cancel()
             self._lifecycle.active_streams -= 1
             self._metrics.active_streams.dec()
 
-    async def Check(self, request: pb.CheckRequest, context: grpc.aio.ServicerContext) -> pb.CheckResponse:
-        if self._lifecycle.draining:
-            await _fail(context, "draining")
-        if not request.HasField("event"):
-            await _fail(context, "missing_event")
-        decision = self._service.evaluate(convert.event_input(request.event))
-        return pb.CheckResponse(verdict=convert.verdict_message(decision))
+    async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer) -> None:
+        evaluate = self._service.evaluate
+        to_input, to_verdict = convert.event_input, convert.verdict_message
+        tenant = self._identity.tenant(context)
+        loop_time = asyncio.get_running_loop().time
+        read, write = context.read, context.write
+        while True:
+            request = await read()
+            if request is grpc.aio.EOF:
+                return
+            timer.last = loop_time()
+            if type(request) is Refusal:
+                await _refuse(context, self._metrics, request)
+            verdicts = []
+            carried = 0
+            for event in request.events:
+                verdicts.append(to_verdict(evaluate(to_input(event, tenant))))
+                carried += _payload_bytes(event)
+                if carried >= YIELD_EVERY_BYTES:
+                    carried = 0
+                    await asyncio.sleep(0)
+            await write(pb.EvaluateResponse(verdicts=verdicts))
 
-    async def InspectRun(self, request: pb.InspectRunRequest, context: grpc.aio.ServicerContext) -> pb.InspectRunResponse:
-        run_id = request.run_id.strip()
-        if not run_id:
-            await _fail(context, "missing_run_id")
-        view = self._service.inspect(run_id)
-        if view is None:
-            await _fail(context, "unknown_run", run_id=run_id)
-        return convert.inspect_response(view)
+    async def Check(self, request, context: grpc.aio.ServicerContext) -> pb.CheckResponse:
+        try:
+            if self._lifecycle.draining:
+                await _fail(context, "draining")
+            if type(request) is Refusal:
+                await _refuse(context, self._metrics, request)
+            if not request.HasField("event"):
+                await _fail(context, "missing_event")
+            decision = self._service.evaluate(convert.event_input(request.event, self._identity.tenant(context)))
+            return pb.CheckResponse(verdict=convert.verdict_message(decision))
+        except grpc.aio.AbortError:
+            raise
+        except Exception:  # noqa: BLE001
+            await _internal(context, "Check")
+
+    async def InspectRun(self, request, context: grpc.aio.ServicerContext) -> pb.InspectRunResponse:
+        try:
+            if type(request) is Refusal:
+                await _refuse(context, self._metrics, request)
+            run_id = request.run_id.strip()
+            if not run_id:
+                await _fail(context, "missing_run_id")
+            view = self._service.inspect(run_id, self._identity.tenant(context))
+            if view is None:
+                await _fail(context, "unknown_run", run_id=run_id)
+            return convert.inspect_response(view)
+        except grpc.aio.AbortError:
+            raise
+        except Exception:  # noqa: BLE001
+            await _internal(context, "InspectRun")

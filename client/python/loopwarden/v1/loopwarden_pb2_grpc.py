@@ -57,6 +57,11 @@ class LoopDetectionServiceServicer:
     def Evaluate(self, request_iterator, context):
         """One stream may carry events of many runs. The server answers every request with exactly one
         response, in request order, and each response holds one verdict per event, in event order.
+        Only a request that cannot be taken as a whole ends the stream, evaluating none of its events:
+        more events than the per-request limit (RESOURCE_EXHAUSTED, "too_many_events"), more bytes
+        than the message limit (RESOURCE_EXHAUSTED), or bytes that do not decode, e.g. invalid UTF-8
+        in a string field (INVALID_ARGUMENT). A stream that sends nothing for the idle timeout
+        (default 10 minutes) is closed with DEADLINE_EXCEEDED; open a new one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
