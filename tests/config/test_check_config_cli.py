@@ -86,3 +86,27 @@ class TestInProcess:
         path = FIXTURES / "valid" / "empty_object.json5"
         assert 0 == main([str(path)])
         assert capsys.readouterr().out.startswith(f"ok: {path} (global: enabled=unset ")
+
+
+class TestCheckConfigAgentForms:
+    def test_entries_form_is_valid(self, check_config) -> None:
+        """A file using agents.entries exits 0 and lists those agents."""
+        path = FIXTURES / "valid" / "agents_entries_form.json5"
+        result = check_config(path)
+        assert (0, "") == (result.returncode, result.stderr)
+        assert "agents: list-agent, safe-runner, researcher)" in result.stdout
+
+    def test_one_id_in_both_forms_fails_naming_both_paths(self, check_config) -> None:
+        """The same id in agents.list and agents.entries exits 1 naming both dotted paths."""
+        path = FIXTURES / "invalid" / "duplicate_agent_id_across_forms.json5"
+        result = check_config(path)
+        assert (1, "") == (result.returncode, result.stdout)
+        assert (f'error: {path}: agents.entries.safe-runner: duplicate agent id "safe-runner" '
+                "(first at agents.list[0])\n") == result.stderr
+
+    def test_misspelled_block_fails_with_a_suggestion(self, check_config) -> None:
+        """`tools.loopDetecton` exits 1 and suggests `loopDetection`."""
+        path = FIXTURES / "invalid" / "near_miss_loop_detection.json5"
+        result = check_config(path)
+        assert 1 == result.returncode
+        assert 'tools.loopDetecton: not a key loopwarden reads here; did you mean "loopDetection"?' in result.stderr

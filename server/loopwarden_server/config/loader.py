@@ -5,6 +5,17 @@ value rendered as JSON. Only the top-level keys we own are read: users paste the
 agent-framework config, so unrelated keys anywhere outside our blocks are ignored, while inside
 `tools.loopDetection` and `loopwarden` every key must be known (a typo there would otherwise
 silently change behaviour).
+
+Near misses. On the levels that lead to our blocks (the top level, `tools`, `agents`, an agent
+entry and its `tools`) other keys are ignored, but a key that is *almost* ours is refused with a
+suggestion: the same key in another case, or within two edits of one of our keys that has six or
+more letters (`loopDetecton`, `entires`, `loopWarden`). Ignoring it would silently switch detection
+off. Keys the reference's own config uses at that level are never near misses, so a whole
+OpenClaw config (top-level `hooks` is two edits from `tools`) still loads.
+
+Per-agent overrides come in two spellings that mean the same: `agents.list[]` (objects with an
+`id`) and `agents.entries.<id>` (a map keyed by id, the newest documentation's path). An id in
+both is refused, naming both paths.
 """
 from __future__ import annotations
 
@@ -261,10 +272,133 @@ def _check_order(block: LoopDetectionBlock, path: str) -> None:
 def _nested_loop_detection(container: Mapping[str, Any], path: str) -> LoopDetectionBlock:
     """`container.tools.loopDetection`; other keys of `tools` belong to the agent framework."""
     tools = _optional_object(container, "tools", path)
+    _refuse_near_misses(tools, _child(path, "tools"), _TOOLS_KEYS, _OPENCLAW_TOOLS_KEYS)
     value = tools.get("loopDetection")
     if value is None:
         return LoopDetectionBlock()
     return _loop_detection_block(value, _child(_child(path, "tools"), "loopDetection"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Near misses: keys that are almost ours
+
+
+_ROOT_KEYS = frozenset({"tools", "agents", "loopwarden"})
+_TOOLS_KEYS = frozenset({"loopDetection"})
+_AGENTS_KEYS = frozenset({"list", "entries"})
+_AGENT_KEYS = frozenset({"id", "tools", "loopwarden"})
+
+# Keys of the reference's (OpenClaw's) config at the same levels, current and legacy: never near
+# misses, whatever their spelling distance to ours.
+_OPENCLAW_ROOT_KEYS = frozenset({
+    "$schema", "$include", "meta", "auth", "acp", "env", "wizard", "diagnostics", "logging", "cli", "update",
+    "browser", "ui", "secrets", "skills", "plugins", "models", "nodeHost", "agents", "tools", "bindings",
+    "broadcast", "audio", "messages", "commands", "approvals", "session", "web", "channels", "cron", "hooks",
+    "discovery", "canvasHost", "talk", "gateway", "vault", "memory",
+    "agent", "routing", "identity", "telegram", "discord", "slack", "signal", "imessage", "whatsapp",
+})
+_OPENCLAW_TOOLS_KEYS = frozenset({
+    "profile", "allow", "alsoAllow", "deny", "byProvider", "web", "media", "links", "message",
+    "agentToAgent", "sessions", "elevated", "exec", "fs", "loopDetection", "subagents", "sandbox",
+})
+_OPENCLAW_AGENTS_KEYS = frozenset({"defaults", "list"})
+_OPENCLAW_AGENT_KEYS = frozenset({
+    "id", "default", "name", "workspace", "agentDir", "model", "memorySearch", "humanDelay", "heartbeat",
+    "statusUpdates", "identity", "groupChat", "subagents", "sandbox", "tools", "skills", "params", "runtime",
+})
+_NEAR_MISS_MIN_LENGTH = 6
+_NEAR_MISS_MAX_EDITS = 2
+
+
+def _edit_distance(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance, or limit + 1 as soon as it must exceed `limit`."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, 1):
+        current = [i]
+        for j, char_b in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return previous[-1]
+
+
+def near_miss(key: str, ours: frozenset[str]) -> str | None:
+    """The key of ours that `key` almost is (another case, or 1-2 edits from a 6+ letter key)."""
+    if key in ours:
+        return None
+    folded = key.casefold()
+    for candidate in sorted(ours):
+        if folded == candidate.casefold():
+            return candidate
+    for candidate in sorted(ours):
+        if len(candidate) >= _NEAR_MISS_MIN_LENGTH and \
+                _edit_distance(folded, candidate.casefold(), _NEAR_MISS_MAX_EDITS) <= _NEAR_MISS_MAX_EDITS:
+            return candidate
+    return None
+
+
+def _refuse_near_misses(value: Mapping[str, Any], path: str, ours: frozenset[str], theirs: frozenset[str]) -> None:
+    for key in value:
+        if key in ours or key in theirs:
+            continue
+        meant = near_miss(key, ours)
+        if meant is not None:
+            raise ConfigError(_child(path, key), f"not a key loopwarden reads here; did you mean {_render(meant)}? "
+                              f"(as written it would be ignored)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Agents: `agents.list[]` and `agents.entries.<id>`
+
+
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _entries_path(agent_id: str) -> str:
+    return f"agents.entries.{agent_id}" if _PLAIN_ID.fullmatch(agent_id) else f"agents.entries[{_render(agent_id)}]"
+
+
+def _agent_entries(root: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """Every per-agent entry of both spellings as (id, dotted path, entry), list first, ids unique."""
+    agents = _optional_object(root, "agents", ROOT_PATH)
+    _refuse_near_misses(agents, "agents", _AGENTS_KEYS, _OPENCLAW_AGENTS_KEYS)
+    found: list[tuple[str, str, Mapping[str, Any]]] = []
+    first_path: dict[str, str] = {}
+
+    def add(agent_id: str, path: str, id_path: str, entry: Mapping[str, Any]) -> None:
+        if agent_id in first_path:
+            raise ConfigError(id_path, f"duplicate agent id {_render(agent_id)} (first at {first_path[agent_id]})")
+        first_path[agent_id] = path
+        _refuse_near_misses(entry, path, _AGENT_KEYS, _OPENCLAW_AGENT_KEYS)
+        found.append((agent_id, path, entry))
+
+    entries = agents.get("list")
+    if entries is not None:
+        if not isinstance(entries, list):
+            raise ConfigError("agents.list", f"must be an array, got {_render(entries)}")
+        for index, entry in enumerate(entries):
+            path = f"agents.list[{index}]"
+            agent = _require_object(entry, path)
+            add(_agent_id(agent, path), path, _child(path, "id"), agent)
+    keyed = agents.get("entries")
+    if keyed is not None:
+        if not isinstance(keyed, dict):
+            raise ConfigError("agents.entries", f"must be an object keyed by agent id, got {_render(keyed)}")
+        for raw_id, entry in keyed.items():
+            agent_id = raw_id.strip()
+            path = _entries_path(raw_id)
+            if not agent_id:
+                raise ConfigError(path, "an agent id must be a non-empty string")
+            agent = _require_object(entry, path)
+            inner = agent.get("id")
+            if inner is not None and (not isinstance(inner, str) or inner.strip() != agent_id):
+                raise ConfigError(_child(path, "id"), f"must be the entry's own key {_render(agent_id)} when set, "
+                                  f"got {_render(inner)}")
+            add(agent_id, path, path, agent)
+    return found
 
 
 def _agent_id(entry: Mapping[str, Any], path: str) -> str:
@@ -282,39 +416,19 @@ def _extensions(settings: Mapping[str, Any]) -> ExtensionsBlock:
     return ExtensionsBlock(**{name: value for name, value in settings.items() if name in names})
 
 
-def _agent_extensions(root: Mapping[str, Any]) -> dict[str, ExtensionsBlock]:
-    """`agents.list[i].loopwarden` (extension keys only), keyed by agent id."""
-    entries = _optional_object(root, "agents", ROOT_PATH).get("list") or []
+def _agent_extensions(agents: list[tuple[str, str, Mapping[str, Any]]]) -> dict[str, ExtensionsBlock]:
+    """Each agent's `loopwarden` block (extension keys only), keyed by agent id."""
     blocks: dict[str, ExtensionsBlock] = {}
-    for index, entry in enumerate(entries):
+    for agent_id, path, entry in agents:
         value = entry.get("loopwarden")
         if value is not None:
-            path = f"agents.list[{index}].loopwarden"
-            blocks[_agent_id(entry, f"agents.list[{index}]")] = _extensions(_parse_strict(value, path, _EXTENSIONS_SCHEMA))
+            blocks[agent_id] = _extensions(_parse_strict(value, _child(path, "loopwarden"), _EXTENSIONS_SCHEMA))
     return blocks
 
 
-def _agent_blocks(root: Mapping[str, Any]) -> dict[str, LoopDetectionBlock]:
-    """Per-agent blocks from `agents.list`, keyed by id in file order."""
-    entries = _optional_object(root, "agents", ROOT_PATH).get("list")
-    if entries is None:
-        return {}
-    if not isinstance(entries, list):
-        raise ConfigError("agents.list", f"must be an array, got {_render(entries)}")
-    blocks: dict[str, LoopDetectionBlock] = {}
-    first_path: dict[str, str] = {}
-    for index, entry in enumerate(entries):
-        path = f"agents.list[{index}]"
-        agent = _require_object(entry, path)
-        agent_id = _agent_id(agent, path)
-        if agent_id in first_path:
-            raise ConfigError(
-                _child(path, "id"),
-                f"duplicate agent id {_render(agent_id)} (first at {first_path[agent_id]})",
-            )
-        first_path[agent_id] = path
-        blocks[agent_id] = _nested_loop_detection(agent, path)
-    return blocks
+def _agent_blocks(agents: list[tuple[str, str, Mapping[str, Any]]]) -> dict[str, LoopDetectionBlock]:
+    """Each agent's `tools.loopDetection` block, keyed by id in file order (list, then entries)."""
+    return {agent_id: _nested_loop_detection(entry, path) for agent_id, path, entry in agents}
 
 
 def _tool_catalog(daemon_settings: Mapping[str, Any]) -> ToolCatalog:
@@ -325,12 +439,14 @@ def _tool_catalog(daemon_settings: Mapping[str, Any]) -> ToolCatalog:
 
 def _build_config(root: Any) -> Config:
     root = _require_object(root, ROOT_PATH)
+    _refuse_near_misses(root, ROOT_PATH, _ROOT_KEYS, _OPENCLAW_ROOT_KEYS)
     global_block = _nested_loop_detection(root, ROOT_PATH)
-    agent_blocks = _agent_blocks(root)
+    agents = _agent_entries(root)
+    agent_blocks = _agent_blocks(agents)
     loopwarden = root.get("loopwarden")
     daemon_settings = {} if loopwarden is None else _parse_strict(loopwarden, "loopwarden", _LOOPWARDEN_SCHEMA)
     global_extensions = _extensions(daemon_settings)
-    agent_extensions = _agent_extensions(root)
+    agent_extensions = _agent_extensions(agents)
 
     def extensions_of(agent_id: str) -> ExtensionsBlock:
         own = agent_extensions.get(agent_id)
