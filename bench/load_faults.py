@@ -3,7 +3,10 @@
 Phase 1 (--seconds, default 60): a mixed workload over several streams from a separate client
 process: looping runs (warnings, blocks), ordinary runs, guard aborts after compaction retries,
 malformed events and run ends, while the config file is rewritten every 2 s and SIGHUP is sent
-every 5 s. Prints events sent, answered, rejected and lost (must be 0) and the daemon's peak RSS.
+every 5 s, and a third process sends the hostile-input requests in a loop (a million events over
+and under the message limit, invalid UTF-8, a 4,301-digit integer in a batch, 1 MiB ids). Prints
+events sent, answered, rejected and lost (must be 0), how the hostile requests were answered
+(all as documented), and the daemon's peak RSS.
 
 Phase 2: --short-runs (default 1,000,000) distinct runs of one event each, never ended, so the
 store must evict to stay under --max-runs; prints the daemon's RSS along the way (it must plateau).
@@ -154,6 +157,60 @@ async def _short_runs(target: str, start: int, stop: int, batch: int) -> int:
     return sent
 
 
+def _raw_request(*events: bytes) -> bytes:
+    def varint(value: int) -> bytes:
+        out = bytearray()
+        while True:
+            byte, value = value & 0x7F, value >> 7
+            out.append(byte | (0x80 if value else 0))
+            if not value:
+                return bytes(out)
+    return b"".join(b"\x0a" + varint(len(event)) + event for event in events)
+
+
+# The crafted requests of the hostile-input issue, each with the status it must end its stream with.
+HOSTILE_REFUSALS = (
+    ("million_events_over_message_limit", _raw_request(*[b"\x0a\x01r\x52\x00"] * 1_000_000),
+     grpc.StatusCode.RESOURCE_EXHAUSTED),
+    ("million_empty_events", _raw_request(*[b""] * 1_000_000), grpc.StatusCode.RESOURCE_EXHAUSTED),
+    ("invalid_utf8", _raw_request(b"\x0a\x02\xff\xfe\x52\x00"), grpc.StatusCode.INVALID_ARGUMENT),
+)
+
+
+def hostile_worker(target: str, seconds: float, queue) -> None:
+    """Crafted requests in a loop: the refused ones must end with their documented status; the
+    accepted ones (a huge integer in a batch, 1 MiB ids) must be answered event by event."""
+    counts = {"requests": 0, "refused_as_documented": 0, "unexpected": 0, "events_sent": 0, "events_answered": 0}
+    deadline = time.monotonic() + seconds
+    huge_id = "i" * (1024 * 1024)
+    with grpc.insecure_channel(target, options=[("grpc.max_send_message_length", 16 * 1024 * 1024)]) as ch:
+        raw = ch.stream_stream("/loopwarden.v1.LoopDetectionService/Evaluate", request_serializer=None,
+                               response_deserializer=pb.EvaluateResponse.FromString)
+        stub = pb_grpc.LoopDetectionServiceStub(ch)
+        n = 0
+        while time.monotonic() < deadline:
+            name, request, status = HOSTILE_REFUSALS[n % len(HOSTILE_REFUSALS)]
+            n += 1
+            counts["requests"] += 1
+            try:
+                list(raw(iter([request]), timeout=30))
+                counts["unexpected"] += 1
+            except grpc.RpcError as exc:
+                counts["refused_as_documented" if exc.code() == status else "unexpected"] += 1
+            batch = [pb.Event(run_id=f"hostile-{n}", seq=1, tool_call=pb.ToolCall(tool_name="read", params_json='{"a":1}')),
+                     pb.Event(run_id=f"hostile-{n}", seq=2, tool_call=pb.ToolCall(
+                         tool_name="read", params_json='{"a":' + "9" * 4301 + "}")),
+                     pb.Event(run_id=f"hostile-{n}", seq=3, agent_id=huge_id, tool_call=pb.ToolCall(tool_name="read"))]
+            counts["requests"] += 1
+            counts["events_sent"] += len(batch)
+            for response in stub.Evaluate(iter([pb.EvaluateRequest(events=batch)]), timeout=30):
+                counts["events_answered"] += len(response.verdicts)
+                codes = [v.error_code for v in response.verdicts]
+                if codes != ["", "invalid_params_json", "agent_id_too_long"]:
+                    counts["unexpected"] += 1
+    queue.put(counts)
+
+
 def short_runs_worker(target: str, start: int, stop: int, queue) -> None:
     queue.put(asyncio.run(_short_runs(target, start, stop, 64)))
 
@@ -177,6 +234,9 @@ def main() -> None:
             queue: multiprocessing.Queue = multiprocessing.Queue()
             worker = multiprocessing.Process(target=mixed_worker, args=(target, args.seconds, args.streams, 0, queue))
             worker.start()
+            hostile_queue: multiprocessing.Queue = multiprocessing.Queue()
+            hostile = multiprocessing.Process(target=hostile_worker, args=(target, args.seconds, hostile_queue))
+            hostile.start()
             started = time.monotonic()
             reloads = sighups = 0
             while worker.is_alive() and time.monotonic() - started < args.seconds + 30:
@@ -189,6 +249,8 @@ def main() -> None:
                     sighups += 1
             counts = queue.get(timeout=60)
             worker.join(timeout=30)
+            hostile_counts = hostile_queue.get(timeout=120)
+            hostile.join(timeout=30)
             elapsed = time.monotonic() - started
             figures["mixed"] = {
                 "seconds": round(elapsed, 1), "streams": args.streams, "config_rewrites": reloads, "sighups": sighups,
@@ -198,6 +260,10 @@ def main() -> None:
                 "blocked": counts.get("ACTION_BLOCK", 0), "aborted": counts.get("ACTION_ABORT", 0),
                 "events_per_second": round(counts["answered"] / elapsed),
                 "rss_start_mib": round(rss_start / 1024, 1), "peak_rss_mib": round(rss_kib(daemon.pid, "VmHWM") / 1024, 1),
+                "hostile_requests": hostile_counts["requests"],
+                "hostile_refused_as_documented": hostile_counts["refused_as_documented"],
+                "hostile_unexpected": hostile_counts["unexpected"],
+                "hostile_events_lost": hostile_counts["events_sent"] - hostile_counts["events_answered"],
             }
             print("mixed workload with config reloads and malformed events")
             for key, value in figures["mixed"].items():
@@ -236,8 +302,10 @@ def main() -> None:
                 daemon.kill()
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(figures, indent=2))
-    if figures["mixed"]["lost"]:
-        raise SystemExit(f"LOST EVENTS: {figures['mixed']['lost']}")
+    if figures["mixed"]["lost"] or figures["mixed"]["hostile_events_lost"]:
+        raise SystemExit(f"LOST EVENTS: {figures['mixed']['lost']} + {figures['mixed']['hostile_events_lost']} hostile")
+    if figures["mixed"]["hostile_unexpected"]:
+        raise SystemExit(f"UNEXPECTED ANSWERS TO HOSTILE REQUESTS: {figures['mixed']['hostile_unexpected']}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Sequence
+from concurrent import futures
 from dataclasses import dataclass
 
 import grpc
@@ -82,7 +83,10 @@ class Servers:
             *KEEPALIVE_OPTIONS,
         ])
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
-        self._health_server: grpc.aio.Server | None = None
+        # The health-only port is a threaded (sync) gRPC server with its own servicer: probes are
+        # answered from its threads, never queued behind the event loop's work.
+        self._health_server: grpc.Server | None = None
+        self._probe_health = health.HealthServicer(experimental_non_blocking=True)
         self._httpd = None
         self._service_names: list[str] = []
 
@@ -101,8 +105,9 @@ class Servers:
         health_address = ""
         if self._health_listen is not None:
             # Kubernetes gRPC probes speak neither TLS nor tokens: a health-only plaintext port.
-            self._health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health_server)
+            self._health_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="health"),
+                                              options=[("grpc.so_reuseport", 0)])
+            health_pb2_grpc.add_HealthServicer_to_server(self._probe_health, self._health_server)
             port = self._add_port(self._health_server, self._health_listen, None)
             health_address = f"{split_address(self._health_listen)[0]}:{port}"
         metrics_host, metrics_port = split_address(self._metrics_listen)
@@ -127,9 +132,10 @@ class Servers:
     async def start(self) -> None:
         await self.grpc.start()
         if self._health_server is not None:
-            await self._health_server.start()
+            self._health_server.start()
         for name in ("", *self._service_names):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            self._probe_health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
     async def drain(self, grace_seconds: float) -> None:
         """NOT_SERVING at once; refuse new RPCs; let open streams finish within the grace; stop
@@ -137,6 +143,7 @@ class Servers:
         deadline = time.monotonic() + grace_seconds
         self.lifecycle.draining = True
         await self.health.enter_graceful_shutdown()
+        self._probe_health.enter_graceful_shutdown()
         log.info("draining", extra={"open_streams": self.lifecycle.active_streams, "grace_seconds": grace_seconds})
         while self.lifecycle.active_streams and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -144,7 +151,7 @@ class Servers:
 
     async def close(self) -> None:
         if self._health_server is not None:
-            await self._health_server.stop(0)
+            self._health_server.stop(0).wait(5)
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

@@ -46,23 +46,19 @@ def _parse_float(literal: str) -> float | int:
     return value
 
 
-# The most digits an integer may have. Python's own int parsing stops at 4,300 (a guard against
-# quadratic conversion); past it the canonical form cannot be built, so such a document is
-# refused as invalid JSON (naming the field) instead of failing inside the engine.
+# The most digits an integer may have: Python's own int conversion limit (a guard against
+# quadratic conversion, sys.get_int_max_str_digits()). Past it the canonical form cannot be
+# built, so such a document is refused as invalid JSON (naming the field) instead of failing
+# inside the engine. The decoder's own int() raises it; a parse_int hook would cost a Python
+# call per integer.
 MAX_INTEGER_DIGITS = 4300
-
-
-def _parse_int(literal: str) -> int:
-    if len(literal) - literal.startswith("-") > MAX_INTEGER_DIGITS:
-        raise JsonDecodeError(f"an integer has more than {MAX_INTEGER_DIGITS} digits")
-    return int(literal)
 
 
 def _reject_constant(name: str) -> Any:
     raise JsonDecodeError(f"{name} is not valid JSON")
 
 
-_decoder = json.JSONDecoder(parse_float=_parse_float, parse_int=_parse_int, parse_constant=_reject_constant)
+_decoder = json.JSONDecoder(parse_float=_parse_float, parse_constant=_reject_constant)
 
 
 def decode_json(text: str, max_depth: int | None = None) -> Any:
@@ -76,6 +72,10 @@ def decode_json(text: str, max_depth: int | None = None) -> Any:
         raise
     except json.JSONDecodeError as exc:
         raise JsonDecodeError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError:
+        # int() refusing a literal of more digits than its conversion limit (nothing else in
+        # the C decoder raises a plain ValueError).
+        raise JsonDecodeError(f"an integer has more than {MAX_INTEGER_DIGITS} digits") from None
     except RecursionError:
         raise JsonTooDeep(f"nesting is deeper than {max_depth or 'the parser allows'}") from None
     # Depth can only exceed the limit if there are more brackets than the limit: the count is
