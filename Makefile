@@ -7,8 +7,11 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 TEST_STAMP := $(VENV)/.installed-test
 PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar off
 DISTRIBUTIONS := client/python/pyproject.toml server/pyproject.toml
+# loopwarden-core (core/): the compiled engine, rebuilt when its sources change.
+CORE_STAMP := $(VENV)/.installed-core
+CORE_SOURCES := core/Cargo.toml core/Cargo.lock core/pyproject.toml $(wildcard core/src/*.rs)
 
-.PHONY: serve test test-fast prereqs tools proto clean
+.PHONY: serve test test-fast core prereqs tools proto clean
 
 $(BIN)/python:
 	@echo "==> creating $(VENV)"
@@ -24,8 +27,17 @@ $(TEST_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
 	$(PIP) -e ./client/python -e './server[test]'
 	touch $@ $(RUNTIME_STAMP)
 
+$(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
+	@echo "==> building loopwarden-core (Rust) into $(VENV)"
+	bash scripts/build-core.sh test
+	touch $@
+
+## core: build the compiled engine (loopwarden-core) into .venv
+core: $(CORE_STAMP)
+
 ## serve: create .venv, install the daemon, start it on its embedded default config
 serve: $(RUNTIME_STAMP)
+	@if command -v cargo >/dev/null; then $(MAKE) --no-print-directory $(CORE_STAMP); else bash scripts/build-core.sh serve; fi
 	$(BIN)/loopwarden serve
 
 ## test: check prerequisites, install everything the tests need, run the whole suite
@@ -33,8 +45,8 @@ test: prereqs
 	@bash scripts/test-phases.sh full
 
 ## test-fast: the Python-only part of the suite (no Node, Go, helm, Prometheus); a minute or two
-test-fast: $(TEST_STAMP)
-	$(BIN)/python -m pytest tests/engine tests/config tests/service tests/transport tests/client/python tests/daemon \
+test-fast: $(TEST_STAMP) $(CORE_STAMP)
+	$(BIN)/python -m pytest tests/core tests/engine tests/config tests/service tests/transport tests/client/python tests/daemon \
 	  tests/conformance tests/contract tests/replay tests/setup tests/test_layering.py -q
 
 ## prereqs: stop at once, one line per missing tool, when something make test cannot install is missing

@@ -26,6 +26,8 @@ command -v npm >/dev/null || need npm "install npm with Node.js (Debian: apt-get
 if ! command -v go >/dev/null && [[ ! -x /usr/local/go/bin/go ]]; then
   need go "install Go 1.22 or newer (https://go.dev/dl, or Debian: apt-get install golang)"
 fi
+# loopwarden-core (core/) is Rust: CI tests both engines, so make test needs cargo (make serve does not).
+command -v cargo >/dev/null || need cargo "install Rust with cargo (https://rustup.rs, or Debian: apt-get install cargo)"
 command -v apt-get >/dev/null || need apt-get "the test set-up installs Debian packages (prometheus, unzip): run on Debian/Ubuntu"
 if [[ "$(id -u)" != 0 ]]; then
   need root "the set-up installs Debian packages with apt-get: run make test as root"

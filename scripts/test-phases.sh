@@ -21,6 +21,9 @@ report() {
 trap report EXIT
 
 phase "python install" make --no-print-directory .venv/.installed-test
+phase "core build (maturin)" make --no-print-directory .venv/.installed-core
+phase "core cargo test" cargo test --locked --manifest-path core/Cargo.toml -q
+phase "core cargo clippy" cargo clippy --locked --manifest-path core/Cargo.toml --all-targets -q -- -D warnings
 phase "test tools install" bash scripts/install-test-tools.sh
 status=0
 phase "pytest (whole suite)" .venv/bin/python -m pytest || status=$?

@@ -1,0 +1,11 @@
+//! loopwarden-core: the per-event work of the daemon, compiled. Python hands it request bytes
+//! and compiled settings; it returns response bytes and a small per-request summary.
+pub mod engine;
+pub mod fingerprint;
+pub mod json;
+#[allow(clippy::all)]
+pub mod pb;
+pub mod toolnames;
+pub mod service;
+#[cfg(feature = "python")]
+mod python;

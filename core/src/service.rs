@@ -1,0 +1,769 @@
+//! What `service.py`, `store.py` and `retries.py` do per event, on raw protobuf: envelope
+//! limits, the run store (LRU over all runs, idle TTL, eviction reasons), idempotent retries,
+//! decision ids, and the per-request summary Python turns into metrics and decision log lines.
+//!
+//! Design. The store is one hash map keyed by (tenant, run_id) plus an ordered index from a
+//! global touch counter to the key: its first entry is the least recently used run, so both the
+//! max-runs eviction and idle expiry pop from the front without scanning live runs, and every
+//! per-event operation stays O(log n) in the number of runs. The Python store shards its
+//! OrderedDicts by crc32 to get the same total order; a single index gives it directly. Python
+//! calls in from its one event loop thread, holding the GIL, so no lock is needed. An evicted or
+//! ended run is gone entirely: a later event with its id starts from zero.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use prost::Message;
+use sha2::{Digest, Sha256};
+
+use crate::engine::{evaluate, hex, Action, Event, RunState, Settings, Verdict};
+use crate::fingerprint::Catalog;
+use crate::json::py_isspace;
+use crate::pb;
+
+pub const RECENT_DECISIONS: usize = 10;
+pub const RETRY_WINDOW: usize = 64;
+
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_params_bytes: usize,
+    pub max_result_bytes: usize,
+    pub max_run_id_chars: usize,
+    pub max_tool_name_chars: usize,
+    pub max_agent_id_chars: usize,
+    pub max_session_id_chars: usize,
+    pub max_tool_call_id_chars: usize,
+    pub max_json_depth: usize,
+    pub max_events_per_request: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_params_bytes: 1 << 20,
+            max_result_bytes: 1 << 20,
+            max_run_id_chars: 256,
+            max_tool_name_chars: 256,
+            max_agent_id_chars: 256,
+            max_session_id_chars: 256,
+            max_tool_call_id_chars: 256,
+            max_json_depth: 64,
+            max_events_per_request: 1000,
+        }
+    }
+}
+
+/// The compiled config: settings per agent id, the defaults, the tool catalog.
+#[derive(Default)]
+pub struct Config {
+    pub default: Settings,
+    pub agents: HashMap<String, Settings>,
+    pub catalog: Catalog,
+}
+
+impl Config {
+    fn settings_for(&self, agent_id: &str) -> &Settings {
+        self.agents.get(agent_id).unwrap_or(&self.default)
+    }
+    fn agent_label<'a>(&self, agent_id: &'a str) -> &'a str {
+        let agent = agent_id.trim_matches(py_isspace);
+        if self.agents.contains_key(agent) { agent } else { "default" }
+    }
+}
+
+#[derive(Clone)]
+pub struct Decision {
+    pub seq: u64,
+    pub run_id: String,
+    pub verdict: Verdict,
+    pub decision_id: String,
+}
+
+#[derive(Default)]
+struct Retries {
+    seqs: Vec<u64>,
+    digests: Vec<[u8; 8]>,
+    decisions: HashMap<usize, Decision>,
+    next_slot: usize,
+}
+
+impl Retries {
+    fn find(&self, seq: u64, digest: &[u8; 8]) -> Option<usize> {
+        (0..self.seqs.len()).find(|&i| self.seqs[i] == seq && &self.digests[i] == digest)
+    }
+    fn remember(&mut self, seq: u64, digest: [u8; 8], decision: Option<Decision>) {
+        let slot = self.next_slot;
+        if slot == self.seqs.len() {
+            self.seqs.push(seq);
+            self.digests.push(digest);
+        } else {
+            self.seqs[slot] = seq;
+            self.digests[slot] = digest;
+        }
+        match decision {
+            None => {
+                self.decisions.remove(&slot);
+            }
+            Some(d) => {
+                self.decisions.insert(slot, d);
+            }
+        }
+        self.next_slot = (slot + 1) % RETRY_WINDOW;
+    }
+}
+
+pub struct Entry {
+    pub tenant: String,
+    pub run_id: String,
+    pub state: RunState,
+    pub agent_id: String,
+    pub session_id: String,
+    last_seen: f64,
+    touch: u64,
+    pub events_evaluated: u64,
+    recent: Option<VecDeque<Decision>>,
+    retries: Option<Box<Retries>>,
+}
+
+type Key = (String, String);
+
+pub struct Store {
+    pub max_runs: usize,
+    pub idle_ttl: f64,
+    runs: HashMap<Key, Entry>,
+    order: BTreeMap<u64, Key>,
+    touches: u64,
+}
+
+impl Store {
+    pub fn new(max_runs: usize, idle_ttl: f64) -> Store {
+        Store { max_runs, idle_ttl, runs: HashMap::new(), order: BTreeMap::new(), touches: 0 }
+    }
+    pub fn len(&self) -> usize {
+        self.runs.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+    fn key(tenant: &str, run_id: &str) -> Key {
+        (tenant.to_string(), run_id.to_string())
+    }
+    pub fn get(&self, tenant: &str, run_id: &str) -> Option<&Entry> {
+        self.runs.get(&Self::key(tenant, run_id))
+    }
+    /// The run marked most recently used; None when none is held (or it idled past its TTL).
+    fn touch(&mut self, tenant: &str, run_id: &str, now: f64, evictions: &mut Vec<&'static str>) -> bool {
+        let key = Self::key(tenant, run_id);
+        let Some(entry) = self.runs.get_mut(&key) else { return false };
+        if now - entry.last_seen > self.idle_ttl {
+            let touch = entry.touch;
+            self.order.remove(&touch);
+            self.runs.remove(&key);
+            evictions.push("idle_ttl");
+            return false;
+        }
+        self.order.remove(&entry.touch);
+        self.touches += 1;
+        entry.touch = self.touches;
+        entry.last_seen = now;
+        self.order.insert(self.touches, key);
+        true
+    }
+    fn create(&mut self, tenant: &str, run_id: &str, state: RunState, now: f64, evictions: &mut Vec<&'static str>) {
+        if self.runs.len() >= self.max_runs {
+            if let Some((_, key)) = self.order.pop_first() {
+                self.runs.remove(&key);
+                evictions.push("max_runs");
+            }
+        }
+        self.touches += 1;
+        let key = Self::key(tenant, run_id);
+        self.order.insert(self.touches, key.clone());
+        self.runs.insert(key, Entry {
+            tenant: tenant.to_string(),
+            run_id: run_id.to_string(),
+            state,
+            agent_id: String::new(),
+            session_id: String::new(),
+            last_seen: now,
+            touch: self.touches,
+            events_evaluated: 0,
+            recent: None,
+            retries: None,
+        });
+    }
+    pub fn remove(&mut self, tenant: &str, run_id: &str) -> bool {
+        match self.runs.remove(&Self::key(tenant, run_id)) {
+            Some(entry) => {
+                self.order.remove(&entry.touch);
+                true
+            }
+            None => false,
+        }
+    }
+    /// Drop runs idle longer than the TTL, oldest first; at most `budget`.
+    pub fn expire_idle(&mut self, now: f64, budget: usize) -> usize {
+        let cutoff = now - self.idle_ttl;
+        let mut dropped = 0;
+        while dropped < budget {
+            let Some((&touch, key)) = self.order.first_key_value() else { break };
+            let Some(entry) = self.runs.get(key) else { break };
+            if entry.last_seen >= cutoff {
+                break;
+            }
+            let key = key.clone();
+            self.order.remove(&touch);
+            self.runs.remove(&key);
+            dropped += 1;
+        }
+        dropped
+    }
+}
+
+/// Metric increments of one request: (counter, labels) -> count.
+#[derive(Default)]
+pub struct Summary {
+    pub counters: Vec<(u8, [&'static str; 2], String, u64)>,
+    pub latency_buckets: Vec<u64>,
+    pub latency_sum: f64,
+    /// (log level, message, decision) of the decisions worth a log line.
+    pub logs: Vec<LogLine>,
+    pub evictions: Vec<&'static str>,
+}
+
+pub struct LogLine {
+    pub level: u8,
+    pub message: String,
+    pub decision_id: String,
+    pub tenant: String,
+    pub run_id: String,
+    pub agent_id: String,
+    pub session_id: String,
+    pub seq: u64,
+    pub verdict: Verdict,
+    pub kind: &'static str,
+}
+
+pub mod counter {
+    pub const EVENTS: u8 = 0; // kind
+    pub const REJECTED: u8 = 1; // error code
+    pub const VERDICTS: u8 = 2; // action, detector, agent (+tenant)
+    pub const RETRIED: u8 = 3;
+    pub const SHADOW: u8 = 4; // shadow action, detector
+    pub const WARNINGS: u8 = 5; // detector, agent (+tenant)
+    pub const BLOCKS: u8 = 6; // detector, agent (+tenant)
+    pub const ESCALATION_ABORTS: u8 = 7; // detector, agent (+tenant)
+    pub const GUARD_ABORTS: u8 = 8; // agent (+tenant)
+}
+
+pub const DEBUG: u8 = 10;
+pub const INFO: u8 = 20;
+pub const WARNING: u8 = 30;
+pub const ERROR: u8 = 40;
+
+impl Summary {
+    fn count(&mut self, counter: u8, labels: [&'static str; 2], agent: &str) {
+        for entry in self.counters.iter_mut() {
+            if entry.0 == counter && entry.1 == labels && entry.2 == agent {
+                entry.3 += 1;
+                return;
+            }
+        }
+        self.counters.push((counter, labels, agent.to_string(), 1));
+    }
+}
+
+pub struct Core {
+    pub config: Config,
+    pub limits: Limits,
+    pub store: Store,
+    pub instance_id: String,
+    decisions: u64,
+    pub latency_bounds: Vec<f64>,
+    pub debug_logs: bool,
+}
+
+fn kind_name(kind: &Option<pb::event::Kind>) -> &'static str {
+    match kind {
+        Some(pb::event::Kind::ToolCall(_)) => "tool_call",
+        Some(pb::event::Kind::ToolOutcome(_)) => "tool_outcome",
+        Some(pb::event::Kind::CompactionRetry(_)) => "compaction_retry",
+        Some(pb::event::Kind::RunEnd(_)) => "run_end",
+        None => "unknown",
+    }
+}
+
+fn text_digest(hasher: &mut Sha256, text: &str) {
+    hasher.update((text.len() as u64).to_be_bytes());
+    hasher.update(text.as_bytes());
+}
+
+fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
+    let mut h = Sha256::new();
+    match kind {
+        Some(pb::event::Kind::ToolCall(c)) => {
+            h.update(b"c");
+            text_digest(&mut h, &c.tool_name);
+            text_digest(&mut h, &c.params_json);
+        }
+        Some(pb::event::Kind::ToolOutcome(o)) => {
+            h.update(b"o");
+            text_digest(&mut h, &o.tool_name);
+            text_digest(&mut h, &o.params_json);
+            match &o.outcome {
+                Some(pb::tool_outcome::Outcome::Error(e)) => {
+                    h.update(b"e");
+                    text_digest(&mut h, e);
+                }
+                Some(pb::tool_outcome::Outcome::ResultJson(r)) => {
+                    h.update(b"r");
+                    text_digest(&mut h, r);
+                }
+                None => h.update(b"-"),
+            }
+        }
+        Some(pb::event::Kind::CompactionRetry(_)) => h.update(b"k"),
+        _ => h.update(b"x"),
+    }
+    let full = h.finalize();
+    full[..8].try_into().unwrap_or([0; 8])
+}
+
+fn too_long(what: &str, chars: usize, limit: usize) -> String {
+    format!("{what} is {chars} characters; the limit is {limit}")
+}
+
+pub fn verdict_message(d: &Decision) -> pb::Verdict {
+    let v = &d.verdict;
+    let mut m = pb::Verdict {
+        seq: d.seq,
+        run_id: d.run_id.clone(),
+        action: v.action as i32,
+        tool_name: v.tool_name.clone(),
+        ..Default::default()
+    };
+    if v.action == Action::Allow && v.message.is_empty() {
+        return m;
+    }
+    m.detector = v.detector as i32;
+    m.level = v.level as i32;
+    m.count = v.count;
+    m.message = v.message.clone();
+    m.warning_key = v.warning_key.clone();
+    m.announce = v.announce;
+    m.paired_tool_name = v.paired_tool_name.clone();
+    m.error_code = v.error_code.to_string();
+    m.decision_id = d.decision_id.clone();
+    if !v.evidence_seqs.is_empty() {
+        m.evidence = Some(pb::Evidence {
+            seqs: v.evidence_seqs.clone(),
+            tool_call_ids: v.evidence_call_ids.clone(),
+            loop_started_seq: v.evidence_seqs[0],
+        });
+    }
+    if let Some(shadow) = v.shadow_action {
+        m.shadow = true;
+        m.shadow_action = shadow as i32;
+    }
+    m
+}
+
+/// Refusals of a whole request (the transport's decode.py), decided on raw bytes.
+pub enum Refusal {
+    Undecodable,
+    TooManyEvents,
+}
+
+const MAX_OTHER_FIELDS: usize = 64;
+
+fn varint(data: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut result = 0u64;
+    let mut shift = 0;
+    loop {
+        if *pos >= data.len() || shift > 63 {
+            return None;
+        }
+        let byte = data[*pos];
+        *pos += 1;
+        result |= ((byte & 0x7F) as u64) << shift;
+        if byte < 0x80 {
+            return Some(result);
+        }
+        shift += 7;
+    }
+}
+
+/// How many top-level field-1 messages `data` holds, counting at most limit + 1.
+pub fn count_events(data: &[u8], limit: usize) -> Option<usize> {
+    let (mut count, mut others, mut pos) = (0usize, 0usize, 0usize);
+    while pos < data.len() {
+        let tag = varint(data, &mut pos)?;
+        let (field, wire) = (tag >> 3, tag & 7);
+        match wire {
+            2 => {
+                let length = varint(data, &mut pos)? as usize;
+                pos = pos.checked_add(length)?;
+                if field == 1 {
+                    count += 1;
+                    if count > limit {
+                        return Some(count);
+                    }
+                    continue;
+                }
+            }
+            0 => {
+                varint(data, &mut pos)?;
+            }
+            1 => pos += 8,
+            5 => pos += 4,
+            _ => return None,
+        }
+        others += 1;
+        if others > MAX_OTHER_FIELDS {
+            return None;
+        }
+    }
+    if pos != data.len() {
+        return None;
+    }
+    Some(count)
+}
+
+impl Core {
+    pub fn new(config: Config, limits: Limits, max_runs: usize, idle_ttl: f64, instance_id: String, latency_bounds: Vec<f64>) -> Core {
+        Core { config, limits, store: Store::new(max_runs, idle_ttl), instance_id, decisions: 0, latency_bounds, debug_logs: false }
+    }
+
+    pub fn set_decision_counter(&mut self, value: u64) {
+        self.decisions = value;
+    }
+
+    fn next_decision_id(&mut self) -> String {
+        self.decisions += 1;
+        format!("{}-{:x}", self.instance_id, self.decisions)
+    }
+
+    pub fn evaluate_request(&mut self, data: &[u8], tenant: &str, now: f64, summary: &mut Summary) -> Result<Vec<u8>, Refusal> {
+        match count_events(data, self.limits.max_events_per_request) {
+            None => return Err(Refusal::Undecodable),
+            Some(n) if n > self.limits.max_events_per_request => return Err(Refusal::TooManyEvents),
+            _ => {}
+        }
+        let request = pb::EvaluateRequest::decode(data).map_err(|_| Refusal::Undecodable)?;
+        summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
+        let verdicts = request.events.iter().map(|event| verdict_message(&self.evaluate_timed(event, tenant, now, summary))).collect();
+        Ok(pb::EvaluateResponse { verdicts }.encode_to_vec())
+    }
+
+    /// Ok(None): the request has no event (the transport answers INVALID_ARGUMENT).
+    pub fn check_request(&mut self, data: &[u8], tenant: &str, now: f64, summary: &mut Summary) -> Result<Option<Vec<u8>>, Refusal> {
+        let request = pb::CheckRequest::decode(data).map_err(|_| Refusal::Undecodable)?;
+        let Some(event) = request.event else { return Ok(None) };
+        summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
+        let decision = self.evaluate_timed(&event, tenant, now, summary);
+        Ok(Some(pb::CheckResponse { verdict: Some(verdict_message(&decision)) }.encode_to_vec()))
+    }
+
+    fn evaluate_timed(&mut self, event: &pb::Event, tenant: &str, now: f64, summary: &mut Summary) -> Decision {
+        let started = std::time::Instant::now();
+        let decision = self.evaluate_event(event, tenant, now, summary);
+        let seconds = started.elapsed().as_secs_f64();
+        let bucket = self.latency_bounds.iter().position(|b| seconds <= *b).unwrap_or(self.latency_bounds.len());
+        if let Some(slot) = summary.latency_buckets.get_mut(bucket) {
+            *slot += 1;
+        }
+        summary.latency_sum += seconds;
+        decision
+    }
+
+    fn envelope_error(&self, event: &pb::Event, run_id: &str) -> Option<Verdict> {
+        let l = &self.limits;
+        if run_id.is_empty() {
+            return Some(Verdict::reject("missing_run_id", "run_id is required (a non-blank string)".into()));
+        }
+        let n = run_id.chars().count();
+        if n > l.max_run_id_chars {
+            return Some(Verdict::reject("run_id_too_long", format!("run_id is {n} characters; the limit is {}", l.max_run_id_chars)));
+        }
+        let n = event.agent_id.chars().count();
+        if n > l.max_agent_id_chars {
+            return Some(Verdict::reject("agent_id_too_long", too_long("agent_id", n, l.max_agent_id_chars)));
+        }
+        let n = event.session_id.chars().count();
+        if n > l.max_session_id_chars {
+            return Some(Verdict::reject("session_id_too_long", too_long("session_id", n, l.max_session_id_chars)));
+        }
+        let (tool_name, call_id, params) = match &event.kind {
+            None => {
+                return Some(Verdict::reject("missing_event_kind", "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end".into()));
+            }
+            Some(pb::event::Kind::ToolCall(c)) => (&c.tool_name, &c.tool_call_id, &c.params_json),
+            Some(pb::event::Kind::ToolOutcome(o)) => (&o.tool_name, &o.tool_call_id, &o.params_json),
+            _ => return None,
+        };
+        let n = tool_name.chars().count();
+        if n > l.max_tool_name_chars {
+            return Some(Verdict::reject("tool_name_too_long", too_long("tool_name", n, l.max_tool_name_chars)));
+        }
+        let n = call_id.chars().count();
+        if n > l.max_tool_call_id_chars {
+            return Some(Verdict::reject("tool_call_id_too_long", too_long("tool_call_id", n, l.max_tool_call_id_chars)));
+        }
+        if params.len() > l.max_params_bytes {
+            return Some(Verdict::reject("params_too_large", format!("params_json is {} bytes; the limit is {}", params.len(), l.max_params_bytes)));
+        }
+        if let Some(pb::event::Kind::ToolOutcome(o)) = &event.kind {
+            let (name, text) = match &o.outcome {
+                Some(pb::tool_outcome::Outcome::ResultJson(r)) => ("result_json", r),
+                Some(pb::tool_outcome::Outcome::Error(e)) => ("error", e),
+                None => return None,
+            };
+            if text.len() > l.max_result_bytes {
+                return Some(Verdict::reject("result_too_large", format!("{name} is {} bytes; the limit is {}", text.len(), l.max_result_bytes)));
+            }
+        }
+        None
+    }
+
+    fn rejected(&self, event: &pb::Event, run_id: &str, verdict: Verdict, summary: &mut Summary) -> Decision {
+        summary.count(counter::REJECTED, [verdict.error_code, ""], "");
+        let agent = self.config.agent_label(&event.agent_id).to_string();
+        summary.count(counter::VERDICTS, ["reject", "none"], &agent);
+        Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id: String::new() }
+    }
+
+    pub fn evaluate_event(&mut self, event: &pb::Event, tenant: &str, now: f64, summary: &mut Summary) -> Decision {
+        let kind = kind_name(&event.kind);
+        summary.count(counter::EVENTS, [kind, ""], "");
+        let run_id = event.run_id.trim_matches(py_isspace).to_string();
+        if let Some(invalid) = self.envelope_error(event, &run_id) {
+            return self.rejected(event, &run_id, invalid, summary);
+        }
+        if let Some(pb::event::Kind::RunEnd(_)) = event.kind {
+            self.store.remove(tenant, &run_id);
+            let agent = self.config.agent_label(&event.agent_id).to_string();
+            summary.count(counter::VERDICTS, ["allow", "none"], &agent);
+            return Decision { seq: event.seq, run_id, verdict: Verdict::allow(""), decision_id: String::new() };
+        }
+        let held = self.store.touch(tenant, &run_id, now, &mut summary.evictions);
+        let mut digest: Option<[u8; 8]> = None;
+        if held && event.seq != 0 {
+            let entry = self.store.runs.get(&Store::key(tenant, &run_id)).expect("held");
+            if let Some(retries) = &entry.retries {
+                let d = content_digest(&event.kind);
+                digest = Some(d);
+                if let Some(slot) = retries.find(event.seq, &d) {
+                    summary.count(counter::RETRIED, ["", ""], "");
+                    if let Some(kept) = retries.decisions.get(&slot) {
+                        return Decision { seq: event.seq, run_id, verdict: kept.verdict.clone(), decision_id: kept.decision_id.clone() };
+                    }
+                    let tool = match &event.kind {
+                        Some(pb::event::Kind::ToolCall(c)) => crate::toolnames::normalize_tool_name(&c.tool_name),
+                        Some(pb::event::Kind::ToolOutcome(o)) => crate::toolnames::normalize_tool_name(&o.tool_name),
+                        _ => String::new(),
+                    };
+                    return Decision { seq: event.seq, run_id, verdict: Verdict::allow(&tool), decision_id: String::new() };
+                }
+            }
+        }
+        let event_agent = event.agent_id.trim_matches(py_isspace);
+        let agent_id = if !event_agent.is_empty() {
+            event_agent.to_string()
+        } else if held {
+            self.store.runs.get(&Store::key(tenant, &run_id)).map(|e| e.agent_id.clone()).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let created = !held;
+        if created {
+            let capacity = self.config.settings_for(&agent_id).history_size;
+            self.store.create(tenant, &run_id, RunState::new(capacity), now, &mut summary.evictions);
+        }
+        let key = Store::key(tenant, &run_id);
+        let config = &self.config;
+        let settings = config.settings_for(&agent_id);
+        let max_depth = self.limits.max_json_depth;
+        let entry = self.store.runs.get_mut(&key).expect("created");
+        let was_aborted = entry.state.abort.is_some();
+        let state = &mut entry.state;
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let engine_event = match &event.kind {
+                Some(pb::event::Kind::ToolCall(c)) => Event::ToolCall {
+                    tool_name: &c.tool_name, params_json: &c.params_json, tool_call_id: &c.tool_call_id, seq: event.seq,
+                },
+                Some(pb::event::Kind::ToolOutcome(o)) => Event::ToolOutcome {
+                    tool_name: &o.tool_name,
+                    params_json: &o.params_json,
+                    tool_call_id: &o.tool_call_id,
+                    result_json: match &o.outcome {
+                        Some(pb::tool_outcome::Outcome::ResultJson(r)) => Some(r.as_str()),
+                        _ => None,
+                    },
+                    error: match &o.outcome {
+                        Some(pb::tool_outcome::Outcome::Error(e)) => Some(e.as_str()),
+                        _ => None,
+                    },
+                    seq: event.seq,
+                },
+                Some(pb::event::Kind::CompactionRetry(_)) => Event::CompactionRetry,
+                _ => Event::RunEnd,
+            };
+            evaluate(state, &engine_event, settings, &config.catalog, max_depth)
+        }));
+        let verdict = match outcome {
+            Ok(v) => v,
+            Err(_) => return self.internal_error(event, tenant, &run_id, created, kind, summary),
+        };
+        let agent_label = self.config.agent_label(&agent_id).to_string();
+        let entry = self.store.runs.get_mut(&key).expect("held");
+        entry.agent_id = agent_id;
+        if !event.session_id.is_empty() {
+            entry.session_id = event.session_id.clone();
+        }
+        let decision = if verdict.action == Action::Reject {
+            Decision { seq: event.seq, run_id: run_id.clone(), verdict, decision_id: String::new() }
+        } else {
+            entry.events_evaluated += 1;
+            let needs_id = !(verdict.action == Action::Allow && verdict.shadow_action.is_none());
+            let decision_id = if needs_id {
+                self.decisions += 1;
+                format!("{}-{:x}", self.instance_id, self.decisions)
+            } else {
+                String::new()
+            };
+            let decision = Decision { seq: event.seq, run_id: run_id.clone(), verdict, decision_id };
+            if !decision.decision_id.is_empty() {
+                let recent = entry.recent.get_or_insert_with(|| VecDeque::with_capacity(RECENT_DECISIONS));
+                if recent.len() >= RECENT_DECISIONS {
+                    recent.pop_front();
+                }
+                recent.push_back(decision.clone());
+            }
+            if event.seq != 0 {
+                let v = &decision.verdict;
+                let plain = v.action == Action::Allow && v.message.is_empty() && v.shadow_action.is_none();
+                let d = digest.unwrap_or_else(|| content_digest(&event.kind));
+                entry.retries.get_or_insert_with(Default::default).remember(event.seq, d, if plain { None } else { Some(decision.clone()) });
+            }
+            decision
+        };
+        let (tenant_s, agent_s, session_s) = (entry.tenant.clone(), entry.agent_id.clone(), entry.session_id.clone());
+        self.account(event, &decision, &agent_label, was_aborted, kind, (tenant_s, agent_s, session_s), summary);
+        decision
+    }
+
+    fn internal_error(&mut self, event: &pb::Event, tenant: &str, run_id: &str, created: bool, kind: &'static str, summary: &mut Summary) -> Decision {
+        if created {
+            self.store.remove(tenant, run_id);
+        }
+        let decision_id = self.next_decision_id();
+        let verdict = Verdict::reject(
+            "internal_error",
+            format!("loopwarden could not evaluate this event (decision {decision_id}); it changed nothing. The daemon log has the details under that id."),
+        );
+        summary.logs.push(LogLine {
+            level: ERROR,
+            message: "internal error evaluating an event; answered REJECT internal_error".into(),
+            decision_id: decision_id.clone(),
+            tenant: tenant.to_string(),
+            run_id: run_id.to_string(),
+            agent_id: String::new(),
+            session_id: String::new(),
+            seq: event.seq,
+            verdict: verdict.clone(),
+            kind,
+        });
+        let mut decision = self.rejected(event, run_id, verdict, summary);
+        decision.decision_id = decision_id;
+        decision
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn account(&self, event: &pb::Event, decision: &Decision, agent: &str, was_aborted: bool, kind: &'static str,
+               who: (String, String, String), summary: &mut Summary) {
+        let v = &decision.verdict;
+        let detector = v.detector.name();
+        summary.count(counter::VERDICTS, [v.action.name(), detector], agent);
+        let log = |level: u8, message: &str, summary: &mut Summary| {
+            summary.logs.push(LogLine {
+                level,
+                message: message.to_string(),
+                decision_id: decision.decision_id.clone(),
+                tenant: who.0.clone(),
+                run_id: decision.run_id.clone(),
+                agent_id: who.1.clone(),
+                session_id: who.2.clone(),
+                seq: event.seq,
+                verdict: v.clone(),
+                kind,
+            });
+        };
+        if let Some(shadow) = v.shadow_action {
+            summary.count(counter::SHADOW, [shadow.name(), detector], "");
+            log(WARNING, &format!("shadow {} (not enforced)", shadow.name()), summary);
+            return;
+        }
+        match v.action {
+            Action::Allow => {
+                if v.guard_armed {
+                    log(INFO, &v.message, summary);
+                }
+            }
+            Action::Reject => summary.count(counter::REJECTED, [v.error_code, ""], ""),
+            Action::Warn => {
+                if v.announce {
+                    summary.count(counter::WARNINGS, [detector, ""], agent);
+                    log(WARNING, "loop warning", summary);
+                } else if self.debug_logs {
+                    log(DEBUG, "loop warning (not announced)", summary);
+                }
+            }
+            Action::Block => {
+                summary.count(counter::BLOCKS, [detector, ""], agent);
+                log(WARNING, "tool call blocked", summary);
+            }
+            Action::Abort => {
+                if was_aborted {
+                    if self.debug_logs {
+                        log(DEBUG, "run already aborted", summary);
+                    }
+                    return;
+                }
+                if v.error_code == "tool_loop_persisted" {
+                    summary.count(counter::ESCALATION_ABORTS, [detector, ""], agent);
+                } else {
+                    summary.count(counter::GUARD_ABORTS, ["", ""], agent);
+                }
+                log(ERROR, "run aborted", summary);
+            }
+        }
+    }
+
+    /// InspectRun's view of one run, or None.
+    pub fn inspect(&self, tenant: &str, run_id: &str) -> Option<&Entry> {
+        self.store.get(tenant, run_id.trim_matches(py_isspace))
+    }
+}
+
+impl Entry {
+    pub fn recent_decisions(&self) -> Vec<&Decision> {
+        self.recent.as_ref().map(|r| r.iter().collect()).unwrap_or_default()
+    }
+}
+
+pub fn record_views(state: &RunState) -> Vec<(u64, String, String, String, String, String)> {
+    state
+        .history
+        .iter()
+        .map(|r| {
+            (
+                r.seq,
+                r.tool.to_string(),
+                format!("{}:{}", r.tool, hex(&r.args)),
+                r.call_id.to_string(),
+                crate::engine::result_hash_text(r.status, &r.result).unwrap_or_default(),
+                r.unknown.as_deref().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
