@@ -218,3 +218,41 @@ polyglot_clients() {
   printf '  go          %s\n' "$(GOTOOLCHAIN=local go version)"
 }
 polyglot_clients
+
+# ================================================================ state store routers (issue 14)
+# tests/deploy/test_routers.py and tests/daemon/test_state_redis.py start their own redis-server,
+# nginx and haproxy on free loopback ports; the packages' own services must never run (apt_install
+# refuses service starts), and a service a postinst started anyway is stopped the ordinary way.
+install_state_store_servers() {
+  local missing=()
+  command -v redis-server >/dev/null || missing+=(redis-server)
+  [[ -x /usr/sbin/nginx ]] || command -v nginx >/dev/null || missing+=(nginx)
+  [[ -x /usr/sbin/haproxy ]] || command -v haproxy >/dev/null || missing+=(haproxy)
+  if ((${#missing[@]})); then
+    apt_install "${missing[@]}"
+  else
+    log "redis-server, nginx and haproxy already installed"
+  fi
+  local name
+  for name in redis-server nginx haproxy; do
+    service "${name}" status >/dev/null 2>&1 && service "${name}" stop >/dev/null 2>&1 || true
+  done
+  printf '  redis       %s\n' "$(redis-server --version 2>&1 | first_line)"
+  printf '  nginx       %s\n' "$(/usr/sbin/nginx -v 2>&1 | first_line)"
+  printf '  haproxy     %s\n' "$(/usr/sbin/haproxy -v 2>&1 | first_line)"
+}
+install_state_store_servers
+
+# ================================================================ headless Chromium (issue 18)
+# tests/replay/test_report_browser.py renders the evaluation report (`loopwarden evaluate --html`)
+# in Debian's chromium, driven over its DevTools pipe (no driver binary), and screenshots it;
+# fonts-dejavu-core gives it text to draw.
+install_chromium() {
+  if command -v chromium >/dev/null; then
+    log "chromium already installed"
+  else
+    apt_install chromium fonts-dejavu-core
+  fi
+  printf '  chromium    %s\n' "$(chromium --version 2>/dev/null | first_line)"
+}
+install_chromium

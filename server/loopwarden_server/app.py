@@ -1,7 +1,7 @@
 """Composition root: settings -> config, store, service, metrics, servers; then run until a signal.
 
 Wiring only. What each part does lives in its module: `lifecycle` (listeners, signals, drain),
-`config.watch` (reloads), `snapshot` (state across restarts), `transport` (the gRPC API).
+`config.watch` (reloads), `statestore` (state across restarts and replicas), `transport` (the gRPC API).
 """
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from .lifecycle import Servers, StartupError, install_signal_handlers
 from .metrics import Metrics
 from .service import LoopwardenService
 from .settings import DaemonSettings, Security
-from .snapshot import SnapshotFile
+from .statestore import StateStoreError, open_state_store
+from .statestore.keeper import StateKeeper
+from .statestore.metrics import StateMetrics
 from .store import RunStore
 from .transport import SERVICE_NAME, LoopDetectionServicer, register_servicer
 from .transport.auth import BearerTokenInterceptor, Identity, TokenFileError
@@ -85,8 +87,14 @@ class Daemon:
         # Decision ids are "<instance>-<counter>": unique across restarts and replicas.
         self.service = LoopwardenService(config, self.store, self.metrics, settings.limits, time.perf_counter,
                                          instance_id=os.urandom(4).hex())
-        self.snapshot = (SnapshotFile(settings.snapshot_path, self.store, time.time)
-                         if settings.snapshot_path is not None else None)
+        self.state = (StateKeeper(open_state_store(settings.state_store, settings.state_key_prefix), self.store,
+                                  StateMetrics(self.registry), flush_interval=settings.state_flush_interval_seconds)
+                      if settings.state_store is not None else None)
+        if self.state is not None:
+            try:  # before any listener binds: an unusable state path fails the start at once
+                self.state.check()
+            except StateStoreError as exc:
+                raise StartupError(str(exc)) from None
         interceptors = [] if self._tokens is None else [BearerTokenInterceptor(
             self._tokens.current, on_failure=lambda reason: self.metrics.auth_failures.labels(reason).inc())]
         self.servers = Servers(
@@ -96,7 +104,8 @@ class Daemon:
             credentials=_server_credentials(security),
         )
         servicer = LoopDetectionServicer(self.service, self.metrics, self.servers.lifecycle, identity,
-                                         settings.limits.stream_idle_timeout_seconds)
+                                         settings.limits.stream_idle_timeout_seconds,
+                                         loader=self.state if self.state is not None and self.state.lazy else None)
         self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(
             servicer, server, max_events_per_request=settings.limits.max_events_per_request))
         self.stopping = asyncio.Event()
@@ -114,10 +123,13 @@ class Daemon:
 
     async def start(self) -> None:
         listeners = self.servers.bind()
-        # Only now, with every listener bound, is stored state taken in.
-        if self.snapshot is not None:
-            self.snapshot.restore()
+        # Only now, with every listener bound (and certificates and tokens read), is stored state
+        # taken in: a start that fails earlier has not touched it.
+        if self.state is not None:
+            self.state.restore()
         await self.servers.start()
+        if self.state is not None:
+            self.state.start()
         security = self.settings.security
         log.info("listening", extra={
             "grpc_address": listeners.grpc_address,
@@ -129,6 +141,7 @@ class Daemon:
             "token_auth": security.auth_token_file is not None,
             "health_address": listeners.health_address,
             "runs_restored": len(self.store),
+            "state_store": self.state.store.describe() if self.state is not None else "memory",
             "pid": os.getpid(),
         })
         self._tasks.append(asyncio.create_task(self._sweep_idle_runs()))
@@ -169,31 +182,32 @@ class Daemon:
             await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
             self.store.expire_idle()
 
-    async def stop(self) -> None:
+    async def stop(self) -> bool:
+        """Drain, flush the state store; False when the final flush failed (the exit is non-zero)."""
         await self.servers.drain(self.settings.drain_grace_seconds)
         for task in self._tasks:
             task.cancel()
-        # No RPC can touch the store any more: the snapshot is consistent.
-        if self.snapshot is not None:
-            self.snapshot.write()
+        # No RPC can touch the store any more: the final flush writes every run's last state.
+        flushed = await self.state.stop() if self.state is not None else True
         await self.servers.close()
         log.info("stopped", extra={"open_streams_cut": self.servers.lifecycle.active_streams})
+        return flushed
 
-    async def run(self) -> None:
+    async def run(self) -> bool:
         await self.start()
         install_signal_handlers(stop=self.stopping.set, reload=lambda: self._spawn(self.reload_config(force=True)))
         await self.stopping.wait()
-        await self.stop()
+        return await self.stop()
 
 
 def main(settings: DaemonSettings) -> int:
     logs.configure(settings.log_level)
     try:
-        async def _run() -> None:
-            await Daemon(settings).run()
+        async def _run() -> bool:
+            return await Daemon(settings).run()
 
-        asyncio.run(_run())
+        flushed = asyncio.run(_run())
     except StartupError as exc:
         log.error("cannot start", extra={"error": str(exc)})
         return 2
-    return 0
+    return 0 if flushed else 1

@@ -82,6 +82,9 @@ class RunView:
 
 
 RECENT_DECISIONS = 10
+# REJECT code of an event whose run id is not the one its stream was opened (and routed) for.
+# NOTE: kept here, not in engine.ErrorCode: it is a routing error the engine never sees.
+RUN_ID_MISMATCH = "run_id_mismatch"
 
 
 class LoopwardenService:
@@ -127,6 +130,16 @@ class LoopwardenService:
             decision = self._decide(event, run_id, config)
         self.metrics.evaluation_seconds.observe(self._timer() - started)
         return decision
+
+    def refuse_misrouted(self, event: EventInput, stream_run_id: str) -> Decision:
+        """REJECT `run_id_mismatch`: the event names another run than its stream's routing header,
+        so a router may have sent it to a replica that does not own its run."""
+        self.metrics.event_of(event.kind or "unknown").inc()
+        run_id = event.run_id.strip()
+        verdict = Verdict(action=Action.REJECT, error_code=RUN_ID_MISMATCH, message=(
+            f"run_id {run_id[:80]!r} differs from this stream's x-loopwarden-run-id {stream_run_id[:80]!r}; "
+            "open one Evaluate stream per run (the header routes the stream to the run's replica)"))
+        return self._rejected(event, run_id, verdict, self._config)
 
     def _rejected(self, event: EventInput, run_id: str, verdict: Verdict, config: Config) -> Decision:
         self.metrics.rejected_of(verdict.error_code).inc()

@@ -34,7 +34,10 @@ class Limits:
     # holds one event at both payload limits (1 MiB params + 1 MiB result) with room, and keeps
     # the memory one request costs to parse far below the chart's 512 MiB limit.
     max_message_bytes: int = 4 * 1024 * 1024
-    max_streams: int = 1000
+    # One Evaluate stream per run is the routed mode (a router hashes the stream's run id header),
+    # so this cap is also the live routed runs per replica. An idle open stream costs ~10 KiB of
+    # RSS (measured over 5,000 streams: see the chart README), so 10,000 streams cost ~100 MiB.
+    max_streams: int = 10_000
     # An Evaluate stream that sent nothing for this long is closed, so idle clients cannot keep
     # every stream slot.
     stream_idle_timeout_seconds: float = 600.0
@@ -66,7 +69,10 @@ class DaemonSettings:
     reflection: bool = True
     log_level: str = "INFO"
     config_poll_seconds: float = 1.0
-    snapshot_path: str | None = None
+    # file:PATH, redis://... or rediss://... (None: memory only); --snapshot PATH means file:PATH.
+    state_store: str | None = None
+    state_flush_interval_seconds: float = 1.0
+    state_key_prefix: str = "loopwarden:"
     health_listen: str | None = None
     # Metrics carry a `tenant` label (for the tenants the token file names; others "other").
     tenant_label: bool = False
@@ -105,6 +111,12 @@ def _address(text: str) -> str:
     return text
 
 
+def _state_store(text: str) -> str:
+    from .statestore import parse_state_store
+
+    return parse_state_store(text)
+
+
 def _log_level(text: str) -> str:
     level = text.strip().upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -131,10 +143,13 @@ _OPTIONS = (
     ("--max-json-depth", "LOOPWARDEN_MAX_JSON_DEPTH", "max_json_depth", _positive_int, "deepest JSON nesting accepted (default 64)"),
     ("--max-events-per-request", "LOOPWARDEN_MAX_EVENTS_PER_REQUEST", "max_events_per_request", _positive_int, "events one request may carry (default 1000)"),
     ("--max-message-bytes", "LOOPWARDEN_MAX_MESSAGE_BYTES", "max_message_bytes", _positive_int, "largest gRPC message (default 4 MiB)"),
-    ("--max-streams", "LOOPWARDEN_MAX_STREAMS", "max_streams", _positive_int, "concurrent Evaluate streams (default 1000)"),
+    ("--max-streams", "LOOPWARDEN_MAX_STREAMS", "max_streams", _positive_int, "concurrent Evaluate streams (default 10000)"),
     ("--stream-idle-timeout", "LOOPWARDEN_STREAM_IDLE_TIMEOUT", "stream_idle_timeout_seconds", _positive_float, "seconds an Evaluate stream may send nothing before it is closed (default 600)"),
     ("--tenant-label", "LOOPWARDEN_TENANT_LABEL", "tenant_label", _boolean, "true: metrics carry a tenant label (tenants named in the token file; others \"other\") (default false)"),
-    ("--snapshot", "LOOPWARDEN_SNAPSHOT", "snapshot_path", str, "file to save live run state to on SIGTERM and restore from at start"),
+    ("--state-store", "LOOPWARDEN_STATE_STORE", "state_store", _state_store, "where run state outlives the process: file:PATH (one replica; checkpoints every flush interval) or redis://[user:password@]host:port[/db] / rediss://... (shared by replicas) (default: memory only)"),
+    ("--state-flush-interval", "LOOPWARDEN_STATE_FLUSH_INTERVAL", "state_flush_interval_seconds", _positive_float, "seconds between writes of changed runs to the state store (default 1)"),
+    ("--state-key-prefix", "LOOPWARDEN_STATE_KEY_PREFIX", "state_key_prefix", str, "prefix of every Redis key the daemon writes (default loopwarden:)"),
+    ("--snapshot", "LOOPWARDEN_SNAPSHOT", "snapshot_path", str, "alias of --state-store file:PATH"),
     ("--health-listen", "LOOPWARDEN_HEALTH_LISTEN", "health_listen", _address, "extra plaintext HOST:PORT serving only gRPC health (for probes when the main port needs TLS or a token)"),
     ("--tls-cert", "LOOPWARDEN_TLS_CERT", "tls_cert", str, "PEM certificate chain: serve gRPC over TLS"),
     ("--tls-key", "LOOPWARDEN_TLS_KEY", "tls_key", str, "PEM private key for --tls-cert"),
@@ -179,6 +194,11 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Daemo
             values["reflection"] = _boolean(reflection)
         except ValueError as exc:
             raise SettingsError(f"LOOPWARDEN_REFLECTION: {exc} (got {reflection!r})") from None
+    snapshot = values.pop("snapshot_path", None)
+    if snapshot is not None:
+        if "state_store" in values:
+            raise SettingsError("--snapshot is an alias of --state-store file:PATH; give one of them")
+        values["state_store"] = f"file:{snapshot}"
     if ("tls_cert" in security) != ("tls_key" in security):
         raise SettingsError("--tls-cert and --tls-key go together")
     if "tls_client_ca" in security and "tls_cert" not in security:

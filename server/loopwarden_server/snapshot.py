@@ -1,4 +1,5 @@
-"""Live run state saved on a graceful stop and restored at start.
+"""Snapshot format 4: the per-run JSON encoding the state stores reuse (statestore.encoding), and
+the whole-file snapshot that `--snapshot` wrote before the state store, read once to convert it.
 
 The file is zlib-compressed JSON with a format name and version; it is written to a temporary
 file in the same directory, fsynced and renamed into place, so a crash mid-write never leaves a
@@ -7,12 +8,10 @@ half snapshot behind. JSON, not pickle: a snapshot file must never be able to ru
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import zlib
 from array import array
-from collections.abc import Callable
 from dataclasses import asdict
 
 from .engine import Action, Detector, Level, RunState, Verdict
@@ -25,7 +24,6 @@ FORMAT = "loopwarden-run-snapshot"
 VERSION = 4  # 2: columnar history; 3: evidence and run-wide breaker state; 4: tenants, retry windows
 READABLE_VERSIONS = (3, 4)  # a version-3 file restores with every run in the "" tenant
 
-log = logging.getLogger("loopwarden.daemon")
 
 
 class SnapshotError(ValueError):
@@ -121,7 +119,7 @@ def _decode_state(data: dict) -> RunState:
 
 
 def write_snapshot(path: str, store: RunStore, wall_now: float) -> int:
-    """Write every held run; returns how many. Idle time is stored, not monotonic clock values."""
+    """Write every held run as one format-4 file (the converter's counterpart); returns how many. Idle time is stored, not monotonic clock values."""
     mono_now = store.clock()
     runs = [{
         "tenant": entry.tenant, "run_id": entry.run_id, "agent_id": entry.agent_id, "session_id": entry.session_id,
@@ -178,36 +176,3 @@ def restore_snapshot(data: dict, store: RunStore, wall_now: float) -> tuple[int,
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotError(f"snapshot content is malformed: {exc!r}") from None
     return restored, expired
-
-
-class SnapshotFile:
-    """The daemon's snapshot: restored once at start, written once after the drain."""
-
-    def __init__(self, path: str, store: RunStore, wall_clock: Callable[[], float]) -> None:
-        self.path = path
-        self._store = store
-        self._wall_clock = wall_clock
-
-    def restore(self) -> None:
-        path = self.path
-        if not os.path.exists(path):
-            return
-        try:
-            restored, expired = restore_snapshot(read_snapshot(path), self._store, self._wall_clock())
-        except (OSError, SnapshotError) as exc:
-            refused = f"{path}.refused"
-            os.replace(path, refused)
-            log.error("snapshot refused; starting with no runs", extra={"snapshot": path, "moved_to": refused,
-                                                                        "error": str(exc)})
-            return
-        # Consumed: a later crash must not resurrect this state on the next start.
-        os.unlink(path)
-        log.info("snapshot restored", extra={"snapshot": path, "runs": restored, "expired_skipped": expired})
-
-    def write(self) -> None:
-        try:
-            runs = write_snapshot(self.path, self._store, self._wall_clock())
-        except OSError as exc:
-            log.error("snapshot not written", extra={"snapshot": self.path, "error": str(exc)})
-            return
-        log.info("snapshot written", extra={"snapshot": self.path, "runs": runs})

@@ -13,6 +13,11 @@ The max-runs bound is global and exact: when a new run would exceed it, the leas
 used run across all shards is evicted (the minimum of the shard heads: O(shards), not O(runs)).
 An evicted or ended run is gone entirely, so a later event with its id starts from zero and can
 never inherit stale counts.
+
+Change tracking (on when a state store is configured): every run an event touches is marked
+dirty, and every run that ends or is evicted is marked deleted, in one dict (key -> still held?)
+that the state keeper takes whole each flush interval. Insertion order is kept, so a flush
+writes runs in the order they first changed.
 """
 from __future__ import annotations
 
@@ -53,6 +58,7 @@ class RunStore:
     _shards: list[OrderedDict[RunKey, RunEntry]] = field(init=False)
     _size: int = field(init=False, default=0)
     _touches: int = field(init=False, default=0)
+    _dirty: dict[RunKey, bool] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self._shards = [OrderedDict() for _ in range(self.shard_count)]
@@ -86,6 +92,8 @@ class RunStore:
         self._touches += 1
         entry.last_seen = now
         entry.touch = self._touches
+        if self._dirty is not None:
+            self._dirty[key] = True
         return entry
 
     def create(self, tenant: str, run_id: str, state: RunState) -> RunEntry:
@@ -96,6 +104,8 @@ class RunStore:
         entry = RunEntry(tenant, run_id, state, last_seen=self.clock(), touch=self._touches)
         self._shard(run_id)[(tenant, run_id)] = entry
         self._size += 1
+        if self._dirty is not None:
+            self._dirty[(tenant, run_id)] = True
         return entry
 
     def restore(self, entry: RunEntry, idle_seconds: float) -> None:
@@ -115,6 +125,8 @@ class RunStore:
     def remove(self, tenant: str, run_id: str) -> bool:
         """run_end: free the run at once (not an eviction)."""
         shard = self._shard(run_id)
+        if self._dirty is not None:
+            self._dirty[(tenant, run_id)] = False  # also for a run held only by the shared store
         if shard.pop((tenant, run_id), None) is None:
             return False
         self._size -= 1
@@ -133,6 +145,30 @@ class RunStore:
                 dropped += 1
         return dropped
 
+    def track_changes(self) -> None:
+        if self._dirty is None:
+            self._dirty = {}
+
+    def dirty_count(self) -> int:
+        return len(self._dirty) if self._dirty is not None else 0
+
+    def take_dirty(self) -> dict[RunKey, bool]:
+        """The runs changed since the last call (key -> still held), and a fresh empty set."""
+        taken, self._dirty = self._dirty or {}, ({} if self._dirty is not None else None)
+        return taken
+
+    def redirty(self, items: list[tuple[RunKey, bool]]) -> None:
+        """Put back runs a failed flush did not write; a run marked again since keeps its mark."""
+        if self._dirty is None:
+            return
+        for key, live in items:
+            self._dirty.setdefault(key, live)
+
+    def clear(self) -> None:
+        for shard in self._shards:
+            shard.clear()
+        self._size = 0
+
     def entries(self) -> Iterator[RunEntry]:
         for shard in self._shards:
             yield from shard.values()
@@ -148,5 +184,7 @@ class RunStore:
     def _drop(self, shard: OrderedDict[RunKey, RunEntry], key: RunKey, reason: str) -> None:
         entry = shard.pop(key)
         self._size -= 1
+        if self._dirty is not None:
+            self._dirty[key] = False
         if self.on_evict is not None:
             self.on_evict(reason, entry)

@@ -1,4 +1,5 @@
-"""Run state survives a graceful restart; a bad snapshot is refused and the daemon starts empty."""
+"""--snapshot PATH (the alias of --state-store file:PATH): runs survive a graceful restart; an
+unreadable file is moved aside and the daemon starts empty; a format-4 snapshot is converted."""
 from __future__ import annotations
 
 import json
@@ -38,13 +39,13 @@ class TestRestart:
                 stream.one(compaction("snap-2"))
                 stream.send(call("snap-2", "gw"), outcome("snap-2", "gw", "{}", SAME))
             _stop(daemon)
-            written = daemon.wait_for_log(lambda l: l.get("msg") == "snapshot written")
-        assert 2 == written["runs"] and path.exists()
+            written = daemon.wait_for_log(lambda l: l.get("msg") == "state flushed")
+        assert 2 == written["runs_held"] and path.exists()
 
         with running_daemon(ENABLED, ["--snapshot", str(path)]) as daemon:
-            restored = daemon.wait_for_log(lambda l: l.get("msg") == "snapshot restored")
+            restored = daemon.wait_for_log(lambda l: l.get("msg") == "state restored")
             assert (2, 0) == (restored["runs"], restored["expired_skipped"])
-            assert not path.exists(), "a consumed snapshot must not be restored twice"
+            assert path.exists(), "the state file is the store of record: never consumed"
             with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
                 after = _done(stream, "snap-1", 5)
                 verdict = stream.one(call("snap-1", "read", '{"path":"/x"}'))
@@ -82,7 +83,7 @@ class TestRestart:
             _stop(daemon)
         time.sleep(1.5)
         with running_daemon(ENABLED, args) as daemon:
-            restored = daemon.wait_for_log(lambda l: l.get("msg") == "snapshot restored")
+            restored = daemon.wait_for_log(lambda l: l.get("msg") == "state restored")
         assert (0, 1) == (restored["runs"], restored["expired_skipped"])
 
 
@@ -100,10 +101,36 @@ class TestRefusal:
         path = tmp_path / "runs.snapshot"
         path.write_bytes(content)
         with running_daemon(ENABLED, ["--snapshot", str(path), "--run-idle-ttl", "1e9"]) as daemon:
-            refused = daemon.wait_for_log(lambda l: l.get("msg", "").startswith("snapshot refused"))
+            refused = daemon.wait_for_log(lambda l: l.get("msg", "").startswith("state refused"))
             listening = daemon.wait_for_log(lambda l: l.get("msg") == "listening")
             with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
                 assert pb.ACTION_ALLOW == stream.one(call("x", "read")).action
         assert 0 == listening["runs_restored"]
         assert str(path) + ".refused" == refused["moved_to"]
         assert (tmp_path / "runs.snapshot.refused").read_bytes() == content
+
+
+class TestConversion:
+    def test_a_format_4_snapshot_is_converted_and_kept_blocking(self, tmp_path):
+        """A snapshot written before the state store is read, rewritten as a state file, and its runs go on."""
+        from loopwarden_server.config import load_default_config
+        from loopwarden_server.engine import ToolCall, ToolOutcome, evaluate, new_run_state
+        from loopwarden_server.snapshot import write_snapshot
+        from loopwarden_server.store import RunStore
+
+        config = load_default_config()
+        settings = config.settings_for("")
+        store = RunStore(max_runs=10, idle_ttl_seconds=3600, clock=time.monotonic)
+        entry = store.create("", "old-1", new_run_state(settings))
+        for _ in range(15):
+            evaluate(entry.state, ToolCall("read", '{"path":"/x"}'), settings, config.tool_catalog)
+            evaluate(entry.state, ToolOutcome("read", '{"path":"/x"}', result_json=SAME), settings, config.tool_catalog)
+        path = tmp_path / "runs.snapshot"
+        write_snapshot(str(path), store, time.time())
+        with running_daemon(ENABLED, ["--snapshot", str(path)]) as daemon:
+            daemon.wait_for_log(lambda l: l.get("msg") == "snapshot converted to a state file")
+            with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
+                _done(stream, "old-1", 5)
+                verdict = stream.one(call("old-1", "read", '{"path":"/x"}'))
+        assert path.read_bytes().startswith(b"LWSTATE")
+        assert (pb.ACTION_BLOCK, 20) == (verdict.action, verdict.count)

@@ -7,6 +7,13 @@ file path: an unexpected failure is logged with an id and answered INTERNAL nami
 Evaluate reads and writes through the context (not an async generator) so the stream's idle
 timer can close a stream that sends nothing: one timer per stream, re-armed lazily (the timer
 callback checks the time of the last message instead of being rescheduled per message).
+
+Routing: an RPC for one run carries `x-loopwarden-run-id` (ROUTING_HEADER), which a router
+hashes to pick the run's replica. A stream opened with it serves that run alone: an event for
+another run is REJECTed `run_id_mismatch`, so a multiplexed stream a router pinned to one
+replica cannot silently split a run's history. With a shared state store (`loader`), runs a
+request names that are not in memory are loaded (awaited) before the synchronous service
+evaluates; when every run is held, the per-event path has no await.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
 from ..service import LoopwardenService
+from ..statestore.keeper import StateKeeper
 from . import convert
 from .auth import Identity
 from .decode import Refusal
@@ -43,6 +51,15 @@ STREAM_FAILURES = {
 # Between the events of one request, let other RPCs (health first) run once a request has
 # carried this many payload bytes: a request of max-size payloads must not hold the loop.
 YIELD_EVERY_BYTES = 256 * 1024
+
+ROUTING_HEADER = "x-loopwarden-run-id"
+
+
+def _routed_run_id(context: grpc.aio.ServicerContext) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == ROUTING_HEADER:
+            return value.strip() if isinstance(value, str) else ""
+    return ""
 
 
 async def _fail(context: grpc.aio.ServicerContext, failure: str, **fields) -> None:
@@ -96,7 +113,8 @@ class _IdleTimer:
 
 class LoopDetectionServicer:
     def __init__(self, service: LoopwardenService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
-                 stream_idle_timeout_seconds: float) -> None:
+                 stream_idle_timeout_seconds: float, loader: StateKeeper | None = None) -> None:
+        self._loader = loader
         self._service = service
         self._metrics = metrics
         self._lifecycle = lifecycle
@@ -129,9 +147,11 @@ class LoopDetectionServicer:
             self._metrics.active_streams.dec()
 
     async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer) -> None:
-        evaluate = self._service.evaluate
+        evaluate, misrouted = self._service.evaluate, self._service.refuse_misrouted
         to_input, to_verdict = convert.event_input, convert.verdict_message
         tenant = self._identity.tenant(context)
+        routed = _routed_run_id(context)
+        loader = self._loader
         loop_time = asyncio.get_running_loop().time
         read, write = context.read, context.write
         while True:
@@ -141,15 +161,28 @@ class LoopDetectionServicer:
             timer.last = loop_time()
             if type(request) is Refusal:
                 await _refuse(context, self._metrics, request)
+            if loader is not None:
+                await self._load_missing(loader, tenant, request.events, routed)
             verdicts = []
             carried = 0
             for event in request.events:
-                verdicts.append(to_verdict(evaluate(to_input(event, tenant))))
+                if routed and event.run_id.strip() != routed:
+                    verdicts.append(to_verdict(misrouted(to_input(event, tenant), routed)))
+                else:
+                    verdicts.append(to_verdict(evaluate(to_input(event, tenant))))
                 carried += _payload_bytes(event)
                 if carried >= YIELD_EVERY_BYTES:
                     carried = 0
                     await asyncio.sleep(0)
             await write(pb.EvaluateResponse(verdicts=verdicts))
+
+    @staticmethod
+    async def _load_missing(loader: StateKeeper, tenant: str, events, routed: str) -> None:
+        run_ids = [event.run_id.strip() for event in events
+                   if event.WhichOneof("kind") != "run_end" and (not routed or event.run_id.strip() == routed)]
+        missing = loader.missing(tenant, run_ids)
+        if missing:
+            await loader.ensure_loaded(tenant, missing)
 
     async def Check(self, request, context: grpc.aio.ServicerContext) -> pb.CheckResponse:
         try:
@@ -159,7 +192,14 @@ class LoopDetectionServicer:
                 await _refuse(context, self._metrics, request)
             if not request.HasField("event"):
                 await _fail(context, "missing_event")
-            decision = self._service.evaluate(convert.event_input(request.event, self._identity.tenant(context)))
+            tenant, routed = self._identity.tenant(context), _routed_run_id(context)
+            event = convert.event_input(request.event, tenant)
+            if routed and event.run_id.strip() != routed:
+                decision = self._service.refuse_misrouted(event, routed)
+            else:
+                if self._loader is not None:
+                    await self._load_missing(self._loader, tenant, (request.event,), routed)
+                decision = self._service.evaluate(event)
             return pb.CheckResponse(verdict=convert.verdict_message(decision))
         except grpc.aio.AbortError:
             raise
@@ -173,7 +213,10 @@ class LoopDetectionServicer:
             run_id = request.run_id.strip()
             if not run_id:
                 await _fail(context, "missing_run_id")
-            view = self._service.inspect(run_id, self._identity.tenant(context))
+            tenant = self._identity.tenant(context)
+            if self._loader is not None and self._loader.missing(tenant, (run_id,)):
+                await self._loader.ensure_loaded(tenant, [run_id])
+            view = self._service.inspect(run_id, tenant)
             if view is None:
                 await _fail(context, "unknown_run", run_id=run_id)
             return convert.inspect_response(view)

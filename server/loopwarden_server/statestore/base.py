@@ -1,0 +1,53 @@
+"""The state store interface: where runs go so that they outlive the process holding them.
+
+Byte-oriented on purpose: a store moves keys and values (statestore.encoding) and never sees a
+RunState, so a backend in another language (the Rust core) implements the same five methods.
+
+- `check()`      at start, before any listener binds: fail fast (StateStoreError) on a store that
+                 can never work here (an unwritable path, a malformed URL). A store that is merely
+                 unreachable right now (Redis down) does not fail the start: persistence fails open.
+- `restore()`    after every listener binds: the stored runs' values, streamed, for an embedded
+                 store that owns every run of its replica (the file store). A shared store
+                 (`lazy = True`) returns nothing and is asked per run instead:
+- `load(key)`    one run's value, or None when the store has none (a new run).
+- `flush(items)` write (key, value, ttl_seconds) items; value None deletes the key. All or nothing
+                 from the caller's view: on StateStoreError the caller keeps the runs dirty and
+                 flushes them again later.
+- `close()`      release connections and files.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+
+FlushItem = tuple[bytes, "bytes | None", float]  # (key, value or None = delete, ttl seconds)
+
+
+class StateStoreError(RuntimeError):
+    """The store failed an operation; the message says which and why (never a password)."""
+
+
+class StateStore(ABC):
+    #: True: runs are loaded one by one on their first event (shared by replicas).
+    lazy: bool = False
+    #: What logs and metrics call this store ("file", "redis").
+    kind: str = ""
+
+    def describe(self) -> str:
+        """Where the store is, fit for a log line (no credentials)."""
+        return self.kind
+
+    @abstractmethod
+    def check(self) -> None: ...
+
+    def restore(self) -> Iterator[bytes]:
+        return iter(())
+
+    async def load(self, key: bytes) -> bytes | None:
+        return None
+
+    @abstractmethod
+    async def flush(self, items: Sequence[FlushItem]) -> None: ...
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,87 @@
+"""One run's state as bytes, and the key that names it: the format every state store holds.
+
+Value (version 1):
+
+    b"LWR" 0x01 | zlib stream (RFC 1950) of UTF-8 JSON
+
+The JSON object is the run record of snapshot format 4 (snapshot.py) with the wall-clock time of
+the run's latest event instead of an idle time:
+
+    {"tenant": str, "run_id": str, "agent_id": str, "session_id": str,
+     "last_seen": float (Unix seconds), "events_evaluated": int,
+     "state": {history columns (hex digests), announced, guard, abort, blocks, seen_triples,
+               no_new_streak}  -- exactly snapshot._encode_state,
+     "retries": null | {seqs, digests (hex), next_slot, decisions}  -- snapshot._encode_retries}
+
+A reader refuses a value whose first four bytes are not a version it knows. The same bytes are
+written by the file store, by Redis and (later) by the Rust core: keep them the one format.
+
+Key: b"{" + base64url(tenant) + b"." + base64url(run_id) + b"}" (base64url without padding, of
+the UTF-8 bytes). '.' is not in the base64url alphabet, so no two (tenant, run_id) pairs share a
+key; the braces are a Redis Cluster hash tag, so a run's key always lands on one slot whatever
+prefix a deployment puts in front of it.
+"""
+from __future__ import annotations
+
+import base64
+import zlib
+
+import orjson
+
+from ..snapshot import _decode_retries, _decode_state, _encode_retries, _encode_state
+from ..store import RunEntry
+
+MAGIC = b"LWR\x01"
+# zlib level 1: a run re-encoded every flush interval is worth a fast codec more than a small one.
+LEVEL = 1
+
+
+class EncodingError(ValueError):
+    """Bytes that are not a run this daemon can read."""
+
+
+def run_key(tenant: str, run_id: str) -> bytes:
+    return b"{" + _b64(tenant) + b"." + _b64(run_id) + b"}"
+
+
+def key_parts(key: bytes) -> tuple[str, str]:
+    """The (tenant, run_id) a key names."""
+    if not (key.startswith(b"{") and key.endswith(b"}")) or key.count(b".") != 1:
+        raise EncodingError(f"not a run key: {key[:80]!r}")
+    tenant, run_id = key[1:-1].split(b".")
+    return _unb64(tenant), _unb64(run_id)
+
+
+def _b64(text: str) -> bytes:
+    return base64.urlsafe_b64encode(text.encode("utf-8", "surrogatepass")).rstrip(b"=")
+
+
+def _unb64(data: bytes) -> str:
+    return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4)).decode("utf-8", "surrogatepass")
+
+
+def encode_run(entry: RunEntry, wall_now: float, mono_now: float) -> bytes:
+    """The run as of now; `mono_now` is the store's clock, to turn last_seen into wall time."""
+    record = {
+        "tenant": entry.tenant, "run_id": entry.run_id, "agent_id": entry.agent_id,
+        "session_id": entry.session_id, "last_seen": wall_now - max(0.0, mono_now - entry.last_seen),
+        "events_evaluated": entry.events_evaluated,
+        "state": _encode_state(entry.state), "retries": _encode_retries(entry.retries),
+    }
+    return MAGIC + zlib.compress(orjson.dumps(record), LEVEL)
+
+
+def decode_run(data: bytes, wall_now: float) -> tuple[RunEntry, float]:
+    """(entry, idle seconds). EncodingError for anything that is not a version-1 run."""
+    if data[:4] != MAGIC:
+        raise EncodingError(f"unknown run encoding {data[:4]!r}")
+    try:
+        record = orjson.loads(zlib.decompress(data[4:]))
+        run_id = str(record["run_id"])
+        entry = RunEntry(str(record["tenant"]), run_id, _decode_state(record["state"]), str(record["agent_id"]),
+                         str(record["session_id"]), events_evaluated=int(record["events_evaluated"]),
+                         retries=_decode_retries(record["retries"], run_id))
+        idle = max(0.0, wall_now - float(record["last_seen"]))
+    except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise EncodingError(f"malformed run: {exc!r}") from None
+    return entry, idle

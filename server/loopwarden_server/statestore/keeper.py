@@ -1,0 +1,260 @@
+"""Runs kept beside the hot path: restored at start, loaded on first event, written behind.
+
+Design. A run lives in its owner's memory (RunStore) and every event is evaluated there, with no
+await on the per-event path. The RunStore marks a run dirty when an event touches it and marks a
+delete when it ends or is evicted; every flush interval the flusher takes the dirty set, encodes
+each run as it is *then* (statestore.encoding) and hands batches to the StateStore. A failed
+batch puts its runs back in the dirty set (a run changed again meanwhile is simply written once,
+as it is at the next flush), so nothing is lost while the store is away, only delayed; the next
+attempt waits interval x 2^failures (at most MAX_BACKOFF_SECONDS). Persistence fails open:
+events are always answered from memory, health stays SERVING, the error counter and the flush
+lag gauge (and the alerts on them) tell the operator.
+
+A shared store (`lazy`) is asked for a run the first time a request names it while it is not in
+memory: the transport awaits `ensure_loaded` before the synchronous service evaluates, so the
+run is evaluated with its history even when its previous owner died. Loads of one run are
+coalesced; a run that appeared in memory while its load was in flight keeps the memory copy.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+
+from ..snapshot import SnapshotError, read_snapshot, restore_snapshot
+from ..store import RunKey, RunStore
+from .base import StateStore, StateStoreError
+from .encoding import EncodingError, decode_run, encode_run, run_key
+from .file import FileStateStore, NotAStateFile
+from .metrics import StateMetrics
+
+log = logging.getLogger("loopwarden.daemon")
+
+BATCH = 1000
+MAX_BACKOFF_SECONDS = 30.0
+FINAL_FLUSH_SECONDS = 5.0
+
+
+class StateKeeper:
+    def __init__(self, store: StateStore, runs: RunStore, metrics: StateMetrics, *, flush_interval: float,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.runs = runs
+        self.metrics = metrics
+        self.flush_interval = flush_interval
+        self._wall = wall_clock
+        self._loading: dict[RunKey, asyncio.Future] = {}
+        self._stop = asyncio.Event()
+        self._failures = 0
+        self._last_ok = time.monotonic()
+        self._load_paused_until = 0.0
+        self._task: asyncio.Task | None = None
+        self.final_flush_ok = True
+        runs.track_changes()
+        metrics.flush_interval.set(flush_interval)
+        metrics.store_up.set(1)
+        metrics.dirty_runs.set_function(runs.dirty_count)
+        metrics.flush_lag.set_function(lambda: time.monotonic() - self._last_ok if runs.dirty_count() else 0.0)
+
+    @property
+    def lazy(self) -> bool:
+        return self.store.lazy
+
+    # ------------------------------------------------------------------ start
+    def check(self) -> None:
+        try:
+            self.store.check()
+        except StateStoreError:
+            self.metrics.store_errors.labels("check").inc()
+            raise
+
+    def restore(self) -> None:
+        """Take in every stored run (embedded store); called once every listener is bound."""
+        started = time.monotonic()
+        restored = expired = malformed = 0
+        try:
+            for value in self.store.restore():
+                try:
+                    entry, idle = decode_run(value, self._wall())
+                except EncodingError:
+                    malformed += 1
+                    continue
+                if idle > self.runs.idle_ttl_seconds:
+                    expired += 1
+                    continue
+                self.runs.restore(entry, idle)
+                restored += 1
+        except NotAStateFile:
+            restored, expired = self._convert_snapshot()
+        except (OSError, StateStoreError) as exc:
+            self.metrics.store_errors.labels("restore").inc()
+            self._refuse(str(exc))
+        self.runs.take_dirty()  # restoring changes nothing that is not already stored
+        self.metrics.runs_loaded.labels("store").inc(restored)
+        log.info("state restored", extra={"state_store": self.store.describe(), "runs": restored,
+                                          "expired_skipped": expired, "malformed_skipped": malformed,
+                                          "seconds": round(time.monotonic() - started, 3)})
+
+    def _convert_snapshot(self) -> tuple[int, int]:
+        """A snapshot written before the state store (--snapshot): read it, rewrite it as a log."""
+        store = self.store
+        assert isinstance(store, FileStateStore)
+        try:
+            restored, expired = restore_snapshot(read_snapshot(store.path), self.runs, self._wall())
+        except (OSError, SnapshotError) as exc:
+            self._refuse(str(exc))
+            return 0, 0
+        mono, wall = self.runs.clock(), self._wall()
+        store.rewrite((run_key(e.tenant, e.run_id), encode_run(e, wall, mono))
+                      for e in sorted(self.runs.entries(), key=lambda e: e.touch))
+        log.info("snapshot converted to a state file", extra={"state_store": store.path, "runs": restored})
+        return restored, expired
+
+    def _refuse(self, error: str) -> None:
+        """An unreadable state file is moved aside (never deleted) and the daemon starts empty."""
+        self.runs.clear()
+        if isinstance(self.store, FileStateStore) and os.path.exists(self.store.path):
+            refused = f"{self.store.path}.refused"
+            os.replace(self.store.path, refused)
+            self.store.rewrite(iter(()))
+            log.error("state refused; starting with no runs", extra={
+                "state_store": self.store.path, "moved_to": refused, "error": error})
+        else:
+            log.error("state refused; starting with no runs", extra={"state_store": self.store.describe(),
+                                                                      "error": error})
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._flush_loop())
+
+    # ------------------------------------------------------------------ first event
+    def missing(self, tenant: str, run_ids: Iterable[str]) -> list[str]:
+        """Run ids of a request not held in memory (counting the held ones), deduplicated."""
+        get = self.runs.get
+        missing: list[str] = []
+        held = 0
+        for run_id in run_ids:
+            if get(tenant, run_id) is None:
+                if run_id and run_id not in missing:
+                    missing.append(run_id)
+            else:
+                held += 1
+        if held:
+            self.metrics.runs_loaded.labels("memory").inc(held)
+        return missing
+
+    async def ensure_loaded(self, tenant: str, run_ids: list[str]) -> None:
+        """Fetch these runs from the shared store into memory (at most one GET per run)."""
+        await asyncio.gather(*(self._load_one(tenant, run_id) for run_id in run_ids))
+
+    def _load_one(self, tenant: str, run_id: str) -> asyncio.Future:
+        key = (tenant, run_id)
+        pending = self._loading.get(key)
+        if pending is None:
+            pending = self._loading[key] = asyncio.ensure_future(self._fetch(tenant, run_id))
+            pending.add_done_callback(lambda _f: self._loading.pop(key, None))
+        return pending
+
+    async def _fetch(self, tenant: str, run_id: str) -> None:
+        if time.monotonic() < self._load_paused_until:
+            self.metrics.runs_loaded.labels("new").inc()  # the store is away: fail open, start fresh
+            return
+        try:
+            value = await self.store.load(run_key(tenant, run_id))
+        except StateStoreError as exc:
+            self.metrics.store_errors.labels("load").inc()
+            self.metrics.store_up.set(0)
+            self._load_paused_until = time.monotonic() + self.flush_interval
+            log.warning("state store load failed; the run starts from memory", extra={"error": str(exc)})
+            self.metrics.runs_loaded.labels("new").inc()
+            return
+        if value is None or self.runs.get(tenant, run_id) is not None:
+            self.metrics.runs_loaded.labels("new" if value is None else "memory").inc()
+            return
+        try:
+            entry, idle = decode_run(value, self._wall())
+        except EncodingError as exc:
+            self.metrics.store_errors.labels("load").inc()
+            log.error("stored run unreadable; it starts anew", extra={"error": str(exc)})
+            self.metrics.runs_loaded.labels("new").inc()
+            return
+        if idle > self.runs.idle_ttl_seconds or (entry.tenant, entry.run_id) != (tenant, run_id):
+            self.metrics.runs_loaded.labels("new").inc()
+            return
+        self.runs.restore(entry, idle)
+        self.metrics.runs_loaded.labels("store").inc()
+
+    # ------------------------------------------------------------------ write behind
+    async def _flush_loop(self) -> None:
+        while not self._stop.is_set():
+            delay = self.flush_interval * (2 ** min(self._failures, 16))
+            try:
+                await asyncio.wait_for(self._stop.wait(), min(delay, MAX_BACKOFF_SECONDS))
+            except TimeoutError:
+                pass
+            if self._stop.is_set():
+                break
+            await self.flush_once("flush")
+
+    async def flush_once(self, operation: str = "flush") -> bool:
+        """Write every dirty run; False (runs kept dirty, error counted) when the store failed."""
+        dirty = self.runs.take_dirty()
+        if not dirty:
+            self._last_ok = time.monotonic()
+            return True
+        started = time.perf_counter()
+        keys = list(dirty.items())
+        ttl = self.runs.idle_ttl_seconds
+        for start in range(0, len(keys), BATCH):
+            chunk = keys[start:start + BATCH]
+            mono, wall = self.runs.clock(), self._wall()
+            items = []
+            for (tenant, run_id), live in chunk:
+                entry = self.runs.get(tenant, run_id) if live else None
+                items.append((run_key(tenant, run_id), None if entry is None else encode_run(entry, wall, mono), ttl))
+            try:
+                await self.store.flush(items)
+            except StateStoreError as exc:
+                self.runs.redirty(keys[start:])
+                self.metrics.store_errors.labels(operation).inc()
+                self.metrics.store_up.set(0)
+                if self._failures == 0:
+                    log.error("state store flush failed; runs stay in memory and are retried",
+                              extra={"state_store": self.store.describe(), "error": str(exc),
+                                     "dirty_runs": self.runs.dirty_count()})
+                self._failures += 1
+                return False
+            self.metrics.runs_flushed.inc(len(items))
+            await asyncio.sleep(0)  # let events through between batches
+        if self._failures:
+            log.info("state store back; dirty runs flushed", extra={"state_store": self.store.describe(),
+                                                                  "failed_attempts": self._failures})
+        self._failures = 0
+        self._load_paused_until = 0.0
+        self.metrics.store_up.set(1)
+        self._last_ok = time.monotonic()
+        self.metrics.flush_seconds.observe(time.perf_counter() - started)
+        return True
+
+    async def stop(self) -> bool:
+        """After the drain: stop the flusher, flush every dirty run; False when that failed."""
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+        deadline = time.monotonic() + FINAL_FLUSH_SECONDS
+        started = time.monotonic()
+        while True:
+            ok = await self.flush_once("final_flush")
+            if ok or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.2)
+        self.final_flush_ok = ok
+        if ok:
+            log.info("state flushed", extra={"state_store": self.store.describe(), "runs_held": len(self.runs),
+                                             "seconds": round(time.monotonic() - started, 3)})
+        else:
+            log.error("final state flush failed; runs changed since the last flush are lost",
+                      extra={"state_store": self.store.describe(), "dirty_runs": self.runs.dirty_count()})
+        await self.store.close()
+        return ok

@@ -1,0 +1,44 @@
+"""The state store's metrics, on the daemon's injected registry (one definition each)."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LOAD_SOURCES = ("memory", "store", "new")
+OPERATIONS = ("check", "restore", "load", "flush", "final_flush")
+FLUSH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class StateMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.flush_seconds = Histogram(
+            "loopwarden_state_flush_seconds", "Time one flush of the changed runs to the state store took.",
+            buckets=FLUSH_BUCKETS, registry=registry)
+        self.runs_flushed = Counter(
+            "loopwarden_state_runs_flushed_total",
+            "Runs written to (or deleted from) the state store by flushes.", registry=registry)
+        self.runs_loaded = Counter(
+            "loopwarden_state_runs_loaded_total",
+            "Runs a request named, by where their state came from: memory (held), store (loaded from "
+            "the state store: restored at start, or fetched on first event) or new (nowhere: a new run).",
+            ["source"], registry=registry)
+        self.store_errors = Counter(
+            "loopwarden_state_store_errors_total",
+            "State store operations that failed (the daemon keeps serving from memory).",
+            ["operation"], registry=registry)
+        self.dirty_runs = Gauge(
+            "loopwarden_state_dirty_runs", "Runs changed since their last flush, waiting to be written.",
+            registry=registry)
+        self.flush_lag = Gauge(
+            "loopwarden_state_flush_lag_seconds",
+            "Seconds since the last successful flush while runs wait to be written (0 when none wait).",
+            registry=registry)
+        self.flush_interval = Gauge(
+            "loopwarden_state_flush_interval_seconds", "The configured flush interval (--state-flush-interval).",
+            registry=registry)
+        self.store_up = Gauge(
+            "loopwarden_state_store_up", "1 while the last state store operation succeeded, else 0.",
+            registry=registry)
+        for source in LOAD_SOURCES:
+            self.runs_loaded.labels(source)
+        for operation in OPERATIONS:
+            self.store_errors.labels(operation)

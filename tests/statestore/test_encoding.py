@@ -1,0 +1,62 @@
+"""One run as bytes, and its key: round trips, versioning, no two runs share a key."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loopwarden_server.config import load_default_config
+from loopwarden_server.engine import ToolCall, ToolOutcome, evaluate, new_run_state
+from loopwarden_server.statestore.encoding import MAGIC, EncodingError, decode_run, encode_run, key_parts, run_key
+from loopwarden_server.store import RunStore
+
+ids = st.text(st.characters(codec="utf-8"), max_size=40)
+
+
+def _looping_run(store: RunStore, tenant: str, run_id: str, times: int):
+    config = load_default_config()
+    settings = config.settings_for("")
+    entry = store.create(tenant, run_id, new_run_state(settings))
+    for _ in range(times):
+        evaluate(entry.state, ToolCall("read", '{"p":1}'), settings, config.tool_catalog)
+        evaluate(entry.state, ToolOutcome("read", '{"p":1}', result_json='{"ok":true}'), settings, config.tool_catalog)
+    return entry
+
+
+class TestKeys:
+    @given(ids, ids, ids, ids)
+    def test_two_pairs_share_a_key_only_when_they_are_equal(self, t1, r1, t2, r2):
+        """The key names (tenant, run_id) exactly."""
+        assert ((t1, r1) == (t2, r2)) == (run_key(t1, r1) == run_key(t2, r2))
+
+    @given(ids, ids)
+    def test_a_key_names_its_pair_and_is_one_hash_tag(self, tenant, run_id):
+        """Braces around the whole key: Redis Cluster hashes all of it to one slot."""
+        key = run_key(tenant, run_id)
+        assert (tenant, run_id) == key_parts(key)
+        assert key.startswith(b"{") and key.endswith(b"}") and key.count(b"{") == 1 and key.count(b"}") == 1
+
+
+class TestRunValues:
+    def test_a_run_round_trips_with_its_history_and_idle_time(self):
+        """Decoding an encoded run gives back its records, counts and how long it was idle."""
+        clock = [100.0]
+        store = RunStore(max_runs=10, idle_ttl_seconds=3600, clock=lambda: clock[0])
+        entry = _looping_run(store, "acme", "run-1", 12)
+        entry.agent_id, entry.session_id, entry.events_evaluated = "agent", "sess", 24
+        clock[0] += 7
+        data = encode_run(entry, wall_now=1_000_000.0, mono_now=clock[0])
+        decoded, idle = decode_run(data, wall_now=1_000_003.0)
+        assert data.startswith(MAGIC)
+        assert ("acme", "run-1", "agent", "sess", 24) == (decoded.tenant, decoded.run_id, decoded.agent_id,
+                                                         decoded.session_id, decoded.events_evaluated)
+        assert entry.state.records == decoded.state.records
+        assert 10.0 == pytest.approx(idle)
+
+    @pytest.mark.parametrize("data", [b"", b"LWR\x02" + b"x", b"LWR\x01not zlib", MAGIC + __import__("zlib").compress(b"[]")])
+    def test_foreign_bytes_are_refused(self, data):
+        """Another version, or bytes that are not a run, raise EncodingError (never a crash)."""
+        with pytest.raises(EncodingError):
+            decode_run(data, time.time())
