@@ -17,6 +17,7 @@ from . import logs
 from .config import Config, ConfigError, load_default_config
 from .config.check import summary
 from .config.watch import ConfigWatcher
+from .hooks_http import hooks_listener
 from .lifecycle import Servers, StartupError, install_signal_handlers
 from .metrics import Metrics
 from .service import LoopwardenService
@@ -28,6 +29,7 @@ from .store import RunStore
 from .transport import SERVICE_NAME, LoopDetectionServicer, register_servicer
 from .transport.auth import BearerTokenInterceptor, Identity, TokenFileError
 from .transport.credentials import RotatingServerCertificates, TokenFile
+from .transport.integration import IntegrationInterceptor
 
 log = logging.getLogger("loopwarden.daemon")
 
@@ -95,8 +97,8 @@ class Daemon:
                 self.state.check()
             except StateStoreError as exc:
                 raise StartupError(str(exc)) from None
-        interceptors = [] if self._tokens is None else [BearerTokenInterceptor(
-            self._tokens.current, on_failure=lambda reason: self.metrics.auth_failures.labels(reason).inc())]
+        interceptors = [IntegrationInterceptor()] + ([] if self._tokens is None else [BearerTokenInterceptor(
+            self._tokens.current, on_failure=lambda reason: self.metrics.auth_failures.labels(reason).inc())])
         self.servers = Servers(
             listen=settings.listen, metrics_listen=settings.metrics_listen, health_listen=settings.health_listen,
             registry=self.registry, max_message_bytes=settings.limits.max_message_bytes,
@@ -108,6 +110,11 @@ class Daemon:
                                          loader=self.state if self.state is not None and self.state.lazy else None)
         self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(
             servicer, server, max_events_per_request=settings.limits.max_events_per_request))
+        self.hooks = (hooks_listener(
+            settings.hooks_listen, self.service, self.servers.lifecycle, self.metrics, security=security,
+            tokens=self._current_tokens if security.auth_token_file is not None else None,
+            default_agent=settings.hooks_agent, fail_closed=settings.hooks_fail_closed,
+            max_body_bytes=settings.limits.max_message_bytes) if settings.hooks_listen is not None else None)
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._last_reload_error = ""
@@ -123,6 +130,7 @@ class Daemon:
 
     async def start(self) -> None:
         listeners = self.servers.bind()
+        hooks_address = self.hooks.bind() if self.hooks is not None else ""
         # Only now, with every listener bound (and certificates and tokens read), is stored state
         # taken in: a start that fails earlier has not touched it.
         if self.state is not None:
@@ -130,6 +138,8 @@ class Daemon:
         await self.servers.start()
         if self.state is not None:
             self.state.start()
+        if self.hooks is not None:
+            self.hooks.start(asyncio.get_running_loop())
         security = self.settings.security
         log.info("listening", extra={
             "grpc_address": listeners.grpc_address,
@@ -140,6 +150,7 @@ class Daemon:
             "tls": security.tls, "mtls": security.tls_client_ca is not None,
             "token_auth": security.auth_token_file is not None,
             "health_address": listeners.health_address,
+            "hooks_address": hooks_address,
             "runs_restored": len(self.store),
             "state_store": self.state.store.describe() if self.state is not None else "memory",
             "pid": os.getpid(),
@@ -189,6 +200,8 @@ class Daemon:
             task.cancel()
         # No RPC can touch the store any more: the final flush writes every run's last state.
         flushed = await self.state.stop() if self.state is not None else True
+        if self.hooks is not None:
+            self.hooks.close()
         await self.servers.close()
         log.info("stopped", extra={"open_streams_cut": self.servers.lifecycle.active_streams})
         return flushed

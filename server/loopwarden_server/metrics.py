@@ -142,8 +142,9 @@ class Metrics:
             "loopwarden_shadow_verdicts", "Shadow mode: BLOCK/ABORT verdicts computed but not enforced, by the action withheld.",
             ["action", "detector"], registry=registry)
         self.verdicts = EventLoopCounter(
-            "loopwarden_verdicts", "Verdicts given, by action and deciding detector (none for a plain allow).",
-            ("action", "detector", "agent", *tenant), registry)
+            "loopwarden_verdicts", "Verdicts given, by action, deciding detector (none for a plain allow), agent and "
+            "integration (grpc, claude_code, codex, mcp_proxy, other).",
+            ("action", "detector", "agent", "integration", *tenant), registry)
         self.events = EventLoopCounter(
             "loopwarden_events", "Events received, by kind (unknown when the event had none).",
             ("kind",), registry)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from loopwarden.eventformat import EventKind
 
@@ -23,6 +23,7 @@ from .engine import (
     evaluate, new_run_state, normalize_tool_name,
 )
 from .engine.verdicts import ALLOW, reject
+from .integration import current_integration
 from .metrics import DEFAULT_AGENT, Metrics
 from .retries import RetryWindow, content_digest
 from .settings import Limits
@@ -43,6 +44,8 @@ class EventInput:
     session_id: str = ""
     seq: int = 0
     tenant: str = ""  # who sent it ("" without authentication); set by the transport, never by the event
+    # Which integration it came through (the `integration` label, see integration.py).
+    integration: str = field(default_factory=current_integration.get)
 
     @property
     def kind(self) -> str | None:
@@ -144,7 +147,7 @@ class LoopwardenService:
     def _rejected(self, event: EventInput, run_id: str, verdict: Verdict, config: Config) -> Decision:
         self.metrics.rejected_of(verdict.error_code).inc()
         self.metrics.verdict_of(Action.REJECT.value, "none", self.agent_label(event.agent_id, config),
-                                *self.metrics.tenant_labels(event.tenant)).inc()
+                                event.integration, *self.metrics.tenant_labels(event.tenant)).inc()
         return Decision(event.seq, run_id, verdict)
 
     def _envelope_error(self, event: EventInput, run_id: str) -> Verdict | None:
@@ -189,7 +192,7 @@ class LoopwardenService:
         if type(payload) is RunEnd:
             self.store.remove(tenant, run_id)
             self.metrics.verdict_of(Action.ALLOW.value, "none", self.agent_label(event.agent_id, config),
-                                    *self.metrics.tenant_labels(tenant)).inc()
+                                    event.integration, *self.metrics.tenant_labels(tenant)).inc()
             return Decision(event.seq, run_id, ALLOW)
 
         entry = self.store.touch(tenant, run_id)
@@ -269,7 +272,7 @@ class LoopwardenService:
         action = verdict.action
         metrics = self.metrics
         tenant = metrics.tenant_labels(event.tenant)
-        metrics.verdict_of(action.value, verdict.detector.value, agent, *tenant).inc()
+        metrics.verdict_of(action.value, verdict.detector.value, agent, event.integration, *tenant).inc()
         if verdict.shadow_action is not None:
             metrics.shadow_verdict_of(verdict.shadow_action.value, verdict.detector.value).inc()
             self._log(logging.WARNING, f"shadow {verdict.shadow_action.value} (not enforced)", event, entry, decision)

@@ -74,6 +74,10 @@ class DaemonSettings:
     state_flush_interval_seconds: float = 1.0
     state_key_prefix: str = "loopwarden:"
     health_listen: str | None = None
+    # The agent-hook endpoints (hooks_http): off unless an address is given.
+    hooks_listen: str | None = None
+    hooks_fail_closed: bool = False
+    hooks_agent: str = ""
     # Metrics carry a `tenant` label (for the tenants the token file names; others "other").
     tenant_label: bool = False
     limits: Limits = Limits()
@@ -151,6 +155,9 @@ _OPTIONS = (
     ("--state-key-prefix", "LOOPWARDEN_STATE_KEY_PREFIX", "state_key_prefix", str, "prefix of every Redis key the daemon writes (default loopwarden:)"),
     ("--snapshot", "LOOPWARDEN_SNAPSHOT", "snapshot_path", str, "alias of --state-store file:PATH"),
     ("--health-listen", "LOOPWARDEN_HEALTH_LISTEN", "health_listen", _address, "extra plaintext HOST:PORT serving only gRPC health (for probes when the main port needs TLS or a token)"),
+    ("--hooks-listen", "LOOPWARDEN_HOOKS_LISTEN", "hooks_listen", _address, "HTTP HOST:PORT for the agent-hook endpoints /v1/hooks/claude-code and /v1/hooks/codex, with the gRPC port's TLS and token (default: off)"),
+    ("--hooks-fail-closed", "LOOPWARDEN_HOOKS_FAIL_CLOSED", "hooks_fail_closed", _boolean, "true: a hooked tool call the daemon cannot decide (busy, draining) is denied instead of run unchecked (default false)"),
+    ("--hooks-agent", "LOOPWARDEN_HOOKS_AGENT", "hooks_agent", str, "agent id of hook events whose URL names none (?agent=ID) (default: the global config)"),
     ("--tls-cert", "LOOPWARDEN_TLS_CERT", "tls_cert", str, "PEM certificate chain: serve gRPC over TLS"),
     ("--tls-key", "LOOPWARDEN_TLS_KEY", "tls_key", str, "PEM private key for --tls-cert"),
     ("--tls-client-ca", "LOOPWARDEN_TLS_CLIENT_CA", "tls_client_ca", str, "PEM CA bundle: require client certificates it signed (mTLS)"),
@@ -163,9 +170,11 @@ _SECURITY_FIELDS = {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file"}
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    for flag, env, dest, _parse, help_text in _OPTIONS:
+    for flag, env, dest, parse, help_text in _OPTIONS:
+        # A boolean may stand alone (`--hooks-fail-closed` means `--hooks-fail-closed true`).
+        alone = {"nargs": "?", "const": "true"} if parse is _boolean else {}
         parser.add_argument(flag, dest=dest, default=None, metavar=flag.strip("-").split("-")[-1].upper(),
-                            help=f"{help_text}; env {env}")
+                            help=f"{help_text}; env {env}", **alone)
     parser.add_argument("--no-reflection", dest="reflection", action="store_const", const="false", default=None,
                         help="disable gRPC server reflection; env LOOPWARDEN_REFLECTION=false")
 

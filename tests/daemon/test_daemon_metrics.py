@@ -43,9 +43,11 @@ class TestDecisionCounters:
         assert 1 == delta("loopwarden_warnings_total", detector="generic_repeat", agent="default")
         assert 2 == delta("loopwarden_blocks_total", detector="generic_repeat", agent="default")
         assert 1 == delta("loopwarden_guard_aborts_total", agent="default")
-        assert 2 == delta("loopwarden_verdicts_total", action="abort", detector="post_compaction_guard", agent="default")
-        assert 2 == delta("loopwarden_verdicts_total", action="block", detector="generic_repeat", agent="default")
-        assert 10 == delta("loopwarden_verdicts_total", action="warn", detector="generic_repeat", agent="default")
+        grpc = {"integration": "grpc"}
+        assert 2 == delta("loopwarden_verdicts_total", action="abort", detector="post_compaction_guard", agent="default",
+                          **grpc)
+        assert 2 == delta("loopwarden_verdicts_total", action="block", detector="generic_repeat", agent="default", **grpc)
+        assert 10 == delta("loopwarden_verdicts_total", action="warn", detector="generic_repeat", agent="default", **grpc)
         assert 1 == delta("loopwarden_events_total", kind="compaction_retry")
         assert 26 == delta("loopwarden_events_total", kind="tool_call")
         assert 23 == delta("loopwarden_events_total", kind="tool_outcome")

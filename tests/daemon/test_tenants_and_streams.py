@@ -73,7 +73,7 @@ class TestTenants:
         after = tenant_daemon.scrape()
 
         assert 1 == delta(before, after, "loopwarden_verdicts_total", action="allow", detector="none",
-                          agent="default", tenant="beta")
+                          agent="default", integration="grpc", tenant="beta")
 
     def test_an_unknown_token_is_refused_and_counted(self, tenant_daemon):
         before = tenant_daemon.scrape()

@@ -94,7 +94,7 @@ class TestMetricsContract:
             "loopwarden_warnings_total": {"detector", "agent"},
             "loopwarden_blocks_total": {"detector", "agent"},
             "loopwarden_guard_aborts_total": {"agent"},
-            "loopwarden_verdicts_total": {"action", "detector", "agent"},
+            "loopwarden_verdicts_total": {"action", "detector", "agent", "integration"},
             "loopwarden_events_total": {"kind"},
             "loopwarden_rejected_events_total": {"error_code"},
             "loopwarden_evaluation_duration_seconds_bucket": {"le"},

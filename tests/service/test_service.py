@@ -118,8 +118,10 @@ class TestRunsAndAgents:
         service.evaluate(call("run-a", 1, agent_id="stranger"))
         service.evaluate(call("run-b", 1, agent_id="tight"))
 
-        assert 1.0 == sample(registry, "loopwarden_verdicts_total", action="allow", detector="none", agent="default")
-        assert 1.0 == sample(registry, "loopwarden_verdicts_total", action="allow", detector="none", agent="tight")
+        assert 1.0 == sample(registry, "loopwarden_verdicts_total", action="allow", detector="none", agent="default",
+                             integration="grpc")
+        assert 1.0 == sample(registry, "loopwarden_verdicts_total", action="allow", detector="none", agent="tight",
+                             integration="grpc")
 
 
 class TestDecisions:

@@ -183,6 +183,8 @@ def _add_client_commands(commands) -> None:
                         help="after the verdicts, a table per run: counts by action, first warning/block/abort")
     replay.add_argument("--summary-only", action="store_true", help="print only the per-run table and the summary")
     replay.set_defaults(handler=_replay)
+    from .hooks.cli import add_hook_command
+    add_hook_command(commands)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,80 @@
+"""`loopwarden hook claude-code|codex`: the command-hook form of the daemon's hook endpoints.
+
+The host runs the command for each hook event with the hook's JSON on stdin. The command asks the
+daemon over gRPC (Check, with `x-loopwarden-integration` naming the host) and prints the hook's
+JSON answer on stdout, the same answer the HTTP endpoint gives. Exit codes follow the hook
+protocols: 0 with the answer on stdout (a deny is an answer, not an exit code); 1 for an input
+that is not the host's hook JSON, a non-blocking error the host reports and goes on from.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..connection import ConnectionSettingsError, add_connection_arguments, connection_from
+from .protocol import INTEGRATION_HEADER, Dialect, HookPayloadError, answer, parse, unavailable_answer
+
+DEFAULT_TIMEOUT_SECONDS = 5.0
+
+
+def add_hook_command(commands) -> None:
+    hook = commands.add_parser(
+        "hook", help="answer one agent hook event: hook JSON on stdin, the daemon's verdict as the hook's JSON on stdout")
+    hook.add_argument("dialect", choices=[dialect.value for dialect in Dialect], metavar="HOST",
+                      help="whose hook protocol: claude-code or codex")
+    hook.add_argument("--agent", default="", metavar="ID",
+                      help="agent id for the daemon's per-agent config (default: the global config)")
+    hook.add_argument("--fail-closed", action="store_true",
+                      help="deny tool calls while the daemon cannot be asked (default: they run, unchecked)")
+    hook.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
+                      help=f"seconds to wait for the daemon (default {DEFAULT_TIMEOUT_SECONDS:g})")
+    add_connection_arguments(hook)
+    hook.set_defaults(handler=_hook)
+
+
+def _fail(message: str) -> int:
+    print(f"loopwarden hook: {message}", file=sys.stderr)
+    return 1
+
+
+def _hook(args: argparse.Namespace) -> int:
+    dialect = Dialect(args.dialect)
+    try:
+        payload = json.loads(sys.stdin.buffer.read())
+    except ValueError as exc:
+        return _fail(f"the hook input on stdin is not JSON: {exc}")
+    try:
+        request = parse(dialect, payload, agent_id=args.agent)
+    except HookPayloadError as exc:
+        return _fail(f"not a {dialect.value} hook input: {exc}")
+    if request.event is None:
+        print("{}")
+        return 0
+    try:
+        connection = connection_from(args)
+    except ConnectionSettingsError as exc:
+        return _fail(str(exc))
+
+    from .._wire import event_from_record
+    from ..client import LoopwardenClient
+    from ..types import LoopwardenUnavailable
+
+    with LoopwardenClient(connection.address, metadata=((INTEGRATION_HEADER, dialect.integration),),
+                          timeout=args.timeout, **connection.client_kwargs()) as client:
+        try:
+            verdict = client.check(event_from_record(request.event))
+        except LoopwardenUnavailable as exc:
+            print(f"loopwarden hook: the daemon at {connection.address} did not answer: {exc}", file=sys.stderr)
+            output = unavailable_answer(request, f"the daemon at {connection.address} did not answer",
+                                        fail_closed=args.fail_closed)
+        else:
+            output = answer(request, verdict)
+            blocked = request.blocked_outcome(verdict)
+            if blocked is not None:
+                try:
+                    client.check(event_from_record(blocked))
+                except LoopwardenUnavailable as exc:  # the call is denied either way
+                    print(f"loopwarden hook: the blocked call's outcome was not recorded: {exc}", file=sys.stderr)
+    print(json.dumps(output))
+    return 0

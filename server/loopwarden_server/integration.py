@@ -1,0 +1,37 @@
+"""Which integration an event came through: the `integration` label of the verdict counter.
+
+The label takes one of a bounded set of values. gRPC callers name themselves with the metadata
+header `x-loopwarden-integration` (read per RPC by `transport.integration`); the daemon's own
+hook endpoints set theirs on the events they build. A missing header means a plain gRPC client,
+and any value outside the set counts as "other", so a caller cannot create series.
+
+NOTE: the gRPC servicer builds `EventInput`s without knowing the header; the transport's
+interceptor sets `current_integration` for the RPC's task, and `EventInput.integration` takes
+it as its default. A context variable is per task, so one RPC's value never leaks to another.
+"""
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+from loopwarden.hooks import INTEGRATION_HEADER
+
+GRPC = "grpc"
+CLAUDE_CODE = "claude_code"
+CODEX = "codex"
+MCP_PROXY = "mcp_proxy"
+OTHER = "other"
+INTEGRATIONS = (GRPC, CLAUDE_CODE, CODEX, MCP_PROXY, OTHER)
+
+current_integration: ContextVar[str] = ContextVar("loopwarden_integration", default=GRPC)
+
+
+def integration_label(raw: str | None) -> str:
+    """The label value for what a caller said it is: GRPC when it said nothing, OTHER when unknown."""
+    if raw is None or not raw.strip():
+        return GRPC
+    value = raw.strip().lower()
+    return value if value in INTEGRATIONS else OTHER
+
+
+__all__ = ["CLAUDE_CODE", "CODEX", "GRPC", "INTEGRATIONS", "INTEGRATION_HEADER", "MCP_PROXY", "OTHER",
+           "current_integration", "integration_label"]

@@ -1,0 +1,75 @@
+"""The hook inputs the tests send, as Claude Code and Codex document them: one builder per event.
+
+Claude Code's shapes are its SDK's `*HookInput` types (test_claude_code_types.py type-checks
+every builder's output against them with tsc); Codex's follow its hook schemas
+(codex-rs/hooks/schema/generated/*.command.input.schema.json).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+COMMAND = "ls -la"
+BASH_RESPONSE = {"stdout": "total 0\n", "stderr": "", "interrupted": False, "isImage": False}
+
+
+def _claude_base(session_id: str, event: str) -> dict[str, Any]:
+    return {"session_id": session_id, "transcript_path": f"/home/dev/.claude/projects/demo/{session_id}.jsonl",
+            "cwd": "/home/dev/demo", "permission_mode": "default", "hook_event_name": event}
+
+
+def claude_pre_tool_use(session_id: str, tool_use_id: str, command: str = COMMAND) -> dict[str, Any]:
+    return {**_claude_base(session_id, "PreToolUse"), "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "List the files"}, "tool_use_id": tool_use_id}
+
+
+def claude_post_tool_use(session_id: str, tool_use_id: str, command: str = COMMAND,
+                         response: Any = None) -> dict[str, Any]:
+    return {**_claude_base(session_id, "PostToolUse"), "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "List the files"},
+            "tool_response": BASH_RESPONSE if response is None else response, "tool_use_id": tool_use_id,
+            "duration_ms": 12}
+
+
+def claude_post_tool_use_failure(session_id: str, tool_use_id: str, error: str) -> dict[str, Any]:
+    return {**_claude_base(session_id, "PostToolUseFailure"), "tool_name": "Bash",
+            "tool_input": {"command": COMMAND, "description": "List the files"}, "tool_use_id": tool_use_id,
+            "error": error}
+
+
+def claude_pre_compact(session_id: str) -> dict[str, Any]:
+    return {**_claude_base(session_id, "PreCompact"), "trigger": "auto", "custom_instructions": None}
+
+
+def claude_session_end(session_id: str) -> dict[str, Any]:
+    return {**_claude_base(session_id, "SessionEnd"), "reason": "prompt_input_exit"}
+
+
+def claude_session_start(session_id: str) -> dict[str, Any]:
+    """An event loopwarden does not map: answered with the empty answer."""
+    return {**_claude_base(session_id, "SessionStart"), "source": "startup", "model": "claude-sonnet-4-5"}
+
+
+def _codex_base(session_id: str, event: str) -> dict[str, Any]:
+    return {"session_id": session_id, "turn_id": "turn-1", "transcript_path": None, "cwd": "/home/dev/demo",
+            "hook_event_name": event, "model": "gpt-5-codex", "permission_mode": "default"}
+
+
+def codex_pre_tool_use(session_id: str, tool_use_id: str, command: str = COMMAND) -> dict[str, Any]:
+    return {**_codex_base(session_id, "PreToolUse"), "tool_name": "Bash", "tool_input": {"command": command},
+            "tool_use_id": tool_use_id}
+
+
+def codex_post_tool_use(session_id: str, tool_use_id: str, command: str = COMMAND) -> dict[str, Any]:
+    return {**_codex_base(session_id, "PostToolUse"), "tool_name": "Bash", "tool_input": {"command": command},
+            "tool_response": "total 0\n", "tool_use_id": tool_use_id}
+
+
+def codex_pre_compact(session_id: str) -> dict[str, Any]:
+    base = _codex_base(session_id, "PreCompact")
+    del base["permission_mode"]  # the pre-compact input has none
+    return {**base, "trigger": "auto"}
+
+
+def codex_stop(session_id: str) -> dict[str, Any]:
+    """An event loopwarden does not map (a turn ending is not the session ending)."""
+    return {**_codex_base(session_id, "Stop"), "stop_hook_active": False, "last_assistant_message": "Done."}

@@ -1,0 +1,136 @@
+"""The hook mapping alone: hook inputs as events, verdicts as hook answers (no daemon)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loopwarden import Action, Verdict
+from loopwarden.eventformat import EventKind
+from loopwarden.hooks import Dialect, HookPayloadError, answer, parse, unavailable_answer
+
+from . import payloads
+
+WARNING = "WARNING: exec has been called 10 times with identical arguments."
+BLOCK = "CRITICAL: exec was called 20 times with identical arguments and identical outcomes."
+ABORT = "CRITICAL: exec repeated after a compaction (compaction_loop_persisted)."
+
+
+def verdict(action: Action, message: str = "", *, announce: bool = False, error_code: str = "") -> Verdict:
+    return Verdict(seq=0, run_id="s", action=action, message=message, announce=announce, error_code=error_code,
+                   detector="generic_repeat", count=20)
+
+
+class TestEvents:
+    def test_pre_tool_use_is_a_tool_call_of_the_session(self):
+        """PreToolUse: run id and session id are the hook's session_id, the call id its tool_use_id."""
+        request = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("sess-1", "toolu_1"), agent_id="coder")
+
+        event = request.event
+        assert (EventKind.TOOL_CALL, "sess-1", "sess-1", "coder", "Bash", "toolu_1") == (
+            event.kind, event.run_id, event.session_id, event.agent_id, event.tool_name, event.tool_call_id)
+        assert {"command": payloads.COMMAND, "description": "List the files"} == json.loads(event.params_json)
+
+    def test_post_tool_use_reports_the_tool_response(self):
+        event = parse(Dialect.CLAUDE_CODE, payloads.claude_post_tool_use("s", "toolu_1")).event
+
+        assert (EventKind.TOOL_OUTCOME, payloads.BASH_RESPONSE) == (event.kind, json.loads(event.result_json))
+
+    def test_post_tool_use_failure_reports_the_error(self):
+        event = parse(Dialect.CLAUDE_CODE, payloads.claude_post_tool_use_failure("s", "toolu_1", "exit 1")).event
+
+        assert (EventKind.TOOL_OUTCOME, "exit 1", None) == (event.kind, event.error, event.result_json)
+
+    @pytest.mark.parametrize(("payload", "kind"), [
+        (payloads.claude_pre_compact("s"), EventKind.COMPACTION_RETRY),
+        (payloads.claude_session_end("s"), EventKind.RUN_END),
+    ])
+    def test_compaction_and_session_end(self, payload, kind):
+        assert kind == parse(Dialect.CLAUDE_CODE, payload).event.kind
+
+    @pytest.mark.parametrize(("dialect", "payload"), [
+        (Dialect.CLAUDE_CODE, payloads.claude_session_start("s")),
+        (Dialect.CODEX, payloads.codex_stop("s")),
+        (Dialect.CODEX, payloads.claude_session_end("s")),  # Codex has no SessionEnd
+        (Dialect.CLAUDE_CODE, {"hook_event_name": "SomethingNew"}),
+    ])
+    def test_events_loopwarden_does_not_map_ask_nothing(self, dialect, payload):
+        assert parse(dialect, payload).event is None
+
+    def test_codex_events(self):
+        """Codex: PreToolUse, PostToolUse (tool_response) and PreCompact map like Claude Code's."""
+        kinds = [parse(Dialect.CODEX, p).event.kind for p in (
+            payloads.codex_pre_tool_use("s", "call_1"), payloads.codex_post_tool_use("s", "call_1"),
+            payloads.codex_pre_compact("s"))]
+
+        assert [EventKind.TOOL_CALL, EventKind.TOOL_OUTCOME, EventKind.COMPACTION_RETRY] == kinds
+
+    @pytest.mark.parametrize(("payload", "field"), [
+        ([1, 2], "JSON object"),
+        ({"session_id": "s"}, "hook_event_name"),
+        ({"hook_event_name": "PreToolUse", "tool_name": "Bash"}, "session_id"),
+        ({"hook_event_name": "PreToolUse", "session_id": "  ", "tool_name": "Bash"}, "session_id"),
+        ({"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": 7}, "tool_name"),
+        ({"hook_event_name": "PostToolUseFailure", "session_id": "s", "tool_name": "Bash"}, "error"),
+    ])
+    def test_malformed_inputs_name_the_field(self, payload, field):
+        with pytest.raises(HookPayloadError, match=field):
+            parse(Dialect.CLAUDE_CODE, payload)
+
+
+class TestAnswers:
+    pre = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "toolu_1"))
+    codex_pre = parse(Dialect.CODEX, payloads.codex_pre_tool_use("s", "call_1"))
+    post = parse(Dialect.CLAUDE_CODE, payloads.claude_post_tool_use("s", "toolu_1"))
+
+    def test_allow_carries_no_permission_decision(self):
+        """ALLOW answers nothing at all: the host's own permission rules still apply."""
+        assert {} == answer(self.pre, verdict(Action.ALLOW))
+
+    def test_announced_warning_reaches_model_and_user(self):
+        assert {"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": WARNING},
+                "systemMessage": f"loopwarden: {WARNING}"} == answer(self.pre, verdict(Action.WARN, WARNING,
+                                                                                     announce=True))
+
+    def test_unannounced_warning_is_silent(self):
+        assert {} == answer(self.pre, verdict(Action.WARN, WARNING, announce=False))
+
+    def test_block_denies_with_the_message(self):
+        assert {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                       "permissionDecisionReason": BLOCK}} == answer(self.pre, verdict(Action.BLOCK,
+                                                                                                  BLOCK))
+
+    def test_abort_denies_and_stops_the_claude_code_session(self):
+        result = answer(self.pre, verdict(Action.ABORT, ABORT, error_code="compaction_loop_persisted"))
+
+        assert (False, ABORT, "deny") == (result["continue"], result["stopReason"],
+                                          result["hookSpecificOutput"]["permissionDecision"])
+
+    def test_codex_pre_tool_use_answers_use_only_what_codex_accepts(self):
+        """Codex drops a PreToolUse answer with continue, stopReason or suppressOutput (or an allow
+        without updatedInput) as invalid, which would run the call: its answers never carry them."""
+        for action, message in ((Action.BLOCK, BLOCK), (Action.ABORT, ABORT), (Action.WARN, WARNING)):
+            result = answer(self.codex_pre, verdict(action, message, announce=True))
+
+            assert set() == {"continue", "stopReason", "suppressOutput"} & set(result)
+            assert "allow" != result.get("hookSpecificOutput", {}).get("permissionDecision")
+
+    def test_abort_after_a_tool_ran_stops_the_session(self):
+        assert {"continue": False, "stopReason": ABORT} == answer(self.post, verdict(Action.ABORT, ABORT))
+
+    def test_block_is_reported_as_the_calls_outcome(self):
+        """The blocked call's outcome is the blocked result the model got (spec section 6)."""
+        outcome = self.pre.blocked_outcome(verdict(Action.BLOCK, BLOCK))
+
+        assert (EventKind.TOOL_OUTCOME, "toolu_1") == (outcome.kind, outcome.tool_call_id)
+        assert {"status": "blocked", "deniedReason": "tool-loop", "detector": "generic_repeat", "count": 20} == (
+            json.loads(outcome.result_json)["details"])
+        assert self.pre.blocked_outcome(verdict(Action.WARN, WARNING)) is None
+
+    def test_unavailable_runs_the_call_unless_fail_closed(self):
+        opened = unavailable_answer(self.pre, "loopwarden is busy", fail_closed=False)
+        closed = unavailable_answer(self.pre, "loopwarden is busy", fail_closed=True)
+
+        assert "hookSpecificOutput" not in opened and "loopwarden is busy" in opened["systemMessage"]
+        assert "deny" == closed["hookSpecificOutput"]["permissionDecision"]
+        assert {} == unavailable_answer(self.post, "loopwarden is busy", fail_closed=True)
