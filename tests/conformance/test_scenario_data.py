@@ -18,6 +18,8 @@ PHRASES = {
     ("DETECTOR_GLOBAL_CIRCUIT_BREAKER", None): "global circuit breaker",
     ("DETECTOR_POST_COMPACTION_GUARD", None): "compaction",
     ("DETECTOR_RUN_WIDE_NO_PROGRESS", None): "run-wide breaker",
+    ("DETECTOR_ARGUMENT_CHURN", None): "changing arguments",
+    ("DETECTOR_ERROR_REPEAT", None): "identical error",
 }
 
 

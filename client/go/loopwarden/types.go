@@ -182,6 +182,14 @@ type EffectiveConfig struct {
 	RunWideBreakerThreshold uint32
 	// ShadowMode is true when verdicts are computed but BLOCK and ABORT are not enforced (extension).
 	ShadowMode bool
+	// ArgumentChurnWarnAt is the argument-churn streak that warns (extension; 0: off).
+	ArgumentChurnWarnAt uint32
+	// ArgumentChurnBlockAt is the argument-churn streak that blocks (extension; 0: warn only).
+	ArgumentChurnBlockAt uint32
+	// ErrorRepeatThreshold is the identical-error count that blocks (extension; 0: off).
+	ErrorRepeatThreshold uint32
+	// Preset is the `loopwarden.preset` the settings came from ("": none).
+	Preset string
 }
 
 func inspectionFromMessage(m *pb.InspectRunResponse) RunInspection {
@@ -212,5 +220,7 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 		KnownPollNoProgress: m.GetKnownPollNoProgress(), PingPong: m.GetPingPong(),
 		PostCompactionWindowSize: m.GetPostCompactionWindowSize(), AbortAfterBlocks: m.GetAbortAfterBlocks(),
 		RunWideBreakerThreshold: m.GetRunWideBreakerThreshold(), ShadowMode: m.GetShadowMode(),
+		ArgumentChurnWarnAt: m.GetArgumentChurnWarnAt(), ArgumentChurnBlockAt: m.GetArgumentChurnBlockAt(),
+		ErrorRepeatThreshold: m.GetErrorRepeatThreshold(), Preset: m.GetPreset(),
 	}
 }

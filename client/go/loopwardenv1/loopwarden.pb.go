@@ -105,6 +105,10 @@ const (
 	Detector_DETECTOR_POST_COMPACTION_GUARD  Detector = 6
 	// Optional extension: K consecutive completed calls produced no (tool, args, result) triple new to the run.
 	Detector_DETECTOR_RUN_WIDE_NO_PROGRESS Detector = 7
+	// Optional extension: the same tool with ever-new arguments kept returning the identical outcome.
+	Detector_DETECTOR_ARGUMENT_CHURN Detector = 8
+	// Optional extension: the same call failed with the identical error again and again.
+	Detector_DETECTOR_ERROR_REPEAT Detector = 9
 )
 
 // Enum value maps for Detector.
@@ -118,6 +122,8 @@ var (
 		5: "DETECTOR_GLOBAL_CIRCUIT_BREAKER",
 		6: "DETECTOR_POST_COMPACTION_GUARD",
 		7: "DETECTOR_RUN_WIDE_NO_PROGRESS",
+		8: "DETECTOR_ARGUMENT_CHURN",
+		9: "DETECTOR_ERROR_REPEAT",
 	}
 	Detector_value = map[string]int32{
 		"DETECTOR_UNSPECIFIED":            0,
@@ -128,6 +134,8 @@ var (
 		"DETECTOR_GLOBAL_CIRCUIT_BREAKER": 5,
 		"DETECTOR_POST_COMPACTION_GUARD":  6,
 		"DETECTOR_RUN_WIDE_NO_PROGRESS":   7,
+		"DETECTOR_ARGUMENT_CHURN":         8,
+		"DETECTOR_ERROR_REPEAT":           9,
 	}
 )
 
@@ -1367,8 +1375,14 @@ type EffectiveConfig struct {
 	AbortAfterBlocks        uint32 `protobuf:"varint,11,opt,name=abort_after_blocks,json=abortAfterBlocks,proto3" json:"abort_after_blocks,omitempty"`
 	RunWideBreakerThreshold uint32 `protobuf:"varint,12,opt,name=run_wide_breaker_threshold,json=runWideBreakerThreshold,proto3" json:"run_wide_breaker_threshold,omitempty"`
 	ShadowMode              bool   `protobuf:"varint,13,opt,name=shadow_mode,json=shadowMode,proto3" json:"shadow_mode,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Opt-in detectors (0: off): argumentChurn warnAt / blockAt, errorRepeat threshold.
+	ArgumentChurnWarnAt  uint32 `protobuf:"varint,14,opt,name=argument_churn_warn_at,json=argumentChurnWarnAt,proto3" json:"argument_churn_warn_at,omitempty"`
+	ArgumentChurnBlockAt uint32 `protobuf:"varint,15,opt,name=argument_churn_block_at,json=argumentChurnBlockAt,proto3" json:"argument_churn_block_at,omitempty"`
+	ErrorRepeatThreshold uint32 `protobuf:"varint,16,opt,name=error_repeat_threshold,json=errorRepeatThreshold,proto3" json:"error_repeat_threshold,omitempty"`
+	// The `loopwarden.preset` the settings were resolved from; empty: none (the documented defaults).
+	Preset        string `protobuf:"bytes,17,opt,name=preset,proto3" json:"preset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
@@ -1492,6 +1506,34 @@ func (x *EffectiveConfig) GetShadowMode() bool {
 	return false
 }
 
+func (x *EffectiveConfig) GetArgumentChurnWarnAt() uint32 {
+	if x != nil {
+		return x.ArgumentChurnWarnAt
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetArgumentChurnBlockAt() uint32 {
+	if x != nil {
+		return x.ArgumentChurnBlockAt
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetErrorRepeatThreshold() uint32 {
+	if x != nil {
+		return x.ErrorRepeatThreshold
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetPreset() string {
+	if x != nil {
+		return x.Preset
+	}
+	return ""
+}
+
 var File_loopwarden_v1_loopwarden_proto protoreflect.FileDescriptor
 
 const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
@@ -1588,7 +1630,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x05armed\x18\x01 \x01(\bR\x05armed\x12\x1f\n" +
 	"\vwindow_size\x18\x02 \x01(\rR\n" +
 	"windowSize\x12\x1a\n" +
-	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xfe\x04\n" +
+	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xb8\x06\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -1604,7 +1646,11 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x12abort_after_blocks\x18\v \x01(\rR\x10abortAfterBlocks\x12;\n" +
 	"\x1arun_wide_breaker_threshold\x18\f \x01(\rR\x17runWideBreakerThreshold\x12\x1f\n" +
 	"\vshadow_mode\x18\r \x01(\bR\n" +
-	"shadowModeB\n" +
+	"shadowMode\x123\n" +
+	"\x16argument_churn_warn_at\x18\x0e \x01(\rR\x13argumentChurnWarnAt\x125\n" +
+	"\x17argument_churn_block_at\x18\x0f \x01(\rR\x14argumentChurnBlockAt\x124\n" +
+	"\x16error_repeat_threshold\x18\x10 \x01(\rR\x14errorRepeatThreshold\x12\x16\n" +
+	"\x06preset\x18\x11 \x01(\tR\x06presetB\n" +
 	"\n" +
 	"\b_enabled*z\n" +
 	"\x06Action\x12\x16\n" +
@@ -1613,7 +1659,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vACTION_WARN\x10\x02\x12\x10\n" +
 	"\fACTION_BLOCK\x10\x03\x12\x10\n" +
 	"\fACTION_ABORT\x10\x04\x12\x11\n" +
-	"\rACTION_REJECT\x10\x05*\x8c\x02\n" +
+	"\rACTION_REJECT\x10\x05*\xc4\x02\n" +
 	"\bDetector\x12\x18\n" +
 	"\x14DETECTOR_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DETECTOR_GENERIC_REPEAT\x10\x01\x12#\n" +
@@ -1622,7 +1668,9 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x1cDETECTOR_UNKNOWN_TOOL_REPEAT\x10\x04\x12#\n" +
 	"\x1fDETECTOR_GLOBAL_CIRCUIT_BREAKER\x10\x05\x12\"\n" +
 	"\x1eDETECTOR_POST_COMPACTION_GUARD\x10\x06\x12!\n" +
-	"\x1dDETECTOR_RUN_WIDE_NO_PROGRESS\x10\a*E\n" +
+	"\x1dDETECTOR_RUN_WIDE_NO_PROGRESS\x10\a\x12\x1b\n" +
+	"\x17DETECTOR_ARGUMENT_CHURN\x10\b\x12\x19\n" +
+	"\x15DETECTOR_ERROR_REPEAT\x10\t*E\n" +
 	"\x05Level\x12\x15\n" +
 	"\x11LEVEL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rLEVEL_WARNING\x10\x01\x12\x12\n" +

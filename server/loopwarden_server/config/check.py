@@ -6,6 +6,7 @@ import sys
 
 from loopwarden_server.config.loader import ConfigError, load_config_file
 from loopwarden_server.config.model import Config
+from loopwarden_server.engine.settings import LoopDetectionSettings
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -35,8 +36,30 @@ def summary(config: Config) -> str:
     settings = config.global_settings
     enabled = {True: "true", False: "false", None: "unset"}[settings.enabled]
     agents = ", ".join(config.agent_blocks) or "none"
-    return (
+    line = (
         f"global: enabled={enabled} W={settings.warning_threshold} C={settings.critical_threshold}"
         f" G={settings.global_circuit_breaker_threshold} U={settings.unknown_tool_threshold}"
         f" H={settings.history_size}; agents: {agents}"
     )
+    if settings.preset:
+        line += f"; preset: {settings.preset}"
+    opt_in = _opt_in(settings)
+    return line + (f"; opt-in: {opt_in}" if opt_in else "")
+
+
+def _opt_in(settings: LoopDetectionSettings) -> str:
+    """The global extensions that are on, in one short phrase (empty when none is)."""
+    parts = []
+    if settings.argument_churn_warn_at or settings.argument_churn_block_at:
+        parts.append(f"argumentChurn {settings.argument_churn_warn_at}/{settings.argument_churn_block_at or '-'}")
+    if settings.error_repeat_threshold:
+        parts.append(f"errorRepeat {settings.error_repeat_threshold}")
+    if settings.run_wide_breaker_threshold:
+        parts.append(f"runWideBreaker {settings.run_wide_breaker_threshold}")
+    if settings.abort_after_blocks:
+        parts.append(f"abortAfterBlocks {settings.abort_after_blocks}")
+    if settings.ping_pong_needs_answers:
+        parts.append("pingPongNeedsAnswers")
+    if settings.shadow:
+        parts.append("shadowMode")
+    return ", ".join(parts)

@@ -31,8 +31,10 @@ from typing import Any, TypeVar
 import json5
 
 from loopwarden_server.config.model import (
-    Config, DetectorsBlock, ExtensionsBlock, GuardBlock, LoopDetectionBlock, RunWideBreakerBlock,
+    ArgumentChurnBlock, Config, DetectorsBlock, ErrorRepeatBlock, ExtensionsBlock, GuardBlock, LoopDetectionBlock,
+    RunWideBreakerBlock,
 )
+from loopwarden_server.config.presets import PRESETS
 from loopwarden_server.config.resolve import merge, resolve
 from loopwarden_server.engine.settings import ToolCatalog
 from loopwarden_server.engine.toolnames import normalize_tool_name
@@ -160,6 +162,40 @@ def _positive_int(maximum: int) -> Parser:
     return parse
 
 
+def _at_least(minimum: int, maximum: int) -> Parser:
+    """An integer count from `minimum` up (a streak of 1 is no pattern yet)."""
+    positive = _positive_int(maximum)
+
+    def parse(value: Any, path: str) -> int:
+        count = positive(value, path)
+        if count < minimum:
+            raise ConfigError(path, f"must be at least {minimum}, got {_render(value)}")
+        return count
+
+    return parse
+
+
+def _optional_count(minimum: int) -> Parser:
+    """A count, or false (0) to switch an inherited one off."""
+    count = _at_least(minimum, MAX_THRESHOLD)
+
+    def parse(value: Any, path: str) -> int:
+        if value is False:
+            return 0
+        try:
+            return count(value, path)
+        except ConfigError as error:
+            raise ConfigError(path, f"{error.problem.replace('must be', 'must be false or', 1)}") from None
+
+    return parse
+
+
+def _preset(value: Any, path: str) -> str:
+    if not isinstance(value, str) or value not in PRESETS:
+        raise ConfigError(path, f"must be one of {', '.join(_render(name) for name in PRESETS)}, got {_render(value)}")
+    return value
+
+
 def _blocks_limit(value: Any, path: str) -> int:
     """abortAfterBlocks: a positive count, or false (0) to switch an inherited limit off."""
     if value is False or (isinstance(value, int) and not isinstance(value, bool) and value == 0):
@@ -229,11 +265,34 @@ _RUN_WIDE_SCHEMA: Schema = {
     "threshold": ("threshold", _positive_int(MAX_THRESHOLD)),
 }
 
+_ARGUMENT_CHURN_SCHEMA: Schema = {
+    "enabled": ("enabled", _boolean),
+    "warnAt": ("warn_at", _at_least(2, MAX_HISTORY_SIZE)),
+    "blockAt": ("block_at", _optional_count(2)),
+}
+
+_ERROR_REPEAT_SCHEMA: Schema = {
+    "enabled": ("enabled", _boolean),
+    "threshold": ("threshold", _at_least(2, MAX_HISTORY_SIZE)),
+}
+
+
+def _argument_churn_block(value: Any, path: str) -> ArgumentChurnBlock:
+    block = ArgumentChurnBlock(**_parse_strict(value, path, _ARGUMENT_CHURN_SCHEMA))
+    if block.warn_at is not None and block.block_at and block.block_at <= block.warn_at:
+        raise ConfigError(_child(path, "blockAt"), f"must be greater than warnAt ({block.warn_at}), got {block.block_at}")
+    return block
+
+
 # Extensions: opt-in behaviour beyond the reference, global and per agent (same shape).
 _EXTENSIONS_SCHEMA: Schema = {
     "abortAfterBlocks": ("abort_after_blocks", _blocks_limit),
     "runWideBreaker": ("run_wide_breaker", _block_parser(_RUN_WIDE_SCHEMA, RunWideBreakerBlock)),
     "shadowMode": ("shadow_mode", _boolean),
+    "argumentChurn": ("argument_churn", _argument_churn_block),
+    "errorRepeat": ("error_repeat", _block_parser(_ERROR_REPEAT_SCHEMA, ErrorRepeatBlock)),
+    "pingPongNeedsAnswers": ("ping_pong_needs_answers", _boolean),
+    "preset": ("preset", _preset),
 }
 
 # The `loopwarden` block holds the daemon's own settings, kept out of `tools.loopDetection` so that

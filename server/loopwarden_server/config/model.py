@@ -51,8 +51,25 @@ class RunWideBreakerBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class ArgumentChurnBlock:
+    """`loopwarden.argumentChurn` as written; block_at 0 = explicitly warn-only."""
+
+    enabled: bool | None = None
+    warn_at: int | None = None
+    block_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRepeatBlock:
+    """`loopwarden.errorRepeat` as written."""
+
+    enabled: bool | None = None
+    threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ExtensionsBlock:
-    """The extension settings of a `loopwarden` block (global, or `agents.list[i].loopwarden`).
+    """The extension settings of a `loopwarden` block (global, or an agent's `loopwarden`).
 
     None = not set here; 0 for abort_after_blocks = explicitly off.
     """
@@ -60,6 +77,10 @@ class ExtensionsBlock:
     abort_after_blocks: int | None = None
     run_wide_breaker: RunWideBreakerBlock = field(default_factory=RunWideBreakerBlock)
     shadow_mode: bool | None = None
+    argument_churn: ArgumentChurnBlock = field(default_factory=ArgumentChurnBlock)
+    error_repeat: ErrorRepeatBlock = field(default_factory=ErrorRepeatBlock)
+    ping_pong_needs_answers: bool | None = None
+    preset: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

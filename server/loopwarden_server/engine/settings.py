@@ -34,6 +34,19 @@ class LoopDetectionSettings:
     abort_after_blocks: int = 0  # the N-th BLOCK of a run becomes ABORT (tool_loop_persisted)
     run_wide_breaker_threshold: int = 0  # K completed calls in a row with no new triple: critical
     shadow: bool = False  # compute BLOCK/ABORT, report them, but answer ALLOW
+    # Opt-in detectors ranked after the reference's (0 = off).
+    argument_churn_warn_at: int = 0  # same tool, changing args, one result: warn at this streak
+    argument_churn_block_at: int = 0  # … and block at this one
+    error_repeat_threshold: int = 0  # same call, identical error: block at this count, warn one earlier
+    # A ping-pong with a side that only returned empty results is never blocked (only warned).
+    ping_pong_needs_answers: bool = False
+    # The preset the settings were resolved from ("" = none: the documented defaults).
+    preset: str = ""
+
+    @property
+    def ranked_after_on(self) -> bool:
+        """Any opt-in detector that ranks after the reference table is on."""
+        return bool(self.argument_churn_warn_at or self.argument_churn_block_at or self.error_repeat_threshold)
 
     @property
     def rolling_detectors_on(self) -> bool:

@@ -25,6 +25,8 @@ class Detector(str, enum.Enum):
     GLOBAL_CIRCUIT_BREAKER = "global_circuit_breaker"
     POST_COMPACTION_GUARD = "post_compaction_guard"
     RUN_WIDE_NO_PROGRESS = "run_wide_no_progress"
+    ARGUMENT_CHURN = "argument_churn"
+    ERROR_REPEAT = "error_repeat"
 
 
 class Level(str, enum.Enum):

@@ -21,6 +21,8 @@ _DETECTOR = {
     Detector.GLOBAL_CIRCUIT_BREAKER: pb.DETECTOR_GLOBAL_CIRCUIT_BREAKER,
     Detector.POST_COMPACTION_GUARD: pb.DETECTOR_POST_COMPACTION_GUARD,
     Detector.RUN_WIDE_NO_PROGRESS: pb.DETECTOR_RUN_WIDE_NO_PROGRESS,
+    Detector.ARGUMENT_CHURN: pb.DETECTOR_ARGUMENT_CHURN,
+    Detector.ERROR_REPEAT: pb.DETECTOR_ERROR_REPEAT,
 }
 _LEVEL = {Level.NONE: pb.LEVEL_UNSPECIFIED, Level.WARNING: pb.LEVEL_WARNING, Level.CRITICAL: pb.LEVEL_CRITICAL}
 
@@ -81,6 +83,8 @@ def effective_config(settings: LoopDetectionSettings) -> pb.EffectiveConfig:
         ping_pong=settings.ping_pong, post_compaction_window_size=settings.compaction_window_size,
         abort_after_blocks=settings.abort_after_blocks,
         run_wide_breaker_threshold=settings.run_wide_breaker_threshold, shadow_mode=settings.shadow,
+        argument_churn_warn_at=settings.argument_churn_warn_at, argument_churn_block_at=settings.argument_churn_block_at,
+        error_repeat_threshold=settings.error_repeat_threshold, preset=settings.preset,
     )
     if settings.enabled is not None:
         message.enabled = settings.enabled

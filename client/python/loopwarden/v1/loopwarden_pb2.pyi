@@ -26,6 +26,8 @@ class Detector(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DETECTOR_GLOBAL_CIRCUIT_BREAKER: _ClassVar[Detector]
     DETECTOR_POST_COMPACTION_GUARD: _ClassVar[Detector]
     DETECTOR_RUN_WIDE_NO_PROGRESS: _ClassVar[Detector]
+    DETECTOR_ARGUMENT_CHURN: _ClassVar[Detector]
+    DETECTOR_ERROR_REPEAT: _ClassVar[Detector]
 
 class Level(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -46,6 +48,8 @@ DETECTOR_UNKNOWN_TOOL_REPEAT: Detector
 DETECTOR_GLOBAL_CIRCUIT_BREAKER: Detector
 DETECTOR_POST_COMPACTION_GUARD: Detector
 DETECTOR_RUN_WIDE_NO_PROGRESS: Detector
+DETECTOR_ARGUMENT_CHURN: Detector
+DETECTOR_ERROR_REPEAT: Detector
 LEVEL_UNSPECIFIED: Level
 LEVEL_WARNING: Level
 LEVEL_CRITICAL: Level
@@ -229,7 +233,7 @@ class GuardState(_message.Message):
     def __init__(self, armed: _Optional[bool] = ..., window_size: _Optional[int] = ..., observed: _Optional[int] = ...) -> None: ...
 
 class EffectiveConfig(_message.Message):
-    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode")
+    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     HISTORY_SIZE_FIELD_NUMBER: _ClassVar[int]
     WARNING_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
@@ -243,6 +247,10 @@ class EffectiveConfig(_message.Message):
     ABORT_AFTER_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     RUN_WIDE_BREAKER_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     SHADOW_MODE_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENT_CHURN_WARN_AT_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENT_CHURN_BLOCK_AT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_REPEAT_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    PRESET_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     history_size: int
     warning_threshold: int
@@ -256,4 +264,8 @@ class EffectiveConfig(_message.Message):
     abort_after_blocks: int
     run_wide_breaker_threshold: int
     shadow_mode: bool
-    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ...) -> None: ...
+    argument_churn_warn_at: int
+    argument_churn_block_at: int
+    error_repeat_threshold: int
+    preset: str
+    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ...) -> None: ...

@@ -1,14 +1,27 @@
-"""ping_pong: two call patterns alternating (warns at W; blocks at C if both sides' results are stable)."""
+"""ping_pong: two call patterns alternating (warns at W; blocks at C if both sides' results are stable).
+
+Opt-in (`loopwarden.pingPongNeedsAnswers`): a side whose every result was empty (no text, no
+details: a `think` note, a silent acknowledgement) proves nothing about progress, so such an
+alternation only warns; its other side's repeats are generic_repeat's and errorRepeat's to judge
+(their streaks skip the calls in between).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..jsonvalues import digest_bytes
 from ..settings import LoopDetectionSettings
-from ..state import DIGEST, PENDING, History, args_hash_text
+from ..state import DIGEST, PENDING, RESULT, History, args_hash_text
 from ..verdicts import Detector, Level
 from .base import CallContext, Detection
 
 DETECTOR = Detector.PING_PONG
+
+# Result keys (status byte + digest) of outcomes that say nothing: the default hash of an empty
+# OpenClaw result, and empty plain values.
+SILENT_RESULTS = frozenset(
+    bytes((RESULT,)) + digest_bytes(value) for value in ({"details": {}, "text": ""}, "", None, {}, [])
+)
 
 
 @dataclass(slots=True)
@@ -17,6 +30,7 @@ class PingPong:
     paired_tool_name: str = ""
     paired_args_digest: bytes = b""
     no_progress_evidence: bool = False
+    silent_side: bool = False  # one side's results were all empty (see module docstring)
 
 
 NO_PING_PONG = PingPong(0)
@@ -66,7 +80,8 @@ def ping_pong(history: History, tool_name: str, args_digest: bytes) -> PingPong:
         elif side_results[side] != key:
             evidence = False
             break
-    return PingPong(tail + 1, last_tool, last, evidence)
+    silent = evidence and (side_results[0] in SILENT_RESULTS or side_results[1] in SILENT_RESULTS)
+    return PingPong(tail + 1, last_tool, last, evidence, silent)
 
 
 def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection | None:
@@ -80,7 +95,8 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     pair_key = "pingpong:" + "|".join(sorted((context.args_hash, paired_hash)))
     size = len(context.history)
     evidence = tuple(range(size - pong.count + 1, size))
-    if pong.count >= settings.critical_threshold and pong.no_progress_evidence:
+    if pong.count >= settings.critical_threshold and pong.no_progress_evidence and not (
+            pong.silent_side and settings.ping_pong_needs_answers):
         return Detection(
             DETECTOR, Level.CRITICAL, pong.count,
             f"CRITICAL: ping-pong loop: you have alternated between {tool_name} and "
