@@ -1,6 +1,15 @@
 """Python clients for the loopwarden daemon: `LoopwardenClient` (blocking) and
-`AsyncLoopwardenClient` (asyncio). Both hold one Evaluate stream open and reopen it after a
-failure; a run keeps its state on the daemon across streams."""
+`AsyncLoopwardenClient` (asyncio). A run keeps its state on the daemon across streams.
+
+Two stream modes. `streams="shared"` (the default for one daemon) holds one Evaluate stream for
+every run and reopens it after a failure. `streams="per_run"` (the mode for several replicas
+behind a router) opens one stream per run with the routing header `x-loopwarden-run-id` set at
+stream open, so a router hashing on it sends each run to the replica that holds it; a run's
+stream closes after its run_end, the least recently used is closed past `max_run_streams`, and a
+stream that failed (closed for idleness, its replica gone) is reopened and the request resent
+once, transparently: events carry a seq, so a resend the daemon already saw gets its first verdict.
+Check and InspectRun always carry the header.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -19,6 +28,8 @@ from .v1 import loopwarden_pb2 as pb
 from .v1 import loopwarden_pb2_grpc as pb_grpc
 
 DEFAULT_TARGET = "127.0.0.1:50051"
+ROUTING_HEADER = "x-loopwarden-run-id"
+STREAM_MODES = ("shared", "per_run")
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 8 * 1024 * 1024),
                     ("grpc.max_send_message_length", 8 * 1024 * 1024)]
 
@@ -32,6 +43,29 @@ def _credentials(root_certificates: bytes | None, private_key: bytes | None,
 
 def _auth_metadata(metadata: Sequence[tuple[str, str]], token: str | None) -> tuple[tuple[str, str], ...]:
     return tuple(metadata) + ((("authorization", f"Bearer {token}"),) if token else ())
+
+
+def _routed(metadata: tuple[tuple[str, str], ...], run_id: str) -> tuple[tuple[str, str], ...]:
+    run_id = run_id.strip()
+    return metadata + ((ROUTING_HEADER, run_id),) if run_id else metadata
+
+
+def _stream_mode(streams: str) -> str:
+    if streams not in STREAM_MODES:
+        raise ValueError(f"streams must be one of {STREAM_MODES}, got {streams!r}")
+    return streams
+
+
+def _by_run(events: Sequence[pb.Event]) -> dict[str, list[int]]:
+    """Positions of the events of each run, runs in order of first appearance."""
+    groups: dict[str, list[int]] = {}
+    for index, event in enumerate(events):
+        groups.setdefault(event.run_id.strip(), []).append(index)
+    return groups
+
+
+def _ends(events: Sequence[pb.Event]) -> bool:
+    return any(event.WhichOneof("kind") == "run_end" for event in events)
 
 
 class _Verbs:
@@ -76,9 +110,14 @@ class LoopwardenClient(_Verbs):
     def __init__(self, target: str = DEFAULT_TARGET, *, agent_id: str = "",
                  metadata: Sequence[tuple[str, str]] = (), channel: grpc.Channel | None = None,
                  timeout: float = 10.0, token: str | None = None, root_certificates: bytes | None = None,
-                 private_key: bytes | None = None, certificate_chain: bytes | None = None) -> None:
+                 private_key: bytes | None = None, certificate_chain: bytes | None = None,
+                 streams: str = "shared", max_run_streams: int = 1024) -> None:
         """TLS when root_certificates (the daemon's CA) is given; mTLS adds private_key +
-        certificate_chain; `token` is sent as `authorization: Bearer …` on every call."""
+        certificate_chain; `token` is sent as `authorization: Bearer …` on every call;
+        `streams="per_run"` for several replicas behind a router (see the module docstring)."""
+        self._mode = _stream_mode(streams)
+        self._max_run_streams = max_run_streams
+        self._run_streams: dict[str, tuple[queue.Queue, Any]] = {}
         credentials = _credentials(root_certificates, private_key, certificate_chain)
         if channel is None:
             channel = (grpc.insecure_channel(target, options=_CHANNEL_OPTIONS) if credentials is None
@@ -101,6 +140,8 @@ class LoopwardenClient(_Verbs):
 
     def evaluate(self, events: Sequence[pb.Event]) -> list[Verdict]:
         """Send one request carrying several events; one verdict per event, in order."""
+        if self._mode == "per_run":
+            return self._evaluate_per_run(events)
         with self._lock:
             if self._responses is None:
                 self._requests = queue.Queue()
@@ -113,13 +154,52 @@ class LoopwardenClient(_Verbs):
                 raise LoopwardenUnavailable(_describe(exc)) from None
         return [_wire.verdict_from_message(v) for v in response.verdicts]
 
+    def _evaluate_per_run(self, events: Sequence[pb.Event]) -> list[Verdict]:
+        verdicts: list = [None] * len(events)
+        with self._lock:
+            for run_id, positions in _by_run(events).items():
+                batch = [events[i] for i in positions]
+                response = self._run_request(run_id, batch)
+                for position, message in zip(positions, response.verdicts):
+                    verdicts[position] = _wire.verdict_from_message(message)
+                if _ends(batch):
+                    self._close_run_stream(run_id)
+        return verdicts
+
+    def _run_request(self, run_id: str, batch: list[pb.Event]) -> pb.EvaluateResponse:
+        """One request on the run's stream; a failed stream is reopened and the request resent once."""
+        for attempt in (1, 2):
+            stream = self._run_streams.pop(run_id, None)
+            if stream is None:
+                if len(self._run_streams) >= self._max_run_streams:
+                    self._close_run_stream(next(iter(self._run_streams)))
+                requests: queue.Queue = queue.Queue()
+                stream = (requests, self._stub.Evaluate(iter(requests.get, None),
+                                                        metadata=_routed(self._metadata, run_id)))
+            self._run_streams[run_id] = stream  # most recently used last
+            stream[0].put(pb.EvaluateRequest(events=batch))
+            try:
+                return next(stream[1])
+            except (grpc.RpcError, StopIteration) as exc:
+                self._close_run_stream(run_id)
+                if attempt == 2:
+                    raise LoopwardenUnavailable(_describe(exc)) from None
+        raise AssertionError("unreachable")
+
+    def _close_run_stream(self, run_id: str) -> None:
+        stream = self._run_streams.pop(run_id, None)
+        if stream is not None:
+            stream[0].put(None)
+            stream[1].cancel()
+
     def _send(self, event: pb.Event) -> Verdict:
         return self.evaluate([event])[0]
 
     def check(self, event: pb.Event) -> Verdict:
         """The unary Check RPC: the same decision without a stream."""
         try:
-            response = self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout, metadata=self._metadata)
+            response = self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout,
+                                        metadata=_routed(self._metadata, event.run_id))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None
         return _wire.verdict_from_message(response.verdict)
@@ -127,7 +207,7 @@ class LoopwardenClient(_Verbs):
     def inspect(self, run_id: str) -> RunInspection:
         try:
             response = self._stub.InspectRun(pb.InspectRunRequest(run_id=run_id), timeout=self._timeout,
-                                             metadata=self._metadata)
+                                             metadata=_routed(self._metadata, run_id))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None
         return _wire.inspection_from_message(response)
@@ -142,6 +222,8 @@ class LoopwardenClient(_Verbs):
     def close(self) -> None:
         with self._lock:
             self._reset_stream()
+            for run_id in list(self._run_streams):
+                self._close_run_stream(run_id)
         self._channel.close()
 
 
@@ -151,9 +233,14 @@ class AsyncLoopwardenClient(_Verbs):
     def __init__(self, target: str = DEFAULT_TARGET, *, agent_id: str = "",
                  metadata: Sequence[tuple[str, str]] = (), channel: grpc.aio.Channel | None = None,
                  timeout: float = 10.0, token: str | None = None, root_certificates: bytes | None = None,
-                 private_key: bytes | None = None, certificate_chain: bytes | None = None) -> None:
+                 private_key: bytes | None = None, certificate_chain: bytes | None = None,
+                 streams: str = "shared", max_run_streams: int = 1024) -> None:
         """TLS when root_certificates (the daemon's CA) is given; mTLS adds private_key +
-        certificate_chain; `token` is sent as `authorization: Bearer …` on every call."""
+        certificate_chain; `token` is sent as `authorization: Bearer …` on every call;
+        `streams="per_run"` for several replicas behind a router (see the module docstring)."""
+        self._mode = _stream_mode(streams)
+        self._max_run_streams = max_run_streams
+        self._run_calls: dict[str, Any] = {}
         credentials = _credentials(root_certificates, private_key, certificate_chain)
         if channel is None:
             channel = (grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS) if credentials is None
@@ -174,6 +261,8 @@ class AsyncLoopwardenClient(_Verbs):
         await self.close()
 
     async def evaluate(self, events: Sequence[pb.Event]) -> list[Verdict]:
+        if self._mode == "per_run":
+            return await self._evaluate_per_run(events)
         async with self._lock:
             if self._call is None or self._call.done():
                 # NOTE: a stream that already ended (daemon gone while the loop ran) would make
@@ -191,13 +280,54 @@ class AsyncLoopwardenClient(_Verbs):
                 raise LoopwardenUnavailable("the daemon closed the stream")
         return [_wire.verdict_from_message(v) for v in response.verdicts]
 
+    async def _evaluate_per_run(self, events: Sequence[pb.Event]) -> list[Verdict]:
+        verdicts: list = [None] * len(events)
+        async with self._lock:
+            for run_id, positions in _by_run(events).items():
+                batch = [events[i] for i in positions]
+                response = await self._run_request(run_id, batch)
+                for position, message in zip(positions, response.verdicts):
+                    verdicts[position] = _wire.verdict_from_message(message)
+                if _ends(batch):
+                    self._close_run_call(run_id)
+        return verdicts
+
+    async def _run_request(self, run_id: str, batch: list[pb.Event]) -> pb.EvaluateResponse:
+        for attempt in (1, 2):
+            call = self._run_calls.pop(run_id, None)
+            if call is None or call.done():
+                if len(self._run_calls) >= self._max_run_streams:
+                    self._close_run_call(next(iter(self._run_calls)))
+                call = self._stub.Evaluate(metadata=_routed(self._metadata, run_id))
+            self._run_calls[run_id] = call
+            try:
+                await call.write(pb.EvaluateRequest(events=batch))
+                response = await call.read()
+            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+                self._close_run_call(run_id)
+                if attempt == 2:
+                    raise LoopwardenUnavailable(_describe(exc)) from None
+                continue
+            if response is grpc.aio.EOF:
+                self._close_run_call(run_id)
+                if attempt == 2:
+                    raise LoopwardenUnavailable("the daemon closed the stream")
+                continue
+            return response
+        raise AssertionError("unreachable")
+
+    def _close_run_call(self, run_id: str) -> None:
+        call = self._run_calls.pop(run_id, None)
+        if call is not None:
+            call.cancel()
+
     async def _send(self, event: pb.Event) -> Verdict:
         return (await self.evaluate([event]))[0]
 
     async def check(self, event: pb.Event) -> Verdict:
         try:
             response = await self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout,
-                                              metadata=self._metadata)
+                                              metadata=_routed(self._metadata, event.run_id))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None
         return _wire.verdict_from_message(response.verdict)
@@ -205,7 +335,7 @@ class AsyncLoopwardenClient(_Verbs):
     async def inspect(self, run_id: str) -> RunInspection:
         try:
             response = await self._stub.InspectRun(pb.InspectRunRequest(run_id=run_id), timeout=self._timeout,
-                                                   metadata=self._metadata)
+                                                   metadata=_routed(self._metadata, run_id))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None
         return _wire.inspection_from_message(response)
@@ -215,6 +345,8 @@ class AsyncLoopwardenClient(_Verbs):
             if self._call is not None:
                 self._call.cancel()
                 self._call = None
+            for run_id in list(self._run_calls):
+                self._close_run_call(run_id)
         await self._channel.close()
 
 
