@@ -135,6 +135,7 @@ pub struct Settings {
     pub argument_churn_warn_at: u32,
     pub argument_churn_block_at: u32,
     pub error_repeat_threshold: u32,
+    pub ping_pong_needs_answers: bool,
 }
 
 impl Default for Settings {
@@ -156,6 +157,7 @@ impl Default for Settings {
             argument_churn_warn_at: 0,
             argument_churn_block_at: 0,
             error_repeat_threshold: 0,
+            ping_pong_needs_answers: false,
         }
     }
 }
@@ -515,6 +517,7 @@ fn ping_pong(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             _ => {}
         }
     }
+    let silent = evidence_ok && (is_silent(&sides[0]) || is_silent(&sides[1]));
     let count = (tail + 1) as u32;
     if count < s.warning_threshold {
         return None;
@@ -526,12 +529,25 @@ fn ping_pong(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     pair.sort();
     let key = format!("pingpong:{}|{}", pair[0], pair[1]);
     let evidence: Vec<usize> = (size + 1 - count as usize..size).collect();
-    let (level, message) = if count >= s.critical_threshold && evidence_ok {
+    let (level, message) = if count >= s.critical_threshold && evidence_ok && !(silent && s.ping_pong_needs_answers) {
         (Level::Critical, format!("CRITICAL: ping-pong loop: you have alternated between {tool} and {paired} for {count} consecutive calls and both keep returning the same results, so this call was not run. Stop switching between them; try a different approach or report the task as failed."))
     } else {
         (Level::Warning, format!("WARNING: you have alternated between {tool} and {paired} for {count} consecutive calls. This looks like a ping-pong loop: stop switching between the two, or report the task as failed."))
     };
     Some(Detection { detector: Detector::PingPong, level, count, message, warning_key: key, paired_tool_name: paired, evidence })
+}
+
+/// Outcomes that say nothing (pingPongNeedsAnswers): the default hash of an empty OpenClaw
+/// result, and empty plain values.
+fn is_silent(side: &Option<(u8, [u8; 32])>) -> bool {
+    use crate::json::{digest as value_digest, Value};
+    use std::sync::OnceLock;
+    static SILENT: OnceLock<Vec<[u8; 32]>> = OnceLock::new();
+    let silent = SILENT.get_or_init(|| {
+        let empty_result = Value::object(vec![(b"details".to_vec(), Value::Object(vec![])), (b"text".to_vec(), Value::Str(vec![]))]);
+        [empty_result, Value::Str(vec![]), Value::Null, Value::Object(vec![]), Value::Array(vec![])].iter().map(value_digest).collect()
+    });
+    matches!(side, Some((status, digest)) if *status == crate::fingerprint::RESULT && silent.contains(digest))
 }
 
 fn generic_repeat(ctx: &mut Context, s: &Settings) -> Option<Detection> {

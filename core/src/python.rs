@@ -79,6 +79,7 @@ fn settings_from(d: &Bound<'_, PyDict>) -> PyResult<Settings> {
         argument_churn_warn_at: get(d, "argument_churn_warn_at", 0)?,
         argument_churn_block_at: get(d, "argument_churn_block_at", 0)?,
         error_repeat_threshold: get(d, "error_repeat_threshold", 0)?,
+        ping_pong_needs_answers: get(d, "ping_pong_needs_answers", false)?,
     })
 }
 

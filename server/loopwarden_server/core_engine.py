@@ -1,0 +1,180 @@
+"""The compiled engine (loopwarden-core) seen from Python: what happens per request and per config.
+
+Design. The core owns everything per event: protobuf decode, envelope limits, the run store,
+retries, fingerprints, detectors, the guard, decision ids and the response bytes. Python crosses
+into it once per request and gets back the response bytes plus a small summary: counter deltas
+by label set, the request's latency histogram counts, the few decisions worth a log line, and the
+runs it evicted. Here those become Prometheus increments and decision log lines, so metrics and
+logs read exactly as with `--engine python`. Config stays Python's: each (re)load is compiled
+into one frozen settings mapping per agent and handed over whole.
+
+`available()` says whether the extension is importable; the daemon falls back to the Python
+engine (the reference) when it is not.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+
+from loopwarden.v1 import loopwarden_pb2 as pb
+
+from .config import Config
+from .engine import LoopDetectionSettings
+from .metrics import LATENCY_BUCKETS, Metrics
+from .settings import Limits
+from .transport.convert import effective_config
+
+try:  # an optional distribution: the daemon installs and runs without a Rust toolchain
+    import loopwarden_core
+except ImportError:  # pragma: no cover - exercised by installs without the extension
+    loopwarden_core = None
+
+try:
+    from .integration import current_integration
+except ImportError:  # pragma: no cover - older trees without the integration label
+    current_integration = None
+
+decision_log = logging.getLogger("loopwarden.decisions")
+
+ENGINES = ("core", "python")
+
+# The core's counter codes (core/src/service.rs, `counter`).
+EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS, GUARD_ABORTS = range(9)
+
+_SETTINGS_FIELDS = tuple(
+    f.name for f in dataclasses.fields(LoopDetectionSettings)
+    if f.name not in ("preset",)
+)
+_LIMIT_FIELDS = ("max_params_bytes", "max_result_bytes", "max_run_id_chars", "max_tool_name_chars",
+                 "max_agent_id_chars", "max_session_id_chars", "max_tool_call_id_chars", "max_json_depth",
+                 "max_events_per_request")
+
+
+def available() -> bool:
+    return loopwarden_core is not None
+
+
+def default_engine() -> str:
+    return "core" if available() else "python"
+
+
+def settings_dict(settings: LoopDetectionSettings) -> dict:
+    return {name: getattr(settings, name) for name in _SETTINGS_FIELDS}
+
+
+class CoreService:
+    """One daemon's runs in the compiled core: raw request bytes in, raw response bytes out."""
+
+    def __init__(self, config: Config, metrics: Metrics, limits: Limits, *, max_runs: int,
+                 idle_ttl_seconds: float, clock: Callable[[], float], instance_id: str = "lw") -> None:
+        if loopwarden_core is None:
+            raise RuntimeError("loopwarden-core is not installed (build it with `make core`)")
+        self.metrics = metrics
+        self.limits = limits
+        self._clock = clock
+        self._core = loopwarden_core.Core(
+            instance_id, max_runs, float(idle_ttl_seconds),
+            {name: getattr(limits, name) for name in _LIMIT_FIELDS}, list(LATENCY_BUCKETS))
+        self._verdict_labels_have_integration = "integration" in getattr(metrics.verdicts, "labelnames", ())
+        self._config = config
+        self.swap_config(config)
+        metrics.active_runs.set_function(lambda: len(self._core))
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    def swap_config(self, config: Config) -> None:
+        """Compile the config once: settings per agent id, the defaults, the tool catalog."""
+        agents = {agent: settings_dict(settings) for agent, settings in config.agent_settings.items()}
+        catalog = config.tool_catalog
+        self._core.configure(settings_dict(config.global_settings), agents,
+                             sorted(catalog.provider_send_tools), sorted(catalog.extra_poll_tools))
+        self._config = config
+
+    def __len__(self) -> int:
+        return len(self._core)
+
+    def evaluate(self, data: bytes, tenant: str = "") -> bytes | str:
+        """EvaluateRequest bytes -> EvaluateResponse bytes, or the reason the request is refused
+        whole (`undecodable`, `too_many_events`)."""
+        self._core.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
+        response, summary = self._core.evaluate(data, tenant, self._clock())
+        if response is None:
+            return summary
+        self._apply(summary, tenant)
+        return response
+
+    def check(self, data: bytes, tenant: str = "") -> bytes | str:
+        """CheckRequest bytes -> CheckResponse bytes, or `undecodable` / `missing_event`."""
+        self._core.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
+        response, summary = self._core.check(data, tenant, self._clock())
+        if response is None:
+            return summary
+        self._apply(summary, tenant)
+        return response
+
+    def inspect(self, run_id: str, tenant: str = "") -> pb.InspectRunResponse | None:
+        view = self._core.inspect(tenant, run_id)
+        if view is None:
+            return None
+        run, agent_id, records, guard, blocks, aborted, abort_code, events, recent = view
+        return pb.InspectRunResponse(
+            run_id=run, agent_id=agent_id,
+            records=[pb.RunRecord(seq=seq, tool_name=tool, args_hash=args, tool_call_id=call_id,
+                                  result_hash=result, unknown_tool_name=unknown)
+                     for seq, tool, args, call_id, result, unknown in records],
+            guard=pb.GuardState(armed=guard[0], window_size=guard[1], observed=guard[2]),
+            blocks=blocks, aborted=aborted, abort_error_code=abort_code,
+            effective_config=effective_config(self._config.settings_for(agent_id)),
+            events_evaluated=events,
+            recent_verdicts=[pb.Verdict.FromString(raw) for raw in recent],
+        )
+
+    def expire_idle(self, budget: int = 10_000) -> int:
+        dropped = self._core.expire_idle(self._clock(), budget)
+        if dropped:
+            self.metrics.evictions.labels("idle_ttl").inc(dropped)
+        return dropped
+
+    def remove(self, tenant: str, run_id: str) -> bool:
+        return self._core.remove(tenant, run_id)
+
+    def _apply(self, summary: tuple, tenant: str) -> None:
+        """The request's counter deltas, latency counts, decision log lines and evictions."""
+        counters, buckets, seconds, logs, evictions = summary
+        metrics = self.metrics
+        tenant_labels = metrics.tenant_labels(tenant)
+        integration = ()
+        if self._verdict_labels_have_integration:
+            integration = (current_integration.get() if current_integration is not None else "grpc",)
+        for code, first, second, agent, count in counters:
+            if code == EVENTS:
+                metrics.event_of(first).inc(count)
+            elif code == VERDICTS:
+                metrics.verdict_of(first, second, agent, *integration, *tenant_labels).inc(count)
+            elif code == REJECTED:
+                metrics.rejected_of(first).inc(count)
+            elif code == RETRIED:
+                metrics.retried_events.inc(count)
+            elif code == WARNINGS:
+                metrics.warning_of(first, agent, *tenant_labels).inc(count)
+            elif code == BLOCKS:
+                metrics.block_of(first, agent, *tenant_labels).inc(count)
+            elif code == SHADOW:
+                metrics.shadow_verdict_of(first, second).inc(count)
+            elif code == ESCALATION_ABORTS:
+                metrics.escalation_abort_of(first, agent, *tenant_labels).inc(count)
+            elif code == GUARD_ABORTS:
+                metrics.guard_abort_of(agent, *tenant_labels).inc(count)
+        histogram = metrics.evaluation_seconds
+        counts = histogram._counts  # noqa: SLF001 - the histogram is ours (metrics.py) and lock-free by design
+        for index, count in enumerate(buckets):
+            if count:
+                counts[index] += count
+        histogram._sum += seconds  # noqa: SLF001
+        for level, message, extra in logs:
+            decision_log.log(level, message, extra=extra)
+        for reason in evictions:
+            metrics.evictions.labels(reason).inc()

@@ -1,0 +1,86 @@
+"""Both engines behind the same service-level API, for the differential and conformance tests:
+an event (a dict) goes in as protobuf, a pb.Verdict comes out."""
+from __future__ import annotations
+
+import itertools
+
+from loopwarden.v1 import loopwarden_pb2 as pb
+from prometheus_client import CollectorRegistry
+
+from loopwarden_server.config import load_config_text
+from loopwarden_server.core_engine import CoreService
+from loopwarden_server.metrics import Metrics
+from loopwarden_server.service import LoopwardenService
+from loopwarden_server.settings import Limits
+from loopwarden_server.store import RunStore
+from loopwarden_server.transport import convert
+
+
+def pb_event(event: dict) -> pb.Event:
+    message = pb.Event(run_id=event["run_id"], agent_id=event.get("agent_id", ""), seq=event.get("seq", 0))
+    kind = event.get("kind")
+    if kind == "tool_call":
+        message.tool_call.tool_name = event.get("tool_name", "")
+        message.tool_call.params_json = event.get("params_json", "")
+        message.tool_call.tool_call_id = event.get("tool_call_id", "")
+    elif kind == "tool_outcome":
+        outcome = message.tool_outcome
+        outcome.tool_name = event.get("tool_name", "")
+        outcome.params_json = event.get("params_json", "")
+        outcome.tool_call_id = event.get("tool_call_id", "")
+        if event.get("error") is not None:
+            outcome.error = event["error"]
+        elif event.get("result_json") is not None:
+            outcome.result_json = event["result_json"]
+    elif kind == "compaction_retry":
+        message.compaction_retry.SetInParent()
+    elif kind == "run_end":
+        message.run_end.SetInParent()
+    return message
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class PythonEngine:
+    name = "python"
+
+    def __init__(self, config_text: str, limits: Limits = Limits(), max_runs: int = 1000, idle_ttl: float = 3600.0):
+        self.clock = Clock()
+        self.registry = CollectorRegistry()
+        self.metrics = Metrics(self.registry)
+        self.store = RunStore(max_runs=max_runs, idle_ttl_seconds=idle_ttl, clock=self.clock)
+        ticks = itertools.count()
+        self.service = LoopwardenService(load_config_text(config_text), self.store, self.metrics, limits,
+                                         lambda: next(ticks) * 1e-6, instance_id="lw")
+
+    def evaluate(self, events: list[pb.Event], tenant: str = "") -> list[pb.Verdict]:
+        return [convert.verdict_message(self.service.evaluate(convert.event_input(e, tenant))) for e in events]
+
+    def inspect(self, run_id: str, tenant: str = "") -> pb.InspectRunResponse | None:
+        view = self.service.inspect(run_id, tenant)
+        return None if view is None else convert.inspect_response(view)
+
+
+class CoreEngine:
+    name = "core"
+
+    def __init__(self, config_text: str, limits: Limits = Limits(), max_runs: int = 1000, idle_ttl: float = 3600.0):
+        self.clock = Clock()
+        self.registry = CollectorRegistry()
+        self.metrics = Metrics(self.registry)
+        self.service = CoreService(load_config_text(config_text), self.metrics, limits, max_runs=max_runs,
+                                   idle_ttl_seconds=idle_ttl, clock=self.clock, instance_id="lw")
+
+    def evaluate(self, events: list[pb.Event], tenant: str = "") -> list[pb.Verdict]:
+        raw = self.service.evaluate(pb.EvaluateRequest(events=events).SerializeToString(), tenant)
+        assert isinstance(raw, bytes), raw
+        return list(pb.EvaluateResponse.FromString(raw).verdicts)
+
+    def inspect(self, run_id: str, tenant: str = "") -> pb.InspectRunResponse | None:
+        return self.service.inspect(run_id, tenant)
