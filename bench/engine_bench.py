@@ -2,7 +2,8 @@
 
 Prints µs/event for tool_call and tool_outcome, and a same-run baseline: the bare cost of one
 json parse + canonical dump + sha256 of the same payloads (what any hashing detector must pay).
-Run: .venv/bin/python bench/engine_bench.py [--events N]
+Run: .venv/bin/python bench/engine_bench.py [--events N] [--preset fast]
+(`--preset fast` measures the settings of `loopwarden: {preset: "fast"}`: every opt-in detector on.)
 """
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ import statistics
 import time
 
 from loopwarden_server.engine import LoopDetectionSettings, ToolCall, ToolOutcome, evaluate, new_run_state
+
+
+def settings_for(preset: str) -> LoopDetectionSettings:
+    if preset == "none":
+        return LoopDetectionSettings(enabled=True)
+    from loopwarden_server.config import load_config_text
+
+    return load_config_text(f'{{loopwarden: {{preset: "{preset}"}}}}').settings_for("")
 
 
 def payloads(rng: random.Random, count: int) -> list[tuple[str, str, str]]:
@@ -39,10 +48,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--preset", default="none", help='"none" (enabled: true, reference defaults) or a preset name')
     args = parser.parse_args()
     rng = random.Random(7)
     items = payloads(rng, args.events)
-    settings = LoopDetectionSettings(enabled=True)
+    settings = settings_for(args.preset)
     state = new_run_state(settings)
     # Fill history to its 30-record cap first, so every measured event scans a full history.
     for tool, params, result in items[:40]:
