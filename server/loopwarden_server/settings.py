@@ -35,8 +35,8 @@ class Limits:
     # the memory one request costs to parse far below the chart's 512 MiB limit.
     max_message_bytes: int = 4 * 1024 * 1024
     # One Evaluate stream per run is the routed mode (a router hashes the stream's run id header),
-    # so this cap is also the live routed runs per replica. An idle open stream costs ~10 KiB of
-    # RSS (measured over 5,000 streams: see the chart README), so 10,000 streams cost ~100 MiB.
+    # so this cap is also the live routed runs per replica. An idle open stream costs ~25 KiB of
+    # RSS (bench/stream_memory.py over 5,000 streams; the chart README), so 10,000 cost ~240 MiB.
     max_streams: int = 10_000
     # An Evaluate stream that sent nothing for this long is closed, so idle clients cannot keep
     # every stream slot.

@@ -544,7 +544,8 @@ class TestConfig:
         assert checksum() is None
         first = checksum("rollOnConfigChange=true")
         assert first and re.fullmatch(r"[0-9a-f]{64}", first)
-        assert checksum("rollOnConfigChange=true", "replicaCount=3") == first
+        assert checksum("rollOnConfigChange=true", "replicaCount=3", "state.store=redis",
+                        "state.redis.urlSecret.name=lw-redis") == first
         assert checksum("rollOnConfigChange=true", "config.tools.loopDetection.warningThreshold=9") != first
 
 
@@ -786,10 +787,9 @@ class TestChartAgainstTheRealDaemon:
                 assert _status(lambda: stub.InspectRun(request, timeout=10, metadata=authorized)) == grpc.StatusCode.NOT_FOUND
 
             assert "loopwarden_build_info" in http_get(f"http://{listening['metrics_address']}/metrics").decode()
-            snapshot_dir = daemon.local_dirs["/var/lib/loopwarden"]
+            # All optional values run several replicas on the Redis store (no snapshot directory).
             stop(daemon.process)
             assert daemon.process.returncode == 0, daemon.log.read_text()
-        assert [p.name for p in snapshot_dir.iterdir()] == ["runs.snapshot"], daemon.log.read_text()
 
 
 def _status(call: Any) -> grpc.StatusCode:

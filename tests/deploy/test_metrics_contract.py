@@ -21,9 +21,11 @@ SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", 
 
 
 @pytest.fixture(scope="module")
-def scrape() -> Iterator[str]:
-    """The /metrics text of a daemon that has given one warning, one block and one guard abort."""
-    with running_daemon(scenario.CONFIG) as daemon:
+def scrape(tmp_path_factory) -> Iterator[str]:
+    """The /metrics text of a daemon that has given one warning, one block and one guard abort
+    (with a state store, so the state alerts' metrics are there too)."""
+    state = tmp_path_factory.mktemp("state") / "runs.state"
+    with running_daemon(scenario.CONFIG, ["--state-store", f"file:{state}"]) as daemon:
         scenario.drive(daemon.grpc_target)
         yield daemon.scrape()
 

@@ -98,6 +98,9 @@ own (never subPath, never nested inside the ConfigMap's read-only /etc/loopwarde
 {{- define "loopwarden.snapshotDir" -}}
 /var/lib/loopwarden
 {{- end }}
+{{- define "loopwarden.stateDir" -}}
+/var/lib/loopwarden-state
+{{- end }}
 {{- define "loopwarden.snapshotFile" -}}
 {{ include "loopwarden.snapshotDir" . }}/runs.snapshot
 {{- end }}
