@@ -11,11 +11,19 @@ import { createStub } from './stub.js';
 import { verdictFromMessage } from './verdicts.js';
 
 export const DEFAULT_TARGET = '127.0.0.1:50051';
+/** The metadata header routers hash to keep a run on one replica. */
+export const ROUTING_HEADER = 'x-loopwarden-run-id';
 
 /**
- * Holds one Evaluate stream open and reopens it after a failure; a run keeps its state on the
- * daemon across streams. Calls may overlap: the daemon answers requests in order, so pending
- * calls wait in a FIFO and each response settles the oldest one.
+ * Two stream modes. `streams: 'shared'` (the default, for one daemon) holds one Evaluate stream
+ * for every run and reopens it after a failure. `streams: 'per_run'` (for several replicas behind
+ * a router) opens one stream per run with `x-loopwarden-run-id` set at stream open, closes it
+ * after run_end, keeps at most `maxRunStreams` (least recently used closed first), and reopens a
+ * failed stream (closed for idleness, its replica gone) and resends the request once,
+ * transparently: events carry a seq, so a resend the daemon already saw gets its first verdict.
+ * Check and InspectRun always carry the header. A run keeps its state on the daemon across
+ * streams. Calls may overlap: the daemon answers requests in order, so pending calls wait in a
+ * FIFO and each response settles the oldest one.
  */
 export class LoopwardenClient {
   /** @param {string} [target] @param {ClientOptions} [options] */
@@ -34,6 +42,24 @@ export class LoopwardenClient {
     this.call = null;
     /** @private @type {{resolve: (v: Verdict[]) => void, reject: (e: Error) => void}[]} */
     this.pending = [];
+    const streams = options.streams ?? 'shared';
+    if (streams !== 'shared' && streams !== 'per_run') {
+      throw new TypeError(`streams must be 'shared' or 'per_run', got ${JSON.stringify(streams)}`);
+    }
+    /** @private */
+    this.perRun = streams === 'per_run';
+    /** @private */
+    this.maxRunStreams = options.maxRunStreams ?? 1024;
+    /** @private @type {Map<string, RunStream>} most recently used last */
+    this.runStreams = new Map();
+  }
+
+  /** @private @param {string} runId */
+  routed(runId) {
+    const metadata = this.metadata.clone();
+    const id = runId.trim();
+    if (id) metadata.set(ROUTING_HEADER, id);
+    return metadata;
   }
 
   /** @private @param {EventOptions} opts */
@@ -66,11 +92,62 @@ export class LoopwardenClient {
    * @returns {Promise<Verdict[]>}
    */
   evaluate(events) {
+    if (this.perRun) return this.evaluatePerRun(events);
     return new Promise((resolve, reject) => {
       const call = this.stream();
       this.pending.push({ resolve, reject });
       call.write({ events });
     });
+  }
+
+  /** @private @param {any[]} events @returns {Promise<Verdict[]>} */
+  async evaluatePerRun(events) {
+    /** @type {Map<string, number[]>} */
+    const groups = new Map();
+    events.forEach((event, index) => {
+      const runId = String(event.runId ?? '').trim();
+      const positions = groups.get(runId);
+      if (positions) positions.push(index);
+      else groups.set(runId, [index]);
+    });
+    /** @type {Verdict[]} */
+    const verdicts = new Array(events.length);
+    await Promise.all([...groups].map(async ([runId, positions]) => {
+      const batch = positions.map((i) => events[i]);
+      const answers = await this.runRequest(runId, batch);
+      positions.forEach((position, k) => { verdicts[position] = answers[k]; });
+      if (batch.some((event) => event.runEnd)) this.closeRunStream(runId);
+    }));
+    return verdicts;
+  }
+
+  /** @private @param {string} runId @param {object[]} batch @returns {Promise<Verdict[]>} */
+  async runRequest(runId, batch) {
+    for (let attempt = 1; ; attempt++) {
+      let stream = this.runStreams.get(runId);
+      if (!stream || stream.closed) {
+        if (this.runStreams.size >= this.maxRunStreams) {
+          const oldest = this.runStreams.keys().next().value;
+          if (oldest !== undefined) this.closeRunStream(oldest);
+        }
+        stream = new RunStream(this.stub.Evaluate(this.routed(runId)));
+      }
+      this.runStreams.delete(runId);
+      this.runStreams.set(runId, stream);
+      try {
+        return await stream.request(batch);
+      } catch (err) {
+        if (this.runStreams.get(runId) === stream) this.closeRunStream(runId);
+        if (attempt >= 2) throw err;
+      }
+    }
+  }
+
+  /** @private @param {string} runId */
+  closeRunStream(runId) {
+    const stream = this.runStreams.get(runId);
+    this.runStreams.delete(runId);
+    stream?.close();
   }
 
   /** @param {object} event @returns {Promise<Verdict>} */
@@ -105,11 +182,11 @@ export class LoopwardenClient {
     return this.send(runEndEvent(runId, this.common(opts)));
   }
 
-  /** @private @param {string} method @param {object} request @returns {Promise<any>} */
-  unary(method, request) {
+  /** @private @param {string} method @param {object} request @param {string} runId @returns {Promise<any>} */
+  unary(method, request, runId) {
     return new Promise((resolve, reject) => {
       const deadline = new Date(Date.now() + this.timeoutMs);
-      this.stub[method](request, this.metadata, { deadline }, (/** @type {any} */ err, /** @type {any} */ response) => {
+      this.stub[method](request, this.routed(runId), { deadline }, (/** @type {any} */ err, /** @type {any} */ response) => {
         if (err) reject(err);
         else resolve(response);
       });
@@ -122,7 +199,7 @@ export class LoopwardenClient {
    */
   async check(event) {
     try {
-      const response = await this.unary('Check', { event });
+      const response = await this.unary('Check', { event }, String(/** @type {any} */ (event).runId ?? ''));
       return verdictFromMessage(response.verdict);
     } catch (err) {
       throw new LoopwardenUnavailable(describeRpcError(err));
@@ -135,7 +212,7 @@ export class LoopwardenClient {
    */
   async inspect(runId) {
     try {
-      return inspectionFromMessage(await this.unary('InspectRun', { runId }));
+      return inspectionFromMessage(await this.unary('InspectRun', { runId }, runId));
     } catch (err) {
       const e = /** @type {any} */ (err);
       if (e?.code === grpc.status.NOT_FOUND) throw new RunNotFound(e.details);
@@ -148,6 +225,47 @@ export class LoopwardenClient {
       this.call.end();
       this.call = null;
     }
+    for (const runId of [...this.runStreams.keys()]) this.closeRunStream(runId);
     this.stub.close();
+  }
+}
+
+/** One run's Evaluate stream (per_run mode): requests answered in order, a FIFO of waiters. */
+class RunStream {
+  /** @param {any} call */
+  constructor(call) {
+    /** @private */
+    this.call = call;
+    this.closed = false;
+    /** @private @type {{resolve: (v: Verdict[]) => void, reject: (e: Error) => void}[]} */
+    this.pending = [];
+    /** @param {Error} err */
+    const fail = (err) => {
+      this.closed = true;
+      for (const waiter of this.pending.splice(0)) waiter.reject(err);
+    };
+    call.on('data', (/** @type {any} */ response) => {
+      this.pending.shift()?.resolve(response.verdicts.map(verdictFromMessage));
+    });
+    call.on('error', (/** @type {unknown} */ err) => fail(new LoopwardenUnavailable(describeRpcError(err))));
+    call.on('end', () => fail(new LoopwardenUnavailable('the daemon closed the stream')));
+  }
+
+  /** @param {object[]} events @returns {Promise<Verdict[]>} */
+  request(events) {
+    return new Promise((resolve, reject) => {
+      if (this.closed) {
+        reject(new LoopwardenUnavailable('the stream is closed'));
+        return;
+      }
+      this.pending.push({ resolve, reject });
+      this.call.write({ events });
+    });
+  }
+
+  close() {
+    if (this.closed) return;
+    this.closed = true;
+    this.call.cancel();
   }
 }

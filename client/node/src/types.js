@@ -68,6 +68,9 @@ export {};
  * @property {import('@grpc/grpc-js').ChannelCredentials} [credentials] default: insecure (loopback or a sidecar);
  *   grpc.credentials.createSsl(ca, key, chain) for a daemon serving TLS / mTLS
  * @property {string} [protoRoot] where loopwarden/v1/loopwarden.proto lives
+ * @property {'shared' | 'per_run'} [streams] 'shared' (default): one Evaluate stream for every run;
+ *   'per_run': one stream per run with the x-loopwarden-run-id header, for replicas behind a router
+ * @property {number} [maxRunStreams] per_run mode: most streams kept open (default 1024)
  */
 
 /**
