@@ -99,7 +99,7 @@ fn limits_from(d: &Bound<'_, PyDict>) -> PyResult<Limits> {
 }
 
 /// One daemon's run store and compiled config.
-#[pyclass(module = "loopwarden_core", name = "Core", unsendable)]
+#[pyclass(module = "loopwarden_core", name = "Core")]
 struct PyCore {
     core: Core,
 }
@@ -177,18 +177,20 @@ impl PyCore {
     }
 
     /// EvaluateRequest bytes -> (EvaluateResponse bytes, summary), or (None, refusal reason).
-    fn evaluate<'py>(&mut self, py: Python<'py>, data: &[u8], tenant: &str, now: f64) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
+    #[pyo3(signature = (data, tenant, now, routed = ""))]
+    fn evaluate<'py>(&mut self, py: Python<'py>, data: &[u8], tenant: &str, now: f64, routed: &str) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
         let mut summary = Summary::default();
-        match self.core.evaluate_request(data, tenant, now, &mut summary) {
+        match self.core.evaluate_request(data, tenant, routed, now, &mut summary) {
             Ok(bytes) => Ok((Some(PyBytes::new(py, &bytes)), summary_tuple(py, summary)?.into_any())),
             Err(r) => Ok((None, refusal_name(r).into_pyobject(py)?.into_any())),
         }
     }
 
     /// CheckRequest bytes -> (CheckResponse bytes, summary), (None, refusal) or (None, "missing_event").
-    fn check<'py>(&mut self, py: Python<'py>, data: &[u8], tenant: &str, now: f64) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
+    #[pyo3(signature = (data, tenant, now, routed = ""))]
+    fn check<'py>(&mut self, py: Python<'py>, data: &[u8], tenant: &str, now: f64, routed: &str) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
         let mut summary = Summary::default();
-        match self.core.check_request(data, tenant, now, &mut summary) {
+        match self.core.check_request(data, tenant, routed, now, &mut summary) {
             Ok(Some(bytes)) => Ok((Some(PyBytes::new(py, &bytes)), summary_tuple(py, summary)?.into_any())),
             Ok(None) => Ok((None, "missing_event".into_pyobject(py)?.into_any())),
             Err(r) => Ok((None, refusal_name(r).into_pyobject(py)?.into_any())),

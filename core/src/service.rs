@@ -442,7 +442,8 @@ impl Core {
         format!("{}-{:x}", self.instance_id, self.decisions)
     }
 
-    pub fn evaluate_request(&mut self, data: &[u8], tenant: &str, now: f64, summary: &mut Summary) -> Result<Vec<u8>, Refusal> {
+    /// `routed`: the stream's x-loopwarden-run-id ("" = none): events of other runs are refused.
+    pub fn evaluate_request(&mut self, data: &[u8], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Result<Vec<u8>, Refusal> {
         match count_events(data, self.limits.max_events_per_request) {
             None => return Err(Refusal::Undecodable),
             Some(n) if n > self.limits.max_events_per_request => return Err(Refusal::TooManyEvents),
@@ -450,22 +451,26 @@ impl Core {
         }
         let request = pb::EvaluateRequest::decode(data).map_err(|_| Refusal::Undecodable)?;
         summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
-        let verdicts = request.events.iter().map(|event| verdict_message(&self.evaluate_timed(event, tenant, now, summary))).collect();
+        let verdicts = request.events.iter().map(|event| verdict_message(&self.evaluate_timed(event, tenant, routed, now, summary))).collect();
         Ok(pb::EvaluateResponse { verdicts }.encode_to_vec())
     }
 
     /// Ok(None): the request has no event (the transport answers INVALID_ARGUMENT).
-    pub fn check_request(&mut self, data: &[u8], tenant: &str, now: f64, summary: &mut Summary) -> Result<Option<Vec<u8>>, Refusal> {
+    pub fn check_request(&mut self, data: &[u8], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Result<Option<Vec<u8>>, Refusal> {
         let request = pb::CheckRequest::decode(data).map_err(|_| Refusal::Undecodable)?;
         let Some(event) = request.event else { return Ok(None) };
         summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
-        let decision = self.evaluate_timed(&event, tenant, now, summary);
+        let decision = self.evaluate_timed(&event, tenant, routed, now, summary);
         Ok(Some(pb::CheckResponse { verdict: Some(verdict_message(&decision)) }.encode_to_vec()))
     }
 
-    fn evaluate_timed(&mut self, event: &pb::Event, tenant: &str, now: f64, summary: &mut Summary) -> Decision {
+    fn evaluate_timed(&mut self, event: &pb::Event, tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Decision {
         let started = std::time::Instant::now();
-        let decision = self.evaluate_event(event, tenant, now, summary);
+        let decision = if !routed.is_empty() && event.run_id.trim_matches(py_isspace) != routed {
+            self.misrouted(event, routed, summary)
+        } else {
+            self.evaluate_event(event, tenant, now, summary)
+        };
         let seconds = started.elapsed().as_secs_f64();
         let bucket = self.latency_bounds.iter().position(|b| seconds <= *b).unwrap_or(self.latency_bounds.len());
         if let Some(slot) = summary.latency_buckets.get_mut(bucket) {
@@ -522,6 +527,18 @@ impl Core {
             }
         }
         None
+    }
+
+    /// REJECT `run_id_mismatch` (service.py's refuse_misrouted).
+    fn misrouted(&self, event: &pb::Event, routed: &str, summary: &mut Summary) -> Decision {
+        summary.count(counter::EVENTS, [kind_name(&event.kind), ""], "");
+        let run_id = event.run_id.trim_matches(py_isspace);
+        let head = |s: &str| py_repr(&s.chars().take(80).collect::<String>());
+        let message = format!(
+            "run_id {} differs from this stream's x-loopwarden-run-id {}; open one Evaluate stream per run (the header routes the stream to the run's replica)",
+            head(run_id), head(routed)
+        );
+        self.rejected(event, run_id, Verdict::reject("run_id_mismatch", message), summary)
     }
 
     fn rejected(&self, event: &pb::Event, run_id: &str, verdict: Verdict, summary: &mut Summary) -> Decision {
@@ -748,6 +765,29 @@ impl Entry {
     pub fn recent_decisions(&self) -> Vec<&Decision> {
         self.recent.as_ref().map(|r| r.iter().collect()).unwrap_or_default()
     }
+}
+
+/// Python's repr() of a str (the quoting and escapes of printable text).
+pub fn py_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
 }
 
 pub fn record_views(state: &RunState) -> Vec<(u64, String, String, String, String, String)> {

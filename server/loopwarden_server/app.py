@@ -108,8 +108,22 @@ class Daemon:
         servicer = LoopDetectionServicer(self.service, self.metrics, self.servers.lifecycle, identity,
                                          settings.limits.stream_idle_timeout_seconds,
                                          loader=self.state if self.state is not None and self.state.lazy else None)
-        self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(
-            servicer, server, max_events_per_request=settings.limits.max_events_per_request))
+        from .core_engine import CoreService, choose_engine  # --engine core|python (core_engine.py)
+        self.engine, engine_note = choose_engine(settings.engine, state_store=settings.state_store,
+                                                 hooks_listen=settings.hooks_listen,
+                                                 tracing=getattr(getattr(self, "tracing", None), "available", False))
+        self.core = (CoreService(config, self.metrics, settings.limits, max_runs=settings.max_runs,
+                                 idle_ttl_seconds=settings.run_idle_ttl_seconds, clock=time.monotonic,
+                                 instance_id=os.urandom(4).hex()) if self.engine == "core" else None)
+        log.info(f"engine: {self.engine}" + (f" ({engine_note})" if engine_note else ""), extra={"engine": self.engine})
+        if self.core is not None:
+            from .transport.core_handlers import CoreHandlers, register_core_handlers
+            core_handlers = CoreHandlers(self.core, self.metrics, self.servers.lifecycle, identity,
+                                         settings.limits.stream_idle_timeout_seconds)
+            self.servers.add_service(SERVICE_NAME, lambda server: register_core_handlers(core_handlers, server))
+        else:
+            self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(
+                servicer, server, max_events_per_request=settings.limits.max_events_per_request))
         self.hooks = (hooks_listener(
             settings.hooks_listen, self.service, self.servers.lifecycle, self.metrics, security=security,
             tokens=self._current_tokens if security.auth_token_file is not None else None,
@@ -178,6 +192,8 @@ class Daemon:
             return
         self._last_reload_error = ""
         self.service.swap_config(reload.config)
+        if self.core is not None:
+            self.core.swap_config(reload.config)
         self.metrics.config_reloads.labels("success").inc()
         self.metrics.config_last_reload_ok.set(1)
         log.info("config reloaded", extra={"config": self.config_watcher.path,
@@ -192,6 +208,8 @@ class Daemon:
         while True:
             await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
             self.store.expire_idle()
+            if self.core is not None:
+                self.core.expire_idle()
 
     async def stop(self) -> bool:
         """Drain, flush the state store; False when the final flush failed (the exit is non-zero)."""

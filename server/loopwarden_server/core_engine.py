@@ -59,6 +59,26 @@ def default_engine() -> str:
     return "core" if available() else "python"
 
 
+def choose_engine(requested: str, *, state_store: str | None, hooks_listen: str | None,
+                  tracing: bool = False) -> tuple[str, str]:
+    """The engine this daemon runs (`core` or `python`) and, when it is not the one asked for,
+    why. "" asks for the default: core when the extension is importable."""
+    wanted = requested or "core"
+    if wanted == "python":
+        return "python", ""
+    if not available():
+        return "python", "loopwarden-core is not installed (no Rust toolchain at install time; `make core` builds it)"
+    # NOTE: the core holds its runs itself; the state store and the hook endpoints still read
+    # and write the Python store, so with either on the daemon keeps one store: the Python one.
+    if state_store is not None:
+        return "python", "--state-store is set and the core does not yet read or write the state store's encoding"
+    if hooks_listen is not None:
+        return "python", "--hooks-listen is set and the hook endpoints evaluate through the Python service"
+    if tracing:
+        return "python", "tracing is on and its spans wrap the Python service"
+    return "core", ""
+
+
 def settings_dict(settings: LoopDetectionSettings) -> dict:
     return {name: getattr(settings, name) for name in _SETTINGS_FIELDS}
 
@@ -96,20 +116,20 @@ class CoreService:
     def __len__(self) -> int:
         return len(self._core)
 
-    def evaluate(self, data: bytes, tenant: str = "") -> bytes | str:
+    def evaluate(self, data: bytes, tenant: str = "", routed: str = "") -> bytes | str:
         """EvaluateRequest bytes -> EvaluateResponse bytes, or the reason the request is refused
-        whole (`undecodable`, `too_many_events`)."""
+        whole (`undecodable`, `too_many_events`). `routed`: the stream's x-loopwarden-run-id."""
         self._core.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        response, summary = self._core.evaluate(data, tenant, self._clock())
+        response, summary = self._core.evaluate(data, tenant, self._clock(), routed)
         if response is None:
             return summary
         self._apply(summary, tenant)
         return response
 
-    def check(self, data: bytes, tenant: str = "") -> bytes | str:
+    def check(self, data: bytes, tenant: str = "", routed: str = "") -> bytes | str:
         """CheckRequest bytes -> CheckResponse bytes, or `undecodable` / `missing_event`."""
         self._core.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        response, summary = self._core.check(data, tenant, self._clock())
+        response, summary = self._core.check(data, tenant, self._clock(), routed)
         if response is None:
             return summary
         self._apply(summary, tenant)

@@ -73,6 +73,7 @@ class DaemonSettings:
     state_store: str | None = None
     state_flush_interval_seconds: float = 1.0
     state_key_prefix: str = "loopwarden:"
+    engine: str = ""  # core | python; "" = core when loopwarden-core is installed (core_engine.py)
     health_listen: str | None = None
     # The agent-hook endpoints (hooks_http): off unless an address is given.
     hooks_listen: str | None = None
@@ -121,6 +122,13 @@ def _state_store(text: str) -> str:
     return parse_state_store(text)
 
 
+def _engine(text: str) -> str:
+    engine = text.strip().lower()
+    if engine not in ("core", "python"):
+        raise ValueError("must be core or python")
+    return engine
+
+
 def _log_level(text: str) -> str:
     level = text.strip().upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -137,6 +145,7 @@ _OPTIONS = (
     ("--run-idle-ttl", "LOOPWARDEN_RUN_IDLE_TTL", "run_idle_ttl_seconds", _positive_float, "seconds after which an idle run is dropped (default 3600)"),
     ("--config-poll", "LOOPWARDEN_CONFIG_POLL", "config_poll_seconds", _positive_float, "seconds between config file change checks (default 1)"),
     ("--log-level", "LOOPWARDEN_LOG_LEVEL", "log_level", _log_level, "DEBUG, INFO, WARNING or ERROR (default INFO)"),
+    ("--engine", "LOOPWARDEN_ENGINE", "engine", _engine, "core (the compiled loopwarden-core) or python (the reference engine) (default: core when installed)"),
     ("--max-params-bytes", "LOOPWARDEN_MAX_PARAMS_BYTES", "max_params_bytes", _positive_int, "largest params_json accepted (default 1 MiB)"),
     ("--max-result-bytes", "LOOPWARDEN_MAX_RESULT_BYTES", "max_result_bytes", _positive_int, "largest result_json/error accepted (default 1 MiB)"),
     ("--max-run-id-chars", "LOOPWARDEN_MAX_RUN_ID_CHARS", "max_run_id_chars", _positive_int, "longest run_id accepted (default 256)"),

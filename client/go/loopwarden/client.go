@@ -1,10 +1,12 @@
 package loopwarden
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,12 @@ import (
 const DefaultTarget = "127.0.0.1:50051"
 
 const maxMessageBytes = 8 * 1024 * 1024
+
+// RoutingHeader is the metadata header a router hashes to keep a run on one replica (nginx
+// `hash $http_x_loopwarden_run_id consistent`, HAProxy `balance hdr(x-loopwarden-run-id)`, Envoy
+// and Istio header hash policies, grpc-go's ring_hash). Check and Inspect always send it; so does
+// every Evaluate stream in the per-run stream mode (WithPerRunStreams).
+const RoutingHeader = "x-loopwarden-run-id"
 
 // ErrUnavailable is matched (errors.Is) by the errors of calls that could not reach the daemon or
 // whose stream broke; the next call reconnects. The gRPC status stays reachable: status.Code(err).
@@ -58,6 +66,12 @@ func (e *RunAbortedError) Error() string {
 
 // Client holds one Evaluate stream open and reopens it after a failure; a run keeps its state on
 // the daemon across streams. Safe for concurrent use: requests on the stream go one at a time.
+//
+// With WithPerRunStreams (for several replicas behind a router) it holds one stream per run
+// instead, opened with the RoutingHeader set to the run id, closed after the run's RunEnd, at most
+// the given number open (least recently used closed first); a failed stream (closed for
+// idleness, or its replica gone) is reopened and the request resent once, transparently: events
+// carry a seq, so a resend the daemon already saw gets its first verdict.
 type Client struct {
 	conn        *grpc.ClientConn
 	stub        pb.LoopDetectionServiceClient
@@ -67,7 +81,17 @@ type Client struct {
 	dialOptions []grpc.DialOption
 	seq         atomic.Uint64
 
-	mu     sync.Mutex // guards stream and cancel; held for one request/response pair
+	mu     sync.Mutex // guards the streams; held for one request/response pair
+	stream grpc.BidiStreamingClient[pb.EvaluateRequest, pb.EvaluateResponse]
+	cancel context.CancelFunc
+
+	maxRunStreams int                      // > 0: per-run stream mode
+	runStreams    map[string]*list.Element // run id -> element of runOrder (a *runStream)
+	runOrder      *list.List               // least recently used first
+}
+
+type runStream struct {
+	runID  string
 	stream grpc.BidiStreamingClient[pb.EvaluateRequest, pb.EvaluateResponse]
 	cancel context.CancelFunc
 }
@@ -91,15 +115,28 @@ func New(target string, opts ...Option) (*Client, error) {
 	}
 	c.conn = conn
 	c.stub = pb.NewLoopDetectionServiceClient(conn)
+	c.runStreams, c.runOrder = map[string]*list.Element{}, list.New()
 	return c, nil
 }
 
-// Close ends the stream and the connection.
+// Close ends the streams and the connection.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.resetLocked()
+	for runID := range c.runStreams {
+		c.closeRunLocked(runID)
+	}
 	c.mu.Unlock()
 	return c.conn.Close()
+}
+
+// routed is ctx with the client's metadata and the RoutingHeader for runID.
+func (c *Client) routed(ctx context.Context, runID string) context.Context {
+	ctx = c.outgoing(ctx)
+	if id := strings.TrimSpace(runID); id != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, RoutingHeader, id)
+	}
+	return ctx
 }
 
 func (c *Client) outgoing(ctx context.Context) context.Context {
@@ -126,6 +163,9 @@ func (c *Client) Evaluate(ctx context.Context, events ...Event) ([]Verdict, erro
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.maxRunStreams > 0 {
+		return c.evaluatePerRunLocked(ctx, messages)
+	}
 	if c.stream == nil {
 		streamCtx, cancel := context.WithCancel(c.outgoing(context.Background()))
 		stream, err := c.stub.Evaluate(streamCtx)
@@ -135,12 +175,21 @@ func (c *Client) Evaluate(ctx context.Context, events ...Event) ([]Verdict, erro
 		}
 		c.stream, c.cancel = stream, cancel
 	}
+	verdicts, err, broke := exchange(ctx, c.stream, messages)
+	if broke {
+		c.resetLocked()
+	}
+	return verdicts, err
+}
+
+// exchange sends one request on stream and waits for its answer; broke says the stream is unusable.
+func exchange(ctx context.Context, stream grpc.BidiStreamingClient[pb.EvaluateRequest, pb.EvaluateResponse],
+	messages []*pb.Event) ([]Verdict, error, bool) {
 	type answer struct {
 		response *pb.EvaluateResponse
 		err      error
 	}
 	done := make(chan answer, 1)
-	stream := c.stream
 	go func() {
 		if err := stream.Send(&pb.EvaluateRequest{Events: messages}); err != nil {
 			// The real cause is on the receive side (io.EOF from Send means the stream ended).
@@ -154,23 +203,91 @@ func (c *Client) Evaluate(ctx context.Context, events ...Event) ([]Verdict, erro
 	select {
 	case a := <-done:
 		if a.err != nil {
-			c.resetLocked()
 			if errors.Is(a.err, io.EOF) {
-				return nil, &unavailable{errors.New("the daemon closed the stream")}
+				return nil, &unavailable{errors.New("the daemon closed the stream")}, true
 			}
-			return nil, &unavailable{a.err}
+			return nil, &unavailable{a.err}, true
 		}
 		verdicts := make([]Verdict, len(a.response.GetVerdicts()))
 		for i, v := range a.response.GetVerdicts() {
 			verdicts[i] = verdictFromMessage(v)
 		}
-		return verdicts, nil
+		return verdicts, nil, false
 	case <-ctx.Done():
 		// The answer would belong to this request; the next one must not read it: start afresh.
-		c.resetLocked()
-		<-done
-		return nil, ctx.Err()
+		return nil, ctx.Err(), true
 	}
+}
+
+// evaluatePerRunLocked sends each run's events on that run's stream; verdicts keep event order.
+func (c *Client) evaluatePerRunLocked(ctx context.Context, messages []*pb.Event) ([]Verdict, error) {
+	verdicts := make([]Verdict, len(messages))
+	var order []string
+	groups := map[string][]int{}
+	for i, message := range messages {
+		runID := strings.TrimSpace(message.GetRunId())
+		if _, seen := groups[runID]; !seen {
+			order = append(order, runID)
+		}
+		groups[runID] = append(groups[runID], i)
+	}
+	for _, runID := range order {
+		positions := groups[runID]
+		batch := make([]*pb.Event, len(positions))
+		ends := false
+		for k, i := range positions {
+			batch[k] = messages[i]
+			ends = ends || messages[i].GetRunEnd() != nil
+		}
+		answers, err := c.runRequestLocked(ctx, runID, batch)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range positions {
+			verdicts[i] = answers[k]
+		}
+		if ends {
+			c.closeRunLocked(runID)
+		}
+	}
+	return verdicts, nil
+}
+
+func (c *Client) runRequestLocked(ctx context.Context, runID string, batch []*pb.Event) ([]Verdict, error) {
+	for attempt := 1; ; attempt++ {
+		element, ok := c.runStreams[runID]
+		if !ok {
+			if c.runOrder.Len() >= c.maxRunStreams {
+				c.closeRunLocked(c.runOrder.Front().Value.(*runStream).runID)
+			}
+			streamCtx, cancel := context.WithCancel(c.routed(context.Background(), runID))
+			stream, err := c.stub.Evaluate(streamCtx)
+			if err != nil {
+				cancel()
+				return nil, &unavailable{err}
+			}
+			element = c.runOrder.PushBack(&runStream{runID, stream, cancel})
+			c.runStreams[runID] = element
+		}
+		c.runOrder.MoveToBack(element)
+		verdicts, err, broke := exchange(ctx, element.Value.(*runStream).stream, batch)
+		if broke {
+			c.closeRunLocked(runID)
+		}
+		if err == nil || attempt >= 2 || ctx.Err() != nil {
+			return verdicts, err
+		}
+	}
+}
+
+func (c *Client) closeRunLocked(runID string) {
+	element, ok := c.runStreams[runID]
+	if !ok {
+		return
+	}
+	delete(c.runStreams, runID)
+	c.runOrder.Remove(element)
+	element.Value.(*runStream).cancel()
 }
 
 func (c *Client) send(ctx context.Context, event Event, err error) (Verdict, error) {
@@ -217,9 +334,10 @@ func (c *Client) RunEnd(ctx context.Context, runID string, opts ...EventOption) 
 // Check is the unary Check RPC: the same decision as Evaluate for one event (sent as built),
 // without a stream, bounded by ctx and by the client's timeout (WithTimeout).
 func (c *Client) Check(ctx context.Context, event Event) (Verdict, error) {
-	ctx, cancel := context.WithTimeout(c.outgoing(ctx), c.timeout)
+	message := event.wire()
+	ctx, cancel := context.WithTimeout(c.routed(ctx, message.GetRunId()), c.timeout)
 	defer cancel()
-	response, err := c.stub.Check(ctx, &pb.CheckRequest{Event: event.wire()})
+	response, err := c.stub.Check(ctx, &pb.CheckRequest{Event: message})
 	if err != nil {
 		return Verdict{}, &unavailable{err}
 	}
@@ -229,7 +347,7 @@ func (c *Client) Check(ctx context.Context, event Event) (Verdict, error) {
 // Inspect is the InspectRun RPC: a read-only view of one run; an ErrRunNotFound error for a run
 // the daemon does not hold.
 func (c *Client) Inspect(ctx context.Context, runID string) (RunInspection, error) {
-	ctx, cancel := context.WithTimeout(c.outgoing(ctx), c.timeout)
+	ctx, cancel := context.WithTimeout(c.routed(ctx, runID), c.timeout)
 	defer cancel()
 	response, err := c.stub.InspectRun(ctx, &pb.InspectRunRequest{RunId: runID})
 	if status.Code(err) == codes.NotFound {

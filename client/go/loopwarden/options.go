@@ -71,6 +71,19 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return clientOption(func(c *Client) { c.dialOptions = opts })
 }
 
+// WithPerRunStreams switches the client to one Evaluate stream per run, each opened with the
+// RoutingHeader, at most maxStreams open (least recently used closed first; 0 means 1024): the
+// mode for several daemon replicas behind a router that hashes the header. The default, one
+// stream for every run, suits one daemon.
+func WithPerRunStreams(maxStreams int) Option {
+	return clientOption(func(c *Client) {
+		if maxStreams <= 0 {
+			maxStreams = 1024
+		}
+		c.maxRunStreams = maxStreams
+	})
+}
+
 // ------------------------------------------------------------------------------ guard
 
 // WithWarningHandler replaces the default handling of WARN verdicts (log the announced ones); the

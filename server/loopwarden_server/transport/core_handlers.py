@@ -1,0 +1,134 @@
+"""Evaluate and Check over the compiled core: raw request bytes in, raw response bytes out.
+
+The handlers have no (de)serializers, so grpc hands them the message bytes and writes the bytes
+they return: protobuf is decoded and encoded in the core, once per request, with no Python
+object per event. Everything per RPC stays as in servicer.py (draining, the stream limit, the
+idle timer, the tenant from the transport, the routing header, refusals and internal errors
+with the same statuses and messages); InspectRun reads the core's run through its own view.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+from loopwarden.v1 import loopwarden_pb2 as pb
+
+from ..core_engine import CoreService
+from ..lifecycle import Lifecycle
+from ..metrics import Metrics
+from .auth import Identity
+from .decode import TOO_MANY_EVENTS, UNDECODABLE, Refusal, _undecodable, message_decoder
+from .servicer import _fail, _IdleTimer, _internal, _refuse
+
+ROUTING_HEADER = "x-loopwarden-run-id"
+
+
+def _routed_run_id(context: grpc.aio.ServicerContext) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == ROUTING_HEADER:
+            return value.strip() if isinstance(value, str) else ""
+    return ""
+
+
+def _refusal(reason: str, max_events: int) -> Refusal:
+    if reason == TOO_MANY_EVENTS:
+        return Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, TOO_MANY_EVENTS,
+                       f"too_many_events: a request may carry at most {max_events} events "
+                       "(--max-events-per-request); none of this request's events was evaluated")
+    return _undecodable("request")
+
+
+class CoreHandlers:
+    def __init__(self, core: CoreService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
+                 stream_idle_timeout_seconds: float) -> None:
+        self._core = core
+        self._metrics = metrics
+        self._lifecycle = lifecycle
+        self._identity = identity
+        self._idle_seconds = stream_idle_timeout_seconds
+
+    async def Evaluate(self, _request_iterator, context: grpc.aio.ServicerContext) -> None:
+        if self._lifecycle.draining:
+            await _fail(context, "draining")
+        max_streams = self._core.limits.max_streams
+        if self._lifecycle.active_streams >= max_streams:
+            await _fail(context, "too_many_streams", limit=str(max_streams))
+        self._metrics.active_streams.inc()
+        self._lifecycle.active_streams += 1
+        timer = _IdleTimer(self._idle_seconds)
+        try:
+            await self._serve_stream(context, timer)
+        except asyncio.CancelledError:
+            if not timer.fired:
+                raise
+            self._metrics.idle_streams_closed.inc()
+            await _fail(context, "idle", seconds=self._idle_seconds)
+        except grpc.aio.AbortError:
+            raise
+        except Exception:  # noqa: BLE001 - answered INTERNAL with an id, logged in full
+            await _internal(context, "Evaluate")
+        finally:
+            timer.cancel()
+            self._lifecycle.active_streams -= 1
+            self._metrics.active_streams.dec()
+
+    async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer) -> None:
+        evaluate = self._core.evaluate
+        tenant = self._identity.tenant(context)
+        routed = _routed_run_id(context)
+        loop_time = asyncio.get_running_loop().time
+        read, write = context.read, context.write
+        while True:
+            request = await read()
+            if request is grpc.aio.EOF:
+                return
+            timer.last = loop_time()
+            response = evaluate(request, tenant, routed)
+            if type(response) is str:
+                await _refuse(context, self._metrics, _refusal(response, self._core.limits.max_events_per_request))
+            await write(response)
+
+    async def Check(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            if self._lifecycle.draining:
+                await _fail(context, "draining")
+            response = self._core.check(request, self._identity.tenant(context), _routed_run_id(context))
+            if response == "missing_event":
+                await _fail(context, "missing_event")
+            if type(response) is str:
+                await _refuse(context, self._metrics, _refusal(UNDECODABLE, 0))
+            return response
+        except grpc.aio.AbortError:
+            raise
+        except Exception:  # noqa: BLE001
+            await _internal(context, "Check")
+
+    async def InspectRun(self, request, context: grpc.aio.ServicerContext) -> pb.InspectRunResponse:
+        try:
+            if type(request) is Refusal:
+                await _refuse(context, self._metrics, request)
+            run_id = request.run_id.strip()
+            if not run_id:
+                await _fail(context, "missing_run_id")
+            view = self._core.inspect(run_id, self._identity.tenant(context))
+            if view is None:
+                await _fail(context, "unknown_run", run_id=run_id)
+            return view
+        except grpc.aio.AbortError:
+            raise
+        except Exception:  # noqa: BLE001
+            await _internal(context, "InspectRun")
+
+
+def register_core_handlers(handlers: CoreHandlers, server: grpc.aio.Server) -> None:
+    """The service's methods on the core: Evaluate and Check with identity (de)serializers."""
+    from . import SERVICE_NAME
+
+    methods = {
+        "Evaluate": grpc.stream_stream_rpc_method_handler(handlers.Evaluate),
+        "Check": grpc.unary_unary_rpc_method_handler(handlers.Check),
+        "InspectRun": grpc.unary_unary_rpc_method_handler(
+            handlers.InspectRun, request_deserializer=message_decoder(pb.InspectRunRequest, "request"),
+            response_serializer=pb.InspectRunResponse.SerializeToString),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, methods),))
