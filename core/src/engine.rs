@@ -3,6 +3,7 @@
 //! is the reference and the differential suite (tests/core) holds the two to the same verdicts.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, ERROR, MARKER, PENDING};
 use crate::json::{decode, py_isspace, JsonError, Value};
@@ -182,15 +183,31 @@ pub enum Event<'a> {
     RunEnd,
 }
 
+/// Tool names shared by every record of every run (Python interns them the same way), up to a
+/// bound past which a hostile stream of ever-new names just gets its own copies.
+pub fn intern(name: &str) -> Arc<str> {
+    static NAMES: OnceLock<Mutex<HashSet<Arc<str>>>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| Mutex::new(HashSet::new()));
+    let Ok(mut names) = names.lock() else { return Arc::from(name) };
+    if let Some(found) = names.get(name) {
+        return found.clone();
+    }
+    let shared: Arc<str> = Arc::from(name);
+    if names.len() < 65_536 {
+        names.insert(shared.clone());
+    }
+    shared
+}
+
 #[derive(Clone, Debug)]
 pub struct Record {
     pub seq: u64,
-    pub tool: Box<str>,
+    pub tool: Arc<str>,
     pub args: [u8; 32],
     pub result: [u8; 32],
     pub status: u8,
-    pub call_id: Box<str>,
-    pub unknown: Option<Box<str>>,
+    pub call_id: Option<Box<str>>,
+    pub unknown: Option<Arc<str>>,
 }
 
 /// (tool, args digest, result status, result digest) of one observed outcome.
@@ -726,8 +743,7 @@ fn evidence(state: &RunState, indexes: &[usize]) -> (Vec<u64>, Vec<String>) {
     let seqs = indexes.iter().map(|&i| state.history[i].seq).collect();
     let ids = indexes
         .iter()
-        .filter(|&&i| !state.history[i].call_id.is_empty())
-        .map(|&i| state.history[i].call_id.to_string())
+        .filter_map(|&i| state.history[i].call_id.as_deref().map(str::to_string))
         .collect();
     (seqs, ids)
 }
@@ -757,7 +773,15 @@ fn announce(state: &mut RunState, key: &str, count: u32) -> bool {
 }
 
 fn record(seq: u64, tool: &str, args: [u8; 32], call_id: &str, status: u8, result: [u8; 32], unknown: Option<String>) -> Record {
-    Record { seq, tool: tool.into(), args, result, status, call_id: call_id.into(), unknown: unknown.map(Into::into) }
+    Record {
+        seq,
+        tool: intern(tool),
+        args,
+        result,
+        status,
+        call_id: if call_id.is_empty() { None } else { Some(call_id.into()) },
+        unknown: unknown.map(|name| intern(&name)),
+    }
 }
 
 pub fn evaluate(state: &mut RunState, event: &Event, s: &Settings, catalog: &Catalog, max_depth: usize) -> Verdict {
@@ -910,13 +934,13 @@ fn on_tool_outcome(
         if r.args != digest || *r.tool != *tool || r.status != PENDING {
             continue;
         }
-        if !call_id.is_empty() && &*r.call_id != call_id {
+        if !call_id.is_empty() && r.call_id.as_deref() != Some(call_id) {
             continue;
         }
         r.status = fp.status;
         r.result = fp.digest;
-        r.call_id = "".into();
-        r.unknown = fp.unknown_tool_name.clone().map(Into::into);
+        r.call_id = None;
+        r.unknown = fp.unknown_tool_name.as_deref().map(intern);
         filled = true;
         break;
     }

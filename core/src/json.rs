@@ -218,16 +218,9 @@ impl<'a> Parser<'a> {
         let mut out: Vec<u8> = Vec::new();
         let mut end = begin;
         loop {
-            let mut next = end;
-            while next < n {
-                let c = s[next];
-                if c == b'"' || c == b'\\' {
-                    break;
-                }
-                if c <= 0x1f {
-                    return Err(self.error_at("Invalid control character at", next));
-                }
-                next += 1;
+            let mut next = end + find_special(&s[end..]);
+            if next < n && s[next] <= 0x1f {
+                return Err(self.error_at("Invalid control character at", next));
             }
             if next >= n {
                 return Err(self.error_at("Unterminated string starting at", quote));
@@ -346,6 +339,29 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// Index of the first `"`, `\\` or control character (< 0x20), or the length: eight bytes at a
+/// time (the classic has-zero-byte trick), since strings are most of every payload.
+fn find_special(s: &[u8]) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
+    let mut i = 0;
+    while i + 8 <= s.len() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&s[i..i + 8]);
+        let w = u64::from_le_bytes(word);
+        let control = w.wrapping_sub(LO * 0x20) & !w & HI;
+        if zero(w ^ (LO * b'"' as u64)) | zero(w ^ (LO * b'\\' as u64)) | control != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < s.len() && !(s[i] == b'"' || s[i] == b'\\' || s[i] < 0x20) {
+        i += 1;
+    }
+    i
+}
+
 fn hex4(b: &[u8]) -> Option<u32> {
     let mut v = 0u32;
     for &c in b {
@@ -434,7 +450,17 @@ fn needs_stdlib(value: &Value) -> bool {
 
 fn has_surrogate(s: &[u8]) -> bool {
     // A surrogate's WTF-8 form is ED A0..BF xx; valid UTF-8 never has ED followed by >= A0.
-    s.windows(2).any(|w| w[0] == 0xED && w[1] >= 0xA0)
+    if s.is_ascii() {
+        return false;
+    }
+    let mut rest = s;
+    while let Some(at) = rest.iter().position(|&b| b == 0xED) {
+        if rest.get(at + 1).is_some_and(|&b| b >= 0xA0) {
+            return true;
+        }
+        rest = &rest[at + 1..];
+    }
+    false
 }
 
 pub fn canonical(value: &Value) -> Vec<u8> {
@@ -445,7 +471,21 @@ pub fn canonical(value: &Value) -> Vec<u8> {
 }
 
 pub fn digest(value: &Value) -> [u8; 32] {
-    Sha256::digest(canonical(value)).into()
+    // One reused buffer per thread: most of a payload's cost would otherwise be its growth.
+    thread_local! {
+        static BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(4096));
+    }
+    BUFFER.with(|buffer| {
+        let mut out = buffer.borrow_mut();
+        out.clear();
+        let stdlib = needs_stdlib(value);
+        write(&mut out, value, stdlib);
+        let digest: [u8; 32] = Sha256::digest(&out[..]).into();
+        if out.capacity() > 1 << 20 {
+            *out = Vec::with_capacity(4096);
+        }
+        digest
+    })
 }
 
 fn write(out: &mut Vec<u8>, value: &Value, stdlib: bool) {
@@ -453,7 +493,14 @@ fn write(out: &mut Vec<u8>, value: &Value, stdlib: bool) {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Int(Int::Small(v)) => out.extend_from_slice(v.to_string().as_bytes()),
+        Value::Int(Int::Small(v)) => {
+            if let Ok(small) = i64::try_from(*v) {
+                let mut buffer = itoa_buffer();
+                out.extend_from_slice(format_i64(&mut buffer, small));
+            } else {
+                out.extend_from_slice(v.to_string().as_bytes());
+            }
+        }
         Value::Int(Int::Big(text)) => out.extend_from_slice(text.as_bytes()),
         Value::Float(f) => write_float(out, *f, stdlib),
         Value::Str(s) => write_str(out, s),
@@ -482,11 +529,41 @@ fn write(out: &mut Vec<u8>, value: &Value, stdlib: bool) {
     }
 }
 
+fn itoa_buffer() -> [u8; 20] {
+    [0; 20]
+}
+
+fn format_i64(buffer: &mut [u8; 20], value: i64) -> &[u8] {
+    let negative = value < 0;
+    let mut magnitude = value.unsigned_abs();
+    let mut at = buffer.len();
+    loop {
+        at -= 1;
+        buffer[at] = b'0' + (magnitude % 10) as u8;
+        magnitude /= 10;
+        if magnitude == 0 {
+            break;
+        }
+    }
+    if negative {
+        at -= 1;
+        buffer[at] = b'-';
+    }
+    &buffer[at..]
+}
+
 fn write_str(out: &mut Vec<u8>, s: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
-    let mut start = 0;
-    for (i, &c) in s.iter().enumerate() {
+    let first = find_special(s);
+    if first == s.len() {
+        out.extend_from_slice(s);
+        out.push(b'"');
+        return;
+    }
+    out.extend_from_slice(&s[..first]);
+    let mut start = first;
+    for (i, &c) in s.iter().enumerate().skip(first) {
         let escape: &[u8] = match c {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",

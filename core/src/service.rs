@@ -124,61 +124,84 @@ pub struct Entry {
     retries: Option<Box<Retries>>,
 }
 
-type Key = (String, String);
+/// FNV-1a of (tenant, run_id): the map key, so a lookup allocates nothing; entries with the same
+/// hash share a bucket and are told apart by their names.
+fn key_hash(tenant: &str, run_id: &str) -> u64 {
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for &b in tenant.as_bytes().iter().chain(&[0xFF]).chain(run_id.as_bytes()) {
+        hash ^= b as u64;
+        hash = hash.wrapping_mul(0x100000001b3);
+    }
+    hash
+}
 
 pub struct Store {
     pub max_runs: usize,
     pub idle_ttl: f64,
-    runs: HashMap<Key, Entry>,
-    order: BTreeMap<u64, Key>,
+    runs: HashMap<u64, Vec<Entry>>,
+    /// touch -> key hash: the first entry is the least recently used run.
+    order: BTreeMap<u64, u64>,
     touches: u64,
+    size: usize,
 }
 
 impl Store {
     pub fn new(max_runs: usize, idle_ttl: f64) -> Store {
-        Store { max_runs, idle_ttl, runs: HashMap::new(), order: BTreeMap::new(), touches: 0 }
+        Store { max_runs, idle_ttl, runs: HashMap::new(), order: BTreeMap::new(), touches: 0, size: 0 }
     }
     pub fn len(&self) -> usize {
-        self.runs.len()
+        self.size
     }
     pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
-    }
-    fn key(tenant: &str, run_id: &str) -> Key {
-        (tenant.to_string(), run_id.to_string())
+        self.size == 0
     }
     pub fn get(&self, tenant: &str, run_id: &str) -> Option<&Entry> {
-        self.runs.get(&Self::key(tenant, run_id))
+        self.runs.get(&key_hash(tenant, run_id))?.iter().find(|e| e.tenant == tenant && e.run_id == run_id)
     }
-    /// The run marked most recently used; None when none is held (or it idled past its TTL).
+    fn get_mut(&mut self, tenant: &str, run_id: &str) -> Option<&mut Entry> {
+        self.runs.get_mut(&key_hash(tenant, run_id))?.iter_mut().find(|e| e.tenant == tenant && e.run_id == run_id)
+    }
+    fn take(&mut self, hash: u64, pick: impl Fn(&Entry) -> bool) -> Option<Entry> {
+        let bucket = self.runs.get_mut(&hash)?;
+        let index = bucket.iter().position(pick)?;
+        let entry = bucket.swap_remove(index);
+        if bucket.is_empty() {
+            self.runs.remove(&hash);
+        }
+        self.order.remove(&entry.touch);
+        self.size -= 1;
+        Some(entry)
+    }
+    /// The run marked most recently used; false when none is held (or it idled past its TTL).
     fn touch(&mut self, tenant: &str, run_id: &str, now: f64, evictions: &mut Vec<&'static str>) -> bool {
-        let key = Self::key(tenant, run_id);
-        let Some(entry) = self.runs.get_mut(&key) else { return false };
-        if now - entry.last_seen > self.idle_ttl {
-            let touch = entry.touch;
-            self.order.remove(&touch);
-            self.runs.remove(&key);
+        let ttl = self.idle_ttl;
+        let touch = self.touches + 1;
+        let Some(entry) = self.get_mut(tenant, run_id) else { return false };
+        if now - entry.last_seen > ttl {
+            self.take(key_hash(tenant, run_id), |e| e.tenant == tenant && e.run_id == run_id);
             evictions.push("idle_ttl");
             return false;
         }
-        self.order.remove(&entry.touch);
-        self.touches += 1;
-        entry.touch = self.touches;
+        let old = entry.touch;
+        entry.touch = touch;
         entry.last_seen = now;
-        self.order.insert(self.touches, key);
+        self.touches = touch;
+        self.order.remove(&old);
+        self.order.insert(touch, key_hash(tenant, run_id));
         true
     }
     fn create(&mut self, tenant: &str, run_id: &str, state: RunState, now: f64, evictions: &mut Vec<&'static str>) {
-        if self.runs.len() >= self.max_runs {
-            if let Some((_, key)) = self.order.pop_first() {
-                self.runs.remove(&key);
+        if self.size >= self.max_runs {
+            if let Some((&touch, &hash)) = self.order.first_key_value() {
+                self.take(hash, |e| e.touch == touch);
                 evictions.push("max_runs");
             }
         }
         self.touches += 1;
-        let key = Self::key(tenant, run_id);
-        self.order.insert(self.touches, key.clone());
-        self.runs.insert(key, Entry {
+        let hash = key_hash(tenant, run_id);
+        self.order.insert(self.touches, hash);
+        self.size += 1;
+        self.runs.entry(hash).or_default().push(Entry {
             tenant: tenant.to_string(),
             run_id: run_id.to_string(),
             state,
@@ -192,27 +215,19 @@ impl Store {
         });
     }
     pub fn remove(&mut self, tenant: &str, run_id: &str) -> bool {
-        match self.runs.remove(&Self::key(tenant, run_id)) {
-            Some(entry) => {
-                self.order.remove(&entry.touch);
-                true
-            }
-            None => false,
-        }
+        self.take(key_hash(tenant, run_id), |e| e.tenant == tenant && e.run_id == run_id).is_some()
     }
     /// Drop runs idle longer than the TTL, oldest first; at most `budget`.
     pub fn expire_idle(&mut self, now: f64, budget: usize) -> usize {
         let cutoff = now - self.idle_ttl;
         let mut dropped = 0;
         while dropped < budget {
-            let Some((&touch, key)) = self.order.first_key_value() else { break };
-            let Some(entry) = self.runs.get(key) else { break };
-            if entry.last_seen >= cutoff {
+            let Some((&touch, &hash)) = self.order.first_key_value() else { break };
+            let idle = self.runs.get(&hash).and_then(|b| b.iter().find(|e| e.touch == touch)).map(|e| e.last_seen < cutoff);
+            if idle != Some(true) {
                 break;
             }
-            let key = key.clone();
-            self.order.remove(&touch);
-            self.runs.remove(&key);
+            self.take(hash, |e| e.touch == touch);
             dropped += 1;
         }
         dropped
@@ -564,7 +579,7 @@ impl Core {
         let held = self.store.touch(tenant, &run_id, now, &mut summary.evictions);
         let mut digest: Option<[u8; 8]> = None;
         if held && event.seq != 0 {
-            let entry = self.store.runs.get(&Store::key(tenant, &run_id)).expect("held");
+            let entry = self.store.get(tenant, &run_id).expect("held");
             if let Some(retries) = &entry.retries {
                 let d = content_digest(&event.kind);
                 digest = Some(d);
@@ -586,7 +601,7 @@ impl Core {
         let agent_id = if !event_agent.is_empty() {
             event_agent.to_string()
         } else if held {
-            self.store.runs.get(&Store::key(tenant, &run_id)).map(|e| e.agent_id.clone()).unwrap_or_default()
+            self.store.get(tenant, &run_id).map(|e| e.agent_id.clone()).unwrap_or_default()
         } else {
             String::new()
         };
@@ -595,11 +610,10 @@ impl Core {
             let capacity = self.config.settings_for(&agent_id).history_size;
             self.store.create(tenant, &run_id, RunState::new(capacity), now, &mut summary.evictions);
         }
-        let key = Store::key(tenant, &run_id);
         let config = &self.config;
         let settings = config.settings_for(&agent_id);
         let max_depth = self.limits.max_json_depth;
-        let entry = self.store.runs.get_mut(&key).expect("created");
+        let entry = self.store.get_mut(tenant, &run_id).expect("created");
         let was_aborted = entry.state.abort.is_some();
         let state = &mut entry.state;
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -631,7 +645,7 @@ impl Core {
             Err(_) => return self.internal_error(event, tenant, &run_id, created, kind, summary),
         };
         let agent_label = self.config.agent_label(&agent_id).to_string();
-        let entry = self.store.runs.get_mut(&key).expect("held");
+        let entry = self.store.get_mut(tenant, &run_id).expect("held");
         entry.agent_id = agent_id;
         if !event.session_id.is_empty() {
             entry.session_id = event.session_id.clone();
@@ -799,7 +813,7 @@ pub fn record_views(state: &RunState) -> Vec<(u64, String, String, String, Strin
                 r.seq,
                 r.tool.to_string(),
                 format!("{}:{}", r.tool, hex(&r.args)),
-                r.call_id.to_string(),
+                r.call_id.as_deref().unwrap_or("").to_string(),
                 crate::engine::result_hash_text(r.status, &r.result).unwrap_or_default(),
                 r.unknown.as_deref().unwrap_or("").to_string(),
             )
