@@ -13,7 +13,6 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use prost::Message;
-use sha2::{Digest, Sha256};
 
 use crate::engine::{evaluate, hex, Action, Event, RunState, Settings, Verdict};
 use crate::fingerprint::Catalog;
@@ -307,31 +306,50 @@ fn kind_name(kind: &Option<pb::event::Kind>) -> &'static str {
     }
 }
 
-fn text_digest(hasher: &mut Sha256, text: &str) {
-    hasher.update((text.len() as u64).to_be_bytes());
-    hasher.update(text.as_bytes());
+/// A fast 64-bit hash, eight bytes at a time (retry detection only compares a run's own events,
+/// so it needs no resistance to crafted collisions: a collision could only replay a verdict of
+/// the sender's own run with the same seq).
+struct WordHash(u64);
+
+impl WordHash {
+    fn update(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
+        }
+    }
+    fn text(&mut self, text: &str) {
+        self.update(&(text.len() as u64).to_le_bytes());
+        self.update(text.as_bytes());
+    }
 }
 
 fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
-    let mut h = Sha256::new();
+    let mut h = WordHash(0);
     match kind {
         Some(pb::event::Kind::ToolCall(c)) => {
             h.update(b"c");
-            text_digest(&mut h, &c.tool_name);
-            text_digest(&mut h, &c.params_json);
+            h.text(&c.tool_name);
+            h.text(&c.params_json);
         }
         Some(pb::event::Kind::ToolOutcome(o)) => {
             h.update(b"o");
-            text_digest(&mut h, &o.tool_name);
-            text_digest(&mut h, &o.params_json);
+            h.text(&o.tool_name);
+            h.text(&o.params_json);
             match &o.outcome {
                 Some(pb::tool_outcome::Outcome::Error(e)) => {
                     h.update(b"e");
-                    text_digest(&mut h, e);
+                    h.text(e);
                 }
                 Some(pb::tool_outcome::Outcome::ResultJson(r)) => {
                     h.update(b"r");
-                    text_digest(&mut h, r);
+                    h.text(r);
                 }
                 None => h.update(b"-"),
             }
@@ -339,8 +357,7 @@ fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
         Some(pb::event::Kind::CompactionRetry(_)) => h.update(b"k"),
         _ => h.update(b"x"),
     }
-    let full = h.finalize();
-    full[..8].try_into().unwrap_or([0; 8])
+    h.0.to_le_bytes()
 }
 
 fn too_long(what: &str, chars: usize, limit: usize) -> String {
