@@ -9,6 +9,7 @@ import asyncio
 import logging
 import os
 import time
+from importlib.metadata import version as distribution_version
 
 import grpc
 from prometheus_client import CollectorRegistry
@@ -99,6 +100,7 @@ class Daemon:
                 raise StartupError(str(exc)) from None
         interceptors = [IntegrationInterceptor()] + ([] if self._tokens is None else [BearerTokenInterceptor(
             self._tokens.current, on_failure=lambda reason: self.metrics.auth_failures.labels(reason).inc())])
+        self.version = distribution_version("loopwarden")
         self.servers = Servers(
             listen=settings.listen, metrics_listen=settings.metrics_listen, health_listen=settings.health_listen,
             registry=self.registry, max_message_bytes=settings.limits.max_message_bytes,
@@ -168,6 +170,7 @@ class Daemon:
             "runs_restored": len(self.store),
             "state_store": self.state.store.describe() if self.state is not None else "memory",
             "pid": os.getpid(),
+            "version": self.version,
         })
         self._tasks.append(asyncio.create_task(self._sweep_idle_runs()))
         if self.config_watcher is not None:

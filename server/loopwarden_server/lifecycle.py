@@ -7,8 +7,10 @@ that fails (busy port, bad TLS file) fails before the daemon has touched its sto
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
+import socket
 import time
 from collections.abc import Callable, Sequence
 from concurrent import futures
@@ -114,12 +116,15 @@ class Servers:
         try:
             self._httpd, _thread = start_http_server(metrics_port, metrics_host, self._registry)
         except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise StartupError(f"address already in use: {self._metrics_listen} (--metrics-listen)") from None
             raise StartupError(f"cannot serve metrics on {self._metrics_listen}: {exc.strerror or exc}") from None
         grpc_host, _ = split_address(self._listen)
         return Listeners(f"{grpc_host}:{grpc_port}", f"{metrics_host}:{self._httpd.server_port}", health_address)
 
     @staticmethod
     def _add_port(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
+        _refuse_busy_port(address)
         try:
             port = (server.add_insecure_port(address) if credentials is None
                     else server.add_secure_port(address, credentials))
@@ -155,6 +160,28 @@ class Servers:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+
+
+def _refuse_busy_port(address: str) -> None:
+    """StartupError("cannot listen: address already in use: HOST:PORT") when something listens there already.
+
+    gRPC reports a busy port only as "Failed to bind" (and logs its own line to stderr), so the
+    port is tried first the way gRPC binds it (SO_REUSEADDR, no SO_REUSEPORT)."""
+    host, port = split_address(address)
+    if port == 0:
+        return
+    try:
+        candidates = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return  # gRPC names the problem
+    for family, kind, protocol, _name, sockaddr in candidates:
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise StartupError(f"cannot listen: address already in use: {address}") from None
 
 
 def install_signal_handlers(*, stop: Callable[[], None], reload: Callable[[], None]) -> None:

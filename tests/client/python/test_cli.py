@@ -2,35 +2,18 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import re
-import socket
-import subprocess
-import sys
 
 import pytest
 
 from loopwarden import LoopwardenClient
+from tests.support.cli import dead_address, loopwarden
 
 CONFIG = "{tools:{loopDetection:{enabled:true}}}"
 REPO = pathlib.Path(__file__).resolve().parents[3]
 TAU_BENCH_TRACE = REPO.parent / "shared" / "traces" / "tau-bench-airline-gpt-4o.jsonl"
 SERVICE = "loopwarden.v1.LoopDetectionService"
-
-
-def loopwarden(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run the console script installed next to this interpreter."""
-    script = pathlib.Path(sys.executable).parent / "loopwarden"
-    assert script.exists(), f"console script not installed at {script}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWARDEN_")}
-    return subprocess.run([str(script), *args], capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def dead_address() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{probe.getsockname()[1]}"
 
 
 def summary_counts(stdout: str) -> dict[str, int]:
@@ -58,6 +41,21 @@ class TestHealth:
 
         assert (0, f"{daemon.grpc_target} {SERVICE}: SERVING") == (result.returncode, result.stdout.strip())
 
+    def test_unknown_service_is_named(self, daemon):
+        """`health --service nope` exits 2 naming the unknown service and the ones the daemon reports."""
+        result = loopwarden("health", "--address", daemon.grpc_target, "--service", "nope")
+
+        assert 2 == result.returncode
+        assert "" == result.stdout
+        assert (f"error: {daemon.grpc_target}: unknown health service 'nope': the daemon reports "
+                f'"" (the whole server) and {SERVICE}') == result.stderr.strip()
+
+    def test_address_from_the_environment(self, daemon):
+        """LOOPWARDEN_ADDRESS stands in for --address."""
+        result = loopwarden("health", env={"LOOPWARDEN_ADDRESS": daemon.grpc_target})
+
+        assert (0, f"{daemon.grpc_target} (server): SERVING") == (result.returncode, result.stdout.strip())
+
     def test_dead_port_fails(self):
         """`health` against a port nobody listens on exits non-zero and says the daemon is unavailable."""
         address = dead_address()
@@ -70,14 +68,14 @@ class TestHealth:
 
 
 class TestInspect:
-    def test_known_run_prints_its_json(self, daemon):
-        """`inspect RUN` prints the run's records, guard state and effective config as JSON and exits 0."""
+    def test_json_prints_the_raw_view(self, daemon):
+        """`inspect RUN --json` prints the run's records, guard state and effective config as JSON and exits 0."""
         with LoopwardenClient(daemon.grpc_target) as client:
             client.tool_call("cli/inspect", "read", {"path": "/x"})
             client.tool_outcome("cli/inspect", "read", {"path": "/x"}, result={"details": {"ok": True}})
             client.tool_call("cli/inspect", "write", {"path": "/y"})
 
-        result = loopwarden("inspect", "cli/inspect", "--address", daemon.grpc_target)
+        result = loopwarden("inspect", "cli/inspect", "--json", "--address", daemon.grpc_target)
 
         assert 0 == result.returncode, result.stderr
         shown = json.loads(result.stdout)
@@ -87,6 +85,43 @@ class TestInspect:
         assert "" == shown["records"][1]["result_hash"]
         assert (True, 10) == (shown["effective_config"]["enabled"], shown["effective_config"]["warning_threshold"])
         assert (False, 0) == (shown["aborted"], shown["blocks"])
+
+    def test_summary_is_readable(self, daemon):
+        """Without --json, `inspect` prints a summary: run, the agent as metrics spell it, guard, blocks,
+        config, the records as a table and the recent verdicts with their evidence, in a few dozen lines."""
+        with LoopwardenClient(daemon.grpc_target) as client:
+            for n in range(11):
+                client.tool_call("cli/inspect-summary", "read", {"path": "/x"}, tool_call_id=f"c{n}")
+            verdict = client.tool_call("cli/inspect-summary", "read", {"path": "/x"}, tool_call_id="c11")
+
+        result = loopwarden("inspect", "cli/inspect-summary", "--address", daemon.grpc_target)
+
+        assert 0 == result.returncode, result.stderr
+        lines = result.stdout.splitlines()
+        assert len(lines) < 40
+        assert "run       cli/inspect-summary" == lines[0]
+        assert lines[1].startswith("agent     default ")
+        assert "guard     not armed" in lines
+        assert "blocks    0" in lines
+        assert any(line.startswith("config    detection on · history 30 · W 10 · C 20") for line in lines)
+        assert "records   12 held; the last 10, oldest first:" in lines
+        header = next(line for line in lines if line.strip().startswith("seq"))
+        assert ["seq", "tool", "args", "result", "call", "id", "note"] == header.split()
+        assert "c11" in lines[lines.index(header) + 10]
+        assert any(f"decision {verdict.decision_id}" in line and "WARN" in line and "generic_repeat" in line
+                   for line in lines)
+        assert any(line.strip().startswith("evidence: seqs ") and "records)" in line for line in lines)
+
+    def test_records_flag_chooses_how_many(self, daemon):
+        """`--records 0` lists every record held."""
+        with LoopwardenClient(daemon.grpc_target) as client:
+            for n in range(12):
+                client.tool_call("cli/inspect-all", "read", {"path": f"/{n}"})
+
+        result = loopwarden("inspect", "cli/inspect-all", "--records", "0", "--address", daemon.grpc_target)
+
+        assert 0 == result.returncode, result.stderr
+        assert "records   12 held; all, oldest first:" in result.stdout.splitlines()
 
     def test_unknown_run_exits_1(self, daemon):
         """`inspect` of a run the daemon does not hold exits 1 with a not-found message and no JSON."""
@@ -148,6 +183,32 @@ class TestReplay:
         assert 2 == result.returncode
         assert f"{trace}:2: not JSON" in result.stderr
 
+    def test_unknown_event_kind_is_named_and_exits_1(self, daemon, tmp_path):
+        """An event of a kind nobody knows is REJECTed with a message naming that kind, and the replay exits 1
+        saying how many events were rejected."""
+        trace = tmp_path / "typo.jsonl"
+        trace.write_text(json.dumps({"run_id": "cli/typo", "seq": 1, "kind": "tool_cal", "tool_name": "read"}) + "\n"
+                         + json.dumps({"run_id": "cli/typo", "seq": 2, "kind": "tool_call", "tool_name": "read"}) + "\n")
+
+        result = loopwarden("replay", str(trace), "--address", daemon.grpc_target)
+
+        assert 1 == result.returncode, result.stderr
+        first, second, summary = result.stdout.splitlines()
+        assert ("cli/typo seq=1 tool_cal read -> REJECT [missing_event_kind] unknown event kind 'tool_cal': "
+                "expected one of tool_call, tool_outcome, compaction_retry, run_end") == first
+        assert "summary: allow=1, reject=1" == summary
+        assert "error: 1 event was rejected as malformed (REJECT)" in result.stderr
+
+    def test_missing_kind_still_says_so(self, daemon, tmp_path):
+        """An event without a kind keeps the daemon's own message."""
+        trace = tmp_path / "nokind.jsonl"
+        trace.write_text(json.dumps({"run_id": "cli/nokind", "seq": 1, "tool_name": "read"}) + "\n")
+
+        result = loopwarden("replay", str(trace), "--address", daemon.grpc_target, "--quiet")
+
+        assert 1 == result.returncode
+        assert "[missing_event_kind] event has no kind: set one of" in result.stdout
+
     def test_tau_bench_trace_is_never_warned(self, daemon):
         """The 200 real tau-bench runs replay at default thresholds with every verdict ALLOW (they are the negatives)."""
         assert TAU_BENCH_TRACE.is_file(), f"shared trace missing: expected {TAU_BENCH_TRACE}"
@@ -164,6 +225,26 @@ class TestReplay:
         assert [] == [line for line in result.stdout.splitlines() if not line.startswith("summary:")]
 
 
+class TestVersion:
+    def test_version_names_both_distributions(self):
+        """`loopwarden --version` prints the installed versions of the client and the daemon distributions."""
+        from importlib.metadata import version
+
+        result = loopwarden("--version")
+
+        assert 0 == result.returncode, result.stderr
+        assert (f"loopwarden-client {version('loopwarden-client')}, loopwarden (daemon) {version('loopwarden')}"
+                == result.stdout.strip())
+
+    def test_serve_logs_its_version_at_start(self, daemon):
+        """The daemon's `listening` line carries the daemon distribution's version."""
+        from importlib.metadata import version
+
+        listening = daemon.wait_for_log(lambda line: line.get("msg") == "listening")
+
+        assert version("loopwarden") == listening["version"]
+
+
 class TestServe:
     def test_bad_listen_address_exits_2_naming_the_flag(self):
         """`serve --listen bad` exits 2 before starting, with a message naming --listen."""
@@ -172,3 +253,22 @@ class TestServe:
         assert 2 == result.returncode
         assert "--listen" in result.stderr
         assert "HOST:PORT" in result.stderr
+
+    def test_busy_port_says_address_already_in_use(self, daemon):
+        """A second daemon on a port in use exits 2, its last log line saying `address already in use: HOST:PORT`,
+        and gRPC prints no line of its own (every line is one of the daemon's JSON lines)."""
+        result = loopwarden("serve", "--listen", daemon.grpc_target, "--metrics-listen", "127.0.0.1:0", timeout=30)
+
+        assert 2 == result.returncode
+        logged = [json.loads(line) for line in result.stderr.splitlines()]
+        assert ("cannot start", f"cannot listen: address already in use: {daemon.grpc_target}") == (
+            logged[-1]["msg"], logged[-1]["error"])
+
+    def test_busy_metrics_port_names_the_flag(self, daemon):
+        """A metrics port in use is named with its flag."""
+        metrics = f"127.0.0.1:{daemon.metrics_port}"
+
+        result = loopwarden("serve", "--listen", "127.0.0.1:0", "--metrics-listen", metrics, timeout=30)
+
+        assert 2 == result.returncode
+        assert f"address already in use: {metrics} (--metrics-listen)" == json.loads(result.stderr.splitlines()[-1])["error"]

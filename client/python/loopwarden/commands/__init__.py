@@ -1,0 +1,1 @@
+"""The client's subcommands of `loopwarden`, one module each; cli.py registers them."""
