@@ -27,6 +27,7 @@ from .statestore import StateStoreError, open_state_store
 from .statestore.keeper import StateKeeper
 from .statestore.metrics import StateMetrics
 from .store import RunStore
+from .tracing import TracingError, tracing_from
 from .transport import SERVICE_NAME, LoopDetectionServicer, register_servicer
 from .transport.auth import BearerTokenInterceptor, Identity, TokenFileError
 from .transport.credentials import RotatingServerCertificates, TokenFile
@@ -101,13 +102,20 @@ class Daemon:
         interceptors = [IntegrationInterceptor()] + ([] if self._tokens is None else [BearerTokenInterceptor(
             self._tokens.current, on_failure=lambda reason: self.metrics.auth_failures.labels(reason).inc())])
         self.version = distribution_version("loopwarden")
+        try:
+            self.tracing = tracing_from(settings.otlp_endpoint, os.environ, version=self.version)
+        except TracingError as exc:
+            raise StartupError(str(exc)) from None
+        if self.tracing is not None and self.tracing.available:
+            interceptors.insert(0, self.tracing.server_interceptor())  # outermost: refused calls are traced too
         self.servers = Servers(
             listen=settings.listen, metrics_listen=settings.metrics_listen, health_listen=settings.health_listen,
             registry=self.registry, max_message_bytes=settings.limits.max_message_bytes,
             reflection_on=settings.reflection, interceptors=interceptors,
             credentials=_server_credentials(security),
         )
-        servicer = LoopDetectionServicer(self.service, self.metrics, self.servers.lifecycle, identity,
+        traced_service = self.tracing.traced(self.service) if self.tracing is not None else self.service
+        servicer = LoopDetectionServicer(traced_service, self.metrics, self.servers.lifecycle, identity,
                                          settings.limits.stream_idle_timeout_seconds,
                                          loader=self.state if self.state is not None and self.state.lazy else None)
         from .core_engine import CoreService, choose_engine  # --engine core|python (core_engine.py)
@@ -171,6 +179,7 @@ class Daemon:
             "state_store": self.state.store.describe() if self.state is not None else "memory",
             "pid": os.getpid(),
             "version": self.version,
+            "tracing": self.tracing.description if self.tracing is not None else "off",
         })
         self._tasks.append(asyncio.create_task(self._sweep_idle_runs()))
         if self.config_watcher is not None:
@@ -224,6 +233,8 @@ class Daemon:
         if self.hooks is not None:
             self.hooks.close()
         await self.servers.close()
+        if self.tracing is not None:
+            await asyncio.to_thread(self.tracing.shutdown)
         log.info("stopped", extra={"open_streams_cut": self.servers.lifecycle.active_streams})
         return flushed
 

@@ -75,6 +75,8 @@ class DaemonSettings:
     state_key_prefix: str = "loopwarden:"
     engine: str = ""  # core | python; "" = core when loopwarden-core is installed (core_engine.py)
     health_listen: str | None = None
+    # OpenTelemetry traces (the `otel` extra); see tracing.py. None: the OTEL_EXPORTER_OTLP_* variables decide.
+    otlp_endpoint: str | None = None
     # The agent-hook endpoints (hooks_http): off unless an address is given.
     hooks_listen: str | None = None
     hooks_fail_closed: bool = False
@@ -164,6 +166,7 @@ _OPTIONS = (
     ("--state-key-prefix", "LOOPWARDEN_STATE_KEY_PREFIX", "state_key_prefix", str, "prefix of every Redis key the daemon writes (default loopwarden:)"),
     ("--snapshot", "LOOPWARDEN_SNAPSHOT", "snapshot_path", str, "alias of --state-store file:PATH"),
     ("--health-listen", "LOOPWARDEN_HEALTH_LISTEN", "health_listen", _address, "extra plaintext HOST:PORT serving only gRPC health (for probes when the main port needs TLS or a token)"),
+    ("--otlp-endpoint", "LOOPWARDEN_OTLP_ENDPOINT", "otlp_endpoint", str, "export OpenTelemetry traces: http(s)://HOST:PORT[/PATH] for OTLP/HTTP, HOST:PORT for OTLP/gRPC in plaintext (needs pip install 'loopwarden[otel]'; default: the standard OTEL_EXPORTER_OTLP_* variables, else off)"),
     ("--hooks-listen", "LOOPWARDEN_HOOKS_LISTEN", "hooks_listen", _address, "HTTP HOST:PORT for the agent-hook endpoints /v1/hooks/claude-code and /v1/hooks/codex, with the gRPC port's TLS and token (default: off)"),
     ("--hooks-fail-closed", "LOOPWARDEN_HOOKS_FAIL_CLOSED", "hooks_fail_closed", _boolean, "true: a hooked tool call the daemon cannot decide (busy, draining) is denied instead of run unchecked (default false)"),
     ("--hooks-agent", "LOOPWARDEN_HOOKS_AGENT", "hooks_agent", str, "agent id of hook events whose URL names none (?agent=ID) (default: the global config)"),

@@ -17,7 +17,10 @@ never inherit stale counts.
 Change tracking (on when a state store is configured): every run an event touches is marked
 dirty, and every run that ends or is evicted is marked deleted, in one dict (key -> still held?)
 that the state keeper takes whole each flush interval. Insertion order is kept, so a flush
-writes runs in the order they first changed.
+writes runs in the order they first changed. An eviction (idle TTL, max runs) is a delete for the
+embedded file store, which must not grow with runs the daemon forgot; a shared store forgets idle
+runs by its own expiry, and another replica may by now own an evicted run, so there an eviction
+deletes nothing (only run_end does).
 """
 from __future__ import annotations
 
@@ -59,6 +62,7 @@ class RunStore:
     _size: int = field(init=False, default=0)
     _touches: int = field(init=False, default=0)
     _dirty: dict[RunKey, bool] | None = field(init=False, default=None)
+    _evictions_delete: bool = field(init=False, default=True)
 
     def __post_init__(self) -> None:
         self._shards = [OrderedDict() for _ in range(self.shard_count)]
@@ -145,9 +149,10 @@ class RunStore:
                 dropped += 1
         return dropped
 
-    def track_changes(self) -> None:
+    def track_changes(self, evictions_delete: bool = True) -> None:
         if self._dirty is None:
             self._dirty = {}
+        self._evictions_delete = evictions_delete
 
     def dirty_count(self) -> int:
         return len(self._dirty) if self._dirty is not None else 0
@@ -185,6 +190,9 @@ class RunStore:
         entry = shard.pop(key)
         self._size -= 1
         if self._dirty is not None:
-            self._dirty[key] = False
+            if self._evictions_delete:
+                self._dirty[key] = False
+            else:
+                self._dirty.pop(key, None)
         if self.on_evict is not None:
             self.on_evict(reason, entry)

@@ -113,3 +113,20 @@ class TestLoadOnFirstEvent:
         registry = asyncio.run(scenario())
         assert 1 == registry.get_sample_value("loopwarden_state_store_errors_total", {"operation": "load"})
         assert 1 == registry.get_sample_value("loopwarden_state_runs_loaded_total", {"source": "new"})
+
+
+class TestEvictions:
+    def test_an_evicted_run_is_deleted_from_the_file_store_but_not_from_a_shared_one(self):
+        """Idle or max-runs evictions: a delete for the embedded store; the shared store keeps the key to its TTL."""
+        async def scenario(lazy: bool):
+            store = MemoryStore()
+            store.lazy = lazy
+            keeper, runs, _registry = _keeper(store)
+            runs.max_runs = 1
+            runs.create("", "old", new_run_state(SETTINGS))
+            assert await keeper.flush_once()
+            runs.create("", "new", new_run_state(SETTINGS))  # evicts "old"
+            assert await keeper.flush_once()
+            return set(store.data)
+        assert {run_key("", "new")} == asyncio.run(scenario(lazy=False))
+        assert {run_key("", "old"), run_key("", "new")} == asyncio.run(scenario(lazy=True))

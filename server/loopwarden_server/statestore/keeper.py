@@ -53,7 +53,7 @@ class StateKeeper:
         self._load_paused_until = 0.0
         self._task: asyncio.Task | None = None
         self.final_flush_ok = True
-        runs.track_changes()
+        runs.track_changes(evictions_delete=not store.lazy)
         metrics.flush_interval.set(flush_interval)
         metrics.store_up.set(1)
         metrics.dirty_runs.set_function(runs.dirty_count)
