@@ -101,6 +101,21 @@ class TestKillNine:
         assert (pb.ACTION_BLOCK, 20) == (verdict.action, verdict.count)
 
 
+class TestFailedFinalFlush:
+    def test_a_final_flush_that_cannot_write_exits_1_and_says_so(self, tmp_path):
+        """The state path turned into a directory under the daemon: SIGTERM, the flush fails, exit 1."""
+        path = tmp_path / "runs.state"
+        with running_daemon(ENABLED, ["--state-store", f"file:{path}", "--state-flush-interval", "60"]) as daemon:
+            with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
+                _loop(stream, "final-1", 2)
+            path.unlink()
+            path.mkdir()
+            daemon.signal(signal.SIGTERM)
+            assert 1 == daemon.process.wait(timeout=20)
+            failed = daemon.wait_for_log(lambda l: l.get("msg", "").startswith("final state flush failed"))
+        assert 1 == failed["dirty_runs"]
+
+
 class TestFailedStart:
     def _stored(self, tmp_path) -> tuple[str, bytes]:
         path = tmp_path / "runs.state"

@@ -63,6 +63,8 @@ class TestOutage:
                 wait_until_flushed(daemon, timeout=40)
                 assert 1 == value(daemon.scrape(), "loopwarden_state_store_up")
                 stored = redis.keys("loopwarden:*")
+            print(f"redis outage: {sent} events sent, {answered} answered, {errors:g} flush errors, "
+                  f"{len(stored)} of {len(runs)} runs stored once Redis was back")
             assert sent == answered and sent > 0
             assert errors >= 1
             assert len(runs) == len(stored)
