@@ -24,7 +24,7 @@ $(RUNTIME_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
 
 $(TEST_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
 	@echo "==> installing the daemon, the client and the test extras into $(VENV)"
-	$(PIP) -e ./client/python -e './server[test,otel]'
+	$(PIP) -e ./client/python -e './server[test,otel,mcp]'
 	touch $@ $(RUNTIME_STAMP)
 
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python

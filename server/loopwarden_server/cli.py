@@ -141,6 +141,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_mcp_proxy(commands) -> None:
+    from .mcp_proxy.cli import add_arguments, main
+
+    proxy = commands.add_parser(
+        "mcp-proxy", help="stand between an MCP client and an MCP server: every tools/call is checked for loops "
+                          "(needs pip install 'loopwarden[mcp]')")
+    add_arguments(proxy)
+    proxy.set_defaults(handler=main)
+
+
 def offline_judge(config_path: str | None, run_prefix: str = ""):
     """`replay --offline`: the engine in-process on `config_path` or the embedded default config.
 

@@ -6,8 +6,8 @@ hook endpoints set theirs on the events they build. A missing header means a pla
 and any value outside the set counts as "other", so a caller cannot create series.
 
 NOTE: the gRPC servicer builds `EventInput`s without knowing the header; the transport's
-interceptor sets `current_integration` for the RPC's task, and `EventInput.integration` takes
-it as its default. A context variable is per task, so one RPC's value never leaks to another.
+interceptor sets `current_integration` inside the RPC's handler, and `EventInput.integration`
+takes it as its default. A context variable is per task, so one RPC's value never leaks to another.
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import subprocess
 import tempfile
 
@@ -70,6 +71,14 @@ def _source(values: dict[str, list]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def readme_settings() -> list[dict]:
+    """The Claude Code settings JSON the README's guard section tells users to paste."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Guard Claude Code / Codex / any MCP server", 1)[1].split("\n## ", 1)[0]
+    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+    return [block for block in blocks if "claude-code" in json.dumps(block)]
+
+
 class TestAgainstTheSdk:
     def test_the_hook_inputs_the_tests_send_are_the_sdks_types(self, tsc):
         """Each Claude Code hook input of the tests compiles as the SDK's input type of its event."""
@@ -81,6 +90,15 @@ class TestAgainstTheSdk:
         """Answers for every action (announced or not) and the unavailable answers are SyncHookJSONOutput."""
         result = _check(tsc, _source({"SyncHookJSONOutput": _answers()}))
 
+        assert 0 == result.returncode, result.stdout + result.stderr
+
+    def test_the_readmes_claude_code_settings_are_the_sdks_settings_type(self, tsc):
+        """The settings.json blocks of the README (HTTP and command hooks) compile as the SDK's Settings."""
+        settings = readme_settings()
+
+        result = _check(tsc, _source({"Settings": settings}))
+
+        assert 2 == len(settings)
         assert 0 == result.returncode, result.stdout + result.stderr
 
     def test_the_check_catches_a_field_the_sdk_does_not_know(self, tsc):

@@ -1,0 +1,124 @@
+"""`loopwarden mcp-proxy [--address ADDR | --offline] [--agent ID] [--run-id ID] [--listen HOST:PORT]
+-- COMMAND ARGS…`: the arguments, the judge, and the transports."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import uuid
+
+INSTALL_HINT = "pip install 'loopwarden[mcp]'"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from loopwarden.connection import add_connection_arguments
+
+    judge = parser.add_argument_group("where verdicts come from")
+    judge.add_argument("--offline", action="store_true",
+                       help="no daemon: the daemon's engine in-process (exactly its decisions; with --config)")
+    judge.add_argument("--config", metavar="FILE",
+                       help="with --offline: JSON5 config (default: the embedded default config, detection on)")
+    parser.add_argument("--agent", default="", metavar="ID", help="agent id for the per-agent config")
+    parser.add_argument("--run-id", default="", metavar="ID",
+                        help="the run's id (default: mcp-proxy-<random>; one proxy process is one run)")
+    parser.add_argument("--listen", metavar="HOST:PORT",
+                        help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free port)")
+    parser.add_argument("--fail-closed", action="store_true",
+                        help="refuse tool calls while the daemon cannot be asked (default: they run unguarded)")
+    add_connection_arguments(parser)
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
+                        help="the MCP server to start, over stdio")
+
+
+def _say(text: str) -> None:
+    print(f"loopwarden mcp-proxy: {text}", file=sys.stderr, flush=True)
+
+
+def _judge(args: argparse.Namespace, run_id: str):
+    """The judge (daemon or in-process), or an error message."""
+    if args.offline:
+        if args.address:
+            return "--offline and --address exclude each other"
+        from ..config import ConfigError, load_config_file, load_default_config
+        from ..replay import silence_decision_logs
+        from .guard import OfflineJudge
+
+        try:
+            config = load_config_file(args.config) if args.config else load_default_config()
+        except (ConfigError, OSError) as exc:
+            return f"config: {exc}"
+        silence_decision_logs()
+        return lambda: OfflineJudge(config, run_id, agent_id=args.agent)
+    if args.config:
+        return "--config needs --offline (a daemon decides on its own config)"
+    from loopwarden.connection import ConnectionSettingsError, connection_from
+
+    from .guard import DaemonJudge
+
+    try:
+        connection = connection_from(args)
+    except ConnectionSettingsError as exc:
+        return str(exc)
+    # NOTE: a factory: a grpc.aio channel belongs to the loop it is made on, which starts later.
+    return lambda: DaemonJudge(connection.address, run_id, agent_id=args.agent, **connection.client_kwargs())
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        import anyio
+        from mcp.client.stdio import StdioServerParameters
+    except ImportError:
+        _say(f"needs the MCP SDK: {INSTALL_HINT}")
+        return 2
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        _say("give the MCP server to start after --, e.g. loopwarden mcp-proxy -- npx my-mcp-server")
+        return 2
+    run_id = args.run_id or f"mcp-proxy-{uuid.uuid4().hex[:12]}"
+    judge = _judge(args, run_id)
+    if isinstance(judge, str):
+        _say(judge)
+        return 2
+    listen = None
+    if args.listen:
+        host, _, port = args.listen.rpartition(":")
+        if not host or not port.isdigit():
+            _say(f"--listen must be HOST:PORT, got {args.listen!r}")
+            return 2
+        listen = (host.strip("[]"), int(port))
+    # The child gets the proxy's whole environment (the SDK's default passes only a safe few).
+    server = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+    where = "in-process (offline)" if args.offline else f"the daemon at {args.address or 'the default address'}"
+    _say(f"run {run_id}: guarding {' '.join(command)} with {where}")
+    try:
+        anyio.run(_serve, server, judge, args.fail_closed, listen)
+    except OSError as exc:
+        _say(f"cannot start {command[0]}: {exc.strerror or exc}")
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+async def _serve(server, make_judge, fail_closed: bool, listen) -> None:
+    from .guard import ProxyGuard
+
+    guard = ProxyGuard(make_judge(), fail_closed=fail_closed)
+    try:
+        if listen is not None:
+            from .http import serve_http
+
+            await serve_http(*listen, server, guard, on_listening=lambda url: _say(f"listening on {url}"))
+            return
+        from mcp.client.stdio import stdio_client
+        from mcp.server.stdio import stdio_server
+
+        from .relay import Relay
+
+        async with stdio_client(server) as (server_read, server_write), \
+                stdio_server() as (client_read, client_write):
+            await Relay(guard).run(client_read, client_write, server_read, server_write)
+    finally:
+        await guard.close()

@@ -1,0 +1,193 @@
+"""The proxy's verdicts: every `tools/call` asked first, every result reported after.
+
+One proxy process is one run (the MCP session id is not stable per call). The judge is the daemon
+over gRPC (integration `mcp_proxy`) or, with --offline, the daemon's service in-process. A BLOCK
+is answered with a CallToolResult of `isError: true` carrying the block message, and reported as
+the call's outcome (the blocked result the model got, spec section 6). Once the run is aborted,
+every later call fails the same way without asking. A daemon that cannot be asked lets calls
+run (fail open, said once per outage on stderr) unless --fail-closed.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TextIO
+
+from loopwarden import Action, AsyncLoopwardenClient, LoopwardenUnavailable, Verdict, blocked_tool_result
+from loopwarden.eventformat import json_text
+from loopwarden.hooks import INTEGRATION_HEADER
+
+from ..integration import MCP_PROXY
+
+JUDGE_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One `tools/call` request as the daemon sees it."""
+
+    name: str
+    params_json: str
+    call_id: str
+
+    @classmethod
+    def of(cls, request_id: Any, params: dict[str, Any] | None) -> ToolCall:
+        params = params or {}
+        name = params.get("name")
+        return cls(name if isinstance(name, str) else "", json_text(params.get("arguments") or {}), str(request_id))
+
+
+class Judge(Protocol):
+    async def tool_call(self, call: ToolCall) -> Verdict: ...
+    async def tool_outcome(self, call: ToolCall, *, result_json: str | None = None,
+                           error: str | None = None) -> Verdict: ...
+    async def run_end(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+class DaemonJudge:
+    """The daemon over gRPC; the proxy names itself with x-loopwarden-integration: mcp_proxy."""
+
+    def __init__(self, address: str, run_id: str, *, agent_id: str = "", **client_options: Any) -> None:
+        self.address = address
+        self._run_id = run_id
+        self._client = AsyncLoopwardenClient(address, agent_id=agent_id,
+                                             metadata=((INTEGRATION_HEADER, MCP_PROXY),), **client_options)
+
+    async def tool_call(self, call: ToolCall) -> Verdict:
+        return await self._client.tool_call(self._run_id, call.name, params_json=call.params_json,
+                                            tool_call_id=call.call_id)
+
+    async def tool_outcome(self, call: ToolCall, *, result_json: str | None = None, error: str | None = None) -> Verdict:
+        return await self._client.tool_outcome(self._run_id, call.name, params_json=call.params_json,
+                                               tool_call_id=call.call_id, result_json=result_json, error=error)
+
+    async def run_end(self) -> None:
+        await self._client.run_end(self._run_id)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class OfflineJudge:
+    """--offline: the daemon's own service in-process (its config, no daemon)."""
+
+    def __init__(self, config, run_id: str, *, agent_id: str = "") -> None:
+        from ..replay.offline import OfflineEngine
+
+        self._service = OfflineEngine(config).service
+        self._run_id = run_id
+        self._agent_id = agent_id
+
+    def _evaluate(self, payload) -> Verdict:
+        from ..service import EventInput
+
+        decision = self._service.evaluate(EventInput(self._run_id, payload, self._agent_id, integration=MCP_PROXY))
+        verdict = decision.verdict
+        detector = verdict.detector.value
+        return Verdict(seq=decision.seq, run_id=decision.run_id, action=Action(verdict.action.value),
+                       detector="" if detector == "none" else detector, count=verdict.count, message=verdict.message,
+                       announce=verdict.announce, error_code=verdict.error_code, tool_name=verdict.tool_name,
+                       decision_id=decision.decision_id)
+
+    async def tool_call(self, call: ToolCall) -> Verdict:
+        from ..engine import ToolCall as Call
+
+        return self._evaluate(Call(call.name, call.params_json, call.call_id))
+
+    async def tool_outcome(self, call: ToolCall, *, result_json: str | None = None, error: str | None = None) -> Verdict:
+        from ..engine import ToolOutcome
+
+        return self._evaluate(ToolOutcome(call.name, call.params_json, call.call_id, result_json, error))
+
+    async def run_end(self) -> None:
+        from ..engine import RunEnd
+
+        self._evaluate(RunEnd())
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Before:
+    refusal: dict[str, Any] | None = None  # the CallToolResult to answer with; None: run the call
+    warning: str = ""  # an announced warning to add to the call's result for the model
+
+
+def error_result(message: str) -> dict[str, Any]:
+    """A CallToolResult the client's model reads as a failed call."""
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+class ProxyGuard:
+    def __init__(self, judge: Judge, *, fail_closed: bool = False, stderr: TextIO = sys.stderr,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._judge = judge
+        self._fail_closed = fail_closed
+        self._stderr = stderr
+        self._clock = clock
+        self._outage = False
+        self._aborted: Verdict | None = None
+
+    def _say(self, text: str) -> None:
+        print(f"loopwarden mcp-proxy: {text}", file=self._stderr, flush=True)
+
+    async def _ask(self, ask) -> Verdict | None:
+        """The verdict, or None when the daemon could not be asked (said once per outage)."""
+        try:
+            verdict = await asyncio.wait_for(ask, JUDGE_TIMEOUT_SECONDS)
+        except (LoopwardenUnavailable, TimeoutError) as exc:
+            if not self._outage:
+                self._outage = True
+                mode = ("tool calls are refused (fail closed)" if self._fail_closed
+                        else "tool calls run unguarded (fail open)")
+                self._say(f"loopwarden is unavailable ({exc or 'no answer in time'}); {mode} until it answers again")
+            return None
+        if self._outage:
+            self._outage = False
+            self._say("loopwarden answers again; tool calls are guarded")
+        return verdict
+
+    async def before(self, call: ToolCall) -> Before:
+        """What to do with one call: answer it with `refusal` instead of running it, or run it and
+        hand the model `warning` along with its result (an announced WARN)."""
+        if self._aborted is not None:
+            return Before(refusal=error_result(self._aborted.message or self._aborted.error_code))
+        verdict = await self._ask(self._judge.tool_call(call))
+        if verdict is None:
+            if self._fail_closed:
+                return Before(refusal=error_result(
+                    "loopwarden is unavailable and set to fail closed: this call was not run."))
+            return Before()
+        if verdict.action is Action.ABORT:
+            self._abort(verdict)
+            return Before(refusal=error_result(verdict.message or verdict.error_code))
+        if verdict.action is Action.BLOCK:
+            await self._ask(self._judge.tool_outcome(call, result_json=json.dumps(blocked_tool_result(verdict))))
+            return Before(refusal=error_result(verdict.message))
+        if verdict.action is Action.WARN and verdict.announce:
+            self._say(verdict.message)
+            return Before(warning=verdict.message)
+        return Before()
+
+    async def after(self, call: ToolCall, *, result: Any = None, error: str | None = None) -> None:
+        """Report what the server returned for a call that ran."""
+        ask = (self._judge.tool_outcome(call, error=error) if error is not None
+               else self._judge.tool_outcome(call, result_json=json_text(result)))
+        verdict = await self._ask(ask)
+        if verdict is not None and verdict.action is Action.ABORT:
+            self._abort(verdict)
+
+    def _abort(self, verdict: Verdict) -> None:
+        if self._aborted is None:
+            self._aborted = verdict
+            self._say(f"the run is over, every further tools/call fails: {verdict.message or verdict.error_code}")
+
+    async def close(self) -> None:
+        await self._ask(self._judge.run_end())
+        await self._judge.close()

@@ -1,0 +1,138 @@
+"""JSON-RPC between the MCP client and the MCP server, relayed message by message.
+
+Everything passes through unchanged, in both directions and in order: requests, responses,
+notifications (list_changed, progress, logging, cancellation), the server's own requests to the
+client (sampling, elicitation, roots) and their answers, resources, prompts, and methods this
+proxy has never heard of. Negotiation is the two ends' own: the proxy is not a party to it.
+Only `tools/call` is looked at (see guard.py):
+
+- client -> server: a `tools/call` is asked about first; a refusal is answered to the client
+  with the same request id and never reaches the server. A cancellation of a call in flight is
+  that call's outcome ("cancelled") and is forwarded.
+- server -> client: the response to a guarded call is reported as its outcome before it is
+  passed on (so the client's next call is judged on a history that holds it), and an announced
+  warning is added to its content for the model.
+
+NOTE: the relay reads one message at a time from each side, so a call is judged before any later
+message of the client is forwarded, and an outcome is recorded before the client can see it.
+Over Streamable HTTP the transport needs to know which of the client's requests a server
+message belongs to (which response stream carries it): a progress notification belongs to the
+request that gave its progress token, anything else the server sends to the request in flight
+when there is exactly one, and to the session's standalone stream otherwise.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+from .guard import ProxyGuard, ToolCall
+
+log = logging.getLogger("loopwarden.mcp_proxy")
+
+
+@dataclass(slots=True)
+class _Guarded:
+    call: ToolCall
+    warning: str = ""
+
+
+class Relay:
+    def __init__(self, guard: ProxyGuard, *, call_id_prefix: str = "", stderr: TextIO = sys.stderr) -> None:
+        self._guard = guard
+        self._prefix = call_id_prefix  # keeps the call ids of several sessions of one run apart
+        self._stderr = stderr
+        self._guarded: dict[Any, _Guarded] = {}  # the client's tools/call requests the server has
+        self._in_flight: set[Any] = set()  # every client request the server has not answered yet
+        self._progress: dict[Any, Any] = {}  # progress token -> the request that gave it
+
+    async def run(self, client_read, client_write, server_read, server_write) -> None:
+        """Relay until either side closes; then close the other."""
+        async with anyio.create_task_group() as group:
+            async def client_side() -> None:
+                await self._from_client(client_read, client_write, server_write)
+                await server_write.aclose()  # the server sees end of input and exits
+            async def server_side() -> None:
+                await self._from_server(server_read, client_write)
+                group.cancel_scope.cancel()  # the server is gone: so is the session
+            group.start_soon(client_side)
+            group.start_soon(server_side)
+
+    def _unreadable(self, side: str, exc: Exception) -> None:
+        print(f"loopwarden mcp-proxy: dropped an unreadable message from the {side}: {exc}", file=self._stderr,
+              flush=True)
+
+    async def _from_client(self, client_read, client_write, server_write) -> None:
+        async for item in client_read:
+            if isinstance(item, Exception):
+                self._unreadable("client", item)
+                continue
+            message = item.message
+            if isinstance(message, JSONRPCRequest):
+                if message.method == "tools/call":
+                    call = ToolCall.of(f"{self._prefix}{message.id}", message.params)
+                    before = await self._guard.before(call)
+                    if before.refusal is not None:
+                        await client_write.send(SessionMessage(JSONRPCResponse(
+                            jsonrpc="2.0", id=message.id, result=before.refusal)))
+                        continue
+                    self._guarded[message.id] = _Guarded(call, before.warning)
+                self._in_flight.add(message.id)
+                token = ((message.params or {}).get("_meta") or {}).get("progressToken")
+                if token is not None:
+                    self._progress[token] = message.id
+            elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+                request_id = (message.params or {}).get("requestId")
+                self._settle(request_id)
+                guarded = self._guarded.pop(request_id, None)
+                if guarded is not None:
+                    await self._guard.after(guarded.call, error="cancelled by the client")
+            await server_write.send(item)
+
+    async def _from_server(self, server_read, client_write) -> None:
+        async for item in server_read:
+            if isinstance(item, Exception):
+                self._unreadable("server", item)
+                continue
+            message = item.message
+            if isinstance(message, JSONRPCResponse | JSONRPCError):
+                self._settle(message.id)
+                guarded = self._guarded.pop(message.id, None)
+                if guarded is not None:
+                    item = await self._outcome(guarded, message)
+            await client_write.send(self._routed(item))
+
+    async def _outcome(self, guarded: _Guarded, message: JSONRPCResponse | JSONRPCError) -> SessionMessage:
+        if isinstance(message, JSONRPCError):
+            await self._guard.after(guarded.call, error=message.error.message)
+            return SessionMessage(message)
+        await self._guard.after(guarded.call, result=message.result)
+        content = message.result.get("content")
+        if guarded.warning and isinstance(content, list):
+            result = {**message.result, "content": [*content, {"type": "text", "text": guarded.warning}]}
+            return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result))
+        return SessionMessage(message)
+
+    def _settle(self, request_id: Any) -> None:
+        self._in_flight.discard(request_id)
+        for token in [token for token, owner in self._progress.items() if owner == request_id]:
+            del self._progress[token]
+
+    def _routed(self, item: SessionMessage) -> SessionMessage:
+        """The message with the client request it belongs to, for transports that route by it."""
+        message = item.message
+        if isinstance(message, JSONRPCResponse | JSONRPCError):
+            return item
+        related = None
+        if isinstance(message, JSONRPCNotification) and message.method == "notifications/progress":
+            related = self._progress.get((message.params or {}).get("progressToken"))
+        elif len(self._in_flight) == 1:
+            related = next(iter(self._in_flight))
+        if related is None:
+            return item
+        return SessionMessage(message, metadata=ServerMessageMetadata(related_request_id=related))
