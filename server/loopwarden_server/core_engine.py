@@ -17,13 +17,10 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from loopwarden.v1 import loopwarden_pb2 as pb
-
 from .config import Config
 from .engine import LoopDetectionSettings
 from .metrics import LATENCY_BUCKETS, Metrics
 from .settings import Limits
-from .transport.convert import effective_config
 
 try:  # an optional distribution: the daemon installs and runs without a Rust toolchain
     import loopwarden_core
@@ -135,22 +132,14 @@ class CoreService:
         self._apply(summary, tenant)
         return response
 
-    def inspect(self, run_id: str, tenant: str = "") -> pb.InspectRunResponse | None:
+    def inspect(self, run_id: str, tenant: str = "") -> tuple | None:
+        """A run's view, None when none is held: (run_id, agent_id, records, (armed, window,
+        observed), blocks, aborted, abort_error_code, events_evaluated, [recent Verdict bytes],
+        settings); the transport turns it into an InspectRunResponse."""
         view = self._core.inspect(tenant, run_id)
         if view is None:
             return None
-        run, agent_id, records, guard, blocks, aborted, abort_code, events, recent = view
-        return pb.InspectRunResponse(
-            run_id=run, agent_id=agent_id,
-            records=[pb.RunRecord(seq=seq, tool_name=tool, args_hash=args, tool_call_id=call_id,
-                                  result_hash=result, unknown_tool_name=unknown)
-                     for seq, tool, args, call_id, result, unknown in records],
-            guard=pb.GuardState(armed=guard[0], window_size=guard[1], observed=guard[2]),
-            blocks=blocks, aborted=aborted, abort_error_code=abort_code,
-            effective_config=effective_config(self._config.settings_for(agent_id)),
-            events_evaluated=events,
-            recent_verdicts=[pb.Verdict.FromString(raw) for raw in recent],
-        )
+        return (*view, self._config.settings_for(view[1]))
 
     def expire_idle(self, budget: int = 10_000) -> int:
         dropped = self._core.expire_idle(self._clock(), budget)

@@ -14,6 +14,7 @@ from loopwarden_server.service import LoopwardenService
 from loopwarden_server.settings import Limits
 from loopwarden_server.store import RunStore
 from loopwarden_server.transport import convert
+from loopwarden_server.transport.core_handlers import inspect_response
 
 
 def pb_event(event: dict) -> pb.Event:
@@ -83,4 +84,5 @@ class CoreEngine:
         return list(pb.EvaluateResponse.FromString(raw).verdicts)
 
     def inspect(self, run_id: str, tenant: str = "") -> pb.InspectRunResponse | None:
-        return self.service.inspect(run_id, tenant)
+        view = self.service.inspect(run_id, tenant)
+        return None if view is None else inspect_response(view)

@@ -17,6 +17,7 @@ from ..core_engine import CoreService
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
 from .auth import Identity
+from .convert import effective_config
 from .decode import TOO_MANY_EVENTS, UNDECODABLE, Refusal, _undecodable, message_decoder
 from .servicer import _fail, _IdleTimer, _internal, _refuse
 
@@ -28,6 +29,21 @@ def _routed_run_id(context: grpc.aio.ServicerContext) -> str:
         if key == ROUTING_HEADER:
             return value.strip() if isinstance(value, str) else ""
     return ""
+
+
+def inspect_response(view: tuple) -> pb.InspectRunResponse:
+    """The core's view of a run (CoreService.inspect) as the contract spells it."""
+    run, agent_id, records, guard, blocks, aborted, abort_code, events, recent, settings = view
+    return pb.InspectRunResponse(
+        run_id=run, agent_id=agent_id,
+        records=[pb.RunRecord(seq=seq, tool_name=tool, args_hash=args, tool_call_id=call_id,
+                              result_hash=result, unknown_tool_name=unknown)
+                 for seq, tool, args, call_id, result, unknown in records],
+        guard=pb.GuardState(armed=guard[0], window_size=guard[1], observed=guard[2]),
+        blocks=blocks, aborted=aborted, abort_error_code=abort_code,
+        effective_config=effective_config(settings), events_evaluated=events,
+        recent_verdicts=[pb.Verdict.FromString(raw) for raw in recent],
+    )
 
 
 def _refusal(reason: str, max_events: int) -> Refusal:
@@ -113,7 +129,7 @@ class CoreHandlers:
             view = self._core.inspect(run_id, self._identity.tenant(context))
             if view is None:
                 await _fail(context, "unknown_run", run_id=run_id)
-            return view
+            return inspect_response(view)
         except grpc.aio.AbortError:
             raise
         except Exception:  # noqa: BLE001
