@@ -6,6 +6,8 @@ import logging
 import sys
 import time
 
+import orjson
+
 # Attributes every LogRecord has; anything else passed via `extra=` is a structured field.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
@@ -23,7 +25,11 @@ class JsonLineFormatter(logging.Formatter):
                 line[key] = value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False, default=str)
+        try:
+            # NOTE: orjson, ~10x the stdlib encoder: decision log lines are on the per-event path.
+            return orjson.dumps(line, default=str).decode()
+        except TypeError:  # an integer beyond 64 bits or a lone surrogate: the stdlib spells it
+            return json.dumps(line, ensure_ascii=False, default=str)
 
 
 def configure(level: str) -> None:
