@@ -24,7 +24,7 @@ $(RUNTIME_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
 
 $(TEST_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
 	@echo "==> installing the daemon, the client and the test extras into $(VENV)"
-	$(PIP) -e ./client/python -e './server[test,otel,mcp]'
+	$(PIP) -e ./client/python -e './server[test,redis,otel,mcp]'
 	touch $@ $(RUNTIME_STAMP)
 
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
@@ -35,10 +35,15 @@ $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
 ## core: build the compiled engine (loopwarden-core) into .venv
 core: $(CORE_STAMP)
 
+# `make serve` is one replica on a workstation: its runs are checkpointed to a local file (the
+# embedded file store), so a Ctrl-C, a crash or a kill keeps the loop history. Override with
+# `make serve SERVE_STATE=` (memory only) or another file:/redis:// URL.
+SERVE_STATE ?= file:.loopwarden/runs.state
+
 ## serve: create .venv, install the daemon, start it on its embedded default config
 serve: $(RUNTIME_STAMP)
 	@if command -v cargo >/dev/null; then $(MAKE) --no-print-directory $(CORE_STAMP); else bash scripts/build-core.sh serve; fi
-	$(BIN)/loopwarden serve
+	$(BIN)/loopwarden serve $(if $(SERVE_STATE),--state-store $(SERVE_STATE))
 
 ## test: check prerequisites, install everything the tests need, run the whole suite
 test: prereqs
@@ -46,7 +51,7 @@ test: prereqs
 
 ## test-fast: the Python-only part of the suite (no Node, Go, helm, Prometheus); a minute or two
 test-fast: $(TEST_STAMP) $(CORE_STAMP)
-	$(BIN)/python -m pytest tests/core tests/engine tests/config tests/service tests/transport tests/client/python tests/daemon \
+	$(BIN)/python -m pytest tests/core tests/engine tests/config tests/service tests/statestore tests/transport tests/client/python tests/daemon \
 	  tests/conformance tests/contract tests/replay tests/setup tests/test_layering.py -q
 
 ## prereqs: stop at once, one line per missing tool, when something make test cannot install is missing
