@@ -138,7 +138,9 @@ class Daemon:
             settings.hooks_listen, self.service, self.servers.lifecycle, self.metrics, security=security,
             tokens=self._current_tokens if security.auth_token_file is not None else None,
             default_agent=settings.hooks_agent, fail_closed=settings.hooks_fail_closed,
-            max_body_bytes=settings.limits.max_message_bytes) if settings.hooks_listen is not None else None)
+            max_body_bytes=settings.limits.max_message_bytes,
+            loader=self.state if self.state is not None and self.state.lazy else None)
+            if settings.hooks_listen is not None else None)
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._last_reload_error = ""

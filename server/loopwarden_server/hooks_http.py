@@ -28,7 +28,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from loopwarden.eventformat import EventRecord
+from loopwarden.eventformat import EventKind, EventRecord
 from loopwarden.hooks import Dialect, HookPayloadError, HookRequest, answer, parse, unavailable_answer
 
 from .filewatch import FileWatch
@@ -151,8 +151,10 @@ class HooksEndpoint:
 
     def __init__(self, service: LoopwardenService, lifecycle: Lifecycle, metrics: Metrics, *,
                  tokens: Callable[[], TokenTable | None] | None, default_agent: str, fail_closed: bool,
-                 max_body_bytes: int) -> None:
+                 max_body_bytes: int, loader=None, answer_timeout: float = ANSWER_TIMEOUT_SECONDS) -> None:
         self._service = service
+        self._loader = loader  # a shared state store's keeper: runs not in memory are loaded first
+        self._answer_timeout = answer_timeout
         self._lifecycle = lifecycle
         self._metrics = metrics
         self._tokens = tokens
@@ -186,7 +188,7 @@ class HooksEndpoint:
             return HTTPStatus.BAD_REQUEST, {"error": f"not a {dialect.value} hook input: {exc}"}
         if hook.event is None:
             return HTTPStatus.OK, {}
-        return HTTPStatus.OK, self._decide(hook, tenant)
+        return HTTPStatus.OK, self.decide(hook, tenant)
 
     def _tenant(self, request: _Handler) -> str | None:
         """The caller's tenant ("" without authentication), None when the token is missing or wrong."""
@@ -219,7 +221,9 @@ class HooksEndpoint:
                 "error": f"the hook input is {size} bytes; the limit is {self._max_body_bytes}"}
         return request.rfile.read(size)
 
-    def _decide(self, hook: HookRequest, tenant: str) -> dict:
+    def decide(self, hook: HookRequest, tenant: str) -> dict:
+        """The answer to one parsed hook request, from the event loop or, when it cannot give one
+        in time (or the daemon drains), the unavailable answer."""
         loop = self.loop
         if self._lifecycle.draining or loop is None:
             return unavailable_answer(hook, "loopwarden is shutting down", fail_closed=self._fail_closed)
@@ -228,10 +232,10 @@ class HooksEndpoint:
         try:
             future = asyncio.run_coroutine_threadsafe(self._evaluate(hook, tenant), loop)
             try:
-                return future.result(timeout=ANSWER_TIMEOUT_SECONDS)
+                return future.result(timeout=self._answer_timeout)
             except TimeoutError:
                 future.cancel()
-                return unavailable_answer(hook, f"loopwarden did not answer within {ANSWER_TIMEOUT_SECONDS:g} s",
+                return unavailable_answer(hook, f"loopwarden did not answer within {self._answer_timeout:g} s",
                                           fail_closed=self._fail_closed)
             except Exception:  # noqa: BLE001 - the agent gets an answer; the log gets the details
                 log.exception("hook request failed", extra={"hook_event": hook.hook_event_name})
@@ -241,6 +245,11 @@ class HooksEndpoint:
 
     async def _evaluate(self, hook: HookRequest, tenant: str) -> dict:
         """On the loop: the hook's event, and after a BLOCK the blocked call's outcome."""
+        loader = self._loader
+        if loader is not None and hook.event.kind is not EventKind.RUN_END:
+            missing = loader.missing(tenant, [hook.event.run_id.strip()])
+            if missing:
+                await loader.ensure_loaded(tenant, missing)
         verdict = self._service.evaluate(self._input(hook.event, hook, tenant)).verdict
         blocked = hook.blocked_outcome(verdict)
         if blocked is not None:
@@ -292,7 +301,7 @@ class HooksListener:
 
 def hooks_listener(listen: str, service: LoopwardenService, lifecycle: Lifecycle, metrics: Metrics, *,
                    security: Security, tokens: Callable[[], TokenTable | None] | None, default_agent: str,
-                   fail_closed: bool, max_body_bytes: int) -> HooksListener:
+                   fail_closed: bool, max_body_bytes: int, loader=None) -> HooksListener:
     endpoint = HooksEndpoint(service, lifecycle, metrics, tokens=tokens, default_agent=default_agent,
-                             fail_closed=fail_closed, max_body_bytes=max_body_bytes)
+                             fail_closed=fail_closed, max_body_bytes=max_body_bytes, loader=loader)
     return HooksListener(listen, endpoint, security)
