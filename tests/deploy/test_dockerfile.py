@@ -181,8 +181,11 @@ class TestImageShape:
         final = final_stage(parse_dockerfile())
         entrypoint = one(final, "ENTRYPOINT").exec_form()
         assert entrypoint == ["loopwarden", "serve"]
-        scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+        # `loopwarden` is the client distribution's console script; `serve` is the daemon's subcommand.
+        scripts = tomllib.loads((REPO / "client" / "python" / "pyproject.toml").read_text())["project"]["scripts"]
+        commands = tomllib.loads((REPO / "server" / "pyproject.toml").read_text())["project"]["entry-points"]
         assert entrypoint[0] in scripts
+        assert entrypoint[1] in commands["loopwarden.commands"]
         assert one(final, "STOPSIGNAL").argument == "SIGTERM"
 
 
