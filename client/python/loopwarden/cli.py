@@ -24,6 +24,7 @@ DAEMON_COMMANDS = {
     "serve": "run the daemon",
     "check-config": "validate a config file with the daemon's loader",
     "evaluate": "replay a labelled set and report false blocks and missed loops",
+    "mcp-proxy": "guard an MCP server: every tools/call is checked first",
 }
 
 
