@@ -6,6 +6,8 @@ local run: `LOOPWARDEN_HYPOTHESIS_PROFILE=long .venv/bin/python -m pytest tests/
 """
 from __future__ import annotations
 
+import os
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +18,9 @@ from tests.core.strategies import event_sequences, scenario_configs
 # Small limits, so the envelope refusals are part of the alphabet too.
 LIMITS = Limits(max_params_bytes=200, max_result_bytes=400, max_run_id_chars=6, max_tool_name_chars=12,
                 max_tool_call_id_chars=4, max_json_depth=8)
+
+# The long profile (see the module docstring) runs twenty times as many examples.
+SCALE = 20 if os.environ.get("LOOPWARDEN_HYPOTHESIS_PROFILE") == "long" else 1
 
 
 @st.composite
@@ -50,13 +55,13 @@ def run_both(config_text: str, script) -> None:
 
 class TestDifferential:
     @given(scenario_configs(), requests())
-    @settings(max_examples=150)
+    @settings(max_examples=150 * SCALE)
     def test_identical_verdicts_and_views(self, config_text, script):
         """Every verdict (decision ids included) and every InspectRun view is the same in both engines."""
         run_both(config_text, script)
 
     @given(scenario_configs(), event_sequences(min_size=20, max_size=60))
-    @settings(max_examples=40)
+    @settings(max_examples=40 * SCALE)
     def test_long_single_run_loops(self, config_text, sequence):
         """Long runs of one stream, where thresholds are reached and loops are blocked."""
         for event in sequence:
