@@ -171,6 +171,12 @@ impl PyCore {
         Ok(())
     }
 
+    /// Tests only: a call of this tool makes the core panic (None: never).
+    #[setter(_panic_tool)]
+    fn set_panic_tool(&mut self, tool: Option<String>) {
+        self.core.panic_tool = tool;
+    }
+
     #[setter]
     fn set_debug_logs(&mut self, on: bool) {
         self.core.debug_logs = on;

@@ -294,6 +294,8 @@ pub struct Core {
     decisions: u64,
     pub latency_bounds: Vec<f64>,
     pub debug_logs: bool,
+    /// Tests only: evaluating a call of this tool panics (how a bug in the core would).
+    pub panic_tool: Option<String>,
 }
 
 fn kind_name(kind: &Option<pb::event::Kind>) -> &'static str {
@@ -462,7 +464,7 @@ pub fn count_events(data: &[u8], limit: usize) -> Option<usize> {
 
 impl Core {
     pub fn new(config: Config, limits: Limits, max_runs: usize, idle_ttl: f64, instance_id: String, latency_bounds: Vec<f64>) -> Core {
-        Core { config, limits, store: Store::new(max_runs, idle_ttl), instance_id, decisions: 0, latency_bounds, debug_logs: false }
+        Core { config, limits, store: Store::new(max_runs, idle_ttl), instance_id, decisions: 0, latency_bounds, debug_logs: false, panic_tool: None }
     }
 
     pub fn set_decision_counter(&mut self, value: u64) {
@@ -633,7 +635,11 @@ impl Core {
         let entry = self.store.get_mut(tenant, &run_id).expect("created");
         let was_aborted = entry.state.abort.is_some();
         let state = &mut entry.state;
+        let panic_tool = self.panic_tool.as_deref();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if let (Some(tool), Some(pb::event::Kind::ToolCall(c))) = (panic_tool, &event.kind) {
+                assert!(c.tool_name != tool, "planted panic for a test");
+            }
             let engine_event = match &event.kind {
                 Some(pb::event::Kind::ToolCall(c)) => Event::ToolCall {
                     tool_name: &c.tool_name, params_json: &c.params_json, tool_call_id: &c.tool_call_id, seq: event.seq,
