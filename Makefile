@@ -24,8 +24,13 @@ $(RUNTIME_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
 
 $(TEST_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
 	@echo "==> installing the daemon, the client and the test extras into $(VENV)"
-	$(PIP) -e ./client/python -e './server[test,redis,otel,mcp]'
+	$(PIP) -e './client/python[langchain,openai-agents]' -e './server[test,redis,otel,mcp]'
 	touch $@ $(RUNTIME_STAMP)
+
+# `make serve` is one replica on a workstation: its runs are checkpointed to a local file (the
+# embedded file store), so a Ctrl-C, a crash or a kill keeps the loop history. Override with
+# `make serve SERVE_STATE=` (memory only) or another file:/redis:// URL.
+SERVE_STATE ?= file:.loopwarden/runs.state
 
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
 	@echo "==> building loopwarden-core (Rust) into $(VENV)"
@@ -34,11 +39,6 @@ $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
 
 ## core: build the compiled engine (loopwarden-core) into .venv
 core: $(CORE_STAMP)
-
-# `make serve` is one replica on a workstation: its runs are checkpointed to a local file (the
-# embedded file store), so a Ctrl-C, a crash or a kill keeps the loop history. Override with
-# `make serve SERVE_STATE=` (memory only) or another file:/redis:// URL.
-SERVE_STATE ?= file:.loopwarden/runs.state
 
 ## serve: create .venv, install the daemon, start it on its embedded default config
 serve: $(RUNTIME_STAMP)
