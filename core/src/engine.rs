@@ -206,8 +206,26 @@ pub struct Record {
     pub args: [u8; 32],
     pub result: [u8; 32],
     pub status: u8,
+    /// Rare: a pending call's id, the missing tool an error named (boxed: most records have neither).
+    pub extra: Option<Box<RecordExtra>>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct RecordExtra {
     pub call_id: Option<Box<str>>,
     pub unknown: Option<Arc<str>>,
+}
+
+impl Record {
+    pub fn call_id(&self) -> Option<&str> {
+        self.extra.as_ref().and_then(|e| e.call_id.as_deref())
+    }
+    pub fn unknown(&self) -> Option<&str> {
+        self.extra.as_ref().and_then(|e| e.unknown.as_deref())
+    }
+    fn set_extra(&mut self, call_id: Option<Box<str>>, unknown: Option<Arc<str>>) {
+        self.extra = if call_id.is_none() && unknown.is_none() { None } else { Some(Box::new(RecordExtra { call_id, unknown })) };
+    }
 }
 
 /// (tool, args digest, result status, result digest) of one observed outcome.
@@ -230,7 +248,7 @@ pub struct RunState {
     pub guard: Option<Box<Guard>>,
     pub abort: Option<Box<Verdict>>,
     pub blocks: u32,
-    pub seen_triples: Option<HashSet<u64>>,
+    pub seen_triples: Option<Box<HashSet<u64>>>,
     pub no_new_streak: u32,
 }
 
@@ -396,7 +414,7 @@ fn unknown_tool(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     let mut count = 0u32;
     let mut missing: Option<&str> = None;
     for r in ctx.history.iter().rev() {
-        let Some(name) = r.unknown.as_deref() else { break };
+        let Some(name) = r.unknown() else { break };
         if &*r.tool != ctx.tool {
             break;
         }
@@ -750,7 +768,7 @@ fn evidence(state: &RunState, indexes: &[usize]) -> (Vec<u64>, Vec<String>) {
     let seqs = indexes.iter().map(|&i| state.history[i].seq).collect();
     let ids = indexes
         .iter()
-        .filter_map(|&i| state.history[i].call_id.as_deref().map(str::to_string))
+        .filter_map(|&i| state.history[i].call_id().map(str::to_string))
         .collect();
     (seqs, ids)
 }
@@ -780,15 +798,9 @@ fn announce(state: &mut RunState, key: &str, count: u32) -> bool {
 }
 
 fn record(seq: u64, tool: &str, args: [u8; 32], call_id: &str, status: u8, result: [u8; 32], unknown: Option<String>) -> Record {
-    Record {
-        seq,
-        tool: intern(tool),
-        args,
-        result,
-        status,
-        call_id: if call_id.is_empty() { None } else { Some(call_id.into()) },
-        unknown: unknown.map(|name| intern(&name)),
-    }
+    let mut r = Record { seq, tool: intern(tool), args, result, status, extra: None };
+    r.set_extra(if call_id.is_empty() { None } else { Some(call_id.into()) }, unknown.map(|name| intern(&name)));
+    r
 }
 
 pub fn evaluate(state: &mut RunState, event: &Event, s: &Settings, catalog: &Catalog, max_depth: usize) -> Verdict {
@@ -900,7 +912,7 @@ fn track_outcome(state: &mut RunState, tool: &str, args: &[u8; 32], status: u8, 
     hasher.update(result);
     let full = hasher.finalize();
     let key = u64::from_be_bytes(full[..8].try_into().unwrap_or([0; 8]));
-    let seen = state.seen_triples.get_or_insert_with(HashSet::new);
+    let seen = state.seen_triples.get_or_insert_with(Default::default);
     if seen.contains(&key) {
         state.no_new_streak += 1;
         return;
@@ -941,13 +953,12 @@ fn on_tool_outcome(
         if !same(&r.args, &digest) || *r.tool != *tool || r.status != PENDING {
             continue;
         }
-        if !call_id.is_empty() && r.call_id.as_deref() != Some(call_id) {
+        if !call_id.is_empty() && r.call_id() != Some(call_id) {
             continue;
         }
         r.status = fp.status;
         r.result = fp.digest;
-        r.call_id = None;
-        r.unknown = fp.unknown_tool_name.as_deref().map(intern);
+        r.set_extra(None, fp.unknown_tool_name.as_deref().map(intern));
         filled = true;
         break;
     }

@@ -836,9 +836,9 @@ pub fn record_views(state: &RunState) -> Vec<(u64, String, String, String, Strin
                 r.seq,
                 r.tool.to_string(),
                 format!("{}:{}", r.tool, hex(&r.args)),
-                r.call_id.as_deref().unwrap_or("").to_string(),
+                r.call_id().unwrap_or("").to_string(),
                 crate::engine::result_hash_text(r.status, &r.result).unwrap_or_default(),
-                r.unknown.as_deref().unwrap_or("").to_string(),
+                r.unknown().unwrap_or("").to_string(),
             )
         })
         .collect()
