@@ -204,6 +204,10 @@ pub struct InspectRunResponse {
     /// The run's most recent WARN/BLOCK/ABORT verdicts, oldest first, with their evidence.
     #[prost(message, repeated, tag = "10")]
     pub recent_verdicts: ::prost::alloc::vec::Vec<Verdict>,
+    /// The run's agent as the metrics' `agent` label spells it: agent_id when the config names that
+    /// agent, else "default" (whose settings apply).
+    #[prost(string, tag = "11")]
+    pub agent_label: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RunRecord {

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from .config import Config
 from .engine import LoopDetectionSettings
-from .metrics import LATENCY_BUCKETS, Metrics
+from .metrics import DEFAULT_AGENT, LATENCY_BUCKETS, Metrics
 from .settings import Limits
 
 try:  # an optional distribution: the daemon installs and runs without a Rust toolchain
@@ -135,11 +135,14 @@ class CoreService:
     def inspect(self, run_id: str, tenant: str = "") -> tuple | None:
         """A run's view, None when none is held: (run_id, agent_id, records, (armed, window,
         observed), blocks, aborted, abort_error_code, events_evaluated, [recent Verdict bytes],
-        settings); the transport turns it into an InspectRunResponse."""
+        settings, agent label as the metrics spell it); the transport turns it into an
+        InspectRunResponse."""
         view = self._core.inspect(tenant, run_id)
         if view is None:
             return None
-        return (*view, self._config.settings_for(view[1]))
+        config = self._config
+        agent = view[1].strip()
+        return (*view, config.settings_for(view[1]), agent if agent in config.agent_ids else DEFAULT_AGENT)
 
     def expire_idle(self, budget: int = 10_000) -> int:
         dropped = self._core.expire_idle(self._clock(), budget)

@@ -82,6 +82,7 @@ class RunView:
     settings: LoopDetectionSettings
     events_evaluated: int
     recent_decisions: tuple[Decision, ...]
+    agent_label: str = DEFAULT_AGENT  # the agent as the metrics spell it
 
 
 RECENT_DECISIONS = 10
@@ -329,5 +330,5 @@ class LoopwardenService:
             guard_observed=guard.observed if guard else 0, blocks=state.blocks,
             aborted=state.abort is not None, abort_error_code=state.abort.error_code if state.abort else "",
             settings=self._config.settings_for(entry.agent_id), events_evaluated=entry.events_evaluated,
-            recent_decisions=tuple(entry.recent or ()),
+            recent_decisions=tuple(entry.recent or ()), agent_label=self.agent_label(entry.agent_id, self._config),
         )

@@ -1106,8 +1106,11 @@ type InspectRunResponse struct {
 	EventsEvaluated uint64 `protobuf:"varint,9,opt,name=events_evaluated,json=eventsEvaluated,proto3" json:"events_evaluated,omitempty"`
 	// The run's most recent WARN/BLOCK/ABORT verdicts, oldest first, with their evidence.
 	RecentVerdicts []*Verdict `protobuf:"bytes,10,rep,name=recent_verdicts,json=recentVerdicts,proto3" json:"recent_verdicts,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The run's agent as the metrics' `agent` label spells it: agent_id when the config names that
+	// agent, else "default" (whose settings apply).
+	AgentLabel    string `protobuf:"bytes,11,opt,name=agent_label,json=agentLabel,proto3" json:"agent_label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectRunResponse) Reset() {
@@ -1208,6 +1211,13 @@ func (x *InspectRunResponse) GetRecentVerdicts() []*Verdict {
 		return x.RecentVerdicts
 	}
 	return nil
+}
+
+func (x *InspectRunResponse) GetAgentLabel() string {
+	if x != nil {
+		return x.AgentLabel
+	}
+	return ""
 }
 
 type RunRecord struct {
@@ -1603,7 +1613,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\rtool_call_ids\x18\x02 \x03(\tR\vtoolCallIds\x12(\n" +
 	"\x10loop_started_seq\x18\x03 \x01(\x04R\x0eloopStartedSeq\"*\n" +
 	"\x11InspectRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xbe\x03\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xdf\x03\n" +
 	"\x12InspectRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x122\n" +
@@ -1615,7 +1625,9 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x10effective_config\x18\b \x01(\v2\x1e.loopwarden.v1.EffectiveConfigR\x0feffectiveConfig\x12)\n" +
 	"\x10events_evaluated\x18\t \x01(\x04R\x0feventsEvaluated\x12?\n" +
 	"\x0frecent_verdicts\x18\n" +
-	" \x03(\v2\x16.loopwarden.v1.VerdictR\x0erecentVerdicts\"\xc6\x01\n" +
+	" \x03(\v2\x16.loopwarden.v1.VerdictR\x0erecentVerdicts\x12\x1f\n" +
+	"\vagent_label\x18\v \x01(\tR\n" +
+	"agentLabel\"\xc6\x01\n" +
 	"\tRunRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1b\n" +

@@ -99,4 +99,5 @@ def inspection_from_message(message: pb.InspectRunResponse) -> RunInspection:
                                        always_print_fields_with_no_presence=True),
         events_evaluated=message.events_evaluated,
         recent_verdicts=[verdict_from_message(v) for v in message.recent_verdicts],
+        agent_label=message.agent_label,
     )

@@ -64,6 +64,9 @@ class RunInspection:
     effective_config: dict = field(default_factory=dict)
     events_evaluated: int = 0
     recent_verdicts: list[Verdict] = field(default_factory=list)
+    # The agent as the metrics' `agent` label spells it ("default" for an agent the config does
+    # not name). Empty from a daemon older than this field.
+    agent_label: str = ""
 
 
 class LoopwardenError(Exception):

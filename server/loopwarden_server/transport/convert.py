@@ -108,4 +108,5 @@ def inspect_response(view: RunView) -> pb.InspectRunResponse:
         effective_config=effective_config(view.settings),
         events_evaluated=view.events_evaluated,
         recent_verdicts=[verdict_message(decision) for decision in view.recent_decisions],
+        agent_label=view.agent_label,
     )

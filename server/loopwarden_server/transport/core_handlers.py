@@ -33,7 +33,7 @@ def _routed_run_id(context: grpc.aio.ServicerContext) -> str:
 
 def inspect_response(view: tuple) -> pb.InspectRunResponse:
     """The core's view of a run (CoreService.inspect) as the contract spells it."""
-    run, agent_id, records, guard, blocks, aborted, abort_code, events, recent, settings = view
+    run, agent_id, records, guard, blocks, aborted, abort_code, events, recent, settings, agent_label = view
     return pb.InspectRunResponse(
         run_id=run, agent_id=agent_id,
         records=[pb.RunRecord(seq=seq, tool_name=tool, args_hash=args, tool_call_id=call_id,
@@ -42,7 +42,7 @@ def inspect_response(view: tuple) -> pb.InspectRunResponse:
         guard=pb.GuardState(armed=guard[0], window_size=guard[1], observed=guard[2]),
         blocks=blocks, aborted=aborted, abort_error_code=abort_code,
         effective_config=effective_config(settings), events_evaluated=events,
-        recent_verdicts=[pb.Verdict.FromString(raw) for raw in recent],
+        recent_verdicts=[pb.Verdict.FromString(raw) for raw in recent], agent_label=agent_label,
     )
 
 

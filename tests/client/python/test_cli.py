@@ -86,6 +86,20 @@ class TestInspect:
         assert (True, 10) == (shown["effective_config"]["enabled"], shown["effective_config"]["warning_threshold"])
         assert (False, 0) == (shown["aborted"], shown["blocks"])
 
+    def test_an_agent_the_config_does_not_name_is_shown_as_the_metrics_count_it(self, daemon):
+        """A run whose agent id is not in the config shows agent "default" (as in the metrics), with
+        the id it sent; --json carries both agent_id and agent_label."""
+        with LoopwardenClient(daemon.grpc_target, agent_id="stranger") as client:
+            client.tool_call("cli/inspect-stranger", "read", {"path": "/x"})
+
+        summary = loopwarden("inspect", "cli/inspect-stranger", "--address", daemon.grpc_target)
+        raw = loopwarden("inspect", "cli/inspect-stranger", "--json", "--address", daemon.grpc_target)
+
+        assert 0 == summary.returncode, summary.stderr
+        assert ("agent     default (agent id 'stranger' is not in the config: the global settings)"
+                == summary.stdout.splitlines()[1])
+        assert ("stranger", "default") == (json.loads(raw.stdout)["agent_id"], json.loads(raw.stdout)["agent_label"])
+
     def test_summary_is_readable(self, daemon):
         """Without --json, `inspect` prints a summary: run, the agent as metrics spell it, guard, blocks,
         config, the records as a table and the recent verdicts with their evidence, in a few dozen lines."""

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def effective_agent(agent_id: str) -> str:
+    """The metrics' spelling when the daemon did not send it (an older daemon): no id is default."""
     return agent_id.strip() or DEFAULT_AGENT
 
 
@@ -147,8 +148,13 @@ def verdict_lines(verdicts: list[Verdict]) -> list[str]:
 
 def summary(inspection: RunInspection, records: int = DEFAULT_RECORDS) -> list[str]:
     """The run as text lines: who, guard, blocks, config, the last records, the recent verdicts."""
-    agent = effective_agent(inspection.agent_id)
-    agent_note = " (no agent id: the global settings)" if not inspection.agent_id.strip() else ""
+    agent = inspection.agent_label or effective_agent(inspection.agent_id)
+    if not inspection.agent_id.strip():
+        agent_note = " (no agent id: the global settings)"
+    elif agent != inspection.agent_id.strip():
+        agent_note = f" (agent id {inspection.agent_id.strip()!r} is not in the config: the global settings)"
+    else:
+        agent_note = ""
     if inspection.guard_armed:
         guard = f"armed: {inspection.guard_observed} of {inspection.guard_window_size} observed"
     else:

@@ -183,7 +183,7 @@ class InspectRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class InspectRunResponse(_message.Message):
-    __slots__ = ("run_id", "agent_id", "records", "guard", "blocks", "aborted", "abort_error_code", "effective_config", "events_evaluated", "recent_verdicts")
+    __slots__ = ("run_id", "agent_id", "records", "guard", "blocks", "aborted", "abort_error_code", "effective_config", "events_evaluated", "recent_verdicts", "agent_label")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -194,6 +194,7 @@ class InspectRunResponse(_message.Message):
     EFFECTIVE_CONFIG_FIELD_NUMBER: _ClassVar[int]
     EVENTS_EVALUATED_FIELD_NUMBER: _ClassVar[int]
     RECENT_VERDICTS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_LABEL_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     agent_id: str
     records: _containers.RepeatedCompositeFieldContainer[RunRecord]
@@ -204,7 +205,8 @@ class InspectRunResponse(_message.Message):
     effective_config: EffectiveConfig
     events_evaluated: int
     recent_verdicts: _containers.RepeatedCompositeFieldContainer[Verdict]
-    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ..., guard: _Optional[_Union[GuardState, _Mapping]] = ..., blocks: _Optional[int] = ..., aborted: _Optional[bool] = ..., abort_error_code: _Optional[str] = ..., effective_config: _Optional[_Union[EffectiveConfig, _Mapping]] = ..., events_evaluated: _Optional[int] = ..., recent_verdicts: _Optional[_Iterable[_Union[Verdict, _Mapping]]] = ...) -> None: ...
+    agent_label: str
+    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ..., guard: _Optional[_Union[GuardState, _Mapping]] = ..., blocks: _Optional[int] = ..., aborted: _Optional[bool] = ..., abort_error_code: _Optional[str] = ..., effective_config: _Optional[_Union[EffectiveConfig, _Mapping]] = ..., events_evaluated: _Optional[int] = ..., recent_verdicts: _Optional[_Iterable[_Union[Verdict, _Mapping]]] = ..., agent_label: _Optional[str] = ...) -> None: ...
 
 class RunRecord(_message.Message):
     __slots__ = ("seq", "tool_name", "args_hash", "tool_call_id", "result_hash", "unknown_tool_name")
