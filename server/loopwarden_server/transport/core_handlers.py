@@ -19,16 +19,7 @@ from ..metrics import Metrics
 from .auth import Identity
 from .convert import effective_config
 from .decode import TOO_MANY_EVENTS, UNDECODABLE, Refusal, _undecodable, message_decoder
-from .servicer import _fail, _IdleTimer, _internal, _refuse
-
-ROUTING_HEADER = "x-loopwarden-run-id"
-
-
-def _routed_run_id(context: grpc.aio.ServicerContext) -> str:
-    for key, value in context.invocation_metadata() or ():
-        if key == ROUTING_HEADER:
-            return value.strip() if isinstance(value, str) else ""
-    return ""
+from .servicer import _fail, _IdleTimer, _internal, _refuse, _routed_run_id, serve_evaluate_stream
 
 
 def inspect_response(view: tuple) -> pb.InspectRunResponse:
@@ -64,29 +55,9 @@ class CoreHandlers:
         self._idle_seconds = stream_idle_timeout_seconds
 
     async def Evaluate(self, _request_iterator, context: grpc.aio.ServicerContext) -> None:
-        if self._lifecycle.draining:
-            await _fail(context, "draining")
-        max_streams = self._core.limits.max_streams
-        if self._lifecycle.active_streams >= max_streams:
-            await _fail(context, "too_many_streams", limit=str(max_streams))
-        self._metrics.active_streams.inc()
-        self._lifecycle.active_streams += 1
-        timer = _IdleTimer(self._idle_seconds)
-        try:
-            await self._serve_stream(context, timer)
-        except asyncio.CancelledError:
-            if not timer.fired:
-                raise
-            self._metrics.idle_streams_closed.inc()
-            await _fail(context, "idle", seconds=self._idle_seconds)
-        except grpc.aio.AbortError:
-            raise
-        except Exception:  # noqa: BLE001 - answered INTERNAL with an id, logged in full
-            await _internal(context, "Evaluate")
-        finally:
-            timer.cancel()
-            self._lifecycle.active_streams -= 1
-            self._metrics.active_streams.dec()
+        await serve_evaluate_stream(context, lifecycle=self._lifecycle, metrics=self._metrics,
+                                    max_streams=self._core.limits.max_streams, idle_seconds=self._idle_seconds,
+                                    serve=self._serve_stream)
 
     async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer) -> None:
         evaluate = self._core.evaluate

@@ -111,6 +111,35 @@ class _IdleTimer:
         self._handle.cancel()
 
 
+async def serve_evaluate_stream(context: grpc.aio.ServicerContext, *, lifecycle: Lifecycle, metrics: Metrics,
+                                max_streams: int, idle_seconds: float, serve) -> None:
+    """Everything around one Evaluate stream that does not depend on the engine, shared by both
+    engines' handlers: admission (draining, the stream cap), the stream gauge, the idle timer,
+    and the stream-level failures. `serve(context, timer)` reads and answers the requests."""
+    if lifecycle.draining:
+        await _fail(context, "draining")
+    if lifecycle.active_streams >= max_streams:
+        await _fail(context, "too_many_streams", limit=str(max_streams))
+    metrics.active_streams.inc()
+    lifecycle.active_streams += 1
+    timer = _IdleTimer(idle_seconds)
+    try:
+        await serve(context, timer)
+    except asyncio.CancelledError:
+        if not timer.fired:
+            raise
+        metrics.idle_streams_closed.inc()
+        await _fail(context, "idle", seconds=idle_seconds)
+    except grpc.aio.AbortError:
+        raise
+    except Exception:  # noqa: BLE001 - answered INTERNAL with an id, logged in full
+        await _internal(context, "Evaluate")
+    finally:
+        timer.cancel()
+        lifecycle.active_streams -= 1
+        metrics.active_streams.dec()
+
+
 class LoopDetectionServicer:
     def __init__(self, service: LoopwardenService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
                  stream_idle_timeout_seconds: float, loader: StateKeeper | None = None) -> None:
@@ -122,29 +151,9 @@ class LoopDetectionServicer:
         self._idle_seconds = stream_idle_timeout_seconds
 
     async def Evaluate(self, _request_iterator, context: grpc.aio.ServicerContext) -> None:
-        if self._lifecycle.draining:
-            await _fail(context, "draining")
-        max_streams = self._service.limits.max_streams
-        if self._lifecycle.active_streams >= max_streams:
-            await _fail(context, "too_many_streams", limit=str(max_streams))
-        self._metrics.active_streams.inc()
-        self._lifecycle.active_streams += 1
-        timer = _IdleTimer(self._idle_seconds)
-        try:
-            await self._serve_stream(context, timer)
-        except asyncio.CancelledError:
-            if not timer.fired:
-                raise
-            self._metrics.idle_streams_closed.inc()
-            await _fail(context, "idle", seconds=self._idle_seconds)
-        except grpc.aio.AbortError:
-            raise
-        except Exception:  # noqa: BLE001 - answered INTERNAL with an id, logged in full
-            await _internal(context, "Evaluate")
-        finally:
-            timer.cancel()
-            self._lifecycle.active_streams -= 1
-            self._metrics.active_streams.dec()
+        await serve_evaluate_stream(context, lifecycle=self._lifecycle, metrics=self._metrics,
+                                    max_streams=self._service.limits.max_streams, idle_seconds=self._idle_seconds,
+                                    serve=self._serve_stream)
 
     async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer) -> None:
         evaluate, misrouted = self._service.evaluate, self._service.refuse_misrouted
