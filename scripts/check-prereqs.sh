@@ -24,7 +24,7 @@ elif ! version_at_least "$(node --version | tr -d v)" 20; then
 fi
 command -v npm >/dev/null || need npm "install npm with Node.js (Debian: apt-get install npm)"
 if ! command -v go >/dev/null && [[ ! -x /usr/local/go/bin/go ]]; then
-  need go "install Go 1.22 or newer (https://go.dev/dl, or Debian: apt-get install golang)"
+  need go "install Go 1.26 or newer (https://go.dev/dl)"
 fi
 # loopwarden-core (core/) is Rust: CI tests both engines, so make test needs cargo (make serve does not).
 command -v cargo >/dev/null || need cargo "install Rust with cargo (https://rustup.rs, or Debian: apt-get install cargo)"
