@@ -52,12 +52,19 @@ class StateKeeper:
         self._last_ok = time.monotonic()
         self._load_paused_until = 0.0
         self._task: asyncio.Task | None = None
+        # Runs taken by a flush that has not finished: still waiting to be written, so they count
+        # as dirty (a flush in flight against a dead store must not read as "all flushed").
+        self._in_flight = 0
         self.final_flush_ok = True
         runs.track_changes(evictions_delete=not store.lazy)
         metrics.flush_interval.set(flush_interval)
         metrics.store_up.set(1)
-        metrics.dirty_runs.set_function(runs.dirty_count)
-        metrics.flush_lag.set_function(lambda: time.monotonic() - self._last_ok if runs.dirty_count() else 0.0)
+        metrics.dirty_runs.set_function(self.waiting)
+        metrics.flush_lag.set_function(lambda: time.monotonic() - self._last_ok if self.waiting() else 0.0)
+
+    def waiting(self) -> int:
+        """Runs changed and not yet written: marked dirty, or taken by the flush in flight."""
+        return self.runs.dirty_count() + self._in_flight
 
     @property
     def lazy(self) -> bool:
@@ -207,6 +214,13 @@ class StateKeeper:
         started = time.perf_counter()
         keys = list(dirty.items())
         ttl = self.runs.idle_ttl_seconds
+        self._in_flight = len(keys)
+        try:
+            return await self._write(keys, ttl, operation, started)
+        finally:
+            self._in_flight = 0
+
+    async def _write(self, keys: list, ttl: float, operation: str, started: float) -> bool:
         for start in range(0, len(keys), BATCH):
             chunk = keys[start:start + BATCH]
             mono, wall = self.runs.clock(), self._wall()
@@ -227,6 +241,7 @@ class StateKeeper:
                 self._failures += 1
                 return False
             self.metrics.runs_flushed.inc(len(items))
+            self._in_flight -= len(chunk)
             await asyncio.sleep(0)  # let events through between batches
         if self._failures:
             log.info("state store back; dirty runs flushed", extra={"state_store": self.store.describe(),
