@@ -173,16 +173,18 @@ class LoopDetectionServicer:
             if loader is not None:
                 await self._load_missing(loader, tenant, request.events, routed)
             verdicts = []
-            carried = 0
+            # Sizes per event only for a request big enough to need a yield (most are not).
+            carried = 0 if request.ByteSize() >= YIELD_EVERY_BYTES else None
             for event in request.events:
                 if routed and event.run_id.strip() != routed:
                     verdicts.append(to_verdict(misrouted(to_input(event, tenant), routed)))
                 else:
                     verdicts.append(to_verdict(evaluate(to_input(event, tenant))))
-                carried += _payload_bytes(event)
-                if carried >= YIELD_EVERY_BYTES:
-                    carried = 0
-                    await asyncio.sleep(0)
+                if carried is not None:
+                    carried += _payload_bytes(event)
+                    if carried >= YIELD_EVERY_BYTES:
+                        carried = 0
+                        await asyncio.sleep(0)
             await write(pb.EvaluateResponse(verdicts=verdicts))
 
     @staticmethod
