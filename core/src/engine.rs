@@ -71,6 +71,16 @@ pub enum Level {
     Critical = 2,
 }
 
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::None => "none",
+            Level::Warning => "warning",
+            Level::Critical => "critical",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Verdict {
     pub action: Action,
@@ -903,15 +913,17 @@ fn on_tool_call(
 }
 
 fn track_outcome(state: &mut RunState, tool: &str, args: &[u8; 32], status: u8, result: &[u8; 32]) {
-    // Any stable 64-bit key of the triple (the Python engine uses blake2b; keys never cross engines).
-    use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
+    // run_wide.py's key, byte for byte (BLAKE2b, 8-byte output, read big-endian): the set is
+    // persisted, so a run restored into the other engine must recognise its triples.
+    use blake2::digest::{Update, VariableOutput};
+    let mut hasher = blake2::Blake2bVar::new(8).expect("8 is a valid BLAKE2b output size");
     hasher.update(tool.as_bytes());
     hasher.update(args);
-    hasher.update([status]);
+    hasher.update(&[status]);
     hasher.update(result);
-    let full = hasher.finalize();
-    let key = u64::from_be_bytes(full[..8].try_into().unwrap_or([0; 8]));
+    let mut out = [0u8; 8];
+    hasher.finalize_variable(&mut out).expect("the output is 8 bytes");
+    let key = u64::from_be_bytes(out);
     let seen = state.seen_triples.get_or_insert_with(Default::default);
     if seen.contains(&key) {
         state.no_new_streak += 1;

@@ -7,5 +7,6 @@ pub mod json;
 pub mod pb;
 pub mod toolnames;
 pub mod service;
+pub mod state;
 #[cfg(feature = "python")]
 mod python;

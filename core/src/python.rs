@@ -141,14 +141,19 @@ fn summary_tuple<'py>(py: Python<'py>, summary: Summary) -> PyResult<Bound<'py, 
         summary.latency_sum.into_pyobject(py)?.into_any(),
         logs.into_any(),
         evictions.into_any(),
+        summary.held_runs.into_pyobject(py)?.into_any(),
     ])
 }
 
-fn refusal_name(r: Refusal) -> &'static str {
-    match r {
+/// (None, reason) for a refused request; (None, ([run ids], held)) for one that names runs
+/// not in memory (lazy loading: nothing was evaluated).
+fn refused<'py>(py: Python<'py>, r: Refusal, summary: &Summary) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
+    let reason = match r {
         Refusal::Undecodable => "undecodable",
         Refusal::TooManyEvents => "too_many_events",
-    }
+        Refusal::NotLoaded(ids) => return Ok((None, (ids, summary.held_runs).into_pyobject(py)?.into_any())),
+    };
+    Ok((None, reason.into_pyobject(py)?.into_any()))
 }
 
 #[pymethods]
@@ -183,24 +188,73 @@ impl PyCore {
     }
 
     /// EvaluateRequest bytes -> (EvaluateResponse bytes, summary), or (None, refusal reason).
-    #[pyo3(signature = (data, tenant, now, routed = ""))]
-    fn evaluate<'py>(&mut self, py: Python<'py>, data: &[u8], tenant: &str, now: f64, routed: &str) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
+    /// `lazy`: runs the request names that are not in memory are returned first (see `refused`).
+    #[pyo3(signature = (data, tenant, now, routed = "", lazy = false))]
+    fn evaluate<'py>(&mut self, py: Python<'py>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
         let mut summary = Summary::default();
-        match self.core.evaluate_request(data, tenant, routed, now, &mut summary) {
+        match self.core.evaluate_request(data, tenant, routed, now, &mut summary, lazy) {
             Ok(bytes) => Ok((Some(PyBytes::new(py, &bytes)), summary_tuple(py, summary)?.into_any())),
-            Err(r) => Ok((None, refusal_name(r).into_pyobject(py)?.into_any())),
+            Err(r) => refused(py, r, &summary),
         }
     }
 
     /// CheckRequest bytes -> (CheckResponse bytes, summary), (None, refusal) or (None, "missing_event").
-    #[pyo3(signature = (data, tenant, now, routed = ""))]
-    fn check<'py>(&mut self, py: Python<'py>, data: &[u8], tenant: &str, now: f64, routed: &str) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
+    #[pyo3(signature = (data, tenant, now, routed = "", lazy = false))]
+    fn check<'py>(&mut self, py: Python<'py>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
         let mut summary = Summary::default();
-        match self.core.check_request(data, tenant, routed, now, &mut summary) {
+        match self.core.check_request(data, tenant, routed, now, &mut summary, lazy) {
             Ok(Some(bytes)) => Ok((Some(PyBytes::new(py, &bytes)), summary_tuple(py, summary)?.into_any())),
             Ok(None) => Ok((None, "missing_event".into_pyobject(py)?.into_any())),
-            Err(r) => Ok((None, refusal_name(r).into_pyobject(py)?.into_any())),
+            Err(r) => refused(py, r, &summary),
         }
+    }
+
+    // ---------------------------------------------------------------- the state store's side
+
+    /// Start marking changed runs (`evictions_delete`: an eviction deletes the stored run).
+    fn track_changes(&mut self, evictions_delete: bool) {
+        self.core.store.track_changes(evictions_delete);
+    }
+
+    fn dirty_count(&self) -> usize {
+        self.core.store.dirty_count()
+    }
+
+    /// [((tenant, run_id), still held)] changed since the last call.
+    fn take_dirty(&mut self) -> Vec<((String, String), bool)> {
+        self.core.store.take_dirty()
+    }
+
+    fn redirty(&mut self, items: Vec<((String, String), bool)>) {
+        self.core.store.redirty(items)
+    }
+
+    fn clear(&mut self) {
+        self.core.store.clear()
+    }
+
+    fn held(&self, tenant: &str, run_id: &str) -> bool {
+        self.core.store.get(tenant, run_id).is_some()
+    }
+
+    /// The run's record as JSON bytes (statestore/encoding.py frames it), None when not held.
+    fn encode_run<'py>(&self, py: Python<'py>, tenant: &str, run_id: &str, wall_now: f64, now: f64) -> Option<Bound<'py, PyBytes>> {
+        self.core.encode_run(tenant, run_id, wall_now, now).map(|b| PyBytes::new(py, &b))
+    }
+
+    /// Take in a record: ("restored" | "expired" | "mismatch", [eviction reasons]); ValueError
+    /// naming the field when it is malformed.
+    #[pyo3(signature = (record, wall_now, now, expect = None))]
+    fn load_run(&mut self, record: &[u8], wall_now: f64, now: f64, expect: Option<(String, String)>) -> PyResult<(&'static str, Vec<&'static str>)> {
+        let mut evictions = Vec::new();
+        let outcome = self.core
+            .load_run(record, wall_now, now, expect.as_ref().map(|(t, r)| (t.as_str(), r.as_str())), &mut evictions)
+            .map_err(PyValueError::new_err)?;
+        Ok((match outcome {
+            service::Loaded::Restored => "restored",
+            service::Loaded::Expired => "expired",
+            service::Loaded::Mismatch => "mismatch",
+        }, evictions))
     }
 
     /// A run's view: (run_id, agent_id, records, (armed, window, observed), blocks, aborted,

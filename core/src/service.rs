@@ -10,7 +10,7 @@
 //! calls in from its one event loop thread, holding the GIL, so no lock is needed. An evicted or
 //! ended run is gone entirely: a later event with its id starts from zero.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use prost::Message;
 
@@ -78,11 +78,11 @@ pub struct Decision {
 }
 
 #[derive(Default)]
-struct Retries {
-    seqs: Vec<u64>,
-    digests: Vec<[u8; 8]>,
-    decisions: HashMap<usize, Decision>,
-    next_slot: usize,
+pub(crate) struct Retries {
+    pub(crate) seqs: Vec<u64>,
+    pub(crate) digests: Vec<[u8; 8]>,
+    pub(crate) decisions: HashMap<usize, Decision>,
+    pub(crate) next_slot: usize,
 }
 
 impl Retries {
@@ -121,6 +121,8 @@ pub struct Entry {
     pub events_evaluated: u64,
     recent: Option<VecDeque<Decision>>,
     retries: Option<Box<Retries>>,
+    /// Changed since the last flush (only while a state store tracks changes).
+    dirty: bool,
 }
 
 /// FNV-1a of (tenant, run_id): the map key, so a lookup allocates nothing; entries with the same
@@ -142,11 +144,118 @@ pub struct Store {
     order: BTreeMap<u64, u64>,
     touches: u64,
     size: usize,
+    /// Change tracking for a state store (store.py's dirty dict): None when no store is set.
+    changes: Option<Changes>,
 }
+
+/// Runs changed since the last flush. A changed run is flagged on its entry and its key listed
+/// once (one allocation per run per flush interval, none per event); a run that ended, or was
+/// evicted while evictions delete, is a key in `deleted`. A delete followed by a new run of the
+/// same key is one write of the new run, as in store.py's dict (the write replaces the value).
+struct Changes {
+    listed: Vec<(String, String)>,
+    flagged: usize,
+    deleted: HashSet<(String, String)>,
+    evictions_delete: bool,
+}
+
+pub type RunKey = (String, String);
 
 impl Store {
     pub fn new(max_runs: usize, idle_ttl: f64) -> Store {
-        Store { max_runs, idle_ttl, runs: HashMap::new(), order: BTreeMap::new(), touches: 0, size: 0 }
+        Store { max_runs, idle_ttl, runs: HashMap::new(), order: BTreeMap::new(), touches: 0, size: 0, changes: None }
+    }
+    pub fn track_changes(&mut self, evictions_delete: bool) {
+        let changes = self.changes.get_or_insert_with(|| Changes { listed: Vec::new(), flagged: 0, deleted: HashSet::new(), evictions_delete });
+        changes.evictions_delete = evictions_delete;
+    }
+    pub fn dirty_count(&self) -> usize {
+        self.changes.as_ref().map_or(0, |c| c.flagged + c.deleted.len())
+    }
+    /// Flag a held run as changed (no-op without tracking or when already flagged).
+    fn mark(&mut self, tenant: &str, run_id: &str) {
+        let Some(changes) = self.changes.as_mut() else { return };
+        let Some(entry) = self.runs.get_mut(&key_hash(tenant, run_id)).and_then(|b| b.iter_mut().find(|e| e.tenant == tenant && e.run_id == run_id)) else { return };
+        if entry.dirty {
+            return;
+        }
+        entry.dirty = true;
+        changes.flagged += 1;
+        let key = (tenant.to_string(), run_id.to_string());
+        if !changes.deleted.is_empty() {
+            changes.deleted.remove(&key);
+        }
+        changes.listed.push(key);
+    }
+    fn mark_deleted(&mut self, tenant: &str, run_id: &str, eviction: bool) {
+        if let Some(changes) = self.changes.as_mut() {
+            if !eviction || changes.evictions_delete {
+                changes.deleted.insert((tenant.to_string(), run_id.to_string()));
+            }
+        }
+    }
+    /// The runs changed since the last call, (key, still held), each once: deletes first, then
+    /// the held runs in the order they first changed.
+    pub fn take_dirty(&mut self) -> Vec<(RunKey, bool)> {
+        let Some(changes) = self.changes.as_mut() else { return Vec::new() };
+        let listed = std::mem::take(&mut changes.listed);
+        let mut taken: Vec<(RunKey, bool)> = changes.deleted.drain().map(|k| (k, false)).collect();
+        changes.flagged = 0;
+        for key in listed {
+            let hash = key_hash(&key.0, &key.1);
+            if let Some(entry) = self.runs.get_mut(&hash).and_then(|b| b.iter_mut().find(|e| e.tenant == key.0 && e.run_id == key.1)) {
+                if entry.dirty {
+                    entry.dirty = false;
+                    taken.push((key, true));
+                }
+            }
+        }
+        taken
+    }
+    /// Put back runs a failed flush did not write; a run changed again since keeps its mark.
+    pub fn redirty(&mut self, items: Vec<(RunKey, bool)>) {
+        if self.changes.is_none() {
+            return;
+        }
+        for ((tenant, run_id), live) in items {
+            if self.get(&tenant, &run_id).is_some() {
+                self.mark(&tenant, &run_id);
+            } else if !live {
+                self.mark_deleted(&tenant, &run_id, false);
+            }
+        }
+    }
+    pub fn clear(&mut self) {
+        self.runs.clear();
+        self.order.clear();
+        self.size = 0;
+        if let Some(changes) = self.changes.as_mut() {
+            changes.listed.clear();
+            changes.flagged = 0;
+            changes.deleted.clear();
+        }
+    }
+    /// Take in a stored run as most recently used, idle for `idle` seconds (store.py's restore:
+    /// a held run of the same key is replaced; a full store evicts its least recently used run).
+    pub(crate) fn restore(&mut self, mut entry: Entry, idle: f64, now: f64, evictions: &mut Vec<&'static str>) {
+        let hash = key_hash(&entry.tenant, &entry.run_id);
+        let (tenant, run_id) = (entry.tenant.clone(), entry.run_id.clone());
+        self.take(hash, |e| e.tenant == tenant && e.run_id == run_id);
+        if self.size >= self.max_runs {
+            if let Some((&touch, &lru)) = self.order.first_key_value() {
+                if let Some(evicted) = self.take(lru, |e| e.touch == touch) {
+                    self.mark_deleted(&evicted.tenant, &evicted.run_id, true);
+                }
+                evictions.push("max_runs");
+            }
+        }
+        self.touches += 1;
+        entry.touch = self.touches;
+        entry.last_seen = now - idle;
+        entry.dirty = false;
+        self.order.insert(self.touches, hash);
+        self.size += 1;
+        self.runs.entry(hash).or_default().push(entry);
     }
     pub fn len(&self) -> usize {
         self.size
@@ -169,6 +278,11 @@ impl Store {
         }
         self.order.remove(&entry.touch);
         self.size -= 1;
+        if entry.dirty {
+            if let Some(changes) = self.changes.as_mut() {
+                changes.flagged -= 1;
+            }
+        }
         Some(entry)
     }
     /// The run marked most recently used; false when none is held (or it idled past its TTL).
@@ -178,6 +292,7 @@ impl Store {
         let Some(entry) = self.get_mut(tenant, run_id) else { return false };
         if now - entry.last_seen > ttl {
             self.take(key_hash(tenant, run_id), |e| e.tenant == tenant && e.run_id == run_id);
+            self.mark_deleted(tenant, run_id, true);
             evictions.push("idle_ttl");
             return false;
         }
@@ -187,12 +302,15 @@ impl Store {
         self.touches = touch;
         self.order.remove(&old);
         self.order.insert(touch, key_hash(tenant, run_id));
+        self.mark(tenant, run_id);
         true
     }
     fn create(&mut self, tenant: &str, run_id: &str, state: RunState, now: f64, evictions: &mut Vec<&'static str>) {
         if self.size >= self.max_runs {
             if let Some((&touch, &hash)) = self.order.first_key_value() {
-                self.take(hash, |e| e.touch == touch);
+                if let Some(evicted) = self.take(hash, |e| e.touch == touch) {
+                    self.mark_deleted(&evicted.tenant, &evicted.run_id, true);
+                }
                 evictions.push("max_runs");
             }
         }
@@ -211,9 +329,14 @@ impl Store {
             events_evaluated: 0,
             recent: None,
             retries: None,
+            dirty: false,
         });
+        self.mark(tenant, run_id);
     }
+    /// run_end: free the run at once (not an eviction); a delete for the state store even when
+    /// the run is held only there.
     pub fn remove(&mut self, tenant: &str, run_id: &str) -> bool {
+        self.mark_deleted(tenant, run_id, false);
         self.take(key_hash(tenant, run_id), |e| e.tenant == tenant && e.run_id == run_id).is_some()
     }
     /// Drop runs idle longer than the TTL, oldest first; at most `budget`.
@@ -226,7 +349,9 @@ impl Store {
             if idle != Some(true) {
                 break;
             }
-            self.take(hash, |e| e.touch == touch);
+            if let Some(evicted) = self.take(hash, |e| e.touch == touch) {
+                self.mark_deleted(&evicted.tenant, &evicted.run_id, true);
+            }
             dropped += 1;
         }
         dropped
@@ -242,6 +367,8 @@ pub struct Summary {
     /// (log level, message, decision) of the decisions worth a log line.
     pub logs: Vec<LogLine>,
     pub evictions: Vec<&'static str>,
+    /// Events of a lazily loaded request whose run was already in memory (runs_loaded{memory}).
+    pub held_runs: u64,
 }
 
 pub struct LogLine {
@@ -308,32 +435,35 @@ fn kind_name(kind: &Option<pb::event::Kind>) -> &'static str {
     }
 }
 
-/// A fast 64-bit hash, eight bytes at a time (retry detection only compares a run's own events,
-/// so it needs no resistance to crafted collisions: a collision could only replay a verdict of
-/// the sender's own run with the same seq).
-struct WordHash(u64);
+/// What an event says (not its seq or ids), as 8 bytes: retries.py's `content_digest`, byte for
+/// byte (BLAKE2b with an 8-byte output over kind, tool, params, result or error, each text
+/// preceded by its UTF-8 length as 8 big-endian bytes). The retry window is part of a run's
+/// persisted state, so a run written by either engine must be recognised by the other.
+struct ContentHash(blake2::Blake2bVar);
 
-impl WordHash {
+impl ContentHash {
+    fn new() -> ContentHash {
+        use blake2::digest::VariableOutput;
+        ContentHash(blake2::Blake2bVar::new(8).expect("8 is a valid BLAKE2b output size"))
+    }
     fn update(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
-        }
+        use blake2::digest::Update;
+        self.0.update(bytes);
     }
     fn text(&mut self, text: &str) {
-        self.update(&(text.len() as u64).to_le_bytes());
+        self.update(&(text.len() as u64).to_be_bytes());
         self.update(text.as_bytes());
+    }
+    fn finish(self) -> [u8; 8] {
+        use blake2::digest::VariableOutput;
+        let mut out = [0u8; 8];
+        self.0.finalize_variable(&mut out).expect("the output is 8 bytes");
+        out
     }
 }
 
-fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
-    let mut h = WordHash(0);
+pub fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
+    let mut h = ContentHash::new();
     match kind {
         Some(pb::event::Kind::ToolCall(c)) => {
             h.update(b"c");
@@ -359,7 +489,7 @@ fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
         Some(pb::event::Kind::CompactionRetry(_)) => h.update(b"k"),
         _ => h.update(b"x"),
     }
-    h.0.to_le_bytes()
+    h.finish()
 }
 
 fn too_long(what: &str, chars: usize, limit: usize) -> String {
@@ -405,6 +535,18 @@ pub fn verdict_message(d: &Decision) -> pb::Verdict {
 pub enum Refusal {
     Undecodable,
     TooManyEvents,
+    /// Not a refusal: with a shared state store, the request names runs not in memory (their
+    /// ids) and nothing was evaluated; Python loads them and asks again (keeper.py).
+    NotLoaded(Vec<String>),
+}
+
+/// What became of a stored run handed to `Core::load_run`.
+pub enum Loaded {
+    Restored,
+    /// Idle past the TTL: not taken in.
+    Expired,
+    /// Not the run that was asked for.
+    Mismatch,
 }
 
 const MAX_OTHER_FIELDS: usize = 64;
@@ -477,25 +619,114 @@ impl Core {
     }
 
     /// `routed`: the stream's x-loopwarden-run-id ("" = none): events of other runs are refused.
-    pub fn evaluate_request(&mut self, data: &[u8], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Result<Vec<u8>, Refusal> {
+    /// `lazy`: a shared state store holds runs this replica may not: runs the request names
+    /// that are not in memory are returned (Refusal::NotLoaded) before anything is evaluated.
+    pub fn evaluate_request(&mut self, data: &[u8], tenant: &str, routed: &str, now: f64, summary: &mut Summary, lazy: bool) -> Result<Vec<u8>, Refusal> {
         match count_events(data, self.limits.max_events_per_request) {
             None => return Err(Refusal::Undecodable),
             Some(n) if n > self.limits.max_events_per_request => return Err(Refusal::TooManyEvents),
             _ => {}
         }
         let request = pb::EvaluateRequest::decode(data).map_err(|_| Refusal::Undecodable)?;
+        if lazy {
+            self.not_loaded(&request.events, tenant, routed, summary)?;
+        }
         summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
         let verdicts = request.events.iter().map(|event| verdict_message(&self.evaluate_timed(event, tenant, routed, now, summary))).collect();
         Ok(pb::EvaluateResponse { verdicts }.encode_to_vec())
     }
 
     /// Ok(None): the request has no event (the transport answers INVALID_ARGUMENT).
-    pub fn check_request(&mut self, data: &[u8], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Result<Option<Vec<u8>>, Refusal> {
+    pub fn check_request(&mut self, data: &[u8], tenant: &str, routed: &str, now: f64, summary: &mut Summary, lazy: bool) -> Result<Option<Vec<u8>>, Refusal> {
         let request = pb::CheckRequest::decode(data).map_err(|_| Refusal::Undecodable)?;
         let Some(event) = request.event else { return Ok(None) };
+        if lazy {
+            self.not_loaded(std::slice::from_ref(&event), tenant, routed, summary)?;
+        }
         summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
         let decision = self.evaluate_timed(&event, tenant, routed, now, summary);
         Ok(Some(pb::CheckResponse { verdict: Some(verdict_message(&decision)) }.encode_to_vec()))
+    }
+
+    /// keeper.py's `missing`: the request's run ids (trimmed, run_end and misrouted events
+    /// aside) not held in memory, each once; the held ones are counted in the summary.
+    fn not_loaded(&self, events: &[pb::Event], tenant: &str, routed: &str, summary: &mut Summary) -> Result<(), Refusal> {
+        let mut missing: Vec<String> = Vec::new();
+        for event in events {
+            if let Some(pb::event::Kind::RunEnd(_)) = event.kind {
+                continue;
+            }
+            let run_id = event.run_id.trim_matches(py_isspace);
+            if !routed.is_empty() && run_id != routed {
+                continue;
+            }
+            if self.store.get(tenant, run_id).is_some() {
+                summary.held_runs += 1;
+            } else if !run_id.is_empty() && !missing.iter().any(|m| m == run_id) {
+                missing.push(run_id.to_string());
+            }
+        }
+        if missing.is_empty() { Ok(()) } else { Err(Refusal::NotLoaded(missing)) }
+    }
+
+    /// The run's state-store record (state.rs), or None when it is not held. `wall_now` and
+    /// `now` (the store's clock) turn its last event into wall-clock time.
+    pub fn encode_run(&self, tenant: &str, run_id: &str, wall_now: f64, now: f64) -> Option<Vec<u8>> {
+        let entry = self.store.get(tenant, run_id)?;
+        let retries = entry.retries.as_ref().map(|r| {
+            let mut decisions: Vec<(usize, u64, &str, &Verdict)> =
+                r.decisions.iter().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
+            decisions.sort_by_key(|d| d.0);
+            crate::state::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions }
+        });
+        Some(crate::state::encode(&crate::state::RunRecord {
+            tenant: &entry.tenant,
+            run_id: &entry.run_id,
+            agent_id: &entry.agent_id,
+            session_id: &entry.session_id,
+            last_seen: wall_now - (now - entry.last_seen).max(0.0),
+            events_evaluated: entry.events_evaluated,
+            state: &entry.state,
+            retries,
+        }))
+    }
+
+    /// Take in a stored run's record (keeper.py's restore and lazy load). `expect`: the
+    /// (tenant, run_id) asked for, when one was. Err: the record is malformed (it names the field).
+    pub fn load_run(&mut self, record: &[u8], wall_now: f64, now: f64, expect: Option<(&str, &str)>,
+                    evictions: &mut Vec<&'static str>) -> Result<Loaded, String> {
+        let d = crate::state::decode(record, RETRY_WINDOW)?;
+        let idle = (wall_now - d.last_seen).max(0.0);
+        if idle > self.store.idle_ttl {
+            return Ok(Loaded::Expired);
+        }
+        if let Some((tenant, run_id)) = expect {
+            if (d.tenant.as_str(), d.run_id.as_str()) != (tenant, run_id) {
+                return Ok(Loaded::Mismatch);
+            }
+        }
+        let retries = d.retries.map(|crate::state::DecodedRetries { seqs, digests, next_slot, decisions }| {
+            let decisions = decisions
+                .into_iter()
+                .map(|(slot, (seq, decision_id, verdict))| (slot, Decision { seq, run_id: d.run_id.clone(), verdict, decision_id }))
+                .collect();
+            Box::new(Retries { seqs, digests, decisions, next_slot })
+        });
+        let entry = Entry {
+            tenant: d.tenant,
+            run_id: d.run_id,
+            state: d.state,
+            agent_id: d.agent_id,
+            session_id: d.session_id,
+            last_seen: 0.0,
+            touch: 0,
+            events_evaluated: d.events_evaluated,
+            recent: None,
+            retries,
+            dirty: false,
+        };
+        self.store.restore(entry, idle, now, evictions);
+        Ok(Loaded::Restored)
     }
 
     fn evaluate_timed(&mut self, event: &pb::Event, tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Decision {

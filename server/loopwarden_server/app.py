@@ -25,6 +25,7 @@ from .service import LoopwardenService
 from .settings import DaemonSettings, Security
 from .statestore import StateStoreError, open_state_store
 from .statestore.keeper import StateKeeper
+from .statestore.runs import CoreRuns
 from .statestore.metrics import StateMetrics
 from .store import RunStore
 from .tracing import TracingError, tracing_from
@@ -91,9 +92,25 @@ class Daemon:
         # Decision ids are "<instance>-<counter>": unique across restarts and replicas.
         self.service = LoopwardenService(config, self.store, self.metrics, settings.limits, time.perf_counter,
                                          instance_id=os.urandom(4).hex())
-        self.state = (StateKeeper(open_state_store(settings.state_store, settings.state_key_prefix), self.store,
+        from .core_engine import CoreService, choose_engine  # --engine core|python (core_engine.py)
+        self.version = distribution_version("loopwarden")
+        try:
+            self.tracing = tracing_from(settings.otlp_endpoint, os.environ, version=self.version)
+        except TracingError as exc:
+            raise StartupError(str(exc)) from None
+        self.engine, engine_note = choose_engine(settings.engine, hooks_listen=settings.hooks_listen,
+                                                 tracing=self.tracing is not None and self.tracing.available)
+        self.core = (CoreService(config, self.metrics, settings.limits, max_runs=settings.max_runs,
+                                 idle_ttl_seconds=settings.run_idle_ttl_seconds, clock=time.monotonic,
+                                 instance_id=os.urandom(4).hex()) if self.engine == "core" else None)
+        self.metrics.set_engine(self.engine)
+        # One engine holds the runs, so one engine's memory is what the state store keeps.
+        kept = CoreRuns(self.core) if self.core is not None else self.store
+        self.state = (StateKeeper(open_state_store(settings.state_store, settings.state_key_prefix), kept,
                                   StateMetrics(self.registry), flush_interval=settings.state_flush_interval_seconds)
                       if settings.state_store is not None else None)
+        if self.state is not None and self.core is not None and self.state.lazy:
+            self.core.on_held = self.state.metrics.runs_loaded.labels("memory").inc
         if self.state is not None:
             try:  # before any listener binds: an unusable state path fails the start at once
                 self.state.check()
@@ -101,11 +118,6 @@ class Daemon:
                 raise StartupError(str(exc)) from None
         interceptors = [IntegrationInterceptor()] + ([] if self._tokens is None else [BearerTokenInterceptor(
             self._tokens.current, on_failure=lambda reason: self.metrics.auth_failures.labels(reason).inc())])
-        self.version = distribution_version("loopwarden")
-        try:
-            self.tracing = tracing_from(settings.otlp_endpoint, os.environ, version=self.version)
-        except TracingError as exc:
-            raise StartupError(str(exc)) from None
         if self.tracing is not None and self.tracing.available:
             interceptors.insert(0, self.tracing.server_interceptor())  # outermost: refused calls are traced too
         self.servers = Servers(
@@ -118,18 +130,12 @@ class Daemon:
         servicer = LoopDetectionServicer(traced_service, self.metrics, self.servers.lifecycle, identity,
                                          settings.limits.stream_idle_timeout_seconds,
                                          loader=self.state if self.state is not None and self.state.lazy else None)
-        from .core_engine import CoreService, choose_engine  # --engine core|python (core_engine.py)
-        self.engine, engine_note = choose_engine(settings.engine, state_store=settings.state_store,
-                                                 hooks_listen=settings.hooks_listen,
-                                                 tracing=getattr(getattr(self, "tracing", None), "available", False))
-        self.core = (CoreService(config, self.metrics, settings.limits, max_runs=settings.max_runs,
-                                 idle_ttl_seconds=settings.run_idle_ttl_seconds, clock=time.monotonic,
-                                 instance_id=os.urandom(4).hex()) if self.engine == "core" else None)
         log.info(f"engine: {self.engine}" + (f" ({engine_note})" if engine_note else ""), extra={"engine": self.engine})
         if self.core is not None:
             from .transport.core_handlers import CoreHandlers, register_core_handlers
             core_handlers = CoreHandlers(self.core, self.metrics, self.servers.lifecycle, identity,
-                                         settings.limits.stream_idle_timeout_seconds)
+                                         settings.limits.stream_idle_timeout_seconds,
+                                         loader=self.state if self.state is not None and self.state.lazy else None)
             self.servers.add_service(SERVICE_NAME, lambda server: register_core_handlers(core_handlers, server))
         else:
             self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(
@@ -177,7 +183,7 @@ class Daemon:
             "token_auth": security.auth_token_file is not None,
             "health_address": listeners.health_address,
             "hooks_address": hooks_address,
-            "runs_restored": len(self.store),
+            "runs_restored": len(self.core if self.core is not None else self.store),
             "state_store": self.state.store.describe() if self.state is not None else "memory",
             "pid": os.getpid(),
             "version": self.version,

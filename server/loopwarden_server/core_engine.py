@@ -56,8 +56,7 @@ def default_engine() -> str:
     return "core" if available() else "python"
 
 
-def choose_engine(requested: str, *, state_store: str | None, hooks_listen: str | None,
-                  tracing: bool = False) -> tuple[str, str]:
+def choose_engine(requested: str, *, hooks_listen: str | None, tracing: bool = False) -> tuple[str, str]:
     """The engine this daemon runs (`core` or `python`) and, when it is not the one asked for,
     why. "" asks for the default: core when the extension is importable."""
     wanted = requested or "core"
@@ -65,10 +64,8 @@ def choose_engine(requested: str, *, state_store: str | None, hooks_listen: str 
         return "python", ""
     if not available():
         return "python", "loopwarden-core is not installed (no Rust toolchain at install time; `make core` builds it)"
-    # NOTE: the core holds its runs itself; the state store and the hook endpoints still read
-    # and write the Python store, so with either on the daemon keeps one store: the Python one.
-    if state_store is not None:
-        return "python", "--state-store is set and the core does not yet read or write the state store's encoding"
+    # NOTE: the hook endpoints evaluate through the Python service (its runs, its store), so with
+    # them on the daemon keeps one store of runs: the Python one.
     if hooks_listen is not None:
         return "python", "--hooks-listen is set and the hook endpoints evaluate through the Python service"
     if tracing:
@@ -89,8 +86,11 @@ class CoreService:
             raise RuntimeError("loopwarden-core is not installed (build it with `make core`)")
         self.metrics = metrics
         self.limits = limits
-        self._clock = clock
-        self._core = loopwarden_core.Core(
+        self.clock = clock
+        self.idle_ttl_seconds = float(idle_ttl_seconds)
+        # runs_loaded{memory} of a shared state store (keeper.py's `missing` counts the same)
+        self.on_held: Callable[[int], None] | None = None
+        self._core = self.native = loopwarden_core.Core(
             instance_id, max_runs, float(idle_ttl_seconds),
             {name: getattr(limits, name) for name in _LIMIT_FIELDS}, list(LATENCY_BUCKETS))
         self._verdict_labels_have_integration = "integration" in getattr(metrics.verdicts, "labelnames", ())
@@ -113,24 +113,42 @@ class CoreService:
     def __len__(self) -> int:
         return len(self._core)
 
-    def evaluate(self, data: bytes, tenant: str = "", routed: str = "") -> bytes | str:
+    def evaluate(self, data: bytes, tenant: str = "", routed: str = "", lazy: bool = False) -> bytes | str | list[str]:
         """EvaluateRequest bytes -> EvaluateResponse bytes, or the reason the request is refused
-        whole (`undecodable`, `too_many_events`). `routed`: the stream's x-loopwarden-run-id."""
+        whole (`undecodable`, `too_many_events`). `routed`: the stream's x-loopwarden-run-id.
+        `lazy` (a shared state store): the ids of runs the request names that are not in memory,
+        when there are any, and nothing evaluated: load them and call again without `lazy`."""
         self._core.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        response, summary = self._core.evaluate(data, tenant, self._clock(), routed)
+        response, summary = self._core.evaluate(data, tenant, self.clock(), routed, lazy)
         if response is None:
-            return summary
+            return self._not_loaded(summary)
         self._apply(summary, tenant)
         return response
 
-    def check(self, data: bytes, tenant: str = "", routed: str = "") -> bytes | str:
-        """CheckRequest bytes -> CheckResponse bytes, or `undecodable` / `missing_event`."""
+    def check(self, data: bytes, tenant: str = "", routed: str = "", lazy: bool = False) -> bytes | str | list[str]:
+        """CheckRequest bytes -> CheckResponse bytes, or `undecodable` / `missing_event`, or (lazy)
+        the run to load first, as `evaluate`."""
         self._core.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        response, summary = self._core.check(data, tenant, self._clock(), routed)
+        response, summary = self._core.check(data, tenant, self.clock(), routed, lazy)
         if response is None:
-            return summary
+            return self._not_loaded(summary)
         self._apply(summary, tenant)
         return response
+
+    def _not_loaded(self, refusal: str | tuple) -> str | list[str]:
+        if type(refusal) is str:
+            return refusal
+        missing, held = refusal
+        if held and self.on_held is not None:
+            self.on_held(held)
+        return missing
+
+    def held(self, tenant: str, run_id: str) -> bool:
+        return self._core.held(tenant, run_id)
+
+    def count_evictions(self, reasons: list[str]) -> None:
+        for reason in reasons:
+            self.metrics.evictions.labels(reason).inc()
 
     def inspect(self, run_id: str, tenant: str = "") -> tuple | None:
         """A run's view, None when none is held: (run_id, agent_id, records, (armed, window,
@@ -145,7 +163,7 @@ class CoreService:
         return (*view, config.settings_for(view[1]), agent if agent in config.agent_ids else DEFAULT_AGENT)
 
     def expire_idle(self, budget: int = 10_000) -> int:
-        dropped = self._core.expire_idle(self._clock(), budget)
+        dropped = self._core.expire_idle(self.clock(), budget)
         if dropped:
             self.metrics.evictions.labels("idle_ttl").inc(dropped)
         return dropped
@@ -155,7 +173,7 @@ class CoreService:
 
     def _apply(self, summary: tuple, tenant: str) -> None:
         """The request's counter deltas, latency counts, decision log lines and evictions."""
-        counters, buckets, seconds, logs, evictions = summary
+        counters, buckets, seconds, logs, evictions, held = summary
         metrics = self.metrics
         tenant_labels = metrics.tenant_labels(tenant)
         integration = ()
@@ -190,3 +208,5 @@ class CoreService:
             decision_log.log(level, message, extra=extra)
         for reason in evictions:
             metrics.evictions.labels(reason).inc()
+        if held and self.on_held is not None:
+            self.on_held(held)

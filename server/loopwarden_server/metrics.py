@@ -183,8 +183,8 @@ class Metrics:
             "loopwarden_config_last_reload_successful", "1 if the last config reload succeeded (or none was tried), else 0.",
             registry=registry)
         self.build_info = Gauge(
-            "loopwarden_build_info", "Build information; always 1.",
-            ["version", "python_version", "grpc_version"], registry=registry)
+            "loopwarden_build_info", "Build information; always 1. engine: core (compiled) or python.",
+            ["version", "python_version", "grpc_version", "engine"], registry=registry)
 
         self.warning_of = _Children(self.warnings)
         self.block_of = _Children(self.blocks)
@@ -195,7 +195,8 @@ class Metrics:
         self.event_of = _Children(self.events)
         self.rejected_of = _Children(self.rejected)
 
-        self.build_info.labels(VERSION, platform.python_version(), grpc_version).set(1)
+        self._build = (VERSION, platform.python_version(), grpc_version)
+        self.set_engine("python")
         # Series that exist from the first scrape make rate() and absent() alerts behave.
         default_tenant = (OTHER_TENANT,) if tenant_label else ()
         for detector in DETECTORS:
@@ -212,6 +213,11 @@ class Metrics:
             self.evictions.labels(reason)
         for result in ("success", "failure"):
             self.config_reloads.labels(result)
+
+    def set_engine(self, engine: str) -> None:
+        """The engine this daemon evaluates with, as build info shows it (one series)."""
+        self.build_info.clear()
+        self.build_info.labels(*self._build, engine).set(1)
 
     def tenant_labels(self, tenant: str) -> tuple[str, ...]:
         """The tenant label value(s) to append to a counter's labels: () when the label is off."""

@@ -14,7 +14,7 @@ import zlib
 from array import array
 from dataclasses import asdict
 
-from .engine import Action, Detector, Level, RunState, Verdict
+from .engine import Action, Detector, ErrorCode, Level, RunState, Verdict
 from .engine.compaction_guard import GuardWindow
 from .engine.state import DIGEST, History
 from .retries import RETRY_WINDOW, RetryWindow
@@ -36,7 +36,10 @@ def _encode_state(state: RunState) -> dict:
     return {
         "history": {"capacity": history.capacity, "args": history.args.hex(), "results": history.results.hex(),
                     "status": history.status.hex(), "tools": history.tools, "call_ids": history.call_ids,
-                    "seqs": list(history.seqs), "unknown": history.unknown},
+                    "seqs": list(history.seqs),
+                    # null once no record names a missing tool (as the core writes it)
+                    "unknown": None if history.unknown is None or all(u is None for u in history.unknown)
+                    else history.unknown},
         "announced": state.announced,
         "guard": None if guard is None else {
             "window_size": guard.window_size, "observed": guard.observed, "all_identical": guard.all_identical,
@@ -53,7 +56,13 @@ def _encode_verdict(verdict: Verdict) -> dict:
     return {key: (value.value if hasattr(value, "value") else value) for key, value in asdict(verdict).items()}
 
 
+# The codes a stored verdict may carry (core/src/state.rs refuses any other alike).
+_STORED_ERROR_CODES = frozenset({"", "run_id_mismatch", *(code.value for code in ErrorCode)})
+
+
 def _decode_verdict(data: dict) -> Verdict:
+    if data.get("error_code") not in _STORED_ERROR_CODES:
+        raise ValueError(f"error_code {data.get('error_code')!r} is not an error code")
     shadow = data.get("shadow_action")
     return Verdict(**{**data, "action": Action(data["action"]), "detector": Detector(data["detector"]),
                       "level": Level(data["level"]), "evidence_seqs": tuple(data["evidence_seqs"]),
@@ -78,6 +87,8 @@ def _decode_retries(data: dict | None, run_id: str) -> RetryWindow | None:
     window.seqs = array("Q", (int(seq) for seq in data["seqs"]))
     window.digests = bytearray.fromhex(data["digests"])
     window.next_slot = int(data["next_slot"])
+    if not 0 <= window.next_slot < RETRY_WINDOW:
+        raise ValueError("retries.next_slot is out of range")
     window.decisions = {int(slot): Decision(int(d["seq"]), run_id, _decode_verdict(d["verdict"]), str(d["decision_id"]))
                         for slot, d in data["decisions"].items()}
     if len(window.digests) != len(window.seqs) * 8 or len(window.seqs) > RETRY_WINDOW:

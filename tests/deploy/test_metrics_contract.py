@@ -105,7 +105,7 @@ class TestMetricsContract:
             "loopwarden_run_evictions_total": {"reason"},
             "loopwarden_config_reloads_total": {"result"},
             "loopwarden_config_last_reload_successful": set(),
-            "loopwarden_build_info": {"version", "python_version", "grpc_version"},
+            "loopwarden_build_info": {"version", "python_version", "grpc_version", "engine"},
         }
         for name, labels in documented.items():
             assert name in names, name

@@ -13,8 +13,9 @@ the run's latest event instead of an idle time:
                no_new_streak}  -- exactly snapshot._encode_state,
      "retries": null | {seqs, digests (hex), next_slot, decisions}  -- snapshot._encode_retries}
 
-A reader refuses a value whose first four bytes are not a version it knows. The same bytes are
-written by the file store, by Redis and (later) by the Rust core: keep them the one format.
+A reader refuses a value whose first four bytes are not a version it knows. Both engines read and
+write it: the Python engine here, the compiled core in core/src/state.rs (the JSON; the framing
+is `frame`/`unframe` here for both). tests/core/test_state_encoding.py holds them to one format.
 
 Key: b"{" + base64url(tenant) + b"." + base64url(run_id) + b"}" (base64url without padding, of
 the UTF-8 bytes). '.' is not in the base64url alphabet, so no two (tenant, run_id) pairs share a
@@ -60,6 +61,21 @@ def _unb64(data: bytes) -> str:
     return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4)).decode("utf-8", "surrogatepass")
 
 
+def frame(record_json: bytes) -> bytes:
+    """A run record's JSON text as a stored value (the compiled core writes the JSON itself)."""
+    return MAGIC + zlib.compress(record_json, LEVEL)
+
+
+def unframe(data: bytes) -> bytes:
+    """A stored value's record JSON text; EncodingError for anything that is not version 1."""
+    if data[:4] != MAGIC:
+        raise EncodingError(f"unknown run encoding {data[:4]!r}")
+    try:
+        return zlib.decompress(data[4:])
+    except zlib.error as exc:
+        raise EncodingError(f"malformed run: {exc!r}") from None
+
+
 def encode_run(entry: RunEntry, wall_now: float, mono_now: float) -> bytes:
     """The run as of now; `mono_now` is the store's clock, to turn last_seen into wall time."""
     record = {
@@ -68,20 +84,26 @@ def encode_run(entry: RunEntry, wall_now: float, mono_now: float) -> bytes:
         "events_evaluated": entry.events_evaluated,
         "state": _encode_state(entry.state), "retries": _encode_retries(entry.retries),
     }
-    return MAGIC + zlib.compress(orjson.dumps(record), LEVEL)
+    return frame(orjson.dumps(record))
 
 
 def decode_run(data: bytes, wall_now: float) -> tuple[RunEntry, float]:
     """(entry, idle seconds). EncodingError for anything that is not a version-1 run."""
-    if data[:4] != MAGIC:
-        raise EncodingError(f"unknown run encoding {data[:4]!r}")
+    text = unframe(data)
     try:
-        record = orjson.loads(zlib.decompress(data[4:]))
-        run_id = str(record["run_id"])
-        entry = RunEntry(str(record["tenant"]), run_id, _decode_state(record["state"]), str(record["agent_id"]),
-                         str(record["session_id"]), events_evaluated=int(record["events_evaluated"]),
+        record = orjson.loads(text)
+        tenant, run_id, agent_id, session_id = (_text(record, key) for key in ("tenant", "run_id", "agent_id", "session_id"))
+        entry = RunEntry(tenant, run_id, _decode_state(record["state"]), agent_id,
+                         session_id, events_evaluated=int(record["events_evaluated"]),
                          retries=_decode_retries(record["retries"], run_id))
         idle = max(0.0, wall_now - float(record["last_seen"]))
-    except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise EncodingError(f"malformed run: {exc!r}") from None
     return entry, idle
+
+
+def _text(record: dict, key: str) -> str:
+    value = record[key]
+    if type(value) is not str:
+        raise ValueError(f"run.{key} is not a string")
+    return value

@@ -1,7 +1,8 @@
 """Runs kept beside the hot path: restored at start, loaded on first event, written behind.
 
-Design. A run lives in its owner's memory (RunStore) and every event is evaluated there, with no
-await on the per-event path. The RunStore marks a run dirty when an event touches it and marks a
+Design. A run lives in its owner's memory and every event is evaluated there, with no await on the
+per-event path; that memory is either engine's (runs.py: the Python RunStore or the compiled
+core, one face, one stored format). It marks a run dirty when an event touches it and marks a
 delete when it ends or is evicted; every flush interval the flusher takes the dirty set, encodes
 each run as it is *then* (statestore.encoding) and hands batches to the StateStore. A failed
 batch puts its runs back in the dirty set (a run changed again meanwhile is simply written once,
@@ -26,9 +27,10 @@ from collections.abc import Callable, Iterable
 from ..snapshot import SnapshotError, read_snapshot, restore_snapshot
 from ..store import RunKey, RunStore
 from .base import StateStore, StateStoreError
-from .encoding import EncodingError, decode_run, encode_run, run_key
+from .encoding import EncodingError, encode_run, run_key
 from .file import FileStateStore, NotAStateFile
 from .metrics import StateMetrics
+from .runs import RESTORED, KeptRuns, PythonRuns
 
 log = logging.getLogger("loopwarden.daemon")
 
@@ -39,10 +41,10 @@ FINAL_FLUSH_SECONDS = 5.0
 
 
 class StateKeeper:
-    def __init__(self, store: StateStore, runs: RunStore, metrics: StateMetrics, *, flush_interval: float,
+    def __init__(self, store: StateStore, runs: RunStore | KeptRuns, metrics: StateMetrics, *, flush_interval: float,
                  wall_clock: Callable[[], float] = time.time) -> None:
         self.store = store
-        self.runs = runs
+        self.runs: KeptRuns = PythonRuns(runs) if isinstance(runs, RunStore) else runs
         self.metrics = metrics
         self.flush_interval = flush_interval
         self._wall = wall_clock
@@ -56,7 +58,7 @@ class StateKeeper:
         # as dirty (a flush in flight against a dead store must not read as "all flushed").
         self._in_flight = 0
         self.final_flush_ok = True
-        runs.track_changes(evictions_delete=not store.lazy)
+        self.runs.track_changes(not store.lazy)
         metrics.flush_interval.set(flush_interval)
         metrics.store_up.set(1)
         metrics.dirty_runs.set_function(self.waiting)
@@ -85,15 +87,14 @@ class StateKeeper:
         try:
             for value in self.store.restore():
                 try:
-                    entry, idle = decode_run(value, self._wall())
+                    outcome = self.runs.take_in(value, self._wall())
                 except EncodingError:
                     malformed += 1
                     continue
-                if idle > self.runs.idle_ttl_seconds:
+                if outcome == RESTORED:
+                    restored += 1
+                else:
                     expired += 1
-                    continue
-                self.runs.restore(entry, idle)
-                restored += 1
         except NotAStateFile:
             restored, expired = self._convert_snapshot()
         except (OSError, StateStoreError) as exc:
@@ -106,17 +107,23 @@ class StateKeeper:
                                           "seconds": round(time.monotonic() - started, 3)})
 
     def _convert_snapshot(self) -> tuple[int, int]:
-        """A snapshot written before the state store (--snapshot): read it, rewrite it as a log."""
+        """A snapshot written before the state store (--snapshot): read it, rewrite it as a log.
+        It is read into a Python RunStore (the snapshot module's own reader), then every run goes
+        to the engine's memory and the file as the one stored format."""
         store = self.store
         assert isinstance(store, FileStateStore)
+        staging = RunStore(max_runs=1 << 62, idle_ttl_seconds=self.runs.idle_ttl_seconds, clock=time.monotonic)
         try:
-            restored, expired = restore_snapshot(read_snapshot(store.path), self.runs, self._wall())
+            restored, expired = restore_snapshot(read_snapshot(store.path), staging, self._wall())
         except (OSError, SnapshotError) as exc:
             self._refuse(str(exc))
             return 0, 0
-        mono, wall = self.runs.clock(), self._wall()
-        store.rewrite((run_key(e.tenant, e.run_id), encode_run(e, wall, mono))
-                      for e in sorted(self.runs.entries(), key=lambda e: e.touch))
+        mono, wall = staging.clock(), self._wall()
+        values = [(run_key(e.tenant, e.run_id), encode_run(e, wall, mono))
+                  for e in sorted(staging.entries(), key=lambda e: e.touch)]
+        for _key, value in values:
+            self.runs.take_in(value, wall)
+        store.rewrite(iter(values))
         log.info("snapshot converted to a state file", extra={"state_store": store.path, "runs": restored})
         return restored, expired
 
@@ -139,11 +146,11 @@ class StateKeeper:
     # ------------------------------------------------------------------ first event
     def missing(self, tenant: str, run_ids: Iterable[str]) -> list[str]:
         """Run ids of a request not held in memory (counting the held ones), deduplicated."""
-        get = self.runs.get
+        is_held = self.runs.held
         missing: list[str] = []
         held = 0
         for run_id in run_ids:
-            if get(tenant, run_id) is None:
+            if not is_held(tenant, run_id):
                 if run_id and run_id not in missing:
                     missing.append(run_id)
             else:
@@ -177,21 +184,18 @@ class StateKeeper:
             log.warning("state store load failed; the run starts from memory", extra={"error": str(exc)})
             self.metrics.runs_loaded.labels("new").inc()
             return
-        if value is None or self.runs.get(tenant, run_id) is not None:
+        if value is None or self.runs.held(tenant, run_id):
             self.metrics.runs_loaded.labels("new" if value is None else "memory").inc()
             return
         try:
-            entry, idle = decode_run(value, self._wall())
+            outcome = self.runs.take_in(value, self._wall(), expect=(tenant, run_id))
         except EncodingError as exc:
             self.metrics.store_errors.labels("load").inc()
             log.error("stored run unreadable; it starts anew", extra={"error": str(exc)})
             self.metrics.runs_loaded.labels("new").inc()
             return
-        if idle > self.runs.idle_ttl_seconds or (entry.tenant, entry.run_id) != (tenant, run_id):
-            self.metrics.runs_loaded.labels("new").inc()
-            return
-        self.runs.restore(entry, idle)
-        self.metrics.runs_loaded.labels("store").inc()
+        # expired, or a value under this key that names another run: the run starts anew
+        self.metrics.runs_loaded.labels("store" if outcome == RESTORED else "new").inc()
 
     # ------------------------------------------------------------------ write behind
     async def _flush_loop(self) -> None:
@@ -212,7 +216,7 @@ class StateKeeper:
             self._last_ok = time.monotonic()
             return True
         started = time.perf_counter()
-        keys = list(dirty.items())
+        keys = dirty
         ttl = self.runs.idle_ttl_seconds
         self._in_flight = len(keys)
         try:
@@ -223,11 +227,10 @@ class StateKeeper:
     async def _write(self, keys: list, ttl: float, operation: str, started: float) -> bool:
         for start in range(0, len(keys), BATCH):
             chunk = keys[start:start + BATCH]
-            mono, wall = self.runs.clock(), self._wall()
-            items = []
-            for (tenant, run_id), live in chunk:
-                entry = self.runs.get(tenant, run_id) if live else None
-                items.append((run_key(tenant, run_id), None if entry is None else encode_run(entry, wall, mono), ttl))
+            wall = self._wall()
+            encode = self.runs.encode
+            items = [(run_key(tenant, run_id), encode(tenant, run_id, wall) if live else None, ttl)
+                     for (tenant, run_id), live in chunk]
             try:
                 await self.store.flush(items)
             except StateStoreError as exc:

@@ -5,6 +5,10 @@ they return: protobuf is decoded and encoded in the core, once per request, with
 object per event. Everything per RPC stays as in servicer.py (draining, the stream limit, the
 idle timer, the tenant from the transport, the routing header, refusals and internal errors
 with the same statuses and messages); InspectRun reads the core's run through its own view.
+
+With a shared state store (`loader`), the core answers a request naming runs it does not hold
+with their ids instead of verdicts; the handler awaits their load (keeper.py) and asks again, so
+the per-event path still has no await and every event is evaluated with its run's history.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from ..core_engine import CoreService
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
+from ..statestore.keeper import StateKeeper
 from .auth import Identity
 from .convert import effective_config
 from .decode import TOO_MANY_EVENTS, UNDECODABLE, Refusal, _undecodable, message_decoder
@@ -47,8 +52,9 @@ def _refusal(reason: str, max_events: int) -> Refusal:
 
 class CoreHandlers:
     def __init__(self, core: CoreService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
-                 stream_idle_timeout_seconds: float) -> None:
+                 stream_idle_timeout_seconds: float, loader: StateKeeper | None = None) -> None:
         self._core = core
+        self._loader = loader
         self._metrics = metrics
         self._lifecycle = lifecycle
         self._identity = identity
@@ -63,6 +69,8 @@ class CoreHandlers:
         evaluate = self._core.evaluate
         tenant = self._identity.tenant(context)
         routed = _routed_run_id(context)
+        loader = self._loader
+        lazy = loader is not None
         loop_time = asyncio.get_running_loop().time
         read, write = context.read, context.write
         while True:
@@ -70,7 +78,10 @@ class CoreHandlers:
             if request is grpc.aio.EOF:
                 return
             timer.last = loop_time()
-            response = evaluate(request, tenant, routed)
+            response = evaluate(request, tenant, routed, lazy)
+            if type(response) is list:  # runs to load from the shared store first
+                await loader.ensure_loaded(tenant, response)
+                response = evaluate(request, tenant, routed)
             if type(response) is str:
                 await _refuse(context, self._metrics, _refusal(response, self._core.limits.max_events_per_request))
             await write(response)
@@ -79,7 +90,11 @@ class CoreHandlers:
         try:
             if self._lifecycle.draining:
                 await _fail(context, "draining")
-            response = self._core.check(request, self._identity.tenant(context), _routed_run_id(context))
+            tenant, routed = self._identity.tenant(context), _routed_run_id(context)
+            response = self._core.check(request, tenant, routed, self._loader is not None)
+            if type(response) is list:
+                await self._loader.ensure_loaded(tenant, response)
+                response = self._core.check(request, tenant, routed)
             if response == "missing_event":
                 await _fail(context, "missing_event")
             if type(response) is str:
@@ -97,7 +112,10 @@ class CoreHandlers:
             run_id = request.run_id.strip()
             if not run_id:
                 await _fail(context, "missing_run_id")
-            view = self._core.inspect(run_id, self._identity.tenant(context))
+            tenant = self._identity.tenant(context)
+            if self._loader is not None and not self._core.held(tenant, run_id):
+                await self._loader.ensure_loaded(tenant, [run_id])
+            view = self._core.inspect(run_id, tenant)
             if view is None:
                 await _fail(context, "unknown_run", run_id=run_id)
             return inspect_response(view)

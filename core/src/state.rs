@@ -1,0 +1,829 @@
+//! A run as the state stores hold it: the JSON record of `statestore/encoding.py` (version 1),
+//! written and read by this engine exactly as by the Python one, so a file or Redis store
+//! written by either engine is read by the other.
+//!
+//! The record (Python's `snapshot._encode_state` / `_encode_retries` and `encoding.encode_run`):
+//!
+//! ```text
+//! {"tenant", "run_id", "agent_id", "session_id", "last_seen": wall-clock seconds,
+//!  "events_evaluated",
+//!  "state": {"history": {"capacity", "args": hex, "results": hex, "status": hex, "tools": [..],
+//!                        "call_ids": [..], "seqs": [..], "unknown": null | [null | name, ..]},
+//!            "announced": null | {key: decade} (insertion order: the oldest key goes first),
+//!            "guard": null | {"window_size", "observed", "all_identical",
+//!                             "first_triple": null | [tool, args hex, status, result hex], "seqs"},
+//!            "abort": null | verdict, "blocks", "seen_triples": null | [u64, ..], "no_new_streak"},
+//!  "retries": null | {"seqs", "digests": hex, "next_slot", "decisions": {"slot": {"seq",
+//!                     "decision_id", "verdict"}}}}
+//! ```
+//!
+//! Python frames it (magic + zlib) in `encoding.py`; this module only writes and reads the JSON.
+//! The reader keeps object keys in order (the announced keys' order is state) and refuses
+//! anything that is not such a record with a message naming the field.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use crate::engine::{hex, intern, Action, Detector, Guard, Level, Record, RecordExtra, RunState, Verdict};
+
+pub const MAX_RECORD_DEPTH: usize = 16;
+
+// ------------------------------------------------------------------ writing
+
+pub struct Writer(pub Vec<u8>);
+
+impl Writer {
+    fn raw(&mut self, s: &str) {
+        self.0.extend_from_slice(s.as_bytes());
+    }
+    fn key(&mut self, k: &str) {
+        self.str(k);
+        self.0.push(b':');
+    }
+    pub fn str(&mut self, s: &str) {
+        self.0.push(b'"');
+        for &b in s.as_bytes() {
+            match b {
+                b'"' => self.raw("\\\""),
+                b'\\' => self.raw("\\\\"),
+                b'\n' => self.raw("\\n"),
+                b'\r' => self.raw("\\r"),
+                b'\t' => self.raw("\\t"),
+                0..=0x1f => self.raw(&format!("\\u{:04x}", b)),
+                _ => self.0.push(b),
+            }
+        }
+        self.0.push(b'"');
+    }
+    fn uint(&mut self, n: u64) {
+        self.raw(&n.to_string());
+    }
+    fn float(&mut self, f: f64) {
+        let mut buffer = ryu::Buffer::new();
+        self.raw(buffer.format_finite(if f.is_finite() { f } else { 0.0 }));
+    }
+    fn bool(&mut self, b: bool) {
+        self.raw(if b { "true" } else { "false" });
+    }
+    fn opt_str(&mut self, s: Option<&str>) {
+        match s {
+            Some(s) => self.str(s),
+            None => self.raw("null"),
+        }
+    }
+    fn list<T>(&mut self, items: impl IntoIterator<Item = T>, mut each: impl FnMut(&mut Self, T)) {
+        self.0.push(b'[');
+        for (i, item) in items.into_iter().enumerate() {
+            if i > 0 {
+                self.0.push(b',');
+            }
+            each(self, item);
+        }
+        self.0.push(b']');
+    }
+    fn sep(&mut self) {
+        self.0.push(b',');
+    }
+}
+
+/// The run's persisted fields, borrowed from its entry.
+pub struct RunRecord<'a> {
+    pub tenant: &'a str,
+    pub run_id: &'a str,
+    pub agent_id: &'a str,
+    pub session_id: &'a str,
+    pub last_seen: f64,
+    pub events_evaluated: u64,
+    pub state: &'a RunState,
+    pub retries: Option<RetriesRecord<'a>>,
+}
+
+pub struct RetriesRecord<'a> {
+    pub seqs: &'a [u64],
+    pub digests: &'a [[u8; 8]],
+    pub next_slot: usize,
+    /// slot -> (seq, decision id, verdict), in slot order.
+    pub decisions: Vec<(usize, u64, &'a str, &'a Verdict)>,
+}
+
+pub fn write_verdict(w: &mut Writer, v: &Verdict) {
+    // dataclasses.asdict(Verdict) order, enum values as their names.
+    w.raw("{");
+    w.key("action");
+    w.str(v.action.name());
+    w.sep();
+    w.key("detector");
+    w.str(v.detector.name());
+    w.sep();
+    w.key("level");
+    w.str(v.level.name());
+    w.sep();
+    w.key("count");
+    w.uint(v.count as u64);
+    w.sep();
+    w.key("message");
+    w.str(&v.message);
+    w.sep();
+    w.key("warning_key");
+    w.str(&v.warning_key);
+    w.sep();
+    w.key("announce");
+    w.bool(v.announce);
+    w.sep();
+    w.key("paired_tool_name");
+    w.str(&v.paired_tool_name);
+    w.sep();
+    w.key("error_code");
+    w.str(v.error_code);
+    w.sep();
+    w.key("tool_name");
+    w.str(&v.tool_name);
+    w.sep();
+    w.key("evidence_seqs");
+    w.list(&v.evidence_seqs, |w, s| w.uint(*s));
+    w.sep();
+    w.key("evidence_call_ids");
+    w.list(&v.evidence_call_ids, |w, s| w.str(s));
+    w.sep();
+    w.key("shadow_action");
+    w.opt_str(v.shadow_action.map(|a| a.name()));
+    w.sep();
+    w.key("guard_armed");
+    w.bool(v.guard_armed);
+    w.raw("}");
+}
+
+fn write_state(w: &mut Writer, state: &RunState) {
+    let h = &state.history;
+    w.raw("{");
+    w.key("history");
+    w.raw("{");
+    w.key("capacity");
+    w.uint(state.capacity as u64);
+    w.sep();
+    w.key("args");
+    w.str(&h.iter().map(|r| hex(&r.args)).collect::<String>());
+    w.sep();
+    w.key("results");
+    w.str(&h.iter().map(|r| hex(&r.result)).collect::<String>());
+    w.sep();
+    w.key("status");
+    w.str(&hex(&h.iter().map(|r| r.status).collect::<Vec<u8>>()));
+    w.sep();
+    w.key("tools");
+    w.list(h, |w, r| w.str(&r.tool));
+    w.sep();
+    w.key("call_ids");
+    w.list(h, |w, r| w.str(r.call_id().unwrap_or("")));
+    w.sep();
+    w.key("seqs");
+    w.list(h, |w, r| w.uint(r.seq));
+    w.sep();
+    w.key("unknown");
+    if h.iter().any(|r| r.unknown().is_some()) {
+        w.list(h, |w, r| w.opt_str(r.unknown()));
+    } else {
+        w.raw("null");
+    }
+    w.raw("}");
+    w.sep();
+    w.key("announced");
+    match &state.announced {
+        None => w.raw("null"),
+        Some(keys) => {
+            w.raw("{");
+            for (i, (key, decade)) in keys.iter().enumerate() {
+                if i > 0 {
+                    w.sep();
+                }
+                w.key(key);
+                w.uint(*decade as u64);
+            }
+            w.raw("}");
+        }
+    }
+    w.sep();
+    w.key("guard");
+    match &state.guard {
+        None => w.raw("null"),
+        Some(g) => {
+            w.raw("{");
+            w.key("window_size");
+            w.uint(g.window_size as u64);
+            w.sep();
+            w.key("observed");
+            w.uint(g.observed as u64);
+            w.sep();
+            w.key("all_identical");
+            w.bool(g.all_identical);
+            w.sep();
+            w.key("first_triple");
+            match &g.first {
+                None => w.raw("null"),
+                Some((tool, args, status, result)) => {
+                    w.raw("[");
+                    w.str(tool);
+                    w.sep();
+                    w.str(&hex(args));
+                    w.sep();
+                    w.uint(*status as u64);
+                    w.sep();
+                    w.str(&hex(result));
+                    w.raw("]");
+                }
+            }
+            w.sep();
+            w.key("seqs");
+            w.list(&g.seqs, |w, s| w.uint(*s));
+            w.raw("}");
+        }
+    }
+    w.sep();
+    w.key("abort");
+    match &state.abort {
+        None => w.raw("null"),
+        Some(v) => write_verdict(w, v),
+    }
+    w.sep();
+    w.key("blocks");
+    w.uint(state.blocks as u64);
+    w.sep();
+    w.key("seen_triples");
+    match &state.seen_triples {
+        None => w.raw("null"),
+        Some(seen) => {
+            let mut keys: Vec<u64> = seen.iter().copied().collect();
+            keys.sort_unstable();
+            w.list(keys, |w, k| w.uint(k));
+        }
+    }
+    w.sep();
+    w.key("no_new_streak");
+    w.uint(state.no_new_streak as u64);
+    w.raw("}");
+}
+
+/// The record's JSON text.
+pub fn encode(run: &RunRecord) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(1024 + run.state.history.len() * 160));
+    w.raw("{");
+    w.key("tenant");
+    w.str(run.tenant);
+    w.sep();
+    w.key("run_id");
+    w.str(run.run_id);
+    w.sep();
+    w.key("agent_id");
+    w.str(run.agent_id);
+    w.sep();
+    w.key("session_id");
+    w.str(run.session_id);
+    w.sep();
+    w.key("last_seen");
+    w.float(run.last_seen);
+    w.sep();
+    w.key("events_evaluated");
+    w.uint(run.events_evaluated);
+    w.sep();
+    w.key("state");
+    write_state(&mut w, run.state);
+    w.sep();
+    w.key("retries");
+    match &run.retries {
+        None => w.raw("null"),
+        Some(r) => {
+            w.raw("{");
+            w.key("seqs");
+            w.list(r.seqs, |w, s| w.uint(*s));
+            w.sep();
+            w.key("digests");
+            w.str(&r.digests.iter().map(|d| hex(d)).collect::<String>());
+            w.sep();
+            w.key("next_slot");
+            w.uint(r.next_slot as u64);
+            w.sep();
+            w.key("decisions");
+            w.raw("{");
+            for (i, (slot, seq, decision_id, verdict)) in r.decisions.iter().enumerate() {
+                if i > 0 {
+                    w.sep();
+                }
+                w.key(&slot.to_string());
+                w.raw("{");
+                w.key("seq");
+                w.uint(*seq);
+                w.sep();
+                w.key("decision_id");
+                w.str(decision_id);
+                w.sep();
+                w.key("verdict");
+                write_verdict(&mut w, verdict);
+                w.raw("}");
+            }
+            w.raw("}");
+            w.raw("}");
+        }
+    }
+    w.raw("}");
+    w.0
+}
+
+// ------------------------------------------------------------------ reading
+
+/// A JSON value with object keys in document order (numbers kept as their text).
+#[derive(Debug)]
+enum J {
+    Null,
+    Bool(bool),
+    Num(String),
+    Str(String),
+    Arr(Vec<J>),
+    Obj(Vec<(String, J)>),
+}
+
+struct Parser<'a> {
+    text: &'a [u8],
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn fail<T>(&self, what: &str) -> Result<T, String> {
+        Err(format!("{what} at byte {}", self.pos))
+    }
+    fn ws(&mut self) {
+        while self.pos < self.text.len() && matches!(self.text[self.pos], b' ' | b'\t' | b'\n' | b'\r') {
+            self.pos += 1;
+        }
+    }
+    fn eat(&mut self, b: u8) -> bool {
+        self.ws();
+        if self.text.get(self.pos) == Some(&b) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn value(&mut self, depth: usize) -> Result<J, String> {
+        if depth > MAX_RECORD_DEPTH {
+            return self.fail("nested too deep");
+        }
+        self.ws();
+        match self.text.get(self.pos) {
+            None => self.fail("unexpected end"),
+            Some(b'{') => {
+                self.pos += 1;
+                let mut entries = Vec::new();
+                if self.eat(b'}') {
+                    return Ok(J::Obj(entries));
+                }
+                loop {
+                    self.ws();
+                    let key = self.string()?;
+                    if !self.eat(b':') {
+                        return self.fail("expected ':'");
+                    }
+                    let value = self.value(depth + 1)?;
+                    entries.push((key, value));
+                    if self.eat(b',') {
+                        continue;
+                    }
+                    if self.eat(b'}') {
+                        return Ok(J::Obj(entries));
+                    }
+                    return self.fail("expected ',' or '}'");
+                }
+            }
+            Some(b'[') => {
+                self.pos += 1;
+                let mut items = Vec::new();
+                if self.eat(b']') {
+                    return Ok(J::Arr(items));
+                }
+                loop {
+                    items.push(self.value(depth + 1)?);
+                    if self.eat(b',') {
+                        continue;
+                    }
+                    if self.eat(b']') {
+                        return Ok(J::Arr(items));
+                    }
+                    return self.fail("expected ',' or ']'");
+                }
+            }
+            Some(b'"') => Ok(J::Str(self.string()?)),
+            Some(b't') if self.text[self.pos..].starts_with(b"true") => {
+                self.pos += 4;
+                Ok(J::Bool(true))
+            }
+            Some(b'f') if self.text[self.pos..].starts_with(b"false") => {
+                self.pos += 5;
+                Ok(J::Bool(false))
+            }
+            Some(b'n') if self.text[self.pos..].starts_with(b"null") => {
+                self.pos += 4;
+                Ok(J::Null)
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                let start = self.pos;
+                while self.pos < self.text.len() && matches!(self.text[self.pos], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    self.pos += 1;
+                }
+                Ok(J::Num(String::from_utf8_lossy(&self.text[start..self.pos]).into_owned()))
+            }
+            Some(_) => self.fail("unexpected character"),
+        }
+    }
+    fn hex4(&mut self) -> Result<u32, String> {
+        let digits = self.text.get(self.pos..self.pos + 4).ok_or("truncated \\u escape")?;
+        let text = std::str::from_utf8(digits).map_err(|_| "bad \\u escape")?;
+        self.pos += 4;
+        u32::from_str_radix(text, 16).map_err(|_| "bad \\u escape".to_string())
+    }
+    fn string(&mut self) -> Result<String, String> {
+        if self.text.get(self.pos) != Some(&b'"') {
+            return self.fail("expected a string");
+        }
+        self.pos += 1;
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            let Some(&b) = self.text.get(self.pos) else { return self.fail("unterminated string") };
+            self.pos += 1;
+            match b {
+                b'"' => break,
+                b'\\' => {
+                    let Some(&e) = self.text.get(self.pos) else { return self.fail("unterminated string") };
+                    self.pos += 1;
+                    let c = match e {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            let first = self.hex4()?;
+                            let code = if (0xD800..0xDC00).contains(&first) && self.text[self.pos..].starts_with(b"\\u") {
+                                self.pos += 2;
+                                let second = self.hex4()?;
+                                if !(0xDC00..0xE000).contains(&second) {
+                                    return self.fail("lone surrogate");
+                                }
+                                0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+                            } else {
+                                first
+                            };
+                            match char::from_u32(code) {
+                                Some(c) => c,
+                                None => return self.fail("lone surrogate"),
+                            }
+                        }
+                        _ => return self.fail("bad escape"),
+                    };
+                    let mut buf = [0u8; 4];
+                    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                }
+                _ => out.push(b),
+            }
+        }
+        String::from_utf8(out).map_err(|_| format!("invalid UTF-8 in a string before byte {}", self.pos))
+    }
+}
+
+fn parse(text: &[u8]) -> Result<J, String> {
+    let mut p = Parser { text, pos: 0 };
+    let value = p.value(0)?;
+    p.ws();
+    if p.pos != text.len() {
+        return p.fail("trailing data");
+    }
+    Ok(value)
+}
+
+/// Field access with errors that name the field's path.
+struct At<'a> {
+    value: &'a J,
+    path: String,
+}
+
+impl<'a> At<'a> {
+    fn field(&self, name: &str) -> Result<At<'a>, String> {
+        match self.value {
+            J::Obj(entries) => match entries.iter().rev().find(|(k, _)| k == name) {
+                Some((_, v)) => Ok(At { value: v, path: format!("{}.{name}", self.path) }),
+                None => Err(format!("{} has no field {name:?}", self.path)),
+            },
+            _ => Err(format!("{} is not an object", self.path)),
+        }
+    }
+    fn is_null(&self) -> bool {
+        matches!(self.value, J::Null)
+    }
+    fn opt(&self, name: &str) -> Result<Option<At<'a>>, String> {
+        let f = self.field(name)?;
+        Ok(if f.is_null() { None } else { Some(f) })
+    }
+    fn str(&self) -> Result<&'a str, String> {
+        match self.value {
+            J::Str(s) => Ok(s),
+            _ => Err(format!("{} is not a string", self.path)),
+        }
+    }
+    fn u64(&self) -> Result<u64, String> {
+        match self.value {
+            J::Num(n) => n.parse::<u64>().map_err(|_| format!("{} is not an unsigned 64-bit integer: {n}", self.path)),
+            _ => Err(format!("{} is not an integer", self.path)),
+        }
+    }
+    fn u32(&self) -> Result<u32, String> {
+        u32::try_from(self.u64()?).map_err(|_| format!("{} is out of range", self.path))
+    }
+    fn f64(&self) -> Result<f64, String> {
+        match self.value {
+            J::Num(n) => n.parse::<f64>().ok().filter(|f| f.is_finite()).ok_or_else(|| format!("{} is not a number: {n}", self.path)),
+            _ => Err(format!("{} is not a number", self.path)),
+        }
+    }
+    fn bool(&self) -> Result<bool, String> {
+        match self.value {
+            J::Bool(b) => Ok(*b),
+            _ => Err(format!("{} is not a boolean", self.path)),
+        }
+    }
+    fn items(&self) -> Result<Vec<At<'a>>, String> {
+        match self.value {
+            J::Arr(items) => Ok(items.iter().enumerate().map(|(i, v)| At { value: v, path: format!("{}[{i}]", self.path) }).collect()),
+            _ => Err(format!("{} is not an array", self.path)),
+        }
+    }
+    fn entries(&self) -> Result<Vec<(&'a str, At<'a>)>, String> {
+        match self.value {
+            J::Obj(entries) => Ok(entries.iter().map(|(k, v)| (k.as_str(), At { value: v, path: format!("{}.{k}", self.path) })).collect()),
+            _ => Err(format!("{} is not an object", self.path)),
+        }
+    }
+    fn hex(&self) -> Result<Vec<u8>, String> {
+        let text = self.str()?.as_bytes();
+        if text.len() % 2 != 0 {
+            return Err(format!("{} is not hex (odd length)", self.path));
+        }
+        let digit = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        };
+        text.chunks(2)
+            .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+            .collect::<Option<Vec<u8>>>()
+            .ok_or_else(|| format!("{} is not hex", self.path))
+    }
+}
+
+fn digest32(bytes: &[u8]) -> [u8; 32] {
+    let mut d = [0u8; 32];
+    d.copy_from_slice(bytes);
+    d
+}
+
+fn hex32(at: &At) -> Result<[u8; 32], String> {
+    let bytes = at.hex()?;
+    if bytes.len() != 32 {
+        return Err(format!("{} is not a 32-byte digest", at.path));
+    }
+    Ok(digest32(&bytes))
+}
+
+const ERROR_CODES: &[&str] = &[
+    "", "compaction_loop_persisted", "tool_loop_persisted", "missing_run_id", "missing_event_kind",
+    "invalid_params_json", "invalid_result_json", "params_too_large", "result_too_large", "run_id_too_long",
+    "json_too_deep", "too_many_events", "tool_name_too_long", "agent_id_too_long", "session_id_too_long",
+    "tool_call_id_too_long", "internal_error", "run_id_mismatch",
+];
+
+fn action(at: &At) -> Result<Action, String> {
+    Ok(match at.str()? {
+        "allow" => Action::Allow,
+        "warn" => Action::Warn,
+        "block" => Action::Block,
+        "abort" => Action::Abort,
+        "reject" => Action::Reject,
+        other => return Err(format!("{} is not an action: {other:?}", at.path)),
+    })
+}
+
+fn read_verdict(at: &At) -> Result<Verdict, String> {
+    let detector_name = at.field("detector")?;
+    let detector = [
+        Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong,
+        Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard,
+        Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat,
+    ]
+    .into_iter()
+    .find(|d| d.name() == detector_name.str().unwrap_or(""))
+    .ok_or_else(|| format!("{} is not a detector", detector_name.path))?;
+    let level_at = at.field("level")?;
+    let level = match level_at.str()? {
+        "none" => Level::None,
+        "warning" => Level::Warning,
+        "critical" => Level::Critical,
+        _ => return Err(format!("{} is not a level", level_at.path)),
+    };
+    let code_at = at.field("error_code")?;
+    let code = code_at.str()?;
+    let error_code = ERROR_CODES.iter().find(|c| **c == code).copied().ok_or_else(|| format!("{} is not an error code: {code:?}", code_at.path))?;
+    Ok(Verdict {
+        action: action(&at.field("action")?)?,
+        detector,
+        level,
+        count: at.field("count")?.u32()?,
+        message: at.field("message")?.str()?.to_string(),
+        warning_key: at.field("warning_key")?.str()?.to_string(),
+        announce: at.field("announce")?.bool()?,
+        paired_tool_name: at.field("paired_tool_name")?.str()?.to_string(),
+        error_code,
+        tool_name: at.field("tool_name")?.str()?.to_string(),
+        evidence_seqs: at.field("evidence_seqs")?.items()?.iter().map(At::u64).collect::<Result<_, _>>()?,
+        evidence_call_ids: at.field("evidence_call_ids")?.items()?.iter().map(|i| i.str().map(str::to_string)).collect::<Result<_, _>>()?,
+        shadow_action: match at.opt("shadow_action")? {
+            None => None,
+            Some(a) => Some(action(&a)?),
+        },
+        guard_armed: match at.field("guard_armed") {
+            Ok(b) => b.bool()?,
+            Err(_) => false,
+        },
+    })
+}
+
+fn read_state(at: &At) -> Result<RunState, String> {
+    let h = at.field("history")?;
+    let capacity = h.field("capacity")?.u64()? as usize;
+    let args = h.field("args")?.hex()?;
+    let results = h.field("results")?.hex()?;
+    let status = h.field("status")?.hex()?;
+    let tools = h.field("tools")?.items()?;
+    let call_ids = h.field("call_ids")?.items()?;
+    let seqs = h.field("seqs")?.items()?;
+    let unknown = match h.opt("unknown")? {
+        None => None,
+        Some(u) => Some(u.items()?),
+    };
+    let size = tools.len();
+    if args.len() != size * 32 || results.len() != size * 32 || status.len() != size || call_ids.len() != size
+        || seqs.len() != size || unknown.as_ref().is_some_and(|u| u.len() != size)
+    {
+        return Err(format!("{} columns disagree in length", h.path));
+    }
+    let mut history = VecDeque::with_capacity(size.max(capacity.min(64)));
+    for i in 0..size {
+        let call_id = call_ids[i].str()?;
+        let missing = match &unknown {
+            Some(u) if !u[i].is_null() => Some(intern(u[i].str()?)),
+            _ => None,
+        };
+        let call_id: Option<Box<str>> = if call_id.is_empty() { None } else { Some(call_id.into()) };
+        let extra = if call_id.is_none() && missing.is_none() { None } else { Some(Box::new(RecordExtra { call_id, unknown: missing })) };
+        if status[i] > 2 {
+            return Err(format!("{}.status[{i}] is not a result status", h.path));
+        }
+        history.push_back(Record {
+            seq: seqs[i].u64()?,
+            tool: intern(tools[i].str()?),
+            args: digest32(&args[i * 32..(i + 1) * 32]),
+            result: digest32(&results[i * 32..(i + 1) * 32]),
+            status: status[i],
+            extra,
+        });
+    }
+    let announced = match at.opt("announced")? {
+        None => None,
+        Some(a) => Some(a.entries()?.into_iter().map(|(k, v)| Ok((k.to_string(), v.u32()?))).collect::<Result<Vec<_>, String>>()?),
+    };
+    let guard = match at.opt("guard")? {
+        None => None,
+        Some(g) => {
+            let first = match g.opt("first_triple")? {
+                None => None,
+                Some(t) => {
+                    let parts = t.items()?;
+                    if parts.len() != 4 {
+                        return Err(format!("{} is not a triple", t.path));
+                    }
+                    let status = u8::try_from(parts[2].u64()?).map_err(|_| format!("{} is out of range", parts[2].path))?;
+                    Some((Box::<str>::from(parts[0].str()?), hex32(&parts[1])?, status, hex32(&parts[3])?))
+                }
+            };
+            Some(Box::new(Guard {
+                window_size: g.field("window_size")?.u32()?,
+                observed: g.field("observed")?.u32()?,
+                first,
+                all_identical: g.field("all_identical")?.bool()?,
+                seqs: g.field("seqs")?.items()?.iter().map(At::u64).collect::<Result<_, _>>()?,
+            }))
+        }
+    };
+    let abort = match at.opt("abort")? {
+        None => None,
+        Some(v) => Some(Box::new(read_verdict(&v)?)),
+    };
+    let seen_triples = match at.opt("seen_triples")? {
+        None => None,
+        Some(s) => Some(Box::new(s.items()?.iter().map(At::u64).collect::<Result<HashSet<u64>, _>>()?)),
+    };
+    Ok(RunState {
+        capacity,
+        history,
+        announced,
+        guard,
+        abort,
+        blocks: at.field("blocks")?.u32()?,
+        seen_triples,
+        no_new_streak: at.field("no_new_streak")?.u32()?,
+    })
+}
+
+/// A decoded run, ready for the store.
+pub struct Decoded {
+    pub tenant: String,
+    pub run_id: String,
+    pub agent_id: String,
+    pub session_id: String,
+    pub last_seen: f64,
+    pub events_evaluated: u64,
+    pub state: RunState,
+    pub retries: Option<DecodedRetries>,
+}
+
+pub struct DecodedRetries {
+    pub seqs: Vec<u64>,
+    pub digests: Vec<[u8; 8]>,
+    pub next_slot: usize,
+    /// slot -> (seq, decision id, verdict)
+    pub decisions: HashMap<usize, (u64, String, Verdict)>,
+}
+
+pub fn decode(text: &[u8], retry_window: usize) -> Result<Decoded, String> {
+    let root = parse(text)?;
+    let run = At { value: &root, path: "run".into() };
+    let retries = match run.opt("retries")? {
+        None => None,
+        Some(r) => {
+            let seqs: Vec<u64> = r.field("seqs")?.items()?.iter().map(At::u64).collect::<Result<_, _>>()?;
+            let raw = r.field("digests")?.hex()?;
+            if raw.len() != seqs.len() * 8 || seqs.len() > retry_window {
+                return Err(format!("{} columns disagree in length", r.path));
+            }
+            let digests = raw.chunks(8).map(|c| {
+                let mut d = [0u8; 8];
+                d.copy_from_slice(c);
+                d
+            }).collect();
+            let next_slot = r.field("next_slot")?.u64()? as usize;
+            if next_slot >= retry_window {
+                return Err(format!("{}.next_slot is out of range", r.path));
+            }
+            let mut decisions = HashMap::new();
+            for (slot, d) in r.field("decisions")?.entries()? {
+                let slot: usize = slot.parse().map_err(|_| format!("{} is not a slot number", d.path))?;
+                decisions.insert(slot, (d.field("seq")?.u64()?, d.field("decision_id")?.str()?.to_string(), read_verdict(&d.field("verdict")?)?));
+            }
+            Some(DecodedRetries { seqs, digests, next_slot, decisions })
+        }
+    };
+    Ok(Decoded {
+        tenant: run.field("tenant")?.str()?.to_string(),
+        run_id: run.field("run_id")?.str()?.to_string(),
+        agent_id: run.field("agent_id")?.str()?.to_string(),
+        session_id: run.field("session_id")?.str()?.to_string(),
+        last_seen: run.field("last_seen")?.f64()?,
+        events_evaluated: run.field("events_evaluated")?.u64()?,
+        state: read_state(&run.field("state")?)?,
+        retries,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_survive_escaping_and_the_reader_keeps_key_order() {
+        let mut w = Writer(Vec::new());
+        w.str("a\"b\\c\n\u{1}é😀");
+        let text = String::from_utf8(w.0).unwrap();
+        let parsed = parse(format!("{{\"z\":{text},\"a\":1}}").as_bytes()).unwrap();
+        let J::Obj(entries) = parsed else { panic!("not an object") };
+        assert_eq!(vec!["z", "a"], entries.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>());
+        assert!(matches!(&entries[0].1, J::Str(s) if s == "a\"b\\c\n\u{1}é😀"));
+    }
+
+    #[test]
+    fn a_lone_surrogate_and_deep_nesting_are_refused() {
+        assert!(parse(br#""\ud800""#).is_err());
+        assert!(parse(br#""\ud83d\ude00""#).is_ok());
+        let deep = "[".repeat(MAX_RECORD_DEPTH + 2) + &"]".repeat(MAX_RECORD_DEPTH + 2);
+        assert!(parse(deep.as_bytes()).unwrap_err().contains("nested too deep"));
+    }
+}
