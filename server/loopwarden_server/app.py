@@ -18,7 +18,7 @@ from . import logs
 from .config import Config, ConfigError, load_default_config
 from .config.check import summary
 from .config.watch import ConfigWatcher
-from .hooks_http import hooks_listener
+from .hooks_http import ServiceHookEvaluator, hooks_listener
 from .lifecycle import Servers, StartupError, install_signal_handlers
 from .metrics import Metrics
 from .service import LoopwardenService
@@ -98,8 +98,7 @@ class Daemon:
             self.tracing = tracing_from(settings.otlp_endpoint, os.environ, version=self.version)
         except TracingError as exc:
             raise StartupError(str(exc)) from None
-        self.engine, engine_note = choose_engine(settings.engine, hooks_listen=settings.hooks_listen,
-                                                 tracing=self.tracing is not None and self.tracing.available)
+        self.engine, engine_note = choose_engine(settings.engine)
         self.core = (CoreService(config, self.metrics, settings.limits, max_runs=settings.max_runs,
                                  idle_ttl_seconds=settings.run_idle_ttl_seconds, clock=time.monotonic,
                                  instance_id=os.urandom(4).hex()) if self.engine == "core" else None)
@@ -135,17 +134,23 @@ class Daemon:
             from .transport.core_handlers import CoreHandlers, register_core_handlers
             core_handlers = CoreHandlers(self.core, self.metrics, self.servers.lifecycle, identity,
                                          settings.limits.stream_idle_timeout_seconds,
-                                         loader=self.state if self.state is not None and self.state.lazy else None)
+                                         loader=self.state if self.state is not None and self.state.lazy else None,
+                                         current_span=self.tracing.current_span() if self.tracing is not None else None)
             self.servers.add_service(SERVICE_NAME, lambda server: register_core_handlers(core_handlers, server))
         else:
             self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(
                 servicer, server, max_events_per_request=settings.limits.max_events_per_request))
+        loader = self.state if self.state is not None and self.state.lazy else None
+        if self.core is not None:
+            from .transport.core_handlers import CoreHookEvaluator
+            hook_evaluator = CoreHookEvaluator(self.core, loader)
+        else:
+            hook_evaluator = ServiceHookEvaluator(self.service, loader)
         self.hooks = (hooks_listener(
-            settings.hooks_listen, self.service, self.servers.lifecycle, self.metrics, security=security,
+            settings.hooks_listen, hook_evaluator, self.servers.lifecycle, self.metrics, security=security,
             tokens=self._current_tokens if security.auth_token_file is not None else None,
             default_agent=settings.hooks_agent, fail_closed=settings.hooks_fail_closed,
-            max_body_bytes=settings.limits.max_message_bytes,
-            loader=self.state if self.state is not None and self.state.lazy else None)
+            max_body_bytes=settings.limits.max_message_bytes)
             if settings.hooks_listen is not None else None)
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task] = []

@@ -56,7 +56,7 @@ def default_engine() -> str:
     return "core" if available() else "python"
 
 
-def choose_engine(requested: str, *, hooks_listen: str | None, tracing: bool = False) -> tuple[str, str]:
+def choose_engine(requested: str) -> tuple[str, str]:
     """The engine this daemon runs (`core` or `python`) and, when it is not the one asked for,
     why. "" asks for the default: core when the extension is importable."""
     wanted = requested or "core"
@@ -64,12 +64,6 @@ def choose_engine(requested: str, *, hooks_listen: str | None, tracing: bool = F
         return "python", ""
     if not available():
         return "python", "loopwarden-core is not installed (no Rust toolchain at install time; `make core` builds it)"
-    # NOTE: the hook endpoints evaluate through the Python service (its runs, its store), so with
-    # them on the daemon keeps one store of runs: the Python one.
-    if hooks_listen is not None:
-        return "python", "--hooks-listen is set and the hook endpoints evaluate through the Python service"
-    if tracing:
-        return "python", "tracing is on and its spans wrap the Python service"
     return "core", ""
 
 

@@ -23,13 +23,13 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from loopwarden.eventformat import EventKind, EventRecord
-from loopwarden.hooks import Dialect, HookPayloadError, HookRequest, answer, parse, unavailable_answer
+from loopwarden.hooks import Dialect, HookPayloadError, HookRequest, VerdictLike, answer, parse, unavailable_answer
 
 from .filewatch import FileWatch
 from .lifecycle import Lifecycle, StartupError, split_address
@@ -146,14 +146,38 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("hooks request", extra={"request": format % args})
 
 
+class HookEvaluator(Protocol):
+    """The daemon's engine as the hook endpoints use it: one event record in, its verdict out."""
+
+    async def evaluate(self, record: EventRecord, integration: str, tenant: str) -> VerdictLike: ...
+
+
+class ServiceHookEvaluator:
+    """The Python engine (LoopwardenService); transport/core_handlers.py has the core's."""
+
+    def __init__(self, service: LoopwardenService, loader=None) -> None:
+        self._service = service
+        self._loader = loader  # a shared state store's keeper: runs not in memory are loaded first
+
+    async def evaluate(self, record: EventRecord, integration: str, tenant: str) -> VerdictLike:
+        loader = self._loader
+        if loader is not None and record.kind is not EventKind.RUN_END:
+            missing = loader.missing(tenant, [record.run_id.strip()])
+            if missing:
+                await loader.ensure_loaded(tenant, missing)
+        event = event_input_from_record(record)
+        event.tenant = tenant
+        event.integration = integration
+        return self._service.evaluate(event).verdict
+
+
 class HooksEndpoint:
     """Answers one hook request (on its HTTP thread): (status, JSON body)."""
 
-    def __init__(self, service: LoopwardenService, lifecycle: Lifecycle, metrics: Metrics, *,
+    def __init__(self, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics, *,
                  tokens: Callable[[], TokenTable | None] | None, default_agent: str, fail_closed: bool,
-                 max_body_bytes: int, loader=None, answer_timeout: float = ANSWER_TIMEOUT_SECONDS) -> None:
-        self._service = service
-        self._loader = loader  # a shared state store's keeper: runs not in memory are loaded first
+                 max_body_bytes: int, answer_timeout: float = ANSWER_TIMEOUT_SECONDS) -> None:
+        self._evaluator = evaluator
         self._answer_timeout = answer_timeout
         self._lifecycle = lifecycle
         self._metrics = metrics
@@ -245,23 +269,12 @@ class HooksEndpoint:
 
     async def _evaluate(self, hook: HookRequest, tenant: str) -> dict:
         """On the loop: the hook's event, and after a BLOCK the blocked call's outcome."""
-        loader = self._loader
-        if loader is not None and hook.event.kind is not EventKind.RUN_END:
-            missing = loader.missing(tenant, [hook.event.run_id.strip()])
-            if missing:
-                await loader.ensure_loaded(tenant, missing)
-        verdict = self._service.evaluate(self._input(hook.event, hook, tenant)).verdict
+        integration = hook.dialect.integration
+        verdict = await self._evaluator.evaluate(hook.event, integration, tenant)
         blocked = hook.blocked_outcome(verdict)
         if blocked is not None:
-            self._service.evaluate(self._input(blocked, hook, tenant))
+            await self._evaluator.evaluate(blocked, integration, tenant)
         return answer(hook, verdict)
-
-    @staticmethod
-    def _input(record: EventRecord, hook: HookRequest, tenant: str):
-        event = event_input_from_record(record)
-        event.tenant = tenant
-        event.integration = hook.dialect.integration
-        return event
 
 
 class HooksListener:
@@ -299,9 +312,9 @@ class HooksListener:
             self._server.server_close()
 
 
-def hooks_listener(listen: str, service: LoopwardenService, lifecycle: Lifecycle, metrics: Metrics, *,
+def hooks_listener(listen: str, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics, *,
                    security: Security, tokens: Callable[[], TokenTable | None] | None, default_agent: str,
-                   fail_closed: bool, max_body_bytes: int, loader=None) -> HooksListener:
-    endpoint = HooksEndpoint(service, lifecycle, metrics, tokens=tokens, default_agent=default_agent,
-                             fail_closed=fail_closed, max_body_bytes=max_body_bytes, loader=loader)
+                   fail_closed: bool, max_body_bytes: int) -> HooksListener:
+    endpoint = HooksEndpoint(evaluator, lifecycle, metrics, tokens=tokens, default_agent=default_agent,
+                             fail_closed=fail_closed, max_body_bytes=max_body_bytes)
     return HooksListener(listen, endpoint, security)

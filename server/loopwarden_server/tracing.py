@@ -152,6 +152,14 @@ class Tracing:
             return None
         return _read_write_aware_interceptor(self._tracer)
 
+    def current_span(self):
+        """OpenTelemetry's get_current_span, or None when tracing is unavailable."""
+        if self._tracer is None:
+            return None
+        from opentelemetry.trace import get_current_span
+
+        return get_current_span
+
     def traced(self, service):
         """`service` with decision events on the current span (the service itself when unavailable)."""
         return service if self._tracer is None else TracedService(service)
@@ -210,6 +218,28 @@ def verdict_attributes(decision, event) -> dict[str, Any]:
         attributes["loopwarden.tool"] = verdict.tool_name
     if event.agent_id:
         attributes["loopwarden.agent_id"] = event.agent_id
+    if verdict.error_code:
+        attributes["loopwarden.error_code"] = verdict.error_code
+    if verdict.shadow_action is not None:
+        attributes["loopwarden.shadow_action"] = verdict.shadow_action.value
+    return attributes
+
+
+def reported_verdict_attributes(verdict, agent_id: str) -> dict[str, Any]:
+    """The same span event's attributes for a verdict as the wire reports it (loopwarden.types.Verdict:
+    the compiled core's answers, read back by the transport)."""
+    attributes: dict[str, Any] = {
+        "loopwarden.run_id": verdict.run_id,
+        "loopwarden.seq": verdict.seq,
+        "loopwarden.action": verdict.action.value,
+        "loopwarden.detector": verdict.detector or "none",
+        "loopwarden.count": verdict.count,
+        "loopwarden.decision_id": verdict.decision_id,
+    }
+    if verdict.tool_name:
+        attributes["loopwarden.tool"] = verdict.tool_name
+    if agent_id:
+        attributes["loopwarden.agent_id"] = agent_id
     if verdict.error_code:
         attributes["loopwarden.error_code"] = verdict.error_code
     if verdict.shadow_action is not None:

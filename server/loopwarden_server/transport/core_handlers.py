@@ -13,11 +13,18 @@ the per-event path still has no await and every event is evaluated with its run'
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import grpc
 from loopwarden.v1 import loopwarden_pb2 as pb
 
+from loopwarden._wire import event_from_record, verdict_from_message
+from loopwarden.eventformat import EventRecord
+from loopwarden.types import Verdict
+
 from ..core_engine import CoreService
+from ..integration import current_integration
+from ..tracing import VERDICT_EVENT, reported_verdict_attributes
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
 from ..statestore.keeper import StateKeeper
@@ -52,9 +59,13 @@ def _refusal(reason: str, max_events: int) -> Refusal:
 
 class CoreHandlers:
     def __init__(self, core: CoreService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
-                 stream_idle_timeout_seconds: float, loader: StateKeeper | None = None) -> None:
+                 stream_idle_timeout_seconds: float, loader: StateKeeper | None = None,
+                 current_span: Callable | None = None) -> None:
         self._core = core
         self._loader = loader
+        # Tracing on: the span events tracing.TracedService adds in the Python engine, from the
+        # request and response bytes (decoded only when the RPC's span is recording).
+        self._current_span = current_span
         self._metrics = metrics
         self._lifecycle = lifecycle
         self._identity = identity
@@ -84,6 +95,8 @@ class CoreHandlers:
                 response = evaluate(request, tenant, routed)
             if type(response) is str:
                 await _refuse(context, self._metrics, _refusal(response, self._core.limits.max_events_per_request))
+            if self._current_span is not None:
+                self._trace(request, response, check=False)
             await write(response)
 
     async def Check(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -99,11 +112,25 @@ class CoreHandlers:
                 await _fail(context, "missing_event")
             if type(response) is str:
                 await _refuse(context, self._metrics, _refusal(UNDECODABLE, 0))
+            if self._current_span is not None:
+                self._trace(request, response, check=True)
             return response
         except grpc.aio.AbortError:
             raise
         except Exception:  # noqa: BLE001
             await _internal(context, "Check")
+
+    def _trace(self, request: bytes, response: bytes, *, check: bool) -> None:
+        span = self._current_span()
+        if not span.is_recording():
+            return
+        if check:
+            events, verdicts = [pb.CheckRequest.FromString(request).event], [pb.CheckResponse.FromString(response).verdict]
+        else:
+            events, verdicts = pb.EvaluateRequest.FromString(request).events, pb.EvaluateResponse.FromString(response).verdicts
+        for event, message in zip(events, verdicts):
+            if message.action != pb.ACTION_ALLOW or message.decision_id:
+                span.add_event(VERDICT_EVENT, reported_verdict_attributes(verdict_from_message(message), event.agent_id))
 
     async def InspectRun(self, request, context: grpc.aio.ServicerContext) -> pb.InspectRunResponse:
         try:
@@ -123,6 +150,29 @@ class CoreHandlers:
             raise
         except Exception:  # noqa: BLE001
             await _internal(context, "InspectRun")
+
+
+class CoreHookEvaluator:
+    """The hook endpoints' engine when the core runs (hooks_http.HookEvaluator): the record as a
+    CheckRequest, evaluated by the core like a gRPC Check, its verdict read back for the answer."""
+
+    def __init__(self, core: CoreService, loader: StateKeeper | None = None) -> None:
+        self._core = core
+        self._loader = loader
+
+    async def evaluate(self, record: EventRecord, integration: str, tenant: str) -> Verdict:
+        request = pb.CheckRequest(event=event_from_record(record)).SerializeToString()
+        token = current_integration.set(integration)  # the verdict counter's integration label
+        try:
+            response = self._core.check(request, tenant, "", self._loader is not None)
+            if type(response) is list:
+                await self._loader.ensure_loaded(tenant, response)
+                response = self._core.check(request, tenant)
+        finally:
+            current_integration.reset(token)
+        if type(response) is not bytes:  # a request built here is always decodable and has its event
+            raise RuntimeError(f"the core refused a hook's CheckRequest: {response}")
+        return verdict_from_message(pb.CheckResponse.FromString(response).verdict)
 
 
 def register_core_handlers(handlers: CoreHandlers, server: grpc.aio.Server) -> None:
