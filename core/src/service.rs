@@ -946,8 +946,8 @@ pub fn record_views(state: &RunState) -> Vec<(u64, String, String, String, Strin
         .map(|r| {
             (
                 r.seq,
-                r.tool.to_string(),
-                format!("{}:{}", r.tool, hex(&r.args)),
+                r.tool().to_string(),
+                format!("{}:{}", r.tool(), hex(&r.args)),
                 r.call_id().unwrap_or("").to_string(),
                 crate::engine::result_hash_text(r.status, &r.result).unwrap_or_default(),
                 r.unknown().unwrap_or("").to_string(),
