@@ -285,7 +285,8 @@ pub struct Guard {
 pub struct RunState {
     pub capacity: usize,
     pub history: VecDeque<Record>,
-    pub announced: Option<Vec<(String, u32)>>,
+    /// Boxed (8 bytes, not 24): most runs never warn.
+    pub announced: Option<Box<Vec<(String, u32)>>>,
     pub guard: Option<Box<Guard>>,
     pub abort: Option<Box<Verdict>>,
     pub blocks: u32,
@@ -825,7 +826,7 @@ fn shadowed(mut v: Verdict) -> Verdict {
 
 fn announce(state: &mut RunState, key: &str, count: u32) -> bool {
     let decade = count / 10;
-    let announced = state.announced.get_or_insert_with(Vec::new);
+    let announced = state.announced.get_or_insert_with(Default::default);
     if let Some(entry) = announced.iter_mut().find(|(k, _)| k == key) {
         if decade <= entry.1 {
             return false;
