@@ -359,6 +359,29 @@ fn decode_params(text: &str, max_depth: usize) -> Result<Value, Invalid> {
     decode_field(text, "params_json", "invalid_params_json", max_depth)
 }
 
+/// `args_digest`, remembering the last params text hashed: a call's outcome repeats its params
+/// byte for byte, and equal text (and tool) decodes to an equal value, so to an equal digest.
+fn args_digest_of(tool: &str, params_json: &str, params: &Value) -> [u8; 32] {
+    thread_local! {
+        static LAST: std::cell::RefCell<(String, String, [u8; 32])> = const { std::cell::RefCell::new((String::new(), String::new(), [0; 32])) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.1 == params_json && last.0 == tool && !params_json.is_empty() {
+            return last.2;
+        }
+        let digest = args_digest(tool, params);
+        if params_json.len() <= 1 << 16 {
+            last.0.clear();
+            last.0.push_str(tool);
+            last.1.clear();
+            last.1.push_str(params_json);
+            last.2 = digest;
+        }
+        digest
+    })
+}
+
 struct Detection {
     detector: Detector,
     level: Level,
@@ -882,7 +905,7 @@ fn on_tool_call(
     if let Some(v) = gate(state, s, &tool) {
         return Ok(v);
     }
-    let digest = args_digest(&tool, &params);
+    let digest = args_digest_of(&tool, params_json, &params);
     let t = Tool::new(&tool);
     let found = if s.rolling_on() {
         let mut ctx = Context {
@@ -989,7 +1012,7 @@ fn on_tool_outcome(
     if fp.status == PENDING {
         return Ok(Verdict::allow(&tool));
     }
-    let digest = args_digest(&tool, &params);
+    let digest = args_digest_of(&tool, params_json, &params);
     let t = Tool::new(&tool);
     // Fill the newest matching pending call, or append a completed record.
     let mut filled = false;
