@@ -3,7 +3,6 @@
 //! is the reference and the differential suite (tests/core) holds the two to the same verdicts.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, ERROR, MARKER, PENDING};
 use crate::json::{decode, py_isspace, JsonError, Value};
@@ -193,48 +192,90 @@ pub enum Event<'a> {
     RunEnd,
 }
 
-/// Tool names shared by every record of every run (Python interns them the same way), up to a
-/// bound past which a hostile stream of ever-new names just gets its own copies.
-pub fn intern(name: &str) -> Arc<str> {
-    static NAMES: OnceLock<Mutex<HashSet<Arc<str>>>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| Mutex::new(HashSet::new()));
-    let Ok(mut names) = names.lock() else { return Arc::from(name) };
-    if let Some(found) = names.get(name) {
-        return found.clone();
-    }
-    let shared: Arc<str> = Arc::from(name);
-    if names.len() < 65_536 {
-        names.insert(shared.clone());
-    }
-    shared
+pub use crate::intern::RecordExtra;
+use crate::intern::{tool_id, tool_name, ExtraHandle, OVERFLOW};
+
+/// A tool name as records compare it: its interned id (OVERFLOW: compare names) and the name.
+#[derive(Clone, Copy)]
+pub struct Tool<'a> {
+    pub id: u16,
+    pub name: &'a str,
 }
 
-#[derive(Clone, Debug)]
+impl<'a> Tool<'a> {
+    pub fn new(name: &'a str) -> Tool<'a> {
+        Tool { id: tool_id(name), name }
+    }
+}
+
+/// One history record: 80 bytes (the tool an interned u16 id, the rare fields behind a u32
+/// handle), so a full default history of 30 is 2,400 bytes.
+#[derive(Clone)]
 pub struct Record {
     pub seq: u64,
-    pub tool: Arc<str>,
     pub args: [u8; 32],
     pub result: [u8; 32],
+    tool: u16,
     pub status: u8,
-    /// Rare: a pending call's id, the missing tool an error named (boxed: most records have neither).
-    pub extra: Option<Box<RecordExtra>>,
+    /// Rare: a pending call's id, the missing tool an error named, a tool name without an id.
+    extra: ExtraHandle,
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct RecordExtra {
-    pub call_id: Option<Box<str>>,
-    pub unknown: Option<Arc<str>>,
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("seq", &self.seq)
+            .field("tool", &self.tool())
+            .field("args", &hex(&self.args))
+            .field("result", &hex(&self.result))
+            .field("status", &self.status)
+            .field("extra", &self.extra.get())
+            .finish()
+    }
 }
 
 impl Record {
+    /// A record as the engine makes one (`tool`: the normalised name).
+    pub fn new(seq: u64, tool: &str, args: [u8; 32], result: [u8; 32], status: u8, call_id: Option<&str>,
+               unknown: Option<&str>) -> Record {
+        Record::of(seq, Tool::new(tool), args, result, status, call_id, unknown)
+    }
+    fn of(seq: u64, tool: Tool, args: [u8; 32], result: [u8; 32], status: u8, call_id: Option<&str>,
+          unknown: Option<&str>) -> Record {
+        let mut r = Record { seq, args, result, tool: tool.id, status, extra: ExtraHandle::default() };
+        let own_name = (tool.id == OVERFLOW).then(|| tool.name.into());
+        r.extra = ExtraHandle::new(RecordExtra { call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name });
+        r
+    }
+    pub fn tool(&self) -> &str {
+        if self.tool == OVERFLOW {
+            return self.extra.get().and_then(|e| e.tool.as_deref()).unwrap_or("");
+        }
+        tool_name(self.tool).unwrap_or("")
+    }
+    /// Is this a record of `tool`? (An id comparison, but for names past the table's bound.)
+    #[inline]
+    pub fn is_tool(&self, tool: Tool) -> bool {
+        self.tool == tool.id && (tool.id != OVERFLOW || self.tool() == tool.name)
+    }
+    #[inline]
+    pub fn same_tool(&self, other: &Record) -> bool {
+        self.tool == other.tool && (self.tool != OVERFLOW || self.tool() == other.tool())
+    }
     pub fn call_id(&self) -> Option<&str> {
-        self.extra.as_ref().and_then(|e| e.call_id.as_deref())
+        self.extra.get().and_then(|e| e.call_id.as_deref())
     }
     pub fn unknown(&self) -> Option<&str> {
-        self.extra.as_ref().and_then(|e| e.unknown.as_deref())
+        self.extra.get().and_then(|e| e.unknown.as_deref())
     }
-    fn set_extra(&mut self, call_id: Option<Box<str>>, unknown: Option<Arc<str>>) {
-        self.extra = if call_id.is_none() && unknown.is_none() { None } else { Some(Box::new(RecordExtra { call_id, unknown })) };
+    /// Completing a pending call: its id goes, the missing tool an error named comes.
+    fn complete(&mut self, unknown: Option<&str>) {
+        if self.tool != OVERFLOW && unknown.is_none() {
+            self.extra = ExtraHandle::default();
+            return;
+        }
+        let tool = self.extra.get().and_then(|e| e.tool.clone());
+        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool });
     }
 }
 
@@ -254,7 +295,8 @@ pub struct Guard {
 pub struct RunState {
     pub capacity: usize,
     pub history: VecDeque<Record>,
-    pub announced: Option<Vec<(String, u32)>>,
+    /// Boxed (8 bytes, not 24): most runs never warn.
+    pub announced: Option<Box<Vec<(String, u32)>>>,
     pub guard: Option<Box<Guard>>,
     pub abort: Option<Box<Verdict>>,
     pub blocks: u32,
@@ -327,6 +369,29 @@ fn decode_params(text: &str, max_depth: usize) -> Result<Value, Invalid> {
     decode_field(text, "params_json", "invalid_params_json", max_depth)
 }
 
+/// `args_digest`, remembering the last params text hashed: a call's outcome repeats its params
+/// byte for byte, and equal text (and tool) decodes to an equal value, so to an equal digest.
+fn args_digest_of(tool: &str, params_json: &str, params: &Value) -> [u8; 32] {
+    thread_local! {
+        static LAST: std::cell::RefCell<(String, String, [u8; 32])> = const { std::cell::RefCell::new((String::new(), String::new(), [0; 32])) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.1 == params_json && last.0 == tool && !params_json.is_empty() {
+            return last.2;
+        }
+        let digest = args_digest(tool, params);
+        if params_json.len() <= 1 << 16 {
+            last.0.clear();
+            last.0.push_str(tool);
+            last.1.clear();
+            last.1.push_str(params_json);
+            last.2 = digest;
+        }
+        digest
+    })
+}
+
 struct Detection {
     detector: Detector,
     level: Level,
@@ -350,6 +415,7 @@ struct Counts {
 struct Context<'a> {
     history: &'a VecDeque<Record>,
     tool: &'a str,
+    t: Tool<'a>,
     args: [u8; 32],
     known_poll: bool,
     no_new_streak: u32,
@@ -361,7 +427,7 @@ impl<'a> Context<'a> {
     fn matches(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.history.len()).rev().filter(move |&i| {
             let r = &self.history[i];
-            same(&r.args, &self.args) && &*r.tool == self.tool
+            same(&r.args, &self.args) && r.is_tool(self.t)
         })
     }
 
@@ -425,7 +491,7 @@ fn unknown_tool(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     let mut missing: Option<&str> = None;
     for r in ctx.history.iter().rev() {
         let Some(name) = r.unknown() else { break };
-        if &*r.tool != ctx.tool {
+        if !r.is_tool(ctx.t) {
             break;
         }
         match missing {
@@ -524,25 +590,26 @@ fn ping_pong(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         return None;
     }
     let last = &h[size - 1];
-    if &*last.tool == ctx.tool && same(&last.args, &ctx.args) {
+    if last.is_tool(ctx.t) && same(&last.args, &ctx.args) {
         return None;
     }
     let mut other_index: Option<usize> = None;
     for i in (0..size - 1).rev() {
-        if h[i].tool != last.tool || !same(&h[i].args, &last.args) {
+        if !h[i].same_tool(last) || !same(&h[i].args, &last.args) {
             other_index = Some(i);
             break;
         }
     }
     let other = other_index?;
-    if &*h[other].tool != ctx.tool || !same(&h[other].args, &ctx.args) {
+    if !h[other].is_tool(ctx.t) || !same(&h[other].args, &ctx.args) {
         return None;
     }
     let mut tail = 0usize;
     for i in (0..size).rev() {
-        let (want_tool, want): (&str, &[u8; 32]) =
-            if tail.is_multiple_of(2) { (&last.tool, &last.args) } else { (ctx.tool, &ctx.args) };
-        if &*h[i].tool != want_tool || !same(&h[i].args, want) {
+        let r = &h[i];
+        let alternates =
+            if tail.is_multiple_of(2) { r.same_tool(last) && same(&r.args, &last.args) } else { r.is_tool(ctx.t) && same(&r.args, &ctx.args) };
+        if !alternates {
             break;
         }
         tail += 1;
@@ -575,7 +642,7 @@ fn ping_pong(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         return None;
     }
     let tool = ctx.tool;
-    let paired = last.tool.to_string();
+    let paired = last.tool().to_string();
     let paired_hash = args_hash_text(&paired, &last.args);
     let mut pair = [ctx.args_hash(), paired_hash];
     pair.sort();
@@ -678,7 +745,7 @@ fn argument_churn(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     let mut indexes: Vec<usize> = Vec::new();
     for i in (0..h.len()).rev() {
         let r = &h[i];
-        if &*r.tool != ctx.tool || r.status == PENDING {
+        if !r.is_tool(ctx.t) || r.status == PENDING {
             continue;
         }
         let key = (r.status, r.result);
@@ -792,7 +859,7 @@ fn shadowed(mut v: Verdict) -> Verdict {
 
 fn announce(state: &mut RunState, key: &str, count: u32) -> bool {
     let decade = count / 10;
-    let announced = state.announced.get_or_insert_with(Vec::new);
+    let announced = state.announced.get_or_insert_with(Default::default);
     if let Some(entry) = announced.iter_mut().find(|(k, _)| k == key) {
         if decade <= entry.1 {
             return false;
@@ -807,10 +874,8 @@ fn announce(state: &mut RunState, key: &str, count: u32) -> bool {
     true
 }
 
-fn record(seq: u64, tool: &str, args: [u8; 32], call_id: &str, status: u8, result: [u8; 32], unknown: Option<String>) -> Record {
-    let mut r = Record { seq, tool: intern(tool), args, result, status, extra: None };
-    r.set_extra(if call_id.is_empty() { None } else { Some(call_id.into()) }, unknown.map(|name| intern(&name)));
-    r
+fn record(seq: u64, tool: Tool, args: [u8; 32], call_id: &str, status: u8, result: [u8; 32], unknown: Option<&str>) -> Record {
+    Record::of(seq, tool, args, result, status, (!call_id.is_empty()).then_some(call_id), unknown)
 }
 
 pub fn evaluate(state: &mut RunState, event: &Event, s: &Settings, catalog: &Catalog, max_depth: usize) -> Verdict {
@@ -850,11 +915,13 @@ fn on_tool_call(
     if let Some(v) = gate(state, s, &tool) {
         return Ok(v);
     }
-    let digest = args_digest(&tool, &params);
+    let digest = args_digest_of(&tool, params_json, &params);
+    let t = Tool::new(&tool);
     let found = if s.rolling_on() {
         let mut ctx = Context {
             history: &state.history,
             tool: &tool,
+            t,
             args: digest,
             known_poll: is_known_poll(&tool, &params, catalog),
             no_new_streak: state.no_new_streak,
@@ -865,7 +932,7 @@ fn on_tool_call(
         None
     };
     let Some(det) = found else {
-        state.append(record(seq, &tool, digest, call_id, PENDING, [0; 32], None));
+        state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
         return Ok(Verdict::allow(&tool));
     };
     let (seqs, ids) = evidence(state, &det.evidence);
@@ -899,7 +966,7 @@ fn on_tool_call(
             v.error_code = "tool_loop_persisted";
         }
         if s.shadow {
-            state.append(record(seq, &tool, digest, call_id, PENDING, [0; 32], None));
+            state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
             return Ok(shadowed(v));
         }
         if v.action == Action::Abort {
@@ -907,7 +974,7 @@ fn on_tool_call(
         }
         return Ok(v);
     }
-    state.append(record(seq, &tool, digest, call_id, PENDING, [0; 32], None));
+    state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
     v.announce = announce(state, &v.warning_key, v.count);
     Ok(v)
 }
@@ -957,12 +1024,13 @@ fn on_tool_outcome(
     if fp.status == PENDING {
         return Ok(Verdict::allow(&tool));
     }
-    let digest = args_digest(&tool, &params);
+    let digest = args_digest_of(&tool, params_json, &params);
+    let t = Tool::new(&tool);
     // Fill the newest matching pending call, or append a completed record.
     let mut filled = false;
     for i in (0..state.history.len()).rev() {
         let r = &mut state.history[i];
-        if !same(&r.args, &digest) || *r.tool != *tool || r.status != PENDING {
+        if !same(&r.args, &digest) || !r.is_tool(t) || r.status != PENDING {
             continue;
         }
         if !call_id.is_empty() && r.call_id() != Some(call_id) {
@@ -970,12 +1038,12 @@ fn on_tool_outcome(
         }
         r.status = fp.status;
         r.result = fp.digest;
-        r.set_extra(None, fp.unknown_tool_name.as_deref().map(intern));
+        r.complete(fp.unknown_tool_name.as_deref());
         filled = true;
         break;
     }
     if !filled {
-        state.append(record(seq, &tool, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.clone()));
+        state.append(record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref()));
     }
     if s.run_wide_breaker_threshold > 0 {
         track_outcome(state, &tool, &digest, fp.status, &fp.digest);

@@ -1,7 +1,7 @@
 //! Args and outcome fingerprints (spec sections 3 and 4), a port of `engine/fingerprints.py`
 //! and `engine/external_content.py`. Every digest is sha256 over `json::canonical`.
 
-use crate::json::{digest, py_strip, Int, Value};
+use crate::json::{digest, digest_entries, py_strip, Int, Value};
 
 pub const PENDING: u8 = 0;
 pub const RESULT: u8 = 1;
@@ -508,12 +508,13 @@ pub fn outcome_fingerprint(
         return done(digest(&obj(vec![("details", plan_shape(details)), ("text", Value::Str(Vec::new()))])));
     }
     if result.has("structuredContent") || result.has("isError") {
-        return done(digest(&obj(vec![
-            ("details", details.clone()),
-            ("text", Value::Str(text)),
-            ("structuredContent", field(result, "structuredContent")),
-            ("isError", field(result, "isError")),
-        ])));
+        let (structured, is_error) = (field(result, "structuredContent"), field(result, "isError"));
+        return done(digest_entries(&mut [
+            ("details", details),
+            ("text", &Value::Str(text)),
+            ("structuredContent", &structured),
+            ("isError", &is_error),
+        ]));
     }
-    done(digest(&obj(vec![("details", details.clone()), ("text", Value::Str(text))])))
+    done(digest_entries(&mut [("details", details), ("text", &Value::Str(text))]))
 }

@@ -471,20 +471,46 @@ pub fn canonical(value: &Value) -> Vec<u8> {
 }
 
 pub fn digest(value: &Value) -> [u8; 32] {
-    // One reused buffer per thread: most of a payload's cost would otherwise be its growth.
+    with_buffer(|out| {
+        let stdlib = needs_stdlib(value);
+        write(out, value, stdlib);
+    })
+}
+
+/// sha256 of what `fill` writes, in one reused buffer per thread: most of a payload's cost would
+/// otherwise be its growth.
+fn with_buffer(fill: impl FnOnce(&mut Vec<u8>)) -> [u8; 32] {
     thread_local! {
         static BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(4096));
     }
     BUFFER.with(|buffer| {
         let mut out = buffer.borrow_mut();
         out.clear();
-        let stdlib = needs_stdlib(value);
-        write(&mut out, value, stdlib);
+        fill(&mut out);
         let digest: [u8; 32] = Sha256::digest(&out[..]).into();
         if out.capacity() > 1 << 20 {
             *out = Vec::with_capacity(4096);
         }
         digest
+    })
+}
+
+/// `digest` of the object of these entries, without building (cloning into) it: the entries'
+/// keys distinct; any order (they are written sorted, as an object's are).
+pub fn digest_entries(entries: &mut [(&str, &Value)]) -> [u8; 32] {
+    entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    with_buffer(|out| {
+        let stdlib = entries.iter().any(|(k, v)| has_surrogate(k.as_bytes()) || needs_stdlib(v));
+        out.push(b'{');
+        for (i, (key, item)) in entries.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_str(out, key.as_bytes());
+            out.push(b':');
+            write(out, item, stdlib);
+        }
+        out.push(b'}');
     })
 }
 

@@ -2,15 +2,15 @@
 //! limits, the run store (LRU over all runs, idle TTL, eviction reasons), idempotent retries,
 //! decision ids, and the per-request summary Python turns into metrics and decision log lines.
 //!
-//! Design. The store is one hash map keyed by (tenant, run_id) plus an ordered index from a
-//! global touch counter to the key: its first entry is the least recently used run, so both the
-//! max-runs eviction and idle expiry pop from the front without scanning live runs, and every
-//! per-event operation stays O(log n) in the number of runs. The Python store shards its
-//! OrderedDicts by crc32 to get the same total order; a single index gives it directly. Python
+//! Design. The store is a slab of runs with an intrusive doubly linked LRU list through it and
+//! a hash map from a (tenant, run_id) hash to the run's slot: the list's head is the least
+//! recently used run, so both the max-runs eviction and idle expiry pop from the front without
+//! scanning live runs, and every per-event operation is O(1) in the number of runs. The Python
+//! store shards its OrderedDicts by crc32 to get the same total order; one list gives it directly. Python
 //! calls in from its one event loop thread, holding the GIL, so no lock is needed. An evicted or
 //! ended run is gone entirely: a later event with its id starts from zero.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use prost::Message;
 
@@ -136,12 +136,32 @@ fn key_hash(tenant: &str, run_id: &str) -> u64 {
     hash
 }
 
+/// A slot of the store's slab: a run (None when free) and its links.
+struct Slot {
+    entry: Option<Entry>,
+    /// LRU list, oldest first (NIL at either end).
+    older: u32,
+    newer: u32,
+    /// Next slot whose key has the same hash (NIL ends the chain); for a free slot, the next free one.
+    chain: u32,
+}
+
+const NIL: u32 = u32::MAX;
+
 pub struct Store {
     pub max_runs: usize,
     pub idle_ttl: f64,
-    runs: HashMap<u64, Vec<Entry>>,
-    /// touch -> key hash: the first entry is the least recently used run.
-    order: BTreeMap<u64, u64>,
+    /// Every run in one slab (no allocation per run beyond its own contents), with an intrusive
+    /// doubly linked LRU list through it: touch, eviction and expiry are O(1) pointer swaps.
+    slots: Vec<Slot>,
+    /// Key hash -> first slot of the chain of runs with that hash.
+    index: HashMap<u64, u32>,
+    free: u32,
+    oldest: u32,
+    newest: u32,
+    /// The slot found last: an event looks its run up several times, and this skips the hashing
+    /// (atomic only so that the store is Sync, as a pyclass must be; there is one thread).
+    last: std::sync::atomic::AtomicU32,
     touches: u64,
     size: usize,
     /// Change tracking for a state store (store.py's dirty dict): None when no store is set.
@@ -163,7 +183,10 @@ pub type RunKey = (String, String);
 
 impl Store {
     pub fn new(max_runs: usize, idle_ttl: f64) -> Store {
-        Store { max_runs, idle_ttl, runs: HashMap::new(), order: BTreeMap::new(), touches: 0, size: 0, changes: None }
+        Store {
+            max_runs, idle_ttl, slots: Vec::new(), index: HashMap::new(), free: NIL, oldest: NIL, newest: NIL,
+            last: std::sync::atomic::AtomicU32::new(NIL), touches: 0, size: 0, changes: None,
+        }
     }
     pub fn track_changes(&mut self, evictions_delete: bool) {
         let changes = self.changes.get_or_insert_with(|| Changes { listed: Vec::new(), flagged: 0, deleted: HashSet::new(), evictions_delete });
@@ -174,8 +197,12 @@ impl Store {
     }
     /// Flag a held run as changed (no-op without tracking or when already flagged).
     fn mark(&mut self, tenant: &str, run_id: &str) {
+        if self.changes.is_none() {
+            return;
+        }
+        let Some(slot) = self.find(tenant, run_id) else { return };
+        let Some(entry) = self.slots[slot as usize].entry.as_mut() else { return };
         let Some(changes) = self.changes.as_mut() else { return };
-        let Some(entry) = self.runs.get_mut(&key_hash(tenant, run_id)).and_then(|b| b.iter_mut().find(|e| e.tenant == tenant && e.run_id == run_id)) else { return };
         if entry.dirty {
             return;
         }
@@ -202,8 +229,7 @@ impl Store {
         let mut taken: Vec<(RunKey, bool)> = changes.deleted.drain().map(|k| (k, false)).collect();
         changes.flagged = 0;
         for key in listed {
-            let hash = key_hash(&key.0, &key.1);
-            if let Some(entry) = self.runs.get_mut(&hash).and_then(|b| b.iter_mut().find(|e| e.tenant == key.0 && e.run_id == key.1)) {
+            if let Some(entry) = self.get_mut(&key.0, &key.1) {
                 if entry.dirty {
                     entry.dirty = false;
                     taken.push((key, true));
@@ -226,8 +252,12 @@ impl Store {
         }
     }
     pub fn clear(&mut self) {
-        self.runs.clear();
-        self.order.clear();
+        self.slots.clear();
+        self.index.clear();
+        self.free = NIL;
+        self.oldest = NIL;
+        self.newest = NIL;
+        self.last.store(NIL, std::sync::atomic::Ordering::Relaxed);
         self.size = 0;
         if let Some(changes) = self.changes.as_mut() {
             changes.listed.clear();
@@ -238,24 +268,18 @@ impl Store {
     /// Take in a stored run as most recently used, idle for `idle` seconds (store.py's restore:
     /// a held run of the same key is replaced; a full store evicts its least recently used run).
     pub(crate) fn restore(&mut self, mut entry: Entry, idle: f64, now: f64, evictions: &mut Vec<&'static str>) {
-        let hash = key_hash(&entry.tenant, &entry.run_id);
-        let (tenant, run_id) = (entry.tenant.clone(), entry.run_id.clone());
-        self.take(hash, |e| e.tenant == tenant && e.run_id == run_id);
-        if self.size >= self.max_runs {
-            if let Some((&touch, &lru)) = self.order.first_key_value() {
-                if let Some(evicted) = self.take(lru, |e| e.touch == touch) {
-                    self.mark_deleted(&evicted.tenant, &evicted.run_id, true);
-                }
-                evictions.push("max_runs");
-            }
+        if let Some(slot) = self.find(&entry.tenant, &entry.run_id) {
+            self.release(slot);
+        }
+        if self.size >= self.max_runs && self.oldest != NIL {
+            self.evict(self.oldest);
+            evictions.push("max_runs");
         }
         self.touches += 1;
         entry.touch = self.touches;
         entry.last_seen = now - idle;
         entry.dirty = false;
-        self.order.insert(self.touches, hash);
-        self.size += 1;
-        self.runs.entry(hash).or_default().push(entry);
+        self.insert(entry);
     }
     pub fn len(&self) -> usize {
         self.size
@@ -263,20 +287,92 @@ impl Store {
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }
+    fn entry_at(&self, slot: u32) -> Option<&Entry> {
+        self.slots.get(slot as usize)?.entry.as_ref()
+    }
+    /// The slot of (tenant, run_id), if held.
+    fn find(&self, tenant: &str, run_id: &str) -> Option<u32> {
+        let last = self.last.load(std::sync::atomic::Ordering::Relaxed);
+        if let Some(e) = self.entry_at(last) {
+            if e.run_id == run_id && e.tenant == tenant {
+                return Some(last);
+            }
+        }
+        let mut slot = *self.index.get(&key_hash(tenant, run_id))?;
+        while slot != NIL {
+            let s = &self.slots[slot as usize];
+            if let Some(e) = &s.entry {
+                if e.run_id == run_id && e.tenant == tenant {
+                    self.last.store(slot, std::sync::atomic::Ordering::Relaxed);
+                    return Some(slot);
+                }
+            }
+            slot = s.chain;
+        }
+        None
+    }
     pub fn get(&self, tenant: &str, run_id: &str) -> Option<&Entry> {
-        self.runs.get(&key_hash(tenant, run_id))?.iter().find(|e| e.tenant == tenant && e.run_id == run_id)
+        let slot = self.find(tenant, run_id)?;
+        self.entry_at(slot)
     }
     fn get_mut(&mut self, tenant: &str, run_id: &str) -> Option<&mut Entry> {
-        self.runs.get_mut(&key_hash(tenant, run_id))?.iter_mut().find(|e| e.tenant == tenant && e.run_id == run_id)
+        let slot = self.find(tenant, run_id)?;
+        self.slots[slot as usize].entry.as_mut()
     }
-    fn take(&mut self, hash: u64, pick: impl Fn(&Entry) -> bool) -> Option<Entry> {
-        let bucket = self.runs.get_mut(&hash)?;
-        let index = bucket.iter().position(pick)?;
-        let entry = bucket.swap_remove(index);
-        if bucket.is_empty() {
-            self.runs.remove(&hash);
+    fn unlink(&mut self, slot: u32) {
+        let (older, newer) = (self.slots[slot as usize].older, self.slots[slot as usize].newer);
+        match older {
+            NIL => self.oldest = newer,
+            o => self.slots[o as usize].newer = newer,
         }
-        self.order.remove(&entry.touch);
+        match newer {
+            NIL => self.newest = older,
+            n => self.slots[n as usize].older = older,
+        }
+    }
+    fn link_newest(&mut self, slot: u32) {
+        let newest = self.newest;
+        {
+            let s = &mut self.slots[slot as usize];
+            s.older = newest;
+            s.newer = NIL;
+        }
+        match newest {
+            NIL => self.oldest = slot,
+            n => self.slots[n as usize].newer = slot,
+        }
+        self.newest = slot;
+    }
+    /// Take the run in `slot` out of the store (its hash chain, the LRU list) and free the slot.
+    fn release(&mut self, slot: u32) -> Option<Entry> {
+        let entry = self.slots[slot as usize].entry.take()?;
+        let hash = key_hash(&entry.tenant, &entry.run_id);
+        let next = self.slots[slot as usize].chain;
+        if let Some(head) = self.index.get_mut(&hash) {
+            if *head == slot {
+                if next == NIL {
+                    self.index.remove(&hash);
+                } else {
+                    *head = next;
+                }
+            } else {
+                let mut at = *head;
+                while at != NIL {
+                    let following = self.slots[at as usize].chain;
+                    if following == slot {
+                        self.slots[at as usize].chain = next;
+                        break;
+                    }
+                    at = following;
+                }
+            }
+        }
+        self.unlink(slot);
+        let s = &mut self.slots[slot as usize];
+        s.chain = self.free;
+        s.older = NIL;
+        s.newer = NIL;
+        self.free = slot;
         self.size -= 1;
         if entry.dirty {
             if let Some(changes) = self.changes.as_mut() {
@@ -285,40 +381,40 @@ impl Store {
         }
         Some(entry)
     }
+    /// An eviction (idle TTL, max runs): a delete for the state store when evictions delete.
+    fn evict(&mut self, slot: u32) {
+        if let Some(evicted) = self.release(slot) {
+            self.mark_deleted(&evicted.tenant, &evicted.run_id, true);
+        }
+    }
     /// The run marked most recently used; false when none is held (or it idled past its TTL).
     fn touch(&mut self, tenant: &str, run_id: &str, now: f64, evictions: &mut Vec<&'static str>) -> bool {
+        let Some(slot) = self.find(tenant, run_id) else { return false };
         let ttl = self.idle_ttl;
         let touch = self.touches + 1;
-        let Some(entry) = self.get_mut(tenant, run_id) else { return false };
+        let Some(entry) = self.slots[slot as usize].entry.as_mut() else { return false };
         if now - entry.last_seen > ttl {
-            self.take(key_hash(tenant, run_id), |e| e.tenant == tenant && e.run_id == run_id);
-            self.mark_deleted(tenant, run_id, true);
+            self.evict(slot);
             evictions.push("idle_ttl");
             return false;
         }
-        let old = entry.touch;
         entry.touch = touch;
         entry.last_seen = now;
         self.touches = touch;
-        self.order.remove(&old);
-        self.order.insert(touch, key_hash(tenant, run_id));
+        if self.newest != slot {
+            self.unlink(slot);
+            self.link_newest(slot);
+        }
         self.mark(tenant, run_id);
         true
     }
     fn create(&mut self, tenant: &str, run_id: &str, state: RunState, now: f64, evictions: &mut Vec<&'static str>) {
-        if self.size >= self.max_runs {
-            if let Some((&touch, &hash)) = self.order.first_key_value() {
-                if let Some(evicted) = self.take(hash, |e| e.touch == touch) {
-                    self.mark_deleted(&evicted.tenant, &evicted.run_id, true);
-                }
-                evictions.push("max_runs");
-            }
+        if self.size >= self.max_runs && self.oldest != NIL {
+            self.evict(self.oldest);
+            evictions.push("max_runs");
         }
         self.touches += 1;
-        let hash = key_hash(tenant, run_id);
-        self.order.insert(self.touches, hash);
-        self.size += 1;
-        self.runs.entry(hash).or_default().push(Entry {
+        let entry = Entry {
             tenant: tenant.to_string(),
             run_id: run_id.to_string(),
             state,
@@ -330,28 +426,50 @@ impl Store {
             recent: None,
             retries: None,
             dirty: false,
-        });
+        };
+        self.insert(entry);
         self.mark(tenant, run_id);
+    }
+    /// Place a run in a free slot (or a new one) as the most recently used.
+    fn insert(&mut self, entry: Entry) {
+        let hash = key_hash(&entry.tenant, &entry.run_id);
+        let chain = self.index.get(&hash).copied().unwrap_or(NIL);
+        let slot = if self.free != NIL {
+            let slot = self.free;
+            let s = &mut self.slots[slot as usize];
+            self.free = s.chain;
+            s.entry = Some(entry);
+            s.chain = chain;
+            slot
+        } else {
+            let slot = u32::try_from(self.slots.len()).ok().filter(|&s| s != NIL).expect("fewer than 2^32 - 1 runs");
+            self.slots.push(Slot { entry: Some(entry), older: NIL, newer: NIL, chain });
+            slot
+        };
+        self.index.insert(hash, slot);
+        self.link_newest(slot);
+        self.last.store(slot, std::sync::atomic::Ordering::Relaxed);
+        self.size += 1;
     }
     /// run_end: free the run at once (not an eviction); a delete for the state store even when
     /// the run is held only there.
     pub fn remove(&mut self, tenant: &str, run_id: &str) -> bool {
         self.mark_deleted(tenant, run_id, false);
-        self.take(key_hash(tenant, run_id), |e| e.tenant == tenant && e.run_id == run_id).is_some()
+        match self.find(tenant, run_id) {
+            Some(slot) => self.release(slot).is_some(),
+            None => false,
+        }
     }
     /// Drop runs idle longer than the TTL, oldest first; at most `budget`.
     pub fn expire_idle(&mut self, now: f64, budget: usize) -> usize {
         let cutoff = now - self.idle_ttl;
         let mut dropped = 0;
         while dropped < budget {
-            let Some((&touch, &hash)) = self.order.first_key_value() else { break };
-            let idle = self.runs.get(&hash).and_then(|b| b.iter().find(|e| e.touch == touch)).map(|e| e.last_seen < cutoff);
-            if idle != Some(true) {
+            let oldest = self.oldest;
+            if !self.entry_at(oldest).is_some_and(|e| e.last_seen < cutoff) {
                 break;
             }
-            if let Some(evicted) = self.take(hash, |e| e.touch == touch) {
-                self.mark_deleted(&evicted.tenant, &evicted.run_id, true);
-            }
+            self.evict(oldest);
             dropped += 1;
         }
         dropped
@@ -1065,8 +1183,8 @@ pub fn record_views(state: &RunState) -> Vec<(u64, String, String, String, Strin
         .map(|r| {
             (
                 r.seq,
-                r.tool.to_string(),
-                format!("{}:{}", r.tool, hex(&r.args)),
+                r.tool().to_string(),
+                format!("{}:{}", r.tool(), hex(&r.args)),
                 r.call_id().unwrap_or("").to_string(),
                 crate::engine::result_hash_text(r.status, &r.result).unwrap_or_default(),
                 r.unknown().unwrap_or("").to_string(),

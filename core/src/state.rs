@@ -23,7 +23,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use crate::engine::{hex, intern, Action, Detector, Guard, Level, Record, RecordExtra, RunState, Verdict};
+use crate::engine::{hex, Action, Detector, Guard, Level, Record, RunState, Verdict};
 
 pub const MAX_RECORD_DEPTH: usize = 16;
 
@@ -170,7 +170,7 @@ fn write_state(w: &mut Writer, state: &RunState) {
     w.str(&hex(&h.iter().map(|r| r.status).collect::<Vec<u8>>()));
     w.sep();
     w.key("tools");
-    w.list(h, |w, r| w.str(&r.tool));
+    w.list(h, |w, r| w.str(r.tool()));
     w.sep();
     w.key("call_ids");
     w.list(h, |w, r| w.str(r.call_id().unwrap_or("")));
@@ -680,26 +680,25 @@ fn read_state(at: &At) -> Result<RunState, String> {
     for i in 0..size {
         let call_id = call_ids[i].str()?;
         let missing = match &unknown {
-            Some(u) if !u[i].is_null() => Some(intern(u[i].str()?)),
+            Some(u) if !u[i].is_null() => Some(u[i].str()?),
             _ => None,
         };
-        let call_id: Option<Box<str>> = if call_id.is_empty() { None } else { Some(call_id.into()) };
-        let extra = if call_id.is_none() && missing.is_none() { None } else { Some(Box::new(RecordExtra { call_id, unknown: missing })) };
         if status[i] > 2 {
             return Err(format!("{}.status[{i}] is not a result status", h.path));
         }
-        history.push_back(Record {
-            seq: seqs[i].u64()?,
-            tool: intern(tools[i].str()?),
-            args: digest32(&args[i * 32..(i + 1) * 32]),
-            result: digest32(&results[i * 32..(i + 1) * 32]),
-            status: status[i],
-            extra,
-        });
+        history.push_back(Record::new(
+            seqs[i].u64()?,
+            tools[i].str()?,
+            digest32(&args[i * 32..(i + 1) * 32]),
+            digest32(&results[i * 32..(i + 1) * 32]),
+            status[i],
+            if call_id.is_empty() { None } else { Some(call_id) },
+            missing,
+        ));
     }
     let announced = match at.opt("announced")? {
         None => None,
-        Some(a) => Some(a.entries()?.into_iter().map(|(k, v)| Ok((k.to_string(), v.u32()?))).collect::<Result<Vec<_>, String>>()?),
+        Some(a) => Some(Box::new(a.entries()?.into_iter().map(|(k, v)| Ok((k.to_string(), v.u32()?))).collect::<Result<Vec<_>, String>>()?)),
     };
     let guard = match at.opt("guard")? {
         None => None,

@@ -1,0 +1,161 @@
+//! What lets a history record be 80 bytes instead of 104: its tool name as a u16 id into one
+//! process-wide table, and its rare extras (a pending call's id, the missing tool an error
+//! named) behind a u32 handle instead of an 8-byte pointer.
+//!
+//! Tool names are shared by every record of every run (Python interns them the same way), up
+//! to a bound past which a hostile stream of ever-new names gets no id: such a record keeps its
+//! own copy of the name among its extras. Names with an id live as long as the process, as the
+//! interned Arc<str>s before them did (the table never shrank).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Ids 0..MAX_TOOL_IDS name a table entry; OVERFLOW says "the name is in the record's extras".
+pub const MAX_TOOL_IDS: usize = 65_535;
+pub const OVERFLOW: u16 = u16::MAX;
+
+const SEGMENT: usize = 256;
+/// id -> name without a lock (history scans and views read names; only interning writes).
+static SEGMENTS: [OnceLock<Box<[OnceLock<&'static str>]>>; MAX_TOOL_IDS / SEGMENT + 1] =
+    [const { OnceLock::new() }; MAX_TOOL_IDS / SEGMENT + 1];
+static IDS: OnceLock<Mutex<HashMap<&'static str, u16>>> = OnceLock::new();
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The id of a (normalised) tool name, interning it while there is room; OVERFLOW after.
+pub fn tool_id(name: &str) -> u16 {
+    let mut ids = locked(IDS.get_or_init(Default::default));
+    if let Some(&id) = ids.get(name) {
+        return id;
+    }
+    let id = ids.len();
+    if id >= MAX_TOOL_IDS {
+        return OVERFLOW;
+    }
+    let name: &'static str = Box::leak(name.into());
+    let segment = SEGMENTS[id / SEGMENT].get_or_init(|| (0..SEGMENT).map(|_| OnceLock::new()).collect());
+    let _ = segment[id % SEGMENT].set(name);
+    ids.insert(name, id as u16);
+    id as u16
+}
+
+/// The name of an id `tool_id` returned (None for OVERFLOW).
+pub fn tool_name(id: u16) -> Option<&'static str> {
+    SEGMENTS.get(id as usize / SEGMENT)?.get()?.get(id as usize % SEGMENT)?.get().copied()
+}
+
+/// A record's rare fields.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecordExtra {
+    pub call_id: Option<Box<str>>,
+    pub unknown: Option<Box<str>>,
+    /// The tool name of a record whose tool has no id (OVERFLOW).
+    pub tool: Option<Box<str>>,
+}
+
+impl RecordExtra {
+    fn is_empty(&self) -> bool {
+        self.call_id.is_none() && self.unknown.is_none() && self.tool.is_none()
+    }
+}
+
+struct Extras {
+    items: Vec<Option<Box<RecordExtra>>>,
+    free: Vec<u32>,
+}
+
+static EXTRAS: Mutex<Extras> = Mutex::new(Extras { items: Vec::new(), free: Vec::new() });
+
+/// Owner of one RecordExtra in the process-wide table (0: none). Cloning copies the extras into
+/// a handle of its own; dropping frees them.
+#[derive(Debug, Default)]
+pub struct ExtraHandle(u32);
+
+impl ExtraHandle {
+    pub fn new(extra: RecordExtra) -> ExtraHandle {
+        if extra.is_empty() {
+            return ExtraHandle(0);
+        }
+        let mut extras = locked(&EXTRAS);
+        let boxed = Some(Box::new(extra));
+        match extras.free.pop() {
+            Some(index) => {
+                extras.items[index as usize] = boxed;
+                ExtraHandle(index + 1)
+            }
+            None => {
+                extras.items.push(boxed);
+                let index = u32::try_from(extras.items.len()).expect("fewer than 2^32 record extras");
+                ExtraHandle(index)
+            }
+        }
+    }
+
+    pub fn get(&self) -> Option<&RecordExtra> {
+        if self.0 == 0 {
+            return None;
+        }
+        let extras = locked(&EXTRAS);
+        let extra: *const RecordExtra = &**extras.items.get(self.0 as usize - 1)?.as_ref()?;
+        drop(extras);
+        // SAFETY: the Box at this index belongs to this handle alone. Only `release` (from Drop
+        // or `&mut self`) takes it out or frees it, and neither can run while the returned borrow
+        // of `self` lives; the table's Vec may move the Box pointer, never the RecordExtra.
+        Some(unsafe { &*extra })
+    }
+
+    fn release(&mut self) {
+        if self.0 == 0 {
+            return;
+        }
+        let index = self.0 - 1;
+        self.0 = 0;
+        let freed = {
+            let mut extras = locked(&EXTRAS);
+            let freed = extras.items.get_mut(index as usize).and_then(Option::take);
+            extras.free.push(index);
+            freed
+        };
+        drop(freed);
+    }
+}
+
+impl Clone for ExtraHandle {
+    fn clone(&self) -> ExtraHandle {
+        match self.get() {
+            Some(extra) => ExtraHandle::new(extra.clone()),
+            None => ExtraHandle(0),
+        }
+    }
+}
+
+impl Drop for ExtraHandle {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_name_their_tool() {
+        let a = tool_id("intern-test-read");
+        assert_eq!(tool_id("intern-test-read"), a);
+        assert_ne!(tool_id("intern-test-write"), a);
+        assert_eq!(tool_name(a), Some("intern-test-read"));
+    }
+
+    #[test]
+    fn extras_are_owned() {
+        let extra = RecordExtra { call_id: Some("c1".into()), ..Default::default() };
+        let a = ExtraHandle::new(extra.clone());
+        let b = a.clone();
+        drop(a);
+        assert_eq!(b.get(), Some(&extra));
+        assert!(ExtraHandle::new(RecordExtra::default()).get().is_none());
+    }
+}
