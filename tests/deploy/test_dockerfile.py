@@ -6,6 +6,7 @@ filters it) is built into a wheel with pip, and its flags are checked against th
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -231,7 +232,8 @@ class TestBuildContext:
     def test_context_holds_only_what_the_package_needs(self) -> None:
         files = build_context_files()
         tops = {f.split("/")[0] for f in files}
-        assert tops <= {"LICENSE", "client", "server"}, tops
+        assert tops <= {"LICENSE", "client", "server", "core"}, tops
+        assert not [f for f in files if f.startswith("core/target/")]
         assert {f.split("/")[1] for f in files if f.startswith("client/")} == {"python"}
         assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
 
@@ -276,7 +278,29 @@ class TestBuildContext:
         assert re.search(r"^serve = loopwarden_server\.cli:add_serve$", entry_points, re.MULTILINE)
 
 
+    def test_context_builds_the_core(self, tmp_path: Path) -> None:
+        """The core's sources in the context compile with the committed lock file and nothing else
+        (no protoc, no path outside it): `cargo check --locked --offline` of the copy, its Python
+        module included. The image's core stage builds the same crate with maturin."""
+        context = tmp_path / "context"
+        for relative in build_context_files():
+            if relative.startswith("core/"):
+                target = context / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / relative, target, follow_symlinks=True)
+        instructions = parse_dockerfile()
+        assert any(i.keyword == "RUN" and "maturin build --release --locked" in i.argument for i in instructions)
+        copied = [i for i in instructions if i.keyword == "COPY" and i.argument.startswith("--from=core ")]
+        installs = [i for i in instructions if i.keyword == "RUN" and "/wheels/loopwarden_core-" in i.argument]
+        assert copied and installs and copied[0].stage == installs[0].stage  # the wheel goes into the venv
+        result = run(["cargo", "check", "--locked", "--offline", "--quiet", "--features", "python",
+                      "--manifest-path", str(context / "core" / "Cargo.toml")],
+                     env={**os.environ, "CARGO_TARGET_DIR": str(REPO / "core" / "target")}, timeout=600, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("relative", ["server/loopwarden_server/__init__.py", "server/pyproject.toml",
+                                      "core/Cargo.toml", "core/Cargo.lock", "core/src/state.rs", "core/pyproject.toml",
                                       "client/python/loopwarden/cli.py", "client/python/pyproject.toml", "LICENSE"])
 def test_dockerignore_keeps_sources(relative: str) -> None:
     assert in_build_context(relative, dockerignore_rules())
@@ -284,6 +308,7 @@ def test_dockerignore_keeps_sources(relative: str) -> None:
 
 @pytest.mark.parametrize("relative", [".venv/bin/python", "tests/deploy/test_dockerfile.py", "helm/loopwarden/Chart.yaml",
                                       "client/node/src/index.js", "client/go/go.mod",
-                                      "server/loopwarden_server/__pycache__/app.cpython-311.pyc", ".git/HEAD"])
+                                      "server/loopwarden_server/__pycache__/app.cpython-311.pyc", ".git/HEAD",
+                                      "core/target/release/libloopwarden_core.so"])
 def test_dockerignore_drops_the_rest(relative: str) -> None:
     assert not in_build_context(relative, dockerignore_rules())
