@@ -980,16 +980,17 @@ fn on_tool_call(
 }
 
 fn track_outcome(state: &mut RunState, tool: &str, args: &[u8; 32], status: u8, result: &[u8; 32]) {
-    // run_wide.py's key, byte for byte (BLAKE2b, 8-byte output, read big-endian): the set is
-    // persisted, so a run restored into the other engine must recognise its triples.
-    use blake2::digest::{Update, VariableOutput};
-    let mut hasher = blake2::Blake2bVar::new(8).expect("8 is a valid BLAKE2b output size");
+    // run_wide.py's key, byte for byte (the first 8 bytes of a sha256, read big-endian): the set
+    // is persisted, so a run restored into the other engine must recognise its triples.
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
     hasher.update(tool.as_bytes());
     hasher.update(args);
-    hasher.update(&[status]);
+    hasher.update([status]);
     hasher.update(result);
+    let full = hasher.finalize();
     let mut out = [0u8; 8];
-    hasher.finalize_variable(&mut out).expect("the output is 8 bytes");
+    out.copy_from_slice(&full[..8]);
     let key = u64::from_be_bytes(out);
     let seen = state.seen_triples.get_or_insert_with(Default::default);
     if seen.contains(&key) {

@@ -33,7 +33,9 @@ def _text(value: str) -> bytes:
 
 def content_digest(payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd) -> bytes:
     """8 bytes naming what an event says (not its seq or ids): kind, tool, params, result or error."""
-    hasher = hashlib.blake2b(digest_size=DIGEST_SIZE)
+    # sha256 (first 8 bytes), as the core takes it (core/src/service.rs): the window is persisted
+    # and read by either engine; sha256 runs on the CPU's SHA extensions in both.
+    hasher = hashlib.sha256()
     if type(payload) is ToolCall:
         hasher.update(b"c" + _text(payload.tool_name) + _text(payload.params_json))
     elif type(payload) is ToolOutcome:
@@ -48,7 +50,7 @@ def content_digest(payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd) -
         hasher.update(b"k")
     else:
         hasher.update(b"x")
-    return hasher.digest()
+    return hasher.digest()[:DIGEST_SIZE]
 
 
 class RetryWindow:

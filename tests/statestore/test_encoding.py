@@ -55,7 +55,32 @@ class TestRunValues:
         assert entry.state.records == decoded.state.records
         assert 10.0 == pytest.approx(idle)
 
-    @pytest.mark.parametrize("data", [b"", b"LWR\x02" + b"x", b"LWR\x01not zlib", MAGIC + __import__("zlib").compress(b"[]")])
+    def test_a_version_1_value_is_read_without_its_old_digests(self):
+        """Version 1 (BLAKE2b retry digests and triple keys) loads with its history and counts; its
+        retry window is dropped and its run-wide triples forgotten, so nothing is matched against
+        digests of the other algorithm."""
+        import zlib
+
+        import orjson
+
+        from loopwarden_server.retries import RetryWindow
+        from loopwarden_server.statestore.encoding import MAGIC_V1, unframe
+
+        clock = [100.0]
+        store = RunStore(max_runs=10, idle_ttl_seconds=3600, clock=lambda: clock[0])
+        entry = _looping_run(store, "", "old-1", 12)
+        entry.retries = RetryWindow()
+        entry.retries.remember(7, b"\x01" * 8, None)
+        entry.state.seen_triples, entry.state.no_new_streak = {1, 2, 3}, 5
+        record = orjson.loads(unframe(encode_run(entry, wall_now=1_000_000.0, mono_now=clock[0])))
+        old = MAGIC_V1 + zlib.compress(orjson.dumps(record))
+        decoded, _idle = decode_run(old, wall_now=1_000_000.0)
+        assert entry.state.records == decoded.state.records
+        assert entry.state.blocks == decoded.state.blocks
+        assert (None, set(), 0) == (decoded.retries, decoded.state.seen_triples, decoded.state.no_new_streak)
+
+    @pytest.mark.parametrize("data", [b"", b"LWR\x03" + b"x", b"LWR\x02not zlib", b"LWR\x01not zlib",
+                                      MAGIC + __import__("zlib").compress(b"[]")])
     def test_foreign_bytes_are_refused(self, data):
         """Another version, or bytes that are not a run, raise EncodingError (never a crash)."""
         with pytest.raises(EncodingError):

@@ -1,8 +1,8 @@
 """One run's state as bytes, and the key that names it: the format every state store holds.
 
-Value (version 1):
+Value (version 2):
 
-    b"LWR" 0x01 | zlib stream (RFC 1950) of UTF-8 JSON
+    b"LWR" 0x02 | zlib stream (RFC 1950) of UTF-8 JSON
 
 The JSON object is the run record of snapshot format 4 (snapshot.py) with the wall-clock time of
 the run's latest event instead of an idle time:
@@ -13,7 +13,12 @@ the run's latest event instead of an idle time:
                no_new_streak}  -- exactly snapshot._encode_state,
      "retries": null | {seqs, digests (hex), next_slot, decisions}  -- snapshot._encode_retries}
 
-A reader refuses a value whose first four bytes are not a version it knows. Both engines read and
+A reader refuses a value whose first four bytes are not a version it knows. Version 1 held the
+same record with BLAKE2b retry digests and run-wide triple keys; version 2 takes both as the
+first 8 bytes of a sha256 (run on the CPU's SHA extensions by both engines). A version-1 value is
+still read, without what its old digests name: its retry window is dropped (a resend of an event
+from before the upgrade is evaluated again) and its run-wide triples are forgotten (the breaker
+can only trip later, never earlier). Both engines read and
 write it: the Python engine here, the compiled core in core/src/state.rs (the JSON; the framing
 is `frame`/`unframe` here for both). tests/core/test_state_encoding.py holds them to one format.
 
@@ -32,7 +37,8 @@ import orjson
 from ..snapshot import _decode_retries, _decode_state, _encode_retries, _encode_state
 from ..store import RunEntry
 
-MAGIC = b"LWR\x01"
+MAGIC = b"LWR\x02"
+MAGIC_V1 = b"LWR\x01"
 # zlib level 1: a run re-encoded every flush interval is worth a fast codec more than a small one.
 LEVEL = 1
 
@@ -67,13 +73,29 @@ def frame(record_json: bytes) -> bytes:
 
 
 def unframe(data: bytes) -> bytes:
-    """A stored value's record JSON text; EncodingError for anything that is not version 1."""
-    if data[:4] != MAGIC:
-        raise EncodingError(f"unknown run encoding {data[:4]!r}")
+    """A stored value's record JSON text (version 2; a version-1 record is brought to version 2);
+    EncodingError for anything else."""
+    version = data[:4]
+    if version not in (MAGIC, MAGIC_V1):
+        raise EncodingError(f"unknown run encoding {version!r}")
     try:
-        return zlib.decompress(data[4:])
+        text = zlib.decompress(data[4:])
     except zlib.error as exc:
         raise EncodingError(f"malformed run: {exc!r}") from None
+    return text if version == MAGIC else _from_version_1(text)
+
+
+def _from_version_1(text: bytes) -> bytes:
+    """Drop what version 1's BLAKE2b digests name (see the module docstring)."""
+    try:
+        record = orjson.loads(text)
+        record["retries"] = None
+        state = record["state"]
+        if state.get("seen_triples") is not None:
+            state["seen_triples"], state["no_new_streak"] = [], 0
+    except (orjson.JSONDecodeError, TypeError, KeyError, AttributeError) as exc:
+        raise EncodingError(f"malformed run: {exc!r}") from None
+    return orjson.dumps(record)
 
 
 def encode_run(entry: RunEntry, wall_now: float, mono_now: float) -> bytes:

@@ -20,9 +20,8 @@ DETECTOR = Detector.RUN_WIDE_NO_PROGRESS
 def track_outcome(state: RunState, tool_name: str, call_digest: bytes, status: int, result_digest: bytes) -> None:
     """After a completed call: is its triple new to the run?"""
     # A stable key (not hash(), which is salted per process) so snapshots stay meaningful.
-    key = int.from_bytes(hashlib.blake2b(
-        tool_name.encode("utf-8", "surrogatepass") + call_digest + bytes((status,)) + result_digest,
-        digest_size=8).digest(), "big")
+    key = int.from_bytes(hashlib.sha256(
+        tool_name.encode("utf-8", "surrogatepass") + call_digest + bytes((status,)) + result_digest).digest()[:8], "big")
     seen = state.seen_triples
     if seen is None:
         seen = state.seen_triples = set()
