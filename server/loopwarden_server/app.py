@@ -25,8 +25,8 @@ from .service import LoopwardenService
 from .settings import DaemonSettings, Security
 from .statestore import StateStoreError, open_state_store
 from .statestore.keeper import StateKeeper
-from .statestore.runs import CoreRuns
 from .statestore.metrics import StateMetrics
+from .statestore.runs import CoreRuns
 from .store import RunStore
 from .tracing import TracingError, tracing_from
 from .transport import SERVICE_NAME, LoopDetectionServicer, register_servicer
@@ -108,8 +108,10 @@ class Daemon:
         self.state = (StateKeeper(open_state_store(settings.state_store, settings.state_key_prefix), kept,
                                   StateMetrics(self.registry), flush_interval=settings.state_flush_interval_seconds)
                       if settings.state_store is not None else None)
-        if self.state is not None and self.core is not None and self.state.lazy:
-            self.core.on_held = self.state.metrics.runs_loaded.labels("memory").inc
+        # A shared store: runs a request names and memory lacks are loaded first (keeper.py).
+        loader = self.state if self.state is not None and self.state.lazy else None
+        if loader is not None and self.core is not None:
+            self.core.on_held = loader.metrics.runs_loaded.labels("memory").inc
         if self.state is not None:
             try:  # before any listener binds: an unusable state path fails the start at once
                 self.state.check()
@@ -127,20 +129,17 @@ class Daemon:
         )
         traced_service = self.tracing.traced(self.service) if self.tracing is not None else self.service
         servicer = LoopDetectionServicer(traced_service, self.metrics, self.servers.lifecycle, identity,
-                                         settings.limits.stream_idle_timeout_seconds,
-                                         loader=self.state if self.state is not None and self.state.lazy else None)
+                                         settings.limits.stream_idle_timeout_seconds, loader=loader)
         log.info(f"engine: {self.engine}" + (f" ({engine_note})" if engine_note else ""), extra={"engine": self.engine})
         if self.core is not None:
             from .transport.core_handlers import CoreHandlers, register_core_handlers
             core_handlers = CoreHandlers(self.core, self.metrics, self.servers.lifecycle, identity,
-                                         settings.limits.stream_idle_timeout_seconds,
-                                         loader=self.state if self.state is not None and self.state.lazy else None,
+                                         settings.limits.stream_idle_timeout_seconds, loader=loader,
                                          current_span=self.tracing.current_span() if self.tracing is not None else None)
             self.servers.add_service(SERVICE_NAME, lambda server: register_core_handlers(core_handlers, server))
         else:
             self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(
                 servicer, server, max_events_per_request=settings.limits.max_events_per_request))
-        loader = self.state if self.state is not None and self.state.lazy else None
         if self.core is not None:
             from .transport.core_handlers import CoreHookEvaluator
             hook_evaluator = CoreHookEvaluator(self.core, loader)
