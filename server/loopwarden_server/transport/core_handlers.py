@@ -24,10 +24,10 @@ from loopwarden.types import Verdict
 
 from ..core_engine import CoreService
 from ..integration import current_integration
-from ..tracing import VERDICT_EVENT, reported_verdict_attributes
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
 from ..statestore.keeper import StateKeeper
+from ..tracing import VERDICT_EVENT, reported_verdict_attributes
 from .auth import Identity
 from .convert import effective_config
 from .decode import TOO_MANY_EVENTS, UNDECODABLE, Refusal, _undecodable, message_decoder
