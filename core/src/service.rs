@@ -195,20 +195,16 @@ impl Store {
     pub fn dirty_count(&self) -> usize {
         self.changes.as_ref().map_or(0, |c| c.flagged + c.deleted.len())
     }
-    /// Flag a held run as changed (no-op without tracking or when already flagged).
-    fn mark(&mut self, tenant: &str, run_id: &str) {
-        if self.changes.is_none() {
-            return;
-        }
-        let Some(slot) = self.find(tenant, run_id) else { return };
-        let Some(entry) = self.slots[slot as usize].entry.as_mut() else { return };
+    /// Flag the run in `slot` as changed (no-op without tracking or when already flagged).
+    fn mark(&mut self, slot: u32) {
         let Some(changes) = self.changes.as_mut() else { return };
+        let Some(entry) = self.slots[slot as usize].entry.as_mut() else { return };
         if entry.dirty {
             return;
         }
         entry.dirty = true;
         changes.flagged += 1;
-        let key = (tenant.to_string(), run_id.to_string());
+        let key = (entry.tenant.clone(), entry.run_id.clone());
         if !changes.deleted.is_empty() {
             changes.deleted.remove(&key);
         }
@@ -244,25 +240,19 @@ impl Store {
             return;
         }
         for ((tenant, run_id), live) in items {
-            if self.get(&tenant, &run_id).is_some() {
-                self.mark(&tenant, &run_id);
+            if let Some(slot) = self.find(&tenant, &run_id) {
+                self.mark(slot);
             } else if !live {
                 self.mark_deleted(&tenant, &run_id, false);
             }
         }
     }
+    /// No runs and no pending changes (tracking stays as it was).
     pub fn clear(&mut self) {
-        self.slots.clear();
-        self.index.clear();
-        self.free = NIL;
-        self.oldest = NIL;
-        self.newest = NIL;
-        self.last.store(NIL, std::sync::atomic::Ordering::Relaxed);
-        self.size = 0;
-        if let Some(changes) = self.changes.as_mut() {
-            changes.listed.clear();
-            changes.flagged = 0;
-            changes.deleted.clear();
+        let evictions_delete = self.changes.as_ref().map(|c| c.evictions_delete);
+        *self = Store::new(self.max_runs, self.idle_ttl);
+        if let Some(evictions_delete) = evictions_delete {
+            self.track_changes(evictions_delete);
         }
     }
     /// Take in a stored run as most recently used, idle for `idle` seconds (store.py's restore:
@@ -405,7 +395,7 @@ impl Store {
             self.unlink(slot);
             self.link_newest(slot);
         }
-        self.mark(tenant, run_id);
+        self.mark(slot);
         true
     }
     fn create(&mut self, tenant: &str, run_id: &str, state: RunState, now: f64, evictions: &mut Vec<&'static str>) {
@@ -427,11 +417,11 @@ impl Store {
             retries: None,
             dirty: false,
         };
-        self.insert(entry);
-        self.mark(tenant, run_id);
+        let slot = self.insert(entry);
+        self.mark(slot);
     }
     /// Place a run in a free slot (or a new one) as the most recently used.
-    fn insert(&mut self, entry: Entry) {
+    fn insert(&mut self, entry: Entry) -> u32 {
         let hash = key_hash(&entry.tenant, &entry.run_id);
         let chain = self.index.get(&hash).copied().unwrap_or(NIL);
         let slot = if self.free != NIL {
@@ -450,6 +440,7 @@ impl Store {
         self.link_newest(slot);
         self.last.store(slot, std::sync::atomic::Ordering::Relaxed);
         self.size += 1;
+        slot
     }
     /// run_end: free the run at once (not an eviction); a delete for the state store even when
     /// the run is held only there.

@@ -35,10 +35,6 @@ impl Writer {
     fn raw(&mut self, s: &str) {
         self.0.extend_from_slice(s.as_bytes());
     }
-    fn key(&mut self, k: &str) {
-        self.str(k);
-        self.0.push(b':');
-    }
     pub fn str(&mut self, s: &str) {
         self.0.push(b'"');
         for &b in s.as_bytes() {
@@ -64,10 +60,13 @@ impl Writer {
     fn bool(&mut self, b: bool) {
         self.raw(if b { "true" } else { "false" });
     }
+    fn null(&mut self) {
+        self.raw("null");
+    }
     fn opt_str(&mut self, s: Option<&str>) {
         match s {
             Some(s) => self.str(s),
-            None => self.raw("null"),
+            None => self.null(),
         }
     }
     fn list<T>(&mut self, items: impl IntoIterator<Item = T>, mut each: impl FnMut(&mut Self, T)) {
@@ -80,8 +79,31 @@ impl Writer {
         }
         self.0.push(b']');
     }
-    fn sep(&mut self) {
-        self.0.push(b',');
+    /// An object whose members are written through `Obj::key`, the commas placed by it.
+    fn object(&mut self) -> Obj<'_> {
+        self.0.push(b'{');
+        Obj { w: self, first: true }
+    }
+}
+
+struct Obj<'a> {
+    w: &'a mut Writer,
+    first: bool,
+}
+
+impl Obj<'_> {
+    /// Start the member `k`; its value is written to the returned writer.
+    fn key(&mut self, k: &str) -> &mut Writer {
+        if !self.first {
+            self.w.0.push(b',');
+        }
+        self.first = false;
+        self.w.str(k);
+        self.w.0.push(b':');
+        self.w
+    }
+    fn end(self) {
+        self.w.0.push(b'}');
     }
 }
 
@@ -107,223 +129,134 @@ pub struct RetriesRecord<'a> {
 
 pub fn write_verdict(w: &mut Writer, v: &Verdict) {
     // dataclasses.asdict(Verdict) order, enum values as their names.
-    w.raw("{");
-    w.key("action");
-    w.str(v.action.name());
-    w.sep();
-    w.key("detector");
-    w.str(v.detector.name());
-    w.sep();
-    w.key("level");
-    w.str(v.level.name());
-    w.sep();
-    w.key("count");
-    w.uint(v.count as u64);
-    w.sep();
-    w.key("message");
-    w.str(&v.message);
-    w.sep();
-    w.key("warning_key");
-    w.str(&v.warning_key);
-    w.sep();
-    w.key("announce");
-    w.bool(v.announce);
-    w.sep();
-    w.key("paired_tool_name");
-    w.str(&v.paired_tool_name);
-    w.sep();
-    w.key("error_code");
-    w.str(v.error_code);
-    w.sep();
-    w.key("tool_name");
-    w.str(&v.tool_name);
-    w.sep();
-    w.key("evidence_seqs");
-    w.list(&v.evidence_seqs, |w, s| w.uint(*s));
-    w.sep();
-    w.key("evidence_call_ids");
-    w.list(&v.evidence_call_ids, |w, s| w.str(s));
-    w.sep();
-    w.key("shadow_action");
-    w.opt_str(v.shadow_action.map(|a| a.name()));
-    w.sep();
-    w.key("guard_armed");
-    w.bool(v.guard_armed);
-    w.raw("}");
+    let mut o = w.object();
+    o.key("action").str(v.action.name());
+    o.key("detector").str(v.detector.name());
+    o.key("level").str(v.level.name());
+    o.key("count").uint(v.count as u64);
+    o.key("message").str(&v.message);
+    o.key("warning_key").str(&v.warning_key);
+    o.key("announce").bool(v.announce);
+    o.key("paired_tool_name").str(&v.paired_tool_name);
+    o.key("error_code").str(v.error_code);
+    o.key("tool_name").str(&v.tool_name);
+    o.key("evidence_seqs").list(&v.evidence_seqs, |w, s| w.uint(*s));
+    o.key("evidence_call_ids").list(&v.evidence_call_ids, |w, s| w.str(s));
+    o.key("shadow_action").opt_str(v.shadow_action.map(|a| a.name()));
+    o.key("guard_armed").bool(v.guard_armed);
+    o.end();
+}
+
+fn write_history(w: &mut Writer, state: &RunState) {
+    let h = &state.history;
+    let mut o = w.object();
+    o.key("capacity").uint(state.capacity as u64);
+    o.key("args").str(&h.iter().map(|r| hex(&r.args)).collect::<String>());
+    o.key("results").str(&h.iter().map(|r| hex(&r.result)).collect::<String>());
+    o.key("status").str(&hex(&h.iter().map(|r| r.status).collect::<Vec<u8>>()));
+    o.key("tools").list(h, |w, r| w.str(r.tool()));
+    o.key("call_ids").list(h, |w, r| w.str(r.call_id().unwrap_or("")));
+    o.key("seqs").list(h, |w, r| w.uint(r.seq));
+    let unknown = o.key("unknown");
+    if h.iter().any(|r| r.unknown().is_some()) {
+        unknown.list(h, |w, r| w.opt_str(r.unknown()));
+    } else {
+        unknown.null();
+    }
+    o.end();
+}
+
+fn write_guard(w: &mut Writer, g: &Guard) {
+    let mut o = w.object();
+    o.key("window_size").uint(g.window_size as u64);
+    o.key("observed").uint(g.observed as u64);
+    o.key("all_identical").bool(g.all_identical);
+    let triple = o.key("first_triple");
+    match &g.first {
+        None => triple.null(),
+        Some((tool, args, status, result)) => {
+            triple.0.push(b'[');
+            triple.str(tool);
+            triple.0.push(b',');
+            triple.str(&hex(args));
+            triple.0.push(b',');
+            triple.uint(*status as u64);
+            triple.0.push(b',');
+            triple.str(&hex(result));
+            triple.0.push(b']');
+        }
+    }
+    o.key("seqs").list(&g.seqs, |w, s| w.uint(*s));
+    o.end();
 }
 
 fn write_state(w: &mut Writer, state: &RunState) {
-    let h = &state.history;
-    w.raw("{");
-    w.key("history");
-    w.raw("{");
-    w.key("capacity");
-    w.uint(state.capacity as u64);
-    w.sep();
-    w.key("args");
-    w.str(&h.iter().map(|r| hex(&r.args)).collect::<String>());
-    w.sep();
-    w.key("results");
-    w.str(&h.iter().map(|r| hex(&r.result)).collect::<String>());
-    w.sep();
-    w.key("status");
-    w.str(&hex(&h.iter().map(|r| r.status).collect::<Vec<u8>>()));
-    w.sep();
-    w.key("tools");
-    w.list(h, |w, r| w.str(r.tool()));
-    w.sep();
-    w.key("call_ids");
-    w.list(h, |w, r| w.str(r.call_id().unwrap_or("")));
-    w.sep();
-    w.key("seqs");
-    w.list(h, |w, r| w.uint(r.seq));
-    w.sep();
-    w.key("unknown");
-    if h.iter().any(|r| r.unknown().is_some()) {
-        w.list(h, |w, r| w.opt_str(r.unknown()));
-    } else {
-        w.raw("null");
-    }
-    w.raw("}");
-    w.sep();
-    w.key("announced");
+    let mut o = w.object();
+    write_history(o.key("history"), state);
     match &state.announced {
-        None => w.raw("null"),
+        None => o.key("announced").null(),
         Some(keys) => {
-            w.raw("{");
-            for (i, (key, decade)) in keys.iter().enumerate() {
-                if i > 0 {
-                    w.sep();
-                }
-                w.key(key);
-                w.uint(*decade as u64);
+            let mut announced = o.key("announced").object();
+            for (key, decade) in keys.iter() {
+                announced.key(key).uint(*decade as u64);
             }
-            w.raw("}");
+            announced.end();
         }
     }
-    w.sep();
-    w.key("guard");
     match &state.guard {
-        None => w.raw("null"),
-        Some(g) => {
-            w.raw("{");
-            w.key("window_size");
-            w.uint(g.window_size as u64);
-            w.sep();
-            w.key("observed");
-            w.uint(g.observed as u64);
-            w.sep();
-            w.key("all_identical");
-            w.bool(g.all_identical);
-            w.sep();
-            w.key("first_triple");
-            match &g.first {
-                None => w.raw("null"),
-                Some((tool, args, status, result)) => {
-                    w.raw("[");
-                    w.str(tool);
-                    w.sep();
-                    w.str(&hex(args));
-                    w.sep();
-                    w.uint(*status as u64);
-                    w.sep();
-                    w.str(&hex(result));
-                    w.raw("]");
-                }
-            }
-            w.sep();
-            w.key("seqs");
-            w.list(&g.seqs, |w, s| w.uint(*s));
-            w.raw("}");
-        }
+        None => o.key("guard").null(),
+        Some(g) => write_guard(o.key("guard"), g),
     }
-    w.sep();
-    w.key("abort");
     match &state.abort {
-        None => w.raw("null"),
-        Some(v) => write_verdict(w, v),
+        None => o.key("abort").null(),
+        Some(v) => write_verdict(o.key("abort"), v),
     }
-    w.sep();
-    w.key("blocks");
-    w.uint(state.blocks as u64);
-    w.sep();
-    w.key("seen_triples");
+    o.key("blocks").uint(state.blocks as u64);
     match &state.seen_triples {
-        None => w.raw("null"),
+        None => o.key("seen_triples").null(),
         Some(seen) => {
             let mut keys: Vec<u64> = seen.iter().copied().collect();
             keys.sort_unstable();
-            w.list(keys, |w, k| w.uint(k));
+            o.key("seen_triples").list(keys, |w, k| w.uint(k));
         }
     }
-    w.sep();
-    w.key("no_new_streak");
-    w.uint(state.no_new_streak as u64);
-    w.raw("}");
+    o.key("no_new_streak").uint(state.no_new_streak as u64);
+    o.end();
+}
+
+fn write_retries(w: &mut Writer, r: &RetriesRecord) {
+    let mut o = w.object();
+    o.key("seqs").list(r.seqs, |w, s| w.uint(*s));
+    o.key("digests").str(&r.digests.iter().map(|d| hex(d)).collect::<String>());
+    o.key("next_slot").uint(r.next_slot as u64);
+    let mut decisions = o.key("decisions").object();
+    for (slot, seq, decision_id, verdict) in &r.decisions {
+        let mut d = decisions.key(&slot.to_string()).object();
+        d.key("seq").uint(*seq);
+        d.key("decision_id").str(decision_id);
+        write_verdict(d.key("verdict"), verdict);
+        d.end();
+    }
+    decisions.end();
+    o.end();
 }
 
 /// The record's JSON text.
 pub fn encode(run: &RunRecord) -> Vec<u8> {
     let mut w = Writer(Vec::with_capacity(1024 + run.state.history.len() * 160));
-    w.raw("{");
-    w.key("tenant");
-    w.str(run.tenant);
-    w.sep();
-    w.key("run_id");
-    w.str(run.run_id);
-    w.sep();
-    w.key("agent_id");
-    w.str(run.agent_id);
-    w.sep();
-    w.key("session_id");
-    w.str(run.session_id);
-    w.sep();
-    w.key("last_seen");
-    w.float(run.last_seen);
-    w.sep();
-    w.key("events_evaluated");
-    w.uint(run.events_evaluated);
-    w.sep();
-    w.key("state");
-    write_state(&mut w, run.state);
-    w.sep();
-    w.key("retries");
+    let mut o = w.object();
+    o.key("tenant").str(run.tenant);
+    o.key("run_id").str(run.run_id);
+    o.key("agent_id").str(run.agent_id);
+    o.key("session_id").str(run.session_id);
+    o.key("last_seen").float(run.last_seen);
+    o.key("events_evaluated").uint(run.events_evaluated);
+    write_state(o.key("state"), run.state);
     match &run.retries {
-        None => w.raw("null"),
-        Some(r) => {
-            w.raw("{");
-            w.key("seqs");
-            w.list(r.seqs, |w, s| w.uint(*s));
-            w.sep();
-            w.key("digests");
-            w.str(&r.digests.iter().map(|d| hex(d)).collect::<String>());
-            w.sep();
-            w.key("next_slot");
-            w.uint(r.next_slot as u64);
-            w.sep();
-            w.key("decisions");
-            w.raw("{");
-            for (i, (slot, seq, decision_id, verdict)) in r.decisions.iter().enumerate() {
-                if i > 0 {
-                    w.sep();
-                }
-                w.key(&slot.to_string());
-                w.raw("{");
-                w.key("seq");
-                w.uint(*seq);
-                w.sep();
-                w.key("decision_id");
-                w.str(decision_id);
-                w.sep();
-                w.key("verdict");
-                write_verdict(&mut w, verdict);
-                w.raw("}");
-            }
-            w.raw("}");
-            w.raw("}");
-        }
+        None => o.key("retries").null(),
+        Some(r) => write_retries(o.key("retries"), r),
     }
-    w.raw("}");
+    o.end();
     w.0
 }
 

@@ -84,13 +84,13 @@ class CoreService:
         self.idle_ttl_seconds = float(idle_ttl_seconds)
         # runs_loaded{memory} of a shared state store (keeper.py's `missing` counts the same)
         self.on_held: Callable[[int], None] | None = None
-        self._core = self.native = loopwarden_core.Core(
+        self.native = loopwarden_core.Core(
             instance_id, max_runs, float(idle_ttl_seconds),
             {name: getattr(limits, name) for name in _LIMIT_FIELDS}, list(LATENCY_BUCKETS))
         self._verdict_labels_have_integration = "integration" in getattr(metrics.verdicts, "labelnames", ())
         self._config = config
         self.swap_config(config)
-        metrics.active_runs.set_function(lambda: len(self._core))
+        metrics.active_runs.set_function(lambda: len(self.native))
 
     @property
     def config(self) -> Config:
@@ -100,20 +100,20 @@ class CoreService:
         """Compile the config once: settings per agent id, the defaults, the tool catalog."""
         agents = {agent: settings_dict(settings) for agent, settings in config.agent_settings.items()}
         catalog = config.tool_catalog
-        self._core.configure(settings_dict(config.global_settings), agents,
+        self.native.configure(settings_dict(config.global_settings), agents,
                              sorted(catalog.provider_send_tools), sorted(catalog.extra_poll_tools))
         self._config = config
 
     def __len__(self) -> int:
-        return len(self._core)
+        return len(self.native)
 
     def evaluate(self, data: bytes, tenant: str = "", routed: str = "", lazy: bool = False) -> bytes | str | list[str]:
         """EvaluateRequest bytes -> EvaluateResponse bytes, or the reason the request is refused
         whole (`undecodable`, `too_many_events`). `routed`: the stream's x-loopwarden-run-id.
         `lazy` (a shared state store): the ids of runs the request names that are not in memory,
         when there are any, and nothing evaluated: load them and call again without `lazy`."""
-        self._core.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        response, summary = self._core.evaluate(data, tenant, self.clock(), routed, lazy)
+        self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
+        response, summary = self.native.evaluate(data, tenant, self.clock(), routed, lazy)
         if response is None:
             return self._not_loaded(summary)
         self._apply(summary, tenant)
@@ -122,8 +122,8 @@ class CoreService:
     def check(self, data: bytes, tenant: str = "", routed: str = "", lazy: bool = False) -> bytes | str | list[str]:
         """CheckRequest bytes -> CheckResponse bytes, or `undecodable` / `missing_event`, or (lazy)
         the run to load first, as `evaluate`."""
-        self._core.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        response, summary = self._core.check(data, tenant, self.clock(), routed, lazy)
+        self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
+        response, summary = self.native.check(data, tenant, self.clock(), routed, lazy)
         if response is None:
             return self._not_loaded(summary)
         self._apply(summary, tenant)
@@ -138,7 +138,7 @@ class CoreService:
         return missing
 
     def held(self, tenant: str, run_id: str) -> bool:
-        return self._core.held(tenant, run_id)
+        return self.native.held(tenant, run_id)
 
     def count_evictions(self, reasons: list[str]) -> None:
         for reason in reasons:
@@ -149,7 +149,7 @@ class CoreService:
         observed), blocks, aborted, abort_error_code, events_evaluated, [recent Verdict bytes],
         settings, agent label as the metrics spell it); the transport turns it into an
         InspectRunResponse."""
-        view = self._core.inspect(tenant, run_id)
+        view = self.native.inspect(tenant, run_id)
         if view is None:
             return None
         config = self._config
@@ -157,13 +157,13 @@ class CoreService:
         return (*view, config.settings_for(view[1]), agent if agent in config.agent_ids else DEFAULT_AGENT)
 
     def expire_idle(self, budget: int = 10_000) -> int:
-        dropped = self._core.expire_idle(self.clock(), budget)
+        dropped = self.native.expire_idle(self.clock(), budget)
         if dropped:
             self.metrics.evictions.labels("idle_ttl").inc(dropped)
         return dropped
 
     def remove(self, tenant: str, run_id: str) -> bool:
-        return self._core.remove(tenant, run_id)
+        return self.native.remove(tenant, run_id)
 
     def _apply(self, summary: tuple, tenant: str) -> None:
         """The request's counter deltas, latency counts, decision log lines and evictions."""

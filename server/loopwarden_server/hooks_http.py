@@ -162,9 +162,7 @@ class ServiceHookEvaluator:
     async def evaluate(self, record: EventRecord, integration: str, tenant: str) -> VerdictLike:
         loader = self._loader
         if loader is not None and record.kind is not EventKind.RUN_END:
-            missing = loader.missing(tenant, [record.run_id.strip()])
-            if missing:
-                await loader.ensure_loaded(tenant, missing)
+            await loader.load_missing(tenant, [record.run_id.strip()])
         event = event_input_from_record(record)
         event.tenant = tenant
         event.integration = integration

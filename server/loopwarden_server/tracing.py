@@ -206,44 +206,37 @@ def _read_write_aware_interceptor(tracer):
 def verdict_attributes(decision, event) -> dict[str, Any]:
     """The span event's attributes for one decision (a service Decision and its EventInput)."""
     verdict = decision.verdict
-    attributes: dict[str, Any] = {
-        "loopwarden.run_id": decision.run_id,
-        "loopwarden.seq": decision.seq,
-        "loopwarden.action": verdict.action.value,
-        "loopwarden.detector": verdict.detector.value,
-        "loopwarden.count": verdict.count,
-        "loopwarden.decision_id": decision.decision_id,
-    }
-    if verdict.tool_name:
-        attributes["loopwarden.tool"] = verdict.tool_name
-    if event.agent_id:
-        attributes["loopwarden.agent_id"] = event.agent_id
-    if verdict.error_code:
-        attributes["loopwarden.error_code"] = verdict.error_code
-    if verdict.shadow_action is not None:
-        attributes["loopwarden.shadow_action"] = verdict.shadow_action.value
-    return attributes
+    return _attributes(decision.run_id, decision.seq, verdict.action.value, verdict.detector.value, verdict.count,
+                       decision.decision_id, verdict.tool_name, event.agent_id, verdict.error_code,
+                       None if verdict.shadow_action is None else verdict.shadow_action.value)
 
 
 def reported_verdict_attributes(verdict, agent_id: str) -> dict[str, Any]:
-    """The same span event's attributes for a verdict as the wire reports it (loopwarden.types.Verdict:
-    the compiled core's answers, read back by the transport)."""
+    """The same attributes for a verdict as the wire reports it (loopwarden.types.Verdict: the
+    compiled core's answers, read back by the transport)."""
+    return _attributes(verdict.run_id, verdict.seq, verdict.action.value, verdict.detector or "none", verdict.count,
+                       verdict.decision_id, verdict.tool_name, agent_id, verdict.error_code,
+                       None if verdict.shadow_action is None else verdict.shadow_action.value)
+
+
+def _attributes(run_id: str, seq: int, action: str, detector: str, count: int, decision_id: str, tool: str,
+                agent_id: str, error_code: str, shadow_action: str | None) -> dict[str, Any]:
     attributes: dict[str, Any] = {
-        "loopwarden.run_id": verdict.run_id,
-        "loopwarden.seq": verdict.seq,
-        "loopwarden.action": verdict.action.value,
-        "loopwarden.detector": verdict.detector or "none",
-        "loopwarden.count": verdict.count,
-        "loopwarden.decision_id": verdict.decision_id,
+        "loopwarden.run_id": run_id,
+        "loopwarden.seq": seq,
+        "loopwarden.action": action,
+        "loopwarden.detector": detector,
+        "loopwarden.count": count,
+        "loopwarden.decision_id": decision_id,
     }
-    if verdict.tool_name:
-        attributes["loopwarden.tool"] = verdict.tool_name
+    if tool:
+        attributes["loopwarden.tool"] = tool
     if agent_id:
         attributes["loopwarden.agent_id"] = agent_id
-    if verdict.error_code:
-        attributes["loopwarden.error_code"] = verdict.error_code
-    if verdict.shadow_action is not None:
-        attributes["loopwarden.shadow_action"] = verdict.shadow_action.value
+    if error_code:
+        attributes["loopwarden.error_code"] = error_code
+    if shadow_action is not None:
+        attributes["loopwarden.shadow_action"] = shadow_action
     return attributes
 
 

@@ -19,7 +19,7 @@ class TestPanics:
     def test_a_panic_is_one_events_internal_error(self, caplog):
         """The panicking event gets REJECT internal_error; the events around it are evaluated."""
         engine = CoreEngine(CONFIG)
-        engine.service._core._panic_tool = "boom"
+        engine.service.native._panic_tool = "boom"
         with caplog.at_level(logging.ERROR, logger="loopwarden.decisions"):
             before, failed, after = engine.evaluate([call("r1", "read"), call("r2", "boom", 5), call("r1", "read")])
         assert (pb.ACTION_ALLOW, pb.ACTION_REJECT, pb.ACTION_ALLOW) == (before.action, failed.action, after.action)
@@ -31,10 +31,10 @@ class TestPanics:
     def test_a_panic_creates_no_run_and_the_core_goes_on(self):
         """The run the failing event would have created is not kept, and later events are served."""
         engine = CoreEngine(CONFIG)
-        engine.service._core._panic_tool = "boom"
+        engine.service.native._panic_tool = "boom"
         engine.evaluate([call("r2", "boom")])
         assert engine.inspect("r2") is None
-        engine.service._core._panic_tool = None
+        engine.service.native._panic_tool = None
         (verdict,) = engine.evaluate([call("r2", "boom")])
         assert pb.ACTION_ALLOW == verdict.action
         assert 1 == len(engine.inspect("r2").records)

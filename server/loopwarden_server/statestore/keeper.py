@@ -159,6 +159,12 @@ class StateKeeper:
             self.metrics.runs_loaded.labels("memory").inc(held)
         return missing
 
+    async def load_missing(self, tenant: str, run_ids: Iterable[str]) -> None:
+        """`missing`, then `ensure_loaded` of what it found: the Python engine's path."""
+        missing = self.missing(tenant, run_ids)
+        if missing:
+            await self.ensure_loaded(tenant, missing)
+
     async def ensure_loaded(self, tenant: str, run_ids: list[str]) -> None:
         """Fetch these runs from the shared store into memory (at most one GET per run)."""
         await asyncio.gather(*(self._load_one(tenant, run_id) for run_id in run_ids))
@@ -216,11 +222,10 @@ class StateKeeper:
             self._last_ok = time.monotonic()
             return True
         started = time.perf_counter()
-        keys = dirty
         ttl = self.runs.idle_ttl_seconds
-        self._in_flight = len(keys)
+        self._in_flight = len(dirty)
         try:
-            return await self._write(keys, ttl, operation, started)
+            return await self._write(dirty, ttl, operation, started)
         finally:
             self._in_flight = 0
 

@@ -191,9 +191,7 @@ class LoopDetectionServicer:
     async def _load_missing(loader: StateKeeper, tenant: str, events, routed: str) -> None:
         run_ids = [event.run_id.strip() for event in events
                    if event.WhichOneof("kind") != "run_end" and (not routed or event.run_id.strip() == routed)]
-        missing = loader.missing(tenant, run_ids)
-        if missing:
-            await loader.ensure_loaded(tenant, missing)
+        await loader.load_missing(tenant, run_ids)
 
     async def Check(self, request, context: grpc.aio.ServicerContext) -> pb.CheckResponse:
         try:
@@ -225,8 +223,8 @@ class LoopDetectionServicer:
             if not run_id:
                 await _fail(context, "missing_run_id")
             tenant = self._identity.tenant(context)
-            if self._loader is not None and self._loader.missing(tenant, (run_id,)):
-                await self._loader.ensure_loaded(tenant, [run_id])
+            if self._loader is not None:
+                await self._loader.load_missing(tenant, (run_id,))
             view = self._service.inspect(run_id, tenant)
             if view is None:
                 await _fail(context, "unknown_run", run_id=run_id)
