@@ -7,9 +7,9 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 TEST_STAMP := $(VENV)/.installed-test
 PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar off
 DISTRIBUTIONS := client/python/pyproject.toml server/pyproject.toml
-# loopwarden-core (core/): the compiled engine, rebuilt when its sources change.
+# loopwarden-core (core/): the compiled engine the daemon runs on, rebuilt when its sources change.
 CORE_STAMP := $(VENV)/.installed-core
-CORE_SOURCES := core/Cargo.toml core/Cargo.lock core/pyproject.toml $(wildcard core/src/*.rs)
+CORE_SOURCES := core/Cargo.toml core/Cargo.lock core/pyproject.toml core/loopwarden_core.pyi $(shell find core/src -name '*.rs')
 
 .PHONY: serve test test-fast core prereqs tools proto clean
 
@@ -17,12 +17,13 @@ $(BIN)/python:
 	@echo "==> creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 
-$(RUNTIME_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
+# The daemon depends on loopwarden-core, so the core is built (or found) first.
+$(RUNTIME_STAMP): $(DISTRIBUTIONS) $(CORE_STAMP) | $(BIN)/python
 	@echo "==> installing the daemon (loopwarden) and its client (loopwarden-client) into $(VENV)"
 	$(PIP) -e ./client/python -e ./server
 	touch $@
 
-$(TEST_STAMP): $(DISTRIBUTIONS) | $(BIN)/python
+$(TEST_STAMP): $(DISTRIBUTIONS) $(CORE_STAMP) | $(BIN)/python
 	@echo "==> installing the daemon, the client and the test extras into $(VENV)"
 	$(PIP) -e './client/python[langchain,openai-agents]' -e './server[test,redis,otel,mcp]'
 	touch $@ $(RUNTIME_STAMP)
@@ -34,7 +35,7 @@ SERVE_STATE ?= file:.loopwarden/runs.state
 
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
 	@echo "==> building loopwarden-core (Rust) into $(VENV)"
-	bash scripts/build-core.sh test
+	bash scripts/build-core.sh
 	touch $@
 
 ## core: build the compiled engine (loopwarden-core) into .venv
@@ -42,7 +43,6 @@ core: $(CORE_STAMP)
 
 ## serve: create .venv, install the daemon, start it on its embedded default config
 serve: $(RUNTIME_STAMP)
-	@if command -v cargo >/dev/null; then $(MAKE) --no-print-directory $(CORE_STAMP); else bash scripts/build-core.sh serve; fi
 	$(BIN)/loopwarden serve $(if $(SERVE_STATE),--state-store $(SERVE_STATE))
 
 ## test: check prerequisites, install everything the tests need, run the whole suite

@@ -14,7 +14,7 @@ import random
 import statistics
 import time
 
-from loopwarden_server.engine import LoopDetectionSettings, ToolCall, ToolOutcome, evaluate, new_run_state
+from tests.reference.engine import LoopDetectionSettings, ToolCall, ToolOutcome, evaluate, new_run_state
 
 
 def settings_for(preset: str) -> LoopDetectionSettings:

@@ -1,17 +1,12 @@
 #!/usr/bin/env bash
-# Builds loopwarden-core (core/, Rust + PyO3) into the venv with maturin.
-#   build-core.sh serve: without cargo, say so in one line and go on (the daemon runs --engine python)
-#   build-core.sh test:  without cargo, stop (CI needs both engines)
+# Builds loopwarden-core (core/, Rust + PyO3), the daemon's per-event engine, into the venv with
+# maturin. The daemon cannot run without it, so a machine without cargo stops here with one line
+# saying how to get either a toolchain or a prebuilt wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mode="${1:-test}"
 venv="${VENV:-.venv}"
 if ! command -v cargo >/dev/null; then
-  if [[ "${mode}" == serve ]]; then
-    echo "loopwarden-core not built: no Rust toolchain (cargo); the daemon uses --engine python" >&2
-    exit 0
-  fi
-  echo "make test: missing cargo: install Rust (https://rustup.rs) to build loopwarden-core" >&2
+  echo "loopwarden-core cannot be built: no Rust toolchain (cargo). Install Rust with rustup (https://rustup.rs), or pip install a loopwarden_core wheel built elsewhere with \`make wheel\`." >&2
   exit 1
 fi
 "${venv}/bin/pip" install --disable-pip-version-check --progress-bar off -q "maturin>=1.7,<2"

@@ -20,8 +20,8 @@ report() {
 }
 trap report EXIT
 
-phase "python install" make --no-print-directory .venv/.installed-test
 phase "core build (maturin)" make --no-print-directory .venv/.installed-core
+phase "python install" make --no-print-directory .venv/.installed-test
 phase "core cargo test" cargo test --locked --manifest-path core/Cargo.toml -q
 phase "core cargo clippy" cargo clippy --locked --manifest-path core/Cargo.toml --all-targets -q -- -D warnings
 phase "test tools install" bash scripts/install-test-tools.sh

@@ -3,7 +3,9 @@
 - The client (`client/python/loopwarden`) never imports the daemon (`loopwarden_server`).
 - In the daemon, only the transport imports the generated stubs; grpc itself is seen only by the
   transport, the lifecycle (servers, health) and the composition root (app.py).
-- The engine is pure: no grpc, protobuf, prometheus, clock, I/O or logging, and no other layer.
+- The daemon has no Python engine: every event is decided by the compiled core (loopwarden_core);
+  no shipped module imports the reference engine, which lives in tests/reference as the oracle.
+- The reference engine is pure: no grpc, protobuf, prometheus, clock, I/O or logging.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SERVER_DIR = REPO / "server" / "loopwarden_server"
 CLIENT_DIR = REPO / "client" / "python" / "loopwarden"
+REFERENCE_DIR = REPO / "tests" / "reference"
 SERVER = "loopwarden_server"
 STUBS = "loopwarden.v1"
 
@@ -22,10 +25,11 @@ STUBS = "loopwarden.v1"
 WIRE_PREFIXES = ("grpc", "grpc_health", "grpc_reflection", "grpc_status", "google.protobuf", STUBS)
 WIRE_ALLOWED = ("transport/", "app.py", "lifecycle.py")
 STUBS_ALLOWED = ("transport/",)
-MUST_BE_WIRE_FREE = ("service.py", "store.py", "metrics.py", "snapshot.py", "config/", "engine/", "replay/")
+MUST_BE_WIRE_FREE = ("core.py", "hooks_http.py", "metrics.py", "snapshot.py", "config/", "statestore/", "replay/")
 # Top-level modules the engine may not import: impure, or another layer.
 ENGINE_FORBIDDEN = {"grpc", "google", "prometheus_client", "time", "asyncio", "socket", "os", "io", "pathlib",
-                    "random", "datetime", "threading", "logging", "subprocess", "json5", "loopwarden"}
+                    "random", "datetime", "threading", "logging", "subprocess", "json5", "loopwarden",
+                    "loopwarden_core"}
 
 
 def module_name(path: pathlib.Path, package_dir: pathlib.Path) -> str:
@@ -59,7 +63,7 @@ def file_imports(path: pathlib.Path, package_dir: pathlib.Path = SERVER_DIR) -> 
 
 
 def relative(path: pathlib.Path) -> str:
-    for base in (SERVER_DIR, CLIENT_DIR):
+    for base in (SERVER_DIR, CLIENT_DIR, REFERENCE_DIR):
         if path.is_relative_to(base):
             return path.relative_to(base).as_posix()
     raise ValueError(path)
@@ -77,7 +81,7 @@ SERVER_FILES = sorted(SERVER_DIR.rglob("*.py"))
 CLIENT_FILES = sorted(CLIENT_DIR.rglob("*.py"))
 WIRE_FREE_FILES = [p for p in SERVER_FILES if not relative(p).startswith(WIRE_ALLOWED)]
 NON_TRANSPORT_FILES = [p for p in SERVER_FILES if not relative(p).startswith(STUBS_ALLOWED)]
-ENGINE_FILES = [p for p in SERVER_FILES if relative(p).startswith("engine/")]
+ENGINE_FILES = sorted((REFERENCE_DIR / "engine").rglob("*.py"))
 
 
 def server_imports_in(path: pathlib.Path, package_dir: pathlib.Path = CLIENT_DIR) -> set[str]:
@@ -131,29 +135,41 @@ class TestWireStaysAtTheEdge:
         assert "grpc" in edge["app.py"]
 
 
-class TestEngineIsPure:
+class TestOneEngine:
+    def test_the_daemon_has_no_python_engine(self):
+        """No engine package, service, run store or retry window in the daemon: the core decides."""
+        per_event = {relative(p) for p in SERVER_FILES
+                     if relative(p).startswith("engine/") or relative(p) in ("service.py", "store.py", "retries.py")}
+
+        assert set() == per_event
+
+    @pytest.mark.parametrize("path", SERVER_FILES + CLIENT_FILES, ids=str)
+    def test_no_shipped_module_imports_the_reference(self, path):
+        """The reference engine is the tests' oracle: nothing shipped imports it."""
+        package_dir = CLIENT_DIR if path.is_relative_to(CLIENT_DIR) else SERVER_DIR
+        assert set() == {name for name in file_imports(path, package_dir) if is_under(name, "tests")}
+
+    def test_the_core_decides(self):
+        """The daemon's per-event face imports the compiled core."""
+        assert "loopwarden_core" in file_imports(SERVER_DIR / "core.py")
+
+
+class TestReferenceIsPure:
     @pytest.mark.parametrize("path", ENGINE_FILES, ids=relative)
     def test_engine_imports_nothing_impure_or_outside_itself(self, path):
-        """No engine module imports grpc, protobuf, prometheus, a clock, I/O, logging, or another daemon layer."""
-        offenders = {name for name in file_imports(path)
+        """No reference engine module imports grpc, protobuf, prometheus, a clock, I/O, logging, the
+        core, or a daemon layer other than its config types."""
+        offenders = {name for name in file_imports(path, REFERENCE_DIR)
                      if name.split(".")[0] in ENGINE_FORBIDDEN
-                     or (is_under(name, SERVER) and not is_under(name, f"{SERVER}.engine"))}
+                     or (is_under(name, SERVER) and not is_under(name, f"{SERVER}.config.detection"))}
 
         assert set() == offenders
 
     def test_engine_files_are_found(self):
-        """The engine's modules, detectors included, are scanned."""
+        """The reference engine's modules, detectors included, are scanned."""
         names = {relative(p) for p in ENGINE_FILES}
 
         assert {"engine/evaluate.py", "engine/compaction_guard.py", "engine/detectors/ping_pong.py"} <= names
-
-    @pytest.mark.parametrize("name", ["service.py", "store.py"])
-    def test_service_and_store_do_not_reach_up(self, name):
-        """service.py and store.py import neither the transport, the lifecycle nor the composition root."""
-        upward = {n for n in file_imports(SERVER_DIR / name)
-                  if any(is_under(n, f"{SERVER}.{layer}") for layer in ("transport", "app", "lifecycle"))}
-
-        assert set() == upward
 
 
 class TestScanner:
@@ -187,8 +203,8 @@ class TestScanner:
         assert "loopwarden_server.engine.evaluate" in found
 
     def test_a_forbidden_import_would_fail_the_check(self):
-        """service.py with one added `import grpc.aio` is reported, so the layering check can fail."""
-        service = SERVER_DIR / "service.py"
+        """core.py with one added `import grpc.aio` is reported, so the layering check can fail."""
+        service = SERVER_DIR / "core.py"
         source = service.read_text(encoding="utf-8") + "\nimport grpc.aio\n"
 
         found = imported_modules(source, module_name(service, SERVER_DIR))
@@ -200,7 +216,7 @@ class TestScanner:
         assert (False, True, True) == (is_under("grpcx", "grpc"), is_under("grpc", "grpc"), is_under("grpc.aio", "grpc"))
 
     def test_real_transport_file_is_seen_importing_grpc(self):
-        """Scanning the real transport/servicer.py finds its grpc import and its relative import of the service."""
+        """Scanning the real transport/servicer.py finds its grpc import and its relative import of the core."""
         found = file_imports(SERVER_DIR / "transport" / "servicer.py")
 
-        assert {"grpc", "loopwarden_server.service"} <= found
+        assert {"grpc", "loopwarden_server.core"} <= found

@@ -1,14 +1,25 @@
-//! The Python face: `loopwarden_core.Core` (bytes in, bytes out, one call per request) and the
-//! few pure functions the parity tests compare with the Python engine.
+//! The Python face: `loopwarden_core.Core` (one call per request or hook event) and the typed
+//! objects it answers with, described for type checkers in `loopwarden_core.pyi`.
+//!
+//! Design. Python never sees the core's internals, and the core never sees a Python config
+//! object: the daemon hands over compiled settings dicts once per (re)load, and per request it
+//! gets back frozen objects with named fields (an `Answer`, its `Summary`, `Verdict`s, a
+//! `RunView`), never positional tuples. Vocabulary the two sides share (detector ids, actions,
+//! counter codes) is exported from here, so Python has no second spelling of it.
 
+// Python keyword arguments are this face's API: a struct per call would be a second spelling of them.
+#![allow(clippy::too_many_arguments)]
+
+use prost::Message;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::engine::{Action, Settings};
+use crate::engine::{Action, Detector, Level, Settings};
 use crate::fingerprint::Catalog;
 use crate::json::{canonical, decode, JsonError};
-use crate::service::{self, Config, Core, Limits, Refusal, Summary};
+use crate::pb;
+use crate::service::{self, counter, Config, Core, Decision, Limits, Refusal, Summary};
 
 fn json_error(e: JsonError) -> PyErr {
     match e {
@@ -16,6 +27,55 @@ fn json_error(e: JsonError) -> PyErr {
         JsonError::TooDeep(m) => PyValueError::new_err(("too_deep", m)),
     }
 }
+
+// ------------------------------------------------------------------ shared vocabulary
+
+/// Counter codes in code order: `COUNTERS[code]` names the Prometheus counter a delta goes to.
+const COUNTERS: [(u8, &str); 9] = [
+    (counter::EVENTS, "events"),
+    (counter::REJECTED, "rejected"),
+    (counter::VERDICTS, "verdicts"),
+    (counter::RETRIED, "retried"),
+    (counter::SHADOW, "shadow"),
+    (counter::WARNINGS, "warnings"),
+    (counter::BLOCKS, "blocks"),
+    (counter::ESCALATION_ABORTS, "escalation_aborts"),
+    (counter::GUARD_ABORTS, "guard_aborts"),
+];
+
+/// Every detector id a verdict can carry (the `none` of a plain verdict aside).
+const DETECTORS: [Detector; 9] = [
+    Detector::GenericRepeat,
+    Detector::KnownPollNoProgress,
+    Detector::PingPong,
+    Detector::UnknownToolRepeat,
+    Detector::GlobalCircuitBreaker,
+    Detector::PostCompactionGuard,
+    Detector::RunWideNoProgress,
+    Detector::ArgumentChurn,
+    Detector::ErrorRepeat,
+];
+
+/// A new detector must be added to DETECTORS: this match stops compiling until it is looked at.
+#[allow(dead_code)]
+fn detector_listed(d: Detector) -> bool {
+    match d {
+        Detector::None => false,
+        Detector::GenericRepeat
+        | Detector::KnownPollNoProgress
+        | Detector::PingPong
+        | Detector::UnknownToolRepeat
+        | Detector::GlobalCircuitBreaker
+        | Detector::PostCompactionGuard
+        | Detector::RunWideNoProgress
+        | Detector::ArgumentChurn
+        | Detector::ErrorRepeat => DETECTORS.contains(&d),
+    }
+}
+
+const ACTIONS: [Action; 5] = [Action::Allow, Action::Warn, Action::Block, Action::Abort, Action::Reject];
+
+// ------------------------------------------------------------------ pure functions (parity tests)
 
 /// The canonical bytes of a JSON text (what every digest is taken over).
 #[pyfunction]
@@ -25,10 +85,17 @@ fn canonical_json<'py>(py: Python<'py>, text: &str, max_depth: usize) -> PyResul
     Ok(PyBytes::new(py, &canonical(&value)))
 }
 
+fn params_value(params_json: &str) -> PyResult<crate::json::Value> {
+    if params_json.trim().is_empty() {
+        Ok(crate::json::Value::Object(vec![]))
+    } else {
+        decode(params_json, 64).map_err(json_error)
+    }
+}
+
 #[pyfunction]
 fn args_digest<'py>(py: Python<'py>, tool_name: &str, params_json: &str) -> PyResult<Bound<'py, PyBytes>> {
-    let params = if params_json.trim().is_empty() { crate::json::Value::Object(vec![]) } else { decode(params_json, 64).map_err(json_error)? };
-    Ok(PyBytes::new(py, &crate::fingerprint::args_digest(tool_name, &params)))
+    Ok(PyBytes::new(py, &crate::fingerprint::args_digest(tool_name, &params_value(params_json)?)))
 }
 
 /// (status, digest, unknown tool name) of an outcome: status 0 = nothing recorded.
@@ -38,7 +105,7 @@ fn outcome_fingerprint<'py>(
     py: Python<'py>, tool_name: &str, params_json: &str, result_json: Option<&str>, error: Option<&str>,
     provider_send_tools: Vec<String>, extra_poll_tools: Vec<String>,
 ) -> PyResult<(u8, Bound<'py, PyBytes>, Option<String>)> {
-    let params = if params_json.trim().is_empty() { crate::json::Value::Object(vec![]) } else { decode(params_json, 64).map_err(json_error)? };
+    let params = params_value(params_json)?;
     let has_result = error.is_none() && matches!(result_json, Some(r) if !r.is_empty());
     let result = if has_result { Some(decode(result_json.unwrap_or(""), 64).map_err(json_error)?) } else { None };
     let raw = error.or(result_json);
@@ -48,10 +115,13 @@ fn outcome_fingerprint<'py>(
     Ok((fp.status, PyBytes::new(py, &fp.digest), fp.unknown_tool_name))
 }
 
+/// A tool name as every rule compares it (NFKC, format characters stripped, case, aliases).
 #[pyfunction]
 fn normalize_tool_name(raw: &str) -> String {
     crate::toolnames::normalize_tool_name(raw)
 }
+
+// ------------------------------------------------------------------ compiled settings
 
 fn get<'py, T: FromPyObject<'py>>(d: &Bound<'py, PyDict>, key: &str, default: T) -> PyResult<T> {
     match d.get_item(key)? {
@@ -98,62 +168,287 @@ fn limits_from(d: &Bound<'_, PyDict>) -> PyResult<Limits> {
     })
 }
 
+// ------------------------------------------------------------------ the typed answers
+
+/// One metric increment: `count` more on counter `counter` (an index into COUNTERS) with the
+/// labels `first`, `second` (the counter's own, "" where it has fewer) and `agent`.
+#[pyclass(module = "loopwarden_core", frozen, get_all)]
+struct CounterDelta {
+    counter: u8,
+    first: &'static str,
+    second: &'static str,
+    agent: String,
+    count: u64,
+}
+
+/// A decision worth a log line: its level (logging's numbers), message and structured fields.
+#[pyclass(module = "loopwarden_core", frozen, get_all)]
+struct DecisionLog {
+    level: u8,
+    message: String,
+    extra: Py<PyDict>,
+}
+
+/// One decision as Python reads it. `detector` and `level` are "" on a plain verdict.
+#[pyclass(module = "loopwarden_core", name = "Verdict", frozen, get_all)]
+struct PyVerdict {
+    seq: u64,
+    run_id: String,
+    agent_id: String,
+    action: &'static str,
+    detector: &'static str,
+    level: &'static str,
+    count: u32,
+    message: String,
+    warning_key: String,
+    announce: bool,
+    paired_tool_name: String,
+    error_code: &'static str,
+    tool_name: String,
+    decision_id: String,
+    evidence_seqs: Vec<u64>,
+    evidence_call_ids: Vec<String>,
+    loop_started_seq: u64,
+    shadow_action: Option<&'static str>,
+}
+
+fn label(name: &'static str) -> &'static str {
+    if name == "none" { "" } else { name }
+}
+
+fn py_verdict(d: &Decision, agent_id: &str) -> PyVerdict {
+    let v = &d.verdict;
+    PyVerdict {
+        seq: d.seq,
+        run_id: d.run_id.clone(),
+        agent_id: agent_id.to_string(),
+        action: v.action.name(),
+        detector: label(v.detector.name()),
+        level: label(v.level.name()),
+        count: v.count,
+        message: v.message.clone(),
+        warning_key: v.warning_key.clone(),
+        announce: v.announce,
+        paired_tool_name: v.paired_tool_name.clone(),
+        error_code: v.error_code,
+        tool_name: v.tool_name.clone(),
+        decision_id: d.decision_id.clone(),
+        evidence_seqs: v.evidence_seqs.clone(),
+        evidence_call_ids: v.evidence_call_ids.clone(),
+        loop_started_seq: v.evidence_seqs.first().copied().unwrap_or(0),
+        shadow_action: v.shadow_action.map(Action::name),
+    }
+}
+
+/// A decision a tracer reports: anything but a plain ALLOW (warnings, blocks, aborts, rejects,
+/// shadow verdicts: every one that carries a decision id or another action).
+fn reportable(d: &Decision) -> bool {
+    d.verdict.action != Action::Allow || !d.decision_id.is_empty()
+}
+
+/// What one request did besides its verdicts: metric increments, latency, log lines, evictions.
+#[pyclass(module = "loopwarden_core", name = "Summary", frozen, get_all)]
+struct PySummary {
+    counters: Py<PyList>,
+    latency_buckets: Vec<u64>,
+    latency_sum: f64,
+    logs: Py<PyList>,
+    evictions: Vec<&'static str>,
+    /// Events of a lazily loaded request whose run was already in memory (runs_loaded{memory}).
+    held_runs: u64,
+    /// With `report`: the request's decisions other than a plain ALLOW, for span events.
+    reported: Py<PyList>,
+}
+
+fn log_extra<'py>(py: Python<'py>, line: &service::LogLine) -> PyResult<Bound<'py, PyDict>> {
+    let v = &line.verdict;
+    let extra = PyDict::new(py);
+    extra.set_item("decision_id", &line.decision_id)?;
+    extra.set_item("tenant", &line.tenant)?;
+    extra.set_item("run_id", &line.run_id)?;
+    if line.message.starts_with("internal error") {
+        extra.set_item("seq", line.seq)?;
+        extra.set_item("kind", line.kind)?;
+    } else {
+        extra.set_item("agent_id", &line.agent_id)?;
+        extra.set_item("session_id", &line.session_id)?;
+        extra.set_item("seq", line.seq)?;
+        extra.set_item("tool", &v.tool_name)?;
+        extra.set_item("action", v.action.name())?;
+        extra.set_item("detector", v.detector.name())?;
+        extra.set_item("count", v.count)?;
+        extra.set_item("warning_key", &v.warning_key)?;
+        extra.set_item("error_code", v.error_code)?;
+        extra.set_item("evidence_seqs", v.evidence_seqs.clone())?;
+        extra.set_item("loop_started_seq", v.evidence_seqs.first().copied().unwrap_or(0))?;
+    }
+    Ok(extra)
+}
+
+fn py_summary(py: Python<'_>, summary: Summary, reported: Vec<PyVerdict>) -> PyResult<Py<PySummary>> {
+    let counters = PyList::empty(py);
+    for (code, labels, agent, count) in summary.counters {
+        counters.append(CounterDelta { counter: code, first: labels[0], second: labels[1], agent, count })?;
+    }
+    let logs = PyList::empty(py);
+    for line in &summary.logs {
+        let extra = log_extra(py, line)?.unbind();
+        logs.append(DecisionLog { level: line.level, message: line.message.clone(), extra })?;
+    }
+    let traced = PyList::empty(py);
+    for verdict in reported {
+        traced.append(verdict)?;
+    }
+    Py::new(py, PySummary {
+        counters: counters.unbind(),
+        latency_buckets: summary.latency_buckets,
+        latency_sum: summary.latency_sum,
+        logs: logs.unbind(),
+        evictions: summary.evictions,
+        held_runs: summary.held_runs,
+        reported: traced.unbind(),
+    })
+}
+
+/// Which answer a request wants: Evaluate's response bytes, Check's, or a hook's one Verdict.
+#[derive(Clone, Copy)]
+enum Form {
+    Evaluate,
+    Check,
+    Decide,
+}
+
+/// A decoded request waiting for its runs to be loaded from a shared state store: `resume` it
+/// once they are, and it is evaluated without being decoded again.
+#[pyclass(module = "loopwarden_core", frozen)]
+struct Pending {
+    form: Form,
+    events: Vec<pb::Event>,
+}
+
+/// The core's answer to one request or event. Exactly one of these holds:
+/// - `response` (Evaluate/Check bytes) or `verdict` (`decide`), with `summary`;
+/// - `refusal`: "undecodable", "too_many_events" or "missing_event", nothing evaluated;
+/// - `missing_runs` (lazy only): runs to load first, then `Core.resume(pending, ...)`.
+#[pyclass(module = "loopwarden_core", frozen, get_all)]
+struct Answer {
+    response: Option<Py<PyBytes>>,
+    verdict: Option<Py<PyVerdict>>,
+    refusal: &'static str,
+    missing_runs: Vec<String>,
+    pending: Option<Py<Pending>>,
+    summary: Option<Py<PySummary>>,
+}
+
+impl Answer {
+    fn refused(reason: &'static str) -> Answer {
+        Answer { response: None, verdict: None, refusal: reason, missing_runs: Vec::new(), pending: None, summary: None }
+    }
+}
+
+fn refusal_reason(r: Refusal) -> &'static str {
+    match r {
+        Refusal::Undecodable => "undecodable",
+        Refusal::TooManyEvents => "too_many_events",
+        Refusal::NotLoaded(_) => "not_loaded",
+    }
+}
+
+/// One record of a run's history, as InspectRun shows it.
+#[pyclass(module = "loopwarden_core", frozen, get_all)]
+struct RecordView {
+    seq: u64,
+    tool_name: String,
+    args_hash: String,
+    tool_call_id: String,
+    result_hash: String,
+    unknown_tool_name: String,
+}
+
+/// A held run, as InspectRun shows it; `recent_verdicts` are loopwarden.v1.Verdict bytes.
+#[pyclass(module = "loopwarden_core", frozen, get_all)]
+struct RunView {
+    run_id: String,
+    agent_id: String,
+    agent_label: String,
+    records: Vec<Py<RecordView>>,
+    guard_armed: bool,
+    guard_window_size: u32,
+    guard_observed: u32,
+    blocks: u32,
+    aborted: bool,
+    abort_error_code: &'static str,
+    events_evaluated: u64,
+    recent_verdicts: Vec<Py<PyBytes>>,
+}
+
+// ------------------------------------------------------------------ the core
+
 /// One daemon's run store and compiled config.
 #[pyclass(module = "loopwarden_core", name = "Core")]
 struct PyCore {
     core: Core,
 }
 
-fn summary_tuple<'py>(py: Python<'py>, summary: Summary) -> PyResult<Bound<'py, PyTuple>> {
-    let counters = PyList::empty(py);
-    for (counter, labels, agent, count) in summary.counters {
-        counters.append((counter, labels[0], labels[1], agent, count))?;
-    }
-    let logs = PyList::empty(py);
-    for line in summary.logs {
-        let v = &line.verdict;
-        let extra = PyDict::new(py);
-        extra.set_item("decision_id", &line.decision_id)?;
-        extra.set_item("tenant", &line.tenant)?;
-        extra.set_item("run_id", &line.run_id)?;
-        if line.message.starts_with("internal error") {
-            extra.set_item("seq", line.seq)?;
-            extra.set_item("kind", line.kind)?;
-        } else {
-            extra.set_item("agent_id", &line.agent_id)?;
-            extra.set_item("session_id", &line.session_id)?;
-            extra.set_item("seq", line.seq)?;
-            extra.set_item("tool", &v.tool_name)?;
-            extra.set_item("action", v.action.name())?;
-            extra.set_item("detector", v.detector.name())?;
-            extra.set_item("count", v.count)?;
-            extra.set_item("warning_key", &v.warning_key)?;
-            extra.set_item("error_code", v.error_code)?;
-            extra.set_item("evidence_seqs", v.evidence_seqs.clone())?;
-            extra.set_item("loop_started_seq", v.evidence_seqs.first().copied().unwrap_or(0))?;
+/// A hook's or an in-process caller's event, built without a protobuf round trip.
+fn event_from(kind: &str, run_id: String, agent_id: String, session_id: String, seq: u64, tool_name: String,
+              params_json: String, tool_call_id: String, result_json: Option<String>, error: Option<String>) -> pb::Event {
+    use pb::event::Kind;
+    let kind = match kind {
+        "tool_call" => Some(Kind::ToolCall(pb::ToolCall { tool_name, params_json, tool_call_id })),
+        "tool_outcome" => {
+            let outcome = match (error, result_json) {
+                (Some(e), _) => Some(pb::tool_outcome::Outcome::Error(e)),
+                (None, Some(r)) => Some(pb::tool_outcome::Outcome::ResultJson(r)),
+                (None, None) => None,
+            };
+            Some(Kind::ToolOutcome(pb::ToolOutcome { tool_name, params_json, tool_call_id, outcome }))
         }
-        logs.append((line.level, line.message, extra))?;
-    }
-    let evictions = PyList::new(py, summary.evictions)?;
-    PyTuple::new(py, [
-        counters.into_any(),
-        PyList::new(py, summary.latency_buckets)?.into_any(),
-        summary.latency_sum.into_pyobject(py)?.into_any(),
-        logs.into_any(),
-        evictions.into_any(),
-        summary.held_runs.into_pyobject(py)?.into_any(),
-    ])
+        "compaction_retry" => Some(Kind::CompactionRetry(pb::CompactionRetry {})),
+        "run_end" => Some(Kind::RunEnd(pb::RunEnd {})),
+        _ => None,
+    };
+    pb::Event { run_id, agent_id, session_id, seq, kind }
 }
 
-/// (None, reason) for a refused request; (None, ([run ids], held)) for one that names runs
-/// not in memory (lazy loading: nothing was evaluated).
-fn refused<'py>(py: Python<'py>, r: Refusal, summary: &Summary) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
-    let reason = match r {
-        Refusal::Undecodable => "undecodable",
-        Refusal::TooManyEvents => "too_many_events",
-        Refusal::NotLoaded(ids) => return Ok((None, (ids, summary.held_runs).into_pyobject(py)?.into_any())),
-    };
-    Ok((None, reason.into_pyobject(py)?.into_any()))
+impl PyCore {
+    /// Evaluate `events` (or, lazily, first name the runs to load) and answer in `form`.
+    fn answer(&mut self, py: Python<'_>, form: Form, events: Vec<pb::Event>, tenant: &str, now: f64, routed: &str,
+              lazy: bool, report: bool) -> PyResult<Answer> {
+        let mut summary = Summary::default();
+        if lazy {
+            let missing = self.core.missing_runs(&events, tenant, routed, &mut summary);
+            if !missing.is_empty() {
+                return Ok(Answer {
+                    response: None, verdict: None, refusal: "", missing_runs: missing,
+                    pending: Some(Py::new(py, Pending { form, events })?),
+                    summary: Some(py_summary(py, summary, Vec::new())?),
+                });
+            }
+        }
+        let decisions = self.core.evaluate_events(&events, tenant, routed, now, &mut summary);
+        let reported = if report {
+            decisions.iter().zip(&events).filter(|(d, _)| reportable(d)).map(|(d, e)| py_verdict(d, &e.agent_id)).collect()
+        } else {
+            Vec::new()
+        };
+        let (response, verdict) = match form {
+            Form::Evaluate => {
+                let verdicts = decisions.iter().map(service::verdict_message).collect();
+                (Some(PyBytes::new(py, &pb::EvaluateResponse { verdicts }.encode_to_vec()).unbind()), None)
+            }
+            Form::Check => {
+                let verdict = decisions.first().map(service::verdict_message);
+                (Some(PyBytes::new(py, &pb::CheckResponse { verdict }.encode_to_vec()).unbind()), None)
+            }
+            Form::Decide => {
+                let d = decisions.first().map(|d| py_verdict(d, &events[0].agent_id));
+                (None, d.map(|v| Py::new(py, v)).transpose()?)
+            }
+        };
+        Ok(Answer { response, verdict, refusal: "", missing_runs: Vec::new(), pending: None,
+                    summary: Some(py_summary(py, summary, reported)?) })
+    }
 }
 
 #[pymethods]
@@ -187,26 +482,42 @@ impl PyCore {
         self.core.debug_logs = on;
     }
 
-    /// EvaluateRequest bytes -> (EvaluateResponse bytes, summary), or (None, refusal reason).
-    /// `lazy`: runs the request names that are not in memory are returned first (see `refused`).
-    #[pyo3(signature = (data, tenant, now, routed = "", lazy = false))]
-    fn evaluate<'py>(&mut self, py: Python<'py>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
-        let mut summary = Summary::default();
-        match self.core.evaluate_request(data, tenant, routed, now, &mut summary, lazy) {
-            Ok(bytes) => Ok((Some(PyBytes::new(py, &bytes)), summary_tuple(py, summary)?.into_any())),
-            Err(r) => refused(py, r, &summary),
+    /// EvaluateRequest bytes -> an Answer with EvaluateResponse bytes (or a refusal, or the runs
+    /// to load first when `lazy`). `routed`: the stream's x-loopwarden-run-id.
+    #[pyo3(signature = (data, tenant, now, routed = "", lazy = false, report = false))]
+    fn evaluate(&mut self, py: Python<'_>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool, report: bool) -> PyResult<Answer> {
+        match self.core.decode_evaluate(data) {
+            Ok(events) => self.answer(py, Form::Evaluate, events, tenant, now, routed, lazy, report),
+            Err(r) => Ok(Answer::refused(refusal_reason(r))),
         }
     }
 
-    /// CheckRequest bytes -> (CheckResponse bytes, summary), (None, refusal) or (None, "missing_event").
-    #[pyo3(signature = (data, tenant, now, routed = "", lazy = false))]
-    fn check<'py>(&mut self, py: Python<'py>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool) -> PyResult<(Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)> {
-        let mut summary = Summary::default();
-        match self.core.check_request(data, tenant, routed, now, &mut summary, lazy) {
-            Ok(Some(bytes)) => Ok((Some(PyBytes::new(py, &bytes)), summary_tuple(py, summary)?.into_any())),
-            Ok(None) => Ok((None, "missing_event".into_pyobject(py)?.into_any())),
-            Err(r) => refused(py, r, &summary),
-        }
+    /// CheckRequest bytes -> an Answer with CheckResponse bytes; "missing_event" when it has none.
+    #[pyo3(signature = (data, tenant, now, routed = "", lazy = false, report = false))]
+    fn check(&mut self, py: Python<'_>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool, report: bool) -> PyResult<Answer> {
+        let Ok(request) = pb::CheckRequest::decode(data) else { return Ok(Answer::refused("undecodable")) };
+        let Some(event) = request.event else { return Ok(Answer::refused("missing_event")) };
+        self.answer(py, Form::Check, vec![event], tenant, now, routed, lazy, report)
+    }
+
+    /// One event from its fields (the hook endpoints, offline replay, the MCP proxy's offline
+    /// judge): an Answer whose `verdict` is the decision. `kind`: tool_call, tool_outcome,
+    /// compaction_retry or run_end (anything else is REJECTed `missing_event_kind`).
+    #[pyo3(signature = (kind, run_id, *, tenant = "", now = 0.0, agent_id = String::new(), session_id = String::new(),
+                        seq = 0, tool_name = String::new(), params_json = String::new(), tool_call_id = String::new(),
+                        result_json = None, error = None, lazy = false, report = false))]
+    fn decide(&mut self, py: Python<'_>, kind: &str, run_id: String, tenant: &str, now: f64, agent_id: String,
+              session_id: String, seq: u64, tool_name: String, params_json: String, tool_call_id: String,
+              result_json: Option<String>, error: Option<String>, lazy: bool, report: bool) -> PyResult<Answer> {
+        let event = event_from(kind, run_id, agent_id, session_id, seq, tool_name, params_json, tool_call_id, result_json, error);
+        self.answer(py, Form::Decide, vec![event], tenant, now, "", lazy, report)
+    }
+
+    /// Evaluate a request a lazy call decoded and set aside (its runs are loaded now).
+    #[pyo3(signature = (pending, tenant, now, routed = "", report = false))]
+    fn resume(&mut self, py: Python<'_>, pending: &Bound<'_, Pending>, tenant: &str, now: f64, routed: &str, report: bool) -> PyResult<Answer> {
+        let pending = pending.get();
+        self.answer(py, pending.form, pending.events.clone(), tenant, now, routed, false, report)
     }
 
     // ---------------------------------------------------------------- the state store's side
@@ -257,33 +568,35 @@ impl PyCore {
         }, evictions))
     }
 
-    /// A run's view: (run_id, agent_id, records, (armed, window, observed), blocks, aborted,
-    /// abort_error_code, events_evaluated, [recent Verdict bytes]) or None.
-    fn inspect<'py>(&self, py: Python<'py>, tenant: &str, run_id: &str) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        use prost::Message;
+    /// A held run's view, None when the run is not held.
+    fn inspect(&self, py: Python<'_>, tenant: &str, run_id: &str) -> PyResult<Option<RunView>> {
         let Some(entry) = self.core.inspect(tenant, run_id) else { return Ok(None) };
         let state = &entry.state;
-        let guard = match &state.guard {
+        let (guard_armed, guard_window_size, guard_observed) = match &state.guard {
             Some(g) => (true, g.window_size, g.observed),
             None => (false, 0, 0),
         };
-        let recent = PyList::empty(py);
-        for d in entry.recent_decisions() {
-            recent.append(PyBytes::new(py, &service::verdict_message(d).encode_to_vec()))?;
+        let mut records = Vec::new();
+        for (seq, tool_name, args_hash, tool_call_id, result_hash, unknown_tool_name) in service::record_views(state) {
+            records.push(Py::new(py, RecordView { seq, tool_name, args_hash, tool_call_id, result_hash, unknown_tool_name })?);
         }
-        let abort_code = state.abort.as_ref().map(|a| a.error_code).unwrap_or("");
-        let t = (
-            entry.run_id.clone(),
-            entry.agent_id.clone(),
-            service::record_views(state),
-            guard,
-            state.blocks,
-            state.abort.is_some(),
-            abort_code,
-            entry.events_evaluated,
-            recent,
-        );
-        Ok(Some(t.into_pyobject(py)?))
+        let recent_verdicts = entry.recent_decisions().into_iter()
+            .map(|d| PyBytes::new(py, &service::verdict_message(d).encode_to_vec()).unbind())
+            .collect();
+        Ok(Some(RunView {
+            run_id: entry.run_id.clone(),
+            agent_id: entry.agent_id.clone(),
+            agent_label: self.core.config.agent_label(&entry.agent_id).to_string(),
+            records,
+            guard_armed,
+            guard_window_size,
+            guard_observed,
+            blocks: state.blocks,
+            aborted: state.abort.is_some(),
+            abort_error_code: state.abort.as_ref().map(|a| a.error_code).unwrap_or(""),
+            events_evaluated: entry.events_evaluated,
+            recent_verdicts,
+        }))
     }
 
     fn __len__(&self) -> usize {
@@ -299,11 +612,6 @@ impl PyCore {
     }
 }
 
-#[allow(dead_code)]
-fn _action_is_used(a: Action) -> &'static str {
-    a.name()
-}
-
 #[pymodule]
 fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(canonical_json, m)?)?;
@@ -311,6 +619,23 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(outcome_fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_tool_name, m)?)?;
     m.add_class::<PyCore>()?;
+    m.add_class::<Answer>()?;
+    m.add_class::<Pending>()?;
+    m.add_class::<PySummary>()?;
+    m.add_class::<CounterDelta>()?;
+    m.add_class::<DecisionLog>()?;
+    m.add_class::<PyVerdict>()?;
+    m.add_class::<RunView>()?;
+    m.add_class::<RecordView>()?;
+    let mut counters: Vec<&str> = vec![""; COUNTERS.len()];
+    for (code, name) in COUNTERS {
+        counters[code as usize] = name;
+    }
+    let py = m.py();
+    m.add("COUNTERS", PyTuple::new(py, counters)?)?;
+    m.add("DETECTORS", PyTuple::new(py, DETECTORS.iter().map(|d| d.name()))?)?;
+    m.add("ACTIONS", PyTuple::new(py, ACTIONS.iter().map(|a| a.name()))?)?;
+    m.add("LEVELS", PyTuple::new(py, [Level::Warning.name(), Level::Critical.name()])?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -63,7 +63,7 @@ impl Config {
     fn settings_for(&self, agent_id: &str) -> &Settings {
         self.agents.get(agent_id).unwrap_or(&self.default)
     }
-    fn agent_label<'a>(&self, agent_id: &'a str) -> &'a str {
+    pub fn agent_label<'a>(&self, agent_id: &'a str) -> &'a str {
         let agent = agent_id.trim_matches(py_isspace);
         if self.agents.contains_key(agent) { agent } else { "default" }
     }
@@ -778,6 +778,31 @@ impl Core {
             }
         }
         if missing.is_empty() { Ok(()) } else { Err(Refusal::NotLoaded(missing)) }
+    }
+
+    /// An EvaluateRequest's events, refused whole when it is undecodable or carries more events
+    /// than the limit (counted on the raw bytes first, so a huge request is never parsed).
+    pub fn decode_evaluate(&self, data: &[u8]) -> Result<Vec<pb::Event>, Refusal> {
+        match count_events(data, self.limits.max_events_per_request) {
+            None => return Err(Refusal::Undecodable),
+            Some(n) if n > self.limits.max_events_per_request => return Err(Refusal::TooManyEvents),
+            _ => {}
+        }
+        Ok(pb::EvaluateRequest::decode(data).map_err(|_| Refusal::Undecodable)?.events)
+    }
+
+    /// The runs `events` name that are not in memory (a shared state store loads them first).
+    pub fn missing_runs(&self, events: &[pb::Event], tenant: &str, routed: &str, summary: &mut Summary) -> Vec<String> {
+        match self.not_loaded(events, tenant, routed, summary) {
+            Err(Refusal::NotLoaded(ids)) => ids,
+            _ => Vec::new(),
+        }
+    }
+
+    /// Decoded events, each evaluated and timed in order (one request's worth).
+    pub fn evaluate_events(&mut self, events: &[pb::Event], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Vec<Decision> {
+        summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
+        events.iter().map(|event| self.evaluate_timed(event, tenant, routed, now, summary)).collect()
     }
 
     /// The run's state-store record (state.rs), or None when it is not held. `wall_now` and

@@ -1,4 +1,4 @@
-"""Composition root: settings -> config, store, service, metrics, servers; then run until a signal.
+"""Composition root: settings -> config, the compiled core, metrics, servers; then run until a signal.
 
 Wiring only. What each part does lives in its module: `lifecycle` (listeners, signals, drain),
 `config.watch` (reloads), `statestore` (state across restarts and replicas), `transport` (the gRPC API).
@@ -18,16 +18,15 @@ from . import logs
 from .config import Config, ConfigError, load_default_config
 from .config.check import summary
 from .config.watch import ConfigWatcher
-from .hooks_http import ServiceHookEvaluator, hooks_listener
+from .core import CoreService
+from .hooks_http import CoreHookEvaluator, hooks_listener
 from .lifecycle import Servers, StartupError, install_signal_handlers
 from .metrics import Metrics
-from .service import LoopwardenService
 from .settings import DaemonSettings, Security
 from .statestore import StateStoreError, open_state_store
 from .statestore.keeper import StateKeeper
 from .statestore.metrics import StateMetrics
 from .statestore.runs import CoreRuns
-from .store import RunStore
 from .tracing import TracingError, tracing_from
 from .transport import SERVICE_NAME, LoopDetectionServicer, register_servicer
 from .transport.auth import BearerTokenInterceptor, Identity, TokenFileError
@@ -84,33 +83,22 @@ class Daemon:
         self.config_watcher = (ConfigWatcher(settings.config_path, clock=time.monotonic)
                                if settings.config_path is not None else None)
         config = _initial_config(self.config_watcher)
-        self.store = RunStore(
-            max_runs=settings.max_runs, idle_ttl_seconds=settings.run_idle_ttl_seconds,
-            clock=time.monotonic, shard_count=settings.shards,
-            on_evict=lambda reason, _entry: self.metrics.evictions.labels(reason).inc(),
-        )
-        # Decision ids are "<instance>-<counter>": unique across restarts and replicas.
-        self.service = LoopwardenService(config, self.store, self.metrics, settings.limits, time.perf_counter,
-                                         instance_id=os.urandom(4).hex())
-        from .core_engine import CoreService, choose_engine  # --engine core|python (core_engine.py)
         self.version = distribution_version("loopwarden")
         try:
             self.tracing = tracing_from(settings.otlp_endpoint, os.environ, version=self.version)
         except TracingError as exc:
             raise StartupError(str(exc)) from None
-        self.engine, engine_note = choose_engine(settings.engine)
-        self.core = (CoreService(config, self.metrics, settings.limits, max_runs=settings.max_runs,
-                                 idle_ttl_seconds=settings.run_idle_ttl_seconds, clock=time.monotonic,
-                                 instance_id=os.urandom(4).hex()) if self.engine == "core" else None)
-        self.metrics.set_engine(self.engine)
-        # One engine holds the runs, so one engine's memory is what the state store keeps.
-        kept = CoreRuns(self.core) if self.core is not None else self.store
-        self.state = (StateKeeper(open_state_store(settings.state_store, settings.state_key_prefix), kept,
+        # Decision ids are "<instance>-<counter>": unique across restarts and replicas.
+        self.core = CoreService(config, self.metrics, settings.limits, max_runs=settings.max_runs,
+                                idle_ttl_seconds=settings.run_idle_ttl_seconds, clock=time.monotonic,
+                                instance_id=os.urandom(4).hex())
+        self.metrics.set_engine("core")
+        self.state = (StateKeeper(open_state_store(settings.state_store, settings.state_key_prefix), CoreRuns(self.core),
                                   StateMetrics(self.registry), flush_interval=settings.state_flush_interval_seconds)
                       if settings.state_store is not None else None)
         # A shared store: runs a request names and memory lacks are loaded first (keeper.py).
         loader = self.state if self.state is not None and self.state.lazy else None
-        if loader is not None and self.core is not None:
+        if loader is not None:
             self.core.on_held = loader.metrics.runs_loaded.labels("memory").inc
         if self.state is not None:
             try:  # before any listener binds: an unusable state path fails the start at once
@@ -127,27 +115,13 @@ class Daemon:
             reflection_on=settings.reflection, interceptors=interceptors,
             credentials=_server_credentials(security),
         )
-        traced_service = self.tracing.traced(self.service) if self.tracing is not None else self.service
-        servicer = LoopDetectionServicer(traced_service, self.metrics, self.servers.lifecycle, identity,
-                                         settings.limits.stream_idle_timeout_seconds, loader=loader)
-        log.info(f"engine: {self.engine}" + (f" ({engine_note})" if engine_note else ""), extra={"engine": self.engine})
-        if self.core is not None:
-            from .transport.core_handlers import CoreHandlers, register_core_handlers
-            core_handlers = CoreHandlers(self.core, self.metrics, self.servers.lifecycle, identity,
+        servicer = LoopDetectionServicer(self.core, self.metrics, self.servers.lifecycle, identity,
                                          settings.limits.stream_idle_timeout_seconds, loader=loader,
                                          current_span=self.tracing.current_span() if self.tracing is not None else None)
-            self.servers.add_service(SERVICE_NAME, lambda server: register_core_handlers(core_handlers, server))
-        else:
-            self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(
-                servicer, server, max_events_per_request=settings.limits.max_events_per_request))
-        if self.core is not None:
-            from .transport.core_handlers import CoreHookEvaluator
-            hook_evaluator = CoreHookEvaluator(self.core, loader)
-        else:
-            hook_evaluator = ServiceHookEvaluator(self.service, loader)
+        self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(servicer, server))
         self.hooks = (hooks_listener(
-            settings.hooks_listen, hook_evaluator, self.servers.lifecycle, self.metrics, security=security,
-            tokens=self._current_tokens if security.auth_token_file is not None else None,
+            settings.hooks_listen, CoreHookEvaluator(self.core, loader), self.servers.lifecycle, self.metrics,
+            security=security, tokens=self._current_tokens if security.auth_token_file is not None else None,
             default_agent=settings.hooks_agent, fail_closed=settings.hooks_fail_closed,
             max_body_bytes=settings.limits.max_message_bytes)
             if settings.hooks_listen is not None else None)
@@ -181,13 +155,13 @@ class Daemon:
             "grpc_address": listeners.grpc_address,
             "metrics_address": listeners.metrics_address,
             "config": self.settings.config_path or "<embedded default>",
-            "config_summary": summary(self.service.config),
+            "config_summary": summary(self.core.config),
             "reflection": self.settings.reflection,
             "tls": security.tls, "mtls": security.tls_client_ca is not None,
             "token_auth": security.auth_token_file is not None,
             "health_address": listeners.health_address,
             "hooks_address": hooks_address,
-            "runs_restored": len(self.core if self.core is not None else self.store),
+            "runs_restored": len(self.core),
             "state_store": self.state.store.describe() if self.state is not None else "memory",
             "pid": os.getpid(),
             "version": self.version,
@@ -215,9 +189,7 @@ class Daemon:
                           extra={"config": self.config_watcher.path, "error": reload.error})
             return
         self._last_reload_error = ""
-        self.service.swap_config(reload.config)
-        if self.core is not None:
-            self.core.swap_config(reload.config)
+        self.core.swap_config(reload.config)
         self.metrics.config_reloads.labels("success").inc()
         self.metrics.config_last_reload_ok.set(1)
         log.info("config reloaded", extra={"config": self.config_watcher.path,
@@ -231,9 +203,7 @@ class Daemon:
     async def _sweep_idle_runs(self) -> None:
         while True:
             await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
-            self.store.expire_idle()
-            if self.core is not None:
-                self.core.expire_idle()
+            self.core.expire_idle()
 
     async def stop(self) -> bool:
         """Drain, flush the state store; False when the final flush failed (the exit is non-zero)."""

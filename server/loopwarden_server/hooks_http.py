@@ -5,7 +5,7 @@ The mapping between hook JSON and events is `loopwarden.hooks.protocol`, shared 
 form (`loopwarden hook`). This module is the HTTP edge: TLS, bearer tokens, body limits, and the
 hand-over to the event loop.
 
-NOTE: the service and its run store live on the daemon's asyncio loop and are not thread-safe.
+NOTE: the core and its run store live on the daemon's asyncio loop and are not thread-safe.
 HTTP is served by the standard library's threaded server (one thread per connection, TLS
 handshakes on that thread, not in the accept loop); a request is read, authenticated and parsed
 on its thread, and only its evaluation is handed to the loop (`run_coroutine_threadsafe`), waited
@@ -28,14 +28,14 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from loopwarden.eventformat import EventKind, EventRecord
+from loopwarden.eventformat import EventRecord
 from loopwarden.hooks import Dialect, HookPayloadError, HookRequest, VerdictLike, answer, parse, unavailable_answer
 
+from .core import CoreService
 from .filewatch import FileWatch
+from .integration import current_integration
 from .lifecycle import Lifecycle, StartupError, split_address
 from .metrics import Metrics
-from .replay.offline import event_input_from_record
-from .service import LoopwardenService
 from .settings import Security
 
 if TYPE_CHECKING:
@@ -152,21 +152,24 @@ class HookEvaluator(Protocol):
     async def evaluate(self, record: EventRecord, integration: str, tenant: str) -> VerdictLike: ...
 
 
-class ServiceHookEvaluator:
-    """The Python engine (LoopwardenService); transport/core_handlers.py has the core's."""
+class CoreHookEvaluator:
+    """The compiled core as the hook endpoints use it: the hook's event record goes to the core as
+    fields (no protobuf round trip), its verdict comes back typed."""
 
-    def __init__(self, service: LoopwardenService, loader=None) -> None:
-        self._service = service
+    def __init__(self, core: CoreService, loader=None) -> None:
+        self._core = core
         self._loader = loader  # a shared state store's keeper: runs not in memory are loaded first
 
     async def evaluate(self, record: EventRecord, integration: str, tenant: str) -> VerdictLike:
-        loader = self._loader
-        if loader is not None and record.kind is not EventKind.RUN_END:
-            await loader.load_missing(tenant, [record.run_id.strip()])
-        event = event_input_from_record(record)
-        event.tenant = tenant
-        event.integration = integration
-        return self._service.evaluate(event).verdict
+        token = current_integration.set(integration)  # the verdict counter's integration label
+        try:
+            answer = self._core.decide(record, tenant, lazy=self._loader is not None)
+            if answer.missing_runs:
+                await self._loader.ensure_loaded(tenant, answer.missing_runs)
+                answer = self._core.resume(answer.pending, tenant)
+        finally:
+            current_integration.reset(token)
+        return answer.verdict
 
 
 class HooksEndpoint:

@@ -10,10 +10,9 @@ import platform
 from bisect import bisect_left
 from collections.abc import Callable
 
+import loopwarden_core
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
-
-from .engine import Detector
 
 # Per-event evaluation is microseconds; resolve the 5 µs - 100 µs range finely.
 LATENCY_BUCKETS = (
@@ -24,7 +23,7 @@ LATENCY_BUCKETS = (
 VERSION = "0.1.0"
 DEFAULT_AGENT = "default"
 # The rolling detectors (the guard aborts, it never warns or blocks): label values known up front.
-DETECTORS = tuple(d.value for d in Detector if d not in (Detector.NONE, Detector.POST_COMPACTION_GUARD))
+DETECTORS = tuple(d for d in loopwarden_core.DETECTORS if d != "post_compaction_guard")
 
 
 class _Count:
@@ -79,6 +78,15 @@ class EventLoopHistogram:
     def observe(self, value: float) -> None:
         self._counts[bisect_left(self._bounds, value)] += 1
         self._sum += value
+
+    def add_counts(self, counts: list[int], total: float) -> None:
+        """Observations counted elsewhere (the core times each event): counts per bucket, as
+        this histogram's buckets are laid out, and their sum."""
+        mine = self._counts
+        for index, count in enumerate(counts):
+            if count:
+                mine[index] += count
+        self._sum += total
 
     def collect(self):
         counts, total, cumulative = list(self._counts), self._sum, 0

@@ -65,7 +65,6 @@ class DaemonSettings:
     drain_grace_seconds: float = 10.0
     max_runs: int = 100_000
     run_idle_ttl_seconds: float = 3600.0
-    shards: int = 16
     reflection: bool = True
     log_level: str = "INFO"
     config_poll_seconds: float = 1.0
@@ -73,7 +72,6 @@ class DaemonSettings:
     state_store: str | None = None
     state_flush_interval_seconds: float = 1.0
     state_key_prefix: str = "loopwarden:"
-    engine: str = ""  # core | python; "" = core when loopwarden-core is installed (core_engine.py)
     health_listen: str | None = None
     # OpenTelemetry traces (the `otel` extra); see tracing.py. None: the OTEL_EXPORTER_OTLP_* variables decide.
     otlp_endpoint: str | None = None
@@ -124,11 +122,11 @@ def _state_store(text: str) -> str:
     return parse_state_store(text)
 
 
-def _engine(text: str) -> str:
-    engine = text.strip().lower()
-    if engine not in ("core", "python"):
-        raise ValueError("must be core or python")
-    return engine
+def _engine(text: str) -> None:
+    """A leftover of the two-engine daemon: `core` is what every daemon runs, anything else is refused."""
+    if text.strip().lower() != "core":
+        raise ValueError("the Python engine is gone: loopwarden runs the compiled core (loopwarden-core) only; "
+                         "drop the flag")
 
 
 def _log_level(text: str) -> str:
@@ -147,7 +145,7 @@ _OPTIONS = (
     ("--run-idle-ttl", "LOOPWARDEN_RUN_IDLE_TTL", "run_idle_ttl_seconds", _positive_float, "seconds after which an idle run is dropped (default 3600)"),
     ("--config-poll", "LOOPWARDEN_CONFIG_POLL", "config_poll_seconds", _positive_float, "seconds between config file change checks (default 1)"),
     ("--log-level", "LOOPWARDEN_LOG_LEVEL", "log_level", _log_level, "DEBUG, INFO, WARNING or ERROR (default INFO)"),
-    ("--engine", "LOOPWARDEN_ENGINE", "engine", _engine, "core (the compiled loopwarden-core) or python (the reference engine) (default: core when installed)"),
+    ("--engine", "LOOPWARDEN_ENGINE", "engine", _engine, "obsolete: every daemon runs the compiled core; only `core` is accepted"),
     ("--max-params-bytes", "LOOPWARDEN_MAX_PARAMS_BYTES", "max_params_bytes", _positive_int, "largest params_json accepted (default 1 MiB)"),
     ("--max-result-bytes", "LOOPWARDEN_MAX_RESULT_BYTES", "max_result_bytes", _positive_int, "largest result_json/error accepted (default 1 MiB)"),
     ("--max-run-id-chars", "LOOPWARDEN_MAX_RUN_ID_CHARS", "max_run_id_chars", _positive_int, "longest run_id accepted (default 256)"),
@@ -207,6 +205,8 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Daemo
             value = parse(raw)
         except ValueError as exc:
             raise SettingsError(f"{source}: {exc} (got {raw!r})") from None
+        if dest == "engine":  # accepted (core) and dropped: nothing to choose any more
+            continue
         target = limits if dest in _LIMIT_FIELDS else security if dest in _SECURITY_FIELDS else values
         target[dest] = value
     reflection = args.reflection if getattr(args, "reflection", None) is not None else environ.get("LOOPWARDEN_REFLECTION")

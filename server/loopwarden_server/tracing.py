@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .engine import Action
-
 OTEL_EXTRA = "pip install 'loopwarden[otel]'"
 VERDICT_EVENT = "loopwarden.verdict"
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -160,10 +158,6 @@ class Tracing:
 
         return get_current_span
 
-    def traced(self, service):
-        """`service` with decision events on the current span (the service itself when unavailable)."""
-        return service if self._tracer is None else TracedService(service)
-
     def shutdown(self) -> None:
         """Export what is still buffered (bounded by the exporter's timeout)."""
         if self.provider is not None:
@@ -203,20 +197,11 @@ def _read_write_aware_interceptor(tracer):
     return ReadWriteAwareInterceptor(tracer, filter_=untraced)
 
 
-def verdict_attributes(decision, event) -> dict[str, Any]:
-    """The span event's attributes for one decision (a service Decision and its EventInput)."""
-    verdict = decision.verdict
-    return _attributes(decision.run_id, decision.seq, verdict.action.value, verdict.detector.value, verdict.count,
-                       decision.decision_id, verdict.tool_name, event.agent_id, verdict.error_code,
-                       None if verdict.shadow_action is None else verdict.shadow_action.value)
-
-
-def reported_verdict_attributes(verdict, agent_id: str) -> dict[str, Any]:
-    """The same attributes for a verdict as the wire reports it (loopwarden.types.Verdict: the
-    compiled core's answers, read back by the transport)."""
-    return _attributes(verdict.run_id, verdict.seq, verdict.action.value, verdict.detector or "none", verdict.count,
-                       verdict.decision_id, verdict.tool_name, agent_id, verdict.error_code,
-                       None if verdict.shadow_action is None else verdict.shadow_action.value)
+def core_verdict_attributes(verdict) -> dict[str, Any]:
+    """The span event's attributes for one decision (a loopwarden_core.Verdict the core reported)."""
+    return _attributes(verdict.run_id, verdict.seq, verdict.action, verdict.detector or "none", verdict.count,
+                       verdict.decision_id, verdict.tool_name, verdict.agent_id, verdict.error_code,
+                       verdict.shadow_action)
 
 
 def _attributes(run_id: str, seq: int, action: str, detector: str, count: int, decision_id: str, tool: str,
@@ -238,25 +223,3 @@ def _attributes(run_id: str, seq: int, action: str, detector: str, count: int, d
     if shadow_action is not None:
         attributes["loopwarden.shadow_action"] = shadow_action
     return attributes
-
-
-class TracedService:
-    """The service as the transport sees it, with one span event per decision other than a plain
-    ALLOW on whatever span is current (the RPC's). Everything else is the service's own."""
-
-    def __init__(self, service) -> None:
-        from opentelemetry.trace import get_current_span
-
-        self._service = service
-        self._current_span = get_current_span
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._service, name)
-
-    def evaluate(self, event):
-        decision = self._service.evaluate(event)
-        if decision.verdict.action is not Action.ALLOW or decision.decision_id:
-            span = self._current_span()
-            if span.is_recording():
-                span.add_event(VERDICT_EVENT, verdict_attributes(decision, event))
-        return decision

@@ -8,7 +8,7 @@ import pytest
 
 from loopwarden_server.config import Config, ConfigError, load_config_file, load_config_text
 from loopwarden_server.config.check import summary
-from loopwarden_server.engine.settings import ToolCatalog
+from loopwarden_server.config.detection import ToolCatalog
 
 FIXTURES = Path(__file__).parent / "fixtures"
 INVALID = sorted((FIXTURES / "invalid").glob("*.json5"))

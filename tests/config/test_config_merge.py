@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from loopwarden_server.config import Config, default_config_text, load_config_text, load_default_config
-from loopwarden_server.engine.settings import DEFAULT_TOOL_CATALOG, LoopDetectionSettings
+from loopwarden_server.config.detection import DEFAULT_TOOL_CATALOG, LoopDetectionSettings
 
 
 def config_of(global_block: dict | None = None, **agent_blocks: dict) -> Config:

@@ -1,5 +1,5 @@
-"""Both engines behind the same service-level API, for the differential and conformance tests:
-an event (a dict) goes in as protobuf, a pb.Verdict comes out."""
+"""The core and the reference engine (the oracle) behind the same service-level API, for the
+differential and conformance tests: an event (a dict) goes in as protobuf, a pb.Verdict comes out."""
 from __future__ import annotations
 
 import itertools
@@ -8,13 +8,13 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from prometheus_client import CollectorRegistry
 
 from loopwarden_server.config import load_config_text
-from loopwarden_server.core_engine import CoreService
+from loopwarden_server.core import CoreService
 from loopwarden_server.metrics import Metrics
-from loopwarden_server.service import LoopwardenService
 from loopwarden_server.settings import Limits
-from loopwarden_server.store import RunStore
-from loopwarden_server.transport import convert
-from loopwarden_server.transport.core_handlers import inspect_response
+from loopwarden_server.transport.convert import inspect_response
+from tests.reference import convert
+from tests.reference.service import LoopwardenService
+from tests.reference.store import RunStore
 
 
 def pb_event(event: dict) -> pb.Event:
@@ -48,8 +48,8 @@ class Clock:
         return self.now
 
 
-class PythonEngine:
-    name = "python"
+class ReferenceEngine:
+    name = "reference"
 
     def __init__(self, config_text: str, limits: Limits = Limits(), max_runs: int = 1000, idle_ttl: float = 3600.0):
         self.clock = Clock()
@@ -79,10 +79,10 @@ class CoreEngine:
                                    idle_ttl_seconds=idle_ttl, clock=self.clock, instance_id="lw")
 
     def evaluate(self, events: list[pb.Event], tenant: str = "") -> list[pb.Verdict]:
-        raw = self.service.evaluate(pb.EvaluateRequest(events=events).SerializeToString(), tenant)
-        assert isinstance(raw, bytes), raw
-        return list(pb.EvaluateResponse.FromString(raw).verdicts)
+        answer = self.service.evaluate(pb.EvaluateRequest(events=events).SerializeToString(), tenant)
+        assert answer.response is not None, answer.refusal
+        return list(pb.EvaluateResponse.FromString(answer.response).verdicts)
 
     def inspect(self, run_id: str, tenant: str = "") -> pb.InspectRunResponse | None:
         view = self.service.inspect(run_id, tenant)
-        return None if view is None else inspect_response(view)
+        return None if view is None else inspect_response(view, self.service.config.settings_for(view.agent_id))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwarden_server.settings import Limits
-from tests.core.harness import CoreEngine, PythonEngine, pb_event
+from tests.core.harness import CoreEngine, ReferenceEngine, pb_event
 from tests.core.strategies import event_sequences, scenario_configs
 
 # Small limits, so the envelope refusals are part of the alphabet too.
@@ -41,7 +41,7 @@ def _runs(engine, tenant: str):
 
 
 def run_both(config_text: str, script) -> None:
-    python = PythonEngine(config_text, LIMITS, max_runs=2, idle_ttl=100.0)
+    python = ReferenceEngine(config_text, LIMITS, max_runs=2, idle_ttl=100.0)
     core = CoreEngine(config_text, LIMITS, max_runs=2, idle_ttl=100.0)
     for step, (batch, tenant, advance) in enumerate(script):
         python.clock.now += advance

@@ -7,10 +7,10 @@ import loopwarden_core
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from loopwarden_server.engine.fingerprints import args_digest, outcome_fingerprint
-from loopwarden_server.engine.jsonvalues import JsonDecodeError, JsonTooDeep, canonical_bytes, decode_json
-from loopwarden_server.engine.settings import ToolCatalog
-from loopwarden_server.engine.toolnames import normalize_tool_name
+from tests.reference.engine.fingerprints import args_digest, outcome_fingerprint
+from tests.reference.engine.jsonvalues import JsonDecodeError, JsonTooDeep, canonical_bytes, decode_json
+from loopwarden_server.config.detection import ToolCatalog
+from tests.reference.engine.toolnames import normalize_tool_name
 from tests.core.strategies import ERRORS, PARAMS, RESULTS, TOOLS, edge_texts
 
 
@@ -82,7 +82,7 @@ class TestFingerprints:
     @given(st.text(max_size=12) | st.sampled_from(["Unknown tool: X.Y", "unknown  tool 'a-b'", "tool ghost is not available"]))
     def test_unknown_tool_names(self, error):
         """The missing tool's name is read from any error text alike."""
-        from loopwarden_server.engine.fingerprints import unknown_tool_name
+        from tests.reference.engine.fingerprints import unknown_tool_name
         _, _, unknown = loopwarden_core.outcome_fingerprint("read", "", None, error)
         assert unknown_tool_name(error) == unknown
 

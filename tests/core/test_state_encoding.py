@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from loopwarden.v1 import loopwarden_pb2 as pb
 
 from loopwarden_server.statestore.encoding import EncodingError, frame, unframe
-from loopwarden_server.statestore.runs import EXPIRED, MISMATCH, RESTORED, CoreRuns, PythonRuns
-from tests.core.harness import CoreEngine, PythonEngine, pb_event
+from loopwarden_server.statestore.runs import EXPIRED, MISMATCH, RESTORED, CoreRuns
+from tests.reference.runs import ReferenceRuns
+from tests.core.harness import CoreEngine, ReferenceEngine, pb_event
 from tests.core.strategies import event_sequences, scenario_configs
 from tests.core.test_differential import LIMITS, SCALE
 
@@ -24,13 +25,13 @@ BIG = 1000  # no max-runs eviction: a transfer keeps every run, so LRU order pla
 TTL = 100.0
 
 
-def _engines(config_text: str) -> tuple[PythonEngine, CoreEngine]:
-    return (PythonEngine(config_text, LIMITS, max_runs=BIG, idle_ttl=TTL),
+def _engines(config_text: str) -> tuple[ReferenceEngine, CoreEngine]:
+    return (ReferenceEngine(config_text, LIMITS, max_runs=BIG, idle_ttl=TTL),
             CoreEngine(config_text, LIMITS, max_runs=BIG, idle_ttl=TTL))
 
 
-def _kept(engine) -> PythonRuns | CoreRuns:
-    return PythonRuns(engine.store) if engine.name == "python" else CoreRuns(engine.service)
+def _kept(engine) -> ReferenceRuns | CoreRuns:
+    return ReferenceRuns(engine.store) if engine.name == "reference" else CoreRuns(engine.service)
 
 
 def _record(engine, tenant: str, run_id: str) -> dict | None:
@@ -88,13 +89,13 @@ class TestOneRecord:
 
 
 class TestHandOver:
-    @given(scenario_configs(), scripts(), st.integers(min_value=0, max_value=12), st.sampled_from(["python", "core"]))
+    @given(scenario_configs(), scripts(), st.integers(min_value=0, max_value=12), st.sampled_from(["reference", "core"]))
     @settings(max_examples=100 * SCALE)
     def test_a_run_moved_between_engines_goes_on_as_if_it_never_moved(self, config_text, script, cut, first):
         """Run the first `cut` requests in one engine, move every run through the stored bytes to
         a fresh instance of the other, run the rest there: the verdicts and InspectRun views are
         those of one Python engine that ran everything (decision ids aside)."""
-        reference = PythonEngine(config_text, LIMITS, max_runs=BIG, idle_ttl=TTL)
+        reference = ReferenceEngine(config_text, LIMITS, max_runs=BIG, idle_ttl=TTL)
         before, after = _engines(config_text)
         if first == "core":
             before, after = after, before
@@ -103,7 +104,7 @@ class TestHandOver:
                 after.clock.now = before.clock.now
                 # runs idle past the TTL are not taken in (EXPIRED): both sides forget them first
                 reference.store.expire_idle()
-                before.store.expire_idle() if before.name == "python" else before.service.expire_idle()
+                before.store.expire_idle() if before.name == "reference" else before.service.expire_idle()
                 for key in RUNS:
                     value = _kept(before).encode(*key, before.clock.now)
                     if value is not None:
@@ -164,7 +165,7 @@ class TestTakingIn:
         with pytest.raises(EncodingError, match=field.replace("[", r"\[").replace("(", r"\(")):
             CoreRuns(CoreEngine("{}").service).take_in(value, core.clock.now)
         with pytest.raises(EncodingError):
-            PythonRuns(PythonEngine("{}").store).take_in(value, core.clock.now)
+            ReferenceRuns(ReferenceEngine("{}").store).take_in(value, core.clock.now)
 
     @given(st.binary(max_size=64), st.integers(min_value=0, max_value=4000))
     @settings(max_examples=200)

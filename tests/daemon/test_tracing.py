@@ -66,9 +66,8 @@ def loop_until_block(client: LoopwardenClient, run_id: str):
 class InProcessDaemon:
     """app.Daemon on its own event loop thread, its tracing replaced by an in-memory exporter."""
 
-    def __init__(self, tracing: Tracing, engine: str) -> None:
+    def __init__(self, tracing: Tracing) -> None:
         self.address = dead_address()
-        self.engine = engine
         self.exporter = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -81,8 +80,7 @@ class InProcessDaemon:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
 
     async def _make(self):
-        settings = DaemonSettings(listen=self.address, metrics_listen="127.0.0.1:0", drain_grace_seconds=1.0,
-                                  engine=self.engine)
+        settings = DaemonSettings(listen=self.address, metrics_listen="127.0.0.1:0", drain_grace_seconds=1.0)
         return app.Daemon(settings)
 
     def stop(self) -> None:
@@ -92,10 +90,9 @@ class InProcessDaemon:
         self._loop.close()
 
 
-@pytest.fixture(scope="module", params=["core", "python"])
-def memory(request):
-    """(daemon, exporter): the real Daemon, on either engine, with its tracer provider exporting
-    into memory."""
+@pytest.fixture(scope="module")
+def memory():
+    """(daemon, exporter): the real Daemon with its tracer provider exporting into memory."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -103,8 +100,7 @@ def memory(request):
     patch = pytest.MonkeyPatch()
     patch.setattr(app, "tracing_from", lambda *_args, **_kwargs: tracing)
     try:
-        daemon = InProcessDaemon(tracing, request.param)
-        assert request.param == daemon.daemon.engine
+        daemon = InProcessDaemon(tracing)
     finally:
         patch.undo()
     yield daemon, exporter

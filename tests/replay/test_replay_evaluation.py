@@ -11,13 +11,14 @@ import sys
 import pytest
 
 from loopwarden._wire import event_from_dict
-from loopwarden_server.config import load_config_text
+from loopwarden.v1 import loopwarden_pb2 as pb
+from loopwarden_server.config import load_config_text, load_default_config
+from loopwarden_server.replay.offline import OfflineEngine
 from loopwarden.replay import TraceError, conversation_events, read_trace
 from loopwarden_server.replay import (
-    LOOP_KINDS, LabelledSetError, Prediction, Stats, evaluate_offline, event_input, format_report, load_labelled_set,
+    LOOP_KINDS, LabelledSetError, Prediction, Stats, evaluate_offline, format_report, load_labelled_set,
     text_sha256,
 )
-from loopwarden_server.transport.convert import event_input as transport_event_input
 from tests.support.daemon import running_daemon
 
 CONFIG = "{tools:{loopDetection:{enabled:true}}}"
@@ -269,8 +270,9 @@ class TestEventsImporter:
         with pytest.raises(TraceError, match=f"{trace}:3: an event must be a JSON object"):
             list(read_trace(trace))
 
-    def test_offline_conversion_is_the_daemons(self):
-        """Every τ-bench event becomes the same service input offline as through the protobuf edge."""
+    def test_offline_verdicts_are_the_daemons(self):
+        """Every τ-bench event gets the same verdict offline (its fields handed to the core) as
+        through the protobuf edge (the event encoded and evaluated as a request)."""
         assert TAU_BENCH_TRACE.is_file(), f"shared trace missing: expected {TAU_BENCH_TRACE}"
         odd = [{"run_id": "r", "seq": 1, "kind": "tool_call", "tool_name": "read", "params_json": "{\"a\":1}"},
                {"run_id": "r", "seq": 2, "kind": "tool_outcome", "tool_name": "read", "result_json": "[1]"},
@@ -280,9 +282,19 @@ class TestEventsImporter:
                {"run_id": "r", "seq": 6}]
         events = [event.data for event in read_trace(TAU_BENCH_TRACE)] + odd
 
-        mismatched = [data for data in events if transport_event_input(event_from_dict(data)) != event_input(data)]
+        config = load_default_config()
+        offline, edge = OfflineEngine(config), OfflineEngine(config)
+        mismatched = []
+        for data in events:
+            by_fields = offline.judge(data)
+            answer = edge.core.evaluate(pb.EvaluateRequest(events=[event_from_dict(data)]).SerializeToString())
+            (wire,) = pb.EvaluateResponse.FromString(answer.response).verdicts
+            if (by_fields.seq, by_fields.run_id, by_fields.action, by_fields.count, by_fields.message) != (
+                    wire.seq, wire.run_id, pb.Action.Name(wire.action).removeprefix("ACTION_").lower(), wire.count,
+                    wire.message):
+                mismatched.append(data)
 
-        assert [] == mismatched
+        assert 200 < len(events) and [] == mismatched
 
 
 class TestOpenAIImporter:

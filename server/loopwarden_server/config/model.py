@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from loopwarden_server.engine.settings import LoopDetectionSettings, ToolCatalog
+from .detection import LoopDetectionSettings, ToolCatalog
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from typing import TypeVar
 
 from loopwarden_server.config.model import ExtensionsBlock, LoopDetectionBlock
 from loopwarden_server.config.presets import PRESETS
-from loopwarden_server.engine.settings import (
+from loopwarden_server.config.detection import (
     DEFAULT_COMPACTION_WINDOW_SIZE,
     DEFAULT_CRITICAL_THRESHOLD,
     DEFAULT_GLOBAL_CIRCUIT_BREAKER_THRESHOLD,

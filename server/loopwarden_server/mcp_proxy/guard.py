@@ -1,7 +1,7 @@
 """The proxy's verdicts: every `tools/call` asked first, every result reported after.
 
 One proxy process is one run (the MCP session id is not stable per call). The judge is the daemon
-over gRPC (integration `mcp_proxy`) or, with --offline, the daemon's service in-process. A BLOCK
+over gRPC (integration `mcp_proxy`) or, with --offline, the daemon's compiled core in-process. A BLOCK
 is answered with a CallToolResult of `isError: true` carrying the block message, and reported as
 the call's outcome (the blocked result the model got, spec section 6). Once the run is aborted,
 every later call fails the same way without asking. A daemon that cannot be asked lets calls
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
 from loopwarden import Action, AsyncLoopwardenClient, LoopwardenUnavailable, Verdict, blocked_tool_result
-from loopwarden.eventformat import json_text
+from loopwarden.eventformat import EventKind, EventRecord, json_text
 from loopwarden.hooks import INTEGRATION_HEADER
 
-from ..integration import MCP_PROXY
+from ..integration import MCP_PROXY, current_integration
 
 JUDGE_TIMEOUT_SECONDS = 5.0
 
@@ -74,40 +74,38 @@ class DaemonJudge:
 
 
 class OfflineJudge:
-    """--offline: the daemon's own service in-process (its config, no daemon)."""
+    """--offline: the daemon's own compiled core in-process (its config, no daemon)."""
 
     def __init__(self, config, run_id: str, *, agent_id: str = "") -> None:
         from ..replay.offline import OfflineEngine
 
-        self._service = OfflineEngine(config).service
+        self._engine = OfflineEngine(config)
         self._run_id = run_id
         self._agent_id = agent_id
 
-    def _evaluate(self, payload) -> Verdict:
-        from ..service import EventInput
-
-        decision = self._service.evaluate(EventInput(self._run_id, payload, self._agent_id, integration=MCP_PROXY))
-        verdict = decision.verdict
-        detector = verdict.detector.value
-        return Verdict(seq=decision.seq, run_id=decision.run_id, action=Action(verdict.action.value),
-                       detector="" if detector == "none" else detector, count=verdict.count, message=verdict.message,
+    def _evaluate(self, kind: EventKind, call: ToolCall | None = None, *, result_json: str | None = None,
+                  error: str | None = None) -> Verdict:
+        record = EventRecord(kind, run_id=self._run_id, agent_id=self._agent_id,
+                             tool_name=call.name if call else "", tool_call_id=call.call_id if call else "",
+                             params_json=call.params_json if call else "", result_json=result_json, error=error)
+        token = current_integration.set(MCP_PROXY)
+        try:
+            verdict = self._engine.decide(record)
+        finally:
+            current_integration.reset(token)
+        return Verdict(seq=verdict.seq, run_id=verdict.run_id, action=Action(verdict.action),
+                       detector=verdict.detector, level=verdict.level, count=verdict.count, message=verdict.message,
                        announce=verdict.announce, error_code=verdict.error_code, tool_name=verdict.tool_name,
-                       decision_id=decision.decision_id)
+                       decision_id=verdict.decision_id)
 
     async def tool_call(self, call: ToolCall) -> Verdict:
-        from ..engine import ToolCall as Call
-
-        return self._evaluate(Call(call.name, call.params_json, call.call_id))
+        return self._evaluate(EventKind.TOOL_CALL, call)
 
     async def tool_outcome(self, call: ToolCall, *, result_json: str | None = None, error: str | None = None) -> Verdict:
-        from ..engine import ToolOutcome
-
-        return self._evaluate(ToolOutcome(call.name, call.params_json, call.call_id, result_json, error))
+        return self._evaluate(EventKind.TOOL_OUTCOME, call, result_json=result_json, error=error)
 
     async def run_end(self) -> None:
-        from ..engine import RunEnd
-
-        self._evaluate(RunEnd())
+        self._evaluate(EventKind.RUN_END)
 
     async def close(self) -> None:
         return None

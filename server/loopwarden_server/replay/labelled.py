@@ -30,7 +30,7 @@ from typing import Any
 from loopwarden.replay import FORMATS, Observed, ReplayTally, RunTally, TraceEvent, open_text, read_trace
 
 from ..config import Config
-from ..engine import LoopDetectionSettings
+from ..config.detection import LoopDetectionSettings
 from .offline import OfflineEngine, quiet_daemon_logs
 
 MANIFEST_FORMAT = "loopwarden-labelled-set/1"

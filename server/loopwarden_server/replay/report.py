@@ -27,7 +27,7 @@ from loopwarden.eventformat import EventFormatError, EventKind, parse_event
 from loopwarden.replay import ReplayTally
 
 from ..config import default_config_text, load_config_text
-from ..engine import LoopDetectionSettings
+from ..config.detection import LoopDetectionSettings
 from .charts import LinePanel, Marker, Series, StripRow, histogram_pair, line_panels, strip_plot
 from .labelled import EvaluationReport, Label, LabelledSet, score
 from .offline import OfflineEngine, quiet_daemon_logs

@@ -4,23 +4,24 @@ Value (version 2):
 
     b"LWR" 0x02 | zlib stream (RFC 1950) of UTF-8 JSON
 
-The JSON object is the run record of snapshot format 4 (snapshot.py) with the wall-clock time of
-the run's latest event instead of an idle time:
+The JSON object is the run record the core writes and reads (core/src/state.rs); each run of
+snapshot format 4 (snapshot.py) is the same record with an idle time instead of the wall-clock
+time of the run's latest event:
 
     {"tenant": str, "run_id": str, "agent_id": str, "session_id": str,
      "last_seen": float (Unix seconds), "events_evaluated": int,
      "state": {history columns (hex digests), announced, guard, abort, blocks, seen_triples,
-               no_new_streak}  -- exactly snapshot._encode_state,
-     "retries": null | {seqs, digests (hex), next_slot, decisions}  -- snapshot._encode_retries}
+               no_new_streak}  -- the detector state,
+     "retries": null | {seqs, digests (hex), next_slot, decisions}  -- the retry window}
 
 A reader refuses a value whose first four bytes are not a version it knows. Version 1 held the
 same record with BLAKE2b retry digests and run-wide triple keys; version 2 takes both as the
-first 8 bytes of a sha256 (run on the CPU's SHA extensions by both engines). A version-1 value is
+first 8 bytes of a sha256 (run on the CPU's SHA extensions). A version-1 value is
 still read, without what its old digests name: its retry window is dropped (a resend of an event
 from before the upgrade is evaluated again) and its run-wide triples are forgotten (the breaker
-can only trip later, never earlier). Both engines read and
-write it: the Python engine here, the compiled core in core/src/state.rs (the JSON; the framing
-is `frame`/`unframe` here for both). tests/core/test_state_encoding.py holds them to one format.
+can only trip later, never earlier). The core writes and reads the JSON; the framing is
+`frame`/`unframe` here. tests/core/test_state_encoding.py holds the core to the reference
+engine's record (tests/reference/codec.py).
 
 Key: b"{" + base64url(tenant) + b"." + base64url(run_id) + b"}" (base64url without padding, of
 the UTF-8 bytes). '.' is not in the base64url alphabet, so no two (tenant, run_id) pairs share a
@@ -34,8 +35,6 @@ import zlib
 
 import orjson
 
-from ..snapshot import _decode_retries, _decode_state, _encode_retries, _encode_state
-from ..store import RunEntry
 
 MAGIC = b"LWR\x02"
 MAGIC_V1 = b"LWR\x01"
@@ -96,36 +95,3 @@ def _from_version_1(text: bytes) -> bytes:
     except (orjson.JSONDecodeError, TypeError, KeyError, AttributeError) as exc:
         raise EncodingError(f"malformed run: {exc!r}") from None
     return orjson.dumps(record)
-
-
-def encode_run(entry: RunEntry, wall_now: float, mono_now: float) -> bytes:
-    """The run as of now; `mono_now` is the store's clock, to turn last_seen into wall time."""
-    record = {
-        "tenant": entry.tenant, "run_id": entry.run_id, "agent_id": entry.agent_id,
-        "session_id": entry.session_id, "last_seen": wall_now - max(0.0, mono_now - entry.last_seen),
-        "events_evaluated": entry.events_evaluated,
-        "state": _encode_state(entry.state), "retries": _encode_retries(entry.retries),
-    }
-    return frame(orjson.dumps(record))
-
-
-def decode_run(data: bytes, wall_now: float) -> tuple[RunEntry, float]:
-    """(entry, idle seconds). EncodingError for anything that is not a version-1 run."""
-    text = unframe(data)
-    try:
-        record = orjson.loads(text)
-        tenant, run_id, agent_id, session_id = (_text(record, key) for key in ("tenant", "run_id", "agent_id", "session_id"))
-        entry = RunEntry(tenant, run_id, _decode_state(record["state"]), agent_id,
-                         session_id, events_evaluated=int(record["events_evaluated"]),
-                         retries=_decode_retries(record["retries"], run_id))
-        idle = max(0.0, wall_now - float(record["last_seen"]))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise EncodingError(f"malformed run: {exc!r}") from None
-    return entry, idle
-
-
-def _text(record: dict, key: str) -> str:
-    value = record[key]
-    if type(value) is not str:
-        raise ValueError(f"run.{key} is not a string")
-    return value

@@ -1,8 +1,7 @@
 """Runs kept beside the hot path: restored at start, loaded on first event, written behind.
 
 Design. A run lives in its owner's memory and every event is evaluated there, with no await on the
-per-event path; that memory is either engine's (runs.py: the Python RunStore or the compiled
-core, one face, one stored format). It marks a run dirty when an event touches it and marks a
+per-event path; that memory is the compiled core's (runs.py). It marks a run dirty when an event touches it and marks a
 delete when it ends or is evicted; every flush interval the flusher takes the dirty set, encodes
 each run as it is *then* (statestore.encoding) and hands batches to the StateStore. A failed
 batch puts its runs back in the dirty set (a run changed again meanwhile is simply written once,
@@ -24,13 +23,12 @@ import os
 import time
 from collections.abc import Callable, Iterable
 
-from ..snapshot import SnapshotError, read_snapshot, restore_snapshot
-from ..store import RunKey, RunStore
+from ..snapshot import SnapshotError, read_snapshot, snapshot_records
 from .base import StateStore, StateStoreError
-from .encoding import EncodingError, encode_run, run_key
+from .encoding import EncodingError, frame, run_key
 from .file import FileStateStore, NotAStateFile
 from .metrics import StateMetrics
-from .runs import RESTORED, KeptRuns, PythonRuns
+from .runs import RESTORED, CoreRuns, RunKey
 
 log = logging.getLogger("loopwarden.daemon")
 
@@ -41,10 +39,10 @@ FINAL_FLUSH_SECONDS = 5.0
 
 
 class StateKeeper:
-    def __init__(self, store: StateStore, runs: RunStore | KeptRuns, metrics: StateMetrics, *, flush_interval: float,
+    def __init__(self, store: StateStore, runs: CoreRuns, metrics: StateMetrics, *, flush_interval: float,
                  wall_clock: Callable[[], float] = time.time) -> None:
         self.store = store
-        self.runs: KeptRuns = PythonRuns(runs) if isinstance(runs, RunStore) else runs
+        self.runs = runs
         self.metrics = metrics
         self.flush_interval = flush_interval
         self._wall = wall_clock
@@ -108,24 +106,21 @@ class StateKeeper:
 
     def _convert_snapshot(self) -> tuple[int, int]:
         """A snapshot written before the state store (--snapshot): read it, rewrite it as a log.
-        It is read into a Python RunStore (the snapshot module's own reader), then every run goes
-        to the engine's memory and the file as the one stored format."""
+        Each of its runs is a run record (snapshot.py), taken in by the core like any stored run
+        and written to the file as the one stored format."""
         store = self.store
         assert isinstance(store, FileStateStore)
-        staging = RunStore(max_runs=1 << 62, idle_ttl_seconds=self.runs.idle_ttl_seconds, clock=time.monotonic)
+        wall = self._wall()
         try:
-            restored, expired = restore_snapshot(read_snapshot(store.path), staging, self._wall())
-        except (OSError, SnapshotError) as exc:
+            records, expired = snapshot_records(read_snapshot(store.path), wall, self.runs.idle_ttl_seconds)
+            for tenant, run_id, record in records:
+                self.runs.take_in_record(record, wall)
+        except (OSError, SnapshotError, EncodingError) as exc:
             self._refuse(str(exc))
             return 0, 0
-        mono, wall = staging.clock(), self._wall()
-        values = [(run_key(e.tenant, e.run_id), encode_run(e, wall, mono))
-                  for e in sorted(staging.entries(), key=lambda e: e.touch)]
-        for _key, value in values:
-            self.runs.take_in(value, wall)
-        store.rewrite(iter(values))
-        log.info("snapshot converted to a state file", extra={"state_store": store.path, "runs": restored})
-        return restored, expired
+        store.rewrite(iter([(run_key(tenant, run_id), frame(record)) for tenant, run_id, record in records]))
+        log.info("snapshot converted to a state file", extra={"state_store": store.path, "runs": len(records)})
+        return len(records), expired
 
     def _refuse(self, error: str) -> None:
         """An unreadable state file is moved aside (never deleted) and the daemon starts empty."""

@@ -1,86 +1,29 @@
-"""The runs a state keeper keeps, behind one face: the Python engine's RunStore or the compiled core.
+"""The runs a state keeper keeps: the compiled core's memory, seen as stored values.
 
 Design. The keeper (keeper.py) moves runs between memory and a store as bytes and never looks
 inside one, so all it needs of the memory side is this: which runs changed (and the marks put
 back when a flush fails), whether a run is held, a held run as a stored value, and a stored value
-taken in. `PythonRuns` does that with statestore.encoding over RunEntry objects; `CoreRuns` asks
-the core, which writes and reads the same JSON record itself (core/src/state.rs) and leaves only
-the framing (magic + zlib) to encoding.py. So a file or Redis store written by one engine is read
-by the other.
+taken in. The core writes and reads the run record's JSON itself (core/src/state.rs); only the
+framing (magic + zlib) is encoding.py's.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from ..store import RunKey, RunStore
-from .encoding import EncodingError, decode_run, encode_run, frame, unframe
+from .encoding import EncodingError, frame, unframe
+
+if TYPE_CHECKING:
+    from ..core import CoreService
 
 RESTORED, EXPIRED, MISMATCH = "restored", "expired", "mismatch"
 
-
-class KeptRuns(Protocol):
-    idle_ttl_seconds: float
-
-    def __len__(self) -> int: ...
-    def track_changes(self, evictions_delete: bool) -> None: ...
-    def dirty_count(self) -> int: ...
-    def take_dirty(self) -> list[tuple[RunKey, bool]]: ...
-    def redirty(self, items: list[tuple[RunKey, bool]]) -> None: ...
-    def held(self, tenant: str, run_id: str) -> bool: ...
-    def encode(self, tenant: str, run_id: str, wall_now: float) -> bytes | None: ...
-    def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None) -> str: ...
-    def clear(self) -> None: ...
-
-
-class PythonRuns:
-    """The Python engine's RunStore."""
-
-    def __init__(self, runs: RunStore) -> None:
-        self.store = runs
-
-    @property
-    def idle_ttl_seconds(self) -> float:
-        return self.store.idle_ttl_seconds
-
-    def __len__(self) -> int:
-        return len(self.store)
-
-    def track_changes(self, evictions_delete: bool) -> None:
-        self.store.track_changes(evictions_delete=evictions_delete)
-
-    def dirty_count(self) -> int:
-        return self.store.dirty_count()
-
-    def take_dirty(self) -> list[tuple[RunKey, bool]]:
-        return list(self.store.take_dirty().items())
-
-    def redirty(self, items: list[tuple[RunKey, bool]]) -> None:
-        self.store.redirty(items)
-
-    def held(self, tenant: str, run_id: str) -> bool:
-        return self.store.get(tenant, run_id) is not None
-
-    def encode(self, tenant: str, run_id: str, wall_now: float) -> bytes | None:
-        entry = self.store.get(tenant, run_id)
-        return None if entry is None else encode_run(entry, wall_now, self.store.clock())
-
-    def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None) -> str:
-        entry, idle = decode_run(value, wall_now)
-        if idle > self.store.idle_ttl_seconds:
-            return EXPIRED
-        if expect is not None and (entry.tenant, entry.run_id) != expect:
-            return MISMATCH
-        self.store.restore(entry, idle)
-        return RESTORED
-
-    def clear(self) -> None:
-        self.store.clear()
+RunKey = tuple[str, str]  # (tenant, run_id)
 
 
 class CoreRuns:
-    """The compiled core's runs (core_engine.CoreService)."""
+    """The compiled core's runs (core.CoreService)."""
 
-    def __init__(self, core) -> None:  # a CoreService; not imported: the core is optional
+    def __init__(self, core: CoreService) -> None:
         self.core = core
 
     @property
@@ -110,7 +53,11 @@ class CoreRuns:
         return None if record is None else frame(record)
 
     def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None) -> str:
-        record = unframe(value)
+        return self.take_in_record(unframe(value), wall_now, expect)
+
+    def take_in_record(self, record: bytes, wall_now: float, expect: RunKey | None = None) -> str:
+        """A run record's JSON (unframed): restored, expired or mismatch; EncodingError naming
+        the field when it is malformed."""
         try:
             outcome, evictions = self.core.native.load_run(record, wall_now, self.core.clock(), expect)
         except ValueError as exc:

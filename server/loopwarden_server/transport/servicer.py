@@ -1,4 +1,8 @@
-"""LoopDetectionService over grpc.aio.
+"""LoopDetectionService over grpc.aio, answered by the compiled core.
+
+The handlers have no (de)serializers for Evaluate and Check, so grpc hands them the message bytes
+and writes the bytes they return: protobuf is decoded and encoded in the core, once per request,
+with no Python object per event.
 
 Errors that concern one event are REJECT verdicts inside the stream; only stream-level failures
 end an RPC, with a status from the single table below. No reply ever carries exception text or a
@@ -11,26 +15,32 @@ callback checks the time of the last message instead of being rescheduled per me
 Routing: an RPC for one run carries `x-loopwarden-run-id` (ROUTING_HEADER), which a router
 hashes to pick the run's replica. A stream opened with it serves that run alone: an event for
 another run is REJECTed `run_id_mismatch`, so a multiplexed stream a router pinned to one
-replica cannot silently split a run's history. With a shared state store (`loader`), runs a
-request names that are not in memory are loaded (awaited) before the synchronous service
-evaluates; when every run is held, the per-event path has no await.
+replica cannot silently split a run's history. With a shared state store (`loader`), the core
+answers a request naming runs it does not hold with their ids and the decoded request; the
+handler awaits their load (keeper.py) and resumes the request, so it is decoded once, the
+per-event path has no await, and every event is evaluated with its run's history.
+
+With tracing on, the core lists the decisions worth a span event in its summary (typed, so
+nothing is decoded again here).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 
 import grpc
 from loopwarden.v1 import loopwarden_pb2 as pb
 
+from ..core import Answer, CoreService
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
-from ..service import LoopwardenService
 from ..statestore.keeper import StateKeeper
-from . import convert
+from ..tracing import VERDICT_EVENT, core_verdict_attributes
 from .auth import Identity
-from .decode import Refusal
+from .convert import inspect_response
+from .decode import TOO_MANY_EVENTS, UNDECODABLE, Refusal, undecodable
 
 log = logging.getLogger("loopwarden.transport")
 
@@ -47,10 +57,6 @@ STREAM_FAILURES = {
     "internal": (grpc.StatusCode.INTERNAL, "loopwarden failed on this request (error {error_id}); "
                                           "the daemon log has the details under that id"),
 }
-
-# Between the events of one request, let other RPCs (health first) run once a request has
-# carried this many payload bytes: a request of max-size payloads must not hold the loop.
-YIELD_EVERY_BYTES = 256 * 1024
 
 ROUTING_HEADER = "x-loopwarden-run-id"
 
@@ -78,16 +84,6 @@ async def _internal(context: grpc.aio.ServicerContext, rpc: str) -> None:
     await _fail(context, "internal", error_id=error_id)
 
 
-def _payload_bytes(event: pb.Event) -> int:
-    kind = event.WhichOneof("kind")
-    if kind == "tool_call":
-        return len(event.tool_call.params_json)
-    if kind == "tool_outcome":
-        outcome = event.tool_outcome
-        return len(outcome.params_json) + len(outcome.result_json) + len(outcome.error)
-    return 0
-
-
 class _IdleTimer:
     """Cancels the stream's task when no message arrived for `seconds`."""
 
@@ -113,9 +109,9 @@ class _IdleTimer:
 
 async def serve_evaluate_stream(context: grpc.aio.ServicerContext, *, lifecycle: Lifecycle, metrics: Metrics,
                                 max_streams: int, idle_seconds: float, serve) -> None:
-    """Everything around one Evaluate stream that does not depend on the engine, shared by both
-    engines' handlers: admission (draining, the stream cap), the stream gauge, the idle timer,
-    and the stream-level failures. `serve(context, timer)` reads and answers the requests."""
+    """Everything around one Evaluate stream: admission (draining, the stream cap), the stream
+    gauge, the idle timer, and the stream-level failures. `serve(context, timer)` reads and
+    answers the requests."""
     if lifecycle.draining:
         await _fail(context, "draining")
     if lifecycle.active_streams >= max_streams:
@@ -140,11 +136,22 @@ async def serve_evaluate_stream(context: grpc.aio.ServicerContext, *, lifecycle:
         metrics.active_streams.dec()
 
 
+def _refusal(reason: str, max_events: int) -> Refusal:
+    if reason == TOO_MANY_EVENTS:
+        return Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, TOO_MANY_EVENTS,
+                       f"too_many_events: a request may carry at most {max_events} events "
+                       "(--max-events-per-request); none of this request's events was evaluated")
+    return undecodable("request")
+
+
 class LoopDetectionServicer:
-    def __init__(self, service: LoopwardenService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
-                 stream_idle_timeout_seconds: float, loader: StateKeeper | None = None) -> None:
+    def __init__(self, core: CoreService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
+                 stream_idle_timeout_seconds: float, loader: StateKeeper | None = None,
+                 current_span: Callable | None = None) -> None:
+        self._core = core
         self._loader = loader
-        self._service = service
+        # Tracing on: the current span, to add one event per decision other than a plain ALLOW.
+        self._current_span = current_span
         self._metrics = metrics
         self._lifecycle = lifecycle
         self._identity = identity
@@ -152,15 +159,24 @@ class LoopDetectionServicer:
 
     async def Evaluate(self, _request_iterator, context: grpc.aio.ServicerContext) -> None:
         await serve_evaluate_stream(context, lifecycle=self._lifecycle, metrics=self._metrics,
-                                    max_streams=self._service.limits.max_streams, idle_seconds=self._idle_seconds,
+                                    max_streams=self._core.limits.max_streams, idle_seconds=self._idle_seconds,
                                     serve=self._serve_stream)
 
+    def _reporting(self) -> bool:
+        return self._current_span is not None and self._current_span().is_recording()
+
+    async def _loaded(self, answer: Answer, tenant: str, routed: str, report: bool) -> Answer:
+        """The answer once the runs it names are loaded from the shared store (lazy answers)."""
+        if answer.missing_runs:
+            await self._loader.ensure_loaded(tenant, answer.missing_runs)
+            answer = self._core.resume(answer.pending, tenant, routed, report=report)
+        return answer
+
     async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer) -> None:
-        evaluate, misrouted = self._service.evaluate, self._service.refuse_misrouted
-        to_input, to_verdict = convert.event_input, convert.verdict_message
+        evaluate = self._core.evaluate
         tenant = self._identity.tenant(context)
         routed = _routed_run_id(context)
-        loader = self._loader
+        lazy = self._loader is not None
         loop_time = asyncio.get_running_loop().time
         read, write = context.read, context.write
         while True:
@@ -168,52 +184,41 @@ class LoopDetectionServicer:
             if request is grpc.aio.EOF:
                 return
             timer.last = loop_time()
-            if type(request) is Refusal:
-                await _refuse(context, self._metrics, request)
-            if loader is not None:
-                await self._load_missing(loader, tenant, request.events, routed)
-            verdicts = []
-            # Sizes per event only for a request big enough to need a yield (most are not).
-            carried = 0 if request.ByteSize() >= YIELD_EVERY_BYTES else None
-            for event in request.events:
-                if routed and event.run_id.strip() != routed:
-                    verdicts.append(to_verdict(misrouted(to_input(event, tenant), routed)))
-                else:
-                    verdicts.append(to_verdict(evaluate(to_input(event, tenant))))
-                if carried is not None:
-                    carried += _payload_bytes(event)
-                    if carried >= YIELD_EVERY_BYTES:
-                        carried = 0
-                        await asyncio.sleep(0)
-            await write(pb.EvaluateResponse(verdicts=verdicts))
+            report = self._reporting()
+            answer = evaluate(request, tenant, routed, lazy=lazy, report=report)
+            if lazy:
+                answer = await self._loaded(answer, tenant, routed, report)
+            if answer.refusal:
+                await _refuse(context, self._metrics, _refusal(answer.refusal, self._core.limits.max_events_per_request))
+            if report:
+                self._trace(answer)
+            await write(answer.response)
 
-    @staticmethod
-    async def _load_missing(loader: StateKeeper, tenant: str, events, routed: str) -> None:
-        run_ids = [event.run_id.strip() for event in events
-                   if event.WhichOneof("kind") != "run_end" and (not routed or event.run_id.strip() == routed)]
-        await loader.load_missing(tenant, run_ids)
-
-    async def Check(self, request, context: grpc.aio.ServicerContext) -> pb.CheckResponse:
+    async def Check(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             if self._lifecycle.draining:
                 await _fail(context, "draining")
-            if type(request) is Refusal:
-                await _refuse(context, self._metrics, request)
-            if not request.HasField("event"):
-                await _fail(context, "missing_event")
             tenant, routed = self._identity.tenant(context), _routed_run_id(context)
-            event = convert.event_input(request.event, tenant)
-            if routed and event.run_id.strip() != routed:
-                decision = self._service.refuse_misrouted(event, routed)
-            else:
-                if self._loader is not None:
-                    await self._load_missing(self._loader, tenant, (request.event,), routed)
-                decision = self._service.evaluate(event)
-            return pb.CheckResponse(verdict=convert.verdict_message(decision))
+            lazy, report = self._loader is not None, self._reporting()
+            answer = self._core.check(request, tenant, routed, lazy=lazy, report=report)
+            if lazy:
+                answer = await self._loaded(answer, tenant, routed, report)
+            if answer.refusal == "missing_event":
+                await _fail(context, "missing_event")
+            if answer.refusal:
+                await _refuse(context, self._metrics, _refusal(UNDECODABLE, 0))
+            if report:
+                self._trace(answer)
+            return answer.response
         except grpc.aio.AbortError:
             raise
         except Exception:  # noqa: BLE001
             await _internal(context, "Check")
+
+    def _trace(self, answer: Answer) -> None:
+        span = self._current_span()
+        for verdict in answer.summary.reported:
+            span.add_event(VERDICT_EVENT, core_verdict_attributes(verdict))
 
     async def InspectRun(self, request, context: grpc.aio.ServicerContext) -> pb.InspectRunResponse:
         try:
@@ -223,12 +228,12 @@ class LoopDetectionServicer:
             if not run_id:
                 await _fail(context, "missing_run_id")
             tenant = self._identity.tenant(context)
-            if self._loader is not None:
-                await self._loader.load_missing(tenant, (run_id,))
-            view = self._service.inspect(run_id, tenant)
+            if self._loader is not None and not self._core.held(tenant, run_id):
+                await self._loader.ensure_loaded(tenant, [run_id])
+            view = self._core.inspect(run_id, tenant)
             if view is None:
                 await _fail(context, "unknown_run", run_id=run_id)
-            return convert.inspect_response(view)
+            return inspect_response(view, self._core.config.settings_for(view.agent_id))
         except grpc.aio.AbortError:
             raise
         except Exception:  # noqa: BLE001

@@ -9,8 +9,8 @@ import zlib
 
 import pytest
 
-from loopwarden_server.engine import History, RunState
-from loopwarden_server.store import RunEntry, RunStore
+from tests.reference.engine import History, RunState
+from tests.reference.store import RunEntry, RunStore
 
 HISTORY = 30
 TENANT = ""
@@ -50,7 +50,7 @@ def shard_indices_in_subprocess(hash_seed: str, shards: int) -> dict[str, list[i
     """Shard indices (and, for contrast, `hash() % shards`) computed by a fresh interpreter with the given hash seed."""
     code = (
         "import json, sys\n"
-        "from loopwarden_server.store import RunStore\n"
+        "from tests.reference.store import RunStore\n"
         "ids = json.loads(sys.stdin.read())\n"
         f"store = RunStore(max_runs=1, idle_ttl_seconds=1, clock=lambda: 0.0, shard_count={shards})\n"
         f"print(json.dumps({{'store': [store.shard_index(i) for i in ids], 'hash': [hash(i) % {shards} for i in ids]}}))\n"

@@ -1,4 +1,4 @@
-"""The service layer: envelope validation, run store, retries, engine, metrics and decision logs.
+"""The reference service layer (the tests' oracle; the daemon runs the compiled core): envelope validation, run store, retries, engine, metrics and decision logs.
 
 It sees neither protobuf nor grpc: the transport hands it `EventInput`s and gets `Decision`s.
 Every run is keyed by the pair (tenant, run_id): a run id is scoped to the tenant that sent it.
@@ -16,17 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loopwarden.eventformat import EventKind
+from loopwarden_server.config import Config
+from loopwarden_server.integration import current_integration
+from loopwarden_server.metrics import DEFAULT_AGENT, Metrics
+from loopwarden_server.settings import Limits
 
-from .config import Config
 from .engine import (
     Action, CompactionRetry, ErrorCode, LoopDetectionSettings, Record, RunEnd, ToolCall, ToolOutcome, Verdict,
     evaluate, new_run_state, normalize_tool_name,
 )
 from .engine.verdicts import ALLOW, reject
-from .integration import current_integration
-from .metrics import DEFAULT_AGENT, Metrics
 from .retries import RetryWindow, content_digest
-from .settings import Limits
 from .store import RunEntry, RunStore
 
 decision_log = logging.getLogger("loopwarden.decisions")

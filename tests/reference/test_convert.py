@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 from loopwarden.v1 import loopwarden_pb2 as pb
 
-from loopwarden_server.engine import (
+from tests.reference.engine import (
     Action, CompactionRetry, Detector, Level, LoopDetectionSettings, Record, RunEnd, ToolCall, ToolOutcome, Verdict,
 )
-from loopwarden_server.service import Decision, RunView
-from loopwarden_server.transport import convert
+from tests.reference.service import Decision, RunView
+from tests.reference import convert
 
 
 class TestEventInput:

@@ -1,0 +1,135 @@
+"""loopwarden-core: the compiled per-event engine (Rust). The daemon's Python is its typed face.
+
+Every object the core returns is frozen and read by name. Nothing here does I/O: the daemon
+feeds it request bytes or event fields and turns its answers into metrics, logs and replies.
+"""
+from typing import final
+
+__version__: str
+
+# Shared vocabulary, defined once in the core.
+COUNTERS: tuple[str, ...]
+"""Counter names by code: COUNTERS[delta.counter] names the metric a CounterDelta increments."""
+DETECTORS: tuple[str, ...]
+"""Every detector id a verdict can carry."""
+ACTIONS: tuple[str, ...]
+LEVELS: tuple[str, ...]
+
+def canonical_json(text: str, max_depth: int = 64) -> bytes: ...
+def args_digest(tool_name: str, params_json: str) -> bytes: ...
+def outcome_fingerprint(tool_name: str, params_json: str, result_json: str | None, error: str | None,
+                        provider_send_tools: list[str] = ..., extra_poll_tools: list[str] = ...
+                        ) -> tuple[int, bytes, str | None]: ...
+def normalize_tool_name(raw: str) -> str: ...
+
+@final
+class CounterDelta:
+    counter: int
+    first: str
+    second: str
+    agent: str
+    count: int
+
+@final
+class DecisionLog:
+    level: int
+    message: str
+    extra: dict[str, object]
+
+@final
+class Verdict:
+    seq: int
+    run_id: str
+    agent_id: str
+    action: str
+    detector: str
+    level: str
+    count: int
+    message: str
+    warning_key: str
+    announce: bool
+    paired_tool_name: str
+    error_code: str
+    tool_name: str
+    decision_id: str
+    evidence_seqs: list[int]
+    evidence_call_ids: list[str]
+    loop_started_seq: int
+    shadow_action: str | None
+
+@final
+class Summary:
+    counters: list[CounterDelta]
+    latency_buckets: list[int]
+    latency_sum: float
+    logs: list[DecisionLog]
+    evictions: list[str]
+    held_runs: int
+    reported: list[Verdict]
+
+@final
+class Pending:
+    """A decoded request waiting for its runs to be loaded; hand it to Core.resume."""
+
+@final
+class Answer:
+    response: bytes | None
+    verdict: Verdict | None
+    refusal: str
+    missing_runs: list[str]
+    pending: Pending | None
+    summary: Summary | None
+
+@final
+class RecordView:
+    seq: int
+    tool_name: str
+    args_hash: str
+    tool_call_id: str
+    result_hash: str
+    unknown_tool_name: str
+
+@final
+class RunView:
+    run_id: str
+    agent_id: str
+    agent_label: str
+    records: list[RecordView]
+    guard_armed: bool
+    guard_window_size: int
+    guard_observed: int
+    blocks: int
+    aborted: bool
+    abort_error_code: str
+    events_evaluated: int
+    recent_verdicts: list[bytes]
+
+@final
+class Core:
+    debug_logs: bool
+    def __init__(self, instance_id: str, max_runs: int, idle_ttl_seconds: float, limits: dict[str, int],
+                 latency_bounds: list[float]) -> None: ...
+    def configure(self, default: dict[str, object], agents: dict[str, dict[str, object]],
+                  provider_send_tools: list[str], extra_poll_tools: list[str]) -> None: ...
+    def evaluate(self, data: bytes, tenant: str, now: float, routed: str = "", lazy: bool = False,
+                 report: bool = False) -> Answer: ...
+    def check(self, data: bytes, tenant: str, now: float, routed: str = "", lazy: bool = False,
+              report: bool = False) -> Answer: ...
+    def decide(self, kind: str, run_id: str, *, tenant: str = "", now: float = 0.0, agent_id: str = "",
+               session_id: str = "", seq: int = 0, tool_name: str = "", params_json: str = "",
+               tool_call_id: str = "", result_json: str | None = None, error: str | None = None,
+               lazy: bool = False, report: bool = False) -> Answer: ...
+    def resume(self, pending: Pending, tenant: str, now: float, routed: str = "", report: bool = False) -> Answer: ...
+    def track_changes(self, evictions_delete: bool) -> None: ...
+    def dirty_count(self) -> int: ...
+    def take_dirty(self) -> list[tuple[tuple[str, str], bool]]: ...
+    def redirty(self, items: list[tuple[tuple[str, str], bool]]) -> None: ...
+    def clear(self) -> None: ...
+    def held(self, tenant: str, run_id: str) -> bool: ...
+    def encode_run(self, tenant: str, run_id: str, wall_now: float, now: float) -> bytes | None: ...
+    def load_run(self, record: bytes, wall_now: float, now: float,
+                 expect: tuple[str, str] | None = None) -> tuple[str, list[str]]: ...
+    def inspect(self, tenant: str, run_id: str) -> RunView | None: ...
+    def __len__(self) -> int: ...
+    def expire_idle(self, now: float, budget: int) -> int: ...
+    def remove(self, tenant: str, run_id: str) -> bool: ...

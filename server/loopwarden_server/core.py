@@ -1,0 +1,181 @@
+"""The compiled engine (loopwarden-core) seen from Python: what happens per request and per config.
+
+Design. The core owns everything per event: protobuf decode, envelope limits, the run store,
+retries, fingerprints, detectors, the guard, decision ids and the response bytes. Python crosses
+into it once per request (or once per hook event, with the event's fields: no protobuf round
+trip) and gets back a typed `Answer`: the response, and a `Summary` of counter deltas, latency
+counts, the decisions worth a log line and the runs it evicted. Here those become Prometheus
+increments and decision log lines. Config stays Python's: each (re)load is compiled into one
+frozen settings mapping per agent and handed over whole.
+
+Every counter code, detector id and action name comes from the core (`loopwarden_core.COUNTERS`,
+`DETECTORS`, `ACTIONS`): Python has no second spelling of them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+from collections.abc import Callable
+
+import loopwarden_core
+from loopwarden.eventformat import EventRecord
+
+from .config import Config
+from .config.detection import LoopDetectionSettings
+from .integration import current_integration
+from .metrics import LATENCY_BUCKETS, Metrics
+from .settings import Limits
+
+decision_log = logging.getLogger("loopwarden.decisions")
+
+# The counters a Summary's deltas increment, by the core's own codes.
+Counter = enum.IntEnum("Counter", {name.upper(): code for code, name in enumerate(loopwarden_core.COUNTERS)})
+
+_SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(LoopDetectionSettings) if f.name != "preset")
+_LIMIT_FIELDS = ("max_params_bytes", "max_result_bytes", "max_run_id_chars", "max_tool_name_chars",
+                 "max_agent_id_chars", "max_session_id_chars", "max_tool_call_id_chars", "max_json_depth",
+                 "max_events_per_request")
+
+Answer = loopwarden_core.Answer
+Pending = loopwarden_core.Pending
+RunView = loopwarden_core.RunView
+CoreVerdict = loopwarden_core.Verdict
+
+
+def settings_dict(settings: LoopDetectionSettings) -> dict:
+    return {name: getattr(settings, name) for name in _SETTINGS_FIELDS}
+
+
+class CoreService:
+    """One daemon's runs in the compiled core."""
+
+    def __init__(self, config: Config, metrics: Metrics, limits: Limits, *, max_runs: int,
+                 idle_ttl_seconds: float, clock: Callable[[], float], instance_id: str = "lw") -> None:
+        self.metrics = metrics
+        self.limits = limits
+        self.clock = clock
+        self.idle_ttl_seconds = float(idle_ttl_seconds)
+        # runs_loaded{memory} of a shared state store (keeper.py's `missing` counts the same)
+        self.on_held: Callable[[int], None] | None = None
+        self.native = loopwarden_core.Core(
+            instance_id, max_runs, float(idle_ttl_seconds),
+            {name: getattr(limits, name) for name in _LIMIT_FIELDS}, list(LATENCY_BUCKETS))
+        self._verdict_labels_have_integration = "integration" in metrics.verdicts.labelnames
+        self._config = config
+        self.swap_config(config)
+        metrics.active_runs.set_function(lambda: len(self.native))
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    def swap_config(self, config: Config) -> None:
+        """Compile the config once: settings per agent id, the defaults, the tool catalog."""
+        agents = {agent: settings_dict(settings) for agent, settings in config.agent_settings.items()}
+        catalog = config.tool_catalog
+        self.native.configure(settings_dict(config.global_settings), agents,
+                              sorted(catalog.provider_send_tools), sorted(catalog.extra_poll_tools))
+        self._config = config
+
+    def __len__(self) -> int:
+        return len(self.native)
+
+    # ------------------------------------------------------------------ per request
+
+    def evaluate(self, data: bytes, tenant: str = "", routed: str = "", *, lazy: bool = False,
+                 report: bool = False) -> Answer:
+        """EvaluateRequest bytes. `routed`: the stream's x-loopwarden-run-id. `lazy` (a shared
+        state store): when the request names runs not in memory, the answer names them and holds
+        the decoded request for `resume`. `report`: the summary lists the decisions for spans."""
+        self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
+        return self._applied(self.native.evaluate(data, tenant, self.clock(), routed, lazy, report), tenant)
+
+    def check(self, data: bytes, tenant: str = "", routed: str = "", *, lazy: bool = False,
+              report: bool = False) -> Answer:
+        """CheckRequest bytes; the refusal `missing_event` when it carries none."""
+        self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
+        return self._applied(self.native.check(data, tenant, self.clock(), routed, lazy, report), tenant)
+
+    def decide(self, record: EventRecord, tenant: str = "", *, lazy: bool = False) -> Answer:
+        """One event from its record (hooks, offline replay, the MCP proxy's offline judge): the
+        answer's `verdict` is the decision. No protobuf on the way in or out."""
+        self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
+        kind = "" if record.kind is None else record.kind.value
+        answer = self.native.decide(
+            kind, record.run_id, tenant=tenant, now=self.clock(), agent_id=record.agent_id,
+            session_id=record.session_id, seq=record.seq, tool_name=record.tool_name,
+            params_json=record.params_json, tool_call_id=record.tool_call_id, result_json=record.result_json,
+            error=record.error, lazy=lazy)
+        return self._applied(answer, tenant)
+
+    def resume(self, pending: Pending, tenant: str = "", routed: str = "", *, report: bool = False) -> Answer:
+        """A request a lazy call set aside, now that its runs are loaded (decoded once)."""
+        return self._applied(self.native.resume(pending, tenant, self.clock(), routed, report), tenant)
+
+    # ------------------------------------------------------------------ runs
+
+    def held(self, tenant: str, run_id: str) -> bool:
+        return self.native.held(tenant, run_id)
+
+    def inspect(self, run_id: str, tenant: str = "") -> RunView | None:
+        return self.native.inspect(tenant, run_id)
+
+    def count_evictions(self, reasons: list[str]) -> None:
+        for reason in reasons:
+            self.metrics.evictions.labels(reason).inc()
+
+    def expire_idle(self, budget: int = 10_000) -> int:
+        dropped = self.native.expire_idle(self.clock(), budget)
+        if dropped:
+            self.metrics.evictions.labels("idle_ttl").inc(dropped)
+        return dropped
+
+    def remove(self, tenant: str, run_id: str) -> bool:
+        return self.native.remove(tenant, run_id)
+
+    # ------------------------------------------------------------------ the summary
+
+    def _applied(self, answer: Answer, tenant: str) -> Answer:
+        summary = answer.summary
+        if summary is None:  # refused whole: nothing was evaluated
+            return answer
+        if answer.missing_runs:  # nothing evaluated yet: only the runs already held count
+            if summary.held_runs and self.on_held is not None:
+                self.on_held(summary.held_runs)
+            return answer
+        self._apply(summary, tenant)
+        return answer
+
+    def _apply(self, summary: loopwarden_core.Summary, tenant: str) -> None:
+        """The request's counter deltas, latency counts, decision log lines and evictions."""
+        metrics = self.metrics
+        tenant_labels = metrics.tenant_labels(tenant)
+        integration = (current_integration.get(),) if self._verdict_labels_have_integration else ()
+        for delta in summary.counters:
+            code, first, agent, count = delta.counter, delta.first, delta.agent, delta.count
+            if code == Counter.EVENTS:
+                metrics.event_of(first).inc(count)
+            elif code == Counter.VERDICTS:
+                metrics.verdict_of(first, delta.second, agent, *integration, *tenant_labels).inc(count)
+            elif code == Counter.REJECTED:
+                metrics.rejected_of(first).inc(count)
+            elif code == Counter.RETRIED:
+                metrics.retried_events.inc(count)
+            elif code == Counter.WARNINGS:
+                metrics.warning_of(first, agent, *tenant_labels).inc(count)
+            elif code == Counter.BLOCKS:
+                metrics.block_of(first, agent, *tenant_labels).inc(count)
+            elif code == Counter.SHADOW:
+                metrics.shadow_verdict_of(first, delta.second).inc(count)
+            elif code == Counter.ESCALATION_ABORTS:
+                metrics.escalation_abort_of(first, agent, *tenant_labels).inc(count)
+            elif code == Counter.GUARD_ABORTS:
+                metrics.guard_abort_of(agent, *tenant_labels).inc(count)
+        metrics.evaluation_seconds.add_counts(summary.latency_buckets, summary.latency_sum)
+        for line in summary.logs:
+            decision_log.log(line.level, line.message, extra=line.extra)
+        for reason in summary.evictions:
+            metrics.evictions.labels(reason).inc()
+        if summary.held_runs and self.on_held is not None:
+            self.on_held(summary.held_runs)
