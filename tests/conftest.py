@@ -87,3 +87,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
     terminalreporter.section("time per test group")
     for group, seconds in sorted(_GROUP_SECONDS.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{group:<28} {_GROUP_TESTS.get(group, 0):>5} tests {seconds:>8.1f} s")
+
+
+def pytest_report_header(config) -> str:
+    """The differential suite's seed for this run, so any failure can be replayed exactly."""
+    from tests.core.test_differential import SEED
+
+    return f"differential seed: {SEED} (replay: LOOPWARDEN_DIFFERENTIAL_SEED={SEED})"

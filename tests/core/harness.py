@@ -55,7 +55,9 @@ class ReferenceEngine:
         self.clock = Clock()
         self.registry = CollectorRegistry()
         self.metrics = Metrics(self.registry)
-        self.store = RunStore(max_runs=max_runs, idle_ttl_seconds=idle_ttl, clock=self.clock)
+        # Evictions counted as the daemon counted them when it ran this engine (app.py's on_evict).
+        self.store = RunStore(max_runs=max_runs, idle_ttl_seconds=idle_ttl, clock=self.clock,
+                              on_evict=lambda reason, _entry: self.metrics.evictions.labels(reason).inc())
         ticks = itertools.count()
         self.service = LoopwardenService(load_config_text(config_text), self.store, self.metrics, limits,
                                          lambda: next(ticks) * 1e-6, instance_id="lw")
