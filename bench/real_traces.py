@@ -1,11 +1,12 @@
-"""Measure settings on the shared real traces: good runs warned / blocked, and calls until the block
+"""Measure settings on the real traces: good runs warned / blocked, and calls until the block
 of loops injected into copies of real runs.
 
-Every run of `../shared/traces/` is a good run (README there): a setting that blocks one is a false
-positive. Loops are injected deterministically (fixed seed) into copies of real runs of each set,
-one loop per copy, at a random point; "calls until block" counts tool calls from the loop's first
-call (= 1) to the first BLOCK/ABORT of the run at or after it. Everything is replayed through the
-daemon's own service layer in-process (the same path as `loopwarden replay --offline`).
+Every run of `traces/` (vendored in the repository; see its README) is a good run: a setting that
+blocks one is a false positive. Loops are injected deterministically (fixed seed) into copies of
+real runs of each set, one loop per copy, at a random point; "calls until block" counts tool calls
+from the loop's first call (= 1) to the first BLOCK/ABORT of the run at or after it. Everything is
+replayed through the daemon's own service layer in-process (the same path as `loopwarden replay
+--offline`).
 
 Run: .venv/bin/python bench/real_traces.py [--traces DIR] [--copies N] [--only NAME ...]
 The README tables are copied from one run of this script.
@@ -28,7 +29,7 @@ from loopwarden_server.config import load_config_text
 from loopwarden_server.replay.offline import OfflineEngine, quiet_daemon_logs
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TRACES = ROOT.parent / "shared" / "traces"
+DEFAULT_TRACES = ROOT / "traces"
 TRACE_SETS = {
     "τ-bench airline": "tau-bench-airline-gpt-4o.jsonl",
     "τ-bench retail": "tau-bench-retail-grok3.jsonl.gz",
@@ -220,7 +221,8 @@ def describe(values: list[int | None]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES,
+                        help=f"the folder of trace sets (default: {DEFAULT_TRACES.relative_to(ROOT)}/ in the repository)")
     parser.add_argument("--copies", type=int, default=20, help="runs of each set per injected loop kind")
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--only", nargs="*", default=None, help="names of CONFIGS to measure")

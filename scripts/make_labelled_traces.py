@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Build the labelled replay set: real τ-bench runs as negatives, loops injected into copies as positives.
 
-Negatives: the 200 real GPT-4o τ-bench airline runs of ../shared/traces/ (none loops), referenced
-by the manifest, not copied. Positives: copies of those runs (new run ids) with one loop injected
+Negatives: the 200 real GPT-4o τ-bench airline runs of traces/ (none loops), referenced by the
+manifest, not copied. Positives: copies of those runs (new run ids) with one loop injected
 at a random point, of six kinds (see loopwarden_server.replay.labelled.LOOP_KINDS): generic
 repeats, `process` polls, `command_status` polls, ping-pongs, unknown-tool retries and
 post-compaction repeats. Injected calls reuse the run's own tools, arguments and results where
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TAU = REPO.parent / "shared" / "traces" / "tau-bench-airline-gpt-4o.jsonl"
+DEFAULT_TAU = REPO / "traces" / "tau-bench-airline-gpt-4o.jsonl"
 DEFAULT_OUT = REPO / "tests" / "replay" / "labelled"
 MANIFEST_NAME = "manifest.json"
 POSITIVES_NAME = "positives.jsonl.gz"
@@ -114,8 +114,8 @@ def read_runs(path: Path) -> list[Run]:
     if not path.is_file():
         raise GeneratorError(
             f"τ-bench trace not found: {path}\n"
-            f"The negatives are the shared real runs, expected at ../shared/traces/{DEFAULT_TAU.name} "
-            f"next to the repository; pass --tau PATH if they live elsewhere.")
+            f"The negatives are the real runs vendored at {os.path.relpath(DEFAULT_TAU, REPO)} in the "
+            f"repository; pass --tau PATH if they live elsewhere.")
     events: dict[str, list[dict[str, Any]]] = {}
     with open(path, encoding="utf-8") as lines:
         for line in lines:

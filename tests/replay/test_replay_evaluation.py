@@ -27,7 +27,7 @@ LABELLED = REPO / "tests" / "replay" / "labelled"
 MANIFEST = LABELLED / "manifest.json"
 FIXTURES = REPO / "tests" / "replay" / "fixtures"
 GENERATOR = REPO / "scripts" / "make_labelled_traces.py"
-TAU_BENCH_TRACE = REPO.parent / "shared" / "traces" / "tau-bench-airline-gpt-4o.jsonl"
+TAU_BENCH_TRACE = REPO / "traces" / "tau-bench-airline-gpt-4o.jsonl"  # vendored: see traces/README.md
 
 SETTINGS = load_config_text(CONFIG).settings_for("")
 W, C, U, N = (SETTINGS.warning_threshold, SETTINGS.critical_threshold, SETTINGS.unknown_tool_threshold,
@@ -78,7 +78,7 @@ def write_manifest(path: pathlib.Path, traces: list[dict], runs: list[dict]) -> 
 
 @pytest.fixture(scope="module")
 def labelled_set():
-    assert TAU_BENCH_TRACE.is_file(), f"shared trace missing: expected {TAU_BENCH_TRACE}"
+    assert TAU_BENCH_TRACE.is_file(), f"vendored trace missing: expected {TAU_BENCH_TRACE}"
     return load_labelled_set(MANIFEST)
 
 
@@ -273,7 +273,7 @@ class TestEventsImporter:
     def test_offline_verdicts_are_the_daemons(self):
         """Every τ-bench event gets the same verdict offline (its fields handed to the core) as
         through the protobuf edge (the event encoded and evaluated as a request)."""
-        assert TAU_BENCH_TRACE.is_file(), f"shared trace missing: expected {TAU_BENCH_TRACE}"
+        assert TAU_BENCH_TRACE.is_file(), f"vendored trace missing: expected {TAU_BENCH_TRACE}"
         odd = [{"run_id": "r", "seq": 1, "kind": "tool_call", "tool_name": "read", "params_json": "{\"a\":1}"},
                {"run_id": "r", "seq": 2, "kind": "tool_outcome", "tool_name": "read", "result_json": "[1]"},
                {"run_id": "r", "seq": 3, "kind": "tool_outcome", "tool_name": "read"},
@@ -357,7 +357,7 @@ class TestOpenAIImporter:
 
     def test_tau_bench_runs_survive_a_round_trip(self, tmp_path):
         """The τ-bench runs written as OpenAI conversations import back to the shared trace's events."""
-        assert TAU_BENCH_TRACE.is_file(), f"shared trace missing: expected {TAU_BENCH_TRACE}"
+        assert TAU_BENCH_TRACE.is_file(), f"vendored trace missing: expected {TAU_BENCH_TRACE}"
         originals = [event.data for event in read_trace(TAU_BENCH_TRACE)]
         conversations: dict[str, list] = {}
         for data in originals:
@@ -514,7 +514,7 @@ class TestCli:
 class TestGenerator:
     def test_regenerates_the_shipped_set_exactly(self, tmp_path):
         """The generator is deterministic: run again, it writes the shipped manifest and positives."""
-        assert TAU_BENCH_TRACE.is_file(), f"shared trace missing: expected {TAU_BENCH_TRACE}"
+        assert TAU_BENCH_TRACE.is_file(), f"vendored trace missing: expected {TAU_BENCH_TRACE}"
 
         result = subprocess.run([sys.executable, str(GENERATOR), "--out", str(tmp_path)],
                                 capture_output=True, text=True, timeout=120)
@@ -522,9 +522,9 @@ class TestGenerator:
         assert 0 == result.returncode, result.stderr
         shipped, fresh = (json.loads((d / "manifest.json").read_text(encoding="utf-8")) for d in (LABELLED, tmp_path))
         for manifest, directory in ((shipped, LABELLED), (fresh, tmp_path)):
-            for trace in manifest["traces"]:  # the shared negatives: the same file, seen from two directories
+            for trace in manifest["traces"]:  # the vendored negatives: the same file, seen from two directories
                 if trace["path"].startswith(".."):
-                    # realpath: shared/ may be reached through a symlink from one side only.
+                    # realpath: either directory may sit behind a symlink (the temp folder often does).
                     trace["path"] = os.path.realpath(directory / trace["path"])
         assert shipped == fresh
         assert (gzip.decompress((LABELLED / "positives.jsonl.gz").read_bytes())

@@ -12,7 +12,7 @@ from tests.support.cli import dead_address, loopwarden
 
 CONFIG = "{tools:{loopDetection:{enabled:true}}}"
 REPO = pathlib.Path(__file__).resolve().parents[3]
-TAU_BENCH_TRACE = REPO.parent / "shared" / "traces" / "tau-bench-airline-gpt-4o.jsonl"
+TAU_BENCH_TRACE = REPO / "traces" / "tau-bench-airline-gpt-4o.jsonl"  # vendored: see traces/README.md
 SERVICE = "loopwarden.v1.LoopDetectionService"
 
 
@@ -225,7 +225,7 @@ class TestReplay:
 
     def test_tau_bench_trace_is_never_warned(self, daemon):
         """The 200 real tau-bench runs replay at default thresholds with every verdict ALLOW (they are the negatives)."""
-        assert TAU_BENCH_TRACE.is_file(), f"shared trace missing: expected {TAU_BENCH_TRACE}"
+        assert TAU_BENCH_TRACE.is_file(), f"vendored trace missing: expected {TAU_BENCH_TRACE}"
         events = sum(1 for line in TAU_BENCH_TRACE.read_text(encoding="utf-8").splitlines() if line.strip())
 
         result = loopwarden("replay", str(TAU_BENCH_TRACE), "--address", daemon.grpc_target, "--quiet",

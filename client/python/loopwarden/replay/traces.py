@@ -3,8 +3,9 @@
 Every importer yields the same shape, one dict per event, in the order a runner would have sent
 them: `{"run_id", "seq", "kind": "tool_call" | "tool_outcome" | "compaction_retry" | "run_end",
 "tool_name", "tool_call_id", "params" | "params_json", "result" | "error"}` (the format of
-`../shared/traces/*.jsonl` and `loopwarden.eventformat`). Online and offline replay both read
-those dicts with `loopwarden.eventformat.parse_event`; neither needs to know where they came from.
+the repository's `traces/*.jsonl` and `loopwarden.eventformat`). Online and offline replay both
+read those dicts with `loopwarden.eventformat.parse_event`; neither needs to know where they came
+from.
 
 Supported shapes:
 - `events`: our JSONL event format, one event per line (`.gz` files are read transparently).
@@ -29,7 +30,7 @@ from ..eventformat import EventKind
 FORMATS = ("events", "openai")
 
 # A tool message starting with this is the tool's failure, not its result (the same rule the
-# shared τ-bench trace was converted with).
+# τ-bench trace in the repository's traces/ was converted with).
 ERROR_PREFIX = "Error:"
 
 
