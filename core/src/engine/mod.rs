@@ -11,6 +11,8 @@ mod detectors;
 mod evaluation;
 mod run_state;
 mod settings;
+#[cfg(test)]
+mod testing;
 mod verdict;
 
 pub use evaluation::{evaluate, Event};

@@ -60,3 +60,64 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::testing::{seen, small, Run, ALLOW};
+    use crate::engine::{Action, Detector, Settings};
+
+    const NOTHING: &str = r#""no results""#;
+
+    fn settings() -> Settings {
+        Settings { argument_churn_warn_at: 3, argument_churn_block_at: 5, ..small() }
+    }
+
+    fn query(i: u32) -> String {
+        format!(r#"{{"q": "attempt {i}"}}"#)
+    }
+
+    #[test]
+    fn allows_below_warns_at_warn_at_and_blocks_at_block_at() {
+        let mut run = Run::new(settings());
+        for i in 0..3 {
+            assert_eq!(seen(&run.round("search", &query(i), NOTHING)), ALLOW, "after {i} calls");
+        }
+        let v = run.round("search", &query(3), NOTHING);
+        assert_eq!(seen(&v), (Action::Warn, Detector::ArgumentChurn, 3));
+        assert!(v.warning_key.starts_with("churn:search:"), "{}", v.warning_key);
+        assert_eq!(seen(&run.round("search", &query(4), NOTHING)), (Action::Warn, Detector::ArgumentChurn, 4));
+        let v = run.call("search", &query(5));
+        assert_eq!(seen(&v), (Action::Block, Detector::ArgumentChurn, 5));
+        assert_eq!(v.evidence_seqs, [1, 3, 5, 7, 9]);
+    }
+
+    #[test]
+    fn a_repeated_argument_ends_the_streak() {
+        let mut run = Run::new(settings());
+        for i in 0..3 {
+            run.round("search", &query(i), NOTHING);
+        }
+        // attempt 0 again: it still sees three distinct calls before it.
+        assert_eq!(seen(&run.round("search", &query(0), NOTHING)), (Action::Warn, Detector::ArgumentChurn, 3));
+        // Once it is history the streak stops at its first occurrence: 3 (attempts 0, 2, 1), not 4.
+        assert_eq!(seen(&run.call("search", &query(9))), (Action::Warn, Detector::ArgumentChurn, 3));
+    }
+
+    #[test]
+    fn a_different_outcome_ends_the_streak() {
+        let mut run = Run::new(settings());
+        for i in 0..3 {
+            run.round("search", &query(i), NOTHING);
+        }
+        run.round("search", &query(3), r#""one hit""#);
+        assert_eq!(seen(&run.call("search", &query(4))), ALLOW);
+    }
+
+    #[test]
+    fn off_unless_configured() {
+        let mut run = Run::new(small());
+        for i in 0..6 {
+            assert_eq!(seen(&run.round("search", &query(i), NOTHING)), ALLOW);
+        }
+    }
+}

@@ -40,3 +40,58 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         ctx.streak_evidence(streak),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::testing::{seen, small, Run, ALLOW};
+    use crate::engine::{Action, Detector, Settings};
+
+    const CALL: (&str, &str) = ("deploy", r#"{"env": "prod"}"#);
+    const DENIED: &str = "permission denied";
+
+    fn settings() -> Settings {
+        Settings { error_repeat_threshold: 3, ..small() } // W = 3, C = 5
+    }
+
+    #[test]
+    fn allows_below_warns_one_before_and_blocks_at_the_threshold() {
+        let mut run = Run::new(settings());
+        assert_eq!(seen(&run.failing_round(CALL.0, CALL.1, DENIED)), ALLOW);
+        assert_eq!(seen(&run.failing_round(CALL.0, CALL.1, DENIED)), ALLOW);
+        let v = run.failing_round(CALL.0, CALL.1, DENIED);
+        assert_eq!(seen(&v), (Action::Warn, Detector::ErrorRepeat, 2));
+        assert!(v.warning_key.starts_with("error:deploy:deploy:"), "{}", v.warning_key);
+        assert!(v.warning_key.contains(":error:"), "the result half names an error: {}", v.warning_key);
+        // generic_repeat warns here too (3 repeats); the block outranks it.
+        let v = run.call(CALL.0, CALL.1);
+        assert_eq!(seen(&v), (Action::Block, Detector::ErrorRepeat, 3));
+        assert_eq!(v.evidence_seqs, [1, 3, 5]);
+    }
+
+    #[test]
+    fn identical_results_are_not_its_to_judge() {
+        let mut run = Run::new(settings());
+        for _ in 0..3 {
+            assert_eq!(seen(&run.round(CALL.0, CALL.1, r#""ok""#)), ALLOW);
+        }
+        assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Warn, Detector::GenericRepeat, 3));
+    }
+
+    #[test]
+    fn a_different_error_starts_the_streak_over() {
+        let mut run = Run::new(settings());
+        run.failing_round(CALL.0, CALL.1, DENIED);
+        run.failing_round(CALL.0, CALL.1, DENIED);
+        run.failing_round(CALL.0, CALL.1, "disk full");
+        assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Warn, Detector::GenericRepeat, 3));
+    }
+
+    #[test]
+    fn off_unless_a_threshold_is_set() {
+        let mut run = Run::new(small());
+        for _ in 0..3 {
+            run.failing_round(CALL.0, CALL.1, DENIED);
+        }
+        assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Warn, Detector::GenericRepeat, 3));
+    }
+}

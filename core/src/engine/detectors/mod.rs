@@ -58,3 +58,44 @@ pub(crate) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::testing::{seen, small, Run, ALLOW};
+    use crate::engine::{Action, Detector, Settings};
+
+    const CALL: (&str, &str) = ("deploy", r#"{"env": "prod"}"#);
+    const DENIED: &str = "permission denied";
+
+    /// A ranked-after detector raises a verdict, never replaces one at its own level.
+    #[test]
+    fn ranked_after_only_raises() {
+        let mut run = Run::new(Settings { warning_threshold: 2, error_repeat_threshold: 3, ..small() });
+        assert_eq!(seen(&run.failing_round(CALL.0, CALL.1, DENIED)), ALLOW);
+        assert_eq!(seen(&run.failing_round(CALL.0, CALL.1, DENIED)), ALLOW);
+        // Both warn at 2: the table's warning stands.
+        assert_eq!(seen(&run.failing_round(CALL.0, CALL.1, DENIED)), (Action::Warn, Detector::GenericRepeat, 2));
+        // error_repeat blocks at 3 while the table only warns: the block wins.
+        assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Block, Detector::ErrorRepeat, 3));
+    }
+
+    /// A critical answer of the table is final: the ranked-after detectors are not asked.
+    #[test]
+    fn a_critical_of_the_table_is_final() {
+        let mut run = Run::new(Settings { warning_threshold: 2, critical_threshold: 3, error_repeat_threshold: 3, ..small() });
+        for _ in 0..3 {
+            run.failing_round(CALL.0, CALL.1, DENIED);
+        }
+        assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Block, Detector::GenericRepeat, 3));
+    }
+
+    /// Rolling detection is off unless `enabled` is true (None: only recording).
+    #[test]
+    fn nothing_is_detected_unless_enabled() {
+        let mut run = Run::new(Settings { enabled: None, ..small() });
+        for _ in 0..8 {
+            assert_eq!(seen(&run.round(CALL.0, CALL.1, r#""same""#)), ALLOW);
+        }
+        assert_eq!(run.state.history.len(), 8, "but history is recorded");
+    }
+}

@@ -95,3 +95,73 @@ fn is_silent(side: &Option<(u8, [u8; 32])>) -> bool {
     });
     matches!(side, Some((status, digest)) if *status == crate::fingerprint::RESULT && silent.contains(digest))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::testing::{seen, small, Run, ALLOW};
+    use crate::engine::{Action, Detector, Settings};
+
+    const A: (&str, &str) = ("look", r#"{"at": "door"}"#);
+    const B: (&str, &str) = ("walk", r#"{"to": "door"}"#);
+
+    #[test]
+    fn allows_below_w_warns_at_w_blocks_at_c_when_results_are_stable() {
+        let mut run = Run::new(small()); // W = 3, C = 5
+        assert_eq!(seen(&run.round(A.0, A.1, r#""a door""#)), ALLOW);
+        assert_eq!(seen(&run.round(B.0, B.1, r#""at the door""#)), ALLOW);
+        let v = run.round(A.0, A.1, r#""a door""#);
+        assert_eq!(seen(&v), (Action::Warn, Detector::PingPong, 3));
+        assert_eq!(v.paired_tool_name, "walk");
+        assert_eq!(seen(&run.round(B.0, B.1, r#""at the door""#)), (Action::Warn, Detector::PingPong, 4));
+        let v = run.call(A.0, A.1);
+        assert_eq!(seen(&v), (Action::Block, Detector::PingPong, 5));
+        assert_eq!(v.paired_tool_name, "walk");
+        assert!(v.warning_key.starts_with("pingpong:"), "{}", v.warning_key);
+        // The four calls of the tail before this one.
+        assert_eq!(v.evidence_seqs, [1, 3, 5, 7]);
+    }
+
+    #[test]
+    fn without_outcomes_it_only_warns() {
+        let mut run = Run::new(small());
+        let verdicts: Vec<_> = (0..6).map(|i| seen(&if i % 2 == 0 { run.call(A.0, A.1) } else { run.call(B.0, B.1) })).collect();
+        assert_eq!(verdicts[..2], [ALLOW, ALLOW]);
+        assert_eq!(verdicts[2..], [3, 4, 5, 6].map(|n| (Action::Warn, Detector::PingPong, n)));
+    }
+
+    #[test]
+    fn changing_results_only_warn() {
+        let mut run = Run::new(small());
+        for i in 0..4 {
+            let (tool, params) = if i % 2 == 0 { A } else { B };
+            run.round(tool, params, &format!(r#""step {i}""#));
+        }
+        assert_eq!(seen(&run.call(A.0, A.1)), (Action::Warn, Detector::PingPong, 5));
+    }
+
+    /// One side answering nothing (an empty string): blocked by default, only warned when
+    /// `ping_pong_needs_answers` asks both sides to say something.
+    #[test]
+    fn a_silent_side_only_warns_when_answers_are_needed() {
+        for (needs_answers, action) in [(false, Action::Block), (true, Action::Warn)] {
+            let mut run = Run::new(Settings { ping_pong_needs_answers: needs_answers, ..small() });
+            for i in 0..4 {
+                if i % 2 == 0 {
+                    run.round(A.0, A.1, r#""a door""#);
+                } else {
+                    run.round(B.0, B.1, r#""""#);
+                }
+            }
+            assert_eq!(seen(&run.call(A.0, A.1)), (action, Detector::PingPong, 5), "needs answers: {needs_answers}");
+        }
+    }
+
+    #[test]
+    fn off_when_switched_off() {
+        let mut run = Run::new(Settings { ping_pong: false, ..small() });
+        for i in 0..6 {
+            let (tool, params) = if i % 2 == 0 { A } else { B };
+            assert_eq!(seen(&run.call(tool, params)), ALLOW);
+        }
+    }
+}

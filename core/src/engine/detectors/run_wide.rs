@@ -50,3 +50,52 @@ pub(crate) fn track_outcome(state: &mut RunState, tool: &str, args: &[u8; 32], s
         seen.insert(key);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::testing::{seen, small, Run, ALLOW};
+    use crate::engine::{Action, Detector, Settings};
+
+    const TOOLS: [&str; 3] = ["list", "read", "grep"];
+
+    fn settings(threshold: u32) -> Settings {
+        Settings { run_wide_breaker_threshold: threshold, ..small() }
+    }
+
+    /// Three tools in turn, each with its own fixed arguments and result: no per-call count
+    /// reaches W and no two patterns alternate, so only the run-wide breaker can see the loop.
+    fn rotate(run: &mut Run, rounds: usize) -> Vec<(crate::engine::Action, Detector, u32)> {
+        (0..rounds * 3).map(|i| seen(&run.round(TOOLS[i % 3], r#"{"a": 1}"#, r#""out""#))).collect()
+    }
+
+    #[test]
+    fn allows_below_k_and_blocks_at_k() {
+        let mut run = Run::new(settings(3));
+        assert!(rotate(&mut run, 2).iter().all(|v| *v == ALLOW));
+        assert_eq!(run.state.no_new_streak, 3);
+        let v = run.call("list", r#"{"a": 1}"#);
+        assert_eq!(seen(&v), (Action::Block, Detector::RunWideNoProgress, 3));
+        assert_eq!(v.warning_key, "run-wide:3");
+        // The last three completed calls: the second round.
+        assert_eq!(v.evidence_seqs, [7, 9, 11]);
+    }
+
+    #[test]
+    fn a_new_outcome_ends_the_streak() {
+        let mut run = Run::new(settings(3));
+        rotate(&mut run, 1);
+        run.round("list", r#"{"a": 1}"#, r#""out""#);
+        run.round("read", r#"{"a": 1}"#, r#""out""#);
+        run.round("grep", r#"{"a": 1}"#, r#""something new""#);
+        assert_eq!(run.state.no_new_streak, 0);
+        assert_eq!(seen(&run.call("list", r#"{"a": 1}"#)), ALLOW);
+    }
+
+    #[test]
+    fn off_unless_a_threshold_is_set() {
+        let mut run = Run::new(settings(0));
+        assert!(rotate(&mut run, 2).iter().all(|v| *v == ALLOW));
+        assert_eq!(seen(&run.call("list", r#"{"a": 1}"#)), ALLOW);
+        assert!(run.state.seen_triples.is_none(), "nothing tracked while off");
+    }
+}
