@@ -102,3 +102,134 @@ pub fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
     }
     h.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Action, Detector, Settings};
+    use crate::service::{counter, Config, Core, Limits, Summary};
+
+    fn call(tool: &str, params: &str) -> Option<pb::event::Kind> {
+        Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool.into(), params_json: params.into(), tool_call_id: String::new() }))
+    }
+
+    fn outcome(result: Option<&str>, error: Option<&str>) -> Option<pb::event::Kind> {
+        let outcome = match (result, error) {
+            (_, Some(e)) => Some(pb::tool_outcome::Outcome::Error(e.into())),
+            (Some(r), None) => Some(pb::tool_outcome::Outcome::ResultJson(r.into())),
+            (None, None) => None,
+        };
+        Some(pb::event::Kind::ToolOutcome(pb::ToolOutcome {
+            tool_name: "fetch".into(), params_json: r#"{"url": "x"}"#.into(), tool_call_id: String::new(), outcome,
+        }))
+    }
+
+    /// retries.py's content_digest of the same events, computed by the Python engine: the window
+    /// is persisted and read by either engine.
+    #[test]
+    fn content_digest_is_the_python_engines() {
+        let hex = |d: [u8; 8]| crate::engine::hex(&d);
+        assert_eq!(hex(content_digest(&call("fetch", r#"{"url": "x"}"#))), "315fe8ea2e35fb1e");
+        assert_eq!(hex(content_digest(&outcome(Some(r#""ok""#), None))), "25503ad1c182c3f0");
+        assert_eq!(hex(content_digest(&outcome(None, Some("boom")))), "0236689448bdb1c7");
+        assert_eq!(hex(content_digest(&outcome(None, None))), "990f107067142d1e");
+        assert_eq!(hex(content_digest(&Some(pb::event::Kind::CompactionRetry(pb::CompactionRetry {})))), "8254c329a92850f6");
+        assert_eq!(hex(content_digest(&Some(pb::event::Kind::RunEnd(pb::RunEnd {})))), "2d711642b726b044");
+    }
+
+    /// Each text is length-prefixed, so moving bytes between fields changes the digest.
+    #[test]
+    fn content_digest_tells_fields_apart() {
+        assert_ne!(content_digest(&call("ab", "c")), content_digest(&call("a", "bc")));
+        assert_ne!(content_digest(&outcome(Some("x"), None)), content_digest(&outcome(None, Some("x"))));
+    }
+
+    fn plain(seq: u64) -> Decision {
+        Decision { seq, run_id: "r".into(), verdict: crate::engine::Verdict::allow("t"), decision_id: format!("d-{seq}") }
+    }
+
+    #[test]
+    fn the_window_is_a_ring_of_the_latest_events() {
+        let mut retries = Retries::default();
+        for seq in 1..=RETRY_WINDOW as u64 {
+            retries.remember(seq, [seq as u8; 8], (seq == 1).then(|| plain(seq)));
+        }
+        assert_eq!(retries.find(1, &[1; 8]), Some(0));
+        assert_eq!(retries.find(1, &[2; 8]), None, "same seq, other content");
+        assert_eq!(retries.find(64, &[64; 8]), Some(63));
+        assert_eq!(retries.decisions.len(), 1);
+
+        // The 65th event takes the oldest slot, and the decision kept there goes with it.
+        retries.remember(65, [65; 8], None);
+        assert_eq!(retries.find(1, &[1; 8]), None);
+        assert_eq!(retries.find(65, &[65; 8]), Some(0));
+        assert!(retries.decisions.is_empty());
+        assert_eq!(retries.next_slot, 1);
+    }
+
+    fn core() -> Core {
+        let settings = Settings { enabled: Some(true), warning_threshold: 2, critical_threshold: 4, ..Default::default() };
+        Core::new(Config { default: settings, ..Default::default() }, Limits::default(), 100, 3600.0, "test".into(), vec![])
+    }
+
+    fn send(core: &mut Core, seq: u64, kind: Option<pb::event::Kind>, summary: &mut Summary) -> Decision {
+        let event = pb::Event { run_id: "run-1".into(), seq, kind, ..Default::default() };
+        core.evaluate_event(&event, "t", 1.0, summary)
+    }
+
+    fn history_len(core: &Core) -> usize {
+        core.store.get("t", "run-1").unwrap().state.history.len()
+    }
+
+    #[test]
+    fn a_resend_gets_the_earlier_verdict_and_changes_nothing() {
+        let mut core = core();
+        let mut summary = Summary::default();
+        let fetch = || call("fetch", r#"{"url": "x"}"#);
+        assert_eq!(send(&mut core, 1, fetch(), &mut summary).verdict.action, Action::Allow);
+        assert_eq!(send(&mut core, 2, fetch(), &mut summary).verdict.action, Action::Allow);
+        let first = send(&mut core, 3, fetch(), &mut summary);
+        assert_eq!((first.verdict.action, first.verdict.detector, first.verdict.count), (Action::Warn, Detector::GenericRepeat, 2));
+        assert_eq!(first.decision_id, "test-1");
+        assert_eq!(history_len(&core), 3);
+
+        let mut summary = Summary::default();
+        let again = send(&mut core, 3, fetch(), &mut summary);
+        assert_eq!((again.verdict.action, again.verdict.detector, again.verdict.count), (Action::Warn, Detector::GenericRepeat, 2));
+        assert_eq!(again.decision_id, "test-1", "the same decision, id included");
+        assert_eq!(history_len(&core), 3, "the run's state is not touched twice");
+        assert_eq!(core.store.get("t", "run-1").unwrap().events_evaluated, 3);
+        assert!(summary.counters.iter().any(|c| c.0 == counter::RETRIED && c.3 == 1));
+
+        // A plain ALLOW is not kept but rebuilt, and changes nothing either.
+        let again = send(&mut core, 2, fetch(), &mut summary);
+        assert_eq!((again.verdict.action, again.verdict.tool_name.as_str(), again.decision_id.as_str()), (Action::Allow, "fetch", ""));
+        assert_eq!(history_len(&core), 3);
+    }
+
+    #[test]
+    fn the_same_seq_with_other_content_is_evaluated_again() {
+        let mut core = core();
+        let mut summary = Summary::default();
+        for seq in 1..=3 {
+            send(&mut core, seq, call("fetch", r#"{"url": "x"}"#), &mut summary);
+        }
+        let other = send(&mut core, 3, call("fetch", r#"{"url": "y"}"#), &mut summary);
+        assert_eq!(other.verdict.action, Action::Allow, "new arguments: a new call");
+        assert_eq!(history_len(&core), 4);
+        let repeat = send(&mut core, 4, call("fetch", r#"{"url": "x"}"#), &mut summary);
+        assert_eq!((repeat.verdict.action, repeat.verdict.count), (Action::Warn, 3), "and x's third repeat counts as one");
+        assert!(!summary.counters.iter().any(|c| c.0 == counter::RETRIED));
+    }
+
+    #[test]
+    fn seq_zero_is_never_a_retry() {
+        let mut core = core();
+        let mut summary = Summary::default();
+        for _ in 0..3 {
+            send(&mut core, 0, call("fetch", r#"{"url": "x"}"#), &mut summary);
+        }
+        assert_eq!(history_len(&core), 3);
+        assert!(core.store.get("t", "run-1").unwrap().retries.is_none(), "no window without a seq");
+    }
+}

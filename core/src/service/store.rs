@@ -380,3 +380,211 @@ impl Entry {
         self.recent.as_ref().map(|r| r.iter().collect()).unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(run_id: &str) -> RunKey {
+        ("t".to_string(), run_id.to_string())
+    }
+
+    /// The held run ids, least recently used first (the LRU list walked from its head).
+    fn lru(store: &Store) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut at = store.oldest;
+        while at != NIL {
+            out.push(store.slots[at as usize].entry.as_ref().expect("linked slots hold runs").run_id.clone());
+            at = store.slots[at as usize].newer;
+        }
+        out
+    }
+
+    /// Create `run_id` at `now`: the eviction reasons it caused.
+    fn create(store: &mut Store, run_id: &str, now: f64) -> Vec<&'static str> {
+        let mut evictions = Vec::new();
+        store.create("t", run_id, RunState::new(30), now, &mut evictions);
+        evictions
+    }
+
+    fn touch(store: &mut Store, run_id: &str, now: f64) -> (bool, Vec<&'static str>) {
+        let mut evictions = Vec::new();
+        let held = store.touch("t", run_id, now, &mut evictions);
+        (held, evictions)
+    }
+
+    #[test]
+    fn a_full_store_evicts_the_least_recently_used_run() {
+        let mut store = Store::new(3, 100.0);
+        for (i, run) in ["a", "b", "c"].iter().enumerate() {
+            assert!(create(&mut store, run, i as f64).is_empty());
+        }
+        assert_eq!(lru(&store), ["a", "b", "c"]);
+        assert_eq!(touch(&mut store, "a", 3.0), (true, vec![]));
+        assert_eq!(lru(&store), ["b", "c", "a"]);
+
+        assert_eq!(create(&mut store, "d", 4.0), ["max_runs"]);
+        assert_eq!(lru(&store), ["c", "a", "d"]);
+        assert!(store.get("t", "b").is_none());
+        assert_eq!(create(&mut store, "e", 5.0), ["max_runs"]);
+        assert_eq!(lru(&store), ["a", "d", "e"]);
+        assert_eq!(store.len(), 3);
+        assert_eq!(store.slots.len(), 3, "evicted slots are reused");
+    }
+
+    #[test]
+    fn runs_are_told_apart_by_tenant_and_id() {
+        let mut store = Store::new(10, 100.0);
+        let mut evictions = Vec::new();
+        store.create("t1", "run", RunState::new(30), 0.0, &mut evictions);
+        store.create("t2", "run", RunState::new(30), 0.0, &mut evictions);
+        store.get_mut("t2", "run").unwrap().agent_id = "second".into();
+        assert_eq!(store.get("t1", "run").unwrap().agent_id, "");
+        assert_eq!(store.get("t2", "run").unwrap().agent_id, "second");
+        assert!(store.get("t3", "run").is_none());
+    }
+
+    #[test]
+    fn a_touch_past_the_idle_ttl_evicts_the_run() {
+        let mut store = Store::new(10, 5.0);
+        create(&mut store, "a", 0.0);
+        assert_eq!(touch(&mut store, "a", 5.0), (true, vec![]), "idle exactly the TTL: still held");
+        assert_eq!(touch(&mut store, "a", 10.5), (false, vec!["idle_ttl"]));
+        assert!(store.is_empty());
+        assert_eq!(touch(&mut store, "missing", 11.0), (false, vec![]));
+    }
+
+    #[test]
+    fn expire_idle_drops_the_oldest_first_within_its_budget() {
+        let mut store = Store::new(10, 10.0);
+        create(&mut store, "a", 0.0);
+        create(&mut store, "b", 5.0);
+        create(&mut store, "c", 20.0);
+        // Cutoff 6: a and b are idle past the TTL; c is not.
+        assert_eq!(store.expire_idle(16.0, 1), 1);
+        assert_eq!(lru(&store), ["b", "c"]);
+        assert_eq!(store.expire_idle(16.0, 10), 1);
+        assert_eq!(lru(&store), ["c"]);
+        assert_eq!(store.expire_idle(16.0, 10), 0);
+    }
+
+    #[test]
+    fn expire_idle_follows_touches() {
+        let mut store = Store::new(10, 10.0);
+        create(&mut store, "a", 0.0);
+        create(&mut store, "b", 1.0);
+        touch(&mut store, "a", 8.0);
+        assert_eq!(store.expire_idle(12.0, 10), 1);
+        assert_eq!(lru(&store), ["a"]);
+    }
+
+    #[test]
+    fn remove_frees_the_run_and_its_slot() {
+        let mut store = Store::new(100, 100.0);
+        for i in 0..50 {
+            create(&mut store, &format!("run-{i}"), 0.0);
+        }
+        for i in (1..50).step_by(2) {
+            assert!(store.remove("t", &format!("run-{i}")));
+        }
+        assert!(!store.remove("t", "run-1"), "already gone");
+        assert!(!store.remove("t", "never-held"));
+        assert_eq!(store.len(), 25);
+        for i in 0..50 {
+            assert_eq!(store.get("t", &format!("run-{i}")).is_some(), i % 2 == 0, "run-{i}");
+        }
+        create(&mut store, "new", 1.0);
+        assert_eq!(store.slots.len(), 50, "a freed slot is reused");
+        assert_eq!(lru(&store).last().map(String::as_str), Some("new"));
+    }
+
+    #[test]
+    fn take_dirty_lists_each_changed_run_once_in_the_order_it_changed() {
+        let mut store = Store::new(10, 100.0);
+        store.track_changes(false);
+        create(&mut store, "a", 0.0);
+        create(&mut store, "b", 0.0);
+        assert_eq!(store.dirty_count(), 2);
+        assert_eq!(store.take_dirty(), [(key("a"), true), (key("b"), true)]);
+        assert_eq!(store.take_dirty(), []);
+        assert_eq!(store.dirty_count(), 0);
+
+        touch(&mut store, "b", 1.0);
+        touch(&mut store, "a", 2.0);
+        touch(&mut store, "b", 3.0);
+        assert_eq!(store.take_dirty(), [(key("b"), true), (key("a"), true)]);
+    }
+
+    #[test]
+    fn an_ended_run_is_a_delete_and_a_new_run_of_its_key_a_write() {
+        let mut store = Store::new(10, 100.0);
+        store.track_changes(false);
+        create(&mut store, "a", 0.0);
+        create(&mut store, "b", 0.0);
+        store.take_dirty();
+        assert!(store.remove("t", "a"));
+        assert!(!store.remove("t", "held-elsewhere"));
+        let mut taken = store.take_dirty();
+        taken.sort();
+        assert_eq!(taken, [(key("a"), false), (key("held-elsewhere"), false)]);
+
+        store.remove("t", "b");
+        create(&mut store, "b", 1.0);
+        assert_eq!(store.take_dirty(), [(key("b"), true)]);
+    }
+
+    #[test]
+    fn evictions_are_deletes_only_when_asked() {
+        for evictions_delete in [false, true] {
+            let mut store = Store::new(1, 100.0);
+            store.track_changes(evictions_delete);
+            create(&mut store, "a", 0.0);
+            store.take_dirty();
+            assert_eq!(create(&mut store, "b", 1.0), ["max_runs"]);
+            let expected = if evictions_delete { vec![(key("a"), false), (key("b"), true)] } else { vec![(key("b"), true)] };
+            assert_eq!(store.take_dirty(), expected, "evictions_delete: {evictions_delete}");
+        }
+    }
+
+    #[test]
+    fn redirty_puts_back_what_a_failed_flush_did_not_write() {
+        let mut store = Store::new(10, 100.0);
+        store.track_changes(false);
+        create(&mut store, "a", 0.0);
+        create(&mut store, "b", 0.0);
+        store.remove("t", "c");
+        let mut failed = store.take_dirty();
+        failed.sort();
+        assert_eq!(failed, [(key("a"), true), (key("b"), true), (key("c"), false)]);
+
+        touch(&mut store, "a", 1.0); // changed again since: keeps its one mark
+        store.redirty(failed.clone());
+        assert_eq!(store.dirty_count(), 3);
+        let mut again = store.take_dirty();
+        again.sort();
+        assert_eq!(again, failed);
+    }
+
+    #[test]
+    fn without_tracking_nothing_is_listed() {
+        let mut store = Store::new(10, 100.0);
+        create(&mut store, "a", 0.0);
+        store.remove("t", "a");
+        assert_eq!(store.dirty_count(), 0);
+        assert_eq!(store.take_dirty(), []);
+        store.redirty(vec![(key("a"), true)]);
+        assert_eq!(store.dirty_count(), 0);
+    }
+
+    #[test]
+    fn clear_empties_the_store_and_keeps_tracking() {
+        let mut store = Store::new(10, 100.0);
+        store.track_changes(true);
+        create(&mut store, "a", 0.0);
+        store.clear();
+        assert!(store.is_empty() && store.get("t", "a").is_none());
+        assert_eq!(store.dirty_count(), 0);
+        create(&mut store, "b", 0.0);
+        assert_eq!(store.take_dirty(), [(key("b"), true)]);
+    }
+}
