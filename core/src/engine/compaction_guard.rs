@@ -52,3 +52,53 @@ pub(crate) fn observe_outcome(state: &mut RunState, tool: &str, args: [u8; 32], 
     v.evidence_seqs = guard.seqs;
     Some(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::testing::{small, Run};
+    use crate::engine::{Action, Detector, Event, Level, Settings};
+
+    const CALL: (&str, &str) = ("build", r#"{"target": "all"}"#);
+
+    #[test]
+    fn the_same_outcome_through_the_window_aborts_the_run() {
+        let mut run = Run::new(small()); // window 3
+        let armed = run.send(&Event::CompactionRetry);
+        assert_eq!((armed.action, armed.guard_armed), (Action::Allow, true));
+        assert_eq!(armed.message, "post-compaction guard armed for 3 attempts");
+        for _ in 0..2 {
+            run.call(CALL.0, CALL.1);
+            assert_eq!(run.result(CALL.0, CALL.1, r#""failed""#).action, Action::Allow);
+        }
+        run.call(CALL.0, CALL.1);
+        let v = run.result(CALL.0, CALL.1, r#""failed""#);
+        assert_eq!((v.action, v.detector, v.level, v.count), (Action::Abort, Detector::PostCompactionGuard, Level::Critical, 3));
+        assert_eq!(v.error_code, "compaction_loop_persisted");
+        assert_eq!(v.evidence_seqs, [2, 4, 6], "the outcomes the guard saw");
+        assert!(run.state.guard.is_none());
+
+        // The run is over: whatever comes next gets the abort.
+        let next = run.call("other", "{}");
+        assert_eq!((next.action, next.error_code, next.tool_name.as_str()), (Action::Abort, "compaction_loop_persisted", "other"));
+    }
+
+    #[test]
+    fn a_different_outcome_in_the_window_disarms_it() {
+        let mut run = Run::new(small());
+        run.send(&Event::CompactionRetry);
+        for result in [r#""failed""#, r#""failed""#, r#""built""#] {
+            run.call(CALL.0, CALL.1);
+            assert_eq!(run.result(CALL.0, CALL.1, result).action, Action::Allow);
+        }
+        assert!(run.state.guard.is_none() && run.state.abort.is_none());
+    }
+
+    #[test]
+    fn off_when_loop_detection_is_disabled() {
+        let mut run = Run::new(Settings { enabled: Some(false), ..small() });
+        let v = run.send(&Event::CompactionRetry);
+        assert_eq!((v.action, v.guard_armed), (Action::Allow, false));
+        assert!(v.message.contains("guard is off"), "{}", v.message);
+        assert!(run.state.guard.is_none());
+    }
+}

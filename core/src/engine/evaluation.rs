@@ -260,3 +260,91 @@ fn on_tool_outcome(
     }
     Ok(Verdict::allow(&tool))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::testing::{seen, small, Run, ALLOW};
+    use crate::engine::{Action, Detector, Settings};
+
+    const CALL: (&str, &str) = ("fetch", r#"{"url": "x"}"#);
+
+    /// Five identical rounds: the next call is generic_repeat's block (W 3, C 5).
+    fn looping(settings: Settings) -> Run {
+        let mut run = Run::new(settings);
+        for _ in 0..5 {
+            run.round(CALL.0, CALL.1, r#""same""#);
+        }
+        run
+    }
+
+    #[test]
+    fn blocks_escalate_to_an_abort_at_abort_after_blocks() {
+        let mut run = looping(Settings { abort_after_blocks: 2, ..small() });
+        assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Block, Detector::GenericRepeat, 5));
+        let v = run.call(CALL.0, CALL.1);
+        assert_eq!(seen(&v), (Action::Abort, Detector::GenericRepeat, 5));
+        assert_eq!(v.error_code, "tool_loop_persisted");
+        assert!(v.message.starts_with("CRITICAL: run aborted: this is block 2 of the run"), "{}", v.message);
+        let next = run.call("other", "{}");
+        assert_eq!((next.action, next.error_code, next.tool_name.as_str()), (Action::Abort, "tool_loop_persisted", "other"));
+    }
+
+    #[test]
+    fn shadow_mode_allows_and_says_what_it_would_have_done() {
+        let mut run = looping(Settings { shadow: true, ..small() });
+        let v = run.call(CALL.0, CALL.1);
+        assert_eq!((v.action, v.shadow_action, v.detector), (Action::Allow, Some(Action::Block), Detector::GenericRepeat));
+        assert!(v.announce);
+        assert_eq!(run.state.history.len(), 6, "the shadowed call is recorded as if it ran");
+    }
+
+    #[test]
+    fn warnings_are_announced_once_per_decade_of_their_count() {
+        let mut run = Run::new(small());
+        let announced: Vec<(u32, bool)> = (0..11)
+            .map(|_| run.call(CALL.0, CALL.1))
+            .filter(|v| v.action == Action::Warn)
+            .map(|v| (v.count, v.announce))
+            .collect();
+        assert_eq!(announced, [(3, true), (4, false), (5, false), (6, false), (7, false), (8, false), (9, false), (10, true)]);
+    }
+
+    #[test]
+    fn disabled_records_nothing() {
+        let mut run = Run::new(Settings { enabled: Some(false), ..small() });
+        for _ in 0..6 {
+            assert_eq!(seen(&run.round(CALL.0, CALL.1, r#""same""#)), ALLOW);
+        }
+        assert!(run.state.history.is_empty());
+    }
+
+    #[test]
+    fn undecodable_json_is_rejected_and_changes_nothing() {
+        let mut run = Run::new(small());
+        let v = run.call(CALL.0, "{not json");
+        assert_eq!((v.action, v.error_code), (Action::Reject, "invalid_params_json"));
+        let v = run.result(CALL.0, CALL.1, "[1,");
+        assert_eq!((v.action, v.error_code), (Action::Reject, "invalid_result_json"));
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        let v = run.call(CALL.0, &deep);
+        assert_eq!((v.action, v.error_code), (Action::Reject, "json_too_deep"));
+        assert!(run.state.history.is_empty());
+        // Blank params are {}: the same call as "{}".
+        run.call(CALL.0, "  ");
+        assert_eq!(run.state.history.len(), 1);
+    }
+
+    #[test]
+    fn an_outcome_completes_the_newest_pending_call_of_its_id() {
+        let mut run = Run::new(small());
+        for id in ["c1", "c2"] {
+            run.send(&crate::engine::Event::ToolCall { tool_name: CALL.0, params_json: CALL.1, tool_call_id: id, seq: 1 });
+        }
+        run.send(&crate::engine::Event::ToolOutcome {
+            tool_name: CALL.0, params_json: CALL.1, tool_call_id: "c1", result_json: Some(r#""ok""#), error: None, seq: 2,
+        });
+        let pending: Vec<Option<&str>> = run.state.history.iter().map(|r| r.call_id()).collect();
+        assert_eq!(pending, [None, Some("c2")], "c1 completed (its id dropped), c2 still pending");
+        assert_eq!(run.state.history.len(), 2);
+    }
+}

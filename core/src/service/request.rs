@@ -432,3 +432,82 @@ pub fn py_repr(s: &str) -> String {
     out.push(quote);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::Config;
+
+    fn event(run_id: &str, tool: &str) -> pb::Event {
+        pb::Event {
+            run_id: run_id.into(),
+            seq: 1,
+            kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool.into(), params_json: "{}".into(), tool_call_id: String::new() })),
+            ..Default::default()
+        }
+    }
+
+    fn request(events: usize) -> Vec<u8> {
+        pb::EvaluateRequest { events: (0..events).map(|_| event("r", "t")).collect() }.encode_to_vec()
+    }
+
+    #[test]
+    fn count_events_counts_up_to_one_past_the_limit() {
+        assert_eq!(count_events(&request(3), 10), Some(3));
+        assert_eq!(count_events(&request(0), 10), Some(0));
+        assert_eq!(count_events(&request(50), 2), Some(3));
+        let bytes = request(3);
+        assert_eq!(count_events(&bytes[..bytes.len() - 1], 10), None, "truncated");
+        assert_eq!(count_events(&[0x0b], 10), None, "a group wire type");
+    }
+
+    fn core(limits: Limits) -> Core {
+        Core::new(Config::default(), limits, 100, 3600.0, "test".into(), vec![])
+    }
+
+    #[test]
+    fn whole_requests_are_refused_on_their_bytes() {
+        let mut core = core(Limits { max_events_per_request: 2, ..Default::default() });
+        let mut summary = Summary::default();
+        let too_many = core.evaluate_request(&request(3), "t", "", 0.0, &mut summary, false);
+        assert!(matches!(too_many, Err(Refusal::TooManyEvents)));
+        let garbage = core.evaluate_request(&[0xff, 0xff], "t", "", 0.0, &mut summary, false);
+        assert!(matches!(garbage, Err(Refusal::Undecodable)));
+        assert!(core.store.is_empty());
+        let ok = core.evaluate_request(&request(2), "t", "", 0.0, &mut summary, false).ok().expect("evaluated");
+        assert_eq!(pb::EvaluateResponse::decode(ok.as_slice()).unwrap().verdicts.len(), 2);
+    }
+
+    #[test]
+    fn envelope_limits_and_routing_reject_single_events() {
+        let mut core = core(Limits { max_tool_name_chars: 4, ..Default::default() });
+        let mut summary = Summary::default();
+        let d = core.evaluate_event(&event("  ", "t"), "t", 0.0, &mut summary);
+        assert_eq!((d.verdict.action, d.verdict.error_code), (Action::Reject, "missing_run_id"));
+        let d = core.evaluate_event(&event("r", "toolong"), "t", 0.0, &mut summary);
+        assert_eq!((d.verdict.action, d.verdict.error_code), (Action::Reject, "tool_name_too_long"));
+        assert!(core.store.is_empty(), "a rejected event creates no run");
+        let d = core.evaluate_timed(&event("other", "t"), "t", "r", 0.0, &mut summary);
+        assert_eq!((d.verdict.action, d.verdict.error_code), (Action::Reject, "run_id_mismatch"));
+        assert!(d.verdict.message.starts_with("run_id 'other' differs"), "{}", d.verdict.message);
+    }
+
+    #[test]
+    fn lazy_requests_name_the_runs_not_in_memory_first() {
+        let mut core = core(Limits::default());
+        let mut summary = Summary::default();
+        let bytes = pb::EvaluateRequest { events: vec![event("a", "t"), event("b", "t"), event("a", "t")] }.encode_to_vec();
+        match core.evaluate_request(&bytes, "t", "", 0.0, &mut summary, true) {
+            Err(Refusal::NotLoaded(ids)) => assert_eq!(ids, ["a", "b"]),
+            _ => panic!("expected NotLoaded"),
+        }
+        assert!(core.store.is_empty(), "nothing evaluated");
+    }
+
+    #[test]
+    fn py_repr_quotes_as_python_does() {
+        assert_eq!(py_repr("run"), "'run'");
+        assert_eq!(py_repr("it's"), "\"it's\"");
+        assert_eq!(py_repr("a'b\"c\n\x01"), "'a\\'b\"c\\n\\x01'");
+    }
+}
