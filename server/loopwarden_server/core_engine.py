@@ -36,7 +36,7 @@ decision_log = logging.getLogger("loopwarden.decisions")
 
 ENGINES = ("core", "python")
 
-# The core's counter codes (core/src/service.rs, `counter`).
+# The core's counter codes (core/src/service/summary.rs, `counter`).
 EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS, GUARD_ABORTS = range(9)
 
 _SETTINGS_FIELDS = tuple(
