@@ -33,7 +33,7 @@ def _text(value: str) -> bytes:
 
 def content_digest(payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd) -> bytes:
     """8 bytes naming what an event says (not its seq or ids): kind, tool, params, result or error."""
-    # sha256 (first 8 bytes), as the core takes it (core/src/service.rs): the window is persisted
+    # sha256 (first 8 bytes), as the core takes it (core/src/service/retries.rs): the window is persisted
     # and read by either engine; sha256 runs on the CPU's SHA extensions in both.
     hasher = hashlib.sha256()
     if type(payload) is ToolCall:

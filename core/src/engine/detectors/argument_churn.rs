@@ -1,0 +1,123 @@
+//! argument_churn (opt-in): the same tool called with ever-new arguments that keep producing
+//! the identical outcome, the evasion every per-(tool, args) count misses (a fresh nonce per
+//! call). Its streak stops at another result or a repeated argument digest (a plain repeat is
+//! generic_repeat's). Warns at `argument_churn_warn_at`, blocks at `argument_churn_block_at`.
+
+use super::context::{detection, Context, Detection};
+use crate::engine::{result_hash_text, Detector, Level, Settings};
+use crate::fingerprint::PENDING;
+
+pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
+    let (warn_at, block_at) = (s.argument_churn_warn_at, s.argument_churn_block_at);
+    if warn_at == 0 && block_at == 0 {
+        return None;
+    }
+    let h = ctx.history;
+    let mut shared: Option<(u8, [u8; 32])> = None;
+    let mut seen: Vec<[u8; 32]> = Vec::new();
+    let mut indexes: Vec<usize> = Vec::new();
+    for i in (0..h.len()).rev() {
+        let r = &h[i];
+        if !r.is_tool(ctx.t) || r.status == PENDING {
+            continue;
+        }
+        let key = (r.status, r.result);
+        match shared {
+            None => shared = Some(key),
+            Some(k) if k != key => break,
+            _ => {}
+        }
+        if seen.contains(&r.args) {
+            break;
+        }
+        seen.push(r.args);
+        indexes.push(i);
+    }
+    let (status, digest) = shared?;
+    indexes.reverse();
+    let streak = indexes.len() as u32;
+    let tool = ctx.tool;
+    let key = format!("churn:{tool}:{}", result_hash_text(status, &digest).unwrap_or_default());
+    if block_at > 0 && streak >= block_at {
+        return Some(detection(
+            Detector::ArgumentChurn,
+            Level::Critical,
+            streak,
+            format!("CRITICAL: {tool} was called {streak} times in a row with changing arguments and returned identical outcomes every time, so this call was not run: varying the arguments is not making progress. Change approach or report the task as failed."),
+            key,
+            indexes,
+        ));
+    }
+    if warn_at > 0 && streak >= warn_at {
+        return Some(detection(
+            Detector::ArgumentChurn,
+            Level::Warning,
+            streak,
+            format!("WARNING: {tool} was called {streak} times in a row with changing arguments and returned identical outcomes every time. Varying the arguments is not making progress: try something else or report the task as failed."),
+            key,
+            indexes,
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::testing::{seen, small, Run, ALLOW};
+    use crate::engine::{Action, Detector, Settings};
+
+    const NOTHING: &str = r#""no results""#;
+
+    fn settings() -> Settings {
+        Settings { argument_churn_warn_at: 3, argument_churn_block_at: 5, ..small() }
+    }
+
+    fn query(i: u32) -> String {
+        format!(r#"{{"q": "attempt {i}"}}"#)
+    }
+
+    #[test]
+    fn allows_below_warns_at_warn_at_and_blocks_at_block_at() {
+        let mut run = Run::new(settings());
+        for i in 0..3 {
+            assert_eq!(seen(&run.round("search", &query(i), NOTHING)), ALLOW, "after {i} calls");
+        }
+        let v = run.round("search", &query(3), NOTHING);
+        assert_eq!(seen(&v), (Action::Warn, Detector::ArgumentChurn, 3));
+        assert!(v.warning_key.starts_with("churn:search:"), "{}", v.warning_key);
+        assert_eq!(seen(&run.round("search", &query(4), NOTHING)), (Action::Warn, Detector::ArgumentChurn, 4));
+        let v = run.call("search", &query(5));
+        assert_eq!(seen(&v), (Action::Block, Detector::ArgumentChurn, 5));
+        assert_eq!(v.evidence_seqs, [1, 3, 5, 7, 9]);
+    }
+
+    #[test]
+    fn a_repeated_argument_ends_the_streak() {
+        let mut run = Run::new(settings());
+        for i in 0..3 {
+            run.round("search", &query(i), NOTHING);
+        }
+        // attempt 0 again: it still sees three distinct calls before it.
+        assert_eq!(seen(&run.round("search", &query(0), NOTHING)), (Action::Warn, Detector::ArgumentChurn, 3));
+        // Once it is history the streak stops at its first occurrence: 3 (attempts 0, 2, 1), not 4.
+        assert_eq!(seen(&run.call("search", &query(9))), (Action::Warn, Detector::ArgumentChurn, 3));
+    }
+
+    #[test]
+    fn a_different_outcome_ends_the_streak() {
+        let mut run = Run::new(settings());
+        for i in 0..3 {
+            run.round("search", &query(i), NOTHING);
+        }
+        run.round("search", &query(3), r#""one hit""#);
+        assert_eq!(seen(&run.call("search", &query(4))), ALLOW);
+    }
+
+    #[test]
+    fn off_unless_configured() {
+        let mut run = Run::new(small());
+        for i in 0..6 {
+            assert_eq!(seen(&run.round("search", &query(i), NOTHING)), ALLOW);
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The engine's entry: one event in, one verdict out, the run state updated in place. It decodes
+//! the event's JSON, gates on the run's abort and the settings, asks the detectors, and turns
+//! their detection into a verdict (escalation to abort, shadow mode, announcing a warning once
+//! per decade of its count). The detectors only read history; every write to it happens here.
+
+use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, MARKER, PENDING};
+use crate::json::{decode, py_isspace, JsonError, Value};
+use crate::toolnames::normalize_tool_name;
+
+use super::compaction_guard::{arm, observe_outcome};
+use super::detectors::{detect, track_outcome, Context};
+use super::{same, Action, Level, Record, RunState, Settings, Tool, Verdict, MAX_ANNOUNCED_KEYS};
+
+/// One event as the engine sees it (JSON still as text).
+pub enum Event<'a> {
+    ToolCall { tool_name: &'a str, params_json: &'a str, tool_call_id: &'a str, seq: u64 },
+    ToolOutcome { tool_name: &'a str, params_json: &'a str, tool_call_id: &'a str, result_json: Option<&'a str>, error: Option<&'a str>, seq: u64 },
+    CompactionRetry,
+    RunEnd,
+}
+
+struct Invalid(&'static str, String);
+
+fn decode_field(text: &str, field: &str, code: &'static str, max_depth: usize) -> Result<Value, Invalid> {
+    decode(text, max_depth).map_err(|e| match e {
+        JsonError::TooDeep(m) => Invalid("json_too_deep", format!("{field} {m}")),
+        JsonError::Invalid(m) => Invalid(code, format!("{field} is not valid JSON: {m}")),
+    })
+}
+
+fn decode_params(text: &str, max_depth: usize) -> Result<Value, Invalid> {
+    if text.is_empty() || text.chars().all(py_isspace) {
+        return Ok(Value::Object(Vec::new()));
+    }
+    decode_field(text, "params_json", "invalid_params_json", max_depth)
+}
+
+/// `args_digest`, remembering the last params text hashed: a call's outcome repeats its params
+/// byte for byte, and equal text (and tool) decodes to an equal value, so to an equal digest.
+fn args_digest_of(tool: &str, params_json: &str, params: &Value) -> [u8; 32] {
+    thread_local! {
+        static LAST: std::cell::RefCell<(String, String, [u8; 32])> = const { std::cell::RefCell::new((String::new(), String::new(), [0; 32])) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.1 == params_json && last.0 == tool && !params_json.is_empty() {
+            return last.2;
+        }
+        let digest = args_digest(tool, params);
+        if params_json.len() <= 1 << 16 {
+            last.0.clear();
+            last.0.push_str(tool);
+            last.1.clear();
+            last.1.push_str(params_json);
+            last.2 = digest;
+        }
+        digest
+    })
+}
+
+fn still_aborted(state: &RunState, tool_name: &str) -> Option<Verdict> {
+    let abort = state.abort.as_ref()?;
+    let mut v = (**abort).clone();
+    if !tool_name.is_empty() {
+        v.tool_name = tool_name.to_string();
+    }
+    Some(v)
+}
+
+fn gate(state: &mut RunState, s: &Settings, tool_name: &str) -> Option<Verdict> {
+    if let Some(v) = still_aborted(state, tool_name) {
+        return Some(v);
+    }
+    if !s.recording_on() {
+        return Some(Verdict::allow(tool_name));
+    }
+    if s.history_size != state.capacity {
+        state.resize(s.history_size);
+    }
+    None
+}
+
+fn evidence(state: &RunState, indexes: &[usize]) -> (Vec<u64>, Vec<String>) {
+    let seqs = indexes.iter().map(|&i| state.history[i].seq).collect();
+    let ids = indexes
+        .iter()
+        .filter_map(|&i| state.history[i].call_id().map(str::to_string))
+        .collect();
+    (seqs, ids)
+}
+
+fn shadowed(mut v: Verdict) -> Verdict {
+    v.shadow_action = Some(v.action);
+    v.action = Action::Allow;
+    v.announce = true;
+    v
+}
+
+fn announce(state: &mut RunState, key: &str, count: u32) -> bool {
+    let decade = count / 10;
+    let announced = state.announced.get_or_insert_with(Default::default);
+    if let Some(entry) = announced.iter_mut().find(|(k, _)| k == key) {
+        if decade <= entry.1 {
+            return false;
+        }
+        entry.1 = decade;
+        return true;
+    }
+    if announced.len() >= MAX_ANNOUNCED_KEYS {
+        announced.remove(0);
+    }
+    announced.push((key.to_string(), decade));
+    true
+}
+
+fn record(seq: u64, tool: Tool, args: [u8; 32], call_id: &str, status: u8, result: [u8; 32], unknown: Option<&str>) -> Record {
+    Record::of(seq, tool, args, result, status, (!call_id.is_empty()).then_some(call_id), unknown)
+}
+
+pub fn evaluate(state: &mut RunState, event: &Event, s: &Settings, catalog: &Catalog, max_depth: usize) -> Verdict {
+    let result = match event {
+        Event::ToolCall { tool_name, params_json, tool_call_id, seq } => {
+            on_tool_call(state, tool_name, params_json, tool_call_id, *seq, s, catalog, max_depth)
+        }
+        Event::ToolOutcome { tool_name, params_json, tool_call_id, result_json, error, seq } => {
+            on_tool_outcome(state, tool_name, params_json, tool_call_id, *result_json, *error, *seq, s, catalog, max_depth)
+        }
+        Event::CompactionRetry => Ok(still_aborted(state, "").unwrap_or_else(|| arm(state, s))),
+        Event::RunEnd => Ok(Verdict::allow("")),
+    };
+    result.unwrap_or_else(|Invalid(code, message)| Verdict::reject(code, message))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn on_tool_call(
+    state: &mut RunState, raw_tool: &str, params_json: &str, call_id: &str, seq: u64, s: &Settings, catalog: &Catalog,
+    max_depth: usize,
+) -> Result<Verdict, Invalid> {
+    let tool = normalize_tool_name(raw_tool);
+    let params = decode_params(params_json, max_depth)?;
+    if let Some(v) = gate(state, s, &tool) {
+        return Ok(v);
+    }
+    let digest = args_digest_of(&tool, params_json, &params);
+    let t = Tool::new(&tool);
+    let found = if s.rolling_on() {
+        let mut ctx = Context {
+            history: &state.history,
+            tool: &tool,
+            t,
+            args: digest,
+            known_poll: is_known_poll(&tool, &params, catalog),
+            no_new_streak: state.no_new_streak,
+            counts: None,
+        };
+        detect(&mut ctx, s)
+    } else {
+        None
+    };
+    let Some(det) = found else {
+        state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
+        return Ok(Verdict::allow(&tool));
+    };
+    let (seqs, ids) = evidence(state, &det.evidence);
+    let mut v = Verdict {
+        action: Action::Warn,
+        detector: det.detector,
+        level: det.level,
+        count: det.count,
+        message: det.message,
+        warning_key: det.warning_key,
+        announce: false,
+        paired_tool_name: det.paired_tool_name,
+        error_code: "",
+        tool_name: tool.clone(),
+        evidence_seqs: seqs,
+        evidence_call_ids: ids,
+        shadow_action: None,
+        guard_armed: false,
+    };
+    if det.level == Level::Critical {
+        state.blocks += 1;
+        v.action = Action::Block;
+        v.announce = true;
+        if s.abort_after_blocks > 0 && state.blocks >= s.abort_after_blocks {
+            let last = v.message.strip_prefix("CRITICAL: ").unwrap_or(&v.message).to_string();
+            v.message = format!(
+                "CRITICAL: run aborted: this is block {} of the run ({} on {}), so the loop persisted and the run is over (tool_loop_persisted). Last block: {last}",
+                state.blocks, v.detector.name(), v.tool_name
+            );
+            v.action = Action::Abort;
+            v.error_code = "tool_loop_persisted";
+        }
+        if s.shadow {
+            state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
+            return Ok(shadowed(v));
+        }
+        if v.action == Action::Abort {
+            state.abort = Some(Box::new(v.clone()));
+        }
+        return Ok(v);
+    }
+    state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
+    v.announce = announce(state, &v.warning_key, v.count);
+    Ok(v)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn on_tool_outcome(
+    state: &mut RunState, raw_tool: &str, params_json: &str, call_id: &str, result_json: Option<&str>,
+    error: Option<&str>, seq: u64, s: &Settings, catalog: &Catalog, max_depth: usize,
+) -> Result<Verdict, Invalid> {
+    let tool = normalize_tool_name(raw_tool);
+    let params = decode_params(params_json, max_depth)?;
+    let has_result = error.is_none() && matches!(result_json, Some(r) if !r.is_empty());
+    let result = if has_result {
+        Some(decode_field(result_json.unwrap_or(""), "result_json", "invalid_result_json", max_depth)?)
+    } else {
+        None
+    };
+    if let Some(v) = gate(state, s, &tool) {
+        return Ok(v);
+    }
+    let raw = error.or(result_json);
+    let wrapped = matches!(raw, Some(r) if r.contains(MARKER));
+    let fp = outcome_fingerprint(&tool, &params, result.as_ref(), error, catalog, wrapped);
+    if fp.status == PENDING {
+        return Ok(Verdict::allow(&tool));
+    }
+    let digest = args_digest_of(&tool, params_json, &params);
+    let t = Tool::new(&tool);
+    // Fill the newest matching pending call, or append a completed record.
+    let mut filled = false;
+    for i in (0..state.history.len()).rev() {
+        let r = &mut state.history[i];
+        if !same(&r.args, &digest) || !r.is_tool(t) || r.status != PENDING {
+            continue;
+        }
+        if !call_id.is_empty() && r.call_id() != Some(call_id) {
+            continue;
+        }
+        r.status = fp.status;
+        r.result = fp.digest;
+        r.complete(fp.unknown_tool_name.as_deref());
+        filled = true;
+        break;
+    }
+    if !filled {
+        state.append(record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref()));
+    }
+    if s.run_wide_breaker_threshold > 0 {
+        track_outcome(state, &tool, &digest, fp.status, &fp.digest);
+    }
+    if let Some(abort) = observe_outcome(state, &tool, digest, fp.status, fp.digest, seq) {
+        if s.shadow {
+            return Ok(shadowed(abort));
+        }
+        state.abort = Some(Box::new(abort.clone()));
+        return Ok(abort);
+    }
+    Ok(Verdict::allow(&tool))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::testing::{seen, small, Run, ALLOW};
+    use crate::engine::{Action, Detector, Settings};
+
+    const CALL: (&str, &str) = ("fetch", r#"{"url": "x"}"#);
+
+    /// Five identical rounds: the next call is generic_repeat's block (W 3, C 5).
+    fn looping(settings: Settings) -> Run {
+        let mut run = Run::new(settings);
+        for _ in 0..5 {
+            run.round(CALL.0, CALL.1, r#""same""#);
+        }
+        run
+    }
+
+    #[test]
+    fn blocks_escalate_to_an_abort_at_abort_after_blocks() {
+        let mut run = looping(Settings { abort_after_blocks: 2, ..small() });
+        assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Block, Detector::GenericRepeat, 5));
+        let v = run.call(CALL.0, CALL.1);
+        assert_eq!(seen(&v), (Action::Abort, Detector::GenericRepeat, 5));
+        assert_eq!(v.error_code, "tool_loop_persisted");
+        assert!(v.message.starts_with("CRITICAL: run aborted: this is block 2 of the run"), "{}", v.message);
+        let next = run.call("other", "{}");
+        assert_eq!((next.action, next.error_code, next.tool_name.as_str()), (Action::Abort, "tool_loop_persisted", "other"));
+    }
+
+    #[test]
+    fn shadow_mode_allows_and_says_what_it_would_have_done() {
+        let mut run = looping(Settings { shadow: true, ..small() });
+        let v = run.call(CALL.0, CALL.1);
+        assert_eq!((v.action, v.shadow_action, v.detector), (Action::Allow, Some(Action::Block), Detector::GenericRepeat));
+        assert!(v.announce);
+        assert_eq!(run.state.history.len(), 6, "the shadowed call is recorded as if it ran");
+    }
+
+    #[test]
+    fn warnings_are_announced_once_per_decade_of_their_count() {
+        let mut run = Run::new(small());
+        let announced: Vec<(u32, bool)> = (0..11)
+            .map(|_| run.call(CALL.0, CALL.1))
+            .filter(|v| v.action == Action::Warn)
+            .map(|v| (v.count, v.announce))
+            .collect();
+        assert_eq!(announced, [(3, true), (4, false), (5, false), (6, false), (7, false), (8, false), (9, false), (10, true)]);
+    }
+
+    #[test]
+    fn disabled_records_nothing() {
+        let mut run = Run::new(Settings { enabled: Some(false), ..small() });
+        for _ in 0..6 {
+            assert_eq!(seen(&run.round(CALL.0, CALL.1, r#""same""#)), ALLOW);
+        }
+        assert!(run.state.history.is_empty());
+    }
+
+    #[test]
+    fn undecodable_json_is_rejected_and_changes_nothing() {
+        let mut run = Run::new(small());
+        let v = run.call(CALL.0, "{not json");
+        assert_eq!((v.action, v.error_code), (Action::Reject, "invalid_params_json"));
+        let v = run.result(CALL.0, CALL.1, "[1,");
+        assert_eq!((v.action, v.error_code), (Action::Reject, "invalid_result_json"));
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        let v = run.call(CALL.0, &deep);
+        assert_eq!((v.action, v.error_code), (Action::Reject, "json_too_deep"));
+        assert!(run.state.history.is_empty());
+        // Blank params are {}: the same call as "{}".
+        run.call(CALL.0, "  ");
+        assert_eq!(run.state.history.len(), 1);
+    }
+
+    #[test]
+    fn an_outcome_completes_the_newest_pending_call_of_its_id() {
+        let mut run = Run::new(small());
+        for id in ["c1", "c2"] {
+            run.send(&crate::engine::Event::ToolCall { tool_name: CALL.0, params_json: CALL.1, tool_call_id: id, seq: 1 });
+        }
+        run.send(&crate::engine::Event::ToolOutcome {
+            tool_name: CALL.0, params_json: CALL.1, tool_call_id: "c1", result_json: Some(r#""ok""#), error: None, seq: 2,
+        });
+        let pending: Vec<Option<&str>> = run.state.history.iter().map(|r| r.call_id()).collect();
+        assert_eq!(pending, [None, Some("c2")], "c1 completed (its id dropped), c2 still pending");
+        assert_eq!(run.state.history.len(), 2);
+    }
+}

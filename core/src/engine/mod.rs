@@ -1,0 +1,24 @@
+//! The engine: one event in, one verdict out, run state updated in place. A port of
+//! `engine/evaluate.py`, `state.py`, `detectors/` and `compaction_guard.py`; the Python engine
+//! is the reference and the differential suite (tests/core) holds the two to the same verdicts.
+//!
+//! Split by job, each module beside its tests: the verdict vocabulary, the settings, the run
+//! state, the evaluation entry, the compaction guard and one module per detector. Everything
+//! other code uses is re-exported here, so `crate::engine::X` is the one path to it.
+
+mod compaction_guard;
+mod detectors;
+mod evaluation;
+mod run_state;
+mod settings;
+#[cfg(test)]
+mod testing;
+mod verdict;
+
+pub use evaluation::{evaluate, Event};
+pub use run_state::{
+    args_hash_text, hex, result_hash_text, same, Guard, Record, RecordExtra, RunState, Tool, Triple, MAX_ANNOUNCED_KEYS,
+    MAX_SEEN_TRIPLES,
+};
+pub use settings::Settings;
+pub use verdict::{Action, Detector, Level, Verdict};

@@ -1,0 +1,175 @@
+//! What the engine remembers about a run between events: its history of records, the warning
+//! keys already announced, the post-compaction guard, the abort it ended in and the run-wide set
+//! of outcomes seen. Its own module because both the engine and the state store (`crate::state`)
+//! read and write it, and its layout is tuned for memory (80-byte records, boxed rare fields).
+
+use std::collections::{HashSet, VecDeque};
+
+use crate::fingerprint::{ERROR, PENDING};
+use crate::intern::{tool_id, tool_name, ExtraHandle, OVERFLOW};
+pub use crate::intern::RecordExtra;
+
+use super::Verdict;
+
+/// Bound of `RunState::announced` (the oldest key goes first).
+pub const MAX_ANNOUNCED_KEYS: usize = 512;
+/// Bound of `RunState::seen_triples` (past it, new triples are not remembered).
+pub const MAX_SEEN_TRIPLES: usize = 4096;
+
+/// A tool name as records compare it: its interned id (OVERFLOW: compare names) and the name.
+#[derive(Clone, Copy)]
+pub struct Tool<'a> {
+    pub id: u16,
+    pub name: &'a str,
+}
+
+impl<'a> Tool<'a> {
+    pub fn new(name: &'a str) -> Tool<'a> {
+        Tool { id: tool_id(name), name }
+    }
+}
+
+/// One history record: 80 bytes (the tool an interned u16 id, the rare fields behind a u32
+/// handle), so a full default history of 30 is 2,400 bytes.
+#[derive(Clone)]
+pub struct Record {
+    pub seq: u64,
+    pub args: [u8; 32],
+    pub result: [u8; 32],
+    tool: u16,
+    pub status: u8,
+    /// Rare: a pending call's id, the missing tool an error named, a tool name without an id.
+    extra: ExtraHandle,
+}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("seq", &self.seq)
+            .field("tool", &self.tool())
+            .field("args", &hex(&self.args))
+            .field("result", &hex(&self.result))
+            .field("status", &self.status)
+            .field("extra", &self.extra.get())
+            .finish()
+    }
+}
+
+impl Record {
+    /// A record as the engine makes one (`tool`: the normalised name).
+    pub fn new(seq: u64, tool: &str, args: [u8; 32], result: [u8; 32], status: u8, call_id: Option<&str>,
+               unknown: Option<&str>) -> Record {
+        Record::of(seq, Tool::new(tool), args, result, status, call_id, unknown)
+    }
+    pub(crate) fn of(seq: u64, tool: Tool, args: [u8; 32], result: [u8; 32], status: u8, call_id: Option<&str>,
+          unknown: Option<&str>) -> Record {
+        let mut r = Record { seq, args, result, tool: tool.id, status, extra: ExtraHandle::default() };
+        let own_name = (tool.id == OVERFLOW).then(|| tool.name.into());
+        r.extra = ExtraHandle::new(RecordExtra { call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name });
+        r
+    }
+    pub fn tool(&self) -> &str {
+        if self.tool == OVERFLOW {
+            return self.extra.get().and_then(|e| e.tool.as_deref()).unwrap_or("");
+        }
+        tool_name(self.tool).unwrap_or("")
+    }
+    /// Is this a record of `tool`? (An id comparison, but for names past the table's bound.)
+    #[inline]
+    pub fn is_tool(&self, tool: Tool) -> bool {
+        self.tool == tool.id && (tool.id != OVERFLOW || self.tool() == tool.name)
+    }
+    #[inline]
+    pub fn same_tool(&self, other: &Record) -> bool {
+        self.tool == other.tool && (self.tool != OVERFLOW || self.tool() == other.tool())
+    }
+    pub fn call_id(&self) -> Option<&str> {
+        self.extra.get().and_then(|e| e.call_id.as_deref())
+    }
+    pub fn unknown(&self) -> Option<&str> {
+        self.extra.get().and_then(|e| e.unknown.as_deref())
+    }
+    /// Completing a pending call: its id goes, the missing tool an error named comes.
+    pub(crate) fn complete(&mut self, unknown: Option<&str>) {
+        if self.tool != OVERFLOW && unknown.is_none() {
+            self.extra = ExtraHandle::default();
+            return;
+        }
+        let tool = self.extra.get().and_then(|e| e.tool.clone());
+        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool });
+    }
+}
+
+/// (tool, args digest, result status, result digest) of one observed outcome.
+pub type Triple = (Box<str>, [u8; 32], u8, [u8; 32]);
+
+#[derive(Clone, Debug)]
+pub struct Guard {
+    pub window_size: u32,
+    pub observed: u32,
+    pub first: Option<Triple>,
+    pub all_identical: bool,
+    pub seqs: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct RunState {
+    pub capacity: usize,
+    pub history: VecDeque<Record>,
+    /// Boxed (8 bytes, not 24): most runs never warn.
+    pub announced: Option<Box<Vec<(String, u32)>>>,
+    pub guard: Option<Box<Guard>>,
+    pub abort: Option<Box<Verdict>>,
+    pub blocks: u32,
+    pub seen_triples: Option<Box<HashSet<u64>>>,
+    pub no_new_streak: u32,
+}
+
+impl RunState {
+    pub fn new(capacity: usize) -> RunState {
+        RunState { capacity, history: VecDeque::with_capacity(capacity.min(64)), ..Default::default() }
+    }
+
+    pub(crate) fn append(&mut self, record: Record) {
+        while self.history.len() >= self.capacity && !self.history.is_empty() {
+            self.history.pop_front();
+        }
+        self.history.push_back(record);
+    }
+
+    pub(crate) fn resize(&mut self, capacity: usize) {
+        while self.history.len() > capacity {
+            self.history.pop_front();
+        }
+        self.capacity = capacity;
+    }
+}
+
+/// Digest equality as four machine words (history scans compare digests more than anything).
+#[inline]
+pub fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let word = |d: &[u8; 32], i: usize| u64::from_ne_bytes([d[i], d[i + 1], d[i + 2], d[i + 3], d[i + 4], d[i + 5], d[i + 6], d[i + 7]]);
+    word(a, 0) == word(b, 0) && word(a, 8) == word(b, 8) && word(a, 16) == word(b, 16) && word(a, 24) == word(b, 24)
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
+    }
+    out
+}
+
+pub fn args_hash_text(tool: &str, digest: &[u8; 32]) -> String {
+    format!("{tool}:{}", hex(digest))
+}
+
+pub fn result_hash_text(status: u8, digest: &[u8; 32]) -> Option<String> {
+    match status {
+        PENDING => None,
+        ERROR => Some(format!("error:{}", hex(digest))),
+        _ => Some(hex(digest)),
+    }
+}

@@ -1,0 +1,86 @@
+//! What `service.py`, `store.py` and `retries.py` do per event, on raw protobuf: envelope
+//! limits, the run store (LRU over all runs, idle TTL, eviction reasons), idempotent retries,
+//! decision ids, and the per-request summary Python turns into metrics and decision log lines.
+//!
+//! Split by job, each module beside its tests: the run store, the retry window, the request
+//! path, the per-request summary, the state-store glue and the views of decisions and runs.
+//! `Core` (here) ties them together; its methods live with the job they do. Everything other
+//! code uses is re-exported here, so `crate::service::X` is the one path to it.
+
+use std::collections::HashMap;
+
+use crate::engine::{Settings, Verdict};
+use crate::fingerprint::Catalog;
+use crate::json::py_isspace;
+
+mod persist;
+mod request;
+mod retries;
+mod store;
+mod summary;
+mod views;
+
+pub use persist::Loaded;
+pub use request::{count_events, py_repr, Limits, Refusal};
+pub use retries::{content_digest, RETRY_WINDOW};
+pub use store::{Entry, RunKey, Store, RECENT_DECISIONS};
+pub use summary::{counter, LogLine, Summary, DEBUG, ERROR, INFO, WARNING};
+pub use views::{record_views, verdict_message};
+
+/// The compiled config: settings per agent id, the defaults, the tool catalog.
+#[derive(Default)]
+pub struct Config {
+    pub default: Settings,
+    pub agents: HashMap<String, Settings>,
+    pub catalog: Catalog,
+}
+
+impl Config {
+    fn settings_for(&self, agent_id: &str) -> &Settings {
+        self.agents.get(agent_id).unwrap_or(&self.default)
+    }
+    pub fn agent_label<'a>(&self, agent_id: &'a str) -> &'a str {
+        let agent = agent_id.trim_matches(py_isspace);
+        if self.agents.contains_key(agent) { agent } else { "default" }
+    }
+}
+
+#[derive(Clone)]
+pub struct Decision {
+    pub seq: u64,
+    pub run_id: String,
+    pub verdict: Verdict,
+    pub decision_id: String,
+}
+
+pub struct Core {
+    pub config: Config,
+    pub limits: Limits,
+    pub store: Store,
+    pub instance_id: String,
+    decisions: u64,
+    pub latency_bounds: Vec<f64>,
+    pub debug_logs: bool,
+    /// Tests only: evaluating a call of this tool panics (how a bug in the core would).
+    pub panic_tool: Option<String>,
+}
+
+impl Core {
+    pub fn new(config: Config, limits: Limits, max_runs: usize, idle_ttl: f64, instance_id: String, latency_bounds: Vec<f64>) -> Core {
+        Core { config, limits, store: Store::new(max_runs, idle_ttl), instance_id, decisions: 0, latency_bounds, debug_logs: false, panic_tool: None }
+    }
+
+    pub fn set_decision_counter(&mut self, value: u64) {
+        self.decisions = value;
+    }
+
+    fn next_decision_id(&mut self) -> String {
+        self.decisions += 1;
+        format!("{}-{:x}", self.instance_id, self.decisions)
+    }
+
+    /// InspectRun's view of one run, or None.
+    pub fn inspect(&self, tenant: &str, run_id: &str) -> Option<&Entry> {
+        self.store.get(tenant, run_id.trim_matches(py_isspace))
+    }
+}

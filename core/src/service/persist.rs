@@ -1,0 +1,79 @@
+//! The glue between the run store and a shared state store (`crate::state` holds the record
+//! format): a held run encoded for writing, a stored run taken back in. Apart from the request
+//! path because Python calls it on its own schedule (flushes, restores, lazy loads).
+
+use super::retries::{Retries, RETRY_WINDOW};
+use super::store::Entry;
+use super::{Core, Decision};
+use crate::engine::Verdict;
+
+/// What became of a stored run handed to `Core::load_run`.
+pub enum Loaded {
+    Restored,
+    /// Idle past the TTL: not taken in.
+    Expired,
+    /// Not the run that was asked for.
+    Mismatch,
+}
+
+impl Core {
+    /// The run's state-store record (state.rs), or None when it is not held. `wall_now` and
+    /// `now` (the store's clock) turn its last event into wall-clock time.
+    pub fn encode_run(&self, tenant: &str, run_id: &str, wall_now: f64, now: f64) -> Option<Vec<u8>> {
+        let entry = self.store.get(tenant, run_id)?;
+        let retries = entry.retries.as_ref().map(|r| {
+            let mut decisions: Vec<(usize, u64, &str, &Verdict)> =
+                r.decisions.iter().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
+            decisions.sort_by_key(|d| d.0);
+            crate::state::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions }
+        });
+        Some(crate::state::encode(&crate::state::RunRecord {
+            tenant: &entry.tenant,
+            run_id: &entry.run_id,
+            agent_id: &entry.agent_id,
+            session_id: &entry.session_id,
+            last_seen: wall_now - (now - entry.last_seen).max(0.0),
+            events_evaluated: entry.events_evaluated,
+            state: &entry.state,
+            retries,
+        }))
+    }
+
+    /// Take in a stored run's record (keeper.py's restore and lazy load). `expect`: the
+    /// (tenant, run_id) asked for, when one was. Err: the record is malformed (it names the field).
+    pub fn load_run(&mut self, record: &[u8], wall_now: f64, now: f64, expect: Option<(&str, &str)>,
+                    evictions: &mut Vec<&'static str>) -> Result<Loaded, String> {
+        let d = crate::state::decode(record, RETRY_WINDOW)?;
+        let idle = (wall_now - d.last_seen).max(0.0);
+        if idle > self.store.idle_ttl {
+            return Ok(Loaded::Expired);
+        }
+        if let Some((tenant, run_id)) = expect {
+            if (d.tenant.as_str(), d.run_id.as_str()) != (tenant, run_id) {
+                return Ok(Loaded::Mismatch);
+            }
+        }
+        let retries = d.retries.map(|crate::state::DecodedRetries { seqs, digests, next_slot, decisions }| {
+            let decisions = decisions
+                .into_iter()
+                .map(|(slot, (seq, decision_id, verdict))| (slot, Decision { seq, run_id: d.run_id.clone(), verdict, decision_id }))
+                .collect();
+            Box::new(Retries { seqs, digests, decisions, next_slot })
+        });
+        let entry = Entry {
+            tenant: d.tenant,
+            run_id: d.run_id,
+            state: d.state,
+            agent_id: d.agent_id,
+            session_id: d.session_id,
+            last_seen: 0.0,
+            touch: 0,
+            events_evaluated: d.events_evaluated,
+            recent: None,
+            retries,
+            dirty: false,
+        };
+        self.store.restore(entry, idle, now, evictions);
+        Ok(Loaded::Restored)
+    }
+}

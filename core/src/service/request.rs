@@ -1,0 +1,532 @@
+//! The request path: bytes in, bytes out. Whole-request refusals decided on the raw bytes (an
+//! undecodable request, too many events), the lazy-load check, the per-event envelope limits,
+//! routing, and `evaluate_event`: the run looked up or created, a retry answered from the
+//! window, the engine called (a panic answered as REJECT internal_error), the decision id given.
+//! Kept together because it is one pass per event and the order of its steps is the contract.
+
+use std::collections::VecDeque;
+
+use prost::Message;
+
+use super::retries::content_digest;
+use super::store::RECENT_DECISIONS;
+use super::summary::{counter, LogLine, Summary, ERROR};
+use super::views::verdict_message;
+use super::{Core, Decision};
+use crate::engine::{evaluate, Action, Event, RunState, Verdict};
+use crate::json::py_isspace;
+use crate::pb;
+
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_params_bytes: usize,
+    pub max_result_bytes: usize,
+    pub max_run_id_chars: usize,
+    pub max_tool_name_chars: usize,
+    pub max_agent_id_chars: usize,
+    pub max_session_id_chars: usize,
+    pub max_tool_call_id_chars: usize,
+    pub max_json_depth: usize,
+    pub max_events_per_request: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_params_bytes: 1 << 20,
+            max_result_bytes: 1 << 20,
+            max_run_id_chars: 256,
+            max_tool_name_chars: 256,
+            max_agent_id_chars: 256,
+            max_session_id_chars: 256,
+            max_tool_call_id_chars: 256,
+            max_json_depth: 64,
+            max_events_per_request: 1000,
+        }
+    }
+}
+
+/// Refusals of a whole request (the transport's decode.py), decided on raw bytes.
+pub enum Refusal {
+    Undecodable,
+    TooManyEvents,
+    /// Not a refusal: with a shared state store, the request names runs not in memory (their
+    /// ids) and nothing was evaluated; Python loads them and asks again (keeper.py).
+    NotLoaded(Vec<String>),
+}
+
+const MAX_OTHER_FIELDS: usize = 64;
+
+fn varint(data: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut result = 0u64;
+    let mut shift = 0;
+    loop {
+        if *pos >= data.len() || shift > 63 {
+            return None;
+        }
+        let byte = data[*pos];
+        *pos += 1;
+        result |= ((byte & 0x7F) as u64) << shift;
+        if byte < 0x80 {
+            return Some(result);
+        }
+        shift += 7;
+    }
+}
+
+/// How many top-level field-1 messages `data` holds, counting at most limit + 1.
+pub fn count_events(data: &[u8], limit: usize) -> Option<usize> {
+    let (mut count, mut others, mut pos) = (0usize, 0usize, 0usize);
+    while pos < data.len() {
+        let tag = varint(data, &mut pos)?;
+        let (field, wire) = (tag >> 3, tag & 7);
+        match wire {
+            2 => {
+                let length = varint(data, &mut pos)? as usize;
+                pos = pos.checked_add(length)?;
+                if field == 1 {
+                    count += 1;
+                    if count > limit {
+                        return Some(count);
+                    }
+                    continue;
+                }
+            }
+            0 => {
+                varint(data, &mut pos)?;
+            }
+            1 => pos += 8,
+            5 => pos += 4,
+            _ => return None,
+        }
+        others += 1;
+        if others > MAX_OTHER_FIELDS {
+            return None;
+        }
+    }
+    if pos != data.len() {
+        return None;
+    }
+    Some(count)
+}
+
+fn kind_name(kind: &Option<pb::event::Kind>) -> &'static str {
+    match kind {
+        Some(pb::event::Kind::ToolCall(_)) => "tool_call",
+        Some(pb::event::Kind::ToolOutcome(_)) => "tool_outcome",
+        Some(pb::event::Kind::CompactionRetry(_)) => "compaction_retry",
+        Some(pb::event::Kind::RunEnd(_)) => "run_end",
+        None => "unknown",
+    }
+}
+
+fn too_long(what: &str, chars: usize, limit: usize) -> String {
+    format!("{what} is {chars} characters; the limit is {limit}")
+}
+
+impl Core {
+    /// `routed`: the stream's x-loopwarden-run-id ("" = none): events of other runs are refused.
+    /// `lazy`: a shared state store holds runs this replica may not: runs the request names
+    /// that are not in memory are returned (Refusal::NotLoaded) before anything is evaluated.
+    pub fn evaluate_request(&mut self, data: &[u8], tenant: &str, routed: &str, now: f64, summary: &mut Summary, lazy: bool) -> Result<Vec<u8>, Refusal> {
+        let events = self.decode_evaluate(data)?;
+        if lazy {
+            self.not_loaded(&events, tenant, routed, summary)?;
+        }
+        let verdicts = self.evaluate_events(&events, tenant, routed, now, summary).iter().map(verdict_message).collect();
+        Ok(pb::EvaluateResponse { verdicts }.encode_to_vec())
+    }
+
+    /// An EvaluateRequest's events, refused whole when it is undecodable or carries more events
+    /// than the limit (counted on the raw bytes first, so a huge request is never parsed).
+    pub fn decode_evaluate(&self, data: &[u8]) -> Result<Vec<pb::Event>, Refusal> {
+        match count_events(data, self.limits.max_events_per_request) {
+            None => return Err(Refusal::Undecodable),
+            Some(n) if n > self.limits.max_events_per_request => return Err(Refusal::TooManyEvents),
+            _ => {}
+        }
+        Ok(pb::EvaluateRequest::decode(data).map_err(|_| Refusal::Undecodable)?.events)
+    }
+
+    /// The runs `events` name that are not in memory (a shared state store loads them first).
+    pub fn missing_runs(&self, events: &[pb::Event], tenant: &str, routed: &str, summary: &mut Summary) -> Vec<String> {
+        match self.not_loaded(events, tenant, routed, summary) {
+            Err(Refusal::NotLoaded(ids)) => ids,
+            _ => Vec::new(),
+        }
+    }
+
+    /// Decoded events, each evaluated and timed in order (one request's worth).
+    pub fn evaluate_events(&mut self, events: &[pb::Event], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Vec<Decision> {
+        summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
+        events.iter().map(|event| self.evaluate_timed(event, tenant, routed, now, summary)).collect()
+    }
+
+    /// Ok(None): the request has no event (the transport answers INVALID_ARGUMENT).
+    pub fn check_request(&mut self, data: &[u8], tenant: &str, routed: &str, now: f64, summary: &mut Summary, lazy: bool) -> Result<Option<Vec<u8>>, Refusal> {
+        let request = pb::CheckRequest::decode(data).map_err(|_| Refusal::Undecodable)?;
+        let Some(event) = request.event else { return Ok(None) };
+        if lazy {
+            self.not_loaded(std::slice::from_ref(&event), tenant, routed, summary)?;
+        }
+        summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
+        let decision = self.evaluate_timed(&event, tenant, routed, now, summary);
+        Ok(Some(pb::CheckResponse { verdict: Some(verdict_message(&decision)) }.encode_to_vec()))
+    }
+
+    /// keeper.py's `missing`: the request's run ids (trimmed, run_end and misrouted events
+    /// aside) not held in memory, each once; the held ones are counted in the summary.
+    fn not_loaded(&self, events: &[pb::Event], tenant: &str, routed: &str, summary: &mut Summary) -> Result<(), Refusal> {
+        let mut missing: Vec<String> = Vec::new();
+        for event in events {
+            if let Some(pb::event::Kind::RunEnd(_)) = event.kind {
+                continue;
+            }
+            let run_id = event.run_id.trim_matches(py_isspace);
+            if !routed.is_empty() && run_id != routed {
+                continue;
+            }
+            if self.store.get(tenant, run_id).is_some() {
+                summary.held_runs += 1;
+            } else if !run_id.is_empty() && !missing.iter().any(|m| m == run_id) {
+                missing.push(run_id.to_string());
+            }
+        }
+        if missing.is_empty() { Ok(()) } else { Err(Refusal::NotLoaded(missing)) }
+    }
+
+    fn evaluate_timed(&mut self, event: &pb::Event, tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Decision {
+        let started = std::time::Instant::now();
+        let decision = if !routed.is_empty() && event.run_id.trim_matches(py_isspace) != routed {
+            self.misrouted(event, routed, summary)
+        } else {
+            self.evaluate_event(event, tenant, now, summary)
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        let bucket = self.latency_bounds.iter().position(|b| seconds <= *b).unwrap_or(self.latency_bounds.len());
+        if let Some(slot) = summary.latency_buckets.get_mut(bucket) {
+            *slot += 1;
+        }
+        summary.latency_sum += seconds;
+        decision
+    }
+
+    fn envelope_error(&self, event: &pb::Event, run_id: &str) -> Option<Verdict> {
+        let l = &self.limits;
+        if run_id.is_empty() {
+            return Some(Verdict::reject("missing_run_id", "run_id is required (a non-blank string)".into()));
+        }
+        let n = run_id.chars().count();
+        if n > l.max_run_id_chars {
+            return Some(Verdict::reject("run_id_too_long", format!("run_id is {n} characters; the limit is {}", l.max_run_id_chars)));
+        }
+        let n = event.agent_id.chars().count();
+        if n > l.max_agent_id_chars {
+            return Some(Verdict::reject("agent_id_too_long", too_long("agent_id", n, l.max_agent_id_chars)));
+        }
+        let n = event.session_id.chars().count();
+        if n > l.max_session_id_chars {
+            return Some(Verdict::reject("session_id_too_long", too_long("session_id", n, l.max_session_id_chars)));
+        }
+        let (tool_name, call_id, params) = match &event.kind {
+            None => {
+                return Some(Verdict::reject("missing_event_kind", "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end".into()));
+            }
+            Some(pb::event::Kind::ToolCall(c)) => (&c.tool_name, &c.tool_call_id, &c.params_json),
+            Some(pb::event::Kind::ToolOutcome(o)) => (&o.tool_name, &o.tool_call_id, &o.params_json),
+            _ => return None,
+        };
+        let n = tool_name.chars().count();
+        if n > l.max_tool_name_chars {
+            return Some(Verdict::reject("tool_name_too_long", too_long("tool_name", n, l.max_tool_name_chars)));
+        }
+        let n = call_id.chars().count();
+        if n > l.max_tool_call_id_chars {
+            return Some(Verdict::reject("tool_call_id_too_long", too_long("tool_call_id", n, l.max_tool_call_id_chars)));
+        }
+        if params.len() > l.max_params_bytes {
+            return Some(Verdict::reject("params_too_large", format!("params_json is {} bytes; the limit is {}", params.len(), l.max_params_bytes)));
+        }
+        if let Some(pb::event::Kind::ToolOutcome(o)) = &event.kind {
+            let (name, text) = match &o.outcome {
+                Some(pb::tool_outcome::Outcome::ResultJson(r)) => ("result_json", r),
+                Some(pb::tool_outcome::Outcome::Error(e)) => ("error", e),
+                None => return None,
+            };
+            if text.len() > l.max_result_bytes {
+                return Some(Verdict::reject("result_too_large", format!("{name} is {} bytes; the limit is {}", text.len(), l.max_result_bytes)));
+            }
+        }
+        None
+    }
+
+    /// REJECT `run_id_mismatch` (service.py's refuse_misrouted).
+    fn misrouted(&self, event: &pb::Event, routed: &str, summary: &mut Summary) -> Decision {
+        summary.count(counter::EVENTS, [kind_name(&event.kind), ""], "");
+        let run_id = event.run_id.trim_matches(py_isspace);
+        let head = |s: &str| py_repr(&s.chars().take(80).collect::<String>());
+        let message = format!(
+            "run_id {} differs from this stream's x-loopwarden-run-id {}; open one Evaluate stream per run (the header routes the stream to the run's replica)",
+            head(run_id), head(routed)
+        );
+        self.rejected(event, run_id, Verdict::reject("run_id_mismatch", message), summary)
+    }
+
+    fn rejected(&self, event: &pb::Event, run_id: &str, verdict: Verdict, summary: &mut Summary) -> Decision {
+        summary.count(counter::REJECTED, [verdict.error_code, ""], "");
+        let agent = self.config.agent_label(&event.agent_id).to_string();
+        summary.count(counter::VERDICTS, ["reject", "none"], &agent);
+        Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id: String::new() }
+    }
+
+    pub fn evaluate_event(&mut self, event: &pb::Event, tenant: &str, now: f64, summary: &mut Summary) -> Decision {
+        let kind = kind_name(&event.kind);
+        summary.count(counter::EVENTS, [kind, ""], "");
+        let run_id = event.run_id.trim_matches(py_isspace).to_string();
+        if let Some(invalid) = self.envelope_error(event, &run_id) {
+            return self.rejected(event, &run_id, invalid, summary);
+        }
+        if let Some(pb::event::Kind::RunEnd(_)) = event.kind {
+            self.store.remove(tenant, &run_id);
+            let agent = self.config.agent_label(&event.agent_id).to_string();
+            summary.count(counter::VERDICTS, ["allow", "none"], &agent);
+            return Decision { seq: event.seq, run_id, verdict: Verdict::allow(""), decision_id: String::new() };
+        }
+        let held = self.store.touch(tenant, &run_id, now, &mut summary.evictions);
+        let mut digest: Option<[u8; 8]> = None;
+        if held && event.seq != 0 {
+            let entry = self.store.get(tenant, &run_id).expect("held");
+            if let Some(retries) = &entry.retries {
+                let d = content_digest(&event.kind);
+                digest = Some(d);
+                if let Some(slot) = retries.find(event.seq, &d) {
+                    summary.count(counter::RETRIED, ["", ""], "");
+                    if let Some(kept) = retries.decisions.get(&slot) {
+                        return Decision { seq: event.seq, run_id, verdict: kept.verdict.clone(), decision_id: kept.decision_id.clone() };
+                    }
+                    let tool = match &event.kind {
+                        Some(pb::event::Kind::ToolCall(c)) => crate::toolnames::normalize_tool_name(&c.tool_name),
+                        Some(pb::event::Kind::ToolOutcome(o)) => crate::toolnames::normalize_tool_name(&o.tool_name),
+                        _ => String::new(),
+                    };
+                    return Decision { seq: event.seq, run_id, verdict: Verdict::allow(&tool), decision_id: String::new() };
+                }
+            }
+        }
+        let event_agent = event.agent_id.trim_matches(py_isspace);
+        let agent_id = if !event_agent.is_empty() {
+            event_agent.to_string()
+        } else if held {
+            self.store.get(tenant, &run_id).map(|e| e.agent_id.clone()).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let created = !held;
+        if created {
+            let capacity = self.config.settings_for(&agent_id).history_size;
+            self.store.create(tenant, &run_id, RunState::new(capacity), now, &mut summary.evictions);
+        }
+        let config = &self.config;
+        let settings = config.settings_for(&agent_id);
+        let max_depth = self.limits.max_json_depth;
+        let entry = self.store.get_mut(tenant, &run_id).expect("created");
+        let was_aborted = entry.state.abort.is_some();
+        let state = &mut entry.state;
+        let panic_tool = self.panic_tool.as_deref();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if let (Some(tool), Some(pb::event::Kind::ToolCall(c))) = (panic_tool, &event.kind) {
+                assert!(c.tool_name != tool, "planted panic for a test");
+            }
+            let engine_event = match &event.kind {
+                Some(pb::event::Kind::ToolCall(c)) => Event::ToolCall {
+                    tool_name: &c.tool_name, params_json: &c.params_json, tool_call_id: &c.tool_call_id, seq: event.seq,
+                },
+                Some(pb::event::Kind::ToolOutcome(o)) => Event::ToolOutcome {
+                    tool_name: &o.tool_name,
+                    params_json: &o.params_json,
+                    tool_call_id: &o.tool_call_id,
+                    result_json: match &o.outcome {
+                        Some(pb::tool_outcome::Outcome::ResultJson(r)) => Some(r.as_str()),
+                        _ => None,
+                    },
+                    error: match &o.outcome {
+                        Some(pb::tool_outcome::Outcome::Error(e)) => Some(e.as_str()),
+                        _ => None,
+                    },
+                    seq: event.seq,
+                },
+                Some(pb::event::Kind::CompactionRetry(_)) => Event::CompactionRetry,
+                _ => Event::RunEnd,
+            };
+            evaluate(state, &engine_event, settings, &config.catalog, max_depth)
+        }));
+        let verdict = match outcome {
+            Ok(v) => v,
+            Err(_) => return self.internal_error(event, tenant, &run_id, created, kind, summary),
+        };
+        let agent_label = self.config.agent_label(&agent_id).to_string();
+        let entry = self.store.get_mut(tenant, &run_id).expect("held");
+        entry.agent_id = agent_id;
+        if !event.session_id.is_empty() {
+            entry.session_id = event.session_id.clone();
+        }
+        let decision = if verdict.action == Action::Reject {
+            Decision { seq: event.seq, run_id: run_id.clone(), verdict, decision_id: String::new() }
+        } else {
+            entry.events_evaluated += 1;
+            let needs_id = !(verdict.action == Action::Allow && verdict.shadow_action.is_none());
+            let decision_id = if needs_id {
+                self.decisions += 1;
+                format!("{}-{:x}", self.instance_id, self.decisions)
+            } else {
+                String::new()
+            };
+            let decision = Decision { seq: event.seq, run_id: run_id.clone(), verdict, decision_id };
+            if !decision.decision_id.is_empty() {
+                let recent = entry.recent.get_or_insert_with(|| VecDeque::with_capacity(RECENT_DECISIONS));
+                if recent.len() >= RECENT_DECISIONS {
+                    recent.pop_front();
+                }
+                recent.push_back(decision.clone());
+            }
+            if event.seq != 0 {
+                let v = &decision.verdict;
+                let plain = v.action == Action::Allow && v.message.is_empty() && v.shadow_action.is_none();
+                let d = digest.unwrap_or_else(|| content_digest(&event.kind));
+                entry.retries.get_or_insert_with(Default::default).remember(event.seq, d, if plain { None } else { Some(decision.clone()) });
+            }
+            decision
+        };
+        let (tenant_s, agent_s, session_s) = (entry.tenant.clone(), entry.agent_id.clone(), entry.session_id.clone());
+        self.account(event, &decision, &agent_label, was_aborted, kind, (tenant_s, agent_s, session_s), summary);
+        decision
+    }
+
+    fn internal_error(&mut self, event: &pb::Event, tenant: &str, run_id: &str, created: bool, kind: &'static str, summary: &mut Summary) -> Decision {
+        if created {
+            self.store.remove(tenant, run_id);
+        }
+        let decision_id = self.next_decision_id();
+        let verdict = Verdict::reject(
+            "internal_error",
+            format!("loopwarden could not evaluate this event (decision {decision_id}); it changed nothing. The daemon log has the details under that id."),
+        );
+        summary.logs.push(LogLine {
+            level: ERROR,
+            message: "internal error evaluating an event; answered REJECT internal_error".into(),
+            decision_id: decision_id.clone(),
+            tenant: tenant.to_string(),
+            run_id: run_id.to_string(),
+            agent_id: String::new(),
+            session_id: String::new(),
+            seq: event.seq,
+            verdict: verdict.clone(),
+            kind,
+        });
+        let mut decision = self.rejected(event, run_id, verdict, summary);
+        decision.decision_id = decision_id;
+        decision
+    }
+}
+
+/// Python's repr() of a str (the quoting and escapes of printable text).
+pub fn py_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::Config;
+
+    fn event(run_id: &str, tool: &str) -> pb::Event {
+        pb::Event {
+            run_id: run_id.into(),
+            seq: 1,
+            kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool.into(), params_json: "{}".into(), tool_call_id: String::new() })),
+            ..Default::default()
+        }
+    }
+
+    fn request(events: usize) -> Vec<u8> {
+        pb::EvaluateRequest { events: (0..events).map(|_| event("r", "t")).collect() }.encode_to_vec()
+    }
+
+    #[test]
+    fn count_events_counts_up_to_one_past_the_limit() {
+        assert_eq!(count_events(&request(3), 10), Some(3));
+        assert_eq!(count_events(&request(0), 10), Some(0));
+        assert_eq!(count_events(&request(50), 2), Some(3));
+        let bytes = request(3);
+        assert_eq!(count_events(&bytes[..bytes.len() - 1], 10), None, "truncated");
+        assert_eq!(count_events(&[0x0b], 10), None, "a group wire type");
+    }
+
+    fn core(limits: Limits) -> Core {
+        Core::new(Config::default(), limits, 100, 3600.0, "test".into(), vec![])
+    }
+
+    #[test]
+    fn whole_requests_are_refused_on_their_bytes() {
+        let mut core = core(Limits { max_events_per_request: 2, ..Default::default() });
+        let mut summary = Summary::default();
+        let too_many = core.evaluate_request(&request(3), "t", "", 0.0, &mut summary, false);
+        assert!(matches!(too_many, Err(Refusal::TooManyEvents)));
+        let garbage = core.evaluate_request(&[0xff, 0xff], "t", "", 0.0, &mut summary, false);
+        assert!(matches!(garbage, Err(Refusal::Undecodable)));
+        assert!(core.store.is_empty());
+        let ok = core.evaluate_request(&request(2), "t", "", 0.0, &mut summary, false).ok().expect("evaluated");
+        assert_eq!(pb::EvaluateResponse::decode(ok.as_slice()).unwrap().verdicts.len(), 2);
+    }
+
+    #[test]
+    fn envelope_limits_and_routing_reject_single_events() {
+        let mut core = core(Limits { max_tool_name_chars: 4, ..Default::default() });
+        let mut summary = Summary::default();
+        let d = core.evaluate_event(&event("  ", "t"), "t", 0.0, &mut summary);
+        assert_eq!((d.verdict.action, d.verdict.error_code), (Action::Reject, "missing_run_id"));
+        let d = core.evaluate_event(&event("r", "toolong"), "t", 0.0, &mut summary);
+        assert_eq!((d.verdict.action, d.verdict.error_code), (Action::Reject, "tool_name_too_long"));
+        assert!(core.store.is_empty(), "a rejected event creates no run");
+        let d = core.evaluate_timed(&event("other", "t"), "t", "r", 0.0, &mut summary);
+        assert_eq!((d.verdict.action, d.verdict.error_code), (Action::Reject, "run_id_mismatch"));
+        assert!(d.verdict.message.starts_with("run_id 'other' differs"), "{}", d.verdict.message);
+    }
+
+    #[test]
+    fn lazy_requests_name_the_runs_not_in_memory_first() {
+        let mut core = core(Limits::default());
+        let mut summary = Summary::default();
+        let bytes = pb::EvaluateRequest { events: vec![event("a", "t"), event("b", "t"), event("a", "t")] }.encode_to_vec();
+        match core.evaluate_request(&bytes, "t", "", 0.0, &mut summary, true) {
+            Err(Refusal::NotLoaded(ids)) => assert_eq!(ids, ["a", "b"]),
+            _ => panic!("expected NotLoaded"),
+        }
+        assert!(core.store.is_empty(), "nothing evaluated");
+    }
+
+    #[test]
+    fn py_repr_quotes_as_python_does() {
+        assert_eq!(py_repr("run"), "'run'");
+        assert_eq!(py_repr("it's"), "\"it's\"");
+        assert_eq!(py_repr("a'b\"c\n\x01"), "'a\\'b\"c\\n\\x01'");
+    }
+}

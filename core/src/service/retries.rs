@@ -1,0 +1,235 @@
+//! The retry window (`retries.py`): a client that resends an event it got no answer for (same
+//! seq, same content) gets the verdict it was given the first time, and the run's state is not
+//! touched twice. Apart from the store because it is per run, bounded, and persisted with the
+//! run, so its content digest must match the Python engine's byte for byte.
+
+use std::collections::HashMap;
+
+use super::Decision;
+use crate::pb;
+
+/// How many of a run's latest evaluated events (seq not 0) the window remembers, as a ring.
+pub const RETRY_WINDOW: usize = 64;
+
+#[derive(Default)]
+pub(crate) struct Retries {
+    pub(crate) seqs: Vec<u64>,
+    pub(crate) digests: Vec<[u8; 8]>,
+    pub(crate) decisions: HashMap<usize, Decision>,
+    pub(crate) next_slot: usize,
+}
+
+impl Retries {
+    pub(super) fn find(&self, seq: u64, digest: &[u8; 8]) -> Option<usize> {
+        (0..self.seqs.len()).find(|&i| self.seqs[i] == seq && &self.digests[i] == digest)
+    }
+    pub(super) fn remember(&mut self, seq: u64, digest: [u8; 8], decision: Option<Decision>) {
+        let slot = self.next_slot;
+        if slot == self.seqs.len() {
+            self.seqs.push(seq);
+            self.digests.push(digest);
+        } else {
+            self.seqs[slot] = seq;
+            self.digests[slot] = digest;
+        }
+        match decision {
+            None => {
+                self.decisions.remove(&slot);
+            }
+            Some(d) => {
+                self.decisions.insert(slot, d);
+            }
+        }
+        self.next_slot = (slot + 1) % RETRY_WINDOW;
+    }
+}
+
+/// What an event says (not its seq or ids), as 8 bytes: retries.py's `content_digest`, byte for
+/// byte (the first 8 bytes of a sha256 over kind, tool, params, result or error, each text
+/// preceded by its UTF-8 length as 8 big-endian bytes). The retry window is part of a run's
+/// persisted state, so a run written by either engine must be recognised by the other. sha256,
+/// not BLAKE2b: it hashes every event's whole text, and sha256 runs on the CPU's SHA extensions
+/// in both engines (BLAKE2b in software was 22% of the core's time on the benchmark's traffic).
+struct ContentHash(sha2::Sha256);
+
+impl ContentHash {
+    fn new() -> ContentHash {
+        use sha2::Digest;
+        ContentHash(sha2::Sha256::new())
+    }
+    fn update(&mut self, bytes: &[u8]) {
+        use sha2::Digest;
+        self.0.update(bytes);
+    }
+    fn text(&mut self, text: &str) {
+        self.update(&(text.len() as u64).to_be_bytes());
+        self.update(text.as_bytes());
+    }
+    fn finish(self) -> [u8; 8] {
+        use sha2::Digest;
+        let mut out = [0u8; 8];
+        out.copy_from_slice(&self.0.finalize()[..8]);
+        out
+    }
+}
+
+pub fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
+    let mut h = ContentHash::new();
+    match kind {
+        Some(pb::event::Kind::ToolCall(c)) => {
+            h.update(b"c");
+            h.text(&c.tool_name);
+            h.text(&c.params_json);
+        }
+        Some(pb::event::Kind::ToolOutcome(o)) => {
+            h.update(b"o");
+            h.text(&o.tool_name);
+            h.text(&o.params_json);
+            match &o.outcome {
+                Some(pb::tool_outcome::Outcome::Error(e)) => {
+                    h.update(b"e");
+                    h.text(e);
+                }
+                Some(pb::tool_outcome::Outcome::ResultJson(r)) => {
+                    h.update(b"r");
+                    h.text(r);
+                }
+                None => h.update(b"-"),
+            }
+        }
+        Some(pb::event::Kind::CompactionRetry(_)) => h.update(b"k"),
+        _ => h.update(b"x"),
+    }
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Action, Detector, Settings};
+    use crate::service::{counter, Config, Core, Limits, Summary};
+
+    fn call(tool: &str, params: &str) -> Option<pb::event::Kind> {
+        Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool.into(), params_json: params.into(), tool_call_id: String::new() }))
+    }
+
+    fn outcome(result: Option<&str>, error: Option<&str>) -> Option<pb::event::Kind> {
+        let outcome = match (result, error) {
+            (_, Some(e)) => Some(pb::tool_outcome::Outcome::Error(e.into())),
+            (Some(r), None) => Some(pb::tool_outcome::Outcome::ResultJson(r.into())),
+            (None, None) => None,
+        };
+        Some(pb::event::Kind::ToolOutcome(pb::ToolOutcome {
+            tool_name: "fetch".into(), params_json: r#"{"url": "x"}"#.into(), tool_call_id: String::new(), outcome,
+        }))
+    }
+
+    /// retries.py's content_digest of the same events, computed by the Python engine: the window
+    /// is persisted and read by either engine.
+    #[test]
+    fn content_digest_is_the_python_engines() {
+        let hex = |d: [u8; 8]| crate::engine::hex(&d);
+        assert_eq!(hex(content_digest(&call("fetch", r#"{"url": "x"}"#))), "315fe8ea2e35fb1e");
+        assert_eq!(hex(content_digest(&outcome(Some(r#""ok""#), None))), "25503ad1c182c3f0");
+        assert_eq!(hex(content_digest(&outcome(None, Some("boom")))), "0236689448bdb1c7");
+        assert_eq!(hex(content_digest(&outcome(None, None))), "990f107067142d1e");
+        assert_eq!(hex(content_digest(&Some(pb::event::Kind::CompactionRetry(pb::CompactionRetry {})))), "8254c329a92850f6");
+        assert_eq!(hex(content_digest(&Some(pb::event::Kind::RunEnd(pb::RunEnd {})))), "2d711642b726b044");
+    }
+
+    /// Each text is length-prefixed, so moving bytes between fields changes the digest.
+    #[test]
+    fn content_digest_tells_fields_apart() {
+        assert_ne!(content_digest(&call("ab", "c")), content_digest(&call("a", "bc")));
+        assert_ne!(content_digest(&outcome(Some("x"), None)), content_digest(&outcome(None, Some("x"))));
+    }
+
+    fn plain(seq: u64) -> Decision {
+        Decision { seq, run_id: "r".into(), verdict: crate::engine::Verdict::allow("t"), decision_id: format!("d-{seq}") }
+    }
+
+    #[test]
+    fn the_window_is_a_ring_of_the_latest_events() {
+        let mut retries = Retries::default();
+        for seq in 1..=RETRY_WINDOW as u64 {
+            retries.remember(seq, [seq as u8; 8], (seq == 1).then(|| plain(seq)));
+        }
+        assert_eq!(retries.find(1, &[1; 8]), Some(0));
+        assert_eq!(retries.find(1, &[2; 8]), None, "same seq, other content");
+        assert_eq!(retries.find(64, &[64; 8]), Some(63));
+        assert_eq!(retries.decisions.len(), 1);
+
+        // The 65th event takes the oldest slot, and the decision kept there goes with it.
+        retries.remember(65, [65; 8], None);
+        assert_eq!(retries.find(1, &[1; 8]), None);
+        assert_eq!(retries.find(65, &[65; 8]), Some(0));
+        assert!(retries.decisions.is_empty());
+        assert_eq!(retries.next_slot, 1);
+    }
+
+    fn core() -> Core {
+        let settings = Settings { enabled: Some(true), warning_threshold: 2, critical_threshold: 4, ..Default::default() };
+        Core::new(Config { default: settings, ..Default::default() }, Limits::default(), 100, 3600.0, "test".into(), vec![])
+    }
+
+    fn send(core: &mut Core, seq: u64, kind: Option<pb::event::Kind>, summary: &mut Summary) -> Decision {
+        let event = pb::Event { run_id: "run-1".into(), seq, kind, ..Default::default() };
+        core.evaluate_event(&event, "t", 1.0, summary)
+    }
+
+    fn history_len(core: &Core) -> usize {
+        core.store.get("t", "run-1").unwrap().state.history.len()
+    }
+
+    #[test]
+    fn a_resend_gets_the_earlier_verdict_and_changes_nothing() {
+        let mut core = core();
+        let mut summary = Summary::default();
+        let fetch = || call("fetch", r#"{"url": "x"}"#);
+        assert_eq!(send(&mut core, 1, fetch(), &mut summary).verdict.action, Action::Allow);
+        assert_eq!(send(&mut core, 2, fetch(), &mut summary).verdict.action, Action::Allow);
+        let first = send(&mut core, 3, fetch(), &mut summary);
+        assert_eq!((first.verdict.action, first.verdict.detector, first.verdict.count), (Action::Warn, Detector::GenericRepeat, 2));
+        assert_eq!(first.decision_id, "test-1");
+        assert_eq!(history_len(&core), 3);
+
+        let mut summary = Summary::default();
+        let again = send(&mut core, 3, fetch(), &mut summary);
+        assert_eq!((again.verdict.action, again.verdict.detector, again.verdict.count), (Action::Warn, Detector::GenericRepeat, 2));
+        assert_eq!(again.decision_id, "test-1", "the same decision, id included");
+        assert_eq!(history_len(&core), 3, "the run's state is not touched twice");
+        assert_eq!(core.store.get("t", "run-1").unwrap().events_evaluated, 3);
+        assert!(summary.counters.iter().any(|c| c.0 == counter::RETRIED && c.3 == 1));
+
+        // A plain ALLOW is not kept but rebuilt, and changes nothing either.
+        let again = send(&mut core, 2, fetch(), &mut summary);
+        assert_eq!((again.verdict.action, again.verdict.tool_name.as_str(), again.decision_id.as_str()), (Action::Allow, "fetch", ""));
+        assert_eq!(history_len(&core), 3);
+    }
+
+    #[test]
+    fn the_same_seq_with_other_content_is_evaluated_again() {
+        let mut core = core();
+        let mut summary = Summary::default();
+        for seq in 1..=3 {
+            send(&mut core, seq, call("fetch", r#"{"url": "x"}"#), &mut summary);
+        }
+        let other = send(&mut core, 3, call("fetch", r#"{"url": "y"}"#), &mut summary);
+        assert_eq!(other.verdict.action, Action::Allow, "new arguments: a new call");
+        assert_eq!(history_len(&core), 4);
+        let repeat = send(&mut core, 4, call("fetch", r#"{"url": "x"}"#), &mut summary);
+        assert_eq!((repeat.verdict.action, repeat.verdict.count), (Action::Warn, 3), "and x's third repeat counts as one");
+        assert!(!summary.counters.iter().any(|c| c.0 == counter::RETRIED));
+    }
+
+    #[test]
+    fn seq_zero_is_never_a_retry() {
+        let mut core = core();
+        let mut summary = Summary::default();
+        for _ in 0..3 {
+            send(&mut core, 0, call("fetch", r#"{"url": "x"}"#), &mut summary);
+        }
+        assert_eq!(history_len(&core), 3);
+        assert!(core.store.get("t", "run-1").unwrap().retries.is_none(), "no window without a seq");
+    }
+}

@@ -1,0 +1,590 @@
+//! The run store (`store.py`): every run this replica holds, its LRU order, idle expiry and
+//! eviction reasons, and which runs changed since a state store last flushed.
+//!
+//! Design. The store is a slab of runs with an intrusive doubly linked LRU list through it and
+//! a hash map from a (tenant, run_id) hash to the run's slot: the list's head is the least
+//! recently used run, so both the max-runs eviction and idle expiry pop from the front without
+//! scanning live runs, and every per-event operation is O(1) in the number of runs. The Python
+//! store shards its OrderedDicts by crc32 to get the same total order; one list gives it directly. Python
+//! calls in from its one event loop thread, holding the GIL, so no lock is needed. An evicted or
+//! ended run is gone entirely: a later event with its id starts from zero.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use super::retries::Retries;
+use super::Decision;
+use crate::engine::RunState;
+
+/// How many of a run's latest decisions with an id InspectRun shows.
+pub const RECENT_DECISIONS: usize = 10;
+
+pub struct Entry {
+    pub tenant: String,
+    pub run_id: String,
+    pub state: RunState,
+    pub agent_id: String,
+    pub session_id: String,
+    pub(super) last_seen: f64,
+    pub(super) touch: u64,
+    pub events_evaluated: u64,
+    pub(super) recent: Option<VecDeque<Decision>>,
+    pub(super) retries: Option<Box<Retries>>,
+    /// Changed since the last flush (only while a state store tracks changes).
+    pub(super) dirty: bool,
+}
+
+/// FNV-1a of (tenant, run_id): the map key, so a lookup allocates nothing; entries with the same
+/// hash share a bucket and are told apart by their names.
+fn key_hash(tenant: &str, run_id: &str) -> u64 {
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for &b in tenant.as_bytes().iter().chain(&[0xFF]).chain(run_id.as_bytes()) {
+        hash ^= b as u64;
+        hash = hash.wrapping_mul(0x100000001b3);
+    }
+    hash
+}
+
+/// A slot of the store's slab: a run (None when free) and its links.
+struct Slot {
+    entry: Option<Entry>,
+    /// LRU list, oldest first (NIL at either end).
+    older: u32,
+    newer: u32,
+    /// Next slot whose key has the same hash (NIL ends the chain); for a free slot, the next free one.
+    chain: u32,
+}
+
+const NIL: u32 = u32::MAX;
+
+pub struct Store {
+    pub max_runs: usize,
+    pub idle_ttl: f64,
+    /// Every run in one slab (no allocation per run beyond its own contents), with an intrusive
+    /// doubly linked LRU list through it: touch, eviction and expiry are O(1) pointer swaps.
+    slots: Vec<Slot>,
+    /// Key hash -> first slot of the chain of runs with that hash.
+    index: HashMap<u64, u32>,
+    free: u32,
+    oldest: u32,
+    newest: u32,
+    /// The slot found last: an event looks its run up several times, and this skips the hashing
+    /// (atomic only so that the store is Sync, as a pyclass must be; there is one thread).
+    last: std::sync::atomic::AtomicU32,
+    touches: u64,
+    size: usize,
+    /// Change tracking for a state store (store.py's dirty dict): None when no store is set.
+    changes: Option<Changes>,
+}
+
+/// Runs changed since the last flush. A changed run is flagged on its entry and its key listed
+/// once (one allocation per run per flush interval, none per event); a run that ended, or was
+/// evicted while evictions delete, is a key in `deleted`. A delete followed by a new run of the
+/// same key is one write of the new run, as in store.py's dict (the write replaces the value).
+struct Changes {
+    listed: Vec<(String, String)>,
+    flagged: usize,
+    deleted: HashSet<(String, String)>,
+    evictions_delete: bool,
+}
+
+pub type RunKey = (String, String);
+
+impl Store {
+    pub fn new(max_runs: usize, idle_ttl: f64) -> Store {
+        Store {
+            max_runs, idle_ttl, slots: Vec::new(), index: HashMap::new(), free: NIL, oldest: NIL, newest: NIL,
+            last: std::sync::atomic::AtomicU32::new(NIL), touches: 0, size: 0, changes: None,
+        }
+    }
+    pub fn track_changes(&mut self, evictions_delete: bool) {
+        let changes = self.changes.get_or_insert_with(|| Changes { listed: Vec::new(), flagged: 0, deleted: HashSet::new(), evictions_delete });
+        changes.evictions_delete = evictions_delete;
+    }
+    pub fn dirty_count(&self) -> usize {
+        self.changes.as_ref().map_or(0, |c| c.flagged + c.deleted.len())
+    }
+    /// Flag the run in `slot` as changed (no-op without tracking or when already flagged).
+    fn mark(&mut self, slot: u32) {
+        let Some(changes) = self.changes.as_mut() else { return };
+        let Some(entry) = self.slots[slot as usize].entry.as_mut() else { return };
+        if entry.dirty {
+            return;
+        }
+        entry.dirty = true;
+        changes.flagged += 1;
+        let key = (entry.tenant.clone(), entry.run_id.clone());
+        if !changes.deleted.is_empty() {
+            changes.deleted.remove(&key);
+        }
+        changes.listed.push(key);
+    }
+    fn mark_deleted(&mut self, tenant: &str, run_id: &str, eviction: bool) {
+        if let Some(changes) = self.changes.as_mut() {
+            if !eviction || changes.evictions_delete {
+                changes.deleted.insert((tenant.to_string(), run_id.to_string()));
+            }
+        }
+    }
+    /// The runs changed since the last call, (key, still held), each once: deletes first, then
+    /// the held runs in the order they first changed.
+    pub fn take_dirty(&mut self) -> Vec<(RunKey, bool)> {
+        let Some(changes) = self.changes.as_mut() else { return Vec::new() };
+        let listed = std::mem::take(&mut changes.listed);
+        let mut taken: Vec<(RunKey, bool)> = changes.deleted.drain().map(|k| (k, false)).collect();
+        changes.flagged = 0;
+        for key in listed {
+            if let Some(entry) = self.get_mut(&key.0, &key.1) {
+                if entry.dirty {
+                    entry.dirty = false;
+                    taken.push((key, true));
+                }
+            }
+        }
+        taken
+    }
+    /// Put back runs a failed flush did not write; a run changed again since keeps its mark.
+    pub fn redirty(&mut self, items: Vec<(RunKey, bool)>) {
+        if self.changes.is_none() {
+            return;
+        }
+        for ((tenant, run_id), live) in items {
+            if let Some(slot) = self.find(&tenant, &run_id) {
+                self.mark(slot);
+            } else if !live {
+                self.mark_deleted(&tenant, &run_id, false);
+            }
+        }
+    }
+    /// No runs and no pending changes (tracking stays as it was).
+    pub fn clear(&mut self) {
+        let evictions_delete = self.changes.as_ref().map(|c| c.evictions_delete);
+        *self = Store::new(self.max_runs, self.idle_ttl);
+        if let Some(evictions_delete) = evictions_delete {
+            self.track_changes(evictions_delete);
+        }
+    }
+    /// Take in a stored run as most recently used, idle for `idle` seconds (store.py's restore:
+    /// a held run of the same key is replaced; a full store evicts its least recently used run).
+    pub(crate) fn restore(&mut self, mut entry: Entry, idle: f64, now: f64, evictions: &mut Vec<&'static str>) {
+        if let Some(slot) = self.find(&entry.tenant, &entry.run_id) {
+            self.release(slot);
+        }
+        if self.size >= self.max_runs && self.oldest != NIL {
+            self.evict(self.oldest);
+            evictions.push("max_runs");
+        }
+        self.touches += 1;
+        entry.touch = self.touches;
+        entry.last_seen = now - idle;
+        entry.dirty = false;
+        self.insert(entry);
+    }
+    pub fn len(&self) -> usize {
+        self.size
+    }
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+    fn entry_at(&self, slot: u32) -> Option<&Entry> {
+        self.slots.get(slot as usize)?.entry.as_ref()
+    }
+    /// The slot of (tenant, run_id), if held.
+    fn find(&self, tenant: &str, run_id: &str) -> Option<u32> {
+        let last = self.last.load(std::sync::atomic::Ordering::Relaxed);
+        if let Some(e) = self.entry_at(last) {
+            if e.run_id == run_id && e.tenant == tenant {
+                return Some(last);
+            }
+        }
+        let mut slot = *self.index.get(&key_hash(tenant, run_id))?;
+        while slot != NIL {
+            let s = &self.slots[slot as usize];
+            if let Some(e) = &s.entry {
+                if e.run_id == run_id && e.tenant == tenant {
+                    self.last.store(slot, std::sync::atomic::Ordering::Relaxed);
+                    return Some(slot);
+                }
+            }
+            slot = s.chain;
+        }
+        None
+    }
+    pub fn get(&self, tenant: &str, run_id: &str) -> Option<&Entry> {
+        let slot = self.find(tenant, run_id)?;
+        self.entry_at(slot)
+    }
+    pub(super) fn get_mut(&mut self, tenant: &str, run_id: &str) -> Option<&mut Entry> {
+        let slot = self.find(tenant, run_id)?;
+        self.slots[slot as usize].entry.as_mut()
+    }
+    fn unlink(&mut self, slot: u32) {
+        let (older, newer) = (self.slots[slot as usize].older, self.slots[slot as usize].newer);
+        match older {
+            NIL => self.oldest = newer,
+            o => self.slots[o as usize].newer = newer,
+        }
+        match newer {
+            NIL => self.newest = older,
+            n => self.slots[n as usize].older = older,
+        }
+    }
+    fn link_newest(&mut self, slot: u32) {
+        let newest = self.newest;
+        {
+            let s = &mut self.slots[slot as usize];
+            s.older = newest;
+            s.newer = NIL;
+        }
+        match newest {
+            NIL => self.oldest = slot,
+            n => self.slots[n as usize].newer = slot,
+        }
+        self.newest = slot;
+    }
+    /// Take the run in `slot` out of the store (its hash chain, the LRU list) and free the slot.
+    fn release(&mut self, slot: u32) -> Option<Entry> {
+        let entry = self.slots[slot as usize].entry.take()?;
+        let hash = key_hash(&entry.tenant, &entry.run_id);
+        let next = self.slots[slot as usize].chain;
+        if let Some(head) = self.index.get_mut(&hash) {
+            if *head == slot {
+                if next == NIL {
+                    self.index.remove(&hash);
+                } else {
+                    *head = next;
+                }
+            } else {
+                let mut at = *head;
+                while at != NIL {
+                    let following = self.slots[at as usize].chain;
+                    if following == slot {
+                        self.slots[at as usize].chain = next;
+                        break;
+                    }
+                    at = following;
+                }
+            }
+        }
+        self.unlink(slot);
+        let s = &mut self.slots[slot as usize];
+        s.chain = self.free;
+        s.older = NIL;
+        s.newer = NIL;
+        self.free = slot;
+        self.size -= 1;
+        if entry.dirty {
+            if let Some(changes) = self.changes.as_mut() {
+                changes.flagged -= 1;
+            }
+        }
+        Some(entry)
+    }
+    /// An eviction (idle TTL, max runs): a delete for the state store when evictions delete.
+    fn evict(&mut self, slot: u32) {
+        if let Some(evicted) = self.release(slot) {
+            self.mark_deleted(&evicted.tenant, &evicted.run_id, true);
+        }
+    }
+    /// The run marked most recently used; false when none is held (or it idled past its TTL).
+    pub(super) fn touch(&mut self, tenant: &str, run_id: &str, now: f64, evictions: &mut Vec<&'static str>) -> bool {
+        let Some(slot) = self.find(tenant, run_id) else { return false };
+        let ttl = self.idle_ttl;
+        let touch = self.touches + 1;
+        let Some(entry) = self.slots[slot as usize].entry.as_mut() else { return false };
+        if now - entry.last_seen > ttl {
+            self.evict(slot);
+            evictions.push("idle_ttl");
+            return false;
+        }
+        entry.touch = touch;
+        entry.last_seen = now;
+        self.touches = touch;
+        if self.newest != slot {
+            self.unlink(slot);
+            self.link_newest(slot);
+        }
+        self.mark(slot);
+        true
+    }
+    pub(super) fn create(&mut self, tenant: &str, run_id: &str, state: RunState, now: f64, evictions: &mut Vec<&'static str>) {
+        if self.size >= self.max_runs && self.oldest != NIL {
+            self.evict(self.oldest);
+            evictions.push("max_runs");
+        }
+        self.touches += 1;
+        let entry = Entry {
+            tenant: tenant.to_string(),
+            run_id: run_id.to_string(),
+            state,
+            agent_id: String::new(),
+            session_id: String::new(),
+            last_seen: now,
+            touch: self.touches,
+            events_evaluated: 0,
+            recent: None,
+            retries: None,
+            dirty: false,
+        };
+        let slot = self.insert(entry);
+        self.mark(slot);
+    }
+    /// Place a run in a free slot (or a new one) as the most recently used.
+    fn insert(&mut self, entry: Entry) -> u32 {
+        let hash = key_hash(&entry.tenant, &entry.run_id);
+        let chain = self.index.get(&hash).copied().unwrap_or(NIL);
+        let slot = if self.free != NIL {
+            let slot = self.free;
+            let s = &mut self.slots[slot as usize];
+            self.free = s.chain;
+            s.entry = Some(entry);
+            s.chain = chain;
+            slot
+        } else {
+            let slot = u32::try_from(self.slots.len()).ok().filter(|&s| s != NIL).expect("fewer than 2^32 - 1 runs");
+            self.slots.push(Slot { entry: Some(entry), older: NIL, newer: NIL, chain });
+            slot
+        };
+        self.index.insert(hash, slot);
+        self.link_newest(slot);
+        self.last.store(slot, std::sync::atomic::Ordering::Relaxed);
+        self.size += 1;
+        slot
+    }
+    /// run_end: free the run at once (not an eviction); a delete for the state store even when
+    /// the run is held only there.
+    pub fn remove(&mut self, tenant: &str, run_id: &str) -> bool {
+        self.mark_deleted(tenant, run_id, false);
+        match self.find(tenant, run_id) {
+            Some(slot) => self.release(slot).is_some(),
+            None => false,
+        }
+    }
+    /// Drop runs idle longer than the TTL, oldest first; at most `budget`.
+    pub fn expire_idle(&mut self, now: f64, budget: usize) -> usize {
+        let cutoff = now - self.idle_ttl;
+        let mut dropped = 0;
+        while dropped < budget {
+            let oldest = self.oldest;
+            if !self.entry_at(oldest).is_some_and(|e| e.last_seen < cutoff) {
+                break;
+            }
+            self.evict(oldest);
+            dropped += 1;
+        }
+        dropped
+    }
+}
+
+impl Entry {
+    pub fn recent_decisions(&self) -> Vec<&Decision> {
+        self.recent.as_ref().map(|r| r.iter().collect()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(run_id: &str) -> RunKey {
+        ("t".to_string(), run_id.to_string())
+    }
+
+    /// The held run ids, least recently used first (the LRU list walked from its head).
+    fn lru(store: &Store) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut at = store.oldest;
+        while at != NIL {
+            out.push(store.slots[at as usize].entry.as_ref().expect("linked slots hold runs").run_id.clone());
+            at = store.slots[at as usize].newer;
+        }
+        out
+    }
+
+    /// Create `run_id` at `now`: the eviction reasons it caused.
+    fn create(store: &mut Store, run_id: &str, now: f64) -> Vec<&'static str> {
+        let mut evictions = Vec::new();
+        store.create("t", run_id, RunState::new(30), now, &mut evictions);
+        evictions
+    }
+
+    fn touch(store: &mut Store, run_id: &str, now: f64) -> (bool, Vec<&'static str>) {
+        let mut evictions = Vec::new();
+        let held = store.touch("t", run_id, now, &mut evictions);
+        (held, evictions)
+    }
+
+    #[test]
+    fn a_full_store_evicts_the_least_recently_used_run() {
+        let mut store = Store::new(3, 100.0);
+        for (i, run) in ["a", "b", "c"].iter().enumerate() {
+            assert!(create(&mut store, run, i as f64).is_empty());
+        }
+        assert_eq!(lru(&store), ["a", "b", "c"]);
+        assert_eq!(touch(&mut store, "a", 3.0), (true, vec![]));
+        assert_eq!(lru(&store), ["b", "c", "a"]);
+
+        assert_eq!(create(&mut store, "d", 4.0), ["max_runs"]);
+        assert_eq!(lru(&store), ["c", "a", "d"]);
+        assert!(store.get("t", "b").is_none());
+        assert_eq!(create(&mut store, "e", 5.0), ["max_runs"]);
+        assert_eq!(lru(&store), ["a", "d", "e"]);
+        assert_eq!(store.len(), 3);
+        assert_eq!(store.slots.len(), 3, "evicted slots are reused");
+    }
+
+    #[test]
+    fn runs_are_told_apart_by_tenant_and_id() {
+        let mut store = Store::new(10, 100.0);
+        let mut evictions = Vec::new();
+        store.create("t1", "run", RunState::new(30), 0.0, &mut evictions);
+        store.create("t2", "run", RunState::new(30), 0.0, &mut evictions);
+        store.get_mut("t2", "run").unwrap().agent_id = "second".into();
+        assert_eq!(store.get("t1", "run").unwrap().agent_id, "");
+        assert_eq!(store.get("t2", "run").unwrap().agent_id, "second");
+        assert!(store.get("t3", "run").is_none());
+    }
+
+    #[test]
+    fn a_touch_past_the_idle_ttl_evicts_the_run() {
+        let mut store = Store::new(10, 5.0);
+        create(&mut store, "a", 0.0);
+        assert_eq!(touch(&mut store, "a", 5.0), (true, vec![]), "idle exactly the TTL: still held");
+        assert_eq!(touch(&mut store, "a", 10.5), (false, vec!["idle_ttl"]));
+        assert!(store.is_empty());
+        assert_eq!(touch(&mut store, "missing", 11.0), (false, vec![]));
+    }
+
+    #[test]
+    fn expire_idle_drops_the_oldest_first_within_its_budget() {
+        let mut store = Store::new(10, 10.0);
+        create(&mut store, "a", 0.0);
+        create(&mut store, "b", 5.0);
+        create(&mut store, "c", 20.0);
+        // Cutoff 6: a and b are idle past the TTL; c is not.
+        assert_eq!(store.expire_idle(16.0, 1), 1);
+        assert_eq!(lru(&store), ["b", "c"]);
+        assert_eq!(store.expire_idle(16.0, 10), 1);
+        assert_eq!(lru(&store), ["c"]);
+        assert_eq!(store.expire_idle(16.0, 10), 0);
+    }
+
+    #[test]
+    fn expire_idle_follows_touches() {
+        let mut store = Store::new(10, 10.0);
+        create(&mut store, "a", 0.0);
+        create(&mut store, "b", 1.0);
+        touch(&mut store, "a", 8.0);
+        assert_eq!(store.expire_idle(12.0, 10), 1);
+        assert_eq!(lru(&store), ["a"]);
+    }
+
+    #[test]
+    fn remove_frees_the_run_and_its_slot() {
+        let mut store = Store::new(100, 100.0);
+        for i in 0..50 {
+            create(&mut store, &format!("run-{i}"), 0.0);
+        }
+        for i in (1..50).step_by(2) {
+            assert!(store.remove("t", &format!("run-{i}")));
+        }
+        assert!(!store.remove("t", "run-1"), "already gone");
+        assert!(!store.remove("t", "never-held"));
+        assert_eq!(store.len(), 25);
+        for i in 0..50 {
+            assert_eq!(store.get("t", &format!("run-{i}")).is_some(), i % 2 == 0, "run-{i}");
+        }
+        create(&mut store, "new", 1.0);
+        assert_eq!(store.slots.len(), 50, "a freed slot is reused");
+        assert_eq!(lru(&store).last().map(String::as_str), Some("new"));
+    }
+
+    #[test]
+    fn take_dirty_lists_each_changed_run_once_in_the_order_it_changed() {
+        let mut store = Store::new(10, 100.0);
+        store.track_changes(false);
+        create(&mut store, "a", 0.0);
+        create(&mut store, "b", 0.0);
+        assert_eq!(store.dirty_count(), 2);
+        assert_eq!(store.take_dirty(), [(key("a"), true), (key("b"), true)]);
+        assert_eq!(store.take_dirty(), []);
+        assert_eq!(store.dirty_count(), 0);
+
+        touch(&mut store, "b", 1.0);
+        touch(&mut store, "a", 2.0);
+        touch(&mut store, "b", 3.0);
+        assert_eq!(store.take_dirty(), [(key("b"), true), (key("a"), true)]);
+    }
+
+    #[test]
+    fn an_ended_run_is_a_delete_and_a_new_run_of_its_key_a_write() {
+        let mut store = Store::new(10, 100.0);
+        store.track_changes(false);
+        create(&mut store, "a", 0.0);
+        create(&mut store, "b", 0.0);
+        store.take_dirty();
+        assert!(store.remove("t", "a"));
+        assert!(!store.remove("t", "held-elsewhere"));
+        let mut taken = store.take_dirty();
+        taken.sort();
+        assert_eq!(taken, [(key("a"), false), (key("held-elsewhere"), false)]);
+
+        store.remove("t", "b");
+        create(&mut store, "b", 1.0);
+        assert_eq!(store.take_dirty(), [(key("b"), true)]);
+    }
+
+    #[test]
+    fn evictions_are_deletes_only_when_asked() {
+        for evictions_delete in [false, true] {
+            let mut store = Store::new(1, 100.0);
+            store.track_changes(evictions_delete);
+            create(&mut store, "a", 0.0);
+            store.take_dirty();
+            assert_eq!(create(&mut store, "b", 1.0), ["max_runs"]);
+            let expected = if evictions_delete { vec![(key("a"), false), (key("b"), true)] } else { vec![(key("b"), true)] };
+            assert_eq!(store.take_dirty(), expected, "evictions_delete: {evictions_delete}");
+        }
+    }
+
+    #[test]
+    fn redirty_puts_back_what_a_failed_flush_did_not_write() {
+        let mut store = Store::new(10, 100.0);
+        store.track_changes(false);
+        create(&mut store, "a", 0.0);
+        create(&mut store, "b", 0.0);
+        store.remove("t", "c");
+        let mut failed = store.take_dirty();
+        failed.sort();
+        assert_eq!(failed, [(key("a"), true), (key("b"), true), (key("c"), false)]);
+
+        touch(&mut store, "a", 1.0); // changed again since: keeps its one mark
+        store.redirty(failed.clone());
+        assert_eq!(store.dirty_count(), 3);
+        let mut again = store.take_dirty();
+        again.sort();
+        assert_eq!(again, failed);
+    }
+
+    #[test]
+    fn without_tracking_nothing_is_listed() {
+        let mut store = Store::new(10, 100.0);
+        create(&mut store, "a", 0.0);
+        store.remove("t", "a");
+        assert_eq!(store.dirty_count(), 0);
+        assert_eq!(store.take_dirty(), []);
+        store.redirty(vec![(key("a"), true)]);
+        assert_eq!(store.dirty_count(), 0);
+    }
+
+    #[test]
+    fn clear_empties_the_store_and_keeps_tracking() {
+        let mut store = Store::new(10, 100.0);
+        store.track_changes(true);
+        create(&mut store, "a", 0.0);
+        store.clear();
+        assert!(store.is_empty() && store.get("t", "a").is_none());
+        assert_eq!(store.dirty_count(), 0);
+        create(&mut store, "b", 0.0);
+        assert_eq!(store.take_dirty(), [(key("b"), true)]);
+    }
+}
