@@ -1,12 +1,12 @@
 """loopwarden against the gRPC ceiling, in one run on one machine.
 
-Starts the daemon (once per engine: the compiled core and the Python reference) and a bare echo
+Starts the daemon (the compiled core) and a bare echo
 server of the same contract (bench/echo_server.py), each in its own process, and drives both from a third process with the same realistic traffic: hundreds of
 runs, tool_call + tool_outcome pairs with 200-2,000 byte params and results, a share of runs that
 loop (so warnings, blocks and guard aborts really happen). Prints a table with daemon/echo ratios
 and writes the figures as JSON. Figures, not pass/fail: the machine is shared and noisy.
 
-Run: .venv/bin/python bench/grpc_bench.py [--quick] [--engines core,python] [--json bench-results.json]
+Run: .venv/bin/python bench/grpc_bench.py [--quick] [--json bench-results.json]
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def start_daemon(config_text: str, tmp: str, extra: tuple[str, ...] = (), engine
     process = subprocess.Popen(
         [sys.executable, "-m", "loopwarden", "serve", "--config", str(config), "--listen", "127.0.0.1:0",
          "--metrics-listen", "127.0.0.1:0", "--max-runs", "200000", "--max-events-per-request", "1000",
-         *(("--engine", engine) if engine else ()), *extra],
+         *extra],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue = queue.Queue()
 
@@ -349,8 +349,8 @@ def main() -> None:
     parser.add_argument("--json", default="bench-results.json", help="where to write the figures")
     parser.add_argument("--runs", type=int, default=100_000, help="live runs for the memory and scaling phases")
     parser.add_argument("--no-ghz", action="store_true")
-    parser.add_argument("--engines", default="core,python",
-                        help="daemon engines to measure beside the echo server (comma-separated: core, python)")
+    parser.add_argument("--engines", default="core",
+                        help="daemons to measure beside the echo server (the daemon runs the compiled core only)")
     args = parser.parse_args()
     engines = [engine.strip() for engine in args.engines.split(",") if engine.strip()]
     scale = 0.1 if args.quick else 1.0

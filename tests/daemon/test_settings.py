@@ -164,3 +164,17 @@ class TestReflection:
             parse_serve_args([], {"LOOPWARDEN_REFLECTION": "maybe"})
 
         assert "LOOPWARDEN_REFLECTION: must be true or false (got 'maybe')" == str(raised.value)
+
+
+class TestOneEngine:
+    @pytest.mark.parametrize("argv, environ", [(["--engine", "python"], {}), ([], {"LOOPWARDEN_ENGINE": "python"})])
+    def test_the_python_engine_is_refused_with_one_line(self, argv, environ):
+        """A leftover --engine python (flag or env) stops the start with one line saying why."""
+        with pytest.raises(SettingsError) as refused:
+            parse_serve_args(argv, environ)
+
+        assert "the Python engine is gone" in str(refused.value) and "\n" not in str(refused.value)
+
+    def test_engine_core_is_accepted_and_changes_nothing(self):
+        """`--engine core` (what every daemon runs) is accepted, so old unit files keep starting."""
+        assert parse_serve_args(["--engine", "core"], {}) == parse_serve_args([], {})
