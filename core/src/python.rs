@@ -15,7 +15,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::engine::{Action, Detector, Level, Settings};
+use crate::engine::{args_hash_text, result_hash_text, Action, Detector, Level, Settings};
 use crate::fingerprint::Catalog;
 use crate::json::{canonical, decode, JsonError};
 use crate::pb;
@@ -577,8 +577,15 @@ impl PyCore {
             None => (false, 0, 0),
         };
         let mut records = Vec::new();
-        for (seq, tool_name, args_hash, tool_call_id, result_hash, unknown_tool_name) in service::record_views(state) {
-            records.push(Py::new(py, RecordView { seq, tool_name, args_hash, tool_call_id, result_hash, unknown_tool_name })?);
+        for r in state.history.iter() {
+            records.push(Py::new(py, RecordView {
+                seq: r.seq,
+                tool_name: r.tool().to_string(),
+                args_hash: args_hash_text(r.tool(), &r.args),
+                tool_call_id: r.call_id().unwrap_or("").to_string(),
+                result_hash: result_hash_text(r.status, &r.result).unwrap_or_default(),
+                unknown_tool_name: r.unknown().unwrap_or("").to_string(),
+            })?);
         }
         let recent_verdicts = entry.recent_decisions().into_iter()
             .map(|d| PyBytes::new(py, &service::verdict_message(d).encode_to_vec()).unbind())
@@ -605,10 +612,6 @@ impl PyCore {
 
     fn expire_idle(&mut self, now: f64, budget: usize) -> usize {
         self.core.store.expire_idle(now, budget)
-    }
-
-    fn remove(&mut self, tenant: &str, run_id: &str) -> bool {
-        self.core.store.remove(tenant, run_id)
     }
 }
 

@@ -9,14 +9,14 @@ increments and decision log lines. Config stays Python's: each (re)load is compi
 frozen settings mapping per agent and handed over whole.
 
 Every counter code, detector id and action name comes from the core (`loopwarden_core.COUNTERS`,
-`DETECTORS`, `ACTIONS`): Python has no second spelling of them.
+`DETECTORS`, `ACTIONS`): Python has no second table of them.
 """
 from __future__ import annotations
 
 import dataclasses
-import enum
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import loopwarden_core
 from loopwarden.eventformat import EventRecord
@@ -27,10 +27,18 @@ from .integration import current_integration
 from .metrics import LATENCY_BUCKETS, Metrics
 from .settings import Limits
 
+if TYPE_CHECKING:
+    from .statestore.keeper import StateKeeper
+
 decision_log = logging.getLogger("loopwarden.decisions")
 
-# The counters a Summary's deltas increment, by the core's own codes.
-Counter = enum.IntEnum("Counter", {name.upper(): code for code, name in enumerate(loopwarden_core.COUNTERS)})
+# The counters a Summary's deltas increment, by the core's own codes. Plain ints (an IntEnum
+# member costs ~6x an int in each comparison of the per-request loop); a name the core does not
+# export fails the import.
+_CODE = {name: code for code, name in enumerate(loopwarden_core.COUNTERS)}
+EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS, GUARD_ABORTS = (
+    _CODE[name] for name in ("events", "rejected", "verdicts", "retried", "shadow", "warnings", "blocks",
+                             "escalation_aborts", "guard_aborts"))
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(LoopDetectionSettings) if f.name != "preset")
 _LIMIT_FIELDS = ("max_params_bytes", "max_result_bytes", "max_run_id_chars", "max_tool_name_chars",
@@ -61,7 +69,6 @@ class CoreService:
         self.native = loopwarden_core.Core(
             instance_id, max_runs, float(idle_ttl_seconds),
             {name: getattr(limits, name) for name in _LIMIT_FIELDS}, list(LATENCY_BUCKETS))
-        self._verdict_labels_have_integration = "integration" in metrics.verdicts.labelnames
         self._config = config
         self.swap_config(config)
         metrics.active_runs.set_function(lambda: len(self.native))
@@ -113,6 +120,15 @@ class CoreService:
         """A request a lazy call set aside, now that its runs are loaded (decoded once)."""
         return self._applied(self.native.resume(pending, tenant, self.clock(), routed, report), tenant)
 
+    async def loaded(self, answer: Answer, loader: StateKeeper, tenant: str, routed: str = "", *,
+                     report: bool = False) -> Answer:
+        """A lazy answer once the runs it names are loaded from the shared store: the request it
+        set aside, evaluated. Any other answer as it is."""
+        if not answer.missing_runs:
+            return answer
+        await loader.ensure_loaded(tenant, answer.missing_runs)
+        return self.resume(answer.pending, tenant, routed, report=report)
+
     # ------------------------------------------------------------------ runs
 
     def held(self, tenant: str, run_id: str) -> bool:
@@ -131,9 +147,6 @@ class CoreService:
             self.metrics.evictions.labels("idle_ttl").inc(dropped)
         return dropped
 
-    def remove(self, tenant: str, run_id: str) -> bool:
-        return self.native.remove(tenant, run_id)
-
     # ------------------------------------------------------------------ the summary
 
     def _applied(self, answer: Answer, tenant: str) -> Answer:
@@ -151,26 +164,25 @@ class CoreService:
         """The request's counter deltas, latency counts, decision log lines and evictions."""
         metrics = self.metrics
         tenant_labels = metrics.tenant_labels(tenant)
-        integration = (current_integration.get(),) if self._verdict_labels_have_integration else ()
         for delta in summary.counters:
             code, first, agent, count = delta.counter, delta.first, delta.agent, delta.count
-            if code == Counter.EVENTS:
+            if code == EVENTS:
                 metrics.event_of(first).inc(count)
-            elif code == Counter.VERDICTS:
-                metrics.verdict_of(first, delta.second, agent, *integration, *tenant_labels).inc(count)
-            elif code == Counter.REJECTED:
+            elif code == VERDICTS:
+                metrics.verdict_of(first, delta.second, agent, current_integration.get(), *tenant_labels).inc(count)
+            elif code == REJECTED:
                 metrics.rejected_of(first).inc(count)
-            elif code == Counter.RETRIED:
+            elif code == RETRIED:
                 metrics.retried_events.inc(count)
-            elif code == Counter.WARNINGS:
+            elif code == WARNINGS:
                 metrics.warning_of(first, agent, *tenant_labels).inc(count)
-            elif code == Counter.BLOCKS:
+            elif code == BLOCKS:
                 metrics.block_of(first, agent, *tenant_labels).inc(count)
-            elif code == Counter.SHADOW:
+            elif code == SHADOW:
                 metrics.shadow_verdict_of(first, delta.second).inc(count)
-            elif code == Counter.ESCALATION_ABORTS:
+            elif code == ESCALATION_ABORTS:
                 metrics.escalation_abort_of(first, agent, *tenant_labels).inc(count)
-            elif code == Counter.GUARD_ABORTS:
+            elif code == GUARD_ABORTS:
                 metrics.guard_abort_of(agent, *tenant_labels).inc(count)
         metrics.evaluation_seconds.add_counts(summary.latency_buckets, summary.latency_sum)
         for line in summary.logs:

@@ -164,9 +164,8 @@ class CoreHookEvaluator:
         token = current_integration.set(integration)  # the verdict counter's integration label
         try:
             answer = self._core.decide(record, tenant, lazy=self._loader is not None)
-            if answer.missing_runs:
-                await self._loader.ensure_loaded(tenant, answer.missing_runs)
-                answer = self._core.resume(answer.pending, tenant)
+            if self._loader is not None:
+                answer = await self._core.loaded(answer, self._loader, tenant)
         finally:
             current_integration.reset(token)
         return answer.verdict

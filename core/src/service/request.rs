@@ -162,18 +162,6 @@ impl Core {
         events.iter().map(|event| self.evaluate_timed(event, tenant, routed, now, summary)).collect()
     }
 
-    /// Ok(None): the request has no event (the transport answers INVALID_ARGUMENT).
-    pub fn check_request(&mut self, data: &[u8], tenant: &str, routed: &str, now: f64, summary: &mut Summary, lazy: bool) -> Result<Option<Vec<u8>>, Refusal> {
-        let request = pb::CheckRequest::decode(data).map_err(|_| Refusal::Undecodable)?;
-        let Some(event) = request.event else { return Ok(None) };
-        if lazy {
-            self.not_loaded(std::slice::from_ref(&event), tenant, routed, summary)?;
-        }
-        summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
-        let decision = self.evaluate_timed(&event, tenant, routed, now, summary);
-        Ok(Some(pb::CheckResponse { verdict: Some(verdict_message(&decision)) }.encode_to_vec()))
-    }
-
     /// keeper.py's `missing`: the request's run ids (trimmed, run_end and misrouted events
     /// aside) not held in memory, each once; the held ones are counted in the summary.
     fn not_loaded(&self, events: &[pb::Event], tenant: &str, routed: &str, summary: &mut Summary) -> Result<(), Refusal> {

@@ -1,9 +1,8 @@
-//! How decisions and runs look from outside: a decision as the wire `Verdict`, a run's records
-//! as InspectRun shows them. Pure functions of engine values, shared by the request path and
-//! the Python binding.
+//! How a decision looks from outside: the wire `Verdict`. A pure function of engine values,
+//! shared by the request path and the Python binding.
 
 use super::Decision;
-use crate::engine::{hex, Action, RunState};
+use crate::engine::Action;
 use crate::pb;
 
 pub fn verdict_message(d: &Decision) -> pb::Verdict {
@@ -39,21 +38,4 @@ pub fn verdict_message(d: &Decision) -> pb::Verdict {
         m.shadow_action = shadow as i32;
     }
     m
-}
-
-pub fn record_views(state: &RunState) -> Vec<(u64, String, String, String, String, String)> {
-    state
-        .history
-        .iter()
-        .map(|r| {
-            (
-                r.seq,
-                r.tool().to_string(),
-                format!("{}:{}", r.tool(), hex(&r.args)),
-                r.call_id().unwrap_or("").to_string(),
-                crate::engine::result_hash_text(r.status, &r.result).unwrap_or_default(),
-                r.unknown().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
 }

@@ -1,9 +1,10 @@
 """Runs kept beside the hot path: restored at start, loaded on first event, written behind.
 
 Design. A run lives in its owner's memory and every event is evaluated there, with no await on the
-per-event path; that memory is the compiled core's (runs.py). It marks a run dirty when an event touches it and marks a
-delete when it ends or is evicted; every flush interval the flusher takes the dirty set, encodes
-each run as it is *then* (statestore.encoding) and hands batches to the StateStore. A failed
+per-event path; that memory is the compiled core's (runs.py). It marks a run dirty when an event
+touches it and marks a delete when it ends or is evicted; every flush interval the flusher takes
+the dirty set, encodes each run as it is *then* (statestore.encoding) and hands batches to the
+StateStore. A failed
 batch puts its runs back in the dirty set (a run changed again meanwhile is simply written once,
 as it is at the next flush), so nothing is lost while the store is away, only delayed; the next
 attempt waits interval x 2^failures (at most MAX_BACKOFF_SECONDS). Persistence fails open:
@@ -113,7 +114,7 @@ class StateKeeper:
         wall = self._wall()
         try:
             records, expired = snapshot_records(read_snapshot(store.path), wall, self.runs.idle_ttl_seconds)
-            for tenant, run_id, record in records:
+            for _tenant, _run_id, record in records:
                 self.runs.take_in_record(record, wall)
         except (OSError, SnapshotError, EncodingError) as exc:
             self._refuse(str(exc))

@@ -107,35 +107,6 @@ class _IdleTimer:
         self._handle.cancel()
 
 
-async def serve_evaluate_stream(context: grpc.aio.ServicerContext, *, lifecycle: Lifecycle, metrics: Metrics,
-                                max_streams: int, idle_seconds: float, serve) -> None:
-    """Everything around one Evaluate stream: admission (draining, the stream cap), the stream
-    gauge, the idle timer, and the stream-level failures. `serve(context, timer)` reads and
-    answers the requests."""
-    if lifecycle.draining:
-        await _fail(context, "draining")
-    if lifecycle.active_streams >= max_streams:
-        await _fail(context, "too_many_streams", limit=str(max_streams))
-    metrics.active_streams.inc()
-    lifecycle.active_streams += 1
-    timer = _IdleTimer(idle_seconds)
-    try:
-        await serve(context, timer)
-    except asyncio.CancelledError:
-        if not timer.fired:
-            raise
-        metrics.idle_streams_closed.inc()
-        await _fail(context, "idle", seconds=idle_seconds)
-    except grpc.aio.AbortError:
-        raise
-    except Exception:  # noqa: BLE001 - answered INTERNAL with an id, logged in full
-        await _internal(context, "Evaluate")
-    finally:
-        timer.cancel()
-        lifecycle.active_streams -= 1
-        metrics.active_streams.dec()
-
-
 def _refusal(reason: str, max_events: int) -> Refusal:
     if reason == TOO_MANY_EVENTS:
         return Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, TOO_MANY_EVENTS,
@@ -158,19 +129,35 @@ class LoopDetectionServicer:
         self._idle_seconds = stream_idle_timeout_seconds
 
     async def Evaluate(self, _request_iterator, context: grpc.aio.ServicerContext) -> None:
-        await serve_evaluate_stream(context, lifecycle=self._lifecycle, metrics=self._metrics,
-                                    max_streams=self._core.limits.max_streams, idle_seconds=self._idle_seconds,
-                                    serve=self._serve_stream)
+        """Admission (draining, the stream cap), the stream gauge, the idle timer and the
+        stream-level failures around `_serve_stream`, which reads and answers the requests."""
+        lifecycle, metrics = self._lifecycle, self._metrics
+        if lifecycle.draining:
+            await _fail(context, "draining")
+        max_streams = self._core.limits.max_streams
+        if lifecycle.active_streams >= max_streams:
+            await _fail(context, "too_many_streams", limit=str(max_streams))
+        metrics.active_streams.inc()
+        lifecycle.active_streams += 1
+        timer = _IdleTimer(self._idle_seconds)
+        try:
+            await self._serve_stream(context, timer)
+        except asyncio.CancelledError:
+            if not timer.fired:
+                raise
+            metrics.idle_streams_closed.inc()
+            await _fail(context, "idle", seconds=self._idle_seconds)
+        except grpc.aio.AbortError:
+            raise
+        except Exception:  # noqa: BLE001 - answered INTERNAL with an id, logged in full
+            await _internal(context, "Evaluate")
+        finally:
+            timer.cancel()
+            lifecycle.active_streams -= 1
+            metrics.active_streams.dec()
 
     def _reporting(self) -> bool:
         return self._current_span is not None and self._current_span().is_recording()
-
-    async def _loaded(self, answer: Answer, tenant: str, routed: str, report: bool) -> Answer:
-        """The answer once the runs it names are loaded from the shared store (lazy answers)."""
-        if answer.missing_runs:
-            await self._loader.ensure_loaded(tenant, answer.missing_runs)
-            answer = self._core.resume(answer.pending, tenant, routed, report=report)
-        return answer
 
     async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer) -> None:
         evaluate = self._core.evaluate
@@ -187,7 +174,7 @@ class LoopDetectionServicer:
             report = self._reporting()
             answer = evaluate(request, tenant, routed, lazy=lazy, report=report)
             if lazy:
-                answer = await self._loaded(answer, tenant, routed, report)
+                answer = await self._core.loaded(answer, self._loader, tenant, routed, report=report)
             if answer.refusal:
                 await _refuse(context, self._metrics, _refusal(answer.refusal, self._core.limits.max_events_per_request))
             if report:
@@ -202,7 +189,7 @@ class LoopDetectionServicer:
             lazy, report = self._loader is not None, self._reporting()
             answer = self._core.check(request, tenant, routed, lazy=lazy, report=report)
             if lazy:
-                answer = await self._loaded(answer, tenant, routed, report)
+                answer = await self._core.loaded(answer, self._loader, tenant, routed, report=report)
             if answer.refusal == "missing_event":
                 await _fail(context, "missing_event")
             if answer.refusal:
