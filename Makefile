@@ -49,10 +49,11 @@ serve: $(RUNTIME_STAMP)
 test: prereqs
 	@bash scripts/test-phases.sh full
 
-## test-fast: the Python-only part of the suite (no Node, Go, helm, Prometheus); a minute or two
-test-fast: $(TEST_STAMP) $(CORE_STAMP)
-	$(BIN)/python -m pytest tests/core tests/engine tests/config tests/service tests/statestore tests/transport tests/client/python tests/daemon \
-	  tests/conformance tests/contract tests/replay tests/setup tests/test_layering.py -q
+## test-fast: the Python-and-core tier: Python and cargo only (no node, npm, go, root or apt)
+test-fast: $(TEST_STAMP)
+	$(BIN)/python -m pytest -m "not node and not system" tests/core tests/engine tests/reference tests/config \
+	  tests/statestore tests/daemon tests/e2e tests/client/python tests/conformance tests/contract tests/replay \
+	  tests/test_layering.py -q
 
 ## prereqs: stop at once, one line per missing tool, when something make test cannot install is missing
 prereqs:

@@ -9,7 +9,7 @@ calls each (batches of 1,000 events), and reports:
 - the state file's size;
 - after `kill -9` and a restart: restore time, RSS after restore, and that every run is back;
 - a graceful stop's final-flush time (nothing dirty: the cost is the drain, not the data).
-The test suite runs the same code smaller (tests/daemon/test_state_scale.py).
+The test suite runs the same code smaller (tests/e2e/test_state_scale.py).
 """
 from __future__ import annotations
 

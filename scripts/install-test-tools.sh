@@ -220,7 +220,7 @@ polyglot_clients() {
 polyglot_clients
 
 # ================================================================ state store routers (issue 14)
-# tests/deploy/test_routers.py and tests/daemon/test_state_redis.py start their own redis-server,
+# tests/deploy/test_routers.py and tests/e2e/test_state_redis.py start their own redis-server,
 # nginx and haproxy on free loopback ports; the packages' own services must never run (apt_install
 # refuses service starts), and a service a postinst started anyway is stopped the ordinary way.
 install_state_store_servers() {

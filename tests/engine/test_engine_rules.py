@@ -290,7 +290,7 @@ class TestRejects:
     def test_nesting_depth_limit(self):
         """Depth 64 is accepted, 65 is json_too_deep, for params and results alike; a custom limit applies."""
         from tests.reference.engine import ToolCall, ToolOutcome, evaluate, new_run_state
-        state = new_run_state(DEFAULTS)  # the reference's own entry point; the core's limit: tests/daemon/test_limits.py
+        state = new_run_state(DEFAULTS)  # the reference's own entry point; the core's limit: tests/e2e/test_limits.py
         at_limit, over = "[" * 64 + "]" * 64, "[" * 65 + "]" * 65
         nested_objects = '{"a":' * 65 + "1" + "}" * 65
         assert Action.ALLOW == evaluate(state, ToolCall("t", at_limit), DEFAULTS).action

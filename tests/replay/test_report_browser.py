@@ -69,6 +69,7 @@ def rendered(chromium, report_page, tmp_path_factory):
     return visit, facts, shot
 
 
+@pytest.mark.system  # headless Chromium from Debian's packages: make test, not make test-fast
 class TestInChromium:
     def test_no_console_errors_and_nothing_fetched(self, rendered, report_page):
         """The page logs no error and requests nothing but itself (no network at view time)."""

@@ -54,7 +54,7 @@ def _keeper(store=None):
     registry = CollectorRegistry()
     runs = RunStore(max_runs=100, idle_ttl_seconds=3600, clock=time.monotonic)
     # The keeper moves runs as stored bytes and never looks inside one: these tests hold the runs in
-    # the reference store (easy to set up by hand); tests/daemon/test_state_*.py drive it over the core.
+    # the reference store (easy to set up by hand); tests/e2e/test_state_*.py drive it over the core.
     keeper = StateKeeper(store or MemoryStore(), ReferenceRuns(runs), StateMetrics(registry), flush_interval=0.05)
     return keeper, runs, registry
 

@@ -21,6 +21,9 @@ from loopwarden.hooks import Dialect, answer, parse, unavailable_answer
 
 from . import payloads
 
+# Runs node and tsc over the Claude Agent SDK's types: make test, not make test-fast (pytest.ini).
+pytestmark = pytest.mark.node
+
 REPO = pathlib.Path(__file__).resolve().parents[4]
 PREFIX = REPO / ".cache" / "claude-agent-sdk"
 

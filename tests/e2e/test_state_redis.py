@@ -2,11 +2,10 @@
 and routed streams refuse events of another run."""
 from __future__ import annotations
 
-import pytest
-
 import threading
 import time
 
+import pytest
 from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
@@ -15,6 +14,9 @@ from tests.support.grpc_helpers import SAME, Stream, call, channel, health_statu
 from tests.support.metrics import value
 from tests.support.servers import redis_server
 from tests.support.state import wait_until_flushed
+
+# A real redis-server from Debian's packages: make test, not make test-fast.
+pytestmark = pytest.mark.system
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 

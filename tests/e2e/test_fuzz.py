@@ -1,7 +1,7 @@
 """Fuzzing the real daemon: arbitrary events and raw garbage on the socket.
 
 CI runs a fixed-seed, small budget. For a longer local run:
-    LOOPWARDEN_FUZZ_EXAMPLES=2000 .venv/bin/pytest tests/daemon/test_fuzz.py
+    LOOPWARDEN_FUZZ_EXAMPLES=2000 .venv/bin/pytest tests/e2e/test_fuzz.py
 """
 from __future__ import annotations
 
