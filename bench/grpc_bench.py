@@ -1,10 +1,11 @@
 """loopwarden against the gRPC ceiling, in one run on one machine.
 
-Starts the daemon (the compiled core) and a bare echo
-server of the same contract (bench/echo_server.py), each in its own process, and drives both from a third process with the same realistic traffic: hundreds of
-runs, tool_call + tool_outcome pairs with 200-2,000 byte params and results, a share of runs that
-loop (so warnings, blocks and guard aborts really happen). Prints a table with daemon/echo ratios
-and writes the figures as JSON. Figures, not pass/fail: the machine is shared and noisy.
+Starts the daemon (the compiled core) and a bare echo server of the same contract
+(bench/echo_server.py), each in its own process, and drives both from a third process with the
+same realistic traffic: hundreds of runs, tool_call + tool_outcome pairs with 200-2,000 byte
+params and results, a share of runs that loop (so warnings, blocks and guard aborts really
+happen). Prints a table with daemon/echo ratios and writes the figures as JSON. Figures, not
+pass/fail: the machine is shared and noisy.
 
 Run: .venv/bin/python bench/grpc_bench.py [--quick] [--json bench-results.json]
 """
