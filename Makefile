@@ -52,8 +52,8 @@ test: prereqs
 ## test-fast: the Python-and-core tier: Python and cargo only (no node, npm, go, root or apt)
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not node and not system" tests/core tests/engine tests/reference tests/config \
-	  tests/statestore tests/daemon tests/e2e tests/client/python tests/conformance tests/contract tests/replay tests/setup \
-	  tests/test_layering.py -q
+	  tests/statestore tests/daemon tests/e2e tests/client/python tests/conformance tests/contract tests/replay \
+	  tests/setup tests/test_layering.py -q
 
 ## prereqs: stop at once, one line per missing tool, when something make test cannot install is missing
 prereqs:
