@@ -64,7 +64,7 @@ class CoreService:
         self.limits = limits
         self.clock = clock
         self.idle_ttl_seconds = float(idle_ttl_seconds)
-        # runs_loaded{memory} of a shared state store (keeper.py's `missing` counts the same)
+        # runs_loaded{memory} of a shared state store: events of a lazy request whose run was held
         self.on_held: Callable[[int], None] | None = None
         self.native = loopwarden_core.Core(
             instance_id, max_runs, float(idle_ttl_seconds),

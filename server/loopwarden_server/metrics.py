@@ -191,7 +191,7 @@ class Metrics:
             "loopwarden_config_last_reload_successful", "1 if the last config reload succeeded (or none was tried), else 0.",
             registry=registry)
         self.build_info = Gauge(
-            "loopwarden_build_info", "Build information; always 1. engine: core (compiled) or python.",
+            "loopwarden_build_info", "Build information; always 1. engine: the per-event engine (core: the compiled loopwarden-core).",
             ["version", "python_version", "grpc_version", "engine"], registry=registry)
 
         self.warning_of = _Children(self.warnings)

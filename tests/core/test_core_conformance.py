@@ -1,5 +1,5 @@
 """Every conformance scenario through the compiled core (raw protobuf in and out), as the daemon
-runs it with --engine core."""
+runs it."""
 from __future__ import annotations
 
 import json

@@ -101,7 +101,7 @@ class TestLoadOnFirstEvent:
             entry = source.create("", "r", new_run_state(SETTINGS))
             entry.events_evaluated = 9
             keeper.store.data[run_key("", "r")] = encode_run(entry, time.time(), time.monotonic())
-            await asyncio.gather(*(keeper.ensure_loaded("", keeper.missing("", ["r"])) for _ in range(5)))
+            await asyncio.gather(*(keeper.ensure_loaded("", ["r"]) for _ in range(5)))
             return keeper, runs, registry
         keeper, runs, registry = asyncio.run(scenario())
         assert 1 == keeper.store.gets

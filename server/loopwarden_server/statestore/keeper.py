@@ -22,7 +22,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
 from .base import StateStore, StateStoreError
@@ -140,27 +140,6 @@ class StateKeeper:
         self._task = asyncio.create_task(self._flush_loop())
 
     # ------------------------------------------------------------------ first event
-    def missing(self, tenant: str, run_ids: Iterable[str]) -> list[str]:
-        """Run ids of a request not held in memory (counting the held ones), deduplicated."""
-        is_held = self.runs.held
-        missing: list[str] = []
-        held = 0
-        for run_id in run_ids:
-            if not is_held(tenant, run_id):
-                if run_id and run_id not in missing:
-                    missing.append(run_id)
-            else:
-                held += 1
-        if held:
-            self.metrics.runs_loaded.labels("memory").inc(held)
-        return missing
-
-    async def load_missing(self, tenant: str, run_ids: Iterable[str]) -> None:
-        """`missing`, then `ensure_loaded` of what it found: the Python engine's path."""
-        missing = self.missing(tenant, run_ids)
-        if missing:
-            await self.ensure_loaded(tenant, missing)
-
     async def ensure_loaded(self, tenant: str, run_ids: list[str]) -> None:
         """Fetch these runs from the shared store into memory (at most one GET per run)."""
         await asyncio.gather(*(self._load_one(tenant, run_id) for run_id in run_ids))
