@@ -11,7 +11,7 @@ DISTRIBUTIONS := client/python/pyproject.toml server/pyproject.toml
 CORE_STAMP := $(VENV)/.installed-core
 CORE_SOURCES := core/Cargo.toml core/Cargo.lock core/pyproject.toml core/loopwarden_core.pyi $(shell find core/src -name '*.rs')
 
-.PHONY: serve test test-fast core prereqs tools proto clean
+.PHONY: serve test test-fast core prereqs tools proto tables clean
 
 $(BIN)/python:
 	@echo "==> creating $(VENV)"
@@ -53,7 +53,7 @@ test: prereqs
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not node and not system" tests/core tests/engine tests/reference tests/config \
 	  tests/statestore tests/daemon tests/e2e tests/client/python tests/conformance tests/contract tests/replay \
-	  tests/setup tests/test_layering.py -q
+	  tests/setup tests/tables tests/test_layering.py -q
 
 ## prereqs: stop at once, one line per missing tool, when something make test cannot install is missing
 prereqs:
@@ -63,9 +63,17 @@ prereqs:
 tools:
 	bash scripts/install-test-tools.sh
 
-## proto: regenerate the committed Python stubs from proto/
+## tables: regenerate every copy of the shared tables (tables/loopwarden.toml), then the proto's
+## stubs (the proto holds three generated regions); the test suite fails while any copy is stale
+tables: $(TEST_STAMP)
+	$(BIN)/python -m tables.gen
+	$(MAKE) proto
+
+## proto: regenerate the committed stubs from proto/: Python, Go (needs go) and the core's prost code
 proto: $(TEST_STAMP)
 	$(BIN)/python scripts/gen_proto.py
+	bash scripts/gen_go_stubs.sh
+	cd core && LOOPWARDEN_REGENERATE=1 cargo test --locked --test proto_fresh -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -8,6 +8,7 @@ pub mod json;
 pub mod pb;
 pub mod toolnames;
 pub mod service;
+pub mod tables;
 pub mod state;
 #[cfg(feature = "python")]
 mod python;

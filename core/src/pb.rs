@@ -133,11 +133,14 @@ pub struct Verdict {
     /// Ping-pong partner.
     #[prost(string, tag = "10")]
     pub paired_tool_name: ::prost::alloc::string::String,
-    /// "compaction_loop_persisted" on a guard abort, "tool_loop_persisted" on an escalation abort;
-    /// on REJECT the input error code (missing_run_id, run_id_too_long, agent_id_too_long,
-    /// session_id_too_long, tool_name_too_long, tool_call_id_too_long, missing_event_kind,
-    /// invalid_params_json, invalid_result_json, params_too_large, result_too_large, json_too_deep),
-    /// or internal_error when the daemon failed on this event (it changed nothing).
+    /// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
+    /// on ABORT: compaction_loop_persisted, tool_loop_persisted.
+    /// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
+    /// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
+    /// too_many_events, tool_name_too_long, agent_id_too_long, session_id_too_long,
+    /// tool_call_id_too_long, run_id_mismatch.
+    /// when the daemon failed on this event (it changed nothing): internal_error.
+    /// generated:error-codes:end
     #[prost(string, tag = "11")]
     pub error_code: ::prost::alloc::string::String,
     /// The normalised tool name the verdict is about (empty for events without one).
@@ -239,44 +242,77 @@ pub struct GuardState {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct EffectiveConfig {
-    /// Unset: only the post-compaction guard runs; true: every guard; false: none.
+    /// generated:effective-config:begin (tables/loopwarden.toml: edit there, then `make tables`)
+    /// tools.loopDetection.enabled: Master switch of the rolling detectors. true: every detector and
+    /// the post-compaction guard; unset: only the guard; false: nothing runs and nothing is recorded.
     #[prost(bool, optional, tag = "1")]
     pub enabled: ::core::option::Option<bool>,
+    /// tools.loopDetection.historySize: Recent tool calls remembered per run.
     #[prost(uint32, tag = "2")]
     pub history_size: u32,
+    /// tools.loopDetection.warningThreshold: Repeats of the same call before the agent is warned (the
+    /// call still runs).
     #[prost(uint32, tag = "3")]
     pub warning_threshold: u32,
+    /// tools.loopDetection.criticalThreshold: Repeats of the same call with the same result before the
+    /// next one is blocked.
     #[prost(uint32, tag = "4")]
     pub critical_threshold: u32,
+    /// tools.loopDetection.unknownToolThreshold: Consecutive calls to a tool that does not exist
+    /// before the next one is blocked.
     #[prost(uint32, tag = "5")]
     pub unknown_tool_threshold: u32,
+    /// tools.loopDetection.globalCircuitBreakerThreshold: The circuit breaker: repeats with an
+    /// unchanged result before the next call is blocked, whichever detectors are on.
     #[prost(uint32, tag = "6")]
     pub global_circuit_breaker_threshold: u32,
+    /// tools.loopDetection.detectors.genericRepeat: The same call with the same result, again and
+    /// again.
     #[prost(bool, tag = "7")]
     pub generic_repeat: bool,
+    /// tools.loopDetection.detectors.knownPollNoProgress: Polling a known status tool that reports no
+    /// change.
     #[prost(bool, tag = "8")]
     pub known_poll_no_progress: bool,
+    /// tools.loopDetection.detectors.pingPong: Alternating between two calls without progress.
     #[prost(bool, tag = "9")]
     pub ping_pong: bool,
+    /// tools.loopDetection.postCompactionGuard.windowSize: Attempts watched after a context-compaction
+    /// retry; the run is aborted when all N are the same call with the same result.
     #[prost(uint32, tag = "10")]
     pub post_compaction_window_size: u32,
-    /// Extensions from the `loopwarden` block (0 / false: off).
+    /// loopwarden.abortAfterBlocks: The N-th BLOCK of a run becomes ABORT (`tool_loop_persisted`);
+    /// false or 0: off.
     #[prost(uint32, tag = "11")]
     pub abort_after_blocks: u32,
+    /// loopwarden.runWideBreaker.threshold: Completed calls in a row with no new (tool, args, result)
+    /// triple before the next call is blocked.
     #[prost(uint32, tag = "12")]
     pub run_wide_breaker_threshold: u32,
+    /// loopwarden.shadowMode: Compute and report BLOCK and ABORT, but answer ALLOW: enforce nothing.
     #[prost(bool, tag = "13")]
     pub shadow_mode: bool,
-    /// Opt-in detectors (0: off): argumentChurn warnAt / blockAt, errorRepeat threshold.
+    /// loopwarden.argumentChurn.warnAt: Streak of calls to one tool with changing arguments and one
+    /// outcome that warns.
     #[prost(uint32, tag = "14")]
     pub argument_churn_warn_at: u32,
+    /// loopwarden.argumentChurn.blockAt: The streak that blocks; false: warn only.
     #[prost(uint32, tag = "15")]
     pub argument_churn_block_at: u32,
+    /// loopwarden.errorRepeat.threshold: Identical failures of the same call that block; one fewer
+    /// warns.
     #[prost(uint32, tag = "16")]
     pub error_repeat_threshold: u32,
-    /// The `loopwarden.preset` the settings were resolved from; empty: none (the documented defaults).
+    /// loopwarden.preset: Named defaults beneath everything written (see the presets table);
+    /// `reference`, reported as empty, is the documented behaviour.
     #[prost(string, tag = "17")]
     pub preset: ::prost::alloc::string::String,
+    /// loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is
+    /// warned, never blocked.
+    ///
+    /// generated:effective-config:end
+    #[prost(bool, tag = "18")]
+    pub ping_pong_needs_answers: bool,
 }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -324,18 +360,32 @@ impl Action {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
 pub enum Detector {
+    /// generated:detector:begin (tables/loopwarden.toml: edit there, then `make tables`)
+    /// No detector answered (ALLOW, REJECT).
     Unspecified = 0,
+    /// The same tool with the same arguments, again and again: warns at W repeats, blocks once C
+    /// identical outcomes show nothing changes.
     GenericRepeat = 1,
+    /// Polling tools (`command_status`, `process` poll/log, `extraPollTools`) returning the same
+    /// state: warns at W, blocks at C.
     KnownPollNoProgress = 2,
+    /// Two call patterns alternating: warns at W, blocks at C when both sides' results are stable.
     PingPong = 3,
+    /// Retries of a tool that does not exist: blocks at U.
     UnknownToolRepeat = 4,
+    /// Any no-progress streak that grows too long: blocks at G.
     GlobalCircuitBreaker = 5,
+    /// The same (tool, args, result) repeating within N attempts after a context compaction: aborts
+    /// the run (`compaction_loop_persisted`).
     PostCompactionGuard = 6,
-    /// Optional extension: K consecutive completed calls produced no (tool, args, result) triple new to the run.
+    /// Extension: K consecutive completed calls produced no (tool, args, result) triple new to the
+    /// run.
     RunWideNoProgress = 7,
-    /// Optional extension: the same tool with ever-new arguments kept returning the identical outcome.
+    /// Extension: the same tool with ever-new arguments kept returning the identical outcome.
     ArgumentChurn = 8,
-    /// Optional extension: the same call failed with the identical error again and again.
+    /// Extension: the same call failed with the identical error again and again.
+    ///
+    /// generated:detector:end
     ErrorRepeat = 9,
 }
 impl Detector {

@@ -44,33 +44,8 @@ const COUNTERS: [(u8, &str); 9] = [
 ];
 
 /// Every detector id a verdict can carry (the `none` of a plain verdict aside).
-const DETECTORS: [Detector; 9] = [
-    Detector::GenericRepeat,
-    Detector::KnownPollNoProgress,
-    Detector::PingPong,
-    Detector::UnknownToolRepeat,
-    Detector::GlobalCircuitBreaker,
-    Detector::PostCompactionGuard,
-    Detector::RunWideNoProgress,
-    Detector::ArgumentChurn,
-    Detector::ErrorRepeat,
-];
-
-/// A new detector must be added to DETECTORS: this match stops compiling until it is looked at.
-#[allow(dead_code)]
-fn detector_listed(d: Detector) -> bool {
-    match d {
-        Detector::None => false,
-        Detector::GenericRepeat
-        | Detector::KnownPollNoProgress
-        | Detector::PingPong
-        | Detector::UnknownToolRepeat
-        | Detector::GlobalCircuitBreaker
-        | Detector::PostCompactionGuard
-        | Detector::RunWideNoProgress
-        | Detector::ArgumentChurn
-        | Detector::ErrorRepeat => DETECTORS.contains(&d),
-    }
+fn detectors() -> &'static [Detector] {
+    &Detector::ALL[1..]
 }
 
 const ACTIONS: [Action; 5] = [Action::Allow, Action::Warn, Action::Block, Action::Abort, Action::Reject];
@@ -131,26 +106,7 @@ fn get<'py, T: FromPyObject<'py>>(d: &Bound<'py, PyDict>, key: &str, default: T)
 }
 
 fn settings_from(d: &Bound<'_, PyDict>) -> PyResult<Settings> {
-    let base = Settings::default();
-    Ok(Settings {
-        enabled: get(d, "enabled", None)?,
-        history_size: get(d, "history_size", base.history_size)?,
-        warning_threshold: get(d, "warning_threshold", base.warning_threshold)?,
-        critical_threshold: get(d, "critical_threshold", base.critical_threshold)?,
-        unknown_tool_threshold: get(d, "unknown_tool_threshold", base.unknown_tool_threshold)?,
-        global_circuit_breaker_threshold: get(d, "global_circuit_breaker_threshold", base.global_circuit_breaker_threshold)?,
-        generic_repeat: get(d, "generic_repeat", true)?,
-        known_poll_no_progress: get(d, "known_poll_no_progress", true)?,
-        ping_pong: get(d, "ping_pong", true)?,
-        compaction_window_size: get(d, "compaction_window_size", base.compaction_window_size)?,
-        abort_after_blocks: get(d, "abort_after_blocks", 0)?,
-        run_wide_breaker_threshold: get(d, "run_wide_breaker_threshold", 0)?,
-        shadow: get(d, "shadow", false)?,
-        argument_churn_warn_at: get(d, "argument_churn_warn_at", 0)?,
-        argument_churn_block_at: get(d, "argument_churn_block_at", 0)?,
-        error_repeat_threshold: get(d, "error_repeat_threshold", 0)?,
-        ping_pong_needs_answers: get(d, "ping_pong_needs_answers", false)?,
-    })
+    crate::tables::settings_from_dict(d)
 }
 
 fn limits_from(d: &Bound<'_, PyDict>) -> PyResult<Limits> {
@@ -636,7 +592,7 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     let py = m.py();
     m.add("COUNTERS", PyTuple::new(py, counters)?)?;
-    m.add("DETECTORS", PyTuple::new(py, DETECTORS.iter().map(|d| d.name()))?)?;
+    m.add("DETECTORS", PyTuple::new(py, detectors().iter().map(|d| d.name()))?)?;
     m.add("ACTIONS", PyTuple::new(py, ACTIONS.iter().map(|a| a.name()))?)?;
     m.add("LEVELS", PyTuple::new(py, [Level::Warning.name(), Level::Critical.name()])?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

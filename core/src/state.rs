@@ -528,13 +528,6 @@ fn hex32(at: &At) -> Result<[u8; 32], String> {
     Ok(digest32(&bytes))
 }
 
-const ERROR_CODES: &[&str] = &[
-    "", "compaction_loop_persisted", "tool_loop_persisted", "missing_run_id", "missing_event_kind",
-    "invalid_params_json", "invalid_result_json", "params_too_large", "result_too_large", "run_id_too_long",
-    "json_too_deep", "too_many_events", "tool_name_too_long", "agent_id_too_long", "session_id_too_long",
-    "tool_call_id_too_long", "internal_error", "run_id_mismatch",
-];
-
 fn action(at: &At) -> Result<Action, String> {
     Ok(match at.str()? {
         "allow" => Action::Allow,
@@ -548,14 +541,8 @@ fn action(at: &At) -> Result<Action, String> {
 
 fn read_verdict(at: &At) -> Result<Verdict, String> {
     let detector_name = at.field("detector")?;
-    let detector = [
-        Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong,
-        Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard,
-        Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat,
-    ]
-    .into_iter()
-    .find(|d| d.name() == detector_name.str().unwrap_or(""))
-    .ok_or_else(|| format!("{} is not a detector", detector_name.path))?;
+    let detector = Detector::from_name(detector_name.str().unwrap_or(""))
+        .ok_or_else(|| format!("{} is not a detector", detector_name.path))?;
     let level_at = at.field("level")?;
     let level = match level_at.str()? {
         "none" => Level::None,
@@ -565,7 +552,10 @@ fn read_verdict(at: &At) -> Result<Verdict, String> {
     };
     let code_at = at.field("error_code")?;
     let code = code_at.str()?;
-    let error_code = ERROR_CODES.iter().find(|c| **c == code).copied().ok_or_else(|| format!("{} is not an error code: {code:?}", code_at.path))?;
+    let error_code = std::iter::once("")
+        .chain(crate::tables::error_codes::ALL.iter().copied())
+        .find(|c| *c == code)
+        .ok_or_else(|| format!("{} is not an error code: {code:?}", code_at.path))?;
     Ok(Verdict {
         action: action(&at.field("action")?)?,
         detector,

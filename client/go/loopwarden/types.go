@@ -151,47 +151,6 @@ type RunInspection struct {
 	EventsEvaluated uint64
 }
 
-// EffectiveConfig is the tools.loopDetection settings in force for a run, after merging the
-// agent's block over the global one and clamping.
-type EffectiveConfig struct {
-	// Enabled is nil when unset (only the post-compaction guard runs), else true (every guard)
-	// or false (none).
-	Enabled *bool
-	// HistorySize is the number of records kept per run.
-	HistorySize uint32
-	// WarningThreshold is the repeat count that warns.
-	WarningThreshold uint32
-	// CriticalThreshold is the repeat count that blocks.
-	CriticalThreshold uint32
-	// UnknownToolThreshold is the number of tries of a missing tool that blocks.
-	UnknownToolThreshold uint32
-	// GlobalCircuitBreakerThreshold is the number of identical results in a row that trips the
-	// circuit breaker (BLOCK).
-	GlobalCircuitBreakerThreshold uint32
-	// GenericRepeat is true when the generic repeat detector is on.
-	GenericRepeat bool
-	// KnownPollNoProgress is true when the known-poll detector is on.
-	KnownPollNoProgress bool
-	// PingPong is true when the ping-pong detector is on.
-	PingPong bool
-	// PostCompactionWindowSize is the post-compaction guard's window size.
-	PostCompactionWindowSize uint32
-	// AbortAfterBlocks escalates to ABORT after this many blocks (extension; 0: off).
-	AbortAfterBlocks uint32
-	// RunWideBreakerThreshold is the run-wide no-progress breaker's threshold (extension; 0: off).
-	RunWideBreakerThreshold uint32
-	// ShadowMode is true when verdicts are computed but BLOCK and ABORT are not enforced (extension).
-	ShadowMode bool
-	// ArgumentChurnWarnAt is the argument-churn streak that warns (extension; 0: off).
-	ArgumentChurnWarnAt uint32
-	// ArgumentChurnBlockAt is the argument-churn streak that blocks (extension; 0: warn only).
-	ArgumentChurnBlockAt uint32
-	// ErrorRepeatThreshold is the identical-error count that blocks (extension; 0: off).
-	ErrorRepeatThreshold uint32
-	// Preset is the `loopwarden.preset` the settings came from ("": none).
-	Preset string
-}
-
 func inspectionFromMessage(m *pb.InspectRunResponse) RunInspection {
 	records := make([]RunRecord, len(m.GetRecords()))
 	for i, r := range m.GetRecords() {
@@ -204,23 +163,5 @@ func inspectionFromMessage(m *pb.InspectRunResponse) RunInspection {
 		GuardObserved: m.GetGuard().GetObserved(), Blocks: m.GetBlocks(), Aborted: m.GetAborted(),
 		AbortErrorCode: m.GetAbortErrorCode(), EffectiveConfig: effectiveConfigFromMessage(m.GetEffectiveConfig()),
 		EventsEvaluated: m.GetEventsEvaluated(),
-	}
-}
-
-func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
-	var enabled *bool
-	if m != nil && m.Enabled != nil {
-		value := m.GetEnabled()
-		enabled = &value
-	}
-	return EffectiveConfig{
-		Enabled: enabled, HistorySize: m.GetHistorySize(), WarningThreshold: m.GetWarningThreshold(),
-		CriticalThreshold: m.GetCriticalThreshold(), UnknownToolThreshold: m.GetUnknownToolThreshold(),
-		GlobalCircuitBreakerThreshold: m.GetGlobalCircuitBreakerThreshold(), GenericRepeat: m.GetGenericRepeat(),
-		KnownPollNoProgress: m.GetKnownPollNoProgress(), PingPong: m.GetPingPong(),
-		PostCompactionWindowSize: m.GetPostCompactionWindowSize(), AbortAfterBlocks: m.GetAbortAfterBlocks(),
-		RunWideBreakerThreshold: m.GetRunWideBreakerThreshold(), ShadowMode: m.GetShadowMode(),
-		ArgumentChurnWarnAt: m.GetArgumentChurnWarnAt(), ArgumentChurnBlockAt: m.GetArgumentChurnBlockAt(),
-		ErrorRepeatThreshold: m.GetErrorRepeatThreshold(), Preset: m.GetPreset(),
 	}
 }

@@ -96,19 +96,31 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 type Detector int32
 
 const (
-	Detector_DETECTOR_UNSPECIFIED            Detector = 0
-	Detector_DETECTOR_GENERIC_REPEAT         Detector = 1
+	// generated:detector:begin (tables/loopwarden.toml: edit there, then `make tables`)
+	// No detector answered (ALLOW, REJECT).
+	Detector_DETECTOR_UNSPECIFIED Detector = 0
+	// The same tool with the same arguments, again and again: warns at W repeats, blocks once C
+	// identical outcomes show nothing changes.
+	Detector_DETECTOR_GENERIC_REPEAT Detector = 1
+	// Polling tools (`command_status`, `process` poll/log, `extraPollTools`) returning the same
+	// state: warns at W, blocks at C.
 	Detector_DETECTOR_KNOWN_POLL_NO_PROGRESS Detector = 2
-	Detector_DETECTOR_PING_PONG              Detector = 3
-	Detector_DETECTOR_UNKNOWN_TOOL_REPEAT    Detector = 4
+	// Two call patterns alternating: warns at W, blocks at C when both sides' results are stable.
+	Detector_DETECTOR_PING_PONG Detector = 3
+	// Retries of a tool that does not exist: blocks at U.
+	Detector_DETECTOR_UNKNOWN_TOOL_REPEAT Detector = 4
+	// Any no-progress streak that grows too long: blocks at G.
 	Detector_DETECTOR_GLOBAL_CIRCUIT_BREAKER Detector = 5
-	Detector_DETECTOR_POST_COMPACTION_GUARD  Detector = 6
-	// Optional extension: K consecutive completed calls produced no (tool, args, result) triple new to the run.
+	// The same (tool, args, result) repeating within N attempts after a context compaction: aborts
+	// the run (`compaction_loop_persisted`).
+	Detector_DETECTOR_POST_COMPACTION_GUARD Detector = 6
+	// Extension: K consecutive completed calls produced no (tool, args, result) triple new to the
+	// run.
 	Detector_DETECTOR_RUN_WIDE_NO_PROGRESS Detector = 7
-	// Optional extension: the same tool with ever-new arguments kept returning the identical outcome.
+	// Extension: the same tool with ever-new arguments kept returning the identical outcome.
 	Detector_DETECTOR_ARGUMENT_CHURN Detector = 8
-	// Optional extension: the same call failed with the identical error again and again.
-	Detector_DETECTOR_ERROR_REPEAT Detector = 9
+	// Extension: the same call failed with the identical error again and again.
+	Detector_DETECTOR_ERROR_REPEAT Detector = 9 // generated:detector:end
 )
 
 // Enum value maps for Detector.
@@ -816,11 +828,14 @@ type Verdict struct {
 	Announce bool `protobuf:"varint,9,opt,name=announce,proto3" json:"announce,omitempty"`
 	// Ping-pong partner.
 	PairedToolName string `protobuf:"bytes,10,opt,name=paired_tool_name,json=pairedToolName,proto3" json:"paired_tool_name,omitempty"`
-	// "compaction_loop_persisted" on a guard abort, "tool_loop_persisted" on an escalation abort;
-	// on REJECT the input error code (missing_run_id, run_id_too_long, agent_id_too_long,
-	// session_id_too_long, tool_name_too_long, tool_call_id_too_long, missing_event_kind,
-	// invalid_params_json, invalid_result_json, params_too_large, result_too_large, json_too_deep),
-	// or internal_error when the daemon failed on this event (it changed nothing).
+	// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
+	// on ABORT: compaction_loop_persisted, tool_loop_persisted.
+	// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
+	// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
+	// too_many_events, tool_name_too_long, agent_id_too_long, session_id_too_long,
+	// tool_call_id_too_long, run_id_mismatch.
+	// when the daemon failed on this event (it changed nothing): internal_error.
+	// generated:error-codes:end
 	ErrorCode string `protobuf:"bytes,11,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// The normalised tool name the verdict is about (empty for events without one).
 	ToolName string `protobuf:"bytes,12,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
@@ -1370,29 +1385,59 @@ func (x *GuardState) GetObserved() uint32 {
 
 type EffectiveConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Unset: only the post-compaction guard runs; true: every guard; false: none.
-	Enabled                       *bool  `protobuf:"varint,1,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
-	HistorySize                   uint32 `protobuf:"varint,2,opt,name=history_size,json=historySize,proto3" json:"history_size,omitempty"`
-	WarningThreshold              uint32 `protobuf:"varint,3,opt,name=warning_threshold,json=warningThreshold,proto3" json:"warning_threshold,omitempty"`
-	CriticalThreshold             uint32 `protobuf:"varint,4,opt,name=critical_threshold,json=criticalThreshold,proto3" json:"critical_threshold,omitempty"`
-	UnknownToolThreshold          uint32 `protobuf:"varint,5,opt,name=unknown_tool_threshold,json=unknownToolThreshold,proto3" json:"unknown_tool_threshold,omitempty"`
+	// generated:effective-config:begin (tables/loopwarden.toml: edit there, then `make tables`)
+	// tools.loopDetection.enabled: Master switch of the rolling detectors. true: every detector and
+	// the post-compaction guard; unset: only the guard; false: nothing runs and nothing is recorded.
+	Enabled *bool `protobuf:"varint,1,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
+	// tools.loopDetection.historySize: Recent tool calls remembered per run.
+	HistorySize uint32 `protobuf:"varint,2,opt,name=history_size,json=historySize,proto3" json:"history_size,omitempty"`
+	// tools.loopDetection.warningThreshold: Repeats of the same call before the agent is warned (the
+	// call still runs).
+	WarningThreshold uint32 `protobuf:"varint,3,opt,name=warning_threshold,json=warningThreshold,proto3" json:"warning_threshold,omitempty"`
+	// tools.loopDetection.criticalThreshold: Repeats of the same call with the same result before the
+	// next one is blocked.
+	CriticalThreshold uint32 `protobuf:"varint,4,opt,name=critical_threshold,json=criticalThreshold,proto3" json:"critical_threshold,omitempty"`
+	// tools.loopDetection.unknownToolThreshold: Consecutive calls to a tool that does not exist
+	// before the next one is blocked.
+	UnknownToolThreshold uint32 `protobuf:"varint,5,opt,name=unknown_tool_threshold,json=unknownToolThreshold,proto3" json:"unknown_tool_threshold,omitempty"`
+	// tools.loopDetection.globalCircuitBreakerThreshold: The circuit breaker: repeats with an
+	// unchanged result before the next call is blocked, whichever detectors are on.
 	GlobalCircuitBreakerThreshold uint32 `protobuf:"varint,6,opt,name=global_circuit_breaker_threshold,json=globalCircuitBreakerThreshold,proto3" json:"global_circuit_breaker_threshold,omitempty"`
-	GenericRepeat                 bool   `protobuf:"varint,7,opt,name=generic_repeat,json=genericRepeat,proto3" json:"generic_repeat,omitempty"`
-	KnownPollNoProgress           bool   `protobuf:"varint,8,opt,name=known_poll_no_progress,json=knownPollNoProgress,proto3" json:"known_poll_no_progress,omitempty"`
-	PingPong                      bool   `protobuf:"varint,9,opt,name=ping_pong,json=pingPong,proto3" json:"ping_pong,omitempty"`
-	PostCompactionWindowSize      uint32 `protobuf:"varint,10,opt,name=post_compaction_window_size,json=postCompactionWindowSize,proto3" json:"post_compaction_window_size,omitempty"`
-	// Extensions from the `loopwarden` block (0 / false: off).
-	AbortAfterBlocks        uint32 `protobuf:"varint,11,opt,name=abort_after_blocks,json=abortAfterBlocks,proto3" json:"abort_after_blocks,omitempty"`
+	// tools.loopDetection.detectors.genericRepeat: The same call with the same result, again and
+	// again.
+	GenericRepeat bool `protobuf:"varint,7,opt,name=generic_repeat,json=genericRepeat,proto3" json:"generic_repeat,omitempty"`
+	// tools.loopDetection.detectors.knownPollNoProgress: Polling a known status tool that reports no
+	// change.
+	KnownPollNoProgress bool `protobuf:"varint,8,opt,name=known_poll_no_progress,json=knownPollNoProgress,proto3" json:"known_poll_no_progress,omitempty"`
+	// tools.loopDetection.detectors.pingPong: Alternating between two calls without progress.
+	PingPong bool `protobuf:"varint,9,opt,name=ping_pong,json=pingPong,proto3" json:"ping_pong,omitempty"`
+	// tools.loopDetection.postCompactionGuard.windowSize: Attempts watched after a context-compaction
+	// retry; the run is aborted when all N are the same call with the same result.
+	PostCompactionWindowSize uint32 `protobuf:"varint,10,opt,name=post_compaction_window_size,json=postCompactionWindowSize,proto3" json:"post_compaction_window_size,omitempty"`
+	// loopwarden.abortAfterBlocks: The N-th BLOCK of a run becomes ABORT (`tool_loop_persisted`);
+	// false or 0: off.
+	AbortAfterBlocks uint32 `protobuf:"varint,11,opt,name=abort_after_blocks,json=abortAfterBlocks,proto3" json:"abort_after_blocks,omitempty"`
+	// loopwarden.runWideBreaker.threshold: Completed calls in a row with no new (tool, args, result)
+	// triple before the next call is blocked.
 	RunWideBreakerThreshold uint32 `protobuf:"varint,12,opt,name=run_wide_breaker_threshold,json=runWideBreakerThreshold,proto3" json:"run_wide_breaker_threshold,omitempty"`
-	ShadowMode              bool   `protobuf:"varint,13,opt,name=shadow_mode,json=shadowMode,proto3" json:"shadow_mode,omitempty"`
-	// Opt-in detectors (0: off): argumentChurn warnAt / blockAt, errorRepeat threshold.
-	ArgumentChurnWarnAt  uint32 `protobuf:"varint,14,opt,name=argument_churn_warn_at,json=argumentChurnWarnAt,proto3" json:"argument_churn_warn_at,omitempty"`
+	// loopwarden.shadowMode: Compute and report BLOCK and ABORT, but answer ALLOW: enforce nothing.
+	ShadowMode bool `protobuf:"varint,13,opt,name=shadow_mode,json=shadowMode,proto3" json:"shadow_mode,omitempty"`
+	// loopwarden.argumentChurn.warnAt: Streak of calls to one tool with changing arguments and one
+	// outcome that warns.
+	ArgumentChurnWarnAt uint32 `protobuf:"varint,14,opt,name=argument_churn_warn_at,json=argumentChurnWarnAt,proto3" json:"argument_churn_warn_at,omitempty"`
+	// loopwarden.argumentChurn.blockAt: The streak that blocks; false: warn only.
 	ArgumentChurnBlockAt uint32 `protobuf:"varint,15,opt,name=argument_churn_block_at,json=argumentChurnBlockAt,proto3" json:"argument_churn_block_at,omitempty"`
+	// loopwarden.errorRepeat.threshold: Identical failures of the same call that block; one fewer
+	// warns.
 	ErrorRepeatThreshold uint32 `protobuf:"varint,16,opt,name=error_repeat_threshold,json=errorRepeatThreshold,proto3" json:"error_repeat_threshold,omitempty"`
-	// The `loopwarden.preset` the settings were resolved from; empty: none (the documented defaults).
-	Preset        string `protobuf:"bytes,17,opt,name=preset,proto3" json:"preset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// loopwarden.preset: Named defaults beneath everything written (see the presets table);
+	// `reference`, reported as empty, is the documented behaviour.
+	Preset string `protobuf:"bytes,17,opt,name=preset,proto3" json:"preset,omitempty"`
+	// loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is
+	// warned, never blocked.
+	PingPongNeedsAnswers bool `protobuf:"varint,18,opt,name=ping_pong_needs_answers,json=pingPongNeedsAnswers,proto3" json:"ping_pong_needs_answers,omitempty"` // generated:effective-config:end
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
@@ -1544,6 +1589,13 @@ func (x *EffectiveConfig) GetPreset() string {
 	return ""
 }
 
+func (x *EffectiveConfig) GetPingPongNeedsAnswers() bool {
+	if x != nil {
+		return x.PingPongNeedsAnswers
+	}
+	return false
+}
+
 var File_loopwarden_v1_loopwarden_proto protoreflect.FileDescriptor
 
 const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
@@ -1642,7 +1694,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x05armed\x18\x01 \x01(\bR\x05armed\x12\x1f\n" +
 	"\vwindow_size\x18\x02 \x01(\rR\n" +
 	"windowSize\x12\x1a\n" +
-	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xb8\x06\n" +
+	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xef\x06\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -1662,7 +1714,8 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x16argument_churn_warn_at\x18\x0e \x01(\rR\x13argumentChurnWarnAt\x125\n" +
 	"\x17argument_churn_block_at\x18\x0f \x01(\rR\x14argumentChurnBlockAt\x124\n" +
 	"\x16error_repeat_threshold\x18\x10 \x01(\rR\x14errorRepeatThreshold\x12\x16\n" +
-	"\x06preset\x18\x11 \x01(\tR\x06presetB\n" +
+	"\x06preset\x18\x11 \x01(\tR\x06preset\x125\n" +
+	"\x17ping_pong_needs_answers\x18\x12 \x01(\bR\x14pingPongNeedsAnswersB\n" +
 	"\n" +
 	"\b_enabled*z\n" +
 	"\x06Action\x12\x16\n" +

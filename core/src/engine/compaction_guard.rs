@@ -4,6 +4,8 @@
 //! armed by an event, judges outcomes rather than calls, and ends the run instead of a call.
 
 use super::{args_hash_text, result_hash_text, Action, Detector, Guard, Level, RunState, Settings, Verdict};
+use crate::tables::messages;
+use crate::tables::error_codes;
 
 pub(crate) fn arm(state: &mut RunState, s: &Settings) -> Verdict {
     let mut v = Verdict::allow("");
@@ -41,14 +43,14 @@ pub(crate) fn observe_outcome(state: &mut RunState, tool: &str, args: [u8; 32], 
     v.detector = Detector::PostCompactionGuard;
     v.level = Level::Critical;
     v.count = observed;
-    v.message = format!("CRITICAL: compaction did not break the loop: after compaction, {tool} was called {observed} times with the same arguments and returned the same result each time, so the run was aborted (compaction_loop_persisted). Report the task as failed.");
+    v.message = messages::compaction_guard_abort(tool, observed);
     v.warning_key = format!(
         "compaction:{tool}:{}:{}",
         args_hash_text(tool, &args),
         result_hash_text(status, &result).unwrap_or_default()
     );
     v.announce = true;
-    v.error_code = "compaction_loop_persisted";
+    v.error_code = error_codes::COMPACTION_LOOP_PERSISTED;
     v.evidence_seqs = guard.seqs;
     Some(v)
 }

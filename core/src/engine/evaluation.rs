@@ -4,6 +4,7 @@
 //! per decade of its count). The detectors only read history; every write to it happens here.
 
 use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, MARKER, PENDING};
+use crate::tables::{error_codes, messages};
 use crate::json::{decode, py_isspace, JsonError, Value};
 use crate::toolnames::normalize_tool_name;
 
@@ -23,7 +24,7 @@ struct Invalid(&'static str, String);
 
 fn decode_field(text: &str, field: &str, code: &'static str, max_depth: usize) -> Result<Value, Invalid> {
     decode(text, max_depth).map_err(|e| match e {
-        JsonError::TooDeep(m) => Invalid("json_too_deep", format!("{field} {m}")),
+        JsonError::TooDeep(m) => Invalid(error_codes::JSON_TOO_DEEP, format!("{field} {m}")),
         JsonError::Invalid(m) => Invalid(code, format!("{field} is not valid JSON: {m}")),
     })
 }
@@ -32,7 +33,7 @@ fn decode_params(text: &str, max_depth: usize) -> Result<Value, Invalid> {
     if text.is_empty() || text.chars().all(py_isspace) {
         return Ok(Value::Object(Vec::new()));
     }
-    decode_field(text, "params_json", "invalid_params_json", max_depth)
+    decode_field(text, "params_json", error_codes::INVALID_PARAMS_JSON, max_depth)
 }
 
 /// `args_digest`, remembering the last params text hashed: a call's outcome repeats its params
@@ -184,12 +185,9 @@ fn on_tool_call(
         v.announce = true;
         if s.abort_after_blocks > 0 && state.blocks >= s.abort_after_blocks {
             let last = v.message.strip_prefix("CRITICAL: ").unwrap_or(&v.message).to_string();
-            v.message = format!(
-                "CRITICAL: run aborted: this is block {} of the run ({} on {}), so the loop persisted and the run is over (tool_loop_persisted). Last block: {last}",
-                state.blocks, v.detector.name(), v.tool_name
-            );
+            v.message = messages::escalation_abort(state.blocks, v.detector.name(), &v.tool_name, last);
             v.action = Action::Abort;
-            v.error_code = "tool_loop_persisted";
+            v.error_code = error_codes::TOOL_LOOP_PERSISTED;
         }
         if s.shadow {
             state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
@@ -214,7 +212,7 @@ fn on_tool_outcome(
     let params = decode_params(params_json, max_depth)?;
     let has_result = error.is_none() && matches!(result_json, Some(r) if !r.is_empty());
     let result = if has_result {
-        Some(decode_field(result_json.unwrap_or(""), "result_json", "invalid_result_json", max_depth)?)
+        Some(decode_field(result_json.unwrap_or(""), "result_json", error_codes::INVALID_RESULT_JSON, max_depth)?)
     } else {
         None
     };

@@ -23,36 +23,8 @@ impl Action {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Detector {
-    None = 0,
-    GenericRepeat = 1,
-    KnownPollNoProgress = 2,
-    PingPong = 3,
-    UnknownToolRepeat = 4,
-    GlobalCircuitBreaker = 5,
-    PostCompactionGuard = 6,
-    RunWideNoProgress = 7,
-    ArgumentChurn = 8,
-    ErrorRepeat = 9,
-}
-
-impl Detector {
-    pub fn name(self) -> &'static str {
-        match self {
-            Detector::None => "none",
-            Detector::GenericRepeat => "generic_repeat",
-            Detector::KnownPollNoProgress => "known_poll_no_progress",
-            Detector::PingPong => "ping_pong",
-            Detector::UnknownToolRepeat => "unknown_tool_repeat",
-            Detector::GlobalCircuitBreaker => "global_circuit_breaker",
-            Detector::PostCompactionGuard => "post_compaction_guard",
-            Detector::RunWideNoProgress => "run_wide_no_progress",
-            Detector::ArgumentChurn => "argument_churn",
-            Detector::ErrorRepeat => "error_repeat",
-        }
-    }
-}
+/// Detector ids are generated from tables/loopwarden.toml with the other shared tables.
+pub use crate::tables::Detector;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {

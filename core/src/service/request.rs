@@ -14,6 +14,7 @@ use super::summary::{counter, LogLine, Summary, ERROR};
 use super::views::verdict_message;
 use super::{Core, Decision};
 use crate::engine::{evaluate, Action, Event, RunState, Verdict};
+use crate::tables::error_codes;
 use crate::json::py_isspace;
 use crate::pb;
 
@@ -202,23 +203,23 @@ impl Core {
     fn envelope_error(&self, event: &pb::Event, run_id: &str) -> Option<Verdict> {
         let l = &self.limits;
         if run_id.is_empty() {
-            return Some(Verdict::reject("missing_run_id", "run_id is required (a non-blank string)".into()));
+            return Some(Verdict::reject(error_codes::MISSING_RUN_ID, "run_id is required (a non-blank string)".into()));
         }
         let n = run_id.chars().count();
         if n > l.max_run_id_chars {
-            return Some(Verdict::reject("run_id_too_long", format!("run_id is {n} characters; the limit is {}", l.max_run_id_chars)));
+            return Some(Verdict::reject(error_codes::RUN_ID_TOO_LONG, format!("run_id is {n} characters; the limit is {}", l.max_run_id_chars)));
         }
         let n = event.agent_id.chars().count();
         if n > l.max_agent_id_chars {
-            return Some(Verdict::reject("agent_id_too_long", too_long("agent_id", n, l.max_agent_id_chars)));
+            return Some(Verdict::reject(error_codes::AGENT_ID_TOO_LONG, too_long("agent_id", n, l.max_agent_id_chars)));
         }
         let n = event.session_id.chars().count();
         if n > l.max_session_id_chars {
-            return Some(Verdict::reject("session_id_too_long", too_long("session_id", n, l.max_session_id_chars)));
+            return Some(Verdict::reject(error_codes::SESSION_ID_TOO_LONG, too_long("session_id", n, l.max_session_id_chars)));
         }
         let (tool_name, call_id, params) = match &event.kind {
             None => {
-                return Some(Verdict::reject("missing_event_kind", "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end".into()));
+                return Some(Verdict::reject(error_codes::MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end".into()));
             }
             Some(pb::event::Kind::ToolCall(c)) => (&c.tool_name, &c.tool_call_id, &c.params_json),
             Some(pb::event::Kind::ToolOutcome(o)) => (&o.tool_name, &o.tool_call_id, &o.params_json),
@@ -226,14 +227,14 @@ impl Core {
         };
         let n = tool_name.chars().count();
         if n > l.max_tool_name_chars {
-            return Some(Verdict::reject("tool_name_too_long", too_long("tool_name", n, l.max_tool_name_chars)));
+            return Some(Verdict::reject(error_codes::TOOL_NAME_TOO_LONG, too_long("tool_name", n, l.max_tool_name_chars)));
         }
         let n = call_id.chars().count();
         if n > l.max_tool_call_id_chars {
-            return Some(Verdict::reject("tool_call_id_too_long", too_long("tool_call_id", n, l.max_tool_call_id_chars)));
+            return Some(Verdict::reject(error_codes::TOOL_CALL_ID_TOO_LONG, too_long("tool_call_id", n, l.max_tool_call_id_chars)));
         }
         if params.len() > l.max_params_bytes {
-            return Some(Verdict::reject("params_too_large", format!("params_json is {} bytes; the limit is {}", params.len(), l.max_params_bytes)));
+            return Some(Verdict::reject(error_codes::PARAMS_TOO_LARGE, format!("params_json is {} bytes; the limit is {}", params.len(), l.max_params_bytes)));
         }
         if let Some(pb::event::Kind::ToolOutcome(o)) = &event.kind {
             let (name, text) = match &o.outcome {
@@ -242,7 +243,7 @@ impl Core {
                 None => return None,
             };
             if text.len() > l.max_result_bytes {
-                return Some(Verdict::reject("result_too_large", format!("{name} is {} bytes; the limit is {}", text.len(), l.max_result_bytes)));
+                return Some(Verdict::reject(error_codes::RESULT_TOO_LARGE, format!("{name} is {} bytes; the limit is {}", text.len(), l.max_result_bytes)));
             }
         }
         None
@@ -257,7 +258,7 @@ impl Core {
             "run_id {} differs from this stream's x-loopwarden-run-id {}; open one Evaluate stream per run (the header routes the stream to the run's replica)",
             head(run_id), head(routed)
         );
-        self.rejected(event, run_id, Verdict::reject("run_id_mismatch", message), summary)
+        self.rejected(event, run_id, Verdict::reject(error_codes::RUN_ID_MISMATCH, message), summary)
     }
 
     fn rejected(&self, event: &pb::Event, run_id: &str, verdict: Verdict, summary: &mut Summary) -> Decision {
@@ -396,7 +397,7 @@ impl Core {
         }
         let decision_id = self.next_decision_id();
         let verdict = Verdict::reject(
-            "internal_error",
+            error_codes::INTERNAL_ERROR,
             format!("loopwarden could not evaluate this event (decision {decision_id}); it changed nothing. The daemon log has the details under that id."),
         );
         summary.logs.push(LogLine {

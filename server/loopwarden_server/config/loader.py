@@ -26,23 +26,19 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 
 import json5
 
-from loopwarden_server.config.model import (
-    ArgumentChurnBlock, Config, DetectorsBlock, ErrorRepeatBlock, ExtensionsBlock, GuardBlock, LoopDetectionBlock,
-    RunWideBreakerBlock,
-)
+from loopwarden_server.config.model import Config, ExtensionsBlock, LoopDetectionBlock
 from loopwarden_server.config.presets import PRESETS
 from loopwarden_server.config.resolve import merge, resolve
 from loopwarden_server.config.detection import ToolCatalog
+# Every key, its kind, bounds and order come from the one table (tables/loopwarden.toml).
+from loopwarden_server.config.tables import (  # noqa: F401  (the ceilings are re-exported)
+    BLOCKS, MAX_HISTORY_SIZE, MAX_THRESHOLD, MAX_WINDOW_SIZE, SETTINGS, SettingRow,
+)
 from loopwarden_core import normalize_tool_name
-
-# Hard ceilings that keep one config file from making the daemon hold huge per-run state.
-MAX_HISTORY_SIZE = 1000
-MAX_WINDOW_SIZE = 1000
-MAX_THRESHOLD = 1_000_000
 
 ROOT_PATH = "(root)"
 _RENDER_LIMIT = 80
@@ -219,7 +215,6 @@ def _tool_names(value: Any, path: str) -> frozenset[str]:
 
 # A strict object schema: JSON key -> (attribute it fills, parser of its value).
 Schema = Mapping[str, tuple[str, Parser]]
-BlockT = TypeVar("BlockT")
 
 
 def _parse_strict(value: Any, path: str, schema: Schema) -> dict[str, Any]:
@@ -235,97 +230,67 @@ def _parse_strict(value: Any, path: str, schema: Schema) -> dict[str, Any]:
     return parsed
 
 
-def _block_parser(schema: Schema, block_type: Callable[..., BlockT]) -> Callable[[Any, str], BlockT]:
-    return lambda value, path: block_type(**_parse_strict(value, path, schema))
+
+def _parser(row: SettingRow) -> Parser:
+    """The value parser of one key, by its kind in the table."""
+    if row.kind in ("switch", "bool", "gate"):
+        return _boolean
+    if row.kind == "count":
+        return _positive_int(row.maximum) if row.minimum == 1 else _at_least(row.minimum, row.maximum)
+    if row.kind == "count_or_off":
+        return _blocks_limit if row.minimum == 1 else _optional_count(row.minimum)
+    if row.kind == "tool_names":
+        return _tool_names
+    if row.kind == "preset":
+        return _preset
+    raise AssertionError(f"{row.path}: kind {row.kind!r} has no parser")
 
 
-_DETECTORS_SCHEMA: Schema = {
-    "genericRepeat": ("generic_repeat", _boolean),
-    "knownPollNoProgress": ("known_poll_no_progress", _boolean),
-    "pingPong": ("ping_pong", _boolean),
-}
-
-_GUARD_SCHEMA: Schema = {
-    "windowSize": ("window_size", _positive_int(MAX_WINDOW_SIZE)),
-}
-
-_LOOP_DETECTION_SCHEMA: Schema = {
-    "enabled": ("enabled", _boolean),
-    "historySize": ("history_size", _positive_int(MAX_HISTORY_SIZE)),
-    "warningThreshold": ("warning_threshold", _positive_int(MAX_THRESHOLD)),
-    "criticalThreshold": ("critical_threshold", _positive_int(MAX_THRESHOLD)),
-    "unknownToolThreshold": ("unknown_tool_threshold", _positive_int(MAX_THRESHOLD)),
-    "globalCircuitBreakerThreshold": ("global_circuit_breaker_threshold", _positive_int(MAX_THRESHOLD)),
-    "detectors": ("detectors", _block_parser(_DETECTORS_SCHEMA, DetectorsBlock)),
-    "postCompactionGuard": ("post_compaction_guard", _block_parser(_GUARD_SCHEMA, GuardBlock)),
-}
-
-_RUN_WIDE_SCHEMA: Schema = {
-    "enabled": ("enabled", _boolean),
-    "threshold": ("threshold", _positive_int(MAX_THRESHOLD)),
-}
-
-_ARGUMENT_CHURN_SCHEMA: Schema = {
-    "enabled": ("enabled", _boolean),
-    "warnAt": ("warn_at", _at_least(2, MAX_HISTORY_SIZE)),
-    "blockAt": ("block_at", _optional_count(2)),
-}
-
-_ERROR_REPEAT_SCHEMA: Schema = {
-    "enabled": ("enabled", _boolean),
-    "threshold": ("threshold", _at_least(2, MAX_HISTORY_SIZE)),
-}
+def _schema(path: str, *, per_agent: bool) -> Schema:
+    """The strict schema of the block at `path`: its keys, then its child blocks."""
+    schema: dict[str, tuple[str, Parser]] = {
+        row.key: (row.attribute, _parser(row)) for row in SETTINGS
+        if row.block == path and not (per_agent and row.scope == "global")
+    }
+    for child in BLOCKS:
+        key = child[len(path) + 1:]
+        if child.startswith(path + ".") and "." not in key:
+            schema[key] = (_attribute(key), _block_parser(child, per_agent=per_agent))
+    return schema
 
 
-def _argument_churn_block(value: Any, path: str) -> ArgumentChurnBlock:
-    block = ArgumentChurnBlock(**_parse_strict(value, path, _ARGUMENT_CHURN_SCHEMA))
-    if block.warn_at is not None and block.block_at and block.block_at <= block.warn_at:
-        raise ConfigError(_child(path, "blockAt"), f"must be greater than warnAt ({block.warn_at}), got {block.block_at}")
-    return block
+def _attribute(key: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
 
 
+def _block_parser(path: str, *, per_agent: bool) -> Callable[[Any, str], Any]:
+    schema = _schema(path, per_agent=per_agent)
+    ordered = [row for row in SETTINGS if row.block == path and row.after]
+
+    def parse(value: Any, where: str) -> Any:
+        block = BLOCKS[path](**_parse_strict(value, where, schema))
+        _check_order(block, where, ordered)
+        return block
+
+    return parse
+
+
+def _check_order(block: Any, path: str, ordered: list[SettingRow]) -> None:
+    """W < C < G (and warnAt < blockAt) inside one block, checked only between values it sets."""
+    for row in ordered:
+        value = getattr(block, row.attribute)
+        floor = getattr(block, _attribute(row.after))
+        if floor is not None and value and value <= floor:
+            raise ConfigError(_child(path, row.key), f"must be greater than {row.after} ({floor}), got {value}")
+
+
+_loop_detection_block = _block_parser("tools.loopDetection", per_agent=False)
 # Extensions: opt-in behaviour beyond the reference, global and per agent (same shape).
-_EXTENSIONS_SCHEMA: Schema = {
-    "abortAfterBlocks": ("abort_after_blocks", _blocks_limit),
-    "runWideBreaker": ("run_wide_breaker", _block_parser(_RUN_WIDE_SCHEMA, RunWideBreakerBlock)),
-    "shadowMode": ("shadow_mode", _boolean),
-    "argumentChurn": ("argument_churn", _argument_churn_block),
-    "errorRepeat": ("error_repeat", _block_parser(_ERROR_REPEAT_SCHEMA, ErrorRepeatBlock)),
-    "pingPongNeedsAnswers": ("ping_pong_needs_answers", _boolean),
-    "preset": ("preset", _preset),
-}
-
+_EXTENSIONS_SCHEMA: Schema = _schema("loopwarden", per_agent=True)
 # The `loopwarden` block holds the daemon's own settings, kept out of `tools.loopDetection` so that
 # block stays exactly the documented schema: the tool catalog (global only) and the extensions
-# (global, and per agent in `agents.list[i].loopwarden`). A new setting is one row here plus
-# whatever object consumes its attribute in `_build_config`.
-_LOOPWARDEN_SCHEMA: Schema = {
-    "providerSendTools": ("provider_send_tools", _tool_names),
-    "extraPollTools": ("extra_poll_tools", _tool_names),
-    **_EXTENSIONS_SCHEMA,
-}
-
-
-def _loop_detection_block(value: Any, path: str) -> LoopDetectionBlock:
-    block = LoopDetectionBlock(**_parse_strict(value, path, _LOOP_DETECTION_SCHEMA))
-    _check_order(block, path)
-    return block
-
-
-def _check_order(block: LoopDetectionBlock, path: str) -> None:
-    """W < C < G inside one block, checked only between values this block sets."""
-    warning, critical = block.warning_threshold, block.critical_threshold
-    breaker = block.global_circuit_breaker_threshold
-    if warning is not None and critical is not None and critical <= warning:
-        raise ConfigError(
-            _child(path, "criticalThreshold"),
-            f"must be greater than warningThreshold ({warning}), got {critical}",
-        )
-    if critical is not None and breaker is not None and breaker <= critical:
-        raise ConfigError(
-            _child(path, "globalCircuitBreakerThreshold"),
-            f"must be greater than criticalThreshold ({critical}), got {breaker}",
-        )
+# (global, and per agent in `agents.list[i].loopwarden`).
+_LOOPWARDEN_SCHEMA: Schema = _schema("loopwarden", per_agent=False)
 
 
 def _nested_loop_detection(container: Mapping[str, Any], path: str) -> LoopDetectionBlock:

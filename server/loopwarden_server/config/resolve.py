@@ -1,23 +1,25 @@
-"""Merge an agent block over the global one, fill defaults, restore W < C < G (spec section 2)."""
+"""Merge an agent block over the global one, fill defaults, restore W < C < G (spec section 2).
+
+Generic over the table (config/tables.py, from tables/loopwarden.toml): each resolved setting is
+its written value, else its default; a setting behind its block's gate (`enabled`) is 0 (off)
+unless the gate is true; a setting kept greater than a sibling (`after`) is raised past it when a
+merge broke the order.
+"""
 from __future__ import annotations
 
 from dataclasses import fields, is_dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from loopwarden_server.config.detection import LoopDetectionSettings
 from loopwarden_server.config.model import ExtensionsBlock, LoopDetectionBlock
 from loopwarden_server.config.presets import PRESETS
-from loopwarden_server.config.detection import (
-    DEFAULT_COMPACTION_WINDOW_SIZE,
-    DEFAULT_CRITICAL_THRESHOLD,
-    DEFAULT_GLOBAL_CIRCUIT_BREAKER_THRESHOLD,
-    DEFAULT_HISTORY_SIZE,
-    DEFAULT_UNKNOWN_TOOL_THRESHOLD,
-    DEFAULT_WARNING_THRESHOLD,
-    LoopDetectionSettings,
-)
+from loopwarden_server.config.tables import SETTINGS, SettingRow
 
 BlockT = TypeVar("BlockT")
-ValueT = TypeVar("ValueT")
+
+_RESOLVED = tuple(row for row in SETTINGS if row.field and row.kind != "preset")
+_ORDERED = tuple(row for row in _RESOLVED if row.after)
+_SIBLING_FIELD = {(row.block, row.key): row.field for row in _RESOLVED}
 
 
 def merge(base: BlockT, override: BlockT) -> BlockT:
@@ -32,19 +34,26 @@ def merge(base: BlockT, override: BlockT) -> BlockT:
     return replace(base, **changes)  # type: ignore[type-var]
 
 
-def _or_default(value: ValueT | None, default: ValueT) -> ValueT:
-    return default if value is None else value
+def _block_at(roots: dict[str, Any], path: str) -> Any:
+    """The (merged) block object at a dotted block path, from its root block."""
+    for root, block in roots.items():
+        if path == root or path.startswith(root + "."):
+            for key in path[len(root):].split(".")[1:]:
+                block = getattr(block, "".join(f"_{c.lower()}" if c.isupper() else c for c in key))
+            return block
+    raise KeyError(path)
 
 
-DEFAULT_RUN_WIDE_THRESHOLD = 40
-# The recommended settings of the opt-in detectors (measured on the shared real traces, README).
-DEFAULT_ARGUMENT_CHURN_WARN_AT = 8
-DEFAULT_ARGUMENT_CHURN_BLOCK_AT = 12
-DEFAULT_ERROR_REPEAT_THRESHOLD = 5
+def _value(row: SettingRow, block: Any) -> Any:
+    if row.gate and not getattr(block, row.gate):
+        return 0  # an opt-in behaviour whose gate is not on
+    written = getattr(block, row.attribute)
+    return row.default if written is None else written
 
 
 def resolve(block: LoopDetectionBlock, extensions: ExtensionsBlock | None = None) -> LoopDetectionSettings:
-    """Fill defaults, then restore W < C < G, which a merge can break even when each block was valid.
+    """Fill defaults, then restore the table's orders (W < C < G, warnAt < blockAt), which a merge
+    can break even when each block was valid.
 
     Extensions (already merged, global then agent) are off unless set. A preset named by them
     supplies defaults beneath everything written.
@@ -52,42 +61,11 @@ def resolve(block: LoopDetectionBlock, extensions: ExtensionsBlock | None = None
     extensions = extensions or ExtensionsBlock()
     preset_name = extensions.preset or "reference"
     preset = PRESETS[preset_name]
-    block = merge(preset.loop_detection, block)
-    extensions = merge(preset.extensions, extensions)
-    run_wide = extensions.run_wide_breaker
-    churn = extensions.argument_churn
-    error_repeat = extensions.error_repeat
-    warning = _or_default(block.warning_threshold, DEFAULT_WARNING_THRESHOLD)
-    critical = _or_default(block.critical_threshold, DEFAULT_CRITICAL_THRESHOLD)
-    if critical <= warning:
-        critical = warning + 1
-    breaker = _or_default(block.global_circuit_breaker_threshold, DEFAULT_GLOBAL_CIRCUIT_BREAKER_THRESHOLD)
-    if breaker <= critical:
-        breaker = critical + 1
-    detectors = block.detectors
-    churn_warn = _or_default(churn.warn_at, DEFAULT_ARGUMENT_CHURN_WARN_AT) if churn.enabled else 0
-    churn_block = _or_default(churn.block_at, DEFAULT_ARGUMENT_CHURN_BLOCK_AT) if churn.enabled else 0
-    if churn_block and churn_block <= churn_warn:
-        churn_block = churn_warn + 1  # a merge can break the order, as for W < C
-    return LoopDetectionSettings(
-        enabled=block.enabled,  # three states on purpose: None keeps only the compaction guard on
-        history_size=_or_default(block.history_size, DEFAULT_HISTORY_SIZE),
-        warning_threshold=warning,
-        critical_threshold=critical,
-        unknown_tool_threshold=_or_default(block.unknown_tool_threshold, DEFAULT_UNKNOWN_TOOL_THRESHOLD),
-        global_circuit_breaker_threshold=breaker,
-        generic_repeat=_or_default(detectors.generic_repeat, True),
-        known_poll_no_progress=_or_default(detectors.known_poll_no_progress, True),
-        ping_pong=_or_default(detectors.ping_pong, True),
-        compaction_window_size=_or_default(block.post_compaction_guard.window_size, DEFAULT_COMPACTION_WINDOW_SIZE),
-        abort_after_blocks=_or_default(extensions.abort_after_blocks, 0),
-        run_wide_breaker_threshold=(
-            _or_default(run_wide.threshold, DEFAULT_RUN_WIDE_THRESHOLD) if run_wide.enabled else 0),
-        shadow=_or_default(extensions.shadow_mode, False),
-        argument_churn_warn_at=churn_warn,
-        argument_churn_block_at=churn_block,
-        error_repeat_threshold=(
-            _or_default(error_repeat.threshold, DEFAULT_ERROR_REPEAT_THRESHOLD) if error_repeat.enabled else 0),
-        ping_pong_needs_answers=_or_default(extensions.ping_pong_needs_answers, False),
-        preset="" if preset_name == "reference" else preset_name,
-    )
+    roots = {"tools.loopDetection": merge(preset.loop_detection, block),
+             "loopwarden": merge(preset.extensions, extensions)}
+    values = {row.field: _value(row, _block_at(roots, row.block)) for row in _RESOLVED}
+    for row in _ORDERED:
+        floor = values[_SIBLING_FIELD[(row.block, row.after)]]
+        if values[row.field] and values[row.field] <= floor:
+            values[row.field] = floor + 1
+    return LoopDetectionSettings(**values, preset="" if preset_name == "reference" else preset_name)

@@ -4,25 +4,18 @@ from __future__ import annotations
 from loopwarden.v1 import loopwarden_pb2 as pb
 
 from ..config.detection import LoopDetectionSettings
+from ..config.tables import SETTINGS
 from ..core import RunView
 
 
+# resolved field -> EffectiveConfig field, from the one table (the proto's fields are generated too).
+_WIRE = tuple((row.field, row.proto_name) for row in SETTINGS if row.proto_name)
+
+
 def effective_config(settings: LoopDetectionSettings) -> pb.EffectiveConfig:
-    message = pb.EffectiveConfig(
-        history_size=settings.history_size, warning_threshold=settings.warning_threshold,
-        critical_threshold=settings.critical_threshold,
-        unknown_tool_threshold=settings.unknown_tool_threshold,
-        global_circuit_breaker_threshold=settings.global_circuit_breaker_threshold,
-        generic_repeat=settings.generic_repeat, known_poll_no_progress=settings.known_poll_no_progress,
-        ping_pong=settings.ping_pong, post_compaction_window_size=settings.compaction_window_size,
-        abort_after_blocks=settings.abort_after_blocks,
-        run_wide_breaker_threshold=settings.run_wide_breaker_threshold, shadow_mode=settings.shadow,
-        argument_churn_warn_at=settings.argument_churn_warn_at, argument_churn_block_at=settings.argument_churn_block_at,
-        error_repeat_threshold=settings.error_repeat_threshold, preset=settings.preset,
-    )
-    if settings.enabled is not None:
-        message.enabled = settings.enabled
-    return message
+    # `enabled` is optional on the wire: None (unset) stays unset.
+    return pb.EffectiveConfig(**{wire: value for name, wire in _WIRE
+                                 if (value := getattr(settings, name)) is not None})
 
 
 def inspect_response(view: RunView, settings: LoopDetectionSettings) -> pb.InspectRunResponse:

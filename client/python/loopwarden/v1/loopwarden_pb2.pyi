@@ -235,7 +235,7 @@ class GuardState(_message.Message):
     def __init__(self, armed: _Optional[bool] = ..., window_size: _Optional[int] = ..., observed: _Optional[int] = ...) -> None: ...
 
 class EffectiveConfig(_message.Message):
-    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset")
+    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     HISTORY_SIZE_FIELD_NUMBER: _ClassVar[int]
     WARNING_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
@@ -253,6 +253,7 @@ class EffectiveConfig(_message.Message):
     ARGUMENT_CHURN_BLOCK_AT_FIELD_NUMBER: _ClassVar[int]
     ERROR_REPEAT_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     PRESET_FIELD_NUMBER: _ClassVar[int]
+    PING_PONG_NEEDS_ANSWERS_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     history_size: int
     warning_threshold: int
@@ -270,4 +271,5 @@ class EffectiveConfig(_message.Message):
     argument_churn_block_at: int
     error_repeat_threshold: int
     preset: str
-    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ...) -> None: ...
+    ping_pong_needs_answers: bool
+    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ...) -> None: ...

@@ -4,6 +4,7 @@
 //! generic_repeat's). Warns at `argument_churn_warn_at`, blocks at `argument_churn_block_at`.
 
 use super::context::{detection, Context, Detection};
+use crate::tables::messages;
 use crate::engine::{result_hash_text, Detector, Level, Settings};
 use crate::fingerprint::PENDING;
 
@@ -43,7 +44,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::ArgumentChurn,
             Level::Critical,
             streak,
-            format!("CRITICAL: {tool} was called {streak} times in a row with changing arguments and returned identical outcomes every time, so this call was not run: varying the arguments is not making progress. Change approach or report the task as failed."),
+            messages::argument_churn_critical(tool, streak),
             key,
             indexes,
         ));
@@ -53,7 +54,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::ArgumentChurn,
             Level::Warning,
             streak,
-            format!("WARNING: {tool} was called {streak} times in a row with changing arguments and returned identical outcomes every time. Varying the arguments is not making progress: try something else or report the task as failed."),
+            messages::argument_churn_warning(tool, streak),
             key,
             indexes,
         ));

@@ -3,6 +3,7 @@
 //! rarely recovers after a few identical errors. Blocks at the threshold, warns one earlier.
 
 use super::context::{detection, Context, Detection};
+use crate::tables::messages;
 use crate::engine::{Detector, Level, Settings};
 use crate::fingerprint::ERROR;
 
@@ -26,7 +27,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::ErrorRepeat,
             Level::Critical,
             streak,
-            format!("CRITICAL: {tool} failed {streak} times in a row with identical arguments and the identical error, so this call was not run. Fix what the error says before calling it again, or report the task as failed."),
+            messages::error_repeat_critical(tool, streak),
             key,
             ctx.streak_evidence(streak),
         ));
@@ -35,7 +36,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         Detector::ErrorRepeat,
         Level::Warning,
         streak,
-        format!("WARNING: {tool} failed {streak} times in a row with identical arguments and the identical error. Read the error and change the call: one more identical failure and it will be blocked."),
+        messages::error_repeat_warning(tool, streak),
         key,
         ctx.streak_evidence(streak),
     ))

@@ -3,6 +3,7 @@
 //! poll detector's.
 
 use super::context::{detection, Context, Detection};
+use crate::tables::messages;
 use crate::engine::{Detector, Level, Settings};
 
 pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
@@ -16,7 +17,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::GenericRepeat,
             Level::Critical,
             streak,
-            format!("CRITICAL: {tool} was called {streak} times with identical arguments and identical outcomes, so this call was not run: repeating it cannot make progress. Do not retry it; change approach or report that the task failed."),
+            messages::generic_repeat_critical(tool, streak),
             format!("generic:{}", ctx.result_key()),
             ctx.streak_evidence(streak),
         ));
@@ -27,7 +28,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::GenericRepeat,
             Level::Warning,
             repeats,
-            format!("WARNING: {tool} has been called {repeats} times with identical arguments. If the result is not changing, stop repeating this call: try something else or report the task as failed."),
+            messages::generic_repeat_warning(tool, repeats),
             format!("generic:{tool}:{}", ctx.args_hash()),
             ctx.recent_evidence(),
         ));

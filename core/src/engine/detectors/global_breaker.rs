@@ -2,6 +2,7 @@
 //! that grows too long (G), whatever the other detectors are set to.
 
 use super::context::{detection, Context, Detection};
+use crate::tables::messages;
 use crate::engine::{Detector, Level, Settings};
 
 pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
@@ -14,7 +15,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         Detector::GlobalCircuitBreaker,
         Level::Critical,
         streak,
-        format!("CRITICAL: global circuit breaker: {tool} returned the identical result {streak} times in a row for the same arguments, so this call was not run. Stop this loop and report that the task cannot be completed this way."),
+        messages::global_breaker_critical(tool, streak),
         format!("global:{}", ctx.result_key()),
         ctx.streak_evidence(streak),
     ))

@@ -3,6 +3,7 @@
 //! and generic_repeat leaves known polls alone. Warns at W, blocks at C.
 
 use super::context::{detection, Context, Detection};
+use crate::tables::messages;
 use crate::engine::{Detector, Level, Settings};
 
 pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
@@ -16,7 +17,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::KnownPollNoProgress,
             Level::Critical,
             streak,
-            format!("CRITICAL: {tool} was polled {streak} times with the same arguments and no progress: the state never changed, so this poll was not run. Stop polling and report the process as stuck or failed."),
+            messages::known_poll_critical(tool, streak),
             format!("poll:{}", ctx.result_key()),
             ctx.streak_evidence(streak),
         ));
@@ -26,7 +27,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::KnownPollNoProgress,
             Level::Warning,
             streak,
-            format!("WARNING: {tool} was polled {streak} times with the same arguments and no progress: the state has not changed. Wait longer between checks, or report the task as failed if the process is stuck."),
+            messages::known_poll_warning(tool, streak),
             format!("poll:{}", ctx.result_key()),
             ctx.streak_evidence(streak),
         ));

@@ -4,6 +4,7 @@
 //! nothing (a silent acknowledgement) proves nothing about progress, so it only warns.
 
 use super::context::{Context, Detection};
+use crate::tables::messages;
 use crate::engine::{args_hash_text, same, Detector, Level, Settings};
 use crate::fingerprint::PENDING;
 
@@ -76,9 +77,9 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     let key = format!("pingpong:{}|{}", pair[0], pair[1]);
     let evidence: Vec<usize> = (size + 1 - count as usize..size).collect();
     let (level, message) = if count >= s.critical_threshold && evidence_ok && !(silent && s.ping_pong_needs_answers) {
-        (Level::Critical, format!("CRITICAL: ping-pong loop: you have alternated between {tool} and {paired} for {count} consecutive calls and both keep returning the same results, so this call was not run. Stop switching between them; try a different approach or report the task as failed."))
+        (Level::Critical, messages::ping_pong_critical(tool, &paired, count))
     } else {
-        (Level::Warning, format!("WARNING: you have alternated between {tool} and {paired} for {count} consecutive calls. This looks like a ping-pong loop: stop switching between the two, or report the task as failed."))
+        (Level::Warning, messages::ping_pong_warning(tool, &paired, count))
     };
     Some(Detection { detector: Detector::PingPong, level, count, message, warning_key: key, paired_tool_name: paired, evidence })
 }

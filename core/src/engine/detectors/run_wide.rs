@@ -4,6 +4,7 @@
 //! counts how many completed calls in a row brought none new. At K the next call is blocked.
 
 use super::context::{detection, Context, Detection};
+use crate::tables::messages;
 use crate::engine::{Detector, Level, RunState, Settings, MAX_SEEN_TRIPLES};
 use crate::fingerprint::PENDING;
 
@@ -20,7 +21,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         Detector::RunWideNoProgress,
         Level::Critical,
         streak,
-        format!("CRITICAL: run-wide breaker: the last {streak} completed tool calls of this run, across all tools and arguments, made no progress (they only repeated calls and results already seen), so this call was not run. Stop cycling through the same actions; change approach or report the task as failed."),
+        messages::run_wide_critical(streak),
         format!("run-wide:{threshold}"),
         completed,
     ))

@@ -3,6 +3,7 @@
 //! failures naming the same tool; there is no warning level: the call cannot succeed.
 
 use super::context::{detection, Context, Detection};
+use crate::tables::messages;
 use crate::engine::{Detector, Level, Settings};
 
 pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
@@ -29,7 +30,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         Detector::UnknownToolRepeat,
         Level::Critical,
         count,
-        format!("CRITICAL: unavailable tool {missing}: it does not exist here and has been tried {count} times, so this call was not run. Stop calling it and answer without it."),
+        messages::unknown_tool_critical(&missing, count),
         format!("unknown-tool:{}:{missing}", ctx.tool),
         (size - count as usize..size).collect(),
     ))

@@ -1,0 +1,145 @@
+"""helm/loopwarden: the `config` schema in values.schema.json and the `config` block of values.yaml."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+from . import regions
+from .source import Setting, Tables
+
+SCHEMA_PATH = "helm/loopwarden/values.schema.json"
+VALUES_PATH = "helm/loopwarden/values.yaml"
+
+_NULLABLE_OBJECT = ["object", "null"]
+
+
+def _describe(s: Setting) -> str:
+    head = f"{s.symbol}: " if s.symbol else ""
+    return head + s.doc
+
+
+def _setting_schema(t: Tables, s: Setting) -> dict:
+    if s.kind in ("switch", "bool", "gate"):
+        schema: dict = {"type": ["boolean", "null"]}
+    elif s.kind == "count":
+        schema = {"type": ["integer", "null"], "minimum": s.minimum, "maximum": s.maximum}
+    elif s.kind == "count_or_off":
+        # false (or 0 where the smallest count is 1) switches an inherited value off; true means nothing.
+        schema = {"type": ["integer", "boolean", "null"], "minimum": 0 if s.minimum == 1 else s.minimum,
+                  "maximum": s.maximum, "not": {"const": True}}
+    elif s.kind == "tool_names":
+        schema = {"type": ["array", "null"], "items": {"type": "string", "minLength": 1, "pattern": "\\S"}}
+    else:  # preset
+        schema = {"type": ["string", "null"], "enum": [p.name for p in t.presets] + [None]}
+    schema["description"] = _describe(s)
+    return schema
+
+
+def _block_schema(t: Tables, path: str, *, per_agent: bool = False) -> dict:
+    properties: dict = {}
+    for s in t.settings_of(path):
+        if per_agent and s.scope == "global":
+            continue
+        properties[s.key] = _setting_schema(t, s)
+    for child in t.children(path):
+        properties[child.key] = _block_schema(t, child.path, per_agent=per_agent)
+    return {"type": _NULLABLE_OBJECT, "additionalProperties": False, "properties": properties,
+            "description": t.block(path).doc}
+
+
+def _agent_schema(t: Tables, *, listed: bool) -> dict:
+    properties: dict = {}
+    if listed:
+        properties["id"] = {"type": "string", "pattern": "\\S", "description": "Agent id (unique)."}
+    properties["tools"] = {"type": _NULLABLE_OBJECT, "additionalProperties": True,
+                           "properties": {"loopDetection": _block_schema(t, "tools.loopDetection")}}
+    agent_block = _block_schema(t, "loopwarden", per_agent=True)
+    agent_block["description"] = "This agent's loopwarden settings, merged key by key over the global block."
+    properties["loopwarden"] = agent_block
+    schema: dict = {"type": "object", "additionalProperties": True, "properties": properties}
+    if listed:
+        schema["required"] = ["id"]
+    return schema
+
+
+def config_schema(t: Tables) -> dict:
+    return {
+        "type": "object",
+        "description": "The daemon's config file; unknown top-level keys are ignored by the daemon, as in an "
+                       "agent framework's file.",
+        "additionalProperties": True,
+        "properties": {
+            "tools": {"type": _NULLABLE_OBJECT, "additionalProperties": True,
+                      "properties": {"loopDetection": _block_schema(t, "tools.loopDetection")}},
+            "agents": {"type": _NULLABLE_OBJECT, "additionalProperties": True, "properties": {
+                "list": {"type": ["array", "null"], "items": _agent_schema(t, listed=True),
+                         "description": "Per-agent overrides as a list, matched by the run's agent id."},
+                "entries": {"type": _NULLABLE_OBJECT, "additionalProperties": _agent_schema(t, listed=False),
+                            "description": "Per-agent overrides as a map keyed by agent id."},
+            }},
+            "loopwarden": _block_schema(t, "loopwarden"),
+        },
+    }
+
+
+def update_schema(t: Tables, text: str) -> str:
+    document = json.loads(text)
+    document["properties"]["config"] = config_schema(t)
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def _yaml(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _comment(text: str, indent: str) -> list[str]:
+    lines = textwrap.wrap(text, 100 - len(indent) - 5)
+    return [f"{indent}# -- {lines[0]}"] + [f"{indent}# {line}" for line in lines[1:]]
+
+
+def _note(t: Tables, s: Setting) -> str:
+    """Bounds and the daemon's default, in the comment: the value itself stays null (unset)."""
+    parts = []
+    if s.kind == "count":
+        parts.append(f"{s.minimum}..{s.maximum}")
+    elif s.kind == "count_or_off":
+        parts.append(f"{s.minimum}..{s.maximum}, or false")
+    if s.kind in ("count", "count_or_off", "bool"):
+        default = s.default if s.default or s.kind == "bool" else "off"
+        when = " when enabled" if t.gate_of(s) is not None else ""
+        parts.append(f"default {_yaml(default)}{when}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _values_block(t: Tables, path: str, indent: str, chart_values: dict[str, object]) -> list[str]:
+    """The block's keys, unset (null) unless the chart sets them: a value written here would beat
+    a preset the user names, so the daemon's defaults stay in the comments."""
+    lines: list[str] = []
+    for s in t.settings_of(path):
+        chart = " The chart sets it: detection is what it is deployed for." if s.path in chart_values else ""
+        lines += _comment(_describe(s) + _note(t, s) + chart, indent)
+        if s.kind == "tool_names":
+            lines.append(f"{indent}{s.key}: []")
+        else:
+            lines.append(f"{indent}{s.key}: {_yaml(chart_values.get(s.path))}")
+    for child in t.children(path):
+        lines += _comment(child.doc, indent)
+        lines.append(f"{indent}{child.key}:")
+        lines += _values_block(t, child.path, indent + "  ", chart_values)
+    return lines
+
+
+# The chart turns detection on: that is what it is deployed for (the daemon's own default, unset,
+# runs only the post-compaction guard).
+CHART_VALUES = {"tools.loopDetection.enabled": True}
+
+
+def update_values(t: Tables, text: str) -> str:
+    loop_detection = ["    loopDetection:"] + _values_block(t, "tools.loopDetection", "      ", CHART_VALUES)
+    text = regions.replace(text, "config-loop-detection", loop_detection, path=VALUES_PATH)
+    loopwarden = ["  loopwarden:"] + _values_block(t, "loopwarden", "    ", CHART_VALUES)
+    return regions.replace(text, "config-loopwarden", loopwarden, path=VALUES_PATH)

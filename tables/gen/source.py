@@ -1,0 +1,259 @@
+"""Read and check tables/loopwarden.toml: the one definition every generated copy comes from.
+
+Only the standard library, so the generator and its freshness check run before anything is
+installed or built.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+SOURCE = Path("tables/loopwarden.toml")
+
+KINDS = ("switch", "bool", "count", "count_or_off", "gate", "tool_names", "preset")
+LEVELS = ("warning", "critical")
+ERROR_KINDS = ("abort", "reject", "internal")
+PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+class SourceError(ValueError):
+    """The source itself is wrong: named by its table and row."""
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def pascal(name: str) -> str:
+    return "".join(part.title() for part in name.split("_"))
+
+
+@dataclass(frozen=True)
+class Block:
+    path: str
+    python: str
+    doc: str
+
+    @property
+    def key(self) -> str:
+        return self.path.rsplit(".", 1)[-1]
+
+    @property
+    def parent(self) -> str:
+        return self.path.rsplit(".", 1)[0] if "." in self.path else ""
+
+    @property
+    def attribute(self) -> str:
+        return snake(self.key)
+
+
+@dataclass(frozen=True)
+class Setting:
+    path: str
+    kind: str
+    doc: str
+    field: str = ""
+    minimum: int | None = None
+    maximum: int | None = None
+    maximum_name: str = ""
+    default: object = None
+    after: str = ""
+    symbol: str = ""
+    scope: str = ""
+    rust_type: str = ""
+    proto_name: str = ""
+    proto_tag: int = 0
+
+    @property
+    def key(self) -> str:
+        return self.path.rsplit(".", 1)[-1]
+
+    @property
+    def block(self) -> str:
+        return self.path.rsplit(".", 1)[0]
+
+    @property
+    def attribute(self) -> str:
+        return snake(self.key)
+
+    @property
+    def wire_name(self) -> str:
+        return self.proto_name or self.field
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    doc: str
+    values: dict[str, object]
+
+
+@dataclass(frozen=True)
+class Detector:
+    id: str
+    number: int
+    rust: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    code: str
+    kind: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    detector: str
+    level: str
+    text: str
+
+    @property
+    def placeholders(self) -> list[str]:
+        seen: list[str] = []
+        for name in PLACEHOLDER.findall(self.text):
+            if name not in seen:
+                seen.append(name)
+        return seen
+
+
+@dataclass(frozen=True)
+class Tables:
+    bounds: dict[str, int]
+    blocks: list[Block]
+    settings: list[Setting]
+    presets: list[Preset]
+    detectors: list[Detector]
+    error_codes: list[ErrorCode]
+    messages: list[Message]
+
+    # ---- views the generators share
+
+    @property
+    def resolved(self) -> list[Setting]:
+        """Settings the engine reads (each has a field), in table order."""
+        return [s for s in self.settings if s.field]
+
+    @property
+    def wire(self) -> list[Setting]:
+        """Resolved settings that EffectiveConfig carries, by proto tag."""
+        return sorted((s for s in self.resolved if s.proto_tag), key=lambda s: s.proto_tag)
+
+    def block(self, path: str) -> Block:
+        return next(b for b in self.blocks if b.path == path)
+
+    def children(self, path: str) -> list[Block]:
+        return [b for b in self.blocks if b.parent == path]
+
+    def settings_of(self, path: str) -> list[Setting]:
+        return [s for s in self.settings if s.block == path]
+
+    def gate_of(self, setting: Setting) -> Setting | None:
+        return next((s for s in self.settings_of(setting.block) if s.kind == "gate"), None)
+
+    def setting(self, path: str) -> Setting:
+        return next(s for s in self.settings if s.path == path)
+
+    def resolved_default(self, setting: Setting) -> object:
+        """What the engine sees when nothing is written: 0 for a setting behind a gate."""
+        if setting.kind == "switch":
+            return None
+        if setting.kind == "preset":
+            return ""
+        if self.gate_of(setting) is not None:
+            return 0
+        return setting.default
+
+
+def load(root: Path) -> Tables:
+    raw = tomllib.loads((root / SOURCE).read_text(encoding="utf-8"))
+    bounds = dict(raw["bounds"])
+    blocks = [Block(**row) for row in raw["block"]]
+    settings = []
+    for row in raw["setting"]:
+        row = dict(row)
+        maximum_name = row.pop("max", "")
+        row["minimum"] = row.pop("min", None)
+        if isinstance(maximum_name, int):
+            row["maximum"], maximum_name = maximum_name, ""
+        elif maximum_name:
+            if maximum_name not in bounds:
+                raise SourceError(f"setting {row['path']}: max {maximum_name!r} is not in [bounds]")
+            row["maximum"] = bounds[maximum_name]
+        settings.append(Setting(maximum_name=maximum_name, **row))
+    presets = [Preset(name, table["doc"], dict(table.get("values", {}))) for name, table in raw["preset"].items()]
+    tables = Tables(
+        bounds=bounds, blocks=blocks, settings=settings, presets=presets,
+        detectors=[Detector(**row) for row in raw["detector"]],
+        error_codes=[ErrorCode(**row) for row in raw["error_code"]],
+        messages=[Message(**row) for row in raw["message"]],
+    )
+    _check(tables)
+    return tables
+
+
+def _unique(what: str, values: list) -> None:
+    seen = set()
+    for value in values:
+        if value in seen:
+            raise SourceError(f"{what} {value!r} is defined twice")
+        seen.add(value)
+
+
+def _check(t: Tables) -> None:
+    """Refuse a source that would generate inconsistent copies, naming the row."""
+    _unique("block", [b.path for b in t.blocks])
+    _unique("setting", [s.path for s in t.settings])
+    _unique("setting field", [s.field for s in t.resolved])
+    _unique("proto tag", [s.proto_tag for s in t.resolved if s.proto_tag])
+    _unique("detector", [d.id for d in t.detectors])
+    _unique("detector number", [d.number for d in t.detectors])
+    _unique("error code", [e.code for e in t.error_codes])
+    _unique("message", [m.id for m in t.messages])
+    paths = {b.path for b in t.blocks}
+    for s in t.settings:
+        where = f"setting {s.path}"
+        if s.kind not in KINDS:
+            raise SourceError(f"{where}: kind {s.kind!r} is not one of {', '.join(KINDS)}")
+        if s.block not in paths:
+            raise SourceError(f"{where}: {s.block} is not a block")
+        if s.kind in ("count", "count_or_off") and (s.minimum is None or s.maximum is None or s.default is None):
+            raise SourceError(f"{where}: a {s.kind} needs min, max and default")
+        if s.kind in ("gate", "tool_names") and s.field:
+            raise SourceError(f"{where}: a {s.kind} has no resolved field")
+        if s.kind not in ("gate", "tool_names") and not s.field:
+            raise SourceError(f"{where}: needs a field (the name the engine reads)")
+        if s.after and s.after not in {o.key for o in t.settings_of(s.block)}:
+            raise SourceError(f"{where}: after {s.after!r} is not a key of {s.block}")
+        if s.field and s.field != "preset" and not s.proto_tag:
+            raise SourceError(f"{where}: needs a proto_tag (EffectiveConfig carries every resolved setting)")
+    names = {p.name for p in t.presets}
+    if "reference" not in names:
+        raise SourceError("preset 'reference' (the documented behaviour) is required")
+    for preset in t.presets:
+        for path in preset.values:
+            if path not in {s.path for s in t.settings}:
+                raise SourceError(f"preset {preset.name}: {path} is not a setting")
+    detector_ids = {d.id for d in t.detectors}
+    if [d.number for d in t.detectors] != list(range(len(t.detectors))):
+        raise SourceError("detector numbers must run 0, 1, 2, ... in table order")
+    for e in t.error_codes:
+        if e.kind not in ERROR_KINDS:
+            raise SourceError(f"error code {e.code}: kind {e.kind!r} is not one of {', '.join(ERROR_KINDS)}")
+    for m in t.messages:
+        if m.detector not in detector_ids:
+            raise SourceError(f"message {m.id}: detector {m.detector!r} is not a detector id")
+        if m.level not in LEVELS:
+            raise SourceError(f"message {m.id}: level {m.level!r} is not one of {', '.join(LEVELS)}")
+        prefix = "WARNING: " if m.level == "warning" else "CRITICAL: "
+        if not m.text.startswith(prefix):
+            raise SourceError(f"message {m.id}: a {m.level} message starts with {prefix!r}")

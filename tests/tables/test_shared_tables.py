@@ -1,0 +1,115 @@
+"""The one source of the shared tables (tables/loopwarden.toml) and its generated copies.
+
+The freshness check (`python3 -m tables.gen --check`) must pass on the repository as committed,
+and must name a copy as stale whenever the source changes under it, or the copy is edited by
+hand. Both are tried on a temporary copy of the repository, one generated copy at a time.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import loopwarden_core
+from loopwarden_server.config import tables as config_tables
+from tables.gen.__main__ import COPIES, stale, write
+from tables.gen.source import SOURCE, SourceError, load
+
+ROOT = Path(__file__).resolve().parents[2]
+COPY_PATHS = [copy.path for copy in COPIES]
+
+
+def checkout(tmp_path: Path) -> Path:
+    """The source and every generated copy, as committed, under a temporary root."""
+    for relative in [str(SOURCE), *COPY_PATHS]:
+        target = tmp_path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / relative, target)
+    return tmp_path
+
+
+def edit_source(root: Path, old: str, new: str) -> None:
+    source = root / SOURCE
+    text = source.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    source.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def test_the_committed_copies_are_fresh() -> None:
+    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check"], cwd=ROOT, capture_output=True,
+                            text=True, check=False)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("path", COPY_PATHS)
+def test_a_changed_source_flags_the_copy_as_stale(tmp_path: Path, path: str) -> None:
+    """A setting's doc and default change: every copy carries one or the other, so each is stale."""
+    root = checkout(tmp_path)
+    assert stale(root) == []
+    edit_source(root, 'default = 30\nfield = "history_size"', 'default = 31\nfield = "history_size"')
+    edit_source(root, 'doc = "Recent tool calls remembered per run."', 'doc = "Recent calls kept per run."')
+
+    assert path in stale(root)
+    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 1
+    assert f"stale: {path} " in result.stderr
+
+    # Regenerating makes it fresh again, and the change is in it.
+    assert path in write(root)
+    assert stale(root) == []
+    assert "Recent calls kept per run" in (root / path).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", COPY_PATHS)
+def test_a_hand_edited_copy_is_flagged(tmp_path: Path, path: str) -> None:
+    root = checkout(tmp_path)
+    target = root / path
+    text = target.read_text(encoding="utf-8")
+    # Inside the generated part: the one line every copy has that names historySize's doc.
+    line = next(line for line in text.splitlines() if "remembered per run" in line)
+    target.write_text(text.replace(line, line.replace("remembered", "kept"), 1), encoding="utf-8")
+
+    assert stale(root) == [path]
+
+
+def test_a_new_detector_reaches_every_language(tmp_path: Path) -> None:
+    root = checkout(tmp_path)
+    with (root / SOURCE).open("a", encoding="utf-8") as source:
+        source.write('\n[[detector]]\nid = "toy_repeat"\nnumber = 10\nrust = "ToyRepeat"\ndoc = "A toy."\n')
+    written = write(root)
+
+    assert set(written) == set(COPY_PATHS) - {"helm/loopwarden/values.schema.json", "helm/loopwarden/values.yaml"}
+    assert "ToyRepeat = 10," in (root / "core/src/tables.rs").read_text()
+    assert "DETECTOR_TOY_REPEAT = 10;" in (root / "proto/loopwarden/v1/loopwarden.proto").read_text()
+    assert 'const DetectorToyRepeat = "toy_repeat"' in (root / "client/go/loopwarden/tables_gen.go").read_text()
+    assert '"toy_repeat"' in (root / "client/node/src/tables.js").read_text()
+    assert "| `toy_repeat` | 10 |" in (root / "docs/configuration.md").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "problem"), [
+    ("proto_tag = 18", "proto_tag = 17", "proto tag 17 is defined twice"),
+    ('kind = "count_or_off"\nmin = 2', 'kind = "counter"\nmin = 2', "kind 'counter' is not one of"),
+    ('after = "warnAt"', 'after = "warnAtt"', "after 'warnAtt' is not a key of loopwarden.argumentChurn"),
+    ('level = "warning"\ntext = "WARNING: {tool} has', 'level = "critical"\ntext = "WARNING: {tool} has',
+     "message generic_repeat_warning: a critical message starts with 'CRITICAL: '"),
+])
+def test_an_inconsistent_source_is_refused_naming_the_row(tmp_path: Path, old: str, new: str, problem: str) -> None:
+    root = checkout(tmp_path)
+    edit_source(root, old, new)
+    with pytest.raises(SourceError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+        load(root)
+    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and problem in result.stderr
+
+
+def test_the_core_and_the_config_read_the_same_tables() -> None:
+    """The built core exports what its generated tables hold, and so does the Python config."""
+    assert loopwarden_core.DETECTORS == config_tables.DETECTORS[1:]
+    tables = load(ROOT)
+    assert [d.id for d in tables.detectors] == list(config_tables.DETECTORS)
+    assert [e.code for e in tables.error_codes] == list(config_tables.ERROR_CODES)
