@@ -67,7 +67,7 @@ test: prereqs
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not node and not system" tests/core tests/engine tests/reference tests/config \
 	  tests/statestore tests/daemon tests/e2e tests/client/python tests/conformance tests/contract tests/replay \
-	  tests/setup tests/test_layering.py -q
+	  tests/setup tests/test_layering.py tests/test_docs_links.py -q
 
 ## prereqs: stop at once, one line per missing tool, when something make test cannot install is missing
 prereqs:
