@@ -33,6 +33,18 @@ $(TEST_STAMP): $(DISTRIBUTIONS) $(CORE_STAMP) | $(BIN)/python
 # `make serve SERVE_STATE=` (memory only) or another file:/redis:// URL.
 SERVE_STATE ?= file:.loopwarden/runs.state
 
+# `make serve` listens on 127.0.0.1: gRPC on GRPC_PORT, Prometheus metrics on METRICS_PORT. A port
+# another process holds moves with `make serve GRPC_PORT=50061 METRICS_PORT=9474`; the daemon's own
+# variables LOOPWARDEN_LISTEN and LOOPWARDEN_METRICS_LISTEN (HOST:PORT), when set, win over both.
+GRPC_PORT ?= 50051
+METRICS_PORT ?= 9464
+SERVE_LISTEN = $(or $(LOOPWARDEN_LISTEN),127.0.0.1:$(GRPC_PORT))
+SERVE_METRICS_LISTEN = $(or $(LOOPWARDEN_METRICS_LISTEN),127.0.0.1:$(METRICS_PORT))
+SERVE_FLAGS = --listen $(SERVE_LISTEN) --metrics-listen $(SERVE_METRICS_LISTEN) \
+  $(if $(SERVE_STATE),--state-store $(SERVE_STATE))
+# The daemon adds this to its "address already in use" line, after its own flag and variable.
+serve: export LOOPWARDEN_PORT_HINT = make serve GRPC_PORT=PORT METRICS_PORT=PORT moves them
+
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
 	@echo "==> building loopwarden-core (Rust) into $(VENV)"
 	bash scripts/build-core.sh
@@ -43,7 +55,9 @@ core: $(CORE_STAMP)
 
 ## serve: create .venv, install the daemon, start it on its embedded default config
 serve: $(RUNTIME_STAMP)
-	$(BIN)/loopwarden serve $(if $(SERVE_STATE),--state-store $(SERVE_STATE))
+	@echo "==> loopwarden serve: gRPC on $(SERVE_LISTEN), metrics on http://$(SERVE_METRICS_LISTEN)/metrics"
+	@echo "    (to move them: make serve GRPC_PORT=PORT METRICS_PORT=PORT)"
+	$(BIN)/loopwarden serve $(SERVE_FLAGS)
 
 ## test: check prerequisites, install everything the tests need, run the whole suite
 test: prereqs
@@ -53,7 +67,7 @@ test: prereqs
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not node and not system" tests/core tests/engine tests/reference tests/config \
 	  tests/statestore tests/daemon tests/e2e tests/client/python tests/conformance tests/contract tests/replay \
-	  tests/setup tests/tables tests/test_layering.py -q
+	  tests/setup tests/tables tests/test_layering.py tests/test_docs_links.py -q
 
 ## prereqs: stop at once, one line per missing tool, when something make test cannot install is missing
 prereqs:

@@ -9,7 +9,7 @@ replayed through the daemon's own service layer in-process (the same path as `lo
 --offline`).
 
 Run: .venv/bin/python bench/real_traces.py [--traces DIR] [--copies N] [--only NAME ...]
-The README tables are copied from one run of this script.
+The tables of docs/extensions.md are copied from one run of this script.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 # The tools `make test` needs and cannot install itself. Prints one line per missing tool saying
 # how to get it and exits 1, so a machine that lacks one stops in its first seconds, before any
 # install. Everything else (Python packages, helm, kubectl, promtool, npm and Go modules) the
-# test set-up installs. The README's set-up section lists exactly these.
+# test set-up installs. docs/development.md ("make test: the whole suite") lists exactly these.
 set -uo pipefail
 
 missing=0

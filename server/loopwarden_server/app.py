@@ -114,6 +114,8 @@ class Daemon:
             registry=self.registry, max_message_bytes=settings.limits.max_message_bytes,
             reflection_on=settings.reflection, interceptors=interceptors,
             credentials=_server_credentials(security),
+            # What moves a busy port where the daemon was started from: `make serve` names its variables.
+            port_hint=os.environ.get("LOOPWARDEN_PORT_HINT", "").strip() or None,
         )
         servicer = LoopDetectionServicer(self.core, self.metrics, self.servers.lifecycle, identity,
                                          settings.limits.stream_idle_timeout_seconds, loader=loader,

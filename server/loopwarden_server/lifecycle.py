@@ -40,6 +40,15 @@ class StartupError(RuntimeError):
     """The daemon cannot start; the message says why."""
 
 
+def address_in_use(address: str, flag: str, env: str, hint: str | None = None) -> StartupError:
+    """"cannot listen: address already in use: HOST:PORT (FLAG HOST:PORT or ENV moves it[; HINT])".
+
+    A busy port names the flag and the environment variable that move it; `hint` is what moves it
+    where the daemon was started from (`make serve` passes LOOPWARDEN_PORT_HINT naming its variables)."""
+    moves = f"{flag} HOST:PORT or {env} moves it" + (f"; {hint}" if hint else "")
+    return StartupError(f"cannot listen: address already in use: {address} ({moves})")
+
+
 class Lifecycle:
     """Shared by the servicer and the drain: whether new RPCs are still welcome, and how many
     Evaluate streams are open."""
@@ -69,8 +78,9 @@ class Servers:
     def __init__(self, *, listen: str, metrics_listen: str, health_listen: str | None,
                  registry: CollectorRegistry, max_message_bytes: int, reflection_on: bool,
                  interceptors: Sequence[grpc.aio.ServerInterceptor],
-                 credentials: grpc.ServerCredentials | None) -> None:
+                 credentials: grpc.ServerCredentials | None, port_hint: str | None = None) -> None:
         self._listen = listen
+        self._port_hint = port_hint
         self._metrics_listen = metrics_listen
         self._health_listen = health_listen
         self._registry = registry
@@ -103,28 +113,33 @@ class Servers:
             reflection.enable_server_reflection(
                 (*self._service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                  reflection.SERVICE_NAME), self.grpc)
-        grpc_port = self._add_port(self.grpc, self._listen, self._credentials)
+        grpc_port = self._add_port(self.grpc, self._listen, self._credentials,
+                                   ("--listen", "LOOPWARDEN_LISTEN", self._port_hint))
         health_address = ""
         if self._health_listen is not None:
             # Kubernetes gRPC probes speak neither TLS nor tokens: a health-only plaintext port.
             self._health_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="health"),
                                               options=[("grpc.so_reuseport", 0)])
             health_pb2_grpc.add_HealthServicer_to_server(self._probe_health, self._health_server)
-            port = self._add_port(self._health_server, self._health_listen, None)
+            port = self._add_port(self._health_server, self._health_listen, None,
+                                  ("--health-listen", "LOOPWARDEN_HEALTH_LISTEN", None))
             health_address = f"{split_address(self._health_listen)[0]}:{port}"
         metrics_host, metrics_port = split_address(self._metrics_listen)
         try:
             self._httpd, _thread = start_http_server(metrics_port, metrics_host, self._registry)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise StartupError(f"address already in use: {self._metrics_listen} (--metrics-listen)") from None
+                raise address_in_use(self._metrics_listen, "--metrics-listen", "LOOPWARDEN_METRICS_LISTEN",
+                                     self._port_hint) from None
             raise StartupError(f"cannot serve metrics on {self._metrics_listen}: {exc.strerror or exc}") from None
         grpc_host, _ = split_address(self._listen)
         return Listeners(f"{grpc_host}:{grpc_port}", f"{metrics_host}:{self._httpd.server_port}", health_address)
 
     @staticmethod
-    def _add_port(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
-        _refuse_busy_port(address)
+    def _add_port(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None,
+                  named: tuple[str, str, str | None]) -> int:
+        """Bind `address`; `named` is (flag, environment variable, hint) for the busy-port message."""
+        _refuse_busy_port(address, *named)
         try:
             port = (server.add_insecure_port(address) if credentials is None
                     else server.add_secure_port(address, credentials))
@@ -162,8 +177,9 @@ class Servers:
             self._httpd.server_close()
 
 
-def _refuse_busy_port(address: str) -> None:
-    """StartupError("cannot listen: address already in use: HOST:PORT") when something listens there already.
+def _refuse_busy_port(address: str, flag: str, env: str, hint: str | None) -> None:
+    """StartupError("cannot listen: address already in use: HOST:PORT (FLAG … or ENV moves it)") when
+    something listens there already.
 
     gRPC reports a busy port only as "Failed to bind" (and logs its own line to stderr), so the
     port is tried first the way gRPC binds it (SO_REUSEADDR, no SO_REUSEPORT)."""
@@ -181,7 +197,7 @@ def _refuse_busy_port(address: str) -> None:
                 probe.bind(sockaddr)
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
-                    raise StartupError(f"cannot listen: address already in use: {address}") from None
+                    raise address_in_use(address, flag, env, hint) from None
 
 
 def install_signal_handlers(*, stop: Callable[[], None], reload: Callable[[], None]) -> None:

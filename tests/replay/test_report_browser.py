@@ -116,9 +116,9 @@ class TestInChromium:
         assert facts["scrollWidth"] <= WIDTH
 
     def test_screenshot_is_taken_and_committed(self, rendered):
-        """The whole page is screenshotted; docs/ holds a screenshot of it, which the README shows."""
+        """The whole page is screenshotted; docs/ holds a screenshot of it, which the replay guide shows."""
         _visit, _facts, shot = rendered
 
         assert shot.read_bytes().startswith(PNG_SIGNATURE) and shot.stat().st_size > 50_000
         assert SCREENSHOT.read_bytes().startswith(PNG_SIGNATURE)
-        assert "docs/evaluation-report.png" in (REPO / "README.md").read_text(encoding="utf-8")
+        assert "](evaluation-report.png)" in (REPO / "docs" / "replay-evaluation.md").read_text(encoding="utf-8")

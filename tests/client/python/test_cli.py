@@ -269,20 +269,34 @@ class TestServe:
         assert "HOST:PORT" in result.stderr
 
     def test_busy_port_says_address_already_in_use(self, daemon):
-        """A second daemon on a port in use exits 2, its last log line saying `address already in use: HOST:PORT`,
-        and gRPC prints no line of its own (every line is one of the daemon's JSON lines)."""
+        """A second daemon on a port in use exits 2, its last log line saying `address already in use: HOST:PORT`
+        and naming the flag and the variable that move it, and gRPC prints no line of its own (every
+        line is one of the daemon's JSON lines)."""
         result = loopwarden("serve", "--listen", daemon.grpc_target, "--metrics-listen", "127.0.0.1:0", timeout=30)
 
         assert 2 == result.returncode
         logged = [json.loads(line) for line in result.stderr.splitlines()]
-        assert ("cannot start", f"cannot listen: address already in use: {daemon.grpc_target}") == (
+        assert ("cannot start", f"cannot listen: address already in use: {daemon.grpc_target} "
+                                "(--listen HOST:PORT or LOOPWARDEN_LISTEN moves it)") == (
             logged[-1]["msg"], logged[-1]["error"])
 
     def test_busy_metrics_port_names_the_flag(self, daemon):
-        """A metrics port in use is named with its flag."""
+        """A metrics port in use is named with its flag and variable."""
         metrics = f"127.0.0.1:{daemon.metrics_port}"
 
         result = loopwarden("serve", "--listen", "127.0.0.1:0", "--metrics-listen", metrics, timeout=30)
 
         assert 2 == result.returncode
-        assert f"address already in use: {metrics} (--metrics-listen)" == json.loads(result.stderr.splitlines()[-1])["error"]
+        assert (f"cannot listen: address already in use: {metrics} "
+                "(--metrics-listen HOST:PORT or LOOPWARDEN_METRICS_LISTEN moves it)"
+                ) == json.loads(result.stderr.splitlines()[-1])["error"]
+
+    def test_busy_port_adds_the_hint_it_was_started_with(self, daemon):
+        """LOOPWARDEN_PORT_HINT (what `make serve` passes) follows the flag and the variable."""
+        result = loopwarden("serve", "--listen", daemon.grpc_target, "--metrics-listen", "127.0.0.1:0", timeout=30,
+                            env={"LOOPWARDEN_PORT_HINT": "make serve GRPC_PORT=PORT moves it"})
+
+        assert 2 == result.returncode
+        assert (f"cannot listen: address already in use: {daemon.grpc_target} "
+                "(--listen HOST:PORT or LOOPWARDEN_LISTEN moves it; make serve GRPC_PORT=PORT moves it)"
+                ) == json.loads(result.stderr.splitlines()[-1])["error"]

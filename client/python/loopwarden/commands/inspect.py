@@ -20,7 +20,7 @@ DEFAULT_RECORDS = 10
 HASH_CHARS = 12
 MAX_EVIDENCE_SEQS = 12
 
-# Effective config keys shown on the "config" line, with the names the README uses.
+# Effective config keys shown on the "config" line, with the letters docs/glossary.md defines.
 _THRESHOLDS = (("history_size", "history"), ("warning_threshold", "W"), ("critical_threshold", "C"),
                ("unknown_tool_threshold", "U"), ("global_circuit_breaker_threshold", "G"))
 _DETECTORS = ("generic_repeat", "known_poll_no_progress", "ping_pong")

@@ -74,11 +74,10 @@ def _source(values: dict[str, list]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_settings() -> list[dict]:
-    """The Claude Code settings JSON the README's guard section tells users to paste."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Guard Claude Code / Codex / any MCP server", 1)[1].split("\n## ", 1)[0]
-    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+def guide_settings() -> list[dict]:
+    """The Claude Code settings JSON the Claude Code guide (docs/integrations/claude-code.md) tells users to paste."""
+    guide = (REPO / "docs" / "integrations" / "claude-code.md").read_text(encoding="utf-8")
+    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", guide, re.S)]
     return [block for block in blocks if "claude-code" in json.dumps(block)]
 
 
@@ -95,9 +94,9 @@ class TestAgainstTheSdk:
 
         assert 0 == result.returncode, result.stdout + result.stderr
 
-    def test_the_readmes_claude_code_settings_are_the_sdks_settings_type(self, tsc):
-        """The settings.json blocks of the README (HTTP and command hooks) compile as the SDK's Settings."""
-        settings = readme_settings()
+    def test_the_guides_claude_code_settings_are_the_sdks_settings_type(self, tsc):
+        """The settings.json blocks of the Claude Code guide (HTTP and command hooks) compile as the SDK's Settings."""
+        settings = guide_settings()
 
         result = _check(tsc, _source({"Settings": settings}))
 

@@ -1,0 +1,114 @@
+"""`make serve`, the README's first set-up command: it prints the gRPC and metrics addresses it uses
+before it starts, listens on them, and a port another process holds is named with the variables
+that move it (GRPC_PORT, METRICS_PORT, and the daemon's own flag and variable).
+
+`make` really runs here, with VENV set to the environment running the tests and its install stamp
+taken as up to date (`-o`), so nothing is installed or rebuilt."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+VENV = pathlib.Path(sys.prefix)
+HINT = "make serve GRPC_PORT=PORT METRICS_PORT=PORT moves them"
+
+pytestmark = pytest.mark.skipif(not (VENV / "bin" / "loopwarden").exists(),
+                                reason="the tests do not run from a venv with the daemon installed")
+
+
+def _make_serve(*variables: str) -> list[str]:
+    stamp = VENV / ".installed-runtime"
+    return ["make", "--no-print-directory", "-o", str(stamp), "serve", f"VENV={VENV}", "SERVE_STATE=", *variables]
+
+
+def _env() -> dict[str, str]:
+    """This environment without make's own variables or anything that would move the ports."""
+    return {key: value for key, value in os.environ.items()
+            if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GRPC_PORT", "METRICS_PORT")
+            and not key.startswith("LOOPWARDEN_")}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def _busy_port() -> Iterator[int]:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        yield busy.getsockname()[1]
+
+
+def _cannot_start(stderr: str) -> str:
+    """The error of the daemon's `cannot start` log line (stderr also has make's own `Error 2` line)."""
+    (error,) = [json.loads(line)["error"] for line in stderr.splitlines()
+                if line.startswith("{") and json.loads(line).get("msg") == "cannot start"]
+    return error
+
+
+def test_a_busy_grpc_port_is_named_with_the_variables_that_move_it():
+    """With the gRPC port held by another process, `make serve` fails, having printed the addresses
+    it tried, and the daemon's last word names GRPC_PORT and METRICS_PORT besides --listen and
+    LOOPWARDEN_LISTEN."""
+    metrics = _free_port()
+    with _busy_port() as grpc_port:
+        done = subprocess.run(_make_serve(f"GRPC_PORT={grpc_port}", f"METRICS_PORT={metrics}"), cwd=REPO,
+                              env=_env(), capture_output=True, text=True, timeout=90)
+
+    assert 0 != done.returncode
+    assert (f"==> loopwarden serve: gRPC on 127.0.0.1:{grpc_port}, metrics on http://127.0.0.1:{metrics}/metrics"
+            in done.stdout.splitlines())
+    assert "make serve GRPC_PORT=PORT METRICS_PORT=PORT" in done.stdout
+    assert (f"cannot listen: address already in use: 127.0.0.1:{grpc_port} "
+            f"(--listen HOST:PORT or LOOPWARDEN_LISTEN moves it; {HINT})") == _cannot_start(done.stderr)
+
+
+def test_a_busy_metrics_port_is_named_with_the_variables_that_move_it():
+    """The same for the metrics port: --metrics-listen, LOOPWARDEN_METRICS_LISTEN and the make variables."""
+    grpc_port = _free_port()
+    with _busy_port() as metrics:
+        done = subprocess.run(_make_serve(f"GRPC_PORT={grpc_port}", f"METRICS_PORT={metrics}"), cwd=REPO,
+                              env=_env(), capture_output=True, text=True, timeout=90)
+
+    assert 0 != done.returncode
+    assert (f"cannot listen: address already in use: 127.0.0.1:{metrics} "
+            f"(--metrics-listen HOST:PORT or LOOPWARDEN_METRICS_LISTEN moves it; {HINT})") == _cannot_start(done.stderr)
+
+
+def test_make_serve_listens_where_it_says():
+    """On free ports, the daemon `make serve` starts listens on the two addresses it printed."""
+    grpc_port, metrics = _free_port(), _free_port()
+    process = subprocess.Popen(_make_serve(f"GRPC_PORT={grpc_port}", f"METRICS_PORT={metrics}"), cwd=REPO,
+                               env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        listening = None
+        while listening is None and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                break
+            if line.startswith("{") and json.loads(line).get("msg") == "listening":
+                listening = json.loads(line)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        stdout, _ = process.communicate(timeout=30)
+
+    assert listening is not None, "the daemon never logged `listening`"
+    assert (f"127.0.0.1:{grpc_port}", f"127.0.0.1:{metrics}") == (listening["grpc_address"],
+                                                                   listening["metrics_address"])
+    assert f"==> loopwarden serve: gRPC on 127.0.0.1:{grpc_port}" in stdout
