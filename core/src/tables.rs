@@ -5,7 +5,7 @@
 /// Effective settings of one agent, compiled by Python (config/tables.py) and handed in whole.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Master switch of the rolling detectors. true: every detector and the post-compaction guard; unset: only the guard; false: nothing runs and nothing is recorded.
+    /// Master switch of the rolling detectors. true: every detector and the post-compaction guard; unset: only the guard; false: nothing runs and nothing is recorded. The embedded default config sets true.
     pub enabled: Option<bool>,
     /// Recent tool calls remembered per run.
     pub history_size: usize,
@@ -176,9 +176,9 @@ impl Detector {
 
 /// A verdict's error_code: aborts, refused events, the daemon's own failure.
 pub mod error_codes {
-    /// abort: The post-compaction guard saw the same (tool, args, result) fill its window.
+    /// abort: The post-compaction guard ended the run: the same (tool, args, result) filled its window.
     pub const COMPACTION_LOOP_PERSISTED: &str = "compaction_loop_persisted";
-    /// abort: `abortAfterBlocks` was reached: the run's N-th BLOCK became an ABORT.
+    /// abort: `abortAfterBlocks` ended the run: its N-th BLOCK became an ABORT naming the detector and the blocked tool.
     pub const TOOL_LOOP_PERSISTED: &str = "tool_loop_persisted";
     /// reject: The event has no run id (or a blank one).
     pub const MISSING_RUN_ID: &str = "missing_run_id";
@@ -186,29 +186,29 @@ pub mod error_codes {
     pub const MISSING_EVENT_KIND: &str = "missing_event_kind";
     /// reject: params_json is not valid JSON.
     pub const INVALID_PARAMS_JSON: &str = "invalid_params_json";
-    /// reject: result_json is not valid JSON.
+    /// reject: result_json is not JSON text (also for an integer of more than 4,300 digits).
     pub const INVALID_RESULT_JSON: &str = "invalid_result_json";
-    /// reject: params_json is over the daemon's byte limit (--max-params-bytes).
+    /// reject: params_json is over --max-params-bytes.
     pub const PARAMS_TOO_LARGE: &str = "params_too_large";
-    /// reject: The outcome is over the daemon's byte limit (--max-result-bytes).
+    /// reject: result_json or error is over --max-result-bytes.
     pub const RESULT_TOO_LARGE: &str = "result_too_large";
-    /// reject: The run id is over the character limit.
+    /// reject: The run id is over --max-run-id-chars.
     pub const RUN_ID_TOO_LONG: &str = "run_id_too_long";
-    /// reject: params_json or result_json nests deeper than the limit.
+    /// reject: params_json or result_json nests deeper than --max-json-depth.
     pub const JSON_TOO_DEEP: &str = "json_too_deep";
-    /// reject: A request carries more events than --max-events-per-request.
+    /// request: A request carried more than --max-events-per-request events: none was evaluated, and the stream ends (RESOURCE_EXHAUSTED).
     pub const TOO_MANY_EVENTS: &str = "too_many_events";
-    /// reject: The tool name is over the character limit.
+    /// reject: The tool name is over --max-tool-name-chars.
     pub const TOOL_NAME_TOO_LONG: &str = "tool_name_too_long";
-    /// reject: The agent id is over the character limit.
+    /// reject: The agent id is over --max-agent-id-chars.
     pub const AGENT_ID_TOO_LONG: &str = "agent_id_too_long";
-    /// reject: The session id is over the character limit.
+    /// reject: The session id is over --max-session-id-chars.
     pub const SESSION_ID_TOO_LONG: &str = "session_id_too_long";
-    /// reject: The tool call id is over the character limit.
+    /// reject: The tool call id is over --max-tool-call-id-chars.
     pub const TOOL_CALL_ID_TOO_LONG: &str = "tool_call_id_too_long";
-    /// reject: A stream opened for one run (x-loopwarden-run-id) received an event of another run.
+    /// reject: An event of another run on a stream opened for one run (x-loopwarden-run-id: per-run stream mode).
     pub const RUN_ID_MISMATCH: &str = "run_id_mismatch";
-    /// internal: The daemon failed on this event; it changed nothing, and its log has the details under the decision id.
+    /// internal: The daemon failed on this event (a bug): it changed nothing, the rest of the batch went on, and the message names a decision id to find in the log.
     pub const INTERNAL_ERROR: &str = "internal_error";
 
     pub const ALL: &[&str] = &[COMPACTION_LOOP_PERSISTED, TOOL_LOOP_PERSISTED, MISSING_RUN_ID, MISSING_EVENT_KIND, INVALID_PARAMS_JSON, INVALID_RESULT_JSON, PARAMS_TOO_LARGE, RESULT_TOO_LARGE, RUN_ID_TOO_LONG, JSON_TOO_DEEP, TOO_MANY_EVENTS, TOOL_NAME_TOO_LONG, AGENT_ID_TOO_LONG, SESSION_ID_TOO_LONG, TOOL_CALL_ID_TOO_LONG, RUN_ID_MISMATCH, INTERNAL_ERROR];

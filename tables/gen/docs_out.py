@@ -1,10 +1,17 @@
-"""docs/configuration.md: the reference tables (settings, presets, detectors, error codes, messages)."""
+"""docs/: the reference tables, in the pages that explain them.
+
+docs/configuration.md: settings, presets, error codes. docs/detectors.md: detectors, messages.
+"""
 from __future__ import annotations
 
 from . import regions
 from .source import Setting, Tables
 
-PATH = "docs/configuration.md"
+CONFIGURATION_PATH = "docs/configuration.md"
+DETECTORS_PATH = "docs/detectors.md"
+
+_ACTIONS = {"abort": "ABORT", "reject": "REJECT", "internal": "REJECT", "request": "(the stream ends)"}
+_VERDICTS = {"warning": "WARN", "critical": "BLOCK"}
 
 
 def _cell(text: str) -> str:
@@ -21,17 +28,17 @@ def _value(value: object) -> str:
 
 def _accepts(s: Setting) -> str:
     if s.kind == "switch":
-        return "`true` / `false` / unset"
+        return "`true`, `false` or unset"
     if s.kind in ("bool", "gate"):
-        return "`true` / `false`"
+        return "`true`, `false`"
     if s.kind == "count":
-        return f"integer {s.minimum}..{s.maximum}"
+        return f"{s.minimum}..{s.maximum}"
     if s.kind == "count_or_off":
-        zero = " or `0`" if s.minimum == 1 else ""
-        return f"integer {s.minimum}..{s.maximum}, or `false`{zero} (off)"
+        zero = ", `0`" if s.minimum == 1 else ""
+        return f"{s.minimum}..{s.maximum}, `false`{zero} (off)"
     if s.kind == "tool_names":
-        return "array of tool names"
-    return "preset name"
+        return "tool names"
+    return "a preset's name"
 
 
 def _default(t: Tables, s: Setting) -> str:
@@ -50,15 +57,14 @@ def _default(t: Tables, s: Setting) -> str:
 
 def settings_table(t: Tables) -> list[str]:
     presets = [p for p in t.presets if p.values]
-    head = "| key | accepts | default | " + " | ".join(f"`{p.name}`" for p in presets) + " | what it does |"
-    lines = [head, "|" + "---|" * (4 + len(presets))]
+    head = ("| setting | letter | accepts | default | " + " | ".join(f"`{p.name}`" for p in presets)
+            + " | per agent | meaning |")
+    lines = [head, "|" + "---|" * (6 + len(presets))]
     for s in t.settings:
-        symbol = f" ({s.symbol})" if s.symbol else ""
-        scope = " Global only." if s.scope == "global" else ""
         after = f" Must stay greater than `{s.after}`." if s.after else ""
-        cells = [f"`{s.path}`{symbol}", _accepts(s), _default(t, s)]
+        cells = [f"`{s.path}`", s.symbol, _accepts(s), _default(t, s)]
         cells += [_value(p.values[s.path]) if s.path in p.values else "" for p in presets]
-        cells.append(_cell(s.doc + after + scope))
+        cells += ["no" if s.scope == "global" else "yes", _cell(s.doc + after)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -69,28 +75,35 @@ def presets_table(t: Tables) -> list[str]:
     return lines
 
 
-def detectors_table(t: Tables) -> list[str]:
-    lines = ["| id | number | what it catches |", "|---|---|---|"]
-    lines += [f"| `{d.id}` | {d.number} | {_cell(d.doc)} |" for d in t.detectors]
+def error_codes_table(t: Tables) -> list[str]:
+    lines = ["| code | action | meaning |", "|---|---|---|"]
+    lines += [f"| `{e.code}` | {_ACTIONS[e.kind]} | {_cell(e.doc)} |" for e in t.error_codes]
     return lines
 
 
-def error_codes_table(t: Tables) -> list[str]:
-    lines = ["| code | kind | when |", "|---|---|---|"]
-    lines += [f"| `{e.code}` | {e.kind} | {_cell(e.doc)} |" for e in t.error_codes]
+def detectors_table(t: Tables) -> list[str]:
+    lines = ["| detector | number | what it catches |", "|---|---|---|"]
+    lines += [f"| `{d.id}` | {d.number} | {_cell(d.doc)} |" for d in t.detectors if d.number]
     return lines
 
 
 def messages_table(t: Tables) -> list[str]:
-    lines = ["| message | detector | level | text (`{placeholders}` are filled in) |", "|---|---|---|---|"]
+    lines = ["| detector | verdict | message (`{placeholders}` are filled in) |", "|---|---|---|"]
     for m in t.messages:
-        detector = "any (wraps the block)" if m.detector == "none" else f"`{m.detector}`"
-        lines.append(f"| `{m.id}` | {detector} | {m.level} | {_cell(m.text)} |")
+        detector = "any, on its N-th block (`abortAfterBlocks`)" if m.detector == "none" else f"`{m.detector}`"
+        verdict = "ABORT" if m.detector in ("none", "post_compaction_guard") else _VERDICTS[m.level]
+        lines.append(f"| {detector} | {verdict} | {_cell(m.text)} |")
     return lines
 
 
-def update(t: Tables, text: str) -> str:
-    for name, table in (("settings", settings_table), ("presets", presets_table), ("detectors", detectors_table),
-                        ("error-codes", error_codes_table), ("messages", messages_table)):
-        text = regions.replace(text, name, table(t), path=PATH)
+def update_configuration(t: Tables, text: str) -> str:
+    for name, table in (("settings", settings_table), ("presets", presets_table),
+                        ("error-codes", error_codes_table)):
+        text = regions.replace(text, name, table(t), path=CONFIGURATION_PATH)
+    return text
+
+
+def update_detectors(t: Tables, text: str) -> str:
+    for name, table in (("detectors", detectors_table), ("messages", messages_table)):
+        text = regions.replace(text, name, table(t), path=DETECTORS_PATH)
     return text

@@ -14,7 +14,7 @@ SOURCE = Path("tables/loopwarden.toml")
 
 KINDS = ("switch", "bool", "count", "count_or_off", "gate", "tool_names", "preset")
 LEVELS = ("warning", "critical")
-ERROR_KINDS = ("abort", "reject", "internal")
+ERROR_KINDS = ("abort", "reject", "internal", "request")
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 

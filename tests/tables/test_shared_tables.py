@@ -46,11 +46,12 @@ def test_the_committed_copies_are_fresh() -> None:
 
 @pytest.mark.parametrize("path", COPY_PATHS)
 def test_a_changed_source_flags_the_copy_as_stale(tmp_path: Path, path: str) -> None:
-    """A setting's doc and default change: every copy carries one or the other, so each is stale."""
+    """A setting's doc and default and a detector's doc change: every copy carries one of them."""
     root = checkout(tmp_path)
     assert stale(root) == []
     edit_source(root, 'default = 30\nfield = "history_size"', 'default = 31\nfield = "history_size"')
     edit_source(root, 'doc = "Recent tool calls remembered per run."', 'doc = "Recent calls kept per run."')
+    edit_source(root, "Any no-progress streak that grows too long", "Any no-progress streak grown too long")
 
     assert path in stale(root)
     result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
@@ -61,7 +62,8 @@ def test_a_changed_source_flags_the_copy_as_stale(tmp_path: Path, path: str) -> 
     # Regenerating makes it fresh again, and the change is in it.
     assert path in write(root)
     assert stale(root) == []
-    assert "Recent calls kept per run" in (root / path).read_text(encoding="utf-8")
+    text = (root / path).read_text(encoding="utf-8")
+    assert "Recent calls kept per run" in text or "streak grown too long" in text
 
 
 @pytest.mark.parametrize("path", COPY_PATHS)
@@ -69,9 +71,11 @@ def test_a_hand_edited_copy_is_flagged(tmp_path: Path, path: str) -> None:
     root = checkout(tmp_path)
     target = root / path
     text = target.read_text(encoding="utf-8")
-    # Inside the generated part: the one line every copy has that names historySize's doc.
-    line = next(line for line in text.splitlines() if "remembered per run" in line)
-    target.write_text(text.replace(line, line.replace("remembered", "kept"), 1), encoding="utf-8")
+    # Inside the generated part: a line naming historySize's doc, or the breaker detector's.
+    line = next(line for line in text.splitlines()
+                if "remembered per run" in line or "streak that grows too long" in line)
+    target.write_text(text.replace(line, line.replace("remembered", "kept").replace("grows", "grew"), 1),
+                      encoding="utf-8")
 
     assert stale(root) == [path]
 
@@ -82,12 +86,13 @@ def test_a_new_detector_reaches_every_language(tmp_path: Path) -> None:
         source.write('\n[[detector]]\nid = "toy_repeat"\nnumber = 10\nrust = "ToyRepeat"\ndoc = "A toy."\n')
     written = write(root)
 
-    assert set(written) == set(COPY_PATHS) - {"helm/loopwarden/values.schema.json", "helm/loopwarden/values.yaml"}
+    assert set(written) == set(COPY_PATHS) - {"helm/loopwarden/values.schema.json", "helm/loopwarden/values.yaml",
+                                              "docs/configuration.md"}
     assert "ToyRepeat = 10," in (root / "core/src/tables.rs").read_text()
     assert "DETECTOR_TOY_REPEAT = 10;" in (root / "proto/loopwarden/v1/loopwarden.proto").read_text()
     assert 'const DetectorToyRepeat = "toy_repeat"' in (root / "client/go/loopwarden/tables_gen.go").read_text()
     assert '"toy_repeat"' in (root / "client/node/src/tables.js").read_text()
-    assert "| `toy_repeat` | 10 |" in (root / "docs/configuration.md").read_text()
+    assert "| `toy_repeat` | 10 |" in (root / "docs/detectors.md").read_text()
 
 
 @pytest.mark.parametrize(("old", "new", "problem"), [

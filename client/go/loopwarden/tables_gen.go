@@ -9,7 +9,7 @@ import pb "github.com/loopwarden/loopwarden/client/go/loopwardenv1"
 type EffectiveConfig struct {
 	// Enabled is tools.loopDetection.enabled: Master switch of the rolling detectors. true: every
 	// detector and the post-compaction guard; unset: only the guard; false: nothing runs and nothing
-	// is recorded.
+	// is recorded. The embedded default config sets true.
 	Enabled *bool
 	// HistorySize is tools.loopDetection.historySize: Recent tool calls remembered per run.
 	HistorySize uint32
@@ -129,11 +129,11 @@ const DetectorArgumentChurn = "argument_churn"
 const DetectorErrorRepeat = "error_repeat"
 
 // ErrorCodeCompactionLoopPersisted is a value of Verdict.ErrorCode (abort): The post-compaction
-// guard saw the same (tool, args, result) fill its window.
+// guard ended the run: the same (tool, args, result) filled its window.
 const ErrorCodeCompactionLoopPersisted = "compaction_loop_persisted"
 
-// ErrorCodeToolLoopPersisted is a value of Verdict.ErrorCode (abort): `abortAfterBlocks` was
-// reached: the run's N-th BLOCK became an ABORT.
+// ErrorCodeToolLoopPersisted is a value of Verdict.ErrorCode (abort): `abortAfterBlocks` ended the
+// run: its N-th BLOCK became an ABORT naming the detector and the blocked tool.
 const ErrorCodeToolLoopPersisted = "tool_loop_persisted"
 
 // ErrorCodeMissingRunId is a value of Verdict.ErrorCode (reject): The event has no run id (or a
@@ -148,50 +148,51 @@ const ErrorCodeMissingEventKind = "missing_event_kind"
 // JSON.
 const ErrorCodeInvalidParamsJson = "invalid_params_json"
 
-// ErrorCodeInvalidResultJson is a value of Verdict.ErrorCode (reject): result_json is not valid
-// JSON.
+// ErrorCodeInvalidResultJson is a value of Verdict.ErrorCode (reject): result_json is not JSON text
+// (also for an integer of more than 4,300 digits).
 const ErrorCodeInvalidResultJson = "invalid_result_json"
 
-// ErrorCodeParamsTooLarge is a value of Verdict.ErrorCode (reject): params_json is over the
-// daemon's byte limit (--max-params-bytes).
+// ErrorCodeParamsTooLarge is a value of Verdict.ErrorCode (reject): params_json is over --max-
+// params-bytes.
 const ErrorCodeParamsTooLarge = "params_too_large"
 
-// ErrorCodeResultTooLarge is a value of Verdict.ErrorCode (reject): The outcome is over the
-// daemon's byte limit (--max-result-bytes).
+// ErrorCodeResultTooLarge is a value of Verdict.ErrorCode (reject): result_json or error is over
+// --max-result-bytes.
 const ErrorCodeResultTooLarge = "result_too_large"
 
-// ErrorCodeRunIdTooLong is a value of Verdict.ErrorCode (reject): The run id is over the character
-// limit.
+// ErrorCodeRunIdTooLong is a value of Verdict.ErrorCode (reject): The run id is over --max-run-id-
+// chars.
 const ErrorCodeRunIdTooLong = "run_id_too_long"
 
 // ErrorCodeJsonTooDeep is a value of Verdict.ErrorCode (reject): params_json or result_json nests
-// deeper than the limit.
+// deeper than --max-json-depth.
 const ErrorCodeJsonTooDeep = "json_too_deep"
 
-// ErrorCodeTooManyEvents is a value of Verdict.ErrorCode (reject): A request carries more events
-// than --max-events-per-request.
+// ErrorCodeTooManyEvents is a value of Verdict.ErrorCode (request): A request carried more than
+// --max-events-per-request events: none was evaluated, and the stream ends (RESOURCE_EXHAUSTED).
 const ErrorCodeTooManyEvents = "too_many_events"
 
-// ErrorCodeToolNameTooLong is a value of Verdict.ErrorCode (reject): The tool name is over the
-// character limit.
+// ErrorCodeToolNameTooLong is a value of Verdict.ErrorCode (reject): The tool name is over --max-
+// tool-name-chars.
 const ErrorCodeToolNameTooLong = "tool_name_too_long"
 
-// ErrorCodeAgentIdTooLong is a value of Verdict.ErrorCode (reject): The agent id is over the
-// character limit.
+// ErrorCodeAgentIdTooLong is a value of Verdict.ErrorCode (reject): The agent id is over --max-
+// agent-id-chars.
 const ErrorCodeAgentIdTooLong = "agent_id_too_long"
 
-// ErrorCodeSessionIdTooLong is a value of Verdict.ErrorCode (reject): The session id is over the
-// character limit.
+// ErrorCodeSessionIdTooLong is a value of Verdict.ErrorCode (reject): The session id is over --max-
+// session-id-chars.
 const ErrorCodeSessionIdTooLong = "session_id_too_long"
 
-// ErrorCodeToolCallIdTooLong is a value of Verdict.ErrorCode (reject): The tool call id is over the
-// character limit.
+// ErrorCodeToolCallIdTooLong is a value of Verdict.ErrorCode (reject): The tool call id is over
+// --max-tool-call-id-chars.
 const ErrorCodeToolCallIdTooLong = "tool_call_id_too_long"
 
-// ErrorCodeRunIdMismatch is a value of Verdict.ErrorCode (reject): A stream opened for one run
-// (x-loopwarden-run-id) received an event of another run.
+// ErrorCodeRunIdMismatch is a value of Verdict.ErrorCode (reject): An event of another run on a
+// stream opened for one run (x-loopwarden-run-id: per-run stream mode).
 const ErrorCodeRunIdMismatch = "run_id_mismatch"
 
 // ErrorCodeInternalError is a value of Verdict.ErrorCode (internal): The daemon failed on this
-// event; it changed nothing, and its log has the details under the decision id.
+// event (a bug): it changed nothing, the rest of the batch went on, and the message names a
+// decision id to find in the log.
 const ErrorCodeInternalError = "internal_error"

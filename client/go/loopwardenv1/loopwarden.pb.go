@@ -832,8 +832,8 @@ type Verdict struct {
 	// on ABORT: compaction_loop_persisted, tool_loop_persisted.
 	// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
 	// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
-	// too_many_events, tool_name_too_long, agent_id_too_long, session_id_too_long,
-	// tool_call_id_too_long, run_id_mismatch.
+	// tool_name_too_long, agent_id_too_long, session_id_too_long, tool_call_id_too_long,
+	// run_id_mismatch.
 	// when the daemon failed on this event (it changed nothing): internal_error.
 	// generated:error-codes:end
 	ErrorCode string `protobuf:"bytes,11,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
@@ -1388,6 +1388,7 @@ type EffectiveConfig struct {
 	// generated:effective-config:begin (tables/loopwarden.toml: edit there, then `make tables`)
 	// tools.loopDetection.enabled: Master switch of the rolling detectors. true: every detector and
 	// the post-compaction guard; unset: only the guard; false: nothing runs and nothing is recorded.
+	// The embedded default config sets true.
 	Enabled *bool `protobuf:"varint,1,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
 	// tools.loopDetection.historySize: Recent tool calls remembered per run.
 	HistorySize uint32 `protobuf:"varint,2,opt,name=history_size,json=historySize,proto3" json:"history_size,omitempty"`

@@ -6,6 +6,7 @@
  * is a promise to callers, and test/types.test.js pins the list, so adding one is a decision.
  */
 export * from './types.js';
+export * from './tables.js';
 export { DEFAULT_PROTO_ROOT, PROTO_PATH, SERVICE_NAME, loadService } from './stub.js';
 export { LoopwardenError, LoopwardenUnavailable, RunAborted, RunNotFound } from './errors.js';
 export { compactionRetryEvent, runEndEvent, toolCallEvent, toolOutcomeEvent } from './events.js';

@@ -5,7 +5,7 @@
  * The settings in force for a run's agent (InspectRun's effectiveConfig): its blocks merged over
  * the global ones and over its preset, defaulted and kept in order (W < C < G).
  * @typedef {object} EffectiveConfig
- * @property {boolean | undefined} [enabled] tools.loopDetection.enabled: Master switch of the rolling detectors. true: every detector and the post-compaction guard; unset: only the guard; false: nothing runs and nothing is recorded.
+ * @property {boolean | undefined} [enabled] tools.loopDetection.enabled: Master switch of the rolling detectors. true: every detector and the post-compaction guard; unset: only the guard; false: nothing runs and nothing is recorded. The embedded default config sets true.
  * @property {number} historySize tools.loopDetection.historySize: Recent tool calls remembered per run.
  * @property {number} warningThreshold tools.loopDetection.warningThreshold: Repeats of the same call before the agent is warned (the call still runs).
  * @property {number} criticalThreshold tools.loopDetection.criticalThreshold: Repeats of the same call with the same result before the next one is blocked.
@@ -31,6 +31,6 @@ export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progres
 /** Error codes: the values of a verdict's `errorCode`, by kind. */
 export const ERROR_CODES = Object.freeze({
   abort: Object.freeze(["compaction_loop_persisted", "tool_loop_persisted"]),
-  reject: Object.freeze(["missing_run_id", "missing_event_kind", "invalid_params_json", "invalid_result_json", "params_too_large", "result_too_large", "run_id_too_long", "json_too_deep", "too_many_events", "tool_name_too_long", "agent_id_too_long", "session_id_too_long", "tool_call_id_too_long", "run_id_mismatch"]),
+  reject: Object.freeze(["missing_run_id", "missing_event_kind", "invalid_params_json", "invalid_result_json", "params_too_large", "result_too_large", "run_id_too_long", "json_too_deep", "tool_name_too_long", "agent_id_too_long", "session_id_too_long", "tool_call_id_too_long", "run_id_mismatch"]),
   internal: Object.freeze(["internal_error"]),
 });

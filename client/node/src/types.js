@@ -55,7 +55,7 @@ export {};
  * @property {number} blocks
  * @property {boolean} aborted
  * @property {string} abortErrorCode
- * @property {Record<string, unknown>} effectiveConfig
+ * @property {import('./tables.js').EffectiveConfig} effectiveConfig
  * @property {number} eventsEvaluated
  */
 

@@ -17,11 +17,11 @@ import * as api from '../src/index.js';
 const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 const PUBLIC_VALUES = [
-  'DEFAULT_PROTO_ROOT', 'DEFAULT_TARGET', 'LoopwardenClient', 'LoopwardenError', 'LoopwardenUnavailable',
+  'DETECTORS', 'DEFAULT_PROTO_ROOT', 'DEFAULT_TARGET', 'ERROR_CODES', 'LoopwardenClient', 'LoopwardenError', 'LoopwardenUnavailable',
   'PROTO_PATH', 'RunAborted', 'RunNotFound', 'SERVICE_NAME', 'blockedToolResult', 'compactionRetryEvent',
   'guardTool', 'loadService', 'mayRun', 'runEndEvent', 'toolCallEvent', 'toolOutcomeEvent', 'verdictFromMessage',
 ];
-const PUBLIC_TYPES = ['Action', 'ClientOptions', 'EventOptions', 'GuardOptions', 'OutcomeOptions', 'RunInspection', 'Verdict'];
+const PUBLIC_TYPES = ['Action', 'ClientOptions', 'EffectiveConfig', 'EventOptions', 'GuardOptions', 'OutcomeOptions', 'RunInspection', 'Verdict'];
 const CLIENT_MEMBERS = [
   'agentId', 'check', 'close', 'compactionRetry', 'evaluate', 'inspect', 'runEnd', 'send', 'timeoutMs',
   'toolCall', 'toolOutcome',

@@ -112,7 +112,8 @@ class ResolvedSettings:
     """One agent's effective settings: merged, defaulted and repaired (the engine's input)."""
 
     # Master switch of the rolling detectors. true: every detector and the post-compaction guard;
-    # unset: only the guard; false: nothing runs and nothing is recorded.
+    # unset: only the guard; false: nothing runs and nothing is recorded. The embedded default
+    # config sets true.
     enabled: bool | None = None
     # Recent tool calls remembered per run.
     history_size: int = 30
