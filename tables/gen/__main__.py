@@ -40,6 +40,7 @@ COPIES = (
     Copy(node_out.PATH, render=node_out.render),
     Copy(helm_out.SCHEMA_PATH, update=helm_out.update_schema),
     Copy(helm_out.VALUES_PATH, update=helm_out.update_values),
+    Copy(helm_out.README_PATH, update=helm_out.update_readme),
     Copy(docs_out.CONFIGURATION_PATH, update=docs_out.update_configuration),
     Copy(docs_out.DETECTORS_PATH, update=docs_out.update_detectors),
 )

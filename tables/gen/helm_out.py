@@ -143,3 +143,16 @@ def update_values(t: Tables, text: str) -> str:
     text = regions.replace(text, "config-loop-detection", loop_detection, path=VALUES_PATH)
     loopwarden = ["  loopwarden:"] + _values_block(t, "loopwarden", "    ", CHART_VALUES)
     return regions.replace(text, "config-loopwarden", loopwarden, path=VALUES_PATH)
+
+
+README_PATH = "helm/loopwarden/README.md"
+
+
+def update_readme(t: Tables, text: str) -> str:
+    """The values table of the `config` keys the daemon reads (the chart README's Values section)."""
+    rows = ["| value | default | meaning |", "|---|---|---|"]
+    for s in t.settings:
+        value = "[]" if s.kind == "tool_names" else _yaml(CHART_VALUES.get(s.path))
+        meaning = (_describe(s) + _note(t, s)).replace("|", "\\|").replace("<", "&lt;")
+        rows.append(f"| `config.{s.path}` | `{value}` | {meaning} |")
+    return regions.replace(text, "chart-config", rows, path=README_PATH)

@@ -526,6 +526,17 @@ class TestConfig:
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.startswith("ok:")
 
+    def test_a_preset_named_in_values_is_not_beaten_by_the_charts_defaults(self, tmp_path: Path) -> None:
+        """The chart leaves every threshold unset, so `config.loopwarden.preset=fast` reaches the daemon:
+        check-config on the rendered file reports the preset's W/C/G, not the reference 10/20/30."""
+        objects = render(sets=("config.loopwarden.preset=fast",))
+        text = find(objects, "ConfigMap", find(objects, "Deployment")["metadata"]["name"])["data"]["loopwarden.json5"]
+        path = tmp_path / "loopwarden.json5"
+        path.write_text(text)
+        result = run([venv_script("loopwarden"), "check-config", str(path)], check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "enabled=true W=4 C=5 G=8 U=4" in result.stdout and "preset: fast" in result.stdout
+
     def test_values_reach_the_config_file(self) -> None:
         """Thresholds and agent overrides in values appear as such in the rendered file."""
         objects = render(ALL_OPTIONAL_VALUES)
