@@ -11,7 +11,7 @@ DISTRIBUTIONS := client/python/pyproject.toml server/pyproject.toml
 CORE_STAMP := $(VENV)/.installed-core
 CORE_SOURCES := core/Cargo.toml core/Cargo.lock core/pyproject.toml core/loopwarden_core.pyi $(shell find core/src -name '*.rs')
 
-.PHONY: serve test test-fast core prereqs tools proto tables clean
+.PHONY: serve test test-fast core wheel prereqs tools proto tables clean
 
 $(BIN)/python:
 	@echo "==> creating $(VENV)"
@@ -52,6 +52,11 @@ $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
 
 ## core: build the compiled engine (loopwarden-core) into .venv
 core: $(CORE_STAMP)
+
+## wheel: the core's abi3 wheel and the client's and daemon's wheels in $(WHEEL_DIR)/ (no Rust to install)
+WHEEL_DIR ?= dist
+wheel: | $(BIN)/python
+	@bash scripts/build-wheels.sh $(WHEEL_DIR)
 
 ## serve: create .venv, install the daemon, start it on its embedded default config
 serve: $(RUNTIME_STAMP)
