@@ -9,6 +9,7 @@ import pytest
 from loopwarden_server.config import Config, ConfigError, load_config_file, load_config_text
 from loopwarden_server.config.check import summary
 from loopwarden_server.config.detection import ToolCatalog
+from loopwarden_server.config.tables import BLOCKS, SETTINGS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 INVALID = sorted((FIXTURES / "invalid").glob("*.json5"))
@@ -19,6 +20,26 @@ def first_line_value(path: Path, marker: str) -> str:
     first_line = path.read_text(encoding="utf-8").splitlines()[0]
     assert first_line.startswith(marker), f"{path.name} must start with {marker!r}"
     return first_line.removeprefix(marker)
+
+
+def keys_of(block: str, *, per_agent: bool) -> str:
+    """The keys a block accepts, as the loader lists them: its settings and its child blocks."""
+    keys = [row.key for row in SETTINGS if row.block == block and not (per_agent and row.scope == "global")]
+    keys += [child.rsplit(".", 1)[1] for child in BLOCKS if child.rsplit(".", 1)[0] == block and "." in child]
+    return ", ".join(sorted(keys))
+
+
+# The `loopwarden` block grows with each extension: its fixtures name the list by placeholder, so
+# a new setting is not a hand edit of every fixture. The fixed blocks keep their literal lists.
+PLACEHOLDERS = {"{keys of loopwarden}": keys_of("loopwarden", per_agent=False),
+                "{keys of an agent's loopwarden}": keys_of("loopwarden", per_agent=True)}
+
+
+def expected_message(path: Path) -> str:
+    expected = first_line_value(path, "// expect: ")
+    for placeholder, keys in PLACEHOLDERS.items():
+        expected = expected.replace(placeholder, keys)
+    return expected
 
 
 def refusal(text: str) -> ConfigError:
@@ -35,11 +56,21 @@ class TestInvalidFixtures:
     @pytest.mark.parametrize("path", INVALID, ids=lambda path: path.stem)
     def test_fixture_is_refused_with_its_expected_message(self, path: Path) -> None:
         """Each invalid file is refused with exactly the message on its `// expect:` line."""
-        expected = first_line_value(path, "// expect: ")
+        expected = expected_message(path)
         with pytest.raises(ConfigError) as caught:
             load_config_text(path.read_text(encoding="utf-8"), source=path.name)
         assert expected == str(caught.value)
         assert expected == f"{caught.value.path}: {caught.value.problem}"
+
+
+    def test_the_placeholders_expand_to_the_blocks_keys(self) -> None:
+        """The global block is an agent's plus the global-only tool catalog, and both hold the
+        extensions the README documents."""
+        global_keys = set(PLACEHOLDERS["{keys of loopwarden}"].split(", "))
+        agent_keys = set(PLACEHOLDERS["{keys of an agent's loopwarden}"].split(", "))
+        assert global_keys - agent_keys == {"providerSendTools", "extraPollTools"}
+        assert {"preset", "abortAfterBlocks", "argumentChurn", "errorRepeat", "runWideBreaker", "shadowMode",
+                "pingPongNeedsAnswers"} <= agent_keys
 
 
 class TestValidFixtures:
