@@ -82,22 +82,23 @@ def test_a_hand_edited_copy_is_flagged(tmp_path: Path, path: str) -> None:
 
 def test_a_new_detector_reaches_every_language(tmp_path: Path) -> None:
     root = checkout(tmp_path)
+    number = len(load(root).detectors)
     with (root / SOURCE).open("a", encoding="utf-8") as source:
-        source.write('\n[[detector]]\nid = "toy_repeat"\nnumber = 10\nrust = "ToyRepeat"\ndoc = "A toy."\n')
+        source.write(f'\n[[detector]]\nid = "toy_repeat"\nnumber = {number}\nrust = "ToyRepeat"\ndoc = "A toy."\n')
     written = write(root)
 
     assert set(written) == set(COPY_PATHS) - {path for path in COPY_PATHS if path.startswith("helm/")} \
         - {"docs/configuration.md"}
-    assert "ToyRepeat = 10," in (root / "core/src/tables.rs").read_text()
-    assert "DETECTOR_TOY_REPEAT = 10;" in (root / "proto/loopwarden/v1/loopwarden.proto").read_text()
+    assert f"ToyRepeat = {number}," in (root / "core/src/tables.rs").read_text()
+    assert f"DETECTOR_TOY_REPEAT = {number};" in (root / "proto/loopwarden/v1/loopwarden.proto").read_text()
     assert 'const DetectorToyRepeat = "toy_repeat"' in (root / "client/go/loopwarden/tables_gen.go").read_text()
     assert '"toy_repeat"' in (root / "client/node/src/tables.js").read_text()
-    assert "| `toy_repeat` | 10 |" in (root / "docs/detectors.md").read_text()
+    assert f"| `toy_repeat` | {number} |" in (root / "docs/detectors.md").read_text()
 
 
 @pytest.mark.parametrize(("old", "new", "problem"), [
     ("proto_tag = 18", "proto_tag = 17", "proto tag 17 is defined twice"),
-    ('kind = "count_or_off"\nmin = 2', 'kind = "counter"\nmin = 2', "kind 'counter' is not one of"),
+    ('blockAt"\nkind = "count_or_off"', 'blockAt"\nkind = "counter"', "kind 'counter' is not one of"),
     ('after = "warnAt"', 'after = "warnAtt"', "after 'warnAtt' is not a key of loopwarden.argumentChurn"),
     ('level = "warning"\ntext = "WARNING: {tool} has', 'level = "critical"\ntext = "WARNING: {tool} has',
      "message generic_repeat_warning: a critical message starts with 'CRITICAL: '"),
