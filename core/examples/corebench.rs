@@ -256,7 +256,7 @@ fn breakdown(pairs: usize) {
             std::hint::black_box(probe.decode_evaluate(d).ok());
         }
     });
-    stage("retry content digest (sha256, whole text)", count, || {
+    stage("retry content digest (whole text)", count, || {
         for e in decoded.iter().flatten() {
             std::hint::black_box(content_digest(&e.kind));
         }
