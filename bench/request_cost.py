@@ -18,7 +18,6 @@ Run: .venv/bin/python bench/request_cost.py [--pairs 20000] [--batch 64] [--roun
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import pathlib
 import sys
@@ -29,7 +28,7 @@ from bench.grpc_bench import ENABLED, _requests, traffic  # noqa: E402
 from loopwarden.v1 import loopwarden_pb2 as pb  # noqa: E402
 from loopwarden_server.config import load_config_text  # noqa: E402
 from loopwarden_server.core import CoreService  # noqa: E402
-from loopwarden_server.logs import JsonLineFormatter  # noqa: E402
+from loopwarden_server import logs  # noqa: E402
 from loopwarden_server.metrics import Metrics  # noqa: E402
 from loopwarden_server.settings import Limits  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
@@ -53,10 +52,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    handler = logging.StreamHandler(open(os.devnull, "w"))
-    handler.setFormatter(JsonLineFormatter())
-    logging.getLogger().handlers[:] = [handler]
-    logging.getLogger().setLevel(logging.INFO)
+    logs.configure("INFO", open(os.devnull, "w"))  # as the daemon logs, to /dev/null
 
     requests = _requests(traffic("cost", args.pairs), args.batch)
     events = sum(len(pb.EvaluateRequest.FromString(r).events) for r in requests)
