@@ -243,7 +243,7 @@ fn stage(name: &str, count: usize, mut run: impl FnMut()) -> f64 {
 fn breakdown(pairs: usize) {
     use loopwarden_core::fingerprint::{args_digest, outcome_fingerprint, Catalog};
     use loopwarden_core::json::{canonical, decode};
-    use loopwarden_core::service::{content_digest, verdict_message};
+    use loopwarden_core::service::{content_digest, evaluate_response};
     let events = traffic("batch", pairs);
     let count = events.len();
     let data = requests(events, 64);
@@ -305,9 +305,9 @@ fn breakdown(pairs: usize) {
         let mut summary = Summary::default();
         decisions.push(c.evaluate_events(events, "", "", 1000.0, &mut summary));
     }
-    stage("response encode (verdict_message + prost)", count, || {
+    stage("response encode", count, || {
         for ds in &decisions {
-            std::hint::black_box(pb::EvaluateResponse { verdicts: ds.iter().map(verdict_message).collect() }.encode_to_vec());
+            std::hint::black_box(evaluate_response(ds));
         }
     });
     let mut best = f64::MAX;

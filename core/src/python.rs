@@ -85,7 +85,7 @@ fn canonical_json<'py>(py: Python<'py>, text: &str, max_depth: usize) -> PyResul
     Ok(PyBytes::new(py, &canonical(&value)))
 }
 
-fn params_value(params_json: &str) -> PyResult<crate::json::Value> {
+fn params_value(params_json: &str) -> PyResult<crate::json::Value<'_>> {
     if params_json.trim().is_empty() {
         Ok(crate::json::Value::Object(vec![]))
     } else {
@@ -434,8 +434,7 @@ impl PyCore {
         };
         let (response, verdict) = match form {
             Form::Evaluate => {
-                let verdicts = decisions.iter().map(service::verdict_message).collect();
-                (Some(PyBytes::new(py, &pb::EvaluateResponse { verdicts }.encode_to_vec()).unbind()), None)
+                (Some(PyBytes::new(py, &service::evaluate_response(&decisions)).unbind()), None)
             }
             Form::Check => {
                 let verdict = decisions.first().map(service::verdict_message);

@@ -21,14 +21,14 @@ pub enum Event<'a> {
 
 struct Invalid(&'static str, String);
 
-fn decode_field(text: &str, field: &str, code: &'static str, max_depth: usize) -> Result<Value, Invalid> {
+fn decode_field<'t>(text: &'t str, field: &str, code: &'static str, max_depth: usize) -> Result<Value<'t>, Invalid> {
     decode(text, max_depth).map_err(|e| match e {
         JsonError::TooDeep(m) => Invalid("json_too_deep", format!("{field} {m}")),
         JsonError::Invalid(m) => Invalid(code, format!("{field} is not valid JSON: {m}")),
     })
 }
 
-fn decode_params(text: &str, max_depth: usize) -> Result<Value, Invalid> {
+fn decode_params(text: &str, max_depth: usize) -> Result<Value<'_>, Invalid> {
     if text.is_empty() || text.chars().all(py_isspace) {
         return Ok(Value::Object(Vec::new()));
     }

@@ -25,7 +25,7 @@ pub use request::{count_events, py_repr, Limits, Refusal};
 pub use retries::{content_digest, RETRY_WINDOW};
 pub use store::{Entry, RunKey, Store, RECENT_DECISIONS};
 pub use summary::{counter, LogLine, Summary, DEBUG, ERROR, INFO, WARNING};
-pub use views::verdict_message;
+pub use views::{evaluate_response, verdict_message};
 
 /// The compiled config: settings per agent id, the defaults, the tool catalog.
 #[derive(Default)]

@@ -11,7 +11,7 @@ use prost::Message;
 use super::retries::content_digest;
 use super::store::RECENT_DECISIONS;
 use super::summary::{counter, LogLine, Summary, ERROR};
-use super::views::verdict_message;
+use super::views::evaluate_response;
 use super::{Core, Decision};
 use crate::engine::{evaluate, Action, Event, RunState, Verdict};
 use crate::json::py_isspace;
@@ -133,8 +133,7 @@ impl Core {
         if lazy {
             self.not_loaded(&events, tenant, routed, summary)?;
         }
-        let verdicts = self.evaluate_events(&events, tenant, routed, now, summary).iter().map(verdict_message).collect();
-        Ok(pb::EvaluateResponse { verdicts }.encode_to_vec())
+        Ok(evaluate_response(&self.evaluate_events(&events, tenant, routed, now, summary)))
     }
 
     /// An EvaluateRequest's events, refused whole when it is undecodable or carries more events
