@@ -159,7 +159,7 @@ fn on_tool_call(
     };
     let Some(det) = found else {
         state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
-        return Ok(Verdict::allow(&tool));
+        return Ok(allow_owned(tool));
     };
     let (seqs, ids) = evidence(state, &det.evidence);
     let mut v = Verdict {
@@ -225,7 +225,7 @@ fn on_tool_outcome(
     let wrapped = matches!(raw, Some(r) if r.contains(MARKER));
     let fp = outcome_fingerprint(&tool, &params, result.as_ref(), error, catalog, wrapped);
     if fp.status == PENDING {
-        return Ok(Verdict::allow(&tool));
+        return Ok(allow_owned(tool));
     }
     let digest = args_digest_of(&tool, params_json, &params);
     let t = Tool::new(&tool);
@@ -258,7 +258,14 @@ fn on_tool_outcome(
         state.abort = Some(Box::new(abort.clone()));
         return Ok(abort);
     }
-    Ok(Verdict::allow(&tool))
+    Ok(allow_owned(tool))
+}
+
+/// `Verdict::allow` taking the normalised name it is given (no second copy of it).
+fn allow_owned(tool: String) -> Verdict {
+    let mut v = Verdict::allow("");
+    v.tool_name = tool;
+    v
 }
 
 #[cfg(test)]

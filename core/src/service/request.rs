@@ -269,34 +269,34 @@ impl Core {
     pub fn evaluate_event(&mut self, event: &pb::Event, tenant: &str, now: f64, summary: &mut Summary) -> Decision {
         let kind = kind_name(&event.kind);
         summary.count(counter::EVENTS, [kind, ""], "");
-        let run_id = event.run_id.trim_matches(py_isspace).to_string();
-        if let Some(invalid) = self.envelope_error(event, &run_id) {
-            return self.rejected(event, &run_id, invalid, summary);
+        let run_id: &str = event.run_id.trim_matches(py_isspace);
+        if let Some(invalid) = self.envelope_error(event, run_id) {
+            return self.rejected(event, run_id, invalid, summary);
         }
         if let Some(pb::event::Kind::RunEnd(_)) = event.kind {
-            self.store.remove(tenant, &run_id);
+            self.store.remove(tenant, run_id);
             let agent = self.config.agent_label(&event.agent_id).to_string();
             summary.count(counter::VERDICTS, ["allow", "none"], &agent);
-            return Decision { seq: event.seq, run_id, verdict: Verdict::allow(""), decision_id: String::new() };
+            return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: Verdict::allow(""), decision_id: String::new() };
         }
-        let held = self.store.touch(tenant, &run_id, now, &mut summary.evictions);
+        let held = self.store.touch(tenant, run_id, now, &mut summary.evictions);
         let mut digest: Option<[u8; 8]> = None;
         if held && event.seq != 0 {
-            let entry = self.store.get(tenant, &run_id).expect("held");
+            let entry = self.store.get(tenant, run_id).expect("held");
             if let Some(retries) = &entry.retries {
                 let d = content_digest(&event.kind);
                 digest = Some(d);
                 if let Some(slot) = retries.find(event.seq, &d) {
                     summary.count(counter::RETRIED, ["", ""], "");
                     if let Some(kept) = retries.decisions.get(&slot) {
-                        return Decision { seq: event.seq, run_id, verdict: kept.verdict.clone(), decision_id: kept.decision_id.clone() };
+                        return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: kept.verdict.clone(), decision_id: kept.decision_id.clone() };
                     }
                     let tool = match &event.kind {
                         Some(pb::event::Kind::ToolCall(c)) => crate::toolnames::normalize_tool_name(&c.tool_name),
                         Some(pb::event::Kind::ToolOutcome(o)) => crate::toolnames::normalize_tool_name(&o.tool_name),
                         _ => String::new(),
                     };
-                    return Decision { seq: event.seq, run_id, verdict: Verdict::allow(&tool), decision_id: String::new() };
+                    return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: Verdict::allow(&tool), decision_id: String::new() };
                 }
             }
         }
@@ -304,19 +304,19 @@ impl Core {
         let agent_id = if !event_agent.is_empty() {
             event_agent.to_string()
         } else if held {
-            self.store.get(tenant, &run_id).map(|e| e.agent_id.clone()).unwrap_or_default()
+            self.store.get(tenant, run_id).map(|e| e.agent_id.clone()).unwrap_or_default()
         } else {
             String::new()
         };
         let created = !held;
         if created {
             let capacity = self.config.settings_for(&agent_id).history_size;
-            self.store.create(tenant, &run_id, RunState::new(capacity), now, &mut summary.evictions);
+            self.store.create(tenant, run_id, RunState::new(capacity), now, &mut summary.evictions);
         }
         let config = &self.config;
         let settings = config.settings_for(&agent_id);
         let max_depth = self.limits.max_json_depth;
-        let entry = self.store.get_mut(tenant, &run_id).expect("created");
+        let entry = self.store.get_mut(tenant, run_id).expect("created");
         let was_aborted = entry.state.abort.is_some();
         let state = &mut entry.state;
         let panic_tool = self.panic_tool.as_deref();
@@ -349,16 +349,17 @@ impl Core {
         }));
         let verdict = match outcome {
             Ok(v) => v,
-            Err(_) => return self.internal_error(event, tenant, &run_id, created, kind, summary),
+            Err(_) => return self.internal_error(event, tenant, run_id, created, kind, summary),
         };
-        let agent_label = self.config.agent_label(&agent_id).to_string();
-        let entry = self.store.get_mut(tenant, &run_id).expect("held");
-        entry.agent_id = agent_id;
-        if !event.session_id.is_empty() {
+        let entry = self.store.get_mut(tenant, run_id).expect("held");
+        if entry.agent_id != agent_id {
+            entry.agent_id = agent_id;
+        }
+        if !event.session_id.is_empty() && entry.session_id != event.session_id {
             entry.session_id = event.session_id.clone();
         }
         let decision = if verdict.action == Action::Reject {
-            Decision { seq: event.seq, run_id: run_id.clone(), verdict, decision_id: String::new() }
+            Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id: String::new() }
         } else {
             entry.events_evaluated += 1;
             let needs_id = !(verdict.action == Action::Allow && verdict.shadow_action.is_none());
@@ -368,7 +369,7 @@ impl Core {
             } else {
                 String::new()
             };
-            let decision = Decision { seq: event.seq, run_id: run_id.clone(), verdict, decision_id };
+            let decision = Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id };
             if !decision.decision_id.is_empty() {
                 let recent = entry.recent.get_or_insert_with(|| VecDeque::with_capacity(RECENT_DECISIONS));
                 if recent.len() >= RECENT_DECISIONS {
@@ -384,8 +385,9 @@ impl Core {
             }
             decision
         };
-        let (tenant_s, agent_s, session_s) = (entry.tenant.clone(), entry.agent_id.clone(), entry.session_id.clone());
-        self.account(event, &decision, &agent_label, was_aborted, kind, (tenant_s, agent_s, session_s), summary);
+        let agent_label = self.config.agent_label(&entry.agent_id);
+        let who = (entry.tenant.as_str(), entry.agent_id.as_str(), entry.session_id.as_str());
+        Core::account(self.debug_logs, event, &decision, agent_label, was_aborted, kind, who, summary);
         decision
     }
 
