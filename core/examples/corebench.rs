@@ -251,9 +251,14 @@ fn breakdown(pairs: usize) {
     println!("breakdown: {count} events in {} requests of 64, {:.0} request bytes per event", data.len(), total_bytes as f64 / count as f64);
     let probe = core(30);
     let decoded: Vec<Vec<pb::Event>> = data.iter().map(|d| probe.decode_evaluate(d).ok().unwrap()).collect();
-    stage("decode (count_events + prost)", count, || {
+    stage("decode with prost (count_events + prost)", count, || {
         for d in &data {
             std::hint::black_box(probe.decode_evaluate(d).ok());
+        }
+    });
+    stage("decode in place (count_events + wire.rs)", count, || {
+        for d in &data {
+            std::hint::black_box(probe.decode_request(d).ok().map(|e| e.refs().len()));
         }
     });
     stage("retry content digest (whole text)", count, || {

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use super::wire::{kind_ref, KindRef, OutcomeRef};
 use super::Decision;
 use crate::pb;
 
@@ -75,30 +76,35 @@ impl ContentHash {
 }
 
 pub fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
+    content_digest_of(&kind_ref(kind))
+}
+
+/// `content_digest` of an event however it was read.
+pub fn content_digest_of(kind: &Option<KindRef>) -> [u8; 8] {
     let mut h = ContentHash::new();
     match kind {
-        Some(pb::event::Kind::ToolCall(c)) => {
+        Some(KindRef::ToolCall { tool_name, params_json, .. }) => {
             h.update(b"c");
-            h.text(&c.tool_name);
-            h.text(&c.params_json);
+            h.text(tool_name);
+            h.text(params_json);
         }
-        Some(pb::event::Kind::ToolOutcome(o)) => {
+        Some(KindRef::ToolOutcome { tool_name, params_json, outcome, .. }) => {
             h.update(b"o");
-            h.text(&o.tool_name);
-            h.text(&o.params_json);
-            match &o.outcome {
-                Some(pb::tool_outcome::Outcome::Error(e)) => {
+            h.text(tool_name);
+            h.text(params_json);
+            match outcome {
+                Some(OutcomeRef::Error(e)) => {
                     h.update(b"e");
                     h.text(e);
                 }
-                Some(pb::tool_outcome::Outcome::ResultJson(r)) => {
+                Some(OutcomeRef::ResultJson(r)) => {
                     h.update(b"r");
                     h.text(r);
                 }
                 None => h.update(b"-"),
             }
         }
-        Some(pb::event::Kind::CompactionRetry(_)) => h.update(b"k"),
+        Some(KindRef::CompactionRetry) => h.update(b"k"),
         _ => h.update(b"x"),
     }
     h.finish()

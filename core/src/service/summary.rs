@@ -4,7 +4,7 @@
 
 use super::{Core, Decision};
 use crate::engine::{Action, Verdict};
-use crate::pb;
+use super::wire::EventRef;
 
 /// Metric increments of one request: (counter, labels) -> count.
 #[derive(Default)]
@@ -67,7 +67,7 @@ impl Summary {
 impl Core {
     /// `who`: the run's (tenant, agent id, session id), for log lines. `debug_logs`: the core's.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn account(debug_logs: bool, event: &pb::Event, decision: &Decision, agent: &str, was_aborted: bool,
+    pub(super) fn account(debug_logs: bool, event: &EventRef, decision: &Decision, agent: &str, was_aborted: bool,
                           kind: &'static str, who: (&str, &str, &str), summary: &mut Summary) {
         let v = &decision.verdict;
         let detector = v.detector.name();
