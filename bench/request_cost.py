@@ -14,10 +14,12 @@ daemon writes them to stderr. Each measure is the best of `--rounds` over the wh
 interleaved, with a fresh core per round (a second pass of the same seqs would be retries).
 
 Run: .venv/bin/python bench/request_cost.py [--pairs 20000] [--batch 64] [--rounds 5]
+(another venv's python measures that venv's daemon: an A/B)
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import pathlib
 import sys
@@ -52,7 +54,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    logs.configure("INFO", open(os.devnull, "w"))  # as the daemon logs, to /dev/null
+    devnull = open(os.devnull, "w")
+    try:
+        logs.configure("INFO", devnull)  # as the daemon logs, to /dev/null
+    except TypeError:  # an older daemon (an A/B from another venv): its handler, to /dev/null
+        handler = logging.StreamHandler(devnull)
+        handler.setFormatter(logs.JsonLineFormatter())
+        logging.getLogger().handlers[:] = [handler]
+        logging.getLogger().setLevel(logging.INFO)
 
     requests = _requests(traffic("cost", args.pairs), args.batch)
     events = sum(len(pb.EvaluateRequest.FromString(r).events) for r in requests)

@@ -1,24 +1,37 @@
 """Structured logs: one JSON object per line on stderr.
 
-The decision log is the one on the per-event path: a request's decision lines are made into
-records together (`log_batch`) and the stderr handler writes them in one write per request
-(`JsonLineHandler.held`), not one write and flush per line. Each line is still one record
-through the logger's handlers, so levels, filters and any other handler see what they saw.
+The decision log is the one on the per-event path: `log_batch` takes a request's decision lines
+together. While logging is as the daemon configures it (its JSON handler on the root logger and
+nothing else in the decision logger's way: no other handler, filter or record factory), the
+lines are formatted straight from their fields, exactly as `JsonLineFormatter` formats the
+record `logger.log` would make, and written in one write per request: no LogRecord, no caller
+lookup, no write and flush per line. Any other set-up (a test's handler, OpenTelemetry's record
+factory) gets one record per line through the logger, as before.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import sys
-import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import orjson
 
 # Attributes every LogRecord has; anything else passed via `extra=` is a structured field.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+def _timestamp(created: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int((created - int(created)) * 1000):03d}Z"
+
+
+def _dumps(line: dict) -> str:
+    try:
+        # NOTE: orjson, ~10x the stdlib encoder: decision log lines are on the per-event path.
+        return orjson.dumps(line, default=str).decode()
+    except TypeError:  # an integer beyond 64 bits or a lone surrogate: the stdlib spells it
+        return json.dumps(line, ensure_ascii=False, default=str)
 
 
 class JsonLineFormatter(logging.Formatter):
@@ -34,65 +47,68 @@ class JsonLineFormatter(logging.Formatter):
                 line[key] = value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        try:
-            # NOTE: orjson, ~10x the stdlib encoder: decision log lines are on the per-event path.
-            return orjson.dumps(line, default=str).decode()
-        except TypeError:  # an integer beyond 64 bits or a lone surrogate: the stdlib spells it
-            return json.dumps(line, ensure_ascii=False, default=str)
+        return _dumps(line)
 
 
 class JsonLineHandler(logging.StreamHandler):
-    """A stream handler of JSON lines that can hold one thread's lines and write them at once."""
+    """The daemon's stderr handler: JSON lines, and a request's decision lines in one write."""
 
     def __init__(self, stream=None) -> None:
         super().__init__(stream)
         self.setFormatter(JsonLineFormatter())
-        self._held: list[str] | None = None
-        self._holder = 0
 
-    def emit(self, record: logging.LogRecord) -> None:
-        if self._held is None or self._holder != threading.get_ident():
-            super().emit(record)
-            return
+    def write_lines(self, lines: list[str]) -> None:
+        self.acquire()
         try:
-            self._held.append(self.format(record))
-        except Exception:  # noqa: BLE001 - as StreamHandler.emit does
-            self.handleError(record)
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        """Lines this thread emits inside the block are written when it ends, in one write."""
-        if self._held is not None:  # nested, or another thread holds: write as usual
-            yield
-            return
-        self._held, self._holder = [], threading.get_ident()
-        try:
-            yield
+            self.stream.write(self.terminator.join(lines) + self.terminator)
+            self.flush()
+        except Exception:  # noqa: BLE001 - as StreamHandler.emit: a broken stderr must not fail a request
+            pass
         finally:
-            lines, self._held = self._held, None
-            if lines:
-                self.acquire()
-                try:
-                    self.stream.write(self.terminator.join(lines) + self.terminator)
-                    self.flush()
-                except Exception:  # noqa: BLE001 - a broken stderr must not fail a request
-                    pass
-                finally:
-                    self.release()
+            self.release()
 
 
 _handler: JsonLineHandler | None = None
 
 
+def _direct(logger: logging.Logger) -> JsonLineHandler | None:
+    """The daemon's handler when it alone sees `logger`'s records, unchanged on the way: no
+    filter, no other handler, the stock record factory and formatter."""
+    handler = _handler
+    if handler is None or logger.disabled or logger.filters or logger.handlers or not logger.propagate:
+        return None
+    root = logging.root
+    parent = logger.parent
+    while parent is not None and parent is not root:  # loopwarden.decisions -> loopwarden -> root
+        if parent.handlers or parent.filters or not parent.propagate:
+            return None
+        parent = parent.parent
+    if (root.handlers != [handler] or root.filters or handler.filters or type(handler.formatter) is not JsonLineFormatter
+            or logging.getLogRecordFactory() is not logging.LogRecord):
+        return None
+    return handler
+
+
 def log_batch(logger: logging.Logger, lines: Iterable[tuple[int, str, dict]]) -> None:
-    """(level, message, extra) lines as records of `logger`, as `logger.log` makes them but for
-    the caller lookup (no field of a JSON line names the caller), and, when the daemon's stderr
-    handler is configured, written in one write."""
-    enabled, handle, make, name = logger.isEnabledFor, logger.handle, logger.makeRecord, logger.name
-    with _handler.held() if _handler is not None else contextlib.nullcontext():
+    """(level, message, extra) lines of one request, as `logger.log(level, message, extra=extra)`
+    each would log them (see the module docstring)."""
+    handler = _direct(logger)
+    if handler is None:
+        enabled, handle, make, name = logger.isEnabledFor, logger.handle, logger.makeRecord, logger.name
         for level, message, extra in lines:
             if enabled(level):
                 handle(make(name, level, "(unknown file)", 0, message, (), None, "(unknown function)", extra))
+        return
+    now = time.time()
+    ts, name, floor = _timestamp(now), logger.name, handler.level
+    texts = []
+    for level, message, extra in lines:
+        if level >= floor and logger.isEnabledFor(level):
+            line = {"ts": ts, "level": logging.getLevelName(level).lower(), "logger": name, "msg": message}
+            line.update(extra)
+            texts.append(_dumps(line))
+    if texts:
+        handler.write_lines(texts)
 
 
 def configure(level: str, stream=None) -> None:

@@ -1,4 +1,5 @@
-"""Decision log lines of one request: the same JSON lines as `logger.log` writes, in one write."""
+"""Decision log lines of one request: the same JSON lines as `logger.log` writes, in one write
+while logging is as the daemon sets it up, and one record per line through the logger otherwise."""
 from __future__ import annotations
 
 import io
@@ -41,6 +42,7 @@ def _fields(text: str) -> list[dict]:
 
 
 def test_a_batch_is_the_lines_logger_log_writes_in_one_write(stream):
+    logging.getLogger().handlers[:] = [logs._handler]  # pytest's own capture handler aside
     logger = logging.getLogger("loopwarden.decisions")
     for level, message, extra in LINES:
         logger.log(level, message, extra=extra)
@@ -52,6 +54,35 @@ def test_a_batch_is_the_lines_logger_log_writes_in_one_write(stream):
     assert _fields(stream.getvalue()) == _fields(one_by_one)
     assert len(_fields(one_by_one)) == 2, "DEBUG is below the level"
     assert (writes, stream.writes) == (2, 1)
+
+
+def test_unicode_and_big_integers_are_spelled_as_the_formatter_spells_them(stream):
+    logging.getLogger().handlers[:] = [logs._handler]
+    logger = logging.getLogger("loopwarden.decisions")
+    extra = {"run_id": "r\u00e9\ud800", "seq": 2**70}  # a lone surrogate and > 64 bits: the stdlib encoder
+    logger.log(logging.WARNING, "m", extra=extra)
+    one = stream.getvalue()
+    stream.seek(0)
+    stream.truncate()
+    logs.log_batch(logger, [(logging.WARNING, "m", extra)])
+    assert _fields(stream.getvalue()) == _fields(one)
+
+
+def test_a_record_factory_gets_records(stream):
+    """OpenTelemetry's log correlation swaps the record factory: every line is then a record."""
+    logging.getLogger().handlers[:] = [logs._handler]
+    made = []
+    factory = logging.getLogRecordFactory()
+
+    def counting(*args, **kwargs):
+        made.append(args)
+        return factory(*args, **kwargs)
+    logging.setLogRecordFactory(counting)
+    try:
+        logs.log_batch(logging.getLogger("loopwarden.decisions"), LINES)
+    finally:
+        logging.setLogRecordFactory(factory)
+    assert len(made) == 2 and len(_fields(stream.getvalue())) == 2
 
 
 def test_other_handlers_see_every_record(stream):
