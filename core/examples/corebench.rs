@@ -4,6 +4,8 @@
 //!   cargo run --release --example corebench -- memory [runs]     heap + RSS per run, 30 records
 //!   cargo run --release --example corebench -- scaling [runs]    spread ns/event, 1k vs `runs` runs
 //!   cargo run --release --example corebench -- batch [pairs]     bench traffic, batches of 64
+//!   cargo run --release --example corebench -- breakdown [pairs] the batch traffic's per-event
+//!                                                                 time and allocations by stage
 //!
 //! Heap bytes are counted by a wrapping global allocator (exact, no noise); RSS is read from
 //! /proc and includes allocator slack and fragmentation.
@@ -216,6 +218,110 @@ fn main() {
             }
             println!("batch64: bench traffic, {count} events: {best:.0} ns/event (best of 5); {allocations:.1} allocations/event");
         }
-        _ => eprintln!("modes: memory [runs] | scaling [runs] | batch [pairs]"),
+        "breakdown" => breakdown(n),
+        _ => eprintln!("modes: memory [runs] | scaling [runs] | batch [pairs] | breakdown [pairs]"),
     }
+}
+
+/// ns and allocations per event of `stage` over the batch traffic (best of 5 rounds).
+fn stage(name: &str, count: usize, mut run: impl FnMut()) -> f64 {
+    let mut best = f64::MAX;
+    let mut allocations = 0.0;
+    for _ in 0..5 {
+        let calls0 = CALLS.load(Ordering::Relaxed);
+        let started = Instant::now();
+        run();
+        best = best.min(started.elapsed().as_secs_f64() * 1e9 / count as f64);
+        allocations = (CALLS.load(Ordering::Relaxed) - calls0) as f64 / count as f64;
+    }
+    println!("  {name:44} {best:7.0} ns/event {allocations:5.1} allocations/event");
+    best
+}
+
+/// The batch traffic's per-event work taken apart: each stage alone, then the whole request.
+/// The stages overlap the whole (it runs them all, and more); they say where its time goes.
+fn breakdown(pairs: usize) {
+    use loopwarden_core::fingerprint::{args_digest, outcome_fingerprint, Catalog};
+    use loopwarden_core::json::{canonical, decode};
+    use loopwarden_core::service::{content_digest, evaluate_response};
+    let events = traffic("batch", pairs);
+    let count = events.len();
+    let data = requests(events, 64);
+    let total_bytes: usize = data.iter().map(Vec::len).sum();
+    println!("breakdown: {count} events in {} requests of 64, {:.0} request bytes per event", data.len(), total_bytes as f64 / count as f64);
+    let probe = core(30);
+    let decoded: Vec<Vec<pb::Event>> = data.iter().map(|d| probe.decode_evaluate(d).ok().unwrap()).collect();
+    stage("decode with prost (count_events + prost)", count, || {
+        for d in &data {
+            std::hint::black_box(probe.decode_evaluate(d).ok());
+        }
+    });
+    stage("decode in place (count_events + wire.rs)", count, || {
+        for d in &data {
+            std::hint::black_box(probe.decode_request(d).ok().map(|e| e.refs().len()));
+        }
+    });
+    stage("retry content digest (whole text)", count, || {
+        for e in decoded.iter().flatten() {
+            std::hint::black_box(content_digest(&e.kind));
+        }
+    });
+    let texts = || decoded.iter().flatten().filter_map(|e| match &e.kind {
+        Some(pb::event::Kind::ToolCall(c)) => Some((c.tool_name.as_str(), c.params_json.as_str(), None)),
+        Some(pb::event::Kind::ToolOutcome(o)) => Some((o.tool_name.as_str(), o.params_json.as_str(), match &o.outcome {
+            Some(pb::tool_outcome::Outcome::ResultJson(r)) => Some(r.as_str()),
+            _ => None,
+        })),
+        _ => None,
+    });
+    stage("JSON parse: params (+ result on outcomes)", count, || {
+        for (_, params, result) in texts() {
+            std::hint::black_box(decode(params, 64).ok());
+            if let Some(r) = result {
+                std::hint::black_box(decode(r, 64).ok());
+            }
+        }
+    });
+    let values: Vec<_> = texts().map(|(t, p, r)| (t, decode(p, 64).unwrap(), r.map(|r| decode(r, 64).unwrap()))).collect();
+    stage("canonical JSON only (params + result)", count, || {
+        for (_, params, result) in &values {
+            std::hint::black_box(canonical(params));
+            if let Some(r) = result {
+                std::hint::black_box(canonical(r));
+            }
+        }
+    });
+    stage("args digest (canonical + sha256), every event", count, || {
+        for (tool, params, _) in &values {
+            std::hint::black_box(args_digest(tool, params));
+        }
+    });
+    let catalog = Catalog::default();
+    stage("outcome fingerprint (canonical + sha256)", count, || {
+        for (tool, params, result) in &values {
+            if result.is_some() {
+                std::hint::black_box(outcome_fingerprint(tool, params, result.as_ref(), None, &catalog, false).digest);
+            }
+        }
+    });
+    let mut c = core(30);
+    let mut decisions = Vec::new();
+    for events in &decoded {
+        let mut summary = Summary::default();
+        decisions.push(c.evaluate_events(events, "", "", 1000.0, &mut summary));
+    }
+    stage("response encode", count, || {
+        for ds in &decisions {
+            std::hint::black_box(evaluate_response(ds));
+        }
+    });
+    let mut best = f64::MAX;
+    let mut allocations = 0.0;
+    for _ in 0..5 {
+        let mut c = core(30);
+        let calls0 = CALLS.load(Ordering::Relaxed);
+        best = best.min(time(&mut c, &data, count, 1));
+        allocations = (CALLS.load(Ordering::Relaxed) - calls0) as f64 / count as f64;
+    }
+    println!("  {:44} {best:7.0} ns/event {allocations:5.1} allocations/event", "whole request (evaluate_request), fresh core");
 }

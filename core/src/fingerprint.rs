@@ -1,6 +1,8 @@
 //! Args and outcome fingerprints (spec sections 3 and 4), a port of `engine/fingerprints.py`
 //! and `engine/external_content.py`. Every digest is sha256 over `json::canonical`.
 
+use std::borrow::Cow;
+
 use crate::json::{digest, digest_entries, py_strip, Int, Value};
 
 pub const PENDING: u8 = 0;
@@ -36,19 +38,19 @@ fn no_outcome() -> Outcome {
     Outcome { status: PENDING, digest: [0; 32], unknown_tool_name: None }
 }
 
-fn obj(entries: Vec<(&str, Value)>) -> Value {
-    Value::object(entries.into_iter().map(|(k, v)| (k.as_bytes().to_vec(), v)).collect())
+fn obj<'a>(entries: Vec<(&'static str, Value<'a>)>) -> Value<'a> {
+    Value::object(entries.into_iter().map(|(k, v)| (Cow::Borrowed(k.as_bytes()), v)).collect())
 }
 
-fn str_val(s: &[u8]) -> Value {
-    Value::Str(s.to_vec())
+fn str_val(s: &[u8]) -> Value<'static> {
+    Value::owned_str(s.to_vec())
 }
 
 fn non_blank(value: Option<&Value>) -> bool {
     matches!(value, Some(Value::Str(s)) if !py_strip(s).is_empty())
 }
 
-pub fn plan_shape(value: &Value) -> Value {
+pub fn plan_shape<'a>(value: &Value<'a>) -> Value<'a> {
     if !value.is_object() {
         return value.clone();
     }
@@ -86,7 +88,7 @@ pub fn args_digest(tool_name: &str, params: &Value) -> [u8; 32] {
     digest(params)
 }
 
-fn action_of(params: &Value) -> Option<&Value> {
+fn action_of<'v, 'a>(params: &'v Value<'a>) -> Option<&'v Value<'a>> {
     params.get("action")
 }
 
@@ -292,9 +294,9 @@ pub fn blank_wrapper_ids(text: &[u8]) -> Vec<u8> {
     out
 }
 
-pub fn blank_wrapper_ids_in(value: &Value) -> Value {
+pub fn blank_wrapper_ids_in<'a>(value: &Value<'a>) -> Value<'a> {
     match value {
-        Value::Str(s) => Value::Str(blank_wrapper_ids(s)),
+        Value::Str(s) => Value::owned_str(blank_wrapper_ids(s)),
         Value::Array(items) => Value::Array(items.iter().map(blank_wrapper_ids_in).collect()),
         Value::Object(entries) => {
             Value::Object(entries.iter().map(|(k, v)| (k.clone(), blank_wrapper_ids_in(v))).collect())
@@ -305,46 +307,45 @@ pub fn blank_wrapper_ids_in(value: &Value) -> Value {
 
 // --- outcome fingerprint ---------------------------------------------------------------------
 
-fn text_content(result: &Value) -> Vec<u8> {
-    let Some(Value::Array(content)) = result.get("content") else { return Vec::new() };
-    let mut joined: Vec<u8> = Vec::new();
-    let mut first = true;
-    for entry in content {
-        if !entry.is_object() || !matches!(entry.get("type"), Some(Value::Str(_))) {
-            continue;
-        }
-        if let Some(Value::Str(text)) = entry.get("text") {
-            if !first {
-                joined.push(b'\n');
-            }
-            first = false;
-            joined.extend_from_slice(text);
-        }
+/// The text entries' texts joined by newlines, stripped: borrowed from `result` when there is
+/// one (the common case), so the result's longest string is not copied.
+fn text_content<'v>(result: &'v Value) -> Cow<'v, [u8]> {
+    let Some(Value::Array(content)) = result.get("content") else { return Cow::Borrowed(&[]) };
+    let mut texts = content.iter().filter_map(|entry| match (entry.is_object(), entry.get("type"), entry.get("text")) {
+        (true, Some(Value::Str(_)), Some(Value::Str(text))) => Some(text.as_ref()),
+        _ => None,
+    });
+    let Some(first) = texts.next() else { return Cow::Borrowed(&[]) };
+    let Some(second) = texts.next() else { return Cow::Borrowed(py_strip(first)) };
+    let mut joined: Vec<u8> = [first, second].join(&b'\n');
+    for text in texts {
+        joined.push(b'\n');
+        joined.extend_from_slice(text);
     }
-    py_strip(&joined).to_vec()
+    Cow::Owned(py_strip(&joined).to_vec())
 }
 
-fn str_or_null(value: Option<&Value>) -> Value {
+fn str_or_null(value: Option<&Value>) -> Value<'static> {
     match value {
         Some(Value::Str(s)) => str_val(s),
         _ => Value::Null,
     }
 }
 
-fn str_or_empty(value: Option<&Value>) -> Value {
+fn str_or_empty(value: Option<&Value>) -> Value<'static> {
     match value {
         Some(Value::Str(s)) if !s.is_empty() => str_val(s),
-        _ => Value::Str(Vec::new()),
+        _ => Value::owned_str(Vec::new()),
     }
 }
 
-fn field(details: &Value, key: &str) -> Value {
+fn field<'a>(details: &Value<'a>, key: &str) -> Value<'a> {
     details.get(key).cloned().unwrap_or(Value::Null)
 }
 
 fn exec_hash(details: &Value, text: &[u8]) -> Option<[u8; 32]> {
     let Some(Value::Str(status)) = details.get("status") else { return None };
-    let status_s = status.as_slice();
+    let status_s = status.as_ref();
     if status_s == b"running" {
         return Some(digest(&obj(vec![("status", str_val(status)), ("tail", str_or_empty(details.get("tail")))])));
     }
@@ -362,7 +363,7 @@ fn exec_hash(details: &Value, text: &[u8]) -> Option<[u8; 32]> {
             ("status", str_val(status)),
             ("exitCode", exit_code),
             ("timedOut", Value::Bool(matches!(details.get("timedOut"), Some(Value::Bool(true))))),
-            ("output", Value::Str(output)),
+            ("output", Value::owned_str(output)),
         ])));
     }
     if status_s == b"approval-pending" || status_s == b"approval-unavailable" {
@@ -378,7 +379,7 @@ fn exec_hash(details: &Value, text: &[u8]) -> Option<[u8; 32]> {
 }
 
 fn process_hash(action: &str, details: &Value, text: &[u8]) -> [u8; 32] {
-    let text = Value::Str(text.to_vec());
+    let text = Value::Str(Cow::Borrowed(text));
     if action == "poll" {
         return digest(&obj(vec![
             ("action", Value::str_value(action)),
@@ -402,7 +403,7 @@ fn process_hash(action: &str, details: &Value, text: &[u8]) -> [u8; 32] {
 }
 
 fn is_send_action(action: Option<&Value>) -> bool {
-    matches!(action, Some(Value::Str(s)) if SEND_ACTIONS.iter().any(|a| a.as_bytes() == s.as_slice()))
+    matches!(action, Some(Value::Str(s)) if SEND_ACTIONS.iter().any(|a| a.as_bytes() == s.as_ref()))
 }
 
 fn is_send(tool_name: &str, params: &Value, catalog: &Catalog) -> bool {
@@ -428,7 +429,7 @@ fn is_message_object(value: &Value) -> bool {
             || matches!(value.get("conversation"), Some(Value::Object(_))))
 }
 
-pub fn strip_volatile_send_ids(value: &Value) -> Value {
+pub fn strip_volatile_send_ids<'a>(value: &Value<'a>) -> Value<'a> {
     match value {
         Value::Array(items) => Value::Array(items.iter().map(strip_volatile_send_ids).collect()),
         Value::Object(entries) => {
@@ -437,7 +438,7 @@ pub fn strip_volatile_send_ids(value: &Value) -> Value {
                 entries
                     .iter()
                     .filter(|(k, _)| {
-                        !(VOLATILE_SEND_KEYS.iter().any(|v| v.as_bytes() == k.as_slice()) || (drop_id && k.as_slice() == b"id"))
+                        !(VOLATILE_SEND_KEYS.iter().any(|v| v.as_bytes() == k.as_ref()) || (drop_id && k.as_ref() == b"id"))
                     })
                     .map(|(k, v)| (k.clone(), strip_volatile_send_ids(v)))
                     .collect(),
@@ -458,7 +459,7 @@ pub fn outcome_fingerprint(
 ) -> Outcome {
     if let Some(error) = error {
         let text = if wrapped { blank_wrapper_ids(error.as_bytes()) } else { error.as_bytes().to_vec() };
-        return Outcome { status: ERROR, digest: digest(&Value::Str(text)), unknown_tool_name: unknown_tool_name(error) };
+        return Outcome { status: ERROR, digest: digest(&Value::owned_str(text)), unknown_tool_name: unknown_tool_name(error) };
     }
     let Some(result) = result else { return no_outcome() };
     let blanked;
@@ -505,7 +506,7 @@ pub fn outcome_fingerprint(
         return done(digest(&strip_volatile_send_ids(details)));
     }
     if tool_name == "update_plan" {
-        return done(digest(&obj(vec![("details", plan_shape(details)), ("text", Value::Str(Vec::new()))])));
+        return done(digest(&obj(vec![("details", plan_shape(details)), ("text", Value::owned_str(Vec::new()))])));
     }
     if result.has("structuredContent") || result.has("isError") {
         let (structured, is_error) = (field(result, "structuredContent"), field(result, "isError"));

@@ -10,7 +10,11 @@
 //! Strings are kept as WTF-8 bytes: valid UTF-8, except that a lone surrogate from a `\uD800`
 //! escape is its 3-byte generalised encoding, which is what Python's `surrogatepass` writes.
 //! Objects are kept sorted by key with duplicates resolved to the last value (Python's dict),
-//! so lookups are binary searches and canonical output is a straight walk.
+//! so lookups are binary searches and canonical output is a straight walk. A string or key
+//! without escapes borrows its bytes from the text (`Cow::Borrowed`): most of a payload is such
+//! strings, and copying each one out was most of the parser's allocations.
+
+use std::borrow::Cow;
 
 use sha2::{Digest, Sha256};
 
@@ -27,21 +31,21 @@ pub enum Int {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub enum Value {
+pub enum Value<'a> {
     Null,
     Bool(bool),
     Int(Int),
     Float(f64),
-    Str(Vec<u8>),
-    Array(Vec<Value>),
-    Object(Vec<(Vec<u8>, Value)>),
+    Str(Cow<'a, [u8]>),
+    Array(Vec<Value<'a>>),
+    Object(Vec<(Cow<'a, [u8]>, Value<'a>)>),
 }
 
-impl Value {
-    pub fn get(&self, key: &str) -> Option<&Value> {
+impl<'a> Value<'a> {
+    pub fn get(&self, key: &str) -> Option<&Value<'a>> {
         match self {
             Value::Object(entries) => entries
-                .binary_search_by(|(k, _)| k.as_slice().cmp(key.as_bytes()))
+                .binary_search_by(|(k, _)| k.as_ref().cmp(key.as_bytes()))
                 .ok()
                 .map(|i| &entries[i].1),
             _ => None,
@@ -57,28 +61,32 @@ impl Value {
         }
     }
     pub fn is_str(&self, text: &str) -> bool {
-        matches!(self, Value::Str(s) if s.as_slice() == text.as_bytes())
+        matches!(self, Value::Str(s) if s.as_ref() == text.as_bytes())
     }
     pub fn is_object(&self) -> bool {
         matches!(self, Value::Object(_))
     }
-    pub fn str_value(s: &str) -> Value {
-        Value::Str(s.as_bytes().to_vec())
+    pub fn str_value(s: &'a str) -> Value<'a> {
+        Value::Str(Cow::Borrowed(s.as_bytes()))
+    }
+    /// A string value of its own bytes.
+    pub fn owned_str(s: Vec<u8>) -> Value<'a> {
+        Value::Str(Cow::Owned(s))
     }
     /// An object from entries in any order (later duplicates win).
-    pub fn object(mut entries: Vec<(Vec<u8>, Value)>) -> Value {
+    pub fn object(mut entries: Vec<(Cow<'a, [u8]>, Value<'a>)>) -> Value<'a> {
         sort_dedupe(&mut entries);
         Value::Object(entries)
     }
 }
 
-fn sort_dedupe(entries: &mut Vec<(Vec<u8>, Value)>) {
+fn sort_dedupe(entries: &mut Vec<(Cow<'_, [u8]>, Value<'_>)>) {
     if entries.windows(2).all(|w| w[0].0 < w[1].0) {
         return;
     }
     // Stable: among equal keys the last one parsed is last, and it is the one Python keeps.
     entries.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut out: Vec<(Vec<u8>, Value)> = Vec::with_capacity(entries.len());
+    let mut out: Vec<(Cow<'_, [u8]>, Value<'_>)> = Vec::with_capacity(entries.len());
     for entry in entries.drain(..) {
         if let Some(last) = out.last_mut() {
             if last.0 == entry.0 {
@@ -130,7 +138,7 @@ impl<'a> Parser<'a> {
     }
 
     /// One value at `i` (no leading whitespace). Err(None) = "Expecting value" at `i`.
-    fn value(&mut self, i: usize, depth: usize) -> Result<(Value, usize), JsonError> {
+    fn value(&mut self, i: usize, depth: usize) -> Result<(Value<'a>, usize), JsonError> {
         let s = self.s;
         if i >= s.len() {
             return Err(self.error_at("Expecting value", i));
@@ -152,7 +160,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn number(&mut self, start: usize) -> Result<(Value, usize), JsonError> {
+    fn number(&mut self, start: usize) -> Result<(Value<'a>, usize), JsonError> {
         let s = self.s;
         let n = s.len();
         let mut i = start;
@@ -211,10 +219,15 @@ impl<'a> Parser<'a> {
         Ok((int_from_digits(negative, digits), i))
     }
 
-    fn string(&mut self, begin: usize) -> Result<(Vec<u8>, usize), JsonError> {
+    fn string(&mut self, begin: usize) -> Result<(Cow<'a, [u8]>, usize), JsonError> {
         let s = self.s;
         let n = s.len();
         let quote = begin - 1;
+        // No escape before the closing quote: the string is a slice of the text.
+        let first = begin + find_special(&s[begin..]);
+        if first < n && s[first] == b'"' {
+            return Ok((Cow::Borrowed(&s[begin..first]), first + 1));
+        }
         let mut out: Vec<u8> = Vec::new();
         let mut end = begin;
         loop {
@@ -229,7 +242,7 @@ impl<'a> Parser<'a> {
             let c = s[next];
             next += 1;
             if c == b'"' {
-                return Ok((out, next));
+                return Ok((Cow::Owned(out), next));
             }
             if next == n {
                 return Err(self.error_at("Unterminated string starting at", quote));
@@ -276,7 +289,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn array(&mut self, start: usize, depth: usize) -> Result<(Value, usize), JsonError> {
+    fn array(&mut self, start: usize, depth: usize) -> Result<(Value<'a>, usize), JsonError> {
         self.enter(depth)?;
         let mut items = Vec::new();
         let mut i = self.skip_ws(start);
@@ -297,7 +310,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn object(&mut self, start: usize, depth: usize) -> Result<(Value, usize), JsonError> {
+    fn object(&mut self, start: usize, depth: usize) -> Result<(Value<'a>, usize), JsonError> {
         self.enter(depth)?;
         let mut entries = Vec::new();
         let mut i = self.skip_ws(start);
@@ -388,7 +401,7 @@ fn push_wtf8(out: &mut Vec<u8>, code: u32) {
     }
 }
 
-fn int_from_digits(negative: bool, digits: &str) -> Value {
+fn int_from_digits(negative: bool, digits: &str) -> Value<'static> {
     if digits.len() <= 38 {
         let magnitude: i128 = digits.parse().unwrap_or(0);
         return Value::Int(Int::Small(if negative { -magnitude } else { magnitude }));
@@ -405,7 +418,7 @@ fn int_from_digits(negative: bool, digits: &str) -> Value {
 }
 
 /// Python's `_parse_float`: an integral value below 1e21 is the integer it equals.
-fn fold_float(value: f64) -> Value {
+fn fold_float(value: f64) -> Value<'static> {
     if value.fract() == 0.0 && value.abs() < 1e21 {
         return Value::Int(Int::Small(value as i128));
     }
@@ -413,7 +426,7 @@ fn fold_float(value: f64) -> Value {
 }
 
 /// Parse one JSON document the way the Python engine does, refusing nesting past `max_depth`.
-pub fn decode(text: &str, max_depth: usize) -> Result<Value, JsonError> {
+pub fn decode(text: &str, max_depth: usize) -> Result<Value<'_>, JsonError> {
     let mut parser = Parser { text, s: text.as_bytes(), max_depth_seen: 0 };
     let start = parser.skip_ws(0);
     let (value, end) = match parser.value(start, 0) {

@@ -19,7 +19,7 @@ use crate::engine::{args_hash_text, result_hash_text, Action, Detector, Level, S
 use crate::fingerprint::Catalog;
 use crate::json::{canonical, decode, JsonError};
 use crate::pb;
-use crate::service::{self, counter, Config, Core, Decision, Limits, Refusal, Summary};
+use crate::service::{self, counter, Config, Core, Decision, EventRef, Limits, Refusal, Summary};
 
 fn json_error(e: JsonError) -> PyErr {
     match e {
@@ -60,7 +60,7 @@ fn canonical_json<'py>(py: Python<'py>, text: &str, max_depth: usize) -> PyResul
     Ok(PyBytes::new(py, &canonical(&value)))
 }
 
-fn params_value(params_json: &str) -> PyResult<crate::json::Value> {
+fn params_value(params_json: &str) -> PyResult<crate::json::Value<'_>> {
     if params_json.trim().is_empty() {
         Ok(crate::json::Value::Object(vec![]))
     } else {
@@ -372,8 +372,9 @@ impl PyCore {
     fn answer(&mut self, py: Python<'_>, form: Form, events: Vec<pb::Event>, tenant: &str, now: f64, routed: &str,
               lazy: bool, report: bool) -> PyResult<Answer> {
         let mut summary = Summary::default();
+        let refs: Vec<EventRef> = events.iter().map(EventRef::from).collect();
         if lazy {
-            let missing = self.core.missing_runs(&events, tenant, routed, &mut summary);
+            let missing = self.core.missing_runs(&refs, tenant, routed, &mut summary);
             if !missing.is_empty() {
                 return Ok(Answer {
                     response: None, verdict: None, refusal: "", missing_runs: missing,
@@ -382,23 +383,28 @@ impl PyCore {
                 });
             }
         }
-        let decisions = self.core.evaluate_events(&events, tenant, routed, now, &mut summary);
+        self.evaluated(py, form, &refs, tenant, now, routed, report, summary)
+    }
+
+    /// `events` evaluated (their runs are in memory), answered in `form`.
+    fn evaluated(&mut self, py: Python<'_>, form: Form, events: &[EventRef], tenant: &str, now: f64, routed: &str,
+                 report: bool, mut summary: Summary) -> PyResult<Answer> {
+        let decisions = self.core.evaluate_refs(events, tenant, routed, now, &mut summary);
         let reported = if report {
-            decisions.iter().zip(&events).filter(|(d, _)| reportable(d)).map(|(d, e)| py_verdict(d, &e.agent_id)).collect()
+            decisions.iter().zip(events).filter(|(d, _)| reportable(d)).map(|(d, e)| py_verdict(d, e.agent_id)).collect()
         } else {
             Vec::new()
         };
         let (response, verdict) = match form {
             Form::Evaluate => {
-                let verdicts = decisions.iter().map(service::verdict_message).collect();
-                (Some(PyBytes::new(py, &pb::EvaluateResponse { verdicts }.encode_to_vec()).unbind()), None)
+                (Some(PyBytes::new(py, &service::evaluate_response(&decisions)).unbind()), None)
             }
             Form::Check => {
                 let verdict = decisions.first().map(service::verdict_message);
                 (Some(PyBytes::new(py, &pb::CheckResponse { verdict }.encode_to_vec()).unbind()), None)
             }
             Form::Decide => {
-                let d = decisions.first().map(|d| py_verdict(d, &events[0].agent_id));
+                let d = decisions.first().map(|d| py_verdict(d, events[0].agent_id));
                 (None, d.map(|v| Py::new(py, v)).transpose()?)
             }
         };
@@ -442,8 +448,14 @@ impl PyCore {
     /// to load first when `lazy`). `routed`: the stream's x-loopwarden-run-id.
     #[pyo3(signature = (data, tenant, now, routed = "", lazy = false, report = false))]
     fn evaluate(&mut self, py: Python<'_>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool, report: bool) -> PyResult<Answer> {
-        match self.core.decode_evaluate(data) {
-            Ok(events) => self.answer(py, Form::Evaluate, events, tenant, now, routed, lazy, report),
+        if lazy {  // the request may be set aside (Pending): decoded into owned events
+            return match self.core.decode_evaluate(data) {
+                Ok(events) => self.answer(py, Form::Evaluate, events, tenant, now, routed, lazy, report),
+                Err(r) => Ok(Answer::refused(refusal_reason(r))),
+            };
+        }
+        match self.core.decode_request(data) {  // read in place where it can be (service/wire.rs)
+            Ok(events) => self.evaluated(py, Form::Evaluate, &events.refs(), tenant, now, routed, report, Summary::default()),
             Err(r) => Ok(Answer::refused(refusal_reason(r))),
         }
     }

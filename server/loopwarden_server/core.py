@@ -24,6 +24,7 @@ from loopwarden.eventformat import EventRecord
 from .config import Config
 from .config.detection import LoopDetectionSettings
 from .integration import current_integration
+from .logs import log_batch
 from .metrics import LATENCY_BUCKETS, Metrics
 from .settings import Limits
 
@@ -185,8 +186,8 @@ class CoreService:
             elif code == GUARD_ABORTS:
                 metrics.guard_abort_of(agent, *tenant_labels).inc(count)
         metrics.evaluation_seconds.add_counts(summary.latency_buckets, summary.latency_sum)
-        for line in summary.logs:
-            decision_log.log(line.level, line.message, extra=line.extra)
+        if summary.logs:
+            log_batch(decision_log, ((line.level, line.message, line.extra) for line in summary.logs))
         for reason in summary.evictions:
             metrics.evictions.labels(reason).inc()
         if summary.held_runs and self.on_held is not None:

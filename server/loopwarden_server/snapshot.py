@@ -52,7 +52,8 @@ def snapshot_records(data: dict, wall_now: float, idle_ttl_seconds: float) -> tu
             record = {"tenant": tenant, "run_id": run_id, "agent_id": str(run["agent_id"]),
                       "session_id": str(run["session_id"]), "last_seen": wall_now - idle,
                       "events_evaluated": int(run["events_evaluated"]), "state": run["state"],
-                      "retries": run.get("retries")}
+                      # retry digests of the daemon that wrote the file, not today's (encoding.py)
+                      "retries": None}
             records.append((tenant, run_id, orjson.dumps(record)))
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotError(f"snapshot content is malformed: {exc!r}") from None

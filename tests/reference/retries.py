@@ -13,11 +13,11 @@ its slot, so the retry gets the same decision, decision id included.
 """
 from __future__ import annotations
 
-import hashlib
 from array import array
 from typing import TYPE_CHECKING
 
 from .engine import CompactionRetry, RunEnd, ToolCall, ToolOutcome
+from .xxh3 import xxh3_64
 
 if TYPE_CHECKING:
     from .service import Decision
@@ -33,24 +33,23 @@ def _text(value: str) -> bytes:
 
 def content_digest(payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd) -> bytes:
     """8 bytes naming what an event says (not its seq or ids): kind, tool, params, result or error."""
-    # sha256 (first 8 bytes), as the core takes it (core/src/service/retries.rs): the window is persisted
-    # and read by either engine; sha256 runs on the CPU's SHA extensions in both.
-    hasher = hashlib.sha256()
+    # XXH3-64, big-endian, as the core takes it (core/src/service/retries.rs, which says why not
+    # sha256): the window is persisted and read by either engine.
     if type(payload) is ToolCall:
-        hasher.update(b"c" + _text(payload.tool_name) + _text(payload.params_json))
+        data = b"c" + _text(payload.tool_name) + _text(payload.params_json)
     elif type(payload) is ToolOutcome:
-        hasher.update(b"o" + _text(payload.tool_name) + _text(payload.params_json))
+        data = b"o" + _text(payload.tool_name) + _text(payload.params_json)
         if payload.error is not None:
-            hasher.update(b"e" + _text(payload.error))
+            data += b"e" + _text(payload.error)
         elif payload.result_json is not None:
-            hasher.update(b"r" + _text(payload.result_json))
+            data += b"r" + _text(payload.result_json)
         else:
-            hasher.update(b"-")
+            data += b"-"
     elif type(payload) is CompactionRetry:
-        hasher.update(b"k")
+        data = b"k"
     else:
-        hasher.update(b"x")
-    return hasher.digest()[:DIGEST_SIZE]
+        data = b"x"
+    return xxh3_64(data).to_bytes(DIGEST_SIZE, "big")
 
 
 class RetryWindow:

@@ -80,7 +80,30 @@ class TestRunValues:
         assert entry.state.blocks == decoded.state.blocks
         assert (None, set(), 0) == (decoded.retries, decoded.state.seen_triples, decoded.state.no_new_streak)
 
-    @pytest.mark.parametrize("data", [b"", b"LWR\x03" + b"x", b"LWR\x02not zlib", b"LWR\x01not zlib",
+    def test_a_version_2_value_is_read_without_its_retry_window(self):
+        """Version 2 (sha256 retry digests) loads whole but for its retry window: its digests are
+        of another algorithm, so nothing is matched against them. Its run-wide triple keys are
+        version 3's (sha256 both), so they stay."""
+        import zlib
+
+        import orjson
+
+        from tests.reference.retries import RetryWindow
+        from loopwarden_server.statestore.encoding import MAGIC_V2, unframe
+
+        clock = [100.0]
+        store = RunStore(max_runs=10, idle_ttl_seconds=3600, clock=lambda: clock[0])
+        entry = _looping_run(store, "", "old-2", 12)
+        entry.retries = RetryWindow()
+        entry.retries.remember(7, b"\x01" * 8, None)
+        entry.state.seen_triples, entry.state.no_new_streak = {1, 2, 3}, 5
+        record = orjson.loads(unframe(encode_run(entry, wall_now=1_000_000.0, mono_now=clock[0])))
+        old = MAGIC_V2 + zlib.compress(orjson.dumps(record))
+        decoded, _idle = decode_run(old, wall_now=1_000_000.0)
+        assert entry.state.records == decoded.state.records
+        assert (None, {1, 2, 3}, 5) == (decoded.retries, decoded.state.seen_triples, decoded.state.no_new_streak)
+
+    @pytest.mark.parametrize("data", [b"", b"LWR\x04" + b"x", b"LWR\x03not zlib", b"LWR\x02not zlib", b"LWR\x01not zlib",
                                       MAGIC + __import__("zlib").compress(b"[]")])
     def test_foreign_bytes_are_refused(self, data):
         """Another version, or bytes that are not a run, raise EncodingError (never a crash)."""

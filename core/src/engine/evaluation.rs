@@ -22,14 +22,14 @@ pub enum Event<'a> {
 
 struct Invalid(&'static str, String);
 
-fn decode_field(text: &str, field: &str, code: &'static str, max_depth: usize) -> Result<Value, Invalid> {
+fn decode_field<'t>(text: &'t str, field: &str, code: &'static str, max_depth: usize) -> Result<Value<'t>, Invalid> {
     decode(text, max_depth).map_err(|e| match e {
         JsonError::TooDeep(m) => Invalid(error_codes::JSON_TOO_DEEP, format!("{field} {m}")),
         JsonError::Invalid(m) => Invalid(code, format!("{field} is not valid JSON: {m}")),
     })
 }
 
-fn decode_params(text: &str, max_depth: usize) -> Result<Value, Invalid> {
+fn decode_params(text: &str, max_depth: usize) -> Result<Value<'_>, Invalid> {
     if text.is_empty() || text.chars().all(py_isspace) {
         return Ok(Value::Object(Vec::new()));
     }
@@ -160,7 +160,7 @@ fn on_tool_call(
     };
     let Some(det) = found else {
         state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
-        return Ok(Verdict::allow(&tool));
+        return Ok(allow_owned(tool));
     };
     let (seqs, ids) = evidence(state, &det.evidence);
     let mut v = Verdict {
@@ -223,7 +223,7 @@ fn on_tool_outcome(
     let wrapped = matches!(raw, Some(r) if r.contains(MARKER));
     let fp = outcome_fingerprint(&tool, &params, result.as_ref(), error, catalog, wrapped);
     if fp.status == PENDING {
-        return Ok(Verdict::allow(&tool));
+        return Ok(allow_owned(tool));
     }
     let digest = args_digest_of(&tool, params_json, &params);
     let t = Tool::new(&tool);
@@ -256,7 +256,14 @@ fn on_tool_outcome(
         state.abort = Some(Box::new(abort.clone()));
         return Ok(abort);
     }
-    Ok(Verdict::allow(&tool))
+    Ok(allow_owned(tool))
+}
+
+/// `Verdict::allow` taking the normalised name it is given (no second copy of it).
+fn allow_owned(tool: String) -> Verdict {
+    let mut v = Verdict::allow("");
+    v.tool_name = tool;
+    v
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! decision ids, and the per-request summary Python turns into metrics and decision log lines.
 //!
 //! Split by job, each module beside its tests: the run store, the retry window, the request
-//! path, the per-request summary, the state-store glue and the views of decisions and runs.
+//! path, the request's events read in place (wire), the per-request summary, the state-store
+//! glue and the views of decisions and runs.
 //! `Core` (here) ties them together; its methods live with the job they do. Everything other
 //! code uses is re-exported here, so `crate::service::X` is the one path to it.
 
@@ -19,13 +20,15 @@ mod retries;
 mod store;
 mod summary;
 mod views;
+mod wire;
 
 pub use persist::Loaded;
 pub use request::{count_events, py_repr, Limits, Refusal};
-pub use retries::{content_digest, RETRY_WINDOW};
+pub use retries::{content_digest, content_digest_of, RETRY_WINDOW};
 pub use store::{Entry, RunKey, Store, RECENT_DECISIONS};
 pub use summary::{counter, LogLine, Summary, DEBUG, ERROR, INFO, WARNING};
-pub use views::verdict_message;
+pub use views::{evaluate_response, verdict_message};
+pub use wire::{decode_in_place, EventRef, Events, KindRef, OutcomeRef};
 
 /// The compiled config: settings per agent id, the defaults, the tool catalog.
 #[derive(Default)]

@@ -8,10 +8,11 @@ use std::collections::VecDeque;
 
 use prost::Message;
 
-use super::retries::content_digest;
+use super::retries::content_digest_of;
 use super::store::RECENT_DECISIONS;
 use super::summary::{counter, LogLine, Summary, ERROR};
-use super::views::verdict_message;
+use super::views::evaluate_response;
+use super::wire::{decode_in_place, EventRef, Events, KindRef, OutcomeRef};
 use super::{Core, Decision};
 use crate::engine::{evaluate, Action, Event, RunState, Verdict};
 use crate::tables::error_codes;
@@ -111,12 +112,12 @@ pub fn count_events(data: &[u8], limit: usize) -> Option<usize> {
     Some(count)
 }
 
-fn kind_name(kind: &Option<pb::event::Kind>) -> &'static str {
+fn kind_name(kind: &Option<KindRef>) -> &'static str {
     match kind {
-        Some(pb::event::Kind::ToolCall(_)) => "tool_call",
-        Some(pb::event::Kind::ToolOutcome(_)) => "tool_outcome",
-        Some(pb::event::Kind::CompactionRetry(_)) => "compaction_retry",
-        Some(pb::event::Kind::RunEnd(_)) => "run_end",
+        Some(KindRef::ToolCall { .. }) => "tool_call",
+        Some(KindRef::ToolOutcome { .. }) => "tool_outcome",
+        Some(KindRef::CompactionRetry) => "compaction_retry",
+        Some(KindRef::RunEnd) => "run_end",
         None => "unknown",
     }
 }
@@ -130,27 +131,41 @@ impl Core {
     /// `lazy`: a shared state store holds runs this replica may not: runs the request names
     /// that are not in memory are returned (Refusal::NotLoaded) before anything is evaluated.
     pub fn evaluate_request(&mut self, data: &[u8], tenant: &str, routed: &str, now: f64, summary: &mut Summary, lazy: bool) -> Result<Vec<u8>, Refusal> {
-        let events = self.decode_evaluate(data)?;
+        let events = self.decode_request(data)?;
+        let events = events.refs();
         if lazy {
             self.not_loaded(&events, tenant, routed, summary)?;
         }
-        let verdicts = self.evaluate_events(&events, tenant, routed, now, summary).iter().map(verdict_message).collect();
-        Ok(pb::EvaluateResponse { verdicts }.encode_to_vec())
+        Ok(evaluate_response(&self.evaluate_refs(&events, tenant, routed, now, summary)))
+    }
+
+    fn count_refusal(&self, data: &[u8]) -> Result<(), Refusal> {
+        match count_events(data, self.limits.max_events_per_request) {
+            None => Err(Refusal::Undecodable),
+            Some(n) if n > self.limits.max_events_per_request => Err(Refusal::TooManyEvents),
+            _ => Ok(()),
+        }
     }
 
     /// An EvaluateRequest's events, refused whole when it is undecodable or carries more events
     /// than the limit (counted on the raw bytes first, so a huge request is never parsed).
     pub fn decode_evaluate(&self, data: &[u8]) -> Result<Vec<pb::Event>, Refusal> {
-        match count_events(data, self.limits.max_events_per_request) {
-            None => return Err(Refusal::Undecodable),
-            Some(n) if n > self.limits.max_events_per_request => return Err(Refusal::TooManyEvents),
-            _ => {}
-        }
+        self.count_refusal(data)?;
         Ok(pb::EvaluateRequest::decode(data).map_err(|_| Refusal::Undecodable)?.events)
     }
 
+    /// `decode_evaluate`, with the events read in place when the request is in the plain form
+    /// (wire.rs), so no string is copied out of it.
+    pub fn decode_request<'d>(&self, data: &'d [u8]) -> Result<Events<'d>, Refusal> {
+        self.count_refusal(data)?;
+        match decode_in_place(data) {
+            Some(events) => Ok(Events::InPlace(events)),
+            None => Ok(Events::Owned(pb::EvaluateRequest::decode(data).map_err(|_| Refusal::Undecodable)?.events)),
+        }
+    }
+
     /// The runs `events` name that are not in memory (a shared state store loads them first).
-    pub fn missing_runs(&self, events: &[pb::Event], tenant: &str, routed: &str, summary: &mut Summary) -> Vec<String> {
+    pub fn missing_runs(&self, events: &[EventRef], tenant: &str, routed: &str, summary: &mut Summary) -> Vec<String> {
         match self.not_loaded(events, tenant, routed, summary) {
             Err(Refusal::NotLoaded(ids)) => ids,
             _ => Vec::new(),
@@ -159,16 +174,21 @@ impl Core {
 
     /// Decoded events, each evaluated and timed in order (one request's worth).
     pub fn evaluate_events(&mut self, events: &[pb::Event], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Vec<Decision> {
+        self.evaluate_refs(&events.iter().map(EventRef::from).collect::<Vec<_>>(), tenant, routed, now, summary)
+    }
+
+    /// `evaluate_events` of events however they were read.
+    pub fn evaluate_refs(&mut self, events: &[EventRef], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Vec<Decision> {
         summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
         events.iter().map(|event| self.evaluate_timed(event, tenant, routed, now, summary)).collect()
     }
 
     /// keeper.py's `missing`: the request's run ids (trimmed, run_end and misrouted events
     /// aside) not held in memory, each once; the held ones are counted in the summary.
-    fn not_loaded(&self, events: &[pb::Event], tenant: &str, routed: &str, summary: &mut Summary) -> Result<(), Refusal> {
+    fn not_loaded(&self, events: &[EventRef], tenant: &str, routed: &str, summary: &mut Summary) -> Result<(), Refusal> {
         let mut missing: Vec<String> = Vec::new();
         for event in events {
-            if let Some(pb::event::Kind::RunEnd(_)) = event.kind {
+            if let Some(KindRef::RunEnd) = event.kind {
                 continue;
             }
             let run_id = event.run_id.trim_matches(py_isspace);
@@ -184,12 +204,12 @@ impl Core {
         if missing.is_empty() { Ok(()) } else { Err(Refusal::NotLoaded(missing)) }
     }
 
-    fn evaluate_timed(&mut self, event: &pb::Event, tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Decision {
+    fn evaluate_timed(&mut self, event: &EventRef, tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Decision {
         let started = std::time::Instant::now();
         let decision = if !routed.is_empty() && event.run_id.trim_matches(py_isspace) != routed {
             self.misrouted(event, routed, summary)
         } else {
-            self.evaluate_event(event, tenant, now, summary)
+            self.evaluate_ref(event, tenant, now, summary)
         };
         let seconds = started.elapsed().as_secs_f64();
         let bucket = self.latency_bounds.iter().position(|b| seconds <= *b).unwrap_or(self.latency_bounds.len());
@@ -200,7 +220,7 @@ impl Core {
         decision
     }
 
-    fn envelope_error(&self, event: &pb::Event, run_id: &str) -> Option<Verdict> {
+    fn envelope_error(&self, event: &EventRef, run_id: &str) -> Option<Verdict> {
         let l = &self.limits;
         if run_id.is_empty() {
             return Some(Verdict::reject(error_codes::MISSING_RUN_ID, "run_id is required (a non-blank string)".into()));
@@ -221,8 +241,8 @@ impl Core {
             None => {
                 return Some(Verdict::reject(error_codes::MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end".into()));
             }
-            Some(pb::event::Kind::ToolCall(c)) => (&c.tool_name, &c.tool_call_id, &c.params_json),
-            Some(pb::event::Kind::ToolOutcome(o)) => (&o.tool_name, &o.tool_call_id, &o.params_json),
+            Some(KindRef::ToolCall { tool_name, tool_call_id, params_json }) => (tool_name, tool_call_id, params_json),
+            Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
             _ => return None,
         };
         let n = tool_name.chars().count();
@@ -236,10 +256,10 @@ impl Core {
         if params.len() > l.max_params_bytes {
             return Some(Verdict::reject(error_codes::PARAMS_TOO_LARGE, format!("params_json is {} bytes; the limit is {}", params.len(), l.max_params_bytes)));
         }
-        if let Some(pb::event::Kind::ToolOutcome(o)) = &event.kind {
-            let (name, text) = match &o.outcome {
-                Some(pb::tool_outcome::Outcome::ResultJson(r)) => ("result_json", r),
-                Some(pb::tool_outcome::Outcome::Error(e)) => ("error", e),
+        if let Some(KindRef::ToolOutcome { outcome, .. }) = event.kind {
+            let (name, text) = match outcome {
+                Some(OutcomeRef::ResultJson(r)) => ("result_json", r),
+                Some(OutcomeRef::Error(e)) => ("error", e),
                 None => return None,
             };
             if text.len() > l.max_result_bytes {
@@ -250,7 +270,7 @@ impl Core {
     }
 
     /// REJECT `run_id_mismatch` (service.py's refuse_misrouted).
-    fn misrouted(&self, event: &pb::Event, routed: &str, summary: &mut Summary) -> Decision {
+    fn misrouted(&self, event: &EventRef, routed: &str, summary: &mut Summary) -> Decision {
         summary.count(counter::EVENTS, [kind_name(&event.kind), ""], "");
         let run_id = event.run_id.trim_matches(py_isspace);
         let head = |s: &str| py_repr(&s.chars().take(80).collect::<String>());
@@ -261,44 +281,49 @@ impl Core {
         self.rejected(event, run_id, Verdict::reject(error_codes::RUN_ID_MISMATCH, message), summary)
     }
 
-    fn rejected(&self, event: &pb::Event, run_id: &str, verdict: Verdict, summary: &mut Summary) -> Decision {
+    fn rejected(&self, event: &EventRef, run_id: &str, verdict: Verdict, summary: &mut Summary) -> Decision {
         summary.count(counter::REJECTED, [verdict.error_code, ""], "");
-        let agent = self.config.agent_label(&event.agent_id).to_string();
+        let agent = self.config.agent_label(event.agent_id).to_string();
         summary.count(counter::VERDICTS, ["reject", "none"], &agent);
         Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id: String::new() }
     }
 
     pub fn evaluate_event(&mut self, event: &pb::Event, tenant: &str, now: f64, summary: &mut Summary) -> Decision {
+        self.evaluate_ref(&EventRef::from(event), tenant, now, summary)
+    }
+
+    fn evaluate_ref(&mut self, event: &EventRef, tenant: &str, now: f64, summary: &mut Summary) -> Decision {
         let kind = kind_name(&event.kind);
         summary.count(counter::EVENTS, [kind, ""], "");
-        let run_id = event.run_id.trim_matches(py_isspace).to_string();
-        if let Some(invalid) = self.envelope_error(event, &run_id) {
-            return self.rejected(event, &run_id, invalid, summary);
+        let run_id: &str = event.run_id.trim_matches(py_isspace);
+        if let Some(invalid) = self.envelope_error(event, run_id) {
+            return self.rejected(event, run_id, invalid, summary);
         }
-        if let Some(pb::event::Kind::RunEnd(_)) = event.kind {
-            self.store.remove(tenant, &run_id);
-            let agent = self.config.agent_label(&event.agent_id).to_string();
+        if let Some(KindRef::RunEnd) = event.kind {
+            self.store.remove(tenant, run_id);
+            let agent = self.config.agent_label(event.agent_id).to_string();
             summary.count(counter::VERDICTS, ["allow", "none"], &agent);
-            return Decision { seq: event.seq, run_id, verdict: Verdict::allow(""), decision_id: String::new() };
+            return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: Verdict::allow(""), decision_id: String::new() };
         }
-        let held = self.store.touch(tenant, &run_id, now, &mut summary.evictions);
+        let held = self.store.touch(tenant, run_id, now, &mut summary.evictions);
         let mut digest: Option<[u8; 8]> = None;
         if held && event.seq != 0 {
-            let entry = self.store.get(tenant, &run_id).expect("held");
+            let entry = self.store.get(tenant, run_id).expect("held");
             if let Some(retries) = &entry.retries {
-                let d = content_digest(&event.kind);
+                let d = content_digest_of(&event.kind);
                 digest = Some(d);
                 if let Some(slot) = retries.find(event.seq, &d) {
                     summary.count(counter::RETRIED, ["", ""], "");
                     if let Some(kept) = retries.decisions.get(&slot) {
-                        return Decision { seq: event.seq, run_id, verdict: kept.verdict.clone(), decision_id: kept.decision_id.clone() };
+                        return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: kept.verdict.clone(), decision_id: kept.decision_id.clone() };
                     }
-                    let tool = match &event.kind {
-                        Some(pb::event::Kind::ToolCall(c)) => crate::toolnames::normalize_tool_name(&c.tool_name),
-                        Some(pb::event::Kind::ToolOutcome(o)) => crate::toolnames::normalize_tool_name(&o.tool_name),
+                    let tool = match event.kind {
+                        Some(KindRef::ToolCall { tool_name, .. } | KindRef::ToolOutcome { tool_name, .. }) => {
+                            crate::toolnames::normalize_tool_name(tool_name)
+                        }
                         _ => String::new(),
                     };
-                    return Decision { seq: event.seq, run_id, verdict: Verdict::allow(&tool), decision_id: String::new() };
+                    return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: Verdict::allow(&tool), decision_id: String::new() };
                 }
             }
         }
@@ -306,61 +331,62 @@ impl Core {
         let agent_id = if !event_agent.is_empty() {
             event_agent.to_string()
         } else if held {
-            self.store.get(tenant, &run_id).map(|e| e.agent_id.clone()).unwrap_or_default()
+            self.store.get(tenant, run_id).map(|e| e.agent_id.clone()).unwrap_or_default()
         } else {
             String::new()
         };
         let created = !held;
         if created {
             let capacity = self.config.settings_for(&agent_id).history_size;
-            self.store.create(tenant, &run_id, RunState::new(capacity), now, &mut summary.evictions);
+            self.store.create(tenant, run_id, RunState::new(capacity), now, &mut summary.evictions);
         }
         let config = &self.config;
         let settings = config.settings_for(&agent_id);
         let max_depth = self.limits.max_json_depth;
-        let entry = self.store.get_mut(tenant, &run_id).expect("created");
+        let entry = self.store.get_mut(tenant, run_id).expect("created");
         let was_aborted = entry.state.abort.is_some();
         let state = &mut entry.state;
         let panic_tool = self.panic_tool.as_deref();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            if let (Some(tool), Some(pb::event::Kind::ToolCall(c))) = (panic_tool, &event.kind) {
-                assert!(c.tool_name != tool, "planted panic for a test");
+            if let (Some(tool), Some(KindRef::ToolCall { tool_name, .. })) = (panic_tool, event.kind) {
+                assert!(tool_name != tool, "planted panic for a test");
             }
-            let engine_event = match &event.kind {
-                Some(pb::event::Kind::ToolCall(c)) => Event::ToolCall {
-                    tool_name: &c.tool_name, params_json: &c.params_json, tool_call_id: &c.tool_call_id, seq: event.seq,
-                },
-                Some(pb::event::Kind::ToolOutcome(o)) => Event::ToolOutcome {
-                    tool_name: &o.tool_name,
-                    params_json: &o.params_json,
-                    tool_call_id: &o.tool_call_id,
-                    result_json: match &o.outcome {
-                        Some(pb::tool_outcome::Outcome::ResultJson(r)) => Some(r.as_str()),
+            let engine_event = match event.kind {
+                Some(KindRef::ToolCall { tool_name, tool_call_id, params_json }) => {
+                    Event::ToolCall { tool_name, params_json, tool_call_id, seq: event.seq }
+                }
+                Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome }) => Event::ToolOutcome {
+                    tool_name,
+                    params_json,
+                    tool_call_id,
+                    result_json: match outcome {
+                        Some(OutcomeRef::ResultJson(r)) => Some(r),
                         _ => None,
                     },
-                    error: match &o.outcome {
-                        Some(pb::tool_outcome::Outcome::Error(e)) => Some(e.as_str()),
+                    error: match outcome {
+                        Some(OutcomeRef::Error(e)) => Some(e),
                         _ => None,
                     },
                     seq: event.seq,
                 },
-                Some(pb::event::Kind::CompactionRetry(_)) => Event::CompactionRetry,
+                Some(KindRef::CompactionRetry) => Event::CompactionRetry,
                 _ => Event::RunEnd,
             };
             evaluate(state, &engine_event, settings, &config.catalog, max_depth)
         }));
         let verdict = match outcome {
             Ok(v) => v,
-            Err(_) => return self.internal_error(event, tenant, &run_id, created, kind, summary),
+            Err(_) => return self.internal_error(event, tenant, run_id, created, kind, summary),
         };
-        let agent_label = self.config.agent_label(&agent_id).to_string();
-        let entry = self.store.get_mut(tenant, &run_id).expect("held");
-        entry.agent_id = agent_id;
-        if !event.session_id.is_empty() {
-            entry.session_id = event.session_id.clone();
+        let entry = self.store.get_mut(tenant, run_id).expect("held");
+        if entry.agent_id != agent_id {
+            entry.agent_id = agent_id;
+        }
+        if !event.session_id.is_empty() && entry.session_id != event.session_id {
+            entry.session_id = event.session_id.to_string();
         }
         let decision = if verdict.action == Action::Reject {
-            Decision { seq: event.seq, run_id: run_id.clone(), verdict, decision_id: String::new() }
+            Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id: String::new() }
         } else {
             entry.events_evaluated += 1;
             let needs_id = !(verdict.action == Action::Allow && verdict.shadow_action.is_none());
@@ -370,7 +396,7 @@ impl Core {
             } else {
                 String::new()
             };
-            let decision = Decision { seq: event.seq, run_id: run_id.clone(), verdict, decision_id };
+            let decision = Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id };
             if !decision.decision_id.is_empty() {
                 let recent = entry.recent.get_or_insert_with(|| VecDeque::with_capacity(RECENT_DECISIONS));
                 if recent.len() >= RECENT_DECISIONS {
@@ -381,17 +407,18 @@ impl Core {
             if event.seq != 0 {
                 let v = &decision.verdict;
                 let plain = v.action == Action::Allow && v.message.is_empty() && v.shadow_action.is_none();
-                let d = digest.unwrap_or_else(|| content_digest(&event.kind));
+                let d = digest.unwrap_or_else(|| content_digest_of(&event.kind));
                 entry.retries.get_or_insert_with(Default::default).remember(event.seq, d, if plain { None } else { Some(decision.clone()) });
             }
             decision
         };
-        let (tenant_s, agent_s, session_s) = (entry.tenant.clone(), entry.agent_id.clone(), entry.session_id.clone());
-        self.account(event, &decision, &agent_label, was_aborted, kind, (tenant_s, agent_s, session_s), summary);
+        let agent_label = self.config.agent_label(&entry.agent_id);
+        let who = (entry.tenant.as_str(), entry.agent_id.as_str(), entry.session_id.as_str());
+        Core::account(self.debug_logs, event, &decision, agent_label, was_aborted, kind, who, summary);
         decision
     }
 
-    fn internal_error(&mut self, event: &pb::Event, tenant: &str, run_id: &str, created: bool, kind: &'static str, summary: &mut Summary) -> Decision {
+    fn internal_error(&mut self, event: &EventRef, tenant: &str, run_id: &str, created: bool, kind: &'static str, summary: &mut Summary) -> Decision {
         if created {
             self.store.remove(tenant, run_id);
         }
@@ -495,7 +522,7 @@ mod tests {
         let d = core.evaluate_event(&event("r", "toolong"), "t", 0.0, &mut summary);
         assert_eq!((d.verdict.action, d.verdict.error_code), (Action::Reject, "tool_name_too_long"));
         assert!(core.store.is_empty(), "a rejected event creates no run");
-        let d = core.evaluate_timed(&event("other", "t"), "t", "r", 0.0, &mut summary);
+        let d = core.evaluate_timed(&EventRef::from(&event("other", "t")), "t", "r", 0.0, &mut summary);
         assert_eq!((d.verdict.action, d.verdict.error_code), (Action::Reject, "run_id_mismatch"));
         assert!(d.verdict.message.starts_with("run_id 'other' differs"), "{}", d.verdict.message);
     }

@@ -1,10 +1,11 @@
 //! The retry window (`retries.py`): a client that resends an event it got no answer for (same
 //! seq, same content) gets the verdict it was given the first time, and the run's state is not
 //! touched twice. Apart from the store because it is per run, bounded, and persisted with the
-//! run, so its content digest must match the Python engine's byte for byte.
+//! run, so its content digest must match the reference engine's byte for byte.
 
 use std::collections::HashMap;
 
+use super::wire::{kind_ref, KindRef, OutcomeRef};
 use super::Decision;
 use crate::pb;
 
@@ -45,20 +46,24 @@ impl Retries {
 }
 
 /// What an event says (not its seq or ids), as 8 bytes: retries.py's `content_digest`, byte for
-/// byte (the first 8 bytes of a sha256 over kind, tool, params, result or error, each text
-/// preceded by its UTF-8 length as 8 big-endian bytes). The retry window is part of a run's
-/// persisted state, so a run written by either engine must be recognised by the other. sha256,
-/// not BLAKE2b: it hashes every event's whole text, and sha256 runs on the CPU's SHA extensions
-/// in both engines (BLAKE2b in software was 22% of the core's time on the benchmark's traffic).
-struct ContentHash(sha2::Sha256);
+/// byte: XXH3-64 (seed 0) over kind, tool, params, result or error, each text preceded by its
+/// UTF-8 length as 8 big-endian bytes, written big-endian. The retry window is part of a run's
+/// persisted state, so both engines take the same digest (tests/reference/xxh3.py is the
+/// oracle's plain-Python XXH3).
+///
+/// Why XXH3 and not sha256: this digest is ours (no spec defines it), it hashes every event's
+/// whole text, and a match also needs the same seq. It only has to tell a resent event from a
+/// different one that reuses its seq, among a run's last 64; a client does not choose its
+/// content to collide with its own earlier event, so a non-cryptographic 64-bit hash is as
+/// safe here as a truncated sha256 (2^-64 per such event) at ~15x the speed: sha256 on the
+/// CPU's SHA extensions was 15.6% of the core's time on grpc_bench's traffic.
+struct ContentHash(xxhash_rust::xxh3::Xxh3);
 
 impl ContentHash {
     fn new() -> ContentHash {
-        use sha2::Digest;
-        ContentHash(sha2::Sha256::new())
+        ContentHash(xxhash_rust::xxh3::Xxh3::new())
     }
     fn update(&mut self, bytes: &[u8]) {
-        use sha2::Digest;
         self.0.update(bytes);
     }
     fn text(&mut self, text: &str) {
@@ -66,38 +71,40 @@ impl ContentHash {
         self.update(text.as_bytes());
     }
     fn finish(self) -> [u8; 8] {
-        use sha2::Digest;
-        let mut out = [0u8; 8];
-        out.copy_from_slice(&self.0.finalize()[..8]);
-        out
+        self.0.digest().to_be_bytes()
     }
 }
 
 pub fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
+    content_digest_of(&kind_ref(kind))
+}
+
+/// `content_digest` of an event however it was read.
+pub fn content_digest_of(kind: &Option<KindRef>) -> [u8; 8] {
     let mut h = ContentHash::new();
     match kind {
-        Some(pb::event::Kind::ToolCall(c)) => {
+        Some(KindRef::ToolCall { tool_name, params_json, .. }) => {
             h.update(b"c");
-            h.text(&c.tool_name);
-            h.text(&c.params_json);
+            h.text(tool_name);
+            h.text(params_json);
         }
-        Some(pb::event::Kind::ToolOutcome(o)) => {
+        Some(KindRef::ToolOutcome { tool_name, params_json, outcome, .. }) => {
             h.update(b"o");
-            h.text(&o.tool_name);
-            h.text(&o.params_json);
-            match &o.outcome {
-                Some(pb::tool_outcome::Outcome::Error(e)) => {
+            h.text(tool_name);
+            h.text(params_json);
+            match outcome {
+                Some(OutcomeRef::Error(e)) => {
                     h.update(b"e");
                     h.text(e);
                 }
-                Some(pb::tool_outcome::Outcome::ResultJson(r)) => {
+                Some(OutcomeRef::ResultJson(r)) => {
                     h.update(b"r");
                     h.text(r);
                 }
                 None => h.update(b"-"),
             }
         }
-        Some(pb::event::Kind::CompactionRetry(_)) => h.update(b"k"),
+        Some(KindRef::CompactionRetry) => h.update(b"k"),
         _ => h.update(b"x"),
     }
     h.finish()
@@ -124,17 +131,22 @@ mod tests {
         }))
     }
 
-    /// retries.py's content_digest of the same events, computed by the Python engine: the window
-    /// is persisted and read by either engine.
+    /// retries.py's content_digest of the same events, computed by the reference engine (its
+    /// plain-Python XXH3): the window is persisted and read by either engine.
     #[test]
     fn content_digest_is_the_python_engines() {
         let hex = |d: [u8; 8]| crate::engine::hex(&d);
-        assert_eq!(hex(content_digest(&call("fetch", r#"{"url": "x"}"#))), "315fe8ea2e35fb1e");
-        assert_eq!(hex(content_digest(&outcome(Some(r#""ok""#), None))), "25503ad1c182c3f0");
-        assert_eq!(hex(content_digest(&outcome(None, Some("boom")))), "0236689448bdb1c7");
-        assert_eq!(hex(content_digest(&outcome(None, None))), "990f107067142d1e");
-        assert_eq!(hex(content_digest(&Some(pb::event::Kind::CompactionRetry(pb::CompactionRetry {})))), "8254c329a92850f6");
-        assert_eq!(hex(content_digest(&Some(pb::event::Kind::RunEnd(pb::RunEnd {})))), "2d711642b726b044");
+        assert_eq!(hex(content_digest(&call("fetch", r#"{"url": "x"}"#))), "5b6ef9e212c25d04");
+        assert_eq!(hex(content_digest(&outcome(Some(r#""ok""#), None))), "8eddf29004724497");
+        assert_eq!(hex(content_digest(&outcome(None, Some("boom")))), "93b4db7e8f78e52a");
+        assert_eq!(hex(content_digest(&outcome(None, None))), "a24fe6826f23ab43");
+        assert_eq!(hex(content_digest(&Some(pb::event::Kind::CompactionRetry(pb::CompactionRetry {})))), "a921e3704fda881d");
+        assert_eq!(hex(content_digest(&Some(pb::event::Kind::RunEnd(pb::RunEnd {})))), "eaf06c6480b2cd11");
+        // Past 240 bytes (XXH3's long path, several 1,024-byte blocks) and multi-byte UTF-8.
+        let long = format!(r#"{{"q": "{}"}}"#, "x".repeat(3000));
+        assert_eq!(hex(content_digest(&call("fetch", &long))), "613127e9f0587ee2");
+        let accents = format!(r#""{}""#, "é".repeat(700));
+        assert_eq!(hex(content_digest(&outcome(Some(&accents), None))), "318da6207f9567ef");
     }
 
     /// Each text is length-prefixed, so moving bytes between fields changes the digest.

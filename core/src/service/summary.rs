@@ -4,7 +4,7 @@
 
 use super::{Core, Decision};
 use crate::engine::{Action, Verdict};
-use crate::pb;
+use super::wire::EventRef;
 
 /// Metric increments of one request: (counter, labels) -> count.
 #[derive(Default)]
@@ -51,8 +51,11 @@ pub const ERROR: u8 = 40;
 
 impl Summary {
     pub(super) fn count(&mut self, counter: u8, labels: [&'static str; 2], agent: &str) {
+        // Labels are static names: the same name is (almost always) the same pointer, so that is
+        // tried before the bytes.
+        let same = |a: &str, b: &str| (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b;
         for entry in self.counters.iter_mut() {
-            if entry.0 == counter && entry.1 == labels && entry.2 == agent {
+            if entry.0 == counter && same(entry.1[0], labels[0]) && same(entry.1[1], labels[1]) && entry.2 == agent {
                 entry.3 += 1;
                 return;
             }
@@ -62,9 +65,10 @@ impl Summary {
 }
 
 impl Core {
+    /// `who`: the run's (tenant, agent id, session id), for log lines. `debug_logs`: the core's.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn account(&self, event: &pb::Event, decision: &Decision, agent: &str, was_aborted: bool, kind: &'static str,
-               who: (String, String, String), summary: &mut Summary) {
+    pub(super) fn account(debug_logs: bool, event: &EventRef, decision: &Decision, agent: &str, was_aborted: bool,
+                          kind: &'static str, who: (&str, &str, &str), summary: &mut Summary) {
         let v = &decision.verdict;
         let detector = v.detector.name();
         summary.count(counter::VERDICTS, [v.action.name(), detector], agent);
@@ -73,10 +77,10 @@ impl Core {
                 level,
                 message: message.to_string(),
                 decision_id: decision.decision_id.clone(),
-                tenant: who.0.clone(),
+                tenant: who.0.to_string(),
                 run_id: decision.run_id.clone(),
-                agent_id: who.1.clone(),
-                session_id: who.2.clone(),
+                agent_id: who.1.to_string(),
+                session_id: who.2.to_string(),
                 seq: event.seq,
                 verdict: v.clone(),
                 kind,
@@ -98,7 +102,7 @@ impl Core {
                 if v.announce {
                     summary.count(counter::WARNINGS, [detector, ""], agent);
                     log(WARNING, "loop warning", summary);
-                } else if self.debug_logs {
+                } else if debug_logs {
                     log(DEBUG, "loop warning (not announced)", summary);
                 }
             }
@@ -108,7 +112,7 @@ impl Core {
             }
             Action::Abort => {
                 if was_aborted {
-                    if self.debug_logs {
+                    if debug_logs {
                         log(DEBUG, "run already aborted", summary);
                     }
                     return;

@@ -1,8 +1,8 @@
 """One run's state as bytes, and the key that names it: the format every state store holds.
 
-Value (version 2):
+Value (version 3):
 
-    b"LWR" 0x02 | zlib stream (RFC 1950) of UTF-8 JSON
+    b"LWR" 0x03 | zlib stream (RFC 1950) of UTF-8 JSON
 
 The JSON object is the run record the core writes and reads (core/src/state.rs); each run of
 snapshot format 4 (snapshot.py) is the same record with an idle time instead of the wall-clock
@@ -15,11 +15,12 @@ time of the run's latest event:
      "retries": null | {seqs, digests (hex), next_slot, decisions}  -- the retry window}
 
 A reader refuses a value whose first four bytes are not a version it knows. Version 1 held the
-same record with BLAKE2b retry digests and run-wide triple keys; version 2 takes both as the
-first 8 bytes of a sha256 (run on the CPU's SHA extensions). A version-1 value is
-still read, without what its old digests name: its retry window is dropped (a resend of an event
-from before the upgrade is evaluated again) and its run-wide triples are forgotten (the breaker
-can only trip later, never earlier). The core writes and reads the JSON; the framing is
+same record with BLAKE2b retry digests and run-wide triple keys; version 2 took both as the first
+8 bytes of a sha256; version 3 takes the retry digests as XXH3-64 (core/src/service/retries.rs
+says why; the run-wide triple keys stay sha256). An older value is still read, without what its
+old digests name: its retry window is dropped (a resend of an event from before the upgrade is
+evaluated again), and a version-1 value's run-wide triples are forgotten (the breaker can only
+trip later, never earlier). The core writes and reads the JSON; the framing is
 `frame`/`unframe` here. tests/core/test_state_encoding.py holds the core to the reference
 engine's record (tests/reference/codec.py).
 
@@ -36,7 +37,8 @@ import zlib
 import orjson
 
 
-MAGIC = b"LWR\x02"
+MAGIC = b"LWR\x03"
+MAGIC_V2 = b"LWR\x02"
 MAGIC_V1 = b"LWR\x01"
 # zlib level 1: a run re-encoded every flush interval is worth a fast codec more than a small one.
 LEVEL = 1
@@ -72,25 +74,25 @@ def frame(record_json: bytes) -> bytes:
 
 
 def unframe(data: bytes) -> bytes:
-    """A stored value's record JSON text (version 2; a version-1 record is brought to version 2);
+    """A stored value's record JSON text (version 3; an older record is brought to version 3);
     EncodingError for anything else."""
     version = data[:4]
-    if version not in (MAGIC, MAGIC_V1):
+    if version not in (MAGIC, MAGIC_V2, MAGIC_V1):
         raise EncodingError(f"unknown run encoding {version!r}")
     try:
         text = zlib.decompress(data[4:])
     except zlib.error as exc:
         raise EncodingError(f"malformed run: {exc!r}") from None
-    return text if version == MAGIC else _from_version_1(text)
+    return text if version == MAGIC else _from_older(text, version)
 
 
-def _from_version_1(text: bytes) -> bytes:
-    """Drop what version 1's BLAKE2b digests name (see the module docstring)."""
+def _from_older(text: bytes, version: bytes) -> bytes:
+    """Drop what an older version's digests name (see the module docstring)."""
     try:
         record = orjson.loads(text)
         record["retries"] = None
         state = record["state"]
-        if state.get("seen_triples") is not None:
+        if version == MAGIC_V1 and state.get("seen_triples") is not None:
             state["seen_triples"], state["no_new_streak"] = [], 0
     except (orjson.JSONDecodeError, TypeError, KeyError, AttributeError) as exc:
         raise EncodingError(f"malformed run: {exc!r}") from None

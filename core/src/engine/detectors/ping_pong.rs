@@ -91,8 +91,8 @@ fn is_silent(side: &Option<(u8, [u8; 32])>) -> bool {
     use std::sync::OnceLock;
     static SILENT: OnceLock<Vec<[u8; 32]>> = OnceLock::new();
     let silent = SILENT.get_or_init(|| {
-        let empty_result = Value::object(vec![(b"details".to_vec(), Value::Object(vec![])), (b"text".to_vec(), Value::Str(vec![]))]);
-        [empty_result, Value::Str(vec![]), Value::Null, Value::Object(vec![]), Value::Array(vec![])].iter().map(value_digest).collect()
+        let empty_result = Value::object(vec![(b"details"[..].into(), Value::Object(vec![])), (b"text"[..].into(), Value::owned_str(vec![]))]);
+        [empty_result, Value::owned_str(vec![]), Value::Null, Value::Object(vec![]), Value::Array(vec![])].iter().map(value_digest).collect()
     });
     matches!(side, Some((status, digest)) if *status == crate::fingerprint::RESULT && silent.contains(digest))
 }

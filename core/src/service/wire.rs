@@ -1,0 +1,296 @@
+//! A request's events read in place: `EventRef` borrows every string from the request bytes, so
+//! the per-event path copies none of params, results or ids out (prost's decode did, ~12% of the
+//! core's time on grpc_bench's traffic). The owned `pb::Event` (hooks, a lazily loaded request
+//! set aside, tests) is seen through the same type.
+//!
+//! `decode_in_place` reads the plain form every client writes: the known fields with their own
+//! wire types, each event kind at most once. Anything else (unknown fields, a kind repeated, bad
+//! UTF-8, a truncated field) is left to prost: it answers None and the caller decodes with prost
+//! as before, so whatever it does accept, it reads as prost does (the tests below hold it to
+//! that on random and mutated requests).
+
+use crate::pb;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OutcomeRef<'a> {
+    ResultJson(&'a str),
+    Error(&'a str),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KindRef<'a> {
+    ToolCall { tool_name: &'a str, tool_call_id: &'a str, params_json: &'a str },
+    ToolOutcome { tool_name: &'a str, tool_call_id: &'a str, params_json: &'a str, outcome: Option<OutcomeRef<'a>> },
+    CompactionRetry,
+    RunEnd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct EventRef<'a> {
+    pub run_id: &'a str,
+    pub agent_id: &'a str,
+    pub session_id: &'a str,
+    pub seq: u64,
+    pub kind: Option<KindRef<'a>>,
+}
+
+impl<'a> From<&'a pb::Event> for EventRef<'a> {
+    fn from(e: &'a pb::Event) -> EventRef<'a> {
+        EventRef { run_id: &e.run_id, agent_id: &e.agent_id, session_id: &e.session_id, seq: e.seq, kind: kind_ref(&e.kind) }
+    }
+}
+
+pub fn kind_ref(kind: &Option<pb::event::Kind>) -> Option<KindRef<'_>> {
+    use pb::event::Kind;
+    Some(match kind.as_ref()? {
+        Kind::ToolCall(c) => KindRef::ToolCall { tool_name: &c.tool_name, tool_call_id: &c.tool_call_id, params_json: &c.params_json },
+        Kind::ToolOutcome(o) => KindRef::ToolOutcome {
+            tool_name: &o.tool_name,
+            tool_call_id: &o.tool_call_id,
+            params_json: &o.params_json,
+            outcome: o.outcome.as_ref().map(|outcome| match outcome {
+                pb::tool_outcome::Outcome::ResultJson(r) => OutcomeRef::ResultJson(r),
+                pb::tool_outcome::Outcome::Error(e) => OutcomeRef::Error(e),
+            }),
+        },
+        Kind::CompactionRetry(_) => KindRef::CompactionRetry,
+        Kind::RunEnd(_) => KindRef::RunEnd,
+    })
+}
+
+/// A request's events, decoded with prost or read in place; `refs` sees either.
+pub enum Events<'d> {
+    InPlace(Vec<EventRef<'d>>),
+    Owned(Vec<pb::Event>),
+}
+
+impl Events<'_> {
+    pub fn refs(&self) -> Vec<EventRef<'_>> {
+        match self {
+            Events::InPlace(events) => events.clone(),
+            Events::Owned(events) => events.iter().map(EventRef::from).collect(),
+        }
+    }
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn done(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+    /// A varint as prost reads one (at most 10 bytes, the last one 0 or 1).
+    fn varint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for i in 0..10 {
+            let byte = *self.data.get(self.pos)?;
+            self.pos += 1;
+            if i == 9 && byte > 1 {
+                return None;
+            }
+            value |= ((byte & 0x7F) as u64) << (7 * i);
+            if byte < 0x80 {
+                return Some(value);
+            }
+        }
+        None
+    }
+    /// (field number, wire type) of the next key; field 0 and numbers past u32 are left to prost.
+    fn key(&mut self) -> Option<(u64, u64)> {
+        let key = self.varint()?;
+        let field = key >> 3;
+        if field == 0 || field > u32::MAX as u64 >> 3 {
+            return None;
+        }
+        Some((field, key & 7))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let len = self.varint()? as usize;
+        let end = self.pos.checked_add(len)?;
+        let bytes = self.data.get(self.pos..end)?;
+        self.pos = end;
+        Some(bytes)
+    }
+    fn str(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.bytes()?).ok()
+    }
+}
+
+/// ToolCall or ToolOutcome fields 1-3 (and 4-5 for an outcome); None for anything else.
+fn tool_message(data: &[u8], outcome_fields: bool) -> Option<(&str, &str, &str, Option<OutcomeRef<'_>>)> {
+    let (mut tool_name, mut tool_call_id, mut params_json, mut outcome) = ("", "", "", None);
+    let mut r = Reader { data, pos: 0 };
+    while !r.done() {
+        match r.key()? {
+            (1, 2) => tool_name = r.str()?,
+            (2, 2) => tool_call_id = r.str()?,
+            (3, 2) => params_json = r.str()?,
+            (4, 2) if outcome_fields => outcome = Some(OutcomeRef::ResultJson(r.str()?)),
+            (5, 2) if outcome_fields => outcome = Some(OutcomeRef::Error(r.str()?)),
+            _ => return None,
+        }
+    }
+    Some((tool_name, tool_call_id, params_json, outcome))
+}
+
+fn event(data: &[u8]) -> Option<EventRef<'_>> {
+    let mut e = EventRef::default();
+    let mut r = Reader { data, pos: 0 };
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        match (field, wire) {
+            (1, 2) => e.run_id = r.str()?,
+            (2, 2) => e.agent_id = r.str()?,
+            (3, 2) => e.session_id = r.str()?,
+            (4, 0) => e.seq = r.varint()?,
+            (10..=13, 2) => {
+                if e.kind.is_some() {
+                    return None; // prost merges a repeated kind: its case
+                }
+                let body = r.bytes()?;
+                e.kind = Some(match field {
+                    10 => {
+                        let (tool_name, tool_call_id, params_json, _) = tool_message(body, false)?;
+                        KindRef::ToolCall { tool_name, tool_call_id, params_json }
+                    }
+                    11 => {
+                        let (tool_name, tool_call_id, params_json, outcome) = tool_message(body, true)?;
+                        KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome }
+                    }
+                    _ if !body.is_empty() => return None,
+                    12 => KindRef::CompactionRetry,
+                    _ => KindRef::RunEnd,
+                });
+            }
+            _ => return None,
+        }
+    }
+    Some(e)
+}
+
+/// An EvaluateRequest's events read in place, or None: leave this request to prost.
+pub fn decode_in_place(data: &[u8]) -> Option<Vec<EventRef<'_>>> {
+    let mut events = Vec::new();
+    let mut r = Reader { data, pos: 0 };
+    while !r.done() {
+        if r.key()? != (1, 2) {
+            return None;
+        }
+        events.push(event(r.bytes()?)?);
+    }
+    Some(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn text(&mut self) -> String {
+            let pieces = ["", "a", "run-1", "é", "{\"k\": [1, 2]}", "\u{1F600}", " ", "x\ny"];
+            (0..self.below(4)).map(|_| pieces[self.below(pieces.len() as u64) as usize]).collect()
+        }
+    }
+
+    fn random_event(rng: &mut Rng) -> pb::Event {
+        use pb::event::Kind;
+        let kind = match rng.below(6) {
+            0 => None,
+            1 | 2 => Some(Kind::ToolCall(pb::ToolCall { tool_name: rng.text(), tool_call_id: rng.text(), params_json: rng.text() })),
+            3 | 4 => Some(Kind::ToolOutcome(pb::ToolOutcome {
+                tool_name: rng.text(),
+                tool_call_id: rng.text(),
+                params_json: rng.text(),
+                outcome: match rng.below(3) {
+                    0 => None,
+                    1 => Some(pb::tool_outcome::Outcome::ResultJson(rng.text())),
+                    _ => Some(pb::tool_outcome::Outcome::Error(rng.text())),
+                },
+            })),
+            _ if rng.below(2) == 0 => Some(Kind::CompactionRetry(pb::CompactionRetry {})),
+            _ => Some(Kind::RunEnd(pb::RunEnd {})),
+        };
+        let seq = [0, 1, 127, 128, u64::MAX, rng.next()][rng.below(6) as usize];
+        pb::Event { run_id: rng.text(), agent_id: rng.text(), session_id: rng.text(), seq, kind }
+    }
+
+    /// Whenever the in-place reader accepts bytes, prost accepts them too and reads the same.
+    fn agrees(data: &[u8]) -> bool {
+        let Some(fast) = decode_in_place(data) else { return false };
+        let decoded = pb::EvaluateRequest::decode(data).expect("prost accepts what the in-place reader does");
+        let slow: Vec<EventRef> = decoded.events.iter().map(EventRef::from).collect();
+        assert_eq!(fast, slow, "{data:?}");
+        true
+    }
+
+    #[test]
+    fn reads_what_prost_writes() {
+        let mut rng = Rng(0x9E3779B97F4A7C15);
+        for _ in 0..2000 {
+            let events = (0..rng.below(5)).map(|_| random_event(&mut rng)).collect();
+            let data = pb::EvaluateRequest { events }.encode_to_vec();
+            assert!(agrees(&data), "prost's own encoding is the plain form");
+        }
+    }
+
+    #[test]
+    fn mutated_requests_are_read_as_prost_reads_them_or_left_to_it() {
+        let mut rng = Rng(12345);
+        let (mut accepted, mut left) = (0, 0);
+        for _ in 0..20000 {
+            let events = (0..1 + rng.below(3)).map(|_| random_event(&mut rng)).collect();
+            let mut data = pb::EvaluateRequest { events }.encode_to_vec();
+            for _ in 0..1 + rng.below(3) {
+                match rng.below(3) {
+                    0 if !data.is_empty() => {
+                        let at = rng.below(data.len() as u64) as usize;
+                        data[at] = rng.next() as u8;
+                    }
+                    1 if !data.is_empty() => data.truncate(rng.below(data.len() as u64) as usize),
+                    _ => {
+                        let at = rng.below(data.len() as u64 + 1) as usize;
+                        data.insert(at, rng.next() as u8);
+                    }
+                }
+            }
+            if agrees(&data) { accepted += 1 } else { left += 1 }
+        }
+        assert!(accepted > 100 && left > 100, "both sides exercised: {accepted} read, {left} left to prost");
+    }
+
+    #[test]
+    fn unusual_forms_are_left_to_prost() {
+        let call = |name: &str| pb::Event {
+            run_id: "r".into(),
+            kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: name.into(), ..Default::default() })),
+            ..Default::default()
+        };
+        let mut data = pb::EvaluateRequest { events: vec![call("a")] }.encode_to_vec();
+        // An unknown field at the top, the same kind twice (prost merges), invalid UTF-8.
+        let unknown = [data.clone(), vec![0x10, 0x01]].concat();
+        assert_eq!(decode_in_place(&unknown), None);
+        let mut twice = call("a").encode_to_vec();
+        twice.extend(call("b").encode_to_vec()[3..].iter()); // the second event's kind field only
+        let twice = [vec![0x0A, twice.len() as u8], twice].concat();
+        assert_eq!(decode_in_place(&twice), None);
+        assert_eq!(pb::EvaluateRequest::decode(twice.as_slice()).unwrap().events.len(), 1);
+        let at = data.len() - 1;
+        data[at] = 0xFF;
+        assert_eq!(decode_in_place(&data), None);
+        assert!(pb::EvaluateRequest::decode(data.as_slice()).is_err());
+    }
+}
