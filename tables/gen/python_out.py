@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
-from .source import Block, Tables
+from .source import Block, Tables, snake
 
 PATH = "server/loopwarden_server/config/tables.py"
 
@@ -82,6 +82,7 @@ def render(t: Tables) -> str:
         "    maximum: int | None",
         "    default: Any  # when written nowhere (and its gate, if any, is on)",
         "    after: str  # sibling key this value must stay greater than ('' for none)",
+        "    after_attribute: str  # that sibling's attribute",
         "    gate: str  # attribute of its block's gate ('' for none)",
         "    scope: str  # 'global': only in the global `loopwarden` block",
         "    proto_name: str  # EffectiveConfig field ('' when not on the wire)",
@@ -94,12 +95,17 @@ def render(t: Tables) -> str:
         gate_attr = gate.attribute if gate is not None and gate is not s else ""
         out.append(
             f"    SettingRow({s.path!r}, {s.key!r}, {s.block!r}, {s.attribute!r}, {s.kind!r}, {s.field!r}, "
-            f"{s.minimum!r}, {s.maximum!r}, {s.default!r}, {s.after!r}, {gate_attr!r}, {s.scope!r}, "
+            f"{s.minimum!r}, {s.maximum!r}, {s.default!r}, {s.after!r}, {snake(s.after)!r}, {gate_attr!r}, {s.scope!r}, "
             f"{(s.wire_name if s.proto_tag else '')!r}),")
-    out += [")", "", "# Block path -> (block class, attribute of each child block by its key).",
+    out += [")", "", "# Block path -> the dataclass of the block as written.",
             "BLOCKS: dict[str, type] = {"]
     for block in t.blocks:
         out.append(f"    {block.path!r}: {block.python},")
+    out += ["}", "", "# Block path -> its child blocks as (key, attribute, child block path).",
+            "CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {"]
+    for block in t.blocks:
+        children = tuple((c.key, c.attribute, c.path) for c in t.children(block.path))
+        out.append(f"    {block.path!r}: {children!r},")
     out += ["}", "", "# Preset name -> {setting path: value}: defaults beneath everything written.",
             "PRESET_VALUES: dict[str, dict[str, Any]] = {"]
     for preset in t.presets:

@@ -36,7 +36,7 @@ from loopwarden_server.config.resolve import merge, resolve
 from loopwarden_server.config.detection import ToolCatalog
 # Every key, its kind, bounds and order come from the one table (tables/loopwarden.toml).
 from loopwarden_server.config.tables import (  # noqa: F401  (the ceilings are re-exported)
-    BLOCKS, MAX_HISTORY_SIZE, MAX_THRESHOLD, MAX_WINDOW_SIZE, SETTINGS, SettingRow,
+    BLOCKS, CHILD_BLOCKS, MAX_HISTORY_SIZE, MAX_THRESHOLD, MAX_WINDOW_SIZE, SETTINGS, SettingRow,
 )
 from loopwarden_core import normalize_tool_name
 
@@ -230,7 +230,6 @@ def _parse_strict(value: Any, path: str, schema: Schema) -> dict[str, Any]:
     return parsed
 
 
-
 def _parser(row: SettingRow) -> Parser:
     """The value parser of one key, by its kind in the table."""
     if row.kind in ("switch", "bool", "gate"):
@@ -252,15 +251,9 @@ def _schema(path: str, *, per_agent: bool) -> Schema:
         row.key: (row.attribute, _parser(row)) for row in SETTINGS
         if row.block == path and not (per_agent and row.scope == "global")
     }
-    for child in BLOCKS:
-        key = child[len(path) + 1:]
-        if child.startswith(path + ".") and "." not in key:
-            schema[key] = (_attribute(key), _block_parser(child, per_agent=per_agent))
+    for key, attribute, child in CHILD_BLOCKS[path]:
+        schema[key] = (attribute, _block_parser(child, per_agent=per_agent))
     return schema
-
-
-def _attribute(key: str) -> str:
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
 
 
 def _block_parser(path: str, *, per_agent: bool) -> Callable[[Any, str], Any]:
@@ -279,7 +272,7 @@ def _check_order(block: Any, path: str, ordered: list[SettingRow]) -> None:
     """W < C < G (and warnAt < blockAt) inside one block, checked only between values it sets."""
     for row in ordered:
         value = getattr(block, row.attribute)
-        floor = getattr(block, _attribute(row.after))
+        floor = getattr(block, row.after_attribute)
         if floor is not None and value and value <= floor:
             raise ConfigError(_child(path, row.key), f"must be greater than {row.after} ({floor}), got {value}")
 

@@ -10,11 +10,11 @@ the same blocks a config file parses into.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from loopwarden_server.config.model import ExtensionsBlock, LoopDetectionBlock
-from loopwarden_server.config.tables import BLOCKS, PRESET_VALUES, SETTINGS
+from loopwarden_server.config.tables import BLOCKS, CHILD_BLOCKS, PRESET_VALUES, SETTINGS
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,14 +26,8 @@ class Preset:
 def _block(path: str, values: dict[str, Any]) -> Any:
     """The block at `path` with the preset's values of its keys and of its child blocks."""
     own = {row.attribute: values[row.path] for row in SETTINGS if row.block == path and row.path in values}
-    children = {child[len(path) + 1:]: _block(child, values) for child in BLOCKS
-                if child.startswith(path + ".") and "." not in child[len(path) + 1:]}
-    block = BLOCKS[path](**own)
-    return replace(block, **{_attribute(key): value for key, value in children.items()})
-
-
-def _attribute(key: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+    children = {attribute: _block(child, values) for _, attribute, child in CHILD_BLOCKS[path]}
+    return BLOCKS[path](**own, **children)
 
 
 PRESETS: dict[str, Preset] = {

@@ -13,13 +13,28 @@ from typing import Any, TypeVar
 from loopwarden_server.config.detection import LoopDetectionSettings
 from loopwarden_server.config.model import ExtensionsBlock, LoopDetectionBlock
 from loopwarden_server.config.presets import PRESETS
-from loopwarden_server.config.tables import SETTINGS, SettingRow
+from loopwarden_server.config.tables import CHILD_BLOCKS, SETTINGS, SettingRow
 
 BlockT = TypeVar("BlockT")
 
 _RESOLVED = tuple(row for row in SETTINGS if row.field and row.kind != "preset")
 _ORDERED = tuple(row for row in _RESOLVED if row.after)
 _SIBLING_FIELD = {(row.block, row.key): row.field for row in _RESOLVED}
+ROOTS = ("tools.loopDetection", "loopwarden")
+
+
+def _trails() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Block path -> (its root block's path, the attributes from the root down to it)."""
+    trails: dict[str, tuple[str, tuple[str, ...]]] = {}
+    pending: list[tuple[str, str, tuple[str, ...]]] = [(root, root, ()) for root in ROOTS]
+    while pending:
+        root, path, trail = pending.pop()
+        trails[path] = (root, trail)
+        pending += [(root, child, (*trail, attribute)) for _, attribute, child in CHILD_BLOCKS[path]]
+    return trails
+
+
+_TRAILS = _trails()
 
 
 def merge(base: BlockT, override: BlockT) -> BlockT:
@@ -36,12 +51,11 @@ def merge(base: BlockT, override: BlockT) -> BlockT:
 
 def _block_at(roots: dict[str, Any], path: str) -> Any:
     """The (merged) block object at a dotted block path, from its root block."""
-    for root, block in roots.items():
-        if path == root or path.startswith(root + "."):
-            for key in path[len(root):].split(".")[1:]:
-                block = getattr(block, "".join(f"_{c.lower()}" if c.isupper() else c for c in key))
-            return block
-    raise KeyError(path)
+    root, trail = _TRAILS[path]
+    block = roots[root]
+    for attribute in trail:
+        block = getattr(block, attribute)
+    return block
 
 
 def _value(row: SettingRow, block: Any) -> Any:

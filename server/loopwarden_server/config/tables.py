@@ -169,38 +169,39 @@ class SettingRow:
     maximum: int | None
     default: Any  # when written nowhere (and its gate, if any, is on)
     after: str  # sibling key this value must stay greater than ('' for none)
+    after_attribute: str  # that sibling's attribute
     gate: str  # attribute of its block's gate ('' for none)
     scope: str  # 'global': only in the global `loopwarden` block
     proto_name: str  # EffectiveConfig field ('' when not on the wire)
 
 
 SETTINGS: tuple[SettingRow, ...] = (
-    SettingRow('tools.loopDetection.enabled', 'enabled', 'tools.loopDetection', 'enabled', 'switch', 'enabled', None, None, None, '', '', '', 'enabled'),
-    SettingRow('tools.loopDetection.historySize', 'historySize', 'tools.loopDetection', 'history_size', 'count', 'history_size', 1, 1000, 30, '', '', '', 'history_size'),
-    SettingRow('tools.loopDetection.warningThreshold', 'warningThreshold', 'tools.loopDetection', 'warning_threshold', 'count', 'warning_threshold', 1, 1000000, 10, '', '', '', 'warning_threshold'),
-    SettingRow('tools.loopDetection.criticalThreshold', 'criticalThreshold', 'tools.loopDetection', 'critical_threshold', 'count', 'critical_threshold', 1, 1000000, 20, 'warningThreshold', '', '', 'critical_threshold'),
-    SettingRow('tools.loopDetection.unknownToolThreshold', 'unknownToolThreshold', 'tools.loopDetection', 'unknown_tool_threshold', 'count', 'unknown_tool_threshold', 1, 1000000, 10, '', '', '', 'unknown_tool_threshold'),
-    SettingRow('tools.loopDetection.globalCircuitBreakerThreshold', 'globalCircuitBreakerThreshold', 'tools.loopDetection', 'global_circuit_breaker_threshold', 'count', 'global_circuit_breaker_threshold', 1, 1000000, 30, 'criticalThreshold', '', '', 'global_circuit_breaker_threshold'),
-    SettingRow('tools.loopDetection.detectors.genericRepeat', 'genericRepeat', 'tools.loopDetection.detectors', 'generic_repeat', 'bool', 'generic_repeat', None, None, True, '', '', '', 'generic_repeat'),
-    SettingRow('tools.loopDetection.detectors.knownPollNoProgress', 'knownPollNoProgress', 'tools.loopDetection.detectors', 'known_poll_no_progress', 'bool', 'known_poll_no_progress', None, None, True, '', '', '', 'known_poll_no_progress'),
-    SettingRow('tools.loopDetection.detectors.pingPong', 'pingPong', 'tools.loopDetection.detectors', 'ping_pong', 'bool', 'ping_pong', None, None, True, '', '', '', 'ping_pong'),
-    SettingRow('tools.loopDetection.postCompactionGuard.windowSize', 'windowSize', 'tools.loopDetection.postCompactionGuard', 'window_size', 'count', 'compaction_window_size', 1, 1000, 3, '', '', '', 'post_compaction_window_size'),
-    SettingRow('loopwarden.providerSendTools', 'providerSendTools', 'loopwarden', 'provider_send_tools', 'tool_names', '', None, None, None, '', '', 'global', ''),
-    SettingRow('loopwarden.extraPollTools', 'extraPollTools', 'loopwarden', 'extra_poll_tools', 'tool_names', '', None, None, None, '', '', 'global', ''),
-    SettingRow('loopwarden.preset', 'preset', 'loopwarden', 'preset', 'preset', 'preset', None, None, None, '', '', '', 'preset'),
-    SettingRow('loopwarden.abortAfterBlocks', 'abortAfterBlocks', 'loopwarden', 'abort_after_blocks', 'count_or_off', 'abort_after_blocks', 1, 1000000, 0, '', '', '', 'abort_after_blocks'),
-    SettingRow('loopwarden.runWideBreaker.enabled', 'enabled', 'loopwarden.runWideBreaker', 'enabled', 'gate', '', None, None, None, '', '', '', ''),
-    SettingRow('loopwarden.runWideBreaker.threshold', 'threshold', 'loopwarden.runWideBreaker', 'threshold', 'count', 'run_wide_breaker_threshold', 1, 1000000, 40, '', 'enabled', '', 'run_wide_breaker_threshold'),
-    SettingRow('loopwarden.shadowMode', 'shadowMode', 'loopwarden', 'shadow_mode', 'bool', 'shadow', None, None, False, '', '', '', 'shadow_mode'),
-    SettingRow('loopwarden.argumentChurn.enabled', 'enabled', 'loopwarden.argumentChurn', 'enabled', 'gate', '', None, None, None, '', '', '', ''),
-    SettingRow('loopwarden.argumentChurn.warnAt', 'warnAt', 'loopwarden.argumentChurn', 'warn_at', 'count', 'argument_churn_warn_at', 2, 1000, 8, '', 'enabled', '', 'argument_churn_warn_at'),
-    SettingRow('loopwarden.argumentChurn.blockAt', 'blockAt', 'loopwarden.argumentChurn', 'block_at', 'count_or_off', 'argument_churn_block_at', 2, 1000000, 12, 'warnAt', 'enabled', '', 'argument_churn_block_at'),
-    SettingRow('loopwarden.errorRepeat.enabled', 'enabled', 'loopwarden.errorRepeat', 'enabled', 'gate', '', None, None, None, '', '', '', ''),
-    SettingRow('loopwarden.errorRepeat.threshold', 'threshold', 'loopwarden.errorRepeat', 'threshold', 'count', 'error_repeat_threshold', 2, 1000, 5, '', 'enabled', '', 'error_repeat_threshold'),
-    SettingRow('loopwarden.pingPongNeedsAnswers', 'pingPongNeedsAnswers', 'loopwarden', 'ping_pong_needs_answers', 'bool', 'ping_pong_needs_answers', None, None, False, '', '', '', 'ping_pong_needs_answers'),
+    SettingRow('tools.loopDetection.enabled', 'enabled', 'tools.loopDetection', 'enabled', 'switch', 'enabled', None, None, None, '', '', '', '', 'enabled'),
+    SettingRow('tools.loopDetection.historySize', 'historySize', 'tools.loopDetection', 'history_size', 'count', 'history_size', 1, 1000, 30, '', '', '', '', 'history_size'),
+    SettingRow('tools.loopDetection.warningThreshold', 'warningThreshold', 'tools.loopDetection', 'warning_threshold', 'count', 'warning_threshold', 1, 1000000, 10, '', '', '', '', 'warning_threshold'),
+    SettingRow('tools.loopDetection.criticalThreshold', 'criticalThreshold', 'tools.loopDetection', 'critical_threshold', 'count', 'critical_threshold', 1, 1000000, 20, 'warningThreshold', 'warning_threshold', '', '', 'critical_threshold'),
+    SettingRow('tools.loopDetection.unknownToolThreshold', 'unknownToolThreshold', 'tools.loopDetection', 'unknown_tool_threshold', 'count', 'unknown_tool_threshold', 1, 1000000, 10, '', '', '', '', 'unknown_tool_threshold'),
+    SettingRow('tools.loopDetection.globalCircuitBreakerThreshold', 'globalCircuitBreakerThreshold', 'tools.loopDetection', 'global_circuit_breaker_threshold', 'count', 'global_circuit_breaker_threshold', 1, 1000000, 30, 'criticalThreshold', 'critical_threshold', '', '', 'global_circuit_breaker_threshold'),
+    SettingRow('tools.loopDetection.detectors.genericRepeat', 'genericRepeat', 'tools.loopDetection.detectors', 'generic_repeat', 'bool', 'generic_repeat', None, None, True, '', '', '', '', 'generic_repeat'),
+    SettingRow('tools.loopDetection.detectors.knownPollNoProgress', 'knownPollNoProgress', 'tools.loopDetection.detectors', 'known_poll_no_progress', 'bool', 'known_poll_no_progress', None, None, True, '', '', '', '', 'known_poll_no_progress'),
+    SettingRow('tools.loopDetection.detectors.pingPong', 'pingPong', 'tools.loopDetection.detectors', 'ping_pong', 'bool', 'ping_pong', None, None, True, '', '', '', '', 'ping_pong'),
+    SettingRow('tools.loopDetection.postCompactionGuard.windowSize', 'windowSize', 'tools.loopDetection.postCompactionGuard', 'window_size', 'count', 'compaction_window_size', 1, 1000, 3, '', '', '', '', 'post_compaction_window_size'),
+    SettingRow('loopwarden.providerSendTools', 'providerSendTools', 'loopwarden', 'provider_send_tools', 'tool_names', '', None, None, None, '', '', '', 'global', ''),
+    SettingRow('loopwarden.extraPollTools', 'extraPollTools', 'loopwarden', 'extra_poll_tools', 'tool_names', '', None, None, None, '', '', '', 'global', ''),
+    SettingRow('loopwarden.preset', 'preset', 'loopwarden', 'preset', 'preset', 'preset', None, None, None, '', '', '', '', 'preset'),
+    SettingRow('loopwarden.abortAfterBlocks', 'abortAfterBlocks', 'loopwarden', 'abort_after_blocks', 'count_or_off', 'abort_after_blocks', 1, 1000000, 0, '', '', '', '', 'abort_after_blocks'),
+    SettingRow('loopwarden.runWideBreaker.enabled', 'enabled', 'loopwarden.runWideBreaker', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.runWideBreaker.threshold', 'threshold', 'loopwarden.runWideBreaker', 'threshold', 'count', 'run_wide_breaker_threshold', 1, 1000000, 40, '', '', 'enabled', '', 'run_wide_breaker_threshold'),
+    SettingRow('loopwarden.shadowMode', 'shadowMode', 'loopwarden', 'shadow_mode', 'bool', 'shadow', None, None, False, '', '', '', '', 'shadow_mode'),
+    SettingRow('loopwarden.argumentChurn.enabled', 'enabled', 'loopwarden.argumentChurn', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.argumentChurn.warnAt', 'warnAt', 'loopwarden.argumentChurn', 'warn_at', 'count', 'argument_churn_warn_at', 2, 1000, 8, '', '', 'enabled', '', 'argument_churn_warn_at'),
+    SettingRow('loopwarden.argumentChurn.blockAt', 'blockAt', 'loopwarden.argumentChurn', 'block_at', 'count_or_off', 'argument_churn_block_at', 2, 1000000, 12, 'warnAt', 'warn_at', 'enabled', '', 'argument_churn_block_at'),
+    SettingRow('loopwarden.errorRepeat.enabled', 'enabled', 'loopwarden.errorRepeat', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.errorRepeat.threshold', 'threshold', 'loopwarden.errorRepeat', 'threshold', 'count', 'error_repeat_threshold', 2, 1000, 5, '', '', 'enabled', '', 'error_repeat_threshold'),
+    SettingRow('loopwarden.pingPongNeedsAnswers', 'pingPongNeedsAnswers', 'loopwarden', 'ping_pong_needs_answers', 'bool', 'ping_pong_needs_answers', None, None, False, '', '', '', '', 'ping_pong_needs_answers'),
 )
 
-# Block path -> (block class, attribute of each child block by its key).
+# Block path -> the dataclass of the block as written.
 BLOCKS: dict[str, type] = {
     'tools.loopDetection': LoopDetectionBlock,
     'tools.loopDetection.detectors': DetectorsBlock,
@@ -209,6 +210,17 @@ BLOCKS: dict[str, type] = {
     'loopwarden.runWideBreaker': RunWideBreakerBlock,
     'loopwarden.argumentChurn': ArgumentChurnBlock,
     'loopwarden.errorRepeat': ErrorRepeatBlock,
+}
+
+# Block path -> its child blocks as (key, attribute, child block path).
+CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    'tools.loopDetection': (('detectors', 'detectors', 'tools.loopDetection.detectors'), ('postCompactionGuard', 'post_compaction_guard', 'tools.loopDetection.postCompactionGuard')),
+    'tools.loopDetection.detectors': (),
+    'tools.loopDetection.postCompactionGuard': (),
+    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat')),
+    'loopwarden.runWideBreaker': (),
+    'loopwarden.argumentChurn': (),
+    'loopwarden.errorRepeat': (),
 }
 
 # Preset name -> {setting path: value}: defaults beneath everything written.
