@@ -1,8 +1,7 @@
 """client/go/loopwarden/tables_gen.go: EffectiveConfig, detector ids and error codes for Go callers."""
 from __future__ import annotations
 
-import textwrap
-
+from .regions import comment
 from .source import Tables, pascal
 
 PATH = "client/go/loopwarden/tables_gen.go"
@@ -11,7 +10,7 @@ _GO = {"switch": "*bool", "bool": "bool", "count": "uint32", "count_or_off": "ui
 
 
 def _comment(text: str, indent: str = "") -> list[str]:
-    return [f"{indent}// {line}" for line in textwrap.wrap(text, 100 - len(indent) - 3)]
+    return comment(text, f"{indent}// ")
 
 
 def render(t: Tables) -> str:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 
 from . import regions
 from .source import Setting, Tables
@@ -97,8 +96,7 @@ def _yaml(value: object) -> str:
 
 
 def _comment(text: str, indent: str) -> list[str]:
-    lines = textwrap.wrap(text, 100 - len(indent) - 5)
-    return [f"{indent}# -- {lines[0]}"] + [f"{indent}# {line}" for line in lines[1:]]
+    return regions.comment(text, f"{indent}# ", first=f"{indent}# -- ")
 
 
 def _note(t: Tables, s: Setting) -> str:

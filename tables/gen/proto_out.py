@@ -1,8 +1,6 @@
 """proto/loopwarden/v1/loopwarden.proto: EffectiveConfig's fields, enum Detector, error_code's list."""
 from __future__ import annotations
 
-import textwrap
-
 from . import regions
 from .source import Tables
 
@@ -12,7 +10,7 @@ _PROTO = {"switch": "optional bool", "bool": "bool", "count": "uint32", "count_o
 
 
 def _comment(text: str, indent: str) -> list[str]:
-    return [f"{indent}// {line}" for line in textwrap.wrap(text, 100 - len(indent) - 3)]
+    return regions.comment(text, f"{indent}// ")
 
 
 def update(t: Tables, text: str) -> str:

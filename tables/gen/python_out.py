@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
+from .regions import comment
 from .source import Block, Tables, snake
 
 PATH = "server/loopwarden_server/config/tables.py"
@@ -32,7 +33,7 @@ def _docstring(text: str) -> list[str]:
 
 
 def _comment(text: str) -> list[str]:
-    return [f"    # {line}" for line in textwrap.wrap(text, 94)]
+    return comment(text, "    # ")
 
 
 def render(t: Tables) -> str:

@@ -5,20 +5,18 @@ from .source import Tables
 
 PATH = "core/src/tables.rs"
 
-_RUST = {"switch": "Option<bool>", "bool": "bool", "count": "u32", "count_or_off": "u32", "preset": "String"}
+_RUST = {"switch": "Option<bool>", "bool": "bool", "count": "u32", "count_or_off": "u32"}
 
 
 def _rust_type(setting) -> str:
     return setting.rust_type or _RUST[setting.kind]
 
 
-def _rust_value(value: object, rust_type: str) -> str:
+def _rust_value(value: object) -> str:
     if value is None:
         return "None"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if rust_type == "String":
-        return f"String::from({value!r})".replace("'", '"')
     return str(value)
 
 
@@ -42,7 +40,7 @@ def render(t: Tables) -> str:
         out.append(f"    pub {s.field}: {_rust_type(s)},")
     out += ["}", "", "impl Default for Settings {", "    fn default() -> Self {", "        Settings {"]
     for s in engine:
-        out.append(f"            {s.field}: {_rust_value(t.resolved_default(s), _rust_type(s))},")
+        out.append(f"            {s.field}: {_rust_value(t.resolved_default(s))},")
     out += ["        }", "    }", "}", "",
             "/// The settings' field names, as Python's settings mapping spells its keys.",
             "pub const SETTING_FIELDS: &[&str] = &[" + ", ".join(f'"{s.field}"' for s in engine) + "];", ""]
