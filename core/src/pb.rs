@@ -36,9 +36,10 @@ pub struct Event {
     #[prost(string, tag = "3")]
     pub session_id: ::prost::alloc::string::String,
     /// The caller's sequence number, echoed in the verdict. An event whose seq (> 0) AND content
-    /// (kind, tool, params, result or error) equal one of the run's recently evaluated events (the
-    /// last 64) is a retry: it gets the same verdict again and changes nothing. A reused seq with
-    /// other content is a new event. 0 means "no dedup" (one-shot clients).
+    /// (kind, tool, params, the tool_call_id when set, result or error) equal one of the run's
+    /// recently evaluated events (the last 64) is a retry: it gets the same verdict again and changes
+    /// nothing. A reused seq with other content (another call id included) is a new event. 0 means
+    /// "no dedup" (one-shot clients).
     #[prost(uint64, tag = "4")]
     pub seq: u64,
     #[prost(oneof = "event::Kind", tags = "10, 11, 12, 13")]

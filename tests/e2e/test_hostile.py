@@ -159,6 +159,21 @@ class TestRetries:
         assert [1, 1] == [r.seq for r in inspected.records]
         assert 2 == len({r.args_hash for r in inspected.records})
 
+    def test_every_call_numbered_seq_1_with_fresh_call_ids_is_blocked_at_call_21(self, daemon, run_id):
+        """The call id is part of a retry's content: a client that numbers every event `seq 1`
+        but names each call afresh sends 21 calls, not one call and 20 retries, so the 21st is
+        blocked; resending that 21st call (same id) is a retry and gets the same decision."""
+        with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
+            for index in range(20):
+                call_id = f"call-{index}"
+                stream.send(call(run_id, "read", '{"p": 1}', tool_call_id=call_id, seq=1),
+                            outcome(run_id, "read", '{"p": 1}', SAME, tool_call_id=call_id, seq=1))
+            blocked = stream.one(call(run_id, "read", '{"p": 1}', tool_call_id="call-20", seq=1))
+            resent = stream.one(call(run_id, "read", '{"p": 1}', tool_call_id="call-20", seq=1))
+
+        assert (pb.ACTION_BLOCK, pb.DETECTOR_GENERIC_REPEAT, 20) == (blocked.action, blocked.detector, blocked.count)
+        assert blocked == resent
+
     def test_seq_zero_is_never_deduplicated(self, daemon, run_id):
         """seq 0 ("no dedup"): 21 identical pairs with seq 0 block as usual."""
         with channel(daemon.grpc_target) as ch, Stream(ch) as stream:

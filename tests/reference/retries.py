@@ -1,9 +1,10 @@
 """Idempotent retries: a resent event gets the verdict it got the first time and changes nothing.
 
 Runners resend after a reconnect (at-least-once delivery). An event is a retry when its seq
-(> 0) AND its content (kind, tool, params, result or error) equal one of the run's recently
-evaluated events. A reused seq with other content is a new event, so a client that restarts
-its numbering is never answered with an old verdict; seq 0 means "no dedup".
+(> 0) AND its content (kind, tool, params, the tool call id when set, result or error) equal
+one of the run's recently evaluated events. A reused seq with other content is a new event, so a
+client that restarts its numbering, or numbers every call alike but names each afresh, is never
+answered with an old verdict; seq 0 means "no dedup".
 
 Design. Each run keeps a ring of its last RETRY_WINDOW evaluated events: their seqs (machine
 integers) and 8-byte content digests, in two flat arrays (~1 KB per run, allocated on the
@@ -31,14 +32,19 @@ def _text(value: str) -> bytes:
     return len(data).to_bytes(8, "big") + data
 
 
+def _call_id(value: str) -> bytes:
+    """A tool call id only when there is one: an event without ids keeps its digest."""
+    return b"i" + _text(value) if value else b""
+
+
 def content_digest(payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd) -> bytes:
-    """8 bytes naming what an event says (not its seq or ids): kind, tool, params, result or error."""
+    """8 bytes naming what an event says (not its seq): kind, tool, params, call id, result or error."""
     # XXH3-64, big-endian, as the core takes it (core/src/service/retries.rs, which says why not
     # sha256): the window is persisted and read by either engine.
     if type(payload) is ToolCall:
-        data = b"c" + _text(payload.tool_name) + _text(payload.params_json)
+        data = b"c" + _text(payload.tool_name) + _text(payload.params_json) + _call_id(payload.tool_call_id)
     elif type(payload) is ToolOutcome:
-        data = b"o" + _text(payload.tool_name) + _text(payload.params_json)
+        data = b"o" + _text(payload.tool_name) + _text(payload.params_json) + _call_id(payload.tool_call_id)
         if payload.error is not None:
             data += b"e" + _text(payload.error)
         elif payload.result_json is not None:

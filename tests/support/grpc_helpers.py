@@ -92,8 +92,8 @@ def call(run_id: str, tool: str, params_json: str = "{}", tool_call_id: str = ""
 
 
 def outcome(run_id: str, tool: str, params_json: str = "{}", result_json: str | None = None,
-            error: str | None = None, **fields) -> pb.Event:
-    body = pb.ToolOutcome(tool_name=tool, params_json=params_json)
+            error: str | None = None, tool_call_id: str = "", **fields) -> pb.Event:
+    body = pb.ToolOutcome(tool_name=tool, params_json=params_json, tool_call_id=tool_call_id)
     if error is not None:
         body.error = error
     elif result_json is not None:

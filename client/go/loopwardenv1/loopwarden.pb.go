@@ -415,9 +415,10 @@ type Event struct {
 	// Optional: carried into logs and inspection only.
 	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The caller's sequence number, echoed in the verdict. An event whose seq (> 0) AND content
-	// (kind, tool, params, result or error) equal one of the run's recently evaluated events (the
-	// last 64) is a retry: it gets the same verdict again and changes nothing. A reused seq with
-	// other content is a new event. 0 means "no dedup" (one-shot clients).
+	// (kind, tool, params, the tool_call_id when set, result or error) equal one of the run's
+	// recently evaluated events (the last 64) is a retry: it gets the same verdict again and changes
+	// nothing. A reused seq with other content (another call id included) is a new event. 0 means
+	// "no dedup" (one-shot clients).
 	Seq uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Types that are valid to be assigned to Kind:
 	//

@@ -45,9 +45,11 @@ impl Retries {
     }
 }
 
-/// What an event says (not its seq or ids), as 8 bytes: retries.py's `content_digest`, byte for
-/// byte: XXH3-64 (seed 0) over kind, tool, params, result or error, each text preceded by its
-/// UTF-8 length as 8 big-endian bytes, written big-endian. The retry window is part of a run's
+/// What an event says (not its seq), as 8 bytes: retries.py's `content_digest`, byte for byte:
+/// XXH3-64 (seed 0) over kind, tool, params, the tool call id when it has one, result or error,
+/// each text preceded by its UTF-8 length as 8 big-endian bytes, written big-endian. The call id
+/// is content: a client that numbers every call `seq 1` but names each call afresh sends new
+/// events, not retries (without it, its first ALLOW came back for ever and no loop was blocked). The retry window is part of a run's
 /// persisted state, so both engines take the same digest (tests/reference/xxh3.py is the
 /// oracle's plain-Python XXH3).
 ///
@@ -70,6 +72,13 @@ impl ContentHash {
         self.update(&(text.len() as u64).to_be_bytes());
         self.update(text.as_bytes());
     }
+    /// A call id only when there is one, so an event without ids keeps the digest it had.
+    fn call_id(&mut self, id: &str) {
+        if !id.is_empty() {
+            self.update(b"i");
+            self.text(id);
+        }
+    }
     fn finish(self) -> [u8; 8] {
         self.0.digest().to_be_bytes()
     }
@@ -83,15 +92,17 @@ pub fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
 pub fn content_digest_of(kind: &Option<KindRef>) -> [u8; 8] {
     let mut h = ContentHash::new();
     match kind {
-        Some(KindRef::ToolCall { tool_name, params_json, .. }) => {
+        Some(KindRef::ToolCall { tool_name, tool_call_id, params_json }) => {
             h.update(b"c");
             h.text(tool_name);
             h.text(params_json);
+            h.call_id(tool_call_id);
         }
-        Some(KindRef::ToolOutcome { tool_name, params_json, outcome, .. }) => {
+        Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome }) => {
             h.update(b"o");
             h.text(tool_name);
             h.text(params_json);
+            h.call_id(tool_call_id);
             match outcome {
                 Some(OutcomeRef::Error(e)) => {
                     h.update(b"e");
@@ -142,6 +153,15 @@ mod tests {
         assert_eq!(hex(content_digest(&outcome(None, None))), "a24fe6826f23ab43");
         assert_eq!(hex(content_digest(&Some(pb::event::Kind::CompactionRetry(pb::CompactionRetry {})))), "a921e3704fda881d");
         assert_eq!(hex(content_digest(&Some(pb::event::Kind::RunEnd(pb::RunEnd {})))), "eaf06c6480b2cd11");
+        // A call id, when there is one, is content (the digests above, without one, stay).
+        let with_id = |id: &str| Some(pb::event::Kind::ToolCall(pb::ToolCall {
+            tool_name: "fetch".into(), params_json: r#"{"url": "x"}"#.into(), tool_call_id: id.into() }));
+        assert_eq!(hex(content_digest(&with_id("call-1"))), "d5d602adbe5d1b52");
+        assert_eq!(hex(content_digest(&with_id(""))), "5b6ef9e212c25d04");
+        let outcome_with_id = Some(pb::event::Kind::ToolOutcome(pb::ToolOutcome {
+            tool_name: "fetch".into(), params_json: r#"{"url": "x"}"#.into(), tool_call_id: "call-1".into(),
+            outcome: Some(pb::tool_outcome::Outcome::ResultJson(r#""ok""#.into())) }));
+        assert_eq!(hex(content_digest(&outcome_with_id)), "b40b48baceff2c6b");
         // Past 240 bytes (XXH3's long path, several 1,024-byte blocks) and multi-byte UTF-8.
         let long = format!(r#"{{"q": "{}"}}"#, "x".repeat(3000));
         assert_eq!(hex(content_digest(&call("fetch", &long))), "613127e9f0587ee2");
