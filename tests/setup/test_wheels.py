@@ -11,16 +11,14 @@ import email.parser
 import json
 import os
 import pathlib
-import queue
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import time
 import zipfile
 
 import pytest
+
+from tests.support.daemon import started
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DIST = REPO / "dist"
@@ -177,14 +175,6 @@ def installed(wheels, no_rust_env, tmp_path_factory) -> tuple[pathlib.Path, dict
     return venv_dir, env, work
 
 
-def _pump(stream, sink: queue.Queue) -> None:
-    for raw in stream:
-        try:
-            sink.put(json.loads(raw))
-        except ValueError:
-            sink.put({"msg": raw.rstrip("\n"), "unstructured": True})
-
-
 # Run by the fresh venv's Python: where the packages come from, the standard health check, then the
 # unary Check RPC: a first call, and the 21st of 20 identical calls with identical results.
 CHECK_SCRIPT = """
@@ -244,29 +234,12 @@ class TestInstalledDaemon:
         stops it with exit 0."""
         venv_dir, env, work = installed
         site_packages = next((venv_dir / "lib").glob("python3.*/site-packages")).resolve()
-        process = subprocess.Popen(
-            [str(venv_dir / "bin" / "loopwarden"), "serve", "--listen", "127.0.0.1:0",
-             "--metrics-listen", "127.0.0.1:0"],
-            cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True)
-        lines: queue.Queue = queue.Queue()
-        pump = threading.Thread(target=_pump, args=(process.stderr, lines), daemon=True)
-        pump.start()
-        try:
-            seen, listening = [], None
-            deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-            while listening is None:
-                assert time.monotonic() < deadline and process.poll() is None, f"daemon did not start: {seen}"
-                try:
-                    line = lines.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                seen.append(line)
-                if line.get("msg") == "listening":
-                    listening = line
-            mapped = pathlib.Path(f"/proc/{process.pid}/maps").read_text()
+        command = [str(venv_dir / "bin" / "loopwarden"), "serve", "--listen", "127.0.0.1:0",
+                   "--metrics-listen", "127.0.0.1:0"]
+        with started(command, env, cwd=work, startup_timeout=STARTUP_TIMEOUT_SECONDS, stop_timeout=30) as daemon:
+            mapped = pathlib.Path(f"/proc/{daemon.process.pid}/maps").read_text()
 
-            checked = _run([venv_dir / "bin" / "python", "-c", CHECK_SCRIPT, listening["grpc_address"]], 120,
+            checked = _run([venv_dir / "bin" / "python", "-c", CHECK_SCRIPT, daemon.listening["grpc_address"]], 120,
                            cwd=work, env=env)
 
             assert 0 == checked.returncode, checked.stderr
@@ -278,17 +251,7 @@ class TestInstalledDaemon:
                 assert pathlib.Path(file).resolve().is_relative_to(site_packages), (module, file)
             # The daemon process itself runs the compiled engine from the venv's wheel.
             assert f"{site_packages}/loopwarden_core/loopwarden_core.abi3.so" in mapped
-        finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=5)
-            pump.join(timeout=5)
-            process.stderr.close()
-        assert 0 == process.returncode
+        assert 0 == daemon.process.returncode
 
 
 def test_make_wheel_without_cargo_stops_with_one_line(tmp_path, no_rust_env):

@@ -79,6 +79,53 @@ def _pump(stream, sink: queue.Queue) -> None:
             sink.put({"msg": raw.rstrip("\n"), "unstructured": True})
 
 
+@dataclass
+class Started:
+    """A daemon process started by `started`, once it logged `listening`."""
+
+    process: subprocess.Popen
+    listening: dict
+    seen: list[dict]
+    lines: queue.Queue
+
+
+@contextlib.contextmanager
+def started(args: Sequence[str], env: dict[str, str], cwd: str | os.PathLike[str] | None = None,
+            startup_timeout: float = STARTUP_TIMEOUT_SECONDS, stop_timeout: float = 15.0) -> Iterator[Started]:
+    """Any `loopwarden serve` command line as a process whose JSON log is pumped; yielded once it
+    logged `listening`, stopped with SIGTERM (then SIGKILL) when the block ends."""
+    process = subprocess.Popen(list(args), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, env=env)
+    lines: queue.Queue = queue.Queue()
+    pump = threading.Thread(target=_pump, args=(process.stderr, lines), daemon=True)
+    pump.start()
+    try:
+        seen: list[dict] = []
+        deadline = time.monotonic() + startup_timeout
+        listening = None
+        while listening is None:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"daemon did not start (exit {process.poll()}): {seen}")
+            try:
+                line = lines.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            seen.append(line)
+            if line.get("msg") == "listening":
+                listening = line
+        yield Started(process, listening, seen, lines)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=stop_timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        pump.join(timeout=5)
+        process.stderr.close()
+
+
 @contextlib.contextmanager
 def running_daemon(config_text: str | None = None, extra_args: Sequence[str] = (),
                    env: dict[str, str] | None = None, wrapper: Sequence[str] = ()) -> Iterator[DaemonHandle]:
@@ -95,37 +142,8 @@ def running_daemon(config_text: str | None = None, extra_args: Sequence[str] = (
             args += ["--config", str(config_path)]
         process_env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWARDEN_")}
         process_env.update(env or {})
-        process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True, env=process_env)
-        lines: queue.Queue = queue.Queue()
-        pump = threading.Thread(target=_pump, args=(process.stderr, lines), daemon=True)
-        pump.start()
-        try:
-            seen: list[dict] = []
-            deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-            listening = None
-            while listening is None:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError(f"daemon did not start (exit {process.poll()}): {seen}")
-                try:
-                    line = lines.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                seen.append(line)
-                if line.get("msg") == "listening":
-                    listening = line
-            metrics_port = int(listening["metrics_address"].rsplit(":", 1)[1])
-            handle = DaemonHandle(process, listening["grpc_address"],
-                                  f"http://127.0.0.1:{metrics_port}/metrics", metrics_port, config_path,
-                                  seen, lines)
-            yield handle
-        finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=5)
-            pump.join(timeout=5)
-            process.stderr.close()
+        with started(args, process_env) as daemon:
+            metrics_port = int(daemon.listening["metrics_address"].rsplit(":", 1)[1])
+            yield DaemonHandle(daemon.process, daemon.listening["grpc_address"],
+                               f"http://127.0.0.1:{metrics_port}/metrics", metrics_port, config_path,
+                               daemon.seen, daemon.lines)
