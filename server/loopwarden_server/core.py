@@ -53,7 +53,10 @@ CoreVerdict = loopwarden_core.Verdict
 
 
 def settings_dict(settings: LoopDetectionSettings) -> dict:
-    return {name: getattr(settings, name) for name in _SETTINGS_FIELDS}
+    """The settings as the core reads them: tool rules compiled (their paths as parsed steps)."""
+    values = {name: getattr(settings, name) for name in _SETTINGS_FIELDS}
+    values["tool_rules"] = settings.tool_rules.compiled()
+    return values
 
 
 class CoreService:
