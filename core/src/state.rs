@@ -784,6 +784,26 @@ mod tests {
     }
 
     #[test]
+    fn side_effects_round_trip_and_are_optional() {
+        use crate::engine::SideEffect;
+        let mut state = RunState::new(4);
+        let run = |state: &RunState| encode(&RunRecord {
+            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 1.0, events_evaluated: 2, state,
+            retries: None,
+        });
+        let plain = run(&state);
+        assert!(!String::from_utf8_lossy(&plain).contains("side_effects"), "absent unless remembered");
+        assert!(decode(&plain, 16).unwrap().state.side_effects.is_none());
+        let effects = vec![
+            SideEffect { tool: "send_email".into(), args: [7; 32], seq: 3, call_id: Some("c1".into()), succeeded: true },
+            SideEffect { tool: "pay".into(), args: [9; 32], seq: 5, call_id: None, succeeded: false },
+        ];
+        state.side_effects = Some(Box::new(effects.clone()));
+        let read = decode(&run(&state), 16).unwrap().state.side_effects.unwrap();
+        assert_eq!(*read, effects);
+    }
+
+    #[test]
     fn a_lone_surrogate_and_deep_nesting_are_refused() {
         assert!(parse(br#""\ud800""#).is_err());
         assert!(parse(br#""\ud83d\ude00""#).is_ok());

@@ -391,4 +391,78 @@ mod tests {
         assert_eq!(pending, [None, Some("c2")], "c1 completed (its id dropped), c2 still pending");
         assert_eq!(run.state.history.len(), 2);
     }
+
+    mod tool_rules {
+        use std::sync::Arc;
+
+        use crate::engine::testing::{seen, small, Run, ALLOW};
+        use crate::engine::{Action, Detector, Settings};
+        use crate::tool_rules::{parse_path, ArgsProjection, ToolClass, ToolRule, ToolRules};
+
+        fn with(rule: ToolRule) -> Settings {
+            Settings { tool_rules: Arc::new(ToolRules::new(vec![rule])), ..small() }
+        }
+
+        fn paths(texts: &[&str]) -> Vec<Vec<crate::tool_rules::Step>> {
+            texts.iter().map(|t| parse_path(t).unwrap()).collect()
+        }
+
+        /// Calls that differ only in an ignored path are one call to every detector.
+        #[test]
+        fn ignored_args_make_a_nonce_loop_a_repeat() {
+            let rule = ToolRule { pattern: "fetch".into(), args: ArgsProjection::Ignore(paths(&["$.nonce"])), ..Default::default() };
+            let mut run = Run::new(with(rule));
+            let verdicts: Vec<_> = (0..6)
+                .map(|i| run.round("fetch", &format!(r#"{{"url": "x", "nonce": "n{i}"}}"#), r#""same""#))
+                .map(|v| seen(&v))
+                .collect();
+            assert_eq!(verdicts[..3], [ALLOW; 3]);
+            assert_eq!(verdicts[3], (Action::Warn, Detector::GenericRepeat, 3));
+            assert_eq!(verdicts[5], (Action::Block, Detector::GenericRepeat, 5));
+            // Without the rule the same calls are all different.
+            let mut run = Run::new(small());
+            for i in 0..6 {
+                assert_eq!(seen(&run.round("fetch", &format!(r#"{{"url": "x", "nonce": "n{i}"}}"#), r#""same""#)), ALLOW);
+            }
+        }
+
+        #[test]
+        fn kept_args_are_the_only_ones_hashed_and_a_glob_rule_applies() {
+            let rule = ToolRule { pattern: "search_*".into(), args: ArgsProjection::Keep(paths(&["$.query"])), ..Default::default() };
+            let mut run = Run::new(with(rule));
+            for i in 0..3 {
+                run.round("search_web", &format!(r#"{{"query": "q", "page_token": {i}, "trace": [{i}]}}"#), r#""same""#);
+            }
+            assert_eq!(seen(&run.call("search_web", r#"{"query": "q", "page_token": 9}"#)), (Action::Warn, Detector::GenericRepeat, 3));
+            assert_eq!(seen(&run.call("search_web", r#"{"query": "other"}"#)), ALLOW);
+        }
+
+        /// A volatile field of the result no longer makes each outcome new.
+        #[test]
+        fn ignored_result_paths_make_outcomes_identical() {
+            let rule = ToolRule { pattern: "status".into(), ignore_result: paths(&["$.details.requestId", "$.content[*].ts"]), ..Default::default() };
+            let result = |i: u32| format!(r#"{{"content": [{{"type": "text", "text": "up", "ts": {i}}}], "details": {{"requestId": "r{i}", "state": "up"}}}}"#);
+            let mut run = Run::new(with(rule));
+            for i in 0..5 {
+                run.round("status", "{}", &result(i));
+            }
+            assert_eq!(seen(&run.call("status", "{}")), (Action::Block, Detector::GenericRepeat, 5));
+            let mut run = Run::new(small());
+            for i in 0..5 {
+                run.round("status", "{}", &result(i));
+            }
+            assert_eq!(seen(&run.call("status", "{}")), (Action::Warn, Detector::GenericRepeat, 5), "each outcome differs");
+        }
+
+        /// `class: poll` makes a tool a known poll, as extraPollTools does.
+        #[test]
+        fn a_poll_class_is_judged_as_a_known_poll() {
+            let rule = ToolRule { pattern: "job_status".into(), class: ToolClass::Poll, ..Default::default() };
+            let mut run = Run::new(with(rule));
+            for _ in 0..3 {
+                run.round("job_status", r#"{"id": 1}"#, r#""running""#);
+            }
+            assert_eq!(seen(&run.call("job_status", r#"{"id": 1}"#)).1, Detector::KnownPollNoProgress);
+        }
+    }
 }
