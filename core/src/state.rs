@@ -681,12 +681,12 @@ fn read_state(at: &At) -> Result<RunState, String> {
         blocks: at.field("blocks")?.u32()?,
         seen_triples,
         no_new_streak: at.field("no_new_streak")?.u32()?,
-        side_effects: read_side_effects(at)?,
+        side_effects: read_side_effects(at)?.map(Box::new),
     })
 }
 
 /// `side_effects`: absent or null = none; each [tool, args hex, seq, call id | null, succeeded].
-fn read_side_effects(at: &At) -> Result<Option<Box<Vec<SideEffect>>>, String> {
+fn read_side_effects(at: &At) -> Result<Option<Vec<SideEffect>>, String> {
     let Ok(list) = at.field("side_effects") else { return Ok(None) };
     if list.is_null() {
         return Ok(None);
@@ -705,7 +705,7 @@ fn read_side_effects(at: &At) -> Result<Option<Box<Vec<SideEffect>>>, String> {
             succeeded: parts[4].bool()?,
         });
     }
-    Ok(Some(Box::new(effects)))
+    Ok(Some(effects))
 }
 
 /// A decoded run, ready for the store.

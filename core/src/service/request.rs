@@ -469,6 +469,17 @@ pub fn py_repr(s: &str) -> String {
     out
 }
 
+/// ToolCall.tool_class's wire value as the engine's class (an unknown value: unspecified).
+fn tool_class_of(wire: i32) -> crate::tool_rules::ToolClass {
+    use crate::tool_rules::ToolClass;
+    match pb::ToolClass::try_from(wire) {
+        Ok(pb::ToolClass::ReadOnly) => ToolClass::ReadOnly,
+        Ok(pb::ToolClass::Mutating) => ToolClass::Mutating,
+        Ok(pb::ToolClass::Poll) => ToolClass::Poll,
+        _ => ToolClass::Unknown,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,16 +556,5 @@ mod tests {
         assert_eq!(py_repr("run"), "'run'");
         assert_eq!(py_repr("it's"), "\"it's\"");
         assert_eq!(py_repr("a'b\"c\n\x01"), "'a\\'b\"c\\n\\x01'");
-    }
-}
-
-/// ToolCall.tool_class's wire value as the engine's class (an unknown value: unspecified).
-fn tool_class_of(wire: i32) -> crate::tool_rules::ToolClass {
-    use crate::tool_rules::ToolClass;
-    match pb::ToolClass::try_from(wire) {
-        Ok(pb::ToolClass::ReadOnly) => ToolClass::ReadOnly,
-        Ok(pb::ToolClass::Mutating) => ToolClass::Mutating,
-        Ok(pb::ToolClass::Poll) => ToolClass::Poll,
-        _ => ToolClass::Unknown,
     }
 }
