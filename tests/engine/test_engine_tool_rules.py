@@ -150,3 +150,15 @@ class TestDuplicateSideEffect:
         run = Run(settings(toolRules=self.RULES))
         run.done("send_email", {"to": "a"}, R("sent"))
         assert run.call("send_email", {"to": "a"}).action is Action.ALLOW
+
+
+def test_the_example_config_loads():
+    """examples/tool-rules.json5, documented in docs/extensions.md, is a valid config."""
+    from pathlib import Path
+
+    from loopwarden_server.config.loader import load_config_file
+
+    config = load_config_file(Path(__file__).parents[2] / "examples" / "tool-rules.json5")
+    assert config.global_settings.duplicate_side_effect is True
+    crawler = {r.tool: r for r in config.settings_for("crawler").tool_rules.rules}
+    assert [p.text for p in crawler["fetch"].keep_args] == ["$.url"] and "send_email" in crawler
