@@ -116,6 +116,17 @@ class TestLoopsThroughTheProxy:
 
 
 class TestToolAnnotations:
+    def test_only_explicit_hints_give_a_class(self):
+        from loopwarden_server.mcp_proxy.guard import tool_classes
+
+        listed = {"tools": [
+            {"name": "read", "annotations": {"readOnlyHint": True, "destructiveHint": True}},
+            {"name": "send", "annotations": {"destructiveHint": True, "idempotentHint": False}},
+            {"name": "plain", "annotations": {"readOnlyHint": False}},
+            {"name": "bare"},
+        ]}
+        assert {"read": "readOnly", "send": "mutating"} == tool_classes(listed)
+
     @staticmethod
     async def two_identical_notes(session: ClientSession) -> list[types.CallToolResult]:
         await session.list_tools()  # the proxy reads the annotations from the server's answer
