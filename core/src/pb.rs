@@ -74,7 +74,7 @@ pub struct ToolCall {
     pub params_json: ::prost::alloc::string::String,
     /// What the tool does, when the caller knows (the MCP proxy sends its server's ToolAnnotations:
     /// readOnlyHint -> READ_ONLY, destructiveHint -> MUTATING). A `loopwarden.toolRules` class in
-    /// the config wins over it. Tag 4 is left to the call's batch id.
+    /// the config wins over it.
     #[prost(enumeration = "ToolClass", tag = "5")]
     pub tool_class: i32,
 }

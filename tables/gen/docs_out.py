@@ -39,7 +39,8 @@ def _accepts(s: Setting) -> str:
     if s.kind == "tool_names":
         return "tool names"
     if s.kind == "tool_rules":
-        return "tool name or glob -> `{class, ignoreArgs` or `keepArgs, ignoreResult}` ([tool rules](extensions.md#tool-rules))"
+        return ("an object: tool name or glob -> a rule (`class`, `ignoreArgs` or `keepArgs`, `ignoreResult`; "
+                "[tool rules](extensions.md#tool-rules))")
     return "a preset's name"
 
 

@@ -634,7 +634,7 @@ type ToolCall struct {
 	ParamsJson string `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
 	// What the tool does, when the caller knows (the MCP proxy sends its server's ToolAnnotations:
 	// readOnlyHint -> READ_ONLY, destructiveHint -> MUTATING). A `loopwarden.toolRules` class in
-	// the config wins over it. Tag 4 is left to the call's batch id.
+	// the config wins over it.
 	ToolClass     ToolClass `protobuf:"varint,5,opt,name=tool_class,json=toolClass,proto3,enum=loopwarden.v1.ToolClass" json:"tool_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
