@@ -3,7 +3,7 @@
 //! their detection into a verdict (escalation to abort, shadow mode, announcing a warning once
 //! per decade of its count). The detectors only read history; every write to it happens here.
 
-use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, MARKER, PENDING};
+use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, MARKER, PENDING, RESULT};
 use crate::tables::{error_codes, messages};
 use crate::json::{decode, py_isspace, JsonError, Value};
 use crate::tool_rules::{ToolClass, ToolRule};
@@ -250,6 +250,8 @@ fn on_tool_outcome(
         return Ok(v);
     }
     let rule = s.tool_rules.find(&tool);
+    // Success is judged on the result as sent, before any ignoreResult path is removed from it.
+    let ok = s.duplicate_side_effect && error.is_none() && succeeded(RESULT, result.as_ref());
     if let (Some(r), Some(value)) = (rule, result.as_mut()) {
         r.project_result(value); // volatile fields a host adds are not part of the outcome
     }
@@ -262,7 +264,6 @@ fn on_tool_outcome(
     let digest = rule_digest(rule, &tool, params_json, &params);
     let t = Tool::new(&tool);
     if s.duplicate_side_effect {
-        let ok = succeeded(fp.status, result.as_ref());
         let mutating = class_of(rule, ToolClass::Unknown) == ToolClass::Mutating;
         settle(state, &tool, &digest, call_id, seq, ok, mutating);
     }

@@ -108,6 +108,16 @@ mod tests {
         assert_eq!(seen(&call(&mut run, 3)), ALLOW);
     }
 
+    /// Success is judged on the result as sent: an ignoreResult path cannot hide a failure.
+    #[test]
+    fn an_ignored_result_field_does_not_turn_a_failure_into_a_success() {
+        use crate::tool_rules::parse_path;
+        let rule = ToolRule { pattern: "send_email".into(), class: ToolClass::Mutating, ignore_result: vec![parse_path("$.isError").unwrap()], ..Default::default() };
+        let mut run = Run::new(Settings { tool_rules: Arc::new(ToolRules::new(vec![rule])), ..settings() });
+        run.round(EMAIL.0, EMAIL.1, r#"{"isError": true, "content": [{"type": "text", "text": "quota"}]}"#);
+        assert_eq!(seen(&run.call(EMAIL.0, EMAIL.1)), ALLOW);
+    }
+
     #[test]
     fn off_unless_enabled() {
         let mut run = Run::new(Settings { duplicate_side_effect: false, ..settings() });
