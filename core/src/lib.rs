@@ -9,6 +9,7 @@ pub mod pb;
 pub mod toolnames;
 pub mod service;
 pub mod tables;
+pub mod tool_rules;
 pub mod state;
 #[cfg(feature = "python")]
 mod python;

@@ -72,6 +72,11 @@ pub struct ToolCall {
     /// UTF-8 JSON text of the call's arguments; empty means {}.
     #[prost(string, tag = "3")]
     pub params_json: ::prost::alloc::string::String,
+    /// What the tool does, when the caller knows (the MCP proxy sends its server's ToolAnnotations:
+    /// readOnlyHint -> READ_ONLY, destructiveHint -> MUTATING). A `loopwarden.toolRules` class in
+    /// the config wins over it.
+    #[prost(enumeration = "ToolClass", tag = "5")]
+    pub tool_class: i32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ToolOutcome {
@@ -241,6 +246,21 @@ pub struct GuardState {
     #[prost(uint32, tag = "3")]
     pub observed: u32,
 }
+/// One `loopwarden.toolRules` entry in force (EffectiveConfig): the tool name or glob it applies
+/// to (normalised), its class and its JSON paths as written.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ToolRule {
+    #[prost(string, tag = "1")]
+    pub tool: ::prost::alloc::string::String,
+    #[prost(enumeration = "ToolClass", tag = "2")]
+    pub tool_class: i32,
+    #[prost(string, repeated, tag = "3")]
+    pub ignore_args: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "4")]
+    pub keep_args: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "5")]
+    pub ignore_result: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct EffectiveConfig {
     /// generated:effective-config:begin (tables/loopwarden.toml: edit there, then `make tables`)
@@ -311,10 +331,57 @@ pub struct EffectiveConfig {
     pub preset: ::prost::alloc::string::String,
     /// loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is
     /// warned, never blocked.
-    ///
-    /// generated:effective-config:end
     #[prost(bool, tag = "18")]
     pub ping_pong_needs_answers: bool,
+    /// loopwarden.duplicateSideEffect.enabled: Block a `mutating` tool called again with identical
+    /// (projected) arguments after an identical call of the run succeeded (`duplicate_side_effect`).
+    #[prost(bool, tag = "30")]
+    pub duplicate_side_effect: bool,
+    /// loopwarden.toolRules: Per tool (a normalised name or a `*` glob): its class (`readOnly`,
+    /// `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or kept
+    /// (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`) before
+    /// the outcome is hashed. Per agent, rules merge over the global ones by key.
+    ///
+    /// generated:effective-config:end
+    #[prost(message, repeated, tag = "31")]
+    pub tool_rules: ::prost::alloc::vec::Vec<ToolRule>,
+}
+/// A tool's class as loop detection uses it (`loopwarden.toolRules` classes, MCP annotations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ToolClass {
+    /// Nobody said: every detector judges it as before.
+    Unspecified = 0,
+    /// Reads only: never judged by duplicate_side_effect.
+    ReadOnly = 1,
+    /// Changes something outside the run (sends, writes, pays): judged by duplicate_side_effect.
+    Mutating = 2,
+    /// A status poll: judged by known_poll_no_progress whatever its arguments.
+    Poll = 3,
+}
+impl ToolClass {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "TOOL_CLASS_UNSPECIFIED",
+            Self::ReadOnly => "TOOL_CLASS_READ_ONLY",
+            Self::Mutating => "TOOL_CLASS_MUTATING",
+            Self::Poll => "TOOL_CLASS_POLL",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "TOOL_CLASS_UNSPECIFIED" => Some(Self::Unspecified),
+            "TOOL_CLASS_READ_ONLY" => Some(Self::ReadOnly),
+            "TOOL_CLASS_MUTATING" => Some(Self::Mutating),
+            "TOOL_CLASS_POLL" => Some(Self::Poll),
+            _ => None,
+        }
+    }
 }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -386,9 +453,12 @@ pub enum Detector {
     /// Extension: the same tool with ever-new arguments kept returning the identical outcome.
     ArgumentChurn = 8,
     /// Extension: the same call failed with the identical error again and again.
+    ErrorRepeat = 9,
+    /// Extension: a `mutating` tool called again with identical arguments after an identical call of
+    /// the run succeeded: blocks the repeat.
     ///
     /// generated:detector:end
-    ErrorRepeat = 9,
+    DuplicateSideEffect = 11,
 }
 impl Detector {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -407,6 +477,7 @@ impl Detector {
             Self::RunWideNoProgress => "DETECTOR_RUN_WIDE_NO_PROGRESS",
             Self::ArgumentChurn => "DETECTOR_ARGUMENT_CHURN",
             Self::ErrorRepeat => "DETECTOR_ERROR_REPEAT",
+            Self::DuplicateSideEffect => "DETECTOR_DUPLICATE_SIDE_EFFECT",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -422,6 +493,7 @@ impl Detector {
             "DETECTOR_RUN_WIDE_NO_PROGRESS" => Some(Self::RunWideNoProgress),
             "DETECTOR_ARGUMENT_CHURN" => Some(Self::ArgumentChurn),
             "DETECTOR_ERROR_REPEAT" => Some(Self::ErrorRepeat),
+            "DETECTOR_DUPLICATE_SIDE_EFFECT" => Some(Self::DuplicateSideEffect),
             _ => None,
         }
     }

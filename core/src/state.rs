@@ -12,7 +12,8 @@
 //!            "announced": null | {key: decade} (insertion order: the oldest key goes first),
 //!            "guard": null | {"window_size", "observed", "all_identical",
 //!                             "first_triple": null | [tool, args hex, status, result hex], "seqs"},
-//!            "abort": null | verdict, "blocks", "seen_triples": null | [u64, ..], "no_new_streak"},
+//!            "abort": null | verdict, "blocks", "seen_triples": null | [u64, ..], "no_new_streak",
+//!            "side_effects" (optional): [[tool, args hex, seq, call id | null, succeeded], ..]},
 //!  "retries": null | {"seqs", "digests": hex, "next_slot", "decisions": {"slot": {"seq",
 //!                     "decision_id", "verdict"}}}}
 //! ```
@@ -23,7 +24,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use crate::engine::{hex, Action, Detector, Guard, Level, Record, RunState, Verdict};
+use crate::engine::{hex, Action, Detector, Guard, Level, Record, RunState, SideEffect, Verdict, MAX_SIDE_EFFECTS};
 
 pub const MAX_RECORD_DEPTH: usize = 16;
 
@@ -221,6 +222,23 @@ fn write_state(w: &mut Writer, state: &RunState) {
         }
     }
     o.key("no_new_streak").uint(state.no_new_streak as u64);
+    // Optional (absent = none): written only once duplicate_side_effect remembered a call, so
+    // every other run's record stays byte for byte what it was.
+    if let Some(effects) = &state.side_effects {
+        o.key("side_effects").list(effects.iter(), |w, e| {
+            w.0.push(b'[');
+            w.str(&e.tool);
+            w.0.push(b',');
+            w.str(&hex(&e.args));
+            w.0.push(b',');
+            w.uint(e.seq);
+            w.0.push(b',');
+            w.opt_str(e.call_id.as_deref());
+            w.0.push(b',');
+            w.bool(e.succeeded);
+            w.0.push(b']');
+        });
+    }
     o.end();
 }
 
@@ -663,7 +681,31 @@ fn read_state(at: &At) -> Result<RunState, String> {
         blocks: at.field("blocks")?.u32()?,
         seen_triples,
         no_new_streak: at.field("no_new_streak")?.u32()?,
+        side_effects: read_side_effects(at)?.map(Box::new),
     })
+}
+
+/// `side_effects`: absent or null = none; each [tool, args hex, seq, call id | null, succeeded].
+fn read_side_effects(at: &At) -> Result<Option<Vec<SideEffect>>, String> {
+    let Ok(list) = at.field("side_effects") else { return Ok(None) };
+    if list.is_null() {
+        return Ok(None);
+    }
+    let mut effects = Vec::new();
+    for item in list.items()?.iter().rev().take(MAX_SIDE_EFFECTS).rev() {
+        let parts = item.items()?;
+        if parts.len() != 5 {
+            return Err(format!("{} is not a side effect [tool, args, seq, call id, succeeded]", item.path));
+        }
+        effects.push(SideEffect {
+            tool: parts[0].str()?.into(),
+            args: hex32(&parts[1])?,
+            seq: parts[2].u64()?,
+            call_id: if parts[3].is_null() { None } else { Some(parts[3].str()?.into()) },
+            succeeded: parts[4].bool()?,
+        });
+    }
+    Ok(Some(effects))
 }
 
 /// A decoded run, ready for the store.
@@ -739,6 +781,26 @@ mod tests {
         let J::Obj(entries) = parsed else { panic!("not an object") };
         assert_eq!(vec!["z", "a"], entries.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>());
         assert!(matches!(&entries[0].1, J::Str(s) if s == "a\"b\\c\n\u{1}é😀"));
+    }
+
+    #[test]
+    fn side_effects_round_trip_and_are_optional() {
+        use crate::engine::SideEffect;
+        let mut state = RunState::new(4);
+        let run = |state: &RunState| encode(&RunRecord {
+            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 1.0, events_evaluated: 2, state,
+            retries: None,
+        });
+        let plain = run(&state);
+        assert!(!String::from_utf8_lossy(&plain).contains("side_effects"), "absent unless remembered");
+        assert!(decode(&plain, 16).unwrap().state.side_effects.is_none());
+        let effects = vec![
+            SideEffect { tool: "send_email".into(), args: [7; 32], seq: 3, call_id: Some("c1".into()), succeeded: true },
+            SideEffect { tool: "pay".into(), args: [9; 32], seq: 5, call_id: None, succeeded: false },
+        ];
+        state.side_effects = Some(Box::new(effects.clone()));
+        let read = decode(&run(&state), 16).unwrap().state.side_effects.unwrap();
+        assert_eq!(*read, effects);
     }
 
     #[test]

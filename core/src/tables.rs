@@ -39,6 +39,10 @@ pub struct Settings {
     pub error_repeat_threshold: u32,
     /// A ping-pong with a side that only returned empty results is warned, never blocked.
     pub ping_pong_needs_answers: bool,
+    /// Per tool (a normalised name or a `*` glob): its class (`readOnly`, `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or kept (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`) before the outcome is hashed. Per agent, rules merge over the global ones by key.
+    pub tool_rules: std::sync::Arc<crate::tool_rules::ToolRules>,
+    /// Block a `mutating` tool called again with identical (projected) arguments after an identical call of the run succeeded (`duplicate_side_effect`).
+    pub duplicate_side_effect: bool,
 }
 
 impl Default for Settings {
@@ -61,12 +65,14 @@ impl Default for Settings {
             argument_churn_block_at: 0,
             error_repeat_threshold: 0,
             ping_pong_needs_answers: false,
+            tool_rules: Default::default(),
+            duplicate_side_effect: false,
         }
     }
 }
 
 /// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers"];
+pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect"];
 
 #[cfg(feature = "python")]
 pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
@@ -123,6 +129,12 @@ pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> py
     if let Some(v) = d.get_item("ping_pong_needs_answers")? {
         s.ping_pong_needs_answers = pyo3::types::PyAnyMethods::extract(&v)?;
     }
+    if let Some(v) = d.get_item("tool_rules")? {
+        s.tool_rules = crate::tool_rules::from_py(&v)?;
+    }
+    if let Some(v) = d.get_item("duplicate_side_effect")? {
+        s.duplicate_side_effect = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
     Ok(s)
 }
 
@@ -149,10 +161,12 @@ pub enum Detector {
     ArgumentChurn = 8,
     /// Extension: the same call failed with the identical error again and again.
     ErrorRepeat = 9,
+    /// Extension: a `mutating` tool called again with identical arguments after an identical call of the run succeeded: blocks the repeat.
+    DuplicateSideEffect = 11,
 }
 
 impl Detector {
-    pub const ALL: [Detector; 10] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat];
+    pub const ALL: [Detector; 11] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat, Detector::DuplicateSideEffect];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -166,6 +180,7 @@ impl Detector {
             Detector::RunWideNoProgress => "run_wide_no_progress",
             Detector::ArgumentChurn => "argument_churn",
             Detector::ErrorRepeat => "error_repeat",
+            Detector::DuplicateSideEffect => "duplicate_side_effect",
         }
     }
 
@@ -277,5 +292,9 @@ pub mod messages {
     /// none, critical.
     pub fn escalation_abort(blocks: impl Display, detector: impl Display, tool: impl Display, last: impl Display) -> String {
         format!("CRITICAL: run aborted: this is block {blocks} of the run ({detector} on {tool}), so the loop persisted and the run is over (tool_loop_persisted). Last block: {last}")
+    }
+    /// duplicate_side_effect, critical.
+    pub fn duplicate_side_effect_critical(tool: impl Display, first_call: impl Display) -> String {
+        format!("CRITICAL: {tool} already ran with identical arguments in this run and succeeded ({first_call}), so this repeat was not run: calling a mutating tool again would repeat its side effect. Do not send it again; continue with the next step, or change the arguments if a second, different action is really meant.")
     }
 }

@@ -63,6 +63,15 @@ type EffectiveConfig struct {
 	// PingPongNeedsAnswers is loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only
 	// returned empty results is warned, never blocked.
 	PingPongNeedsAnswers bool
+	// DuplicateSideEffect is loopwarden.duplicateSideEffect.enabled: Block a `mutating` tool called
+	// again with identical (projected) arguments after an identical call of the run succeeded
+	// (`duplicate_side_effect`).
+	DuplicateSideEffect bool
+	// ToolRules is loopwarden.toolRules: Per tool (a normalised name or a `*` glob): its class
+	// (`readOnly`, `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or
+	// kept (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`)
+	// before the outcome is hashed. Per agent, rules merge over the global ones by key.
+	ToolRules []*pb.ToolRule
 }
 
 func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
@@ -84,6 +93,8 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 	config.ErrorRepeatThreshold = m.GetErrorRepeatThreshold()
 	config.Preset = m.GetPreset()
 	config.PingPongNeedsAnswers = m.GetPingPongNeedsAnswers()
+	config.DuplicateSideEffect = m.GetDuplicateSideEffect()
+	config.ToolRules = m.GetToolRules()
 	if m != nil && m.Enabled != nil {
 		value := m.GetEnabled()
 		config.Enabled = &value
@@ -127,6 +138,10 @@ const DetectorArgumentChurn = "argument_churn"
 // DetectorErrorRepeat is a value of Verdict.Detector: Extension: the same call failed with the
 // identical error again and again.
 const DetectorErrorRepeat = "error_repeat"
+
+// DetectorDuplicateSideEffect is a value of Verdict.Detector: Extension: a `mutating` tool called
+// again with identical arguments after an identical call of the run succeeded: blocks the repeat.
+const DetectorDuplicateSideEffect = "duplicate_side_effect"
 
 // ErrorCodeCompactionLoopPersisted is a value of Verdict.ErrorCode (abort): The post-compaction
 // guard ended the run: the same (tool, args, result) filled its window.

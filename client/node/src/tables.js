@@ -23,10 +23,12 @@
  * @property {number} errorRepeatThreshold loopwarden.errorRepeat.threshold: Identical failures of the same call that block; one fewer warns.
  * @property {string} preset loopwarden.preset: Named defaults beneath everything written (see the presets table); `reference`, reported as empty, is the documented behaviour.
  * @property {boolean} pingPongNeedsAnswers loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is warned, never blocked.
+ * @property {boolean} duplicateSideEffect loopwarden.duplicateSideEffect.enabled: Block a `mutating` tool called again with identical (projected) arguments after an identical call of the run succeeded (`duplicate_side_effect`).
+ * @property {Array<{tool: string, toolClass: number, ignoreArgs: string[], keepArgs: string[], ignoreResult: string[]}>} toolRules loopwarden.toolRules: Per tool (a normalised name or a `*` glob): its class (`readOnly`, `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or kept (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`) before the outcome is hashed. Per agent, rules merge over the global ones by key.
  */
 
 /** Detector ids: the values of a verdict's `detector` ("" when none answered). */
-export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker", "post_compaction_guard", "run_wide_no_progress", "argument_churn", "error_repeat"]);
+export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker", "post_compaction_guard", "run_wide_no_progress", "argument_churn", "error_repeat", "duplicate_side_effect"]);
 
 /** Error codes: the values of a verdict's `errorCode`, by kind. */
 export const ERROR_CODES = Object.freeze({

@@ -15,6 +15,8 @@ use super::Verdict;
 pub const MAX_ANNOUNCED_KEYS: usize = 512;
 /// Bound of `RunState::seen_triples` (past it, new triples are not remembered).
 pub const MAX_SEEN_TRIPLES: usize = 4096;
+/// Bound of `RunState::side_effects` (the oldest goes first).
+pub const MAX_SIDE_EFFECTS: usize = 256;
 
 /// A tool name as records compare it: its interned id (OVERFLOW: compare names) and the name.
 #[derive(Clone, Copy)]
@@ -112,6 +114,17 @@ pub struct Guard {
     pub seqs: Vec<u64>,
 }
 
+/// A call of a mutating tool, as duplicate_side_effect remembers it for the whole run (not only
+/// the history window): pending until its outcome says it succeeded; a failed one is forgotten.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SideEffect {
+    pub tool: Box<str>,
+    pub args: [u8; 32],
+    pub seq: u64,
+    pub call_id: Option<Box<str>>,
+    pub succeeded: bool,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct RunState {
     pub capacity: usize,
@@ -123,6 +136,8 @@ pub struct RunState {
     pub blocks: u32,
     pub seen_triples: Option<Box<HashSet<u64>>>,
     pub no_new_streak: u32,
+    /// duplicate_side_effect's memory (None unless it is on and a mutating tool was called).
+    pub side_effects: Option<Box<Vec<SideEffect>>>,
 }
 
 impl RunState {

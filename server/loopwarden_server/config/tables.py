@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .tool_rules import ToolRules
+
 MAX_HISTORY_SIZE = 1000
 MAX_WINDOW_SIZE = 1000
 MAX_THRESHOLD = 1000000
@@ -82,6 +84,15 @@ class ErrorRepeatBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class DuplicateSideEffectBlock:
+    """`loopwarden.duplicateSideEffect` as written; None = not set in this block. A mutating tool
+    repeating a call that already succeeded: its side effect would happen twice (opt-in guard).
+    """
+
+    enabled: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ExtensionsBlock:
     """`loopwarden` as written; None = not set in this block. loopwarden's own settings: the tool
     catalog (global only) and opt-in behaviour beyond the reference (global and per agent).
@@ -91,9 +102,11 @@ class ExtensionsBlock:
     abort_after_blocks: int | None = None
     shadow_mode: bool | None = None
     ping_pong_needs_answers: bool | None = None
+    tool_rules: ToolRules | None = None
     run_wide_breaker: RunWideBreakerBlock = field(default_factory=RunWideBreakerBlock)
     argument_churn: ArgumentChurnBlock = field(default_factory=ArgumentChurnBlock)
     error_repeat: ErrorRepeatBlock = field(default_factory=ErrorRepeatBlock)
+    duplicate_side_effect: DuplicateSideEffectBlock = field(default_factory=DuplicateSideEffectBlock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +166,14 @@ class ResolvedSettings:
     error_repeat_threshold: int = 0
     # A ping-pong with a side that only returned empty results is warned, never blocked.
     ping_pong_needs_answers: bool = False
+    # Per tool (a normalised name or a `*` glob): its class (`readOnly`, `mutating`, `poll`), JSON
+    # paths projected out of its arguments (`ignoreArgs`) or kept (`keepArgs`) before they are
+    # hashed, and paths removed from its results (`ignoreResult`) before the outcome is hashed. Per
+    # agent, rules merge over the global ones by key.
+    tool_rules: ToolRules = ToolRules()
+    # Block a `mutating` tool called again with identical (projected) arguments after an identical
+    # call of the run succeeded (`duplicate_side_effect`).
+    duplicate_side_effect: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +220,8 @@ SETTINGS: tuple[SettingRow, ...] = (
     SettingRow('loopwarden.errorRepeat.enabled', 'enabled', 'loopwarden.errorRepeat', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
     SettingRow('loopwarden.errorRepeat.threshold', 'threshold', 'loopwarden.errorRepeat', 'threshold', 'count', 'error_repeat_threshold', 2, 1000, 5, '', '', 'enabled', '', 'error_repeat_threshold'),
     SettingRow('loopwarden.pingPongNeedsAnswers', 'pingPongNeedsAnswers', 'loopwarden', 'ping_pong_needs_answers', 'bool', 'ping_pong_needs_answers', None, None, False, '', '', '', '', 'ping_pong_needs_answers'),
+    SettingRow('loopwarden.toolRules', 'toolRules', 'loopwarden', 'tool_rules', 'tool_rules', 'tool_rules', None, None, ToolRules(), '', '', '', '', 'tool_rules'),
+    SettingRow('loopwarden.duplicateSideEffect.enabled', 'enabled', 'loopwarden.duplicateSideEffect', 'enabled', 'bool', 'duplicate_side_effect', None, None, False, '', '', '', '', 'duplicate_side_effect'),
 )
 
 # Block path -> the dataclass of the block as written.
@@ -210,6 +233,7 @@ BLOCKS: dict[str, type] = {
     'loopwarden.runWideBreaker': RunWideBreakerBlock,
     'loopwarden.argumentChurn': ArgumentChurnBlock,
     'loopwarden.errorRepeat': ErrorRepeatBlock,
+    'loopwarden.duplicateSideEffect': DuplicateSideEffectBlock,
 }
 
 # Block path -> its child blocks as (key, attribute, child block path).
@@ -217,10 +241,11 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
     'tools.loopDetection': (('detectors', 'detectors', 'tools.loopDetection.detectors'), ('postCompactionGuard', 'post_compaction_guard', 'tools.loopDetection.postCompactionGuard')),
     'tools.loopDetection.detectors': (),
     'tools.loopDetection.postCompactionGuard': (),
-    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat')),
+    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat'), ('duplicateSideEffect', 'duplicate_side_effect', 'loopwarden.duplicateSideEffect')),
     'loopwarden.runWideBreaker': (),
     'loopwarden.argumentChurn': (),
     'loopwarden.errorRepeat': (),
+    'loopwarden.duplicateSideEffect': (),
 }
 
 # Preset name -> {setting path: value}: defaults beneath everything written.
@@ -240,6 +265,7 @@ DETECTORS: tuple[str, ...] = (
     'run_wide_no_progress',
     'argument_churn',
     'error_repeat',
+    'duplicate_side_effect',
 )
 
 ERROR_CODES: tuple[str, ...] = (

@@ -27,6 +27,7 @@ class Detector(str, enum.Enum):
     RUN_WIDE_NO_PROGRESS = "run_wide_no_progress"
     ARGUMENT_CHURN = "argument_churn"
     ERROR_REPEAT = "error_repeat"
+    DUPLICATE_SIDE_EFFECT = "duplicate_side_effect"  # opt-in, judged by the core only
 
 
 class Level(str, enum.Enum):

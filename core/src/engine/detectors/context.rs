@@ -5,8 +5,9 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::{args_hash_text, result_hash_text, same, Detector, Level, Record, Tool};
+use crate::engine::{args_hash_text, result_hash_text, same, Detector, Level, Record, SideEffect, Tool};
 use crate::fingerprint::PENDING;
+use crate::tool_rules::ToolClass;
 
 pub(crate) struct Detection {
     pub(crate) detector: Detector,
@@ -16,10 +17,13 @@ pub(crate) struct Detection {
     pub(crate) warning_key: String,
     pub(crate) paired_tool_name: String,
     pub(crate) evidence: Vec<usize>,
+    /// Evidence cited by (seqs, call ids) instead of history indexes (a record that may have left
+    /// the window); None for most detectors.
+    pub(crate) cited: Option<(Vec<u64>, Vec<String>)>,
 }
 
 pub(crate) fn detection(detector: Detector, level: Level, count: u32, message: String, key: String, evidence: Vec<usize>) -> Detection {
-    Detection { detector, level, count, message, warning_key: key, paired_tool_name: String::new(), evidence }
+    Detection { detector, level, count, message, warning_key: key, paired_tool_name: String::new(), evidence, cited: None }
 }
 
 pub(crate) struct Counts {
@@ -36,6 +40,10 @@ pub(crate) struct Context<'a> {
     pub(crate) known_poll: bool,
     pub(crate) no_new_streak: u32,
     pub(crate) counts: Option<Counts>,
+    /// The call's class (config rule, else what the caller sent).
+    pub(crate) tool_class: ToolClass,
+    /// The run's remembered mutating calls (duplicate_side_effect).
+    pub(crate) side_effects: &'a [SideEffect],
 }
 
 impl<'a> Context<'a> {
