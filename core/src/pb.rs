@@ -311,10 +311,27 @@ pub struct EffectiveConfig {
     pub preset: ::prost::alloc::string::String,
     /// loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is
     /// warned, never blocked.
-    ///
-    /// generated:effective-config:end
     #[prost(bool, tag = "18")]
     pub ping_pong_needs_answers: bool,
+    /// loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with unchanged outcomes
+    /// after which the call continuing it is warned.
+    #[prost(uint32, tag = "40")]
+    pub cycle_warn_after: u32,
+    /// loopwarden.cycles.blockAfter: Full repetitions after which the call continuing the cycle is
+    /// blocked; false: warn only. The history must hold them (blockAfter x period calls).
+    #[prost(uint32, tag = "41")]
+    pub cycle_block_after: u32,
+    /// loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero exit, not timed out,
+    /// some output) continue one generic_repeat streak across changing commands while their failure
+    /// text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+    #[prost(bool, tag = "42")]
+    pub exec_failure_streak: bool,
+    /// loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after
+    /// which the next call is blocked; one fewer warns.
+    ///
+    /// generated:effective-config:end
+    #[prost(uint32, tag = "43")]
+    pub failure_cascade_threshold: u32,
 }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -386,9 +403,15 @@ pub enum Detector {
     /// Extension: the same tool with ever-new arguments kept returning the identical outcome.
     ArgumentChurn = 8,
     /// Extension: the same call failed with the identical error again and again.
+    ErrorRepeat = 9,
+    /// Extension: a cycle of 3 to 6 calls repeating with unchanged outcomes: warns after warnAfter
+    /// full cycles, blocks after blockAfter.
+    Cycle = 10,
+    /// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at
+    /// N.
     ///
     /// generated:detector:end
-    ErrorRepeat = 9,
+    FailureCascade = 12,
 }
 impl Detector {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -407,6 +430,8 @@ impl Detector {
             Self::RunWideNoProgress => "DETECTOR_RUN_WIDE_NO_PROGRESS",
             Self::ArgumentChurn => "DETECTOR_ARGUMENT_CHURN",
             Self::ErrorRepeat => "DETECTOR_ERROR_REPEAT",
+            Self::Cycle => "DETECTOR_CYCLE",
+            Self::FailureCascade => "DETECTOR_FAILURE_CASCADE",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -422,6 +447,8 @@ impl Detector {
             "DETECTOR_RUN_WIDE_NO_PROGRESS" => Some(Self::RunWideNoProgress),
             "DETECTOR_ARGUMENT_CHURN" => Some(Self::ArgumentChurn),
             "DETECTOR_ERROR_REPEAT" => Some(Self::ErrorRepeat),
+            "DETECTOR_CYCLE" => Some(Self::Cycle),
+            "DETECTOR_FAILURE_CASCADE" => Some(Self::FailureCascade),
             _ => None,
         }
     }

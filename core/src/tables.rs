@@ -39,6 +39,14 @@ pub struct Settings {
     pub error_repeat_threshold: u32,
     /// A ping-pong with a side that only returned empty results is warned, never blocked.
     pub ping_pong_needs_answers: bool,
+    /// Full repetitions of a 3- to 6-call cycle with unchanged outcomes after which the call continuing it is warned.
+    pub cycle_warn_after: u32,
+    /// Full repetitions after which the call continuing the cycle is blocked; false: warn only. The history must hold them (blockAfter x period calls).
+    pub cycle_block_after: u32,
+    /// exec terminal failures (non-zero exit, not timed out, some output) continue one generic_repeat streak across changing commands while their failure text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+    pub exec_failure_streak: bool,
+    /// Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one fewer warns.
+    pub failure_cascade_threshold: u32,
 }
 
 impl Default for Settings {
@@ -61,12 +69,16 @@ impl Default for Settings {
             argument_churn_block_at: 0,
             error_repeat_threshold: 0,
             ping_pong_needs_answers: false,
+            cycle_warn_after: 0,
+            cycle_block_after: 0,
+            exec_failure_streak: false,
+            failure_cascade_threshold: 0,
         }
     }
 }
 
 /// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers"];
+pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold"];
 
 #[cfg(feature = "python")]
 pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
@@ -123,6 +135,18 @@ pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> py
     if let Some(v) = d.get_item("ping_pong_needs_answers")? {
         s.ping_pong_needs_answers = pyo3::types::PyAnyMethods::extract(&v)?;
     }
+    if let Some(v) = d.get_item("cycle_warn_after")? {
+        s.cycle_warn_after = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("cycle_block_after")? {
+        s.cycle_block_after = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("exec_failure_streak")? {
+        s.exec_failure_streak = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("failure_cascade_threshold")? {
+        s.failure_cascade_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
     Ok(s)
 }
 
@@ -149,10 +173,14 @@ pub enum Detector {
     ArgumentChurn = 8,
     /// Extension: the same call failed with the identical error again and again.
     ErrorRepeat = 9,
+    /// Extension: a cycle of 3 to 6 calls repeating with unchanged outcomes: warns after warnAfter full cycles, blocks after blockAfter.
+    Cycle = 10,
+    /// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at N.
+    FailureCascade = 12,
 }
 
 impl Detector {
-    pub const ALL: [Detector; 10] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat];
+    pub const ALL: [Detector; 12] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat, Detector::Cycle, Detector::FailureCascade];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -166,6 +194,8 @@ impl Detector {
             Detector::RunWideNoProgress => "run_wide_no_progress",
             Detector::ArgumentChurn => "argument_churn",
             Detector::ErrorRepeat => "error_repeat",
+            Detector::Cycle => "cycle",
+            Detector::FailureCascade => "failure_cascade",
         }
     }
 
@@ -277,5 +307,21 @@ pub mod messages {
     /// none, critical.
     pub fn escalation_abort(blocks: impl Display, detector: impl Display, tool: impl Display, last: impl Display) -> String {
         format!("CRITICAL: run aborted: this is block {blocks} of the run ({detector} on {tool}), so the loop persisted and the run is over (tool_loop_persisted). Last block: {last}")
+    }
+    /// cycle, warning.
+    pub fn cycle_warning(tool: impl Display, period: impl Display, cycles: impl Display, count: impl Display) -> String {
+        format!("WARNING: {tool} continues a cycle of {period} calls that has repeated {cycles} times with identical outcomes ({count} consecutive calls). This looks like a loop with no progress: stop repeating the cycle, try something else or report the task as failed.")
+    }
+    /// cycle, critical.
+    pub fn cycle_critical(tool: impl Display, period: impl Display, cycles: impl Display, count: impl Display) -> String {
+        format!("CRITICAL: {tool} would continue a cycle of {period} calls that has repeated {cycles} times with identical outcomes ({count} consecutive calls), so this call was not run: repeating the cycle makes no progress. Change approach or report the task as failed.")
+    }
+    /// failure_cascade, warning.
+    pub fn failure_cascade_warning(streak: impl Display) -> String {
+        format!("WARNING: the last {streak} tool calls all failed. Stop and read the errors: one more failure and the next call will be blocked.")
+    }
+    /// failure_cascade, critical.
+    pub fn failure_cascade_critical(streak: impl Display) -> String {
+        format!("CRITICAL: the last {streak} tool calls all failed, so this call was not run: switching tools is not making progress. Fix what the errors say, or report the task as failed.")
     }
 }

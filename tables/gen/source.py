@@ -244,8 +244,11 @@ def _check(t: Tables) -> None:
             if path not in {s.path for s in t.settings}:
                 raise SourceError(f"preset {preset.name}: {path} is not a setting")
     detector_ids = {d.id for d in t.detectors}
-    if [d.number for d in t.detectors] != list(range(len(t.detectors))):
-        raise SourceError("detector numbers must run 0, 1, 2, ... in table order")
+    # Numbers only grow in table order (from 0); a gap is a number reserved for a detector that
+    # another branch adds, so a merge never renumbers a wire value.
+    numbers = [d.number for d in t.detectors]
+    if not numbers or numbers[0] != 0 or any(b <= a for a, b in zip(numbers, numbers[1:])):
+        raise SourceError("detector numbers must start at 0 and grow in table order")
     for e in t.error_codes:
         if e.kind not in ERROR_KINDS:
             raise SourceError(f"error code {e.code}: kind {e.kind!r} is not one of {', '.join(ERROR_KINDS)}")

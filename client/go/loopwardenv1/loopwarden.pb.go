@@ -120,22 +120,30 @@ const (
 	// Extension: the same tool with ever-new arguments kept returning the identical outcome.
 	Detector_DETECTOR_ARGUMENT_CHURN Detector = 8
 	// Extension: the same call failed with the identical error again and again.
-	Detector_DETECTOR_ERROR_REPEAT Detector = 9 // generated:detector:end
+	Detector_DETECTOR_ERROR_REPEAT Detector = 9
+	// Extension: a cycle of 3 to 6 calls repeating with unchanged outcomes: warns after warnAfter
+	// full cycles, blocks after blockAfter.
+	Detector_DETECTOR_CYCLE Detector = 10
+	// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at
+	// N.
+	Detector_DETECTOR_FAILURE_CASCADE Detector = 12 // generated:detector:end
 )
 
 // Enum value maps for Detector.
 var (
 	Detector_name = map[int32]string{
-		0: "DETECTOR_UNSPECIFIED",
-		1: "DETECTOR_GENERIC_REPEAT",
-		2: "DETECTOR_KNOWN_POLL_NO_PROGRESS",
-		3: "DETECTOR_PING_PONG",
-		4: "DETECTOR_UNKNOWN_TOOL_REPEAT",
-		5: "DETECTOR_GLOBAL_CIRCUIT_BREAKER",
-		6: "DETECTOR_POST_COMPACTION_GUARD",
-		7: "DETECTOR_RUN_WIDE_NO_PROGRESS",
-		8: "DETECTOR_ARGUMENT_CHURN",
-		9: "DETECTOR_ERROR_REPEAT",
+		0:  "DETECTOR_UNSPECIFIED",
+		1:  "DETECTOR_GENERIC_REPEAT",
+		2:  "DETECTOR_KNOWN_POLL_NO_PROGRESS",
+		3:  "DETECTOR_PING_PONG",
+		4:  "DETECTOR_UNKNOWN_TOOL_REPEAT",
+		5:  "DETECTOR_GLOBAL_CIRCUIT_BREAKER",
+		6:  "DETECTOR_POST_COMPACTION_GUARD",
+		7:  "DETECTOR_RUN_WIDE_NO_PROGRESS",
+		8:  "DETECTOR_ARGUMENT_CHURN",
+		9:  "DETECTOR_ERROR_REPEAT",
+		10: "DETECTOR_CYCLE",
+		12: "DETECTOR_FAILURE_CASCADE",
 	}
 	Detector_value = map[string]int32{
 		"DETECTOR_UNSPECIFIED":            0,
@@ -148,6 +156,8 @@ var (
 		"DETECTOR_RUN_WIDE_NO_PROGRESS":   7,
 		"DETECTOR_ARGUMENT_CHURN":         8,
 		"DETECTOR_ERROR_REPEAT":           9,
+		"DETECTOR_CYCLE":                  10,
+		"DETECTOR_FAILURE_CASCADE":        12,
 	}
 )
 
@@ -1437,9 +1447,22 @@ type EffectiveConfig struct {
 	Preset string `protobuf:"bytes,17,opt,name=preset,proto3" json:"preset,omitempty"`
 	// loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is
 	// warned, never blocked.
-	PingPongNeedsAnswers bool `protobuf:"varint,18,opt,name=ping_pong_needs_answers,json=pingPongNeedsAnswers,proto3" json:"ping_pong_needs_answers,omitempty"` // generated:effective-config:end
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	PingPongNeedsAnswers bool `protobuf:"varint,18,opt,name=ping_pong_needs_answers,json=pingPongNeedsAnswers,proto3" json:"ping_pong_needs_answers,omitempty"`
+	// loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with unchanged outcomes
+	// after which the call continuing it is warned.
+	CycleWarnAfter uint32 `protobuf:"varint,40,opt,name=cycle_warn_after,json=cycleWarnAfter,proto3" json:"cycle_warn_after,omitempty"`
+	// loopwarden.cycles.blockAfter: Full repetitions after which the call continuing the cycle is
+	// blocked; false: warn only. The history must hold them (blockAfter x period calls).
+	CycleBlockAfter uint32 `protobuf:"varint,41,opt,name=cycle_block_after,json=cycleBlockAfter,proto3" json:"cycle_block_after,omitempty"`
+	// loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero exit, not timed out,
+	// some output) continue one generic_repeat streak across changing commands while their failure
+	// text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+	ExecFailureStreak bool `protobuf:"varint,42,opt,name=exec_failure_streak,json=execFailureStreak,proto3" json:"exec_failure_streak,omitempty"`
+	// loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after
+	// which the next call is blocked; one fewer warns.
+	FailureCascadeThreshold uint32 `protobuf:"varint,43,opt,name=failure_cascade_threshold,json=failureCascadeThreshold,proto3" json:"failure_cascade_threshold,omitempty"` // generated:effective-config:end
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
@@ -1598,6 +1621,34 @@ func (x *EffectiveConfig) GetPingPongNeedsAnswers() bool {
 	return false
 }
 
+func (x *EffectiveConfig) GetCycleWarnAfter() uint32 {
+	if x != nil {
+		return x.CycleWarnAfter
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetCycleBlockAfter() uint32 {
+	if x != nil {
+		return x.CycleBlockAfter
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetExecFailureStreak() bool {
+	if x != nil {
+		return x.ExecFailureStreak
+	}
+	return false
+}
+
+func (x *EffectiveConfig) GetFailureCascadeThreshold() uint32 {
+	if x != nil {
+		return x.FailureCascadeThreshold
+	}
+	return 0
+}
+
 var File_loopwarden_v1_loopwarden_proto protoreflect.FileDescriptor
 
 const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
@@ -1696,7 +1747,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x05armed\x18\x01 \x01(\bR\x05armed\x12\x1f\n" +
 	"\vwindow_size\x18\x02 \x01(\rR\n" +
 	"windowSize\x12\x1a\n" +
-	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xef\x06\n" +
+	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xb1\b\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -1717,7 +1768,11 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x17argument_churn_block_at\x18\x0f \x01(\rR\x14argumentChurnBlockAt\x124\n" +
 	"\x16error_repeat_threshold\x18\x10 \x01(\rR\x14errorRepeatThreshold\x12\x16\n" +
 	"\x06preset\x18\x11 \x01(\tR\x06preset\x125\n" +
-	"\x17ping_pong_needs_answers\x18\x12 \x01(\bR\x14pingPongNeedsAnswersB\n" +
+	"\x17ping_pong_needs_answers\x18\x12 \x01(\bR\x14pingPongNeedsAnswers\x12(\n" +
+	"\x10cycle_warn_after\x18( \x01(\rR\x0ecycleWarnAfter\x12*\n" +
+	"\x11cycle_block_after\x18) \x01(\rR\x0fcycleBlockAfter\x12.\n" +
+	"\x13exec_failure_streak\x18* \x01(\bR\x11execFailureStreak\x12:\n" +
+	"\x19failure_cascade_threshold\x18+ \x01(\rR\x17failureCascadeThresholdB\n" +
 	"\n" +
 	"\b_enabled*z\n" +
 	"\x06Action\x12\x16\n" +
@@ -1726,7 +1781,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vACTION_WARN\x10\x02\x12\x10\n" +
 	"\fACTION_BLOCK\x10\x03\x12\x10\n" +
 	"\fACTION_ABORT\x10\x04\x12\x11\n" +
-	"\rACTION_REJECT\x10\x05*\xc4\x02\n" +
+	"\rACTION_REJECT\x10\x05*\xf6\x02\n" +
 	"\bDetector\x12\x18\n" +
 	"\x14DETECTOR_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DETECTOR_GENERIC_REPEAT\x10\x01\x12#\n" +
@@ -1737,7 +1792,10 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x1eDETECTOR_POST_COMPACTION_GUARD\x10\x06\x12!\n" +
 	"\x1dDETECTOR_RUN_WIDE_NO_PROGRESS\x10\a\x12\x1b\n" +
 	"\x17DETECTOR_ARGUMENT_CHURN\x10\b\x12\x19\n" +
-	"\x15DETECTOR_ERROR_REPEAT\x10\t*E\n" +
+	"\x15DETECTOR_ERROR_REPEAT\x10\t\x12\x12\n" +
+	"\x0eDETECTOR_CYCLE\x10\n" +
+	"\x12\x1c\n" +
+	"\x18DETECTOR_FAILURE_CASCADE\x10\f*E\n" +
 	"\x05Level\x12\x15\n" +
 	"\x11LEVEL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rLEVEL_WARNING\x10\x01\x12\x12\n" +

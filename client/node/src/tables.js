@@ -23,10 +23,14 @@
  * @property {number} errorRepeatThreshold loopwarden.errorRepeat.threshold: Identical failures of the same call that block; one fewer warns.
  * @property {string} preset loopwarden.preset: Named defaults beneath everything written (see the presets table); `reference`, reported as empty, is the documented behaviour.
  * @property {boolean} pingPongNeedsAnswers loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is warned, never blocked.
+ * @property {number} cycleWarnAfter loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with unchanged outcomes after which the call continuing it is warned.
+ * @property {number} cycleBlockAfter loopwarden.cycles.blockAfter: Full repetitions after which the call continuing the cycle is blocked; false: warn only. The history must hold them (blockAfter x period calls).
+ * @property {boolean} execFailureStreak loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero exit, not timed out, some output) continue one generic_repeat streak across changing commands while their failure text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+ * @property {number} failureCascadeThreshold loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one fewer warns.
  */
 
 /** Detector ids: the values of a verdict's `detector` ("" when none answered). */
-export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker", "post_compaction_guard", "run_wide_no_progress", "argument_churn", "error_repeat"]);
+export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker", "post_compaction_guard", "run_wide_no_progress", "argument_churn", "error_repeat", "cycle", "failure_cascade"]);
 
 /** Error codes: the values of a verdict's `errorCode`, by kind. */
 export const ERROR_CODES = Object.freeze({

@@ -82,6 +82,36 @@ class ErrorRepeatBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class CyclesBlock:
+    """`loopwarden.cycles` as written; None = not set in this block. A repeating cycle of 3 to 6
+    calls whose outcomes never change (opt-in detector).
+    """
+
+    enabled: bool | None = None
+    warn_after: int | None = None
+    block_after: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExecFailureStreakBlock:
+    """`loopwarden.execFailureStreak` as written; None = not set in this block. exec calls whose
+    commands change but which keep failing the same way (opt-in, feeds generic_repeat).
+    """
+
+    enabled: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FailureCascadeBlock:
+    """`loopwarden.failureCascade` as written; None = not set in this block. Consecutive failing
+    calls of any tools (opt-in detector).
+    """
+
+    enabled: bool | None = None
+    threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ExtensionsBlock:
     """`loopwarden` as written; None = not set in this block. loopwarden's own settings: the tool
     catalog (global only) and opt-in behaviour beyond the reference (global and per agent).
@@ -94,6 +124,9 @@ class ExtensionsBlock:
     run_wide_breaker: RunWideBreakerBlock = field(default_factory=RunWideBreakerBlock)
     argument_churn: ArgumentChurnBlock = field(default_factory=ArgumentChurnBlock)
     error_repeat: ErrorRepeatBlock = field(default_factory=ErrorRepeatBlock)
+    cycles: CyclesBlock = field(default_factory=CyclesBlock)
+    exec_failure_streak: ExecFailureStreakBlock = field(default_factory=ExecFailureStreakBlock)
+    failure_cascade: FailureCascadeBlock = field(default_factory=FailureCascadeBlock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +186,19 @@ class ResolvedSettings:
     error_repeat_threshold: int = 0
     # A ping-pong with a side that only returned empty results is warned, never blocked.
     ping_pong_needs_answers: bool = False
+    # Full repetitions of a 3- to 6-call cycle with unchanged outcomes after which the call
+    # continuing it is warned.
+    cycle_warn_after: int = 0
+    # Full repetitions after which the call continuing the cycle is blocked; false: warn only. The
+    # history must hold them (blockAfter x period calls).
+    cycle_block_after: int = 0
+    # exec terminal failures (non-zero exit, not timed out, some output) continue one generic_repeat
+    # streak across changing commands while their failure text, without timestamps, clock times,
+    # pids, attempt counters and durations, stays the same.
+    exec_failure_streak: bool = False
+    # Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one
+    # fewer warns.
+    failure_cascade_threshold: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +245,12 @@ SETTINGS: tuple[SettingRow, ...] = (
     SettingRow('loopwarden.errorRepeat.enabled', 'enabled', 'loopwarden.errorRepeat', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
     SettingRow('loopwarden.errorRepeat.threshold', 'threshold', 'loopwarden.errorRepeat', 'threshold', 'count', 'error_repeat_threshold', 2, 1000, 5, '', '', 'enabled', '', 'error_repeat_threshold'),
     SettingRow('loopwarden.pingPongNeedsAnswers', 'pingPongNeedsAnswers', 'loopwarden', 'ping_pong_needs_answers', 'bool', 'ping_pong_needs_answers', None, None, False, '', '', '', '', 'ping_pong_needs_answers'),
+    SettingRow('loopwarden.cycles.enabled', 'enabled', 'loopwarden.cycles', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.cycles.warnAfter', 'warnAfter', 'loopwarden.cycles', 'warn_after', 'count', 'cycle_warn_after', 2, 1000, 2, '', '', 'enabled', '', 'cycle_warn_after'),
+    SettingRow('loopwarden.cycles.blockAfter', 'blockAfter', 'loopwarden.cycles', 'block_after', 'count_or_off', 'cycle_block_after', 2, 1000, 3, 'warnAfter', 'warn_after', 'enabled', '', 'cycle_block_after'),
+    SettingRow('loopwarden.execFailureStreak.enabled', 'enabled', 'loopwarden.execFailureStreak', 'enabled', 'bool', 'exec_failure_streak', None, None, False, '', '', '', '', 'exec_failure_streak'),
+    SettingRow('loopwarden.failureCascade.enabled', 'enabled', 'loopwarden.failureCascade', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.failureCascade.threshold', 'threshold', 'loopwarden.failureCascade', 'threshold', 'count', 'failure_cascade_threshold', 2, 1000, 8, '', '', 'enabled', '', 'failure_cascade_threshold'),
 )
 
 # Block path -> the dataclass of the block as written.
@@ -210,6 +262,9 @@ BLOCKS: dict[str, type] = {
     'loopwarden.runWideBreaker': RunWideBreakerBlock,
     'loopwarden.argumentChurn': ArgumentChurnBlock,
     'loopwarden.errorRepeat': ErrorRepeatBlock,
+    'loopwarden.cycles': CyclesBlock,
+    'loopwarden.execFailureStreak': ExecFailureStreakBlock,
+    'loopwarden.failureCascade': FailureCascadeBlock,
 }
 
 # Block path -> its child blocks as (key, attribute, child block path).
@@ -217,10 +272,13 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
     'tools.loopDetection': (('detectors', 'detectors', 'tools.loopDetection.detectors'), ('postCompactionGuard', 'post_compaction_guard', 'tools.loopDetection.postCompactionGuard')),
     'tools.loopDetection.detectors': (),
     'tools.loopDetection.postCompactionGuard': (),
-    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat')),
+    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat'), ('cycles', 'cycles', 'loopwarden.cycles'), ('execFailureStreak', 'exec_failure_streak', 'loopwarden.execFailureStreak'), ('failureCascade', 'failure_cascade', 'loopwarden.failureCascade')),
     'loopwarden.runWideBreaker': (),
     'loopwarden.argumentChurn': (),
     'loopwarden.errorRepeat': (),
+    'loopwarden.cycles': (),
+    'loopwarden.execFailureStreak': (),
+    'loopwarden.failureCascade': (),
 }
 
 # Preset name -> {setting path: value}: defaults beneath everything written.
@@ -240,6 +298,8 @@ DETECTORS: tuple[str, ...] = (
     'run_wide_no_progress',
     'argument_churn',
     'error_repeat',
+    'cycle',
+    'failure_cascade',
 )
 
 ERROR_CODES: tuple[str, ...] = (

@@ -8,7 +8,9 @@
 
 mod argument_churn;
 mod context;
+mod cycle;
 mod error_repeat;
+mod failure_cascade;
 mod generic_repeat;
 mod global_breaker;
 mod known_poll;
@@ -30,7 +32,7 @@ const PRECEDENCE: [DetectFn; 6] = [
     ping_pong::detect,
     generic_repeat::detect,
 ];
-const RANKED_AFTER: [DetectFn; 2] = [error_repeat::detect, argument_churn::detect];
+const RANKED_AFTER: [DetectFn; 4] = [error_repeat::detect, argument_churn::detect, cycle::detect, failure_cascade::detect];
 
 pub(crate) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     let mut found = None;
