@@ -3,6 +3,7 @@
 //! their detection into a verdict (escalation to abort, shadow mode, announcing a warning once
 //! per decade of its count). The detectors only read history; every write to it happens here.
 
+use crate::exec_failure::exec_failure_key;
 use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, MARKER, PENDING};
 use crate::tables::{error_codes, messages};
 use crate::json::{decode, py_isspace, JsonError, Value};
@@ -153,6 +154,7 @@ fn on_tool_call(
             known_poll: is_known_poll(&tool, &params, catalog),
             no_new_streak: state.no_new_streak,
             counts: None,
+            exec_failures: s.exec_failure_streak && tool == "exec",
         };
         detect(&mut ctx, s)
     } else {
@@ -227,6 +229,8 @@ fn on_tool_outcome(
     }
     let digest = args_digest_of(&tool, params_json, &params);
     let t = Tool::new(&tool);
+    // Only kept when asked for: a record without one costs nothing and persists nothing.
+    let failure = if s.exec_failure_streak && tool == "exec" { exec_failure_key(result.as_ref()) } else { None };
     // Fill the newest matching pending call, or append a completed record.
     let mut filled = false;
     for i in (0..state.history.len()).rev() {
@@ -240,11 +244,14 @@ fn on_tool_outcome(
         r.status = fp.status;
         r.result = fp.digest;
         r.complete(fp.unknown_tool_name.as_deref());
+        r.set_failure_key(failure);
         filled = true;
         break;
     }
     if !filled {
-        state.append(record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref()));
+        let mut completed = record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref());
+        completed.set_failure_key(failure);
+        state.append(completed);
     }
     if s.run_wide_breaker_threshold > 0 {
         track_outcome(state, &tool, &digest, fp.status, &fp.digest);

@@ -72,7 +72,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
 
 /// Does a block of `period` calls not repeat a shorter period (a b a b is period 2)?
 fn primitive(period: usize, same_call: impl Fn(usize, usize) -> bool) -> bool {
-    (1..period).filter(|d| period % d == 0).all(|d| (d..period).any(|i| !same_call(i, i - d)))
+    (1..period).filter(|d| period.is_multiple_of(*d)).all(|d| (d..period).any(|i| !same_call(i, i - d)))
 }
 
 /// Every record completed, and the records of each member (same position mod `period`) share

@@ -10,6 +10,7 @@ mod argument_churn;
 mod context;
 mod cycle;
 mod error_repeat;
+mod exec_failure_streak;
 mod failure_cascade;
 mod generic_repeat;
 mod global_breaker;
