@@ -284,7 +284,7 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
 # Preset name -> {setting path: value}: defaults beneath everything written.
 PRESET_VALUES: dict[str, dict[str, Any]] = {
     'reference': {},
-    'fast': {'tools.loopDetection.enabled': True, 'tools.loopDetection.warningThreshold': 4, 'tools.loopDetection.criticalThreshold': 5, 'tools.loopDetection.unknownToolThreshold': 4, 'tools.loopDetection.globalCircuitBreakerThreshold': 8, 'loopwarden.abortAfterBlocks': 3, 'loopwarden.argumentChurn.enabled': True, 'loopwarden.argumentChurn.warnAt': 6, 'loopwarden.argumentChurn.blockAt': 10, 'loopwarden.errorRepeat.enabled': True, 'loopwarden.errorRepeat.threshold': 5, 'loopwarden.runWideBreaker.enabled': True, 'loopwarden.runWideBreaker.threshold': 6, 'loopwarden.pingPongNeedsAnswers': True},
+    'fast': {'tools.loopDetection.enabled': True, 'tools.loopDetection.warningThreshold': 4, 'tools.loopDetection.criticalThreshold': 5, 'tools.loopDetection.unknownToolThreshold': 4, 'tools.loopDetection.globalCircuitBreakerThreshold': 8, 'loopwarden.abortAfterBlocks': 3, 'loopwarden.argumentChurn.enabled': True, 'loopwarden.argumentChurn.warnAt': 6, 'loopwarden.argumentChurn.blockAt': 10, 'loopwarden.errorRepeat.enabled': True, 'loopwarden.errorRepeat.threshold': 5, 'loopwarden.runWideBreaker.enabled': True, 'loopwarden.runWideBreaker.threshold': 6, 'loopwarden.pingPongNeedsAnswers': True, 'loopwarden.cycles.enabled': True, 'loopwarden.failureCascade.enabled': True, 'loopwarden.failureCascade.threshold': 6},
 }
 
 DETECTORS: tuple[str, ...] = (
