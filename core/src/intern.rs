@@ -53,8 +53,9 @@ pub struct RecordExtra {
     pub unknown: Option<Box<str>>,
     /// The tool name of a record whose tool has no id (OVERFLOW).
     pub tool: Option<Box<str>>,
-    /// The identity of a terminal exec failure (`crate::exec_failure`), when execFailureStreak is on.
-    pub failure: Option<[u8; 32]>,
+    /// The identity of a terminal exec failure (`crate::exec_failure`), when execFailureStreak is
+    /// on: boxed, so the extras every pending call with an id holds grow by 8 bytes, not 33.
+    pub failure: Option<Box<[u8; 32]>>,
 }
 
 impl RecordExtra {

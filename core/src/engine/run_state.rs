@@ -100,7 +100,7 @@ impl Record {
     }
     /// The identity of the terminal exec failure this record ended in (execFailureStreak).
     pub fn failure_key(&self) -> Option<&[u8; 32]> {
-        self.extra.get().and_then(|e| e.failure.as_ref())
+        self.extra.get().and_then(|e| e.failure.as_deref())
     }
     /// Sets (or clears) the failure identity, keeping the other extras.
     pub fn set_failure_key(&mut self, failure: Option<[u8; 32]>) {
@@ -108,7 +108,7 @@ impl Record {
             return;
         }
         let mut extra = self.extra.get().cloned().unwrap_or_default();
-        extra.failure = failure;
+        extra.failure = failure.map(Box::new);
         self.extra = ExtraHandle::new(extra);
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! `PRECEDENCE` is the order of the precedence table: the first detector that answers decides
 //! the call. `RANKED_AFTER` holds the opt-in detectors that catch what the reference misses
-//! (argument churn, identical errors); they rank after the table, so switching them on can only
+//! (argument churn, identical errors, cycles of 3 to 6 calls, failures across tools); they rank
+//! after the table, so switching them on can only
 //! raise a verdict (ALLOW to WARN or BLOCK, WARN to BLOCK), never replace one of the table by
 //! one of the same or a lower level.
 
