@@ -1,6 +1,7 @@
 //! loopwarden-core: the per-event work of the daemon, compiled. Python hands it request bytes
 //! and compiled settings; it returns response bytes and a small per-request summary.
 pub mod engine;
+pub mod exec_failure;
 pub mod fingerprint;
 pub mod intern;
 pub mod json;

@@ -341,10 +341,27 @@ pub struct EffectiveConfig {
     /// `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or kept
     /// (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`) before
     /// the outcome is hashed. Per agent, rules merge over the global ones by key.
-    ///
-    /// generated:effective-config:end
     #[prost(message, repeated, tag = "31")]
     pub tool_rules: ::prost::alloc::vec::Vec<ToolRule>,
+    /// loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with unchanged outcomes
+    /// after which the call continuing it is warned.
+    #[prost(uint32, tag = "40")]
+    pub cycle_warn_after: u32,
+    /// loopwarden.cycles.blockAfter: Full repetitions after which the call continuing the cycle is
+    /// blocked; false: warn only. The history must hold them (blockAfter x period calls).
+    #[prost(uint32, tag = "41")]
+    pub cycle_block_after: u32,
+    /// loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero exit, not timed out,
+    /// some output) continue one generic_repeat streak across changing commands while their failure
+    /// text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+    #[prost(bool, tag = "42")]
+    pub exec_failure_streak: bool,
+    /// loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after
+    /// which the next call is blocked; one fewer warns.
+    ///
+    /// generated:effective-config:end
+    #[prost(uint32, tag = "43")]
+    pub failure_cascade_threshold: u32,
 }
 /// A tool's class as loop detection uses it (`loopwarden.toolRules` classes, MCP annotations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
@@ -454,11 +471,17 @@ pub enum Detector {
     ArgumentChurn = 8,
     /// Extension: the same call failed with the identical error again and again.
     ErrorRepeat = 9,
+    /// Extension: a cycle of 3 to 6 calls repeating with unchanged outcomes: warns after warnAfter
+    /// full cycles, blocks after blockAfter.
+    Cycle = 10,
     /// Extension: a `mutating` tool called again with identical arguments after an identical call of
     /// the run succeeded: blocks the repeat.
+    DuplicateSideEffect = 11,
+    /// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at
+    /// N.
     ///
     /// generated:detector:end
-    DuplicateSideEffect = 11,
+    FailureCascade = 12,
 }
 impl Detector {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -477,7 +500,9 @@ impl Detector {
             Self::RunWideNoProgress => "DETECTOR_RUN_WIDE_NO_PROGRESS",
             Self::ArgumentChurn => "DETECTOR_ARGUMENT_CHURN",
             Self::ErrorRepeat => "DETECTOR_ERROR_REPEAT",
+            Self::Cycle => "DETECTOR_CYCLE",
             Self::DuplicateSideEffect => "DETECTOR_DUPLICATE_SIDE_EFFECT",
+            Self::FailureCascade => "DETECTOR_FAILURE_CASCADE",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -493,7 +518,9 @@ impl Detector {
             "DETECTOR_RUN_WIDE_NO_PROGRESS" => Some(Self::RunWideNoProgress),
             "DETECTOR_ARGUMENT_CHURN" => Some(Self::ArgumentChurn),
             "DETECTOR_ERROR_REPEAT" => Some(Self::ErrorRepeat),
+            "DETECTOR_CYCLE" => Some(Self::Cycle),
             "DETECTOR_DUPLICATE_SIDE_EFFECT" => Some(Self::DuplicateSideEffect),
+            "DETECTOR_FAILURE_CASCADE" => Some(Self::FailureCascade),
             _ => None,
         }
     }

@@ -164,6 +164,14 @@ fn write_history(w: &mut Writer, state: &RunState) {
     } else {
         unknown.null();
     }
+    // Optional (absent: no record has one), so a run without exec failure identities is the
+    // record every reader of version 3 knows.
+    if h.iter().any(|r| r.failure_key().is_some()) {
+        o.key("failure_keys").list(h, |w, r| match r.failure_key() {
+            Some(key) => w.str(&hex(key)),
+            None => w.null(),
+        });
+    }
     o.end();
 }
 
@@ -471,6 +479,13 @@ impl<'a> At<'a> {
     fn is_null(&self) -> bool {
         matches!(self.value, J::Null)
     }
+    /// A key newer records may hold: None when it is absent or null.
+    fn absent_or_null(&self, name: &str) -> Result<Option<At<'a>>, String> {
+        match self.value {
+            J::Obj(entries) if !entries.iter().any(|(k, _)| k == name) => Ok(None),
+            _ => self.opt(name),
+        }
+    }
     fn opt(&self, name: &str) -> Result<Option<At<'a>>, String> {
         let f = self.field(name)?;
         Ok(if f.is_null() { None } else { Some(f) })
@@ -611,7 +626,14 @@ fn read_state(at: &At) -> Result<RunState, String> {
         None => None,
         Some(u) => Some(u.items()?),
     };
+    let failure_keys = match h.absent_or_null("failure_keys")? {
+        None => None,
+        Some(f) => Some(f.items()?),
+    };
     let size = tools.len();
+    if failure_keys.as_ref().is_some_and(|f| f.len() != size) {
+        return Err(format!("{} columns disagree in length", h.path));
+    }
     if args.len() != size * 32 || results.len() != size * 32 || status.len() != size || call_ids.len() != size
         || seqs.len() != size || unknown.as_ref().is_some_and(|u| u.len() != size)
     {
@@ -636,6 +658,11 @@ fn read_state(at: &At) -> Result<RunState, String> {
             if call_id.is_empty() { None } else { Some(call_id) },
             missing,
         ));
+        if let Some(keys) = &failure_keys {
+            if !keys[i].is_null() {
+                history.back_mut().expect("just pushed").set_failure_key(Some(hex32(&keys[i])?));
+            }
+        }
     }
     let announced = match at.opt("announced")? {
         None => None,

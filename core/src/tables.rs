@@ -43,6 +43,14 @@ pub struct Settings {
     pub tool_rules: std::sync::Arc<crate::tool_rules::ToolRules>,
     /// Block a `mutating` tool called again with identical (projected) arguments after an identical call of the run succeeded (`duplicate_side_effect`).
     pub duplicate_side_effect: bool,
+    /// Full repetitions of a 3- to 6-call cycle with unchanged outcomes after which the call continuing it is warned.
+    pub cycle_warn_after: u32,
+    /// Full repetitions after which the call continuing the cycle is blocked; false: warn only. The history must hold them (blockAfter x period calls).
+    pub cycle_block_after: u32,
+    /// exec terminal failures (non-zero exit, not timed out, some output) continue one generic_repeat streak across changing commands while their failure text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+    pub exec_failure_streak: bool,
+    /// Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one fewer warns.
+    pub failure_cascade_threshold: u32,
 }
 
 impl Default for Settings {
@@ -67,12 +75,16 @@ impl Default for Settings {
             ping_pong_needs_answers: false,
             tool_rules: Default::default(),
             duplicate_side_effect: false,
+            cycle_warn_after: 0,
+            cycle_block_after: 0,
+            exec_failure_streak: false,
+            failure_cascade_threshold: 0,
         }
     }
 }
 
 /// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect"];
+pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold"];
 
 #[cfg(feature = "python")]
 pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
@@ -135,6 +147,18 @@ pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> py
     if let Some(v) = d.get_item("duplicate_side_effect")? {
         s.duplicate_side_effect = pyo3::types::PyAnyMethods::extract(&v)?;
     }
+    if let Some(v) = d.get_item("cycle_warn_after")? {
+        s.cycle_warn_after = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("cycle_block_after")? {
+        s.cycle_block_after = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("exec_failure_streak")? {
+        s.exec_failure_streak = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("failure_cascade_threshold")? {
+        s.failure_cascade_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
     Ok(s)
 }
 
@@ -161,12 +185,16 @@ pub enum Detector {
     ArgumentChurn = 8,
     /// Extension: the same call failed with the identical error again and again.
     ErrorRepeat = 9,
+    /// Extension: a cycle of 3 to 6 calls repeating with unchanged outcomes: warns after warnAfter full cycles, blocks after blockAfter.
+    Cycle = 10,
     /// Extension: a `mutating` tool called again with identical arguments after an identical call of the run succeeded: blocks the repeat.
     DuplicateSideEffect = 11,
+    /// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at N.
+    FailureCascade = 12,
 }
 
 impl Detector {
-    pub const ALL: [Detector; 11] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat, Detector::DuplicateSideEffect];
+    pub const ALL: [Detector; 13] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat, Detector::Cycle, Detector::DuplicateSideEffect, Detector::FailureCascade];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -180,7 +208,9 @@ impl Detector {
             Detector::RunWideNoProgress => "run_wide_no_progress",
             Detector::ArgumentChurn => "argument_churn",
             Detector::ErrorRepeat => "error_repeat",
+            Detector::Cycle => "cycle",
             Detector::DuplicateSideEffect => "duplicate_side_effect",
+            Detector::FailureCascade => "failure_cascade",
         }
     }
 
@@ -296,5 +326,21 @@ pub mod messages {
     /// duplicate_side_effect, critical.
     pub fn duplicate_side_effect_critical(tool: impl Display, first_call: impl Display) -> String {
         format!("CRITICAL: {tool} already ran with identical arguments in this run and succeeded ({first_call}), so this repeat was not run: calling a mutating tool again would repeat its side effect. Do not send it again; continue with the next step, or change the arguments if a second, different action is really meant.")
+    }
+    /// cycle, warning.
+    pub fn cycle_warning(tool: impl Display, period: impl Display, cycles: impl Display, count: impl Display) -> String {
+        format!("WARNING: {tool} continues a cycle of {period} calls that has repeated {cycles} times with identical outcomes ({count} consecutive calls). This looks like a loop with no progress: stop repeating the cycle, try something else or report the task as failed.")
+    }
+    /// cycle, critical.
+    pub fn cycle_critical(tool: impl Display, period: impl Display, cycles: impl Display, count: impl Display) -> String {
+        format!("CRITICAL: {tool} would continue a cycle of {period} calls that has repeated {cycles} times with identical outcomes ({count} consecutive calls), so this call was not run: repeating the cycle makes no progress. Change approach or report the task as failed.")
+    }
+    /// failure_cascade, warning.
+    pub fn failure_cascade_warning(streak: impl Display) -> String {
+        format!("WARNING: the last {streak} tool calls all failed. Stop and read the errors: one more failure and the next call will be blocked.")
+    }
+    /// failure_cascade, critical.
+    pub fn failure_cascade_critical(streak: impl Display) -> String {
+        format!("CRITICAL: the last {streak} tool calls all failed, so this call was not run: switching tools is not making progress. Fix what the errors say, or report the task as failed.")
     }
 }

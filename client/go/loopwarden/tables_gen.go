@@ -72,6 +72,21 @@ type EffectiveConfig struct {
 	// kept (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`)
 	// before the outcome is hashed. Per agent, rules merge over the global ones by key.
 	ToolRules []*pb.ToolRule
+	// CycleWarnAfter is loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with
+	// unchanged outcomes after which the call continuing it is warned.
+	CycleWarnAfter uint32
+	// CycleBlockAfter is loopwarden.cycles.blockAfter: Full repetitions after which the call
+	// continuing the cycle is blocked; false: warn only. The history must hold them (blockAfter x
+	// period calls).
+	CycleBlockAfter uint32
+	// ExecFailureStreak is loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero
+	// exit, not timed out, some output) continue one generic_repeat streak across changing commands
+	// while their failure text, without timestamps, clock times, pids, attempt counters and durations,
+	// stays the same.
+	ExecFailureStreak bool
+	// FailureCascadeThreshold is loopwarden.failureCascade.threshold: Consecutive failed calls (error
+	// outcomes, any tools) after which the next call is blocked; one fewer warns.
+	FailureCascadeThreshold uint32
 }
 
 func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
@@ -95,6 +110,10 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 	config.PingPongNeedsAnswers = m.GetPingPongNeedsAnswers()
 	config.DuplicateSideEffect = m.GetDuplicateSideEffect()
 	config.ToolRules = m.GetToolRules()
+	config.CycleWarnAfter = m.GetCycleWarnAfter()
+	config.CycleBlockAfter = m.GetCycleBlockAfter()
+	config.ExecFailureStreak = m.GetExecFailureStreak()
+	config.FailureCascadeThreshold = m.GetFailureCascadeThreshold()
 	if m != nil && m.Enabled != nil {
 		value := m.GetEnabled()
 		config.Enabled = &value
@@ -139,9 +158,17 @@ const DetectorArgumentChurn = "argument_churn"
 // identical error again and again.
 const DetectorErrorRepeat = "error_repeat"
 
+// DetectorCycle is a value of Verdict.Detector: Extension: a cycle of 3 to 6 calls repeating with
+// unchanged outcomes: warns after warnAfter full cycles, blocks after blockAfter.
+const DetectorCycle = "cycle"
+
 // DetectorDuplicateSideEffect is a value of Verdict.Detector: Extension: a `mutating` tool called
 // again with identical arguments after an identical call of the run succeeded: blocks the repeat.
 const DetectorDuplicateSideEffect = "duplicate_side_effect"
+
+// DetectorFailureCascade is a value of Verdict.Detector: Extension: N consecutive calls of any
+// tools all failed: warns at N - 1, blocks the next call at N.
+const DetectorFailureCascade = "failure_cascade"
 
 // ErrorCodeCompactionLoopPersisted is a value of Verdict.ErrorCode (abort): The post-compaction
 // guard ended the run: the same (tool, args, result) filled its window.

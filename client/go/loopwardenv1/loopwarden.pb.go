@@ -178,9 +178,15 @@ const (
 	Detector_DETECTOR_ARGUMENT_CHURN Detector = 8
 	// Extension: the same call failed with the identical error again and again.
 	Detector_DETECTOR_ERROR_REPEAT Detector = 9
+	// Extension: a cycle of 3 to 6 calls repeating with unchanged outcomes: warns after warnAfter
+	// full cycles, blocks after blockAfter.
+	Detector_DETECTOR_CYCLE Detector = 10
 	// Extension: a `mutating` tool called again with identical arguments after an identical call of
 	// the run succeeded: blocks the repeat.
-	Detector_DETECTOR_DUPLICATE_SIDE_EFFECT Detector = 11 // generated:detector:end
+	Detector_DETECTOR_DUPLICATE_SIDE_EFFECT Detector = 11
+	// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at
+	// N.
+	Detector_DETECTOR_FAILURE_CASCADE Detector = 12 // generated:detector:end
 )
 
 // Enum value maps for Detector.
@@ -196,7 +202,9 @@ var (
 		7:  "DETECTOR_RUN_WIDE_NO_PROGRESS",
 		8:  "DETECTOR_ARGUMENT_CHURN",
 		9:  "DETECTOR_ERROR_REPEAT",
+		10: "DETECTOR_CYCLE",
 		11: "DETECTOR_DUPLICATE_SIDE_EFFECT",
+		12: "DETECTOR_FAILURE_CASCADE",
 	}
 	Detector_value = map[string]int32{
 		"DETECTOR_UNSPECIFIED":            0,
@@ -209,7 +217,9 @@ var (
 		"DETECTOR_RUN_WIDE_NO_PROGRESS":   7,
 		"DETECTOR_ARGUMENT_CHURN":         8,
 		"DETECTOR_ERROR_REPEAT":           9,
+		"DETECTOR_CYCLE":                  10,
 		"DETECTOR_DUPLICATE_SIDE_EFFECT":  11,
+		"DETECTOR_FAILURE_CASCADE":        12,
 	}
 )
 
@@ -1596,9 +1606,22 @@ type EffectiveConfig struct {
 	// `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or kept
 	// (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`) before
 	// the outcome is hashed. Per agent, rules merge over the global ones by key.
-	ToolRules     []*ToolRule `protobuf:"bytes,31,rep,name=tool_rules,json=toolRules,proto3" json:"tool_rules,omitempty"` // generated:effective-config:end
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ToolRules []*ToolRule `protobuf:"bytes,31,rep,name=tool_rules,json=toolRules,proto3" json:"tool_rules,omitempty"`
+	// loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with unchanged outcomes
+	// after which the call continuing it is warned.
+	CycleWarnAfter uint32 `protobuf:"varint,40,opt,name=cycle_warn_after,json=cycleWarnAfter,proto3" json:"cycle_warn_after,omitempty"`
+	// loopwarden.cycles.blockAfter: Full repetitions after which the call continuing the cycle is
+	// blocked; false: warn only. The history must hold them (blockAfter x period calls).
+	CycleBlockAfter uint32 `protobuf:"varint,41,opt,name=cycle_block_after,json=cycleBlockAfter,proto3" json:"cycle_block_after,omitempty"`
+	// loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero exit, not timed out,
+	// some output) continue one generic_repeat streak across changing commands while their failure
+	// text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+	ExecFailureStreak bool `protobuf:"varint,42,opt,name=exec_failure_streak,json=execFailureStreak,proto3" json:"exec_failure_streak,omitempty"`
+	// loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after
+	// which the next call is blocked; one fewer warns.
+	FailureCascadeThreshold uint32 `protobuf:"varint,43,opt,name=failure_cascade_threshold,json=failureCascadeThreshold,proto3" json:"failure_cascade_threshold,omitempty"` // generated:effective-config:end
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
@@ -1771,6 +1794,34 @@ func (x *EffectiveConfig) GetToolRules() []*ToolRule {
 	return nil
 }
 
+func (x *EffectiveConfig) GetCycleWarnAfter() uint32 {
+	if x != nil {
+		return x.CycleWarnAfter
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetCycleBlockAfter() uint32 {
+	if x != nil {
+		return x.CycleBlockAfter
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetExecFailureStreak() bool {
+	if x != nil {
+		return x.ExecFailureStreak
+	}
+	return false
+}
+
+func (x *EffectiveConfig) GetFailureCascadeThreshold() uint32 {
+	if x != nil {
+		return x.FailureCascadeThreshold
+	}
+	return 0
+}
+
 var File_loopwarden_v1_loopwarden_proto protoreflect.FileDescriptor
 
 const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
@@ -1879,7 +1930,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vignore_args\x18\x03 \x03(\tR\n" +
 	"ignoreArgs\x12\x1b\n" +
 	"\tkeep_args\x18\x04 \x03(\tR\bkeepArgs\x12#\n" +
-	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xdb\a\n" +
+	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\x9d\t\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -1903,7 +1954,11 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x17ping_pong_needs_answers\x18\x12 \x01(\bR\x14pingPongNeedsAnswers\x122\n" +
 	"\x15duplicate_side_effect\x18\x1e \x01(\bR\x13duplicateSideEffect\x126\n" +
 	"\n" +
-	"tool_rules\x18\x1f \x03(\v2\x17.loopwarden.v1.ToolRuleR\ttoolRulesB\n" +
+	"tool_rules\x18\x1f \x03(\v2\x17.loopwarden.v1.ToolRuleR\ttoolRules\x12(\n" +
+	"\x10cycle_warn_after\x18( \x01(\rR\x0ecycleWarnAfter\x12*\n" +
+	"\x11cycle_block_after\x18) \x01(\rR\x0fcycleBlockAfter\x12.\n" +
+	"\x13exec_failure_streak\x18* \x01(\bR\x11execFailureStreak\x12:\n" +
+	"\x19failure_cascade_threshold\x18+ \x01(\rR\x17failureCascadeThresholdB\n" +
 	"\n" +
 	"\b_enabled*o\n" +
 	"\tToolClass\x12\x1a\n" +
@@ -1917,7 +1972,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vACTION_WARN\x10\x02\x12\x10\n" +
 	"\fACTION_BLOCK\x10\x03\x12\x10\n" +
 	"\fACTION_ABORT\x10\x04\x12\x11\n" +
-	"\rACTION_REJECT\x10\x05*\xe8\x02\n" +
+	"\rACTION_REJECT\x10\x05*\x9a\x03\n" +
 	"\bDetector\x12\x18\n" +
 	"\x14DETECTOR_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DETECTOR_GENERIC_REPEAT\x10\x01\x12#\n" +
@@ -1928,8 +1983,11 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x1eDETECTOR_POST_COMPACTION_GUARD\x10\x06\x12!\n" +
 	"\x1dDETECTOR_RUN_WIDE_NO_PROGRESS\x10\a\x12\x1b\n" +
 	"\x17DETECTOR_ARGUMENT_CHURN\x10\b\x12\x19\n" +
-	"\x15DETECTOR_ERROR_REPEAT\x10\t\x12\"\n" +
-	"\x1eDETECTOR_DUPLICATE_SIDE_EFFECT\x10\v*E\n" +
+	"\x15DETECTOR_ERROR_REPEAT\x10\t\x12\x12\n" +
+	"\x0eDETECTOR_CYCLE\x10\n" +
+	"\x12\"\n" +
+	"\x1eDETECTOR_DUPLICATE_SIDE_EFFECT\x10\v\x12\x1c\n" +
+	"\x18DETECTOR_FAILURE_CASCADE\x10\f*E\n" +
 	"\x05Level\x12\x15\n" +
 	"\x11LEVEL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rLEVEL_WARNING\x10\x01\x12\x12\n" +

@@ -4,6 +4,7 @@
 //! per decade of its count). The detectors only read history; every write to it happens here.
 
 use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, MARKER, PENDING, RESULT};
+use crate::exec_failure::exec_failure_key;
 use crate::tables::{error_codes, messages};
 use crate::json::{decode, py_isspace, JsonError, Value};
 use crate::tool_rules::{ToolClass, ToolRule};
@@ -171,6 +172,7 @@ fn on_tool_call(
             counts: None,
             tool_class: class,
             side_effects: state.side_effects.as_deref().map_or(&[], Vec::as_slice),
+            exec_failures: s.exec_failure_streak && tool == "exec",
         };
         detect(&mut ctx, s)
     } else {
@@ -267,6 +269,8 @@ fn on_tool_outcome(
         let mutating = class_of(rule, ToolClass::Unknown) == ToolClass::Mutating;
         settle(state, &tool, &digest, call_id, seq, ok, mutating);
     }
+    // Only kept when asked for: a record without one costs nothing and persists nothing.
+    let failure = if s.exec_failure_streak && tool == "exec" { exec_failure_key(result.as_ref()) } else { None };
     // Fill the newest matching pending call, or append a completed record.
     let mut filled = false;
     for i in (0..state.history.len()).rev() {
@@ -280,11 +284,14 @@ fn on_tool_outcome(
         r.status = fp.status;
         r.result = fp.digest;
         r.complete(fp.unknown_tool_name.as_deref());
+        r.set_failure_key(failure);
         filled = true;
         break;
     }
     if !filled {
-        state.append(record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref()));
+        let mut completed = record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref());
+        completed.set_failure_key(failure);
+        state.append(completed);
     }
     if s.run_wide_breaker_threshold > 0 {
         track_outcome(state, &tool, &digest, fp.status, &fp.digest);

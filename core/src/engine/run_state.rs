@@ -67,7 +67,7 @@ impl Record {
           unknown: Option<&str>) -> Record {
         let mut r = Record { seq, args, result, tool: tool.id, status, extra: ExtraHandle::default() };
         let own_name = (tool.id == OVERFLOW).then(|| tool.name.into());
-        r.extra = ExtraHandle::new(RecordExtra { call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name });
+        r.extra = ExtraHandle::new(RecordExtra { call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name, failure: None });
         r
     }
     pub fn tool(&self) -> &str {
@@ -98,7 +98,20 @@ impl Record {
             return;
         }
         let tool = self.extra.get().and_then(|e| e.tool.clone());
-        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool });
+        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool, failure: None });
+    }
+    /// The identity of the terminal exec failure this record ended in (execFailureStreak).
+    pub fn failure_key(&self) -> Option<&[u8; 32]> {
+        self.extra.get().and_then(|e| e.failure.as_deref())
+    }
+    /// Sets (or clears) the failure identity, keeping the other extras.
+    pub fn set_failure_key(&mut self, failure: Option<[u8; 32]>) {
+        if failure.is_none() && self.failure_key().is_none() {
+            return;
+        }
+        let mut extra = self.extra.get().cloned().unwrap_or_default();
+        extra.failure = failure.map(Box::new);
+        self.extra = ExtraHandle::new(extra);
     }
 }
 

@@ -35,7 +35,9 @@ class Detector(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DETECTOR_RUN_WIDE_NO_PROGRESS: _ClassVar[Detector]
     DETECTOR_ARGUMENT_CHURN: _ClassVar[Detector]
     DETECTOR_ERROR_REPEAT: _ClassVar[Detector]
+    DETECTOR_CYCLE: _ClassVar[Detector]
     DETECTOR_DUPLICATE_SIDE_EFFECT: _ClassVar[Detector]
+    DETECTOR_FAILURE_CASCADE: _ClassVar[Detector]
 
 class Level(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -62,7 +64,9 @@ DETECTOR_POST_COMPACTION_GUARD: Detector
 DETECTOR_RUN_WIDE_NO_PROGRESS: Detector
 DETECTOR_ARGUMENT_CHURN: Detector
 DETECTOR_ERROR_REPEAT: Detector
+DETECTOR_CYCLE: Detector
 DETECTOR_DUPLICATE_SIDE_EFFECT: Detector
+DETECTOR_FAILURE_CASCADE: Detector
 LEVEL_UNSPECIFIED: Level
 LEVEL_WARNING: Level
 LEVEL_CRITICAL: Level
@@ -264,7 +268,7 @@ class ToolRule(_message.Message):
     def __init__(self, tool: _Optional[str] = ..., tool_class: _Optional[_Union[ToolClass, str]] = ..., ignore_args: _Optional[_Iterable[str]] = ..., keep_args: _Optional[_Iterable[str]] = ..., ignore_result: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EffectiveConfig(_message.Message):
-    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers", "duplicate_side_effect", "tool_rules")
+    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers", "duplicate_side_effect", "tool_rules", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     HISTORY_SIZE_FIELD_NUMBER: _ClassVar[int]
     WARNING_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +289,10 @@ class EffectiveConfig(_message.Message):
     PING_PONG_NEEDS_ANSWERS_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_SIDE_EFFECT_FIELD_NUMBER: _ClassVar[int]
     TOOL_RULES_FIELD_NUMBER: _ClassVar[int]
+    CYCLE_WARN_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CYCLE_BLOCK_AFTER_FIELD_NUMBER: _ClassVar[int]
+    EXEC_FAILURE_STREAK_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_CASCADE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     history_size: int
     warning_threshold: int
@@ -305,4 +313,8 @@ class EffectiveConfig(_message.Message):
     ping_pong_needs_answers: bool
     duplicate_side_effect: bool
     tool_rules: _containers.RepeatedCompositeFieldContainer[ToolRule]
-    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ..., duplicate_side_effect: _Optional[bool] = ..., tool_rules: _Optional[_Iterable[_Union[ToolRule, _Mapping]]] = ...) -> None: ...
+    cycle_warn_after: int
+    cycle_block_after: int
+    exec_failure_streak: bool
+    failure_cascade_threshold: int
+    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ..., duplicate_side_effect: _Optional[bool] = ..., tool_rules: _Optional[_Iterable[_Union[ToolRule, _Mapping]]] = ..., cycle_warn_after: _Optional[int] = ..., cycle_block_after: _Optional[int] = ..., exec_failure_streak: _Optional[bool] = ..., failure_cascade_threshold: _Optional[int] = ...) -> None: ...
