@@ -1,5 +1,5 @@
-"""Measure settings on the real traces: good runs warned / blocked, and calls until the block
-of loops injected into copies of real runs.
+"""Measure every detector, and the `fast` preset, on the real traces: good runs warned / blocked
+per trace set, and how early each injected loop pattern is blocked.
 
 Every run of `traces/` (vendored in the repository; see its README) is a good run: a setting that
 blocks one is a false positive. Loops are injected deterministically (fixed seed) into copies of
@@ -7,6 +7,12 @@ real runs of each set, one loop per copy, at a random point; "calls until block"
 from the loop's first call (= 1) to the first BLOCK/ABORT of the run at or after it. Everything is
 replayed through the daemon's own service layer in-process (the same path as `loopwarden replay
 --offline`).
+
+Each opt-in detector is measured alone: the reference defaults plus only that setting, so a figure
+belongs to that detector (under `fast` several detectors overlap). The `exec` view of the coding
+sets replays their `bash` calls as OpenClaw `exec` results (status, exit code, output), the shape
+the exec failure streak reads: the same real commands and outputs, so its false positives are
+measured on real failures.
 
 Run: .venv/bin/python bench/real_traces.py [--traces DIR] [--copies N] [--only NAME ...]
 The tables of docs/extensions.md are copied from one run of this script.
@@ -17,11 +23,13 @@ import argparse
 import copy
 import json
 import random
+import re
 import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from loopwarden.replay import read_trace
@@ -37,17 +45,49 @@ TRACE_SETS = {
     "SWE-bench deepseek": "miniswe-deepseek-swebench.jsonl.gz",
 }
 ENFORCING = ("block", "abort")
-
-# The settings measured, by name: the loopwarden config each one is.
-CONFIGS = {
-    "reference defaults": {"tools": {"loopDetection": {"enabled": True}}},
-    "argumentChurn (recommended)": {"tools": {"loopDetection": {"enabled": True}},
-                                    "loopwarden": {"argumentChurn": {"enabled": True}}},
-    "errorRepeat (recommended)": {"tools": {"loopDetection": {"enabled": True}},
-                                  "loopwarden": {"errorRepeat": {"enabled": True}}},
-    "preset fast": {"loopwarden": {"preset": "fast"}},
-}
 LOOP_LENGTH = 30
+REFERENCE = {"tools": {"loopDetection": {"enabled": True}}}
+
+# The τ-bench tools that change something (a booking, an order, a message sent), as an operator
+# would declare them: what `duplicateSideEffect` judges. Every other tool of those sets only reads.
+MUTATING_TOOLS = [
+    "book_reservation", "cancel_reservation", "update_reservation_flights", "update_reservation_baggages",
+    "update_reservation_passengers", "send_certificate", "transfer_to_human_agents", "cancel_pending_order",
+    "modify_pending_order_items", "modify_pending_order_address", "modify_pending_order_payment",
+    "modify_user_address", "return_delivered_order_items", "exchange_delivered_order_items", "send_email",
+]
+READ_ONLY_TOOLS = ["get_*", "search_*", "find_*", "list_*", "calculate", "think"]
+TOOL_CLASSES = {**{name: {"class": "mutating"} for name in MUTATING_TOOLS},
+                **{name: {"class": "readOnly"} for name in READ_ONLY_TOOLS}}
+
+
+def with_reference(loopwarden: dict) -> dict:
+    return {**REFERENCE, "loopwarden": loopwarden}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One measured setting: its config and the detector ids it adds (blocks by others are the
+    reference's own)."""
+    name: str
+    config: dict
+    detectors: tuple[str, ...] = ()
+
+
+SETTINGS = [
+    Setting("reference defaults", REFERENCE),
+    Setting("argumentChurn", with_reference({"argumentChurn": {"enabled": True}}), ("argument_churn",)),
+    Setting("errorRepeat", with_reference({"errorRepeat": {"enabled": True}}), ("error_repeat",)),
+    Setting("runWideBreaker", with_reference({"runWideBreaker": {"enabled": True}}), ("run_wide_no_progress",)),
+    Setting("cycles", with_reference({"cycles": {"enabled": True}}), ("cycle",)),
+    Setting("execFailureStreak", with_reference({"execFailureStreak": {"enabled": True}}), ("generic_repeat",)),
+    Setting("failureCascade", with_reference({"failureCascade": {"enabled": True}}), ("failure_cascade",)),
+    Setting("duplicateSideEffect", with_reference({"duplicateSideEffect": {"enabled": True}, "toolRules": TOOL_CLASSES}),
+            ("duplicate_side_effect",)),
+    Setting("toolRules ignoreArgs $.nonce", with_reference({"toolRules": {"*": {"ignoreArgs": ["$.nonce"]}}})),
+    Setting("preset fast", {"loopwarden": {"preset": "fast"}}),
+    Setting("preset fast + tool classes", {"loopwarden": {"preset": "fast", "toolRules": TOOL_CLASSES}}),
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,6 +100,37 @@ def load_runs(path: Path) -> dict[str, list[dict]]:
     for event in read_trace(path):
         runs[event.data["run_id"]].append(event.data)
     return dict(runs)
+
+
+MINISWE_OBSERVATION = re.compile(r"\A<returncode>(-?\d+)</returncode>\n(.*)\Z", re.S)
+
+
+def as_exec(runs: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The coding runs with each `bash` call as an OpenClaw `exec` call: a mini-swe observation
+    (`<returncode>N</returncode>` + output) becomes exec's details (status, exitCode, output)."""
+    converted = {}
+    for run_id, events in runs.items():
+        out = []
+        for event in events:
+            event = dict(event)
+            if event.get("tool_name") == "bash":
+                event["tool_name"] = "exec"
+                if event["kind"] == "tool_outcome" and isinstance(event.get("result"), dict):
+                    text = "".join(part.get("text", "") for part in event["result"].get("content", []))
+                    match = MINISWE_OBSERVATION.match(text)
+                    if match:
+                        code, output = int(match.group(1)), match.group(2)
+                        event["result"] = exec_result(code, output)
+            out.append(event)
+        converted[run_id] = out
+    return converted
+
+
+def exec_result(exit_code: int, output: str) -> dict:
+    """An OpenClaw exec tool result: the output as text, the process's end in details."""
+    return {"content": [{"type": "text", "text": output}],
+            "details": {"status": "completed" if exit_code == 0 else "failed", "exitCode": exit_code,
+                        "durationMs": 1200, "aggregated": output, "cwd": "/repo"}}
 
 
 def completed_calls(events: list[dict]) -> list[tuple[dict, dict]]:
@@ -90,6 +161,10 @@ def _result_of(outcome_event: dict) -> dict:
     return {"error": outcome_event["error"]} if "error" in outcome_event else {"result": outcome_event.get("result")}
 
 
+def _call_key(call: dict) -> str:
+    return json.dumps([call["tool_name"], call.get("params")], sort_keys=True)
+
+
 def loop_identical_call(run_id, pairs, rng):
     call, done = rng.choice(pairs)
     return [e for i in range(LOOP_LENGTH) for e in _pair(run_id, call["tool_name"], call.get("params"), _result_of(done), f"L{i}")]
@@ -101,16 +176,30 @@ def loop_identical_error(run_id, pairs, rng):
     return [e for i in range(LOOP_LENGTH) for e in _pair(run_id, call["tool_name"], call.get("params"), error, f"L{i}")]
 
 
-def loop_ping_pong(run_id, pairs, rng):
-    (a, a_done), (b, b_done) = rng.sample(pairs, 2)
-    if json.dumps([a["tool_name"], a.get("params")]) == json.dumps([b["tool_name"], b.get("params")]):
-        b = {**b, "params": {"_other": True, **(b.get("params") or {})}}
-    sides = [(a, a_done), (b, b_done)]
-    events = []
-    for i in range(LOOP_LENGTH):
-        call, done = sides[i % 2]
-        events += _pair(run_id, call["tool_name"], call.get("params"), _result_of(done), f"L{i}")
-    return events
+def _distinct_calls(pairs, count: int, rng) -> list[tuple[dict, dict]]:
+    """`count` calls of the run with distinct (tool, params); made distinct with a marker when
+    the run has fewer."""
+    chosen: dict[str, tuple[dict, dict]] = {}
+    for call, done in rng.sample(pairs, len(pairs)):
+        chosen.setdefault(_call_key(call), (call, done))
+    picked = list(chosen.values())[:count]
+    while len(picked) < count:
+        call, done = pairs[len(picked) % len(pairs)]
+        params = call.get("params") if isinstance(call.get("params"), dict) else {}
+        picked.append(({**call, "params": {**params, "_step": len(picked)}}, done))
+    return picked
+
+
+def _cycle(period: int):
+    def build(run_id, pairs, rng):
+        sides = _distinct_calls(pairs, period, rng)
+        events = []
+        for i in range(LOOP_LENGTH):
+            call, done = sides[i % period]
+            events += _pair(run_id, call["tool_name"], call.get("params"), _result_of(done), f"L{i}")
+        return events
+    build.__name__ = f"loop_cycle_{period}"
+    return build
 
 
 def loop_argument_churn(run_id, pairs, rng):
@@ -125,26 +214,78 @@ def loop_known_poll(run_id, pairs, rng):
     return [e for i in range(LOOP_LENGTH) for e in _pair(run_id, "command_status", {"commandId": "c1"}, still, f"L{i}")]
 
 
+def loop_codex_poll(run_id, pairs, rng):
+    """Codex polling an exec session with an empty write_stdin that never shows new output."""
+    still = {"result": "Process running with session ID 7\nOutput:\n"}
+    return [e for i in range(LOOP_LENGTH)
+            for e in _pair(run_id, "write_stdin", {"session_id": 7, "chars": "", "yield_time_ms": 1000}, still, f"L{i}")]
+
+
 def loop_unknown_tool(run_id, pairs, rng):
     error = {"error": "Tool get_status_report not found"}
     return [e for i in range(LOOP_LENGTH) for e in _pair(run_id, "get_status_report", {"id": i % 3}, error, f"L{i}")]
 
 
+TRACEBACK = ("Traceback (most recent call last):\n  File \"/repo/run.py\", line 12, in <module>\n    main()\n"
+             "ModuleNotFoundError: No module named 'torch'\n")
+
+
+def loop_exec_failure(run_id, pairs, rng):
+    """One failing job under ever-new names (OpenClaw #117637): the command changes in one slice,
+    the failure does not, apart from the clock and the pid."""
+    events = []
+    for i in range(LOOP_LENGTH):
+        output = f"[2026-12-02 10:{i // 60:02d}:{i % 60:02d}] worker pid {4100 + i} starting (attempt {i + 1})\n" + TRACEBACK
+        events += _pair(run_id, "exec", {"command": f"python job-{i}.py"}, {"result": exec_result(1, output)}, f"L{i}")
+    return events
+
+
+def loop_failure_cascade(run_id, pairs, rng):
+    """Every call fails, each a different call with a different error: nothing repeats, nothing works."""
+    sides = _distinct_calls(pairs, LOOP_LENGTH, rng)
+    events = []
+    for i, (call, _) in enumerate(sides):
+        error = {"error": f"Error: {call['tool_name']} failed: upstream unavailable (request {rng.getrandbits(32):08x})"}
+        events += _pair(run_id, call["tool_name"], call.get("params"), error, f"L{i}")
+    return events
+
+
+def loop_duplicate_send(run_id, pairs, rng):
+    """The same e-mail sent again and again, each send succeeding."""
+    params = {"to": "customer@example.com", "subject": "Your refund", "body": "Your refund has been issued."}
+    sent = {"result": {"content": [{"type": "text", "text": "sent"}], "details": {}}}
+    return [e for i in range(LOOP_LENGTH) for e in _pair(run_id, "send_email", params, sent, f"L{i}")]
+
+
+@dataclass(frozen=True)
+class Loop:
+    build: Callable
+    sets: str = "all"   # "all", or "exec": injected into the coding sets' exec view only
+    targets: str = ""   # the setting that targets it (shown beside the reference and fast)
+
+
 LOOPS = {
-    "identical call": loop_identical_call,
-    "identical error": loop_identical_error,
-    "ping-pong": loop_ping_pong,
-    "argument churn (nonce)": loop_argument_churn,
-    "known poll (command_status)": loop_known_poll,
-    "unknown tool": loop_unknown_tool,
+    "identical call": Loop(loop_identical_call, targets="reference defaults"),
+    "identical error": Loop(loop_identical_error, targets="errorRepeat"),
+    "ping-pong": Loop(_cycle(2), targets="reference defaults"),
+    **{f"cycle of {p}": Loop(_cycle(p), targets="cycles") for p in (3, 4, 5, 6)},
+    "argument churn (nonce)": Loop(loop_argument_churn, targets="argumentChurn"),
+    "nonce, loop key without it": Loop(loop_argument_churn, targets="toolRules ignoreArgs $.nonce"),
+    "known poll (command_status)": Loop(loop_known_poll, targets="reference defaults"),
+    "Codex poll (write_stdin, empty)": Loop(loop_codex_poll, targets="reference defaults"),
+    "unknown tool": Loop(loop_unknown_tool, targets="reference defaults"),
+    "exec failure, changing command": Loop(loop_exec_failure, sets="exec", targets="execFailureStreak"),
+    "failure cascade": Loop(loop_failure_cascade, targets="failureCascade"),
+    "duplicate send": Loop(loop_duplicate_send, targets="duplicateSideEffect"),
 }
 
 
-def injected_runs(runs: dict[str, list[dict]], copies: int, seed: int) -> Iterator[tuple[str, str, list[dict], int]]:
+def injected_runs(runs: dict[str, list[dict]], copies: int, seed: int,
+                  loops: dict[str, Loop]) -> Iterator[tuple[str, str, list[dict], int]]:
     """(loop kind, run id, events, seq of the loop's first call) for `copies` runs per kind."""
     rng = random.Random(seed)
     candidates = [run_id for run_id, events in sorted(runs.items()) if len(completed_calls(events)) >= 2]
-    for kind, build in LOOPS.items():
+    for kind, loop in loops.items():
         for run_id in rng.sample(candidates, min(copies, len(candidates))):
             events = copy.deepcopy(runs[run_id])
             pairs = completed_calls(events)
@@ -153,8 +294,8 @@ def injected_runs(runs: dict[str, list[dict]], copies: int, seed: int) -> Iterat
             boundaries = [0] + [i + 1 for i, e in enumerate(body) if e["kind"] == "tool_outcome"]
             at = rng.choice(boundaries)
             new_id = f"loop/{kind}/{run_id}"
-            loop = build(new_id, pairs, rng)
-            merged = body[:at] + loop + body[at:] + [{"kind": "run_end"}]
+            injected = loop.build(new_id, pairs, rng)
+            merged = body[:at] + injected + body[at:] + [{"kind": "run_end"}]
             for seq, event in enumerate(merged, 1):
                 event["run_id"], event["seq"] = new_id, seq
             yield kind, new_id, merged, at + 1
@@ -173,28 +314,35 @@ def replay(config: dict, runs: Iterator[tuple[str, list[dict]]]) -> dict[str, li
     return verdicts
 
 
-def good_run_figures(config: dict, runs: dict[str, list[dict]]) -> tuple[int, int, dict[str, int], dict[str, int], list[str]]:
-    """(runs warned, runs blocked, warned runs per detector, blocked runs per detector, blocked run ids)."""
-    warned = blocked = 0
-    warned_by: dict[str, int] = defaultdict(int)
-    by_detector: dict[str, int] = defaultdict(int)
-    blocked_ids = []
+@dataclass
+class GoodRuns:
+    runs: int = 0
+    warned: int = 0
+    blocked: int = 0
+    warned_by: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    blocked_by: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    blocked_ids: list[str] = field(default_factory=list)
+
+
+def good_run_figures(config: dict, runs: dict[str, list[dict]]) -> GoodRuns:
+    figures = GoodRuns(runs=len(runs))
     for run_id, seen in replay(config, iter(runs.items())).items():
         actions = {observed.action for _, observed in seen}
-        warned += "warn" in actions
+        figures.warned += "warn" in actions
         for detector in {observed.detector for _, observed in seen if observed.action == "warn"}:
-            warned_by[detector] += 1
+            figures.warned_by[detector] += 1
         if actions & set(ENFORCING):
-            blocked += 1
-            blocked_ids.append(run_id)
+            figures.blocked += 1
+            figures.blocked_ids.append(run_id)
             first = next(observed for _, observed in seen if observed.action in ENFORCING)
-            by_detector[first.detector] += 1
-    return warned, blocked, dict(warned_by), dict(by_detector), blocked_ids
+            figures.blocked_by[first.detector] += 1
+    return figures
 
 
-def calls_until_block(config: dict, injected: list[tuple[str, str, list[dict], int]]) -> dict[str, list[int | None]]:
+def calls_until_block(config: dict, injected: list[tuple[str, str, list[dict], int]]) -> dict[str, list[tuple[int, str] | None]]:
+    """Per loop kind: (calls until the first block, its detector) of each copy, None if never."""
     verdicts = replay(config, ((run_id, events) for _, run_id, events, _ in injected))
-    found: dict[str, list[int | None]] = defaultdict(list)
+    found: dict[str, list[tuple[int, str] | None]] = defaultdict(list)
     for kind, run_id, _, start_seq in injected:
         call_number = 0
         result = None
@@ -204,19 +352,31 @@ def calls_until_block(config: dict, injected: list[tuple[str, str, list[dict], i
             if event["kind"] == "tool_call":
                 call_number += 1
             if observed.action in ENFORCING:
-                result = call_number
+                result = (call_number, observed.detector)
                 break
         found[kind].append(result)
     return dict(found)
 
 
-def describe(values: list[int | None]) -> str:
-    caught = sorted(v for v in values if v is not None)
+def describe(values: list[tuple[int, str] | None]) -> str:
+    caught = sorted(v[0] for v in values if v is not None)
     missed = len(values) - len(caught)
     if not caught:
-        return f"never ({missed} missed)"
+        return "never"
     text = f"{caught[0]} / {statistics.median(caught):g} / {caught[-1]}"
-    return text + (f" ({missed} not blocked)" if missed else "")
+    by = sorted({v[1] for v in values if v is not None})
+    text += f" ({', '.join(by)})"
+    return text + (f", {missed} not blocked" if missed else "")
+
+
+def cell(figures: GoodRuns) -> str:
+    return f"{figures.warned} / {figures.blocked}"
+
+
+def detail(merged: GoodRuns) -> str:
+    warned = ", ".join(f"{d} {n}" for d, n in sorted(merged.warned_by.items())) or "-"
+    blocked = ", ".join(f"{d} {n}" for d, n in sorted(merged.blocked_by.items())) or "-"
+    return f"warned by: {warned}; blocked by: {blocked}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,38 +385,66 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the folder of trace sets (default: {DEFAULT_TRACES.relative_to(ROOT)}/ in the repository)")
     parser.add_argument("--copies", type=int, default=20, help="runs of each set per injected loop kind")
     parser.add_argument("--seed", type=int, default=12)
-    parser.add_argument("--only", nargs="*", default=None, help="names of CONFIGS to measure")
+    parser.add_argument("--only", nargs="*", default=None, help="names of SETTINGS to measure")
     parser.add_argument("--config", type=Path, default=None, help="measure this JSON5 config file instead")
     args = parser.parse_args(argv)
-    configs = dict(CONFIGS)
+    settings = list(SETTINGS)
     if args.config is not None:
         import json5
-        configs = {str(args.config): json5.loads(args.config.read_text())}
+        settings = [Setting(str(args.config), json5.loads(args.config.read_text()))]
     elif args.only:
-        configs = {name: configs[name] for name in args.only}
+        unknown = set(args.only) - {s.name for s in settings}
+        if unknown:
+            parser.error(f"--only: no setting named {sorted(unknown)}; the settings: {[s.name for s in SETTINGS]}")
+        settings = [s for s in settings if s.name in args.only]
     started = time.perf_counter()
     sets = {name: load_runs(args.traces / file) for name, file in TRACE_SETS.items()}
-    injected = {name: list(injected_runs(runs, args.copies, args.seed)) for name, runs in sets.items()}
+    exec_sets = {f"{name} (exec view)": as_exec(runs) for name, runs in sets.items() if name.startswith("SWE")}
+    general = {kind: loop for kind, loop in LOOPS.items() if loop.sets == "all"}
+    exec_only = {kind: loop for kind, loop in LOOPS.items() if loop.sets == "exec"}
+    injected = {name: list(injected_runs(runs, args.copies, args.seed, general)) for name, runs in sets.items()}
+    injected.update({name: list(injected_runs(runs, args.copies, args.seed, exec_only)) for name, runs in exec_sets.items()})
+    all_sets = {**sets, **exec_sets}
     print(f"traces: {args.traces}; {args.copies} injected loops of each kind per set, seed {args.seed}, "
-          f"loops of {LOOP_LENGTH} calls")
-    for config_name, config in configs.items():
-        print(f"\n### {config_name}: `{json.dumps(config, separators=(',', ':'))}`\n")
-        print("| trace set | runs | good runs warned | warned by (runs) | good runs blocked | blocked by |")
-        print("|---|---|---|---|---|---|")
-        loops: dict[str, list[int | None]] = defaultdict(list)
-        for set_name, runs in sets.items():
-            warned, blocked, warned_by, by_detector, blocked_ids = good_run_figures(config, runs)
-            warn_detail = ", ".join(f"{d} {n}" for d, n in sorted(warned_by.items())) or "-"
-            detail = ", ".join(f"{d} {n}" for d, n in sorted(by_detector.items())) or "-"
-            print(f"| {set_name} | {len(runs)} | {warned} | {warn_detail} | {blocked} | {detail} |")
-            for run_id in blocked_ids[:5]:
-                print(f"|   blocked: `{run_id}` | | | | |", file=sys.stderr)
-            for kind, values in calls_until_block(config, injected[set_name]).items():
-                loops[kind] += values
-        print("\n| injected loop | loops | calls until the block (min / median / max) |")
-        print("|---|---|---|")
-        for kind, values in loops.items():
-            print(f"| {kind} | {len(values)} | {describe(values)} |")
+          f"loops of {LOOP_LENGTH} calls; the exec view replays the coding sets' bash calls as exec results")
+
+    good: dict[str, dict[str, GoodRuns]] = {}
+    loops: dict[str, dict[str, list]] = {}
+    for setting in settings:
+        good[setting.name] = {}
+        loops[setting.name] = defaultdict(list)
+        for set_name, runs in all_sets.items():
+            figures = good_run_figures(setting.config, runs)
+            good[setting.name][set_name] = figures
+            for run_id in figures.blocked_ids[:5]:
+                print(f"  {setting.name}: blocked good run `{run_id}`", file=sys.stderr)
+            for kind, values in calls_until_block(setting.config, injected[set_name]).items():
+                loops[setting.name][kind] += values
+
+    print("\n#### Good runs warned / blocked, per setting (each opt-in detector alone over the reference defaults)\n")
+    print("| setting | " + " | ".join(f"{name} ({len(runs)})" for name, runs in all_sets.items()) + " | by detector |")
+    print("|---" * (len(all_sets) + 2) + "|")
+    for setting in settings:
+        merged = GoodRuns()
+        for figures in good[setting.name].values():
+            for d, n in figures.warned_by.items():
+                merged.warned_by[d] += n
+            for d, n in figures.blocked_by.items():
+                merged.blocked_by[d] += n
+        cells = " | ".join(cell(good[setting.name][name]) for name in all_sets)
+        print(f"| {setting.name} | {cells} | {detail(merged)} |")
+
+    names = [s.name for s in settings]
+    print("\n#### Injected loops: calls until the block, min / median / max (the detectors that blocked)\n")
+    shown = [n for n in ("reference defaults", "preset fast", "preset fast + tool classes") if n in names]
+    print("| injected loop | copies | " + " | ".join(shown) + " | the setting that targets it alone |")
+    print("|---" * (len(shown) + 3) + "|")
+    for kind, loop in LOOPS.items():
+        copies = len(next(iter(loops.values()))[kind]) if loops else 0
+        cells = " | ".join(describe(loops[n][kind]) for n in shown)
+        target = (f"`{loop.targets}`: {describe(loops[loop.targets][kind])}"
+                  if loop.targets in names and loop.targets not in shown else "-")
+        print(f"| {kind} | {copies} | {cells} | {target} |")
     print(f"\n({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     return 0
 
