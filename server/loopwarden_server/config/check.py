@@ -60,6 +60,12 @@ def _opt_in(settings: LoopDetectionSettings) -> str:
         parts.append(f"abortAfterBlocks {settings.abort_after_blocks}")
     if settings.ping_pong_needs_answers:
         parts.append("pingPongNeedsAnswers")
+    if settings.cycle_warn_after or settings.cycle_block_after:
+        parts.append(f"cycles {settings.cycle_warn_after}/{settings.cycle_block_after or '-'}")
+    if settings.failure_cascade_threshold:
+        parts.append(f"failureCascade {settings.failure_cascade_threshold}")
+    if settings.exec_failure_streak:
+        parts.append("execFailureStreak")
     if settings.duplicate_side_effect:
         parts.append("duplicateSideEffect")
     if settings.tool_rules:
