@@ -2,6 +2,7 @@
 //! and compiled settings; it returns response bytes and a small per-request summary.
 pub mod engine;
 pub mod fingerprint;
+pub mod hostpolls;
 pub mod intern;
 pub mod json;
 #[allow(clippy::all)]

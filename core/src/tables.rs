@@ -278,4 +278,12 @@ pub mod messages {
     pub fn escalation_abort(blocks: impl Display, detector: impl Display, tool: impl Display, last: impl Display) -> String {
         format!("CRITICAL: run aborted: this is block {blocks} of the run ({detector} on {tool}), so the loop persisted and the run is over (tool_loop_persisted). Last block: {last}")
     }
+    /// known_poll_no_progress, warning.
+    pub fn host_poll_warning(tool: impl Display, streak: impl Display, wait: impl Display) -> String {
+        format!("WARNING: {tool} was polled {streak} times with the same arguments and no progress: its output has not changed. Polling again at once will not change it: make {wait} instead, or report the process as stuck.")
+    }
+    /// known_poll_no_progress, critical.
+    pub fn host_poll_critical(tool: impl Display, streak: impl Display, wait: impl Display) -> String {
+        format!("CRITICAL: {tool} was polled {streak} times with the same arguments and no progress: its output never changed, so this poll was not run. Do not poll again at once: make {wait}; if the output still has not changed after it, report the process as stuck or failed.")
+    }
 }
