@@ -72,6 +72,12 @@ pub struct ToolCall {
     /// UTF-8 JSON text of the call's arguments; empty means {}.
     #[prost(string, tag = "3")]
     pub params_json: ::prost::alloc::string::String,
+    /// Optional: calls of one run sharing a batch id were issued together (one model turn's
+    /// parallel calls, up to 64). With loopwarden.parallelBatches, identical calls of a batch count
+    /// once and a fan-out of distinct calls is not churn; with criticalScope "batch" the first
+    /// critical blocks the rest of its batch. Empty: the calls of one EvaluateRequest are a batch.
+    #[prost(string, tag = "5")]
+    pub batch_id: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ToolOutcome {
@@ -135,7 +141,7 @@ pub struct Verdict {
     #[prost(string, tag = "10")]
     pub paired_tool_name: ::prost::alloc::string::String,
     /// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
-    /// on ABORT: compaction_loop_persisted, tool_loop_persisted.
+    /// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed.
     /// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
     /// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
     /// tool_name_too_long, agent_id_too_long, session_id_too_long, tool_call_id_too_long,
@@ -311,10 +317,26 @@ pub struct EffectiveConfig {
     pub preset: ::prost::alloc::string::String,
     /// loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is
     /// warned, never blocked.
-    ///
-    /// generated:effective-config:end
     #[prost(bool, tag = "18")]
     pub ping_pong_needs_answers: bool,
+    /// loopwarden.parallelBatches: Calls issued together are one batch (one EvaluateRequest, one
+    /// ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most
+    /// 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of
+    /// argumentChurn and the run-wide breaker.
+    #[prost(bool, tag = "40")]
+    pub parallel_batches: bool,
+    /// loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first
+    /// critical also blocks the later calls of its batch and leaves one recovery turn; a second
+    /// critical ends the run (`loop_recovery_failed`).
+    #[prost(string, tag = "41")]
+    pub critical_scope: ::prost::alloc::string::String,
+    /// loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only
+    /// since another call last brought the run something new (a new (tool, args, result) triple): re-
+    /// reading unchanged data between new calls is not a loop.
+    ///
+    /// generated:effective-config:end
+    #[prost(bool, tag = "42")]
+    pub progress_resets_repeats: bool,
 }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]

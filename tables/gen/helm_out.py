@@ -28,6 +28,8 @@ def _setting_schema(t: Tables, s: Setting) -> dict:
                   "maximum": s.maximum, "not": {"const": True}}
     elif s.kind == "tool_names":
         schema = {"type": ["array", "null"], "items": {"type": "string", "minLength": 1, "pattern": "\\S"}}
+    elif s.kind == "choice":
+        schema = {"type": ["string", "null"], "enum": [*s.choices, None]}
     else:  # preset
         schema = {"type": ["string", "null"], "enum": [p.name for p in t.presets] + [None]}
     schema["description"] = _describe(s)

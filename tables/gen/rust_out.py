@@ -5,7 +5,7 @@ from .source import Tables
 
 PATH = "core/src/tables.rs"
 
-_RUST = {"switch": "Option<bool>", "bool": "bool", "count": "u32", "count_or_off": "u32"}
+_RUST = {"switch": "Option<bool>", "bool": "bool", "count": "u32", "count_or_off": "u32", "choice": "String"}
 
 
 def _rust_type(setting) -> str:
@@ -17,6 +17,8 @@ def _rust_value(value: object) -> str:
         return "None"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}".to_string()'
     return str(value)
 
 

@@ -569,7 +569,12 @@ type ToolCall struct {
 	ToolName   string                 `protobuf:"bytes,1,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	ToolCallId string                 `protobuf:"bytes,2,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// UTF-8 JSON text of the call's arguments; empty means {}.
-	ParamsJson    string `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	ParamsJson string `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	// Optional: calls of one run sharing a batch id were issued together (one model turn's
+	// parallel calls, up to 64). With loopwarden.parallelBatches, identical calls of a batch count
+	// once and a fan-out of distinct calls is not churn; with criticalScope "batch" the first
+	// critical blocks the rest of its batch. Empty: the calls of one EvaluateRequest are a batch.
+	BatchId       string `protobuf:"bytes,5,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -621,6 +626,13 @@ func (x *ToolCall) GetToolCallId() string {
 func (x *ToolCall) GetParamsJson() string {
 	if x != nil {
 		return x.ParamsJson
+	}
+	return ""
+}
+
+func (x *ToolCall) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
 	}
 	return ""
 }
@@ -830,7 +842,7 @@ type Verdict struct {
 	// Ping-pong partner.
 	PairedToolName string `protobuf:"bytes,10,opt,name=paired_tool_name,json=pairedToolName,proto3" json:"paired_tool_name,omitempty"`
 	// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
-	// on ABORT: compaction_loop_persisted, tool_loop_persisted.
+	// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed.
 	// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
 	// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
 	// tool_name_too_long, agent_id_too_long, session_id_too_long, tool_call_id_too_long,
@@ -1437,9 +1449,22 @@ type EffectiveConfig struct {
 	Preset string `protobuf:"bytes,17,opt,name=preset,proto3" json:"preset,omitempty"`
 	// loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is
 	// warned, never blocked.
-	PingPongNeedsAnswers bool `protobuf:"varint,18,opt,name=ping_pong_needs_answers,json=pingPongNeedsAnswers,proto3" json:"ping_pong_needs_answers,omitempty"` // generated:effective-config:end
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	PingPongNeedsAnswers bool `protobuf:"varint,18,opt,name=ping_pong_needs_answers,json=pingPongNeedsAnswers,proto3" json:"ping_pong_needs_answers,omitempty"`
+	// loopwarden.parallelBatches: Calls issued together are one batch (one EvaluateRequest, one
+	// ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most
+	// 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of
+	// argumentChurn and the run-wide breaker.
+	ParallelBatches bool `protobuf:"varint,40,opt,name=parallel_batches,json=parallelBatches,proto3" json:"parallel_batches,omitempty"`
+	// loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first
+	// critical also blocks the later calls of its batch and leaves one recovery turn; a second
+	// critical ends the run (`loop_recovery_failed`).
+	CriticalScope string `protobuf:"bytes,41,opt,name=critical_scope,json=criticalScope,proto3" json:"critical_scope,omitempty"`
+	// loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only
+	// since another call last brought the run something new (a new (tool, args, result) triple): re-
+	// reading unchanged data between new calls is not a loop.
+	ProgressResetsRepeats bool `protobuf:"varint,42,opt,name=progress_resets_repeats,json=progressResetsRepeats,proto3" json:"progress_resets_repeats,omitempty"` // generated:effective-config:end
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
@@ -1598,6 +1623,27 @@ func (x *EffectiveConfig) GetPingPongNeedsAnswers() bool {
 	return false
 }
 
+func (x *EffectiveConfig) GetParallelBatches() bool {
+	if x != nil {
+		return x.ParallelBatches
+	}
+	return false
+}
+
+func (x *EffectiveConfig) GetCriticalScope() string {
+	if x != nil {
+		return x.CriticalScope
+	}
+	return ""
+}
+
+func (x *EffectiveConfig) GetProgressResetsRepeats() bool {
+	if x != nil {
+		return x.ProgressResetsRepeats
+	}
+	return false
+}
+
 var File_loopwarden_v1_loopwarden_proto protoreflect.FileDescriptor
 
 const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
@@ -1622,13 +1668,14 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\ftool_outcome\x18\v \x01(\v2\x1a.loopwarden.v1.ToolOutcomeH\x00R\vtoolOutcome\x12K\n" +
 	"\x10compaction_retry\x18\f \x01(\v2\x1e.loopwarden.v1.CompactionRetryH\x00R\x0fcompactionRetry\x120\n" +
 	"\arun_end\x18\r \x01(\v2\x15.loopwarden.v1.RunEndH\x00R\x06runEndB\x06\n" +
-	"\x04kind\"j\n" +
+	"\x04kind\"\x85\x01\n" +
 	"\bToolCall\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
 	"toolCallId\x12\x1f\n" +
 	"\vparams_json\x18\x03 \x01(\tR\n" +
-	"paramsJson\"\xb3\x01\n" +
+	"paramsJson\x12\x19\n" +
+	"\bbatch_id\x18\x05 \x01(\tR\abatchId\"\xb3\x01\n" +
 	"\vToolOutcome\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
@@ -1696,7 +1743,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x05armed\x18\x01 \x01(\bR\x05armed\x12\x1f\n" +
 	"\vwindow_size\x18\x02 \x01(\rR\n" +
 	"windowSize\x12\x1a\n" +
-	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xef\x06\n" +
+	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xf9\a\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -1717,7 +1764,10 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x17argument_churn_block_at\x18\x0f \x01(\rR\x14argumentChurnBlockAt\x124\n" +
 	"\x16error_repeat_threshold\x18\x10 \x01(\rR\x14errorRepeatThreshold\x12\x16\n" +
 	"\x06preset\x18\x11 \x01(\tR\x06preset\x125\n" +
-	"\x17ping_pong_needs_answers\x18\x12 \x01(\bR\x14pingPongNeedsAnswersB\n" +
+	"\x17ping_pong_needs_answers\x18\x12 \x01(\bR\x14pingPongNeedsAnswers\x12)\n" +
+	"\x10parallel_batches\x18( \x01(\bR\x0fparallelBatches\x12%\n" +
+	"\x0ecritical_scope\x18) \x01(\tR\rcriticalScope\x126\n" +
+	"\x17progress_resets_repeats\x18* \x01(\bR\x15progressResetsRepeatsB\n" +
 	"\n" +
 	"\b_enabled*z\n" +
 	"\x06Action\x12\x16\n" +

@@ -128,7 +128,7 @@ mod tests {
     use crate::service::{counter, Config, Core, Limits, Summary};
 
     fn call(tool: &str, params: &str) -> Option<pb::event::Kind> {
-        Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool.into(), params_json: params.into(), tool_call_id: String::new() }))
+        Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool.into(), params_json: params.into(), tool_call_id: String::new(), ..Default::default() }))
     }
 
     fn outcome(result: Option<&str>, error: Option<&str>) -> Option<pb::event::Kind> {
@@ -155,7 +155,7 @@ mod tests {
         assert_eq!(hex(content_digest(&Some(pb::event::Kind::RunEnd(pb::RunEnd {})))), "eaf06c6480b2cd11");
         // A call id, when there is one, is content (the digests above, without one, stay).
         let with_id = |id: &str| Some(pb::event::Kind::ToolCall(pb::ToolCall {
-            tool_name: "fetch".into(), params_json: r#"{"url": "x"}"#.into(), tool_call_id: id.into() }));
+            tool_name: "fetch".into(), params_json: r#"{"url": "x"}"#.into(), tool_call_id: id.into(), ..Default::default() }));
         assert_eq!(hex(content_digest(&with_id("call-1"))), "d5d602adbe5d1b52");
         assert_eq!(hex(content_digest(&with_id(""))), "5b6ef9e212c25d04");
         let outcome_with_id = Some(pb::event::Kind::ToolOutcome(pb::ToolOutcome {

@@ -36,6 +36,12 @@ pub(crate) struct Context<'a> {
     pub(crate) known_poll: bool,
     pub(crate) no_new_streak: u32,
     pub(crate) counts: Option<Counts>,
+    /// parallelBatches: each record's batch id (identical calls of one batch count once).
+    pub(crate) batches: Option<Vec<u32>>,
+    /// The batch id of the call being decided (u32::MAX: it starts a new batch).
+    pub(crate) this_batch: u32,
+    /// progressResetsRepeats: records below this index are not part of a streak of repeats.
+    pub(crate) progress_floor: Option<usize>,
 }
 
 impl<'a> Context<'a> {
@@ -53,12 +59,29 @@ impl<'a> Context<'a> {
             let mut recent = 0;
             let mut latest: Option<(u8, [u8; 32])> = None;
             let mut open = true;
+            // With batches, each batch counts once: by its newest match for the repeats, by its
+            // newest completed match for the streak; the call's own batch is this decision.
+            let mut group: Option<u32> = None;
+            let mut group_counted = false;
+            let floor = self.progress_floor.unwrap_or(0);
             for i in self.matches() {
-                recent += 1;
-                let r = &self.history[i];
-                if !open || r.status == PENDING {
+                let id = self.batches.as_ref().map(|b| b[i]);
+                if id.is_some() && id == Some(self.this_batch) {
                     continue;
                 }
+                if id.is_none() || id != group {
+                    group = id;
+                    group_counted = false;
+                    recent += 1;
+                }
+                if i < floor {
+                    open = false;
+                }
+                let r = &self.history[i];
+                if !open || r.status == PENDING || group_counted {
+                    continue;
+                }
+                group_counted = id.is_some();
                 let key = (r.status, r.result);
                 match latest {
                     None => latest = Some(key),
