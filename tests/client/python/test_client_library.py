@@ -235,6 +235,7 @@ class TestInspect:
             "abort_after_blocks": 0, "run_wide_breaker_threshold": 0, "shadow_mode": False,
             "argument_churn_warn_at": 0, "argument_churn_block_at": 0, "error_repeat_threshold": 0, "preset": "",
             "ping_pong_needs_answers": False,
+            "parallel_batches": False, "critical_scope": "call", "progress_resets_repeats": False,
         } == config
 
     def test_guard_state_after_compaction(self, client, run_id):
