@@ -82,3 +82,21 @@ def test_critical_scope_batch_through_the_daemon(daemon):
     assert [(v.action, v.detector) for v in turn] == [(pb.ACTION_BLOCK, pb.DETECTOR_GENERIC_REPEAT)] * 2
     assert recovery[0].action == pb.ACTION_ALLOW
     assert (second.action, second.error_code) == (pb.ACTION_ABORT, "loop_recovery_failed")
+
+
+def test_the_python_client_sends_a_batch_id(client):
+    """`tool_call(..., batch_id=...)`: the same turns as above through the client library."""
+    from loopwarden import Action
+
+    run = "batches/client-batch-id"
+    seen = []
+    for turn in range(4):
+        for _ in range(3):
+            seen.append(client.tool_call(run, "read", {"path": "a"}, batch_id=f"turn-{turn}").action)
+            client.tool_outcome(run, "read", {"path": "a"}, result="same")
+    assert Action.BLOCK not in seen and Action.ABORT not in seen
+    # Without batch ids the same twelve calls are twelve repeats: blocked at C (5).
+    for _ in range(5):
+        client.tool_call(run + "/plain", "read", {"path": "a"})
+        client.tool_outcome(run + "/plain", "read", {"path": "a"}, result="same")
+    assert client.tool_call(run + "/plain", "read", {"path": "a"}).action is Action.BLOCK
