@@ -10,8 +10,11 @@ pub const RESULT: u8 = 1;
 pub const ERROR: u8 = 2;
 
 pub const MARKER: &str = "EXTERNAL_UNTRUSTED_CONTENT";
-const OPEN: &[u8] = b"<<<EXTERNAL_UNTRUSTED_CONTENT id=\"";
-const CLOSE: &[u8] = b"<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"";
+const OPEN: &[u8] = b"<<<EXTERNAL_UNTRUSTED_CONTENT id=";
+const CLOSE: &[u8] = b"<<<END_EXTERNAL_UNTRUSTED_CONTENT id=";
+/// Backslashes an escaped marker may carry before each quote: JSON escaping n times over gives
+/// 2^n - 1, so 63 is six levels deep.
+const MAX_ESCAPES: usize = 63;
 
 const SEND_ACTIONS: [&str; 9] = [
     "send", "broadcast", "reply", "thread-reply", "sendWithEffect", "sendAttachment", "upload-file", "sticker", "poll",
@@ -214,21 +217,34 @@ fn find_from(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     hay[from..].windows(needle.len()).position(|w| w == needle).map(|p| p + from)
 }
 
-/// Matches of `prefix ID ">>>` with ID 1..=128 chars of [^"<>\n]: (start, id_start, id_end, end).
-fn markers(text: &[u8], prefix: &[u8]) -> Vec<(usize, usize, usize, usize)> {
+/// Matches of `prefix Q ID Q>>>` (see `blank_wrapper_ids`): (start, id_start, id_end, end,
+/// backslashes before each quote).
+fn markers(text: &[u8], prefix: &[u8]) -> Vec<(usize, usize, usize, usize, usize)> {
     let mut found = Vec::new();
     let mut from = 0;
     while let Some(start) = find_from(text, prefix, from) {
-        let id_start = start + prefix.len();
-        let mut i = id_start;
+        let mut i = start + prefix.len();
+        let escapes = text[i..].iter().take(MAX_ESCAPES + 1).take_while(|&&b| b == b'\\').count();
+        i += escapes;
+        let quoted = escapes <= MAX_ESCAPES && text.get(i) == Some(&b'"');
+        let id_start = i + 1;
+        i = id_start;
         let mut chars = 0;
-        while i < text.len() && chars <= 128 && !matches!(text[i], b'"' | b'<' | b'>' | b'\n') {
+        // Unescaped, an id is what the reference allows; escaped, it also stops at a backslash
+        // (the escape of its closing quote).
+        while quoted && i < text.len() && chars <= 128 && !matches!(text[i], b'"' | b'<' | b'>' | b'\n')
+            && !(escapes > 0 && text[i] == b'\\')
+        {
             i += utf8_len(text[i]);
             chars += 1;
         }
-        if (1..=128).contains(&chars) && text[i.min(text.len())..].starts_with(b"\">>>") {
-            found.push((start, id_start, i, i + 4));
-            from = i + 4;
+        let i = i.min(text.len());
+        let closing = i + escapes;
+        if quoted && (1..=128).contains(&chars) && closing <= text.len() && text[i..closing].iter().all(|&b| b == b'\\')
+            && text[closing..].starts_with(b"\">>>")
+        {
+            found.push((start, id_start, i, closing + 4, escapes));
+            from = closing + 4;
         } else {
             from = start + 1;
         }
@@ -255,19 +271,19 @@ pub fn blank_wrapper_ids(text: &[u8]) -> Vec<u8> {
         return text.to_vec();
     }
     let openers = markers(text, OPEN);
-    // id -> (closers with that id: (start, id start, id end), the next unused one)
-    type Closers<'a> = Vec<(&'a [u8], Vec<(usize, usize, usize)>, usize)>;
+    // (id, escapes) -> (closers with that id and escaping: (start, id start, id end), the next unused one)
+    type Closers<'a> = Vec<((&'a [u8], usize), Vec<(usize, usize, usize)>, usize)>;
     let mut by_id: Closers = Vec::new();
-    for (start, a, b, _) in &closers {
-        let id = &text[*a..*b];
+    for (start, a, b, _, escapes) in &closers {
+        let id = (&text[*a..*b], *escapes);
         match by_id.iter_mut().find(|(k, _, _)| *k == id) {
             Some(entry) => entry.1.push((*start, *a, *b)),
             None => by_id.push((id, vec![(*start, *a, *b)], 0)),
         }
     }
     let mut spans: Vec<(usize, usize)> = Vec::new();
-    for (_, a, b, end) in &openers {
-        let id = &text[*a..*b];
+    for (_, a, b, end, escapes) in &openers {
+        let id = (&text[*a..*b], *escapes);
         let Some(entry) = by_id.iter_mut().find(|(k, _, _)| *k == id) else { continue };
         let candidates = &entry.1;
         let mut index = entry.2;
@@ -529,4 +545,43 @@ pub fn outcome_fingerprint(
         ]));
     }
     done(digest_entries(&mut [("details", details), ("text", &Value::Str(text))]))
+}
+
+#[cfg(test)]
+mod wrapper_tests {
+    use super::blank_wrapper_ids;
+
+    fn blanked(text: &str) -> String {
+        String::from_utf8(blank_wrapper_ids(text.as_bytes())).unwrap()
+    }
+
+    /// A pair's id is blanked whatever the id's form, and in JSON-escaped text at any depth.
+    #[test]
+    fn pairs_are_blanked_escaped_or_not() {
+        for q in [r#"""#, r#"\""#, r#"\\\""#, r#"\\\\\\\""#] {
+            let text = format!("<<<EXTERNAL_UNTRUSTED_CONTENT id={q}a1 not-hex{q}>>>x<<<END_EXTERNAL_UNTRUSTED_CONTENT id={q}a1 not-hex{q}>>>");
+            let want = format!("<<<EXTERNAL_UNTRUSTED_CONTENT id={q}{q}>>>x<<<END_EXTERNAL_UNTRUSTED_CONTENT id={q}{q}>>>");
+            assert_eq!(blanked(&text), want, "quote {q}");
+        }
+    }
+
+    /// Not a pair: different escaping, different ids, unequal backslashes around one id, a lone marker.
+    #[test]
+    fn what_is_not_a_pair_is_text() {
+        for text in [
+            r#"<<<EXTERNAL_UNTRUSTED_CONTENT id=\"a\">>>x<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\\\"a\\\">>>"#,
+            r#"<<<EXTERNAL_UNTRUSTED_CONTENT id=\"a\">>>x<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"b\">>>"#,
+            r#"<<<EXTERNAL_UNTRUSTED_CONTENT id=\"a\\\">>>x<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"a\\\">>>"#,
+            r#"<<<EXTERNAL_UNTRUSTED_CONTENT id=\"a\">>> x"#,
+        ] {
+            assert_eq!(blanked(text), text);
+        }
+    }
+
+    /// Unescaped, an id may still hold a backslash (spec section 4.10's form, unchanged).
+    #[test]
+    fn an_unescaped_id_keeps_its_old_alphabet() {
+        let text = r#"<<<EXTERNAL_UNTRUSTED_CONTENT id="a\b">>>x<<<END_EXTERNAL_UNTRUSTED_CONTENT id="a\b">>>"#;
+        assert_eq!(blanked(text), r#"<<<EXTERNAL_UNTRUSTED_CONTENT id="">>>x<<<END_EXTERNAL_UNTRUSTED_CONTENT id="">>>"#);
+    }
 }

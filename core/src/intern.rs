@@ -53,11 +53,14 @@ pub struct RecordExtra {
     pub unknown: Option<Box<str>>,
     /// The tool name of a record whose tool has no id (OVERFLOW).
     pub tool: Option<Box<str>>,
+    /// The identity of a terminal exec failure (`crate::exec_failure`), when execFailureStreak is
+    /// on: boxed, so the extras every pending call with an id holds grow by 8 bytes, not 33.
+    pub failure: Option<Box<[u8; 32]>>,
 }
 
 impl RecordExtra {
     fn is_empty(&self) -> bool {
-        self.call_id.is_none() && self.unknown.is_none() && self.tool.is_none()
+        self.call_id.is_none() && self.unknown.is_none() && self.tool.is_none() && self.failure.is_none()
     }
 }
 

@@ -1,6 +1,7 @@
 //! loopwarden-core: the per-event work of the daemon, compiled. Python hands it request bytes
 //! and compiled settings; it returns response bytes and a small per-request summary.
 pub mod engine;
+pub mod exec_failure;
 pub mod fingerprint;
 pub mod hostpolls;
 pub mod intern;
@@ -10,6 +11,7 @@ pub mod pb;
 pub mod toolnames;
 pub mod service;
 pub mod tables;
+pub mod tool_rules;
 pub mod state;
 #[cfg(feature = "python")]
 mod python;

@@ -72,11 +72,16 @@ pub struct ToolCall {
     /// UTF-8 JSON text of the call's arguments; empty means {}.
     #[prost(string, tag = "3")]
     pub params_json: ::prost::alloc::string::String,
+    /// What the tool does, when the caller knows (the MCP proxy sends its server's ToolAnnotations:
+    /// readOnlyHint -> READ_ONLY, destructiveHint -> MUTATING). A `loopwarden.toolRules` class in
+    /// the config wins over it.
+    #[prost(enumeration = "ToolClass", tag = "5")]
+    pub tool_class: i32,
     /// Optional: calls of one run sharing a batch id were issued together (one model turn's
     /// parallel calls, up to 64). With loopwarden.parallelBatches, identical calls of a batch count
     /// once and a fan-out of distinct calls is not churn; with criticalScope "batch" the first
     /// critical blocks the rest of its batch. Empty: the calls of one EvaluateRequest are a batch.
-    #[prost(string, tag = "5")]
+    #[prost(string, tag = "6")]
     pub batch_id: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -247,6 +252,21 @@ pub struct GuardState {
     #[prost(uint32, tag = "3")]
     pub observed: u32,
 }
+/// One `loopwarden.toolRules` entry in force (EffectiveConfig): the tool name or glob it applies
+/// to (normalised), its class and its JSON paths as written.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ToolRule {
+    #[prost(string, tag = "1")]
+    pub tool: ::prost::alloc::string::String,
+    #[prost(enumeration = "ToolClass", tag = "2")]
+    pub tool_class: i32,
+    #[prost(string, repeated, tag = "3")]
+    pub ignore_args: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "4")]
+    pub keep_args: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "5")]
+    pub ignore_result: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct EffectiveConfig {
     /// generated:effective-config:begin (tables/loopwarden.toml: edit there, then `make tables`)
@@ -319,24 +339,88 @@ pub struct EffectiveConfig {
     /// warned, never blocked.
     #[prost(bool, tag = "18")]
     pub ping_pong_needs_answers: bool,
+    /// loopwarden.duplicateSideEffect.enabled: Block a `mutating` tool called again with identical
+    /// (projected) arguments after an identical call of the run succeeded (`duplicate_side_effect`).
+    #[prost(bool, tag = "30")]
+    pub duplicate_side_effect: bool,
+    /// loopwarden.toolRules: Per tool (a normalised name or a `*` glob): its class (`readOnly`,
+    /// `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or kept
+    /// (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`) before
+    /// the outcome is hashed. Per agent, rules merge over the global ones by key.
+    #[prost(message, repeated, tag = "31")]
+    pub tool_rules: ::prost::alloc::vec::Vec<ToolRule>,
+    /// loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with unchanged outcomes
+    /// after which the call continuing it is warned.
+    #[prost(uint32, tag = "40")]
+    pub cycle_warn_after: u32,
+    /// loopwarden.cycles.blockAfter: Full repetitions after which the call continuing the cycle is
+    /// blocked; false: warn only. The history must hold them (blockAfter x period calls).
+    #[prost(uint32, tag = "41")]
+    pub cycle_block_after: u32,
+    /// loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero exit, not timed out,
+    /// some output) continue one generic_repeat streak across changing commands while their failure
+    /// text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+    #[prost(bool, tag = "42")]
+    pub exec_failure_streak: bool,
+    /// loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after
+    /// which the next call is blocked; one fewer warns.
+    #[prost(uint32, tag = "43")]
+    pub failure_cascade_threshold: u32,
     /// loopwarden.parallelBatches: Calls issued together are one batch (one EvaluateRequest, one
     /// ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most
     /// 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of
     /// argumentChurn and the run-wide breaker.
-    #[prost(bool, tag = "40")]
+    #[prost(bool, tag = "50")]
     pub parallel_batches: bool,
     /// loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first
     /// critical also blocks the later calls of its batch and leaves one recovery turn; a second
     /// critical ends the run (`loop_recovery_failed`).
-    #[prost(string, tag = "41")]
+    #[prost(string, tag = "51")]
     pub critical_scope: ::prost::alloc::string::String,
     /// loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only
     /// since another call last brought the run something new (a new (tool, args, result) triple): re-
     /// reading unchanged data between new calls is not a loop.
     ///
     /// generated:effective-config:end
-    #[prost(bool, tag = "42")]
+    #[prost(bool, tag = "52")]
     pub progress_resets_repeats: bool,
+}
+/// A tool's class as loop detection uses it (`loopwarden.toolRules` classes, MCP annotations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ToolClass {
+    /// Nobody said: every detector judges it as before.
+    Unspecified = 0,
+    /// Reads only: never judged by duplicate_side_effect.
+    ReadOnly = 1,
+    /// Changes something outside the run (sends, writes, pays): judged by duplicate_side_effect.
+    Mutating = 2,
+    /// A status poll: judged by known_poll_no_progress whatever its arguments.
+    Poll = 3,
+}
+impl ToolClass {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "TOOL_CLASS_UNSPECIFIED",
+            Self::ReadOnly => "TOOL_CLASS_READ_ONLY",
+            Self::Mutating => "TOOL_CLASS_MUTATING",
+            Self::Poll => "TOOL_CLASS_POLL",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "TOOL_CLASS_UNSPECIFIED" => Some(Self::Unspecified),
+            "TOOL_CLASS_READ_ONLY" => Some(Self::ReadOnly),
+            "TOOL_CLASS_MUTATING" => Some(Self::Mutating),
+            "TOOL_CLASS_POLL" => Some(Self::Poll),
+            _ => None,
+        }
+    }
 }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -408,9 +492,18 @@ pub enum Detector {
     /// Extension: the same tool with ever-new arguments kept returning the identical outcome.
     ArgumentChurn = 8,
     /// Extension: the same call failed with the identical error again and again.
+    ErrorRepeat = 9,
+    /// Extension: a cycle of 3 to 6 calls repeating with unchanged outcomes: warns after warnAfter
+    /// full cycles, blocks after blockAfter.
+    Cycle = 10,
+    /// Extension: a `mutating` tool called again with identical arguments after an identical call of
+    /// the run succeeded: blocks the repeat.
+    DuplicateSideEffect = 11,
+    /// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at
+    /// N.
     ///
     /// generated:detector:end
-    ErrorRepeat = 9,
+    FailureCascade = 12,
 }
 impl Detector {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -429,6 +522,9 @@ impl Detector {
             Self::RunWideNoProgress => "DETECTOR_RUN_WIDE_NO_PROGRESS",
             Self::ArgumentChurn => "DETECTOR_ARGUMENT_CHURN",
             Self::ErrorRepeat => "DETECTOR_ERROR_REPEAT",
+            Self::Cycle => "DETECTOR_CYCLE",
+            Self::DuplicateSideEffect => "DETECTOR_DUPLICATE_SIDE_EFFECT",
+            Self::FailureCascade => "DETECTOR_FAILURE_CASCADE",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -444,6 +540,9 @@ impl Detector {
             "DETECTOR_RUN_WIDE_NO_PROGRESS" => Some(Self::RunWideNoProgress),
             "DETECTOR_ARGUMENT_CHURN" => Some(Self::ArgumentChurn),
             "DETECTOR_ERROR_REPEAT" => Some(Self::ErrorRepeat),
+            "DETECTOR_CYCLE" => Some(Self::Cycle),
+            "DETECTOR_DUPLICATE_SIDE_EFFECT" => Some(Self::DuplicateSideEffect),
+            "DETECTOR_FAILURE_CASCADE" => Some(Self::FailureCascade),
             _ => None,
         }
     }

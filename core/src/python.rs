@@ -90,6 +90,20 @@ fn outcome_fingerprint<'py>(
     Ok((fp.status, PyBytes::new(py, &fp.digest), fp.unknown_tool_name))
 }
 
+/// A `loopwarden.toolRules` JSON path parsed into its steps (a member name, or None for `[*]`);
+/// ValueError saying what is wrong. The config loader validates and compiles paths with it.
+#[pyfunction]
+fn parse_json_path(text: &str) -> PyResult<Vec<Option<String>>> {
+    let steps = crate::tool_rules::parse_path(text).map_err(PyValueError::new_err)?;
+    Ok(steps
+        .into_iter()
+        .map(|step| match step {
+            crate::tool_rules::Step::Key(k) => Some(String::from_utf8_lossy(&k).into_owned()),
+            crate::tool_rules::Step::Each => None,
+        })
+        .collect())
+}
+
 /// A tool name as every rule compares it (NFKC, format characters stripped, case, aliases).
 #[pyfunction]
 fn normalize_tool_name(raw: &str) -> String {
@@ -348,10 +362,11 @@ struct PyCore {
 
 /// A hook's or an in-process caller's event, built without a protobuf round trip.
 fn event_from(kind: &str, run_id: String, agent_id: String, session_id: String, seq: u64, tool_name: String,
-              params_json: String, tool_call_id: String, result_json: Option<String>, error: Option<String>) -> pb::Event {
+              params_json: String, tool_call_id: String, result_json: Option<String>, error: Option<String>,
+              tool_class: i32) -> pb::Event {
     use pb::event::Kind;
     let kind = match kind {
-        "tool_call" => Some(Kind::ToolCall(pb::ToolCall { tool_name, params_json, tool_call_id, ..Default::default() })),
+        "tool_call" => Some(Kind::ToolCall(pb::ToolCall { tool_name, params_json, tool_call_id, tool_class, ..Default::default() })),
         "tool_outcome" => {
             let outcome = match (error, result_json) {
                 (Some(e), _) => Some(pb::tool_outcome::Outcome::Error(e)),
@@ -470,14 +485,24 @@ impl PyCore {
 
     /// One event from its fields (the hook endpoints, offline replay, the MCP proxy's offline
     /// judge): an Answer whose `verdict` is the decision. `kind`: tool_call, tool_outcome,
-    /// compaction_retry or run_end (anything else is REJECTed `missing_event_kind`).
+    /// compaction_retry or run_end (anything else is REJECTed `missing_event_kind`). `tool_class`:
+    /// a call's class as its caller knows it ("", "readOnly", "mutating", "poll").
     #[pyo3(signature = (kind, run_id, *, tenant = "", now = 0.0, agent_id = String::new(), session_id = String::new(),
                         seq = 0, tool_name = String::new(), params_json = String::new(), tool_call_id = String::new(),
-                        result_json = None, error = None, lazy = false, report = false))]
+                        result_json = None, error = None, lazy = false, report = false, tool_class = ""))]
     fn decide(&mut self, py: Python<'_>, kind: &str, run_id: String, tenant: &str, now: f64, agent_id: String,
               session_id: String, seq: u64, tool_name: String, params_json: String, tool_call_id: String,
-              result_json: Option<String>, error: Option<String>, lazy: bool, report: bool) -> PyResult<Answer> {
-        let event = event_from(kind, run_id, agent_id, session_id, seq, tool_name, params_json, tool_call_id, result_json, error);
+              result_json: Option<String>, error: Option<String>, lazy: bool, report: bool, tool_class: &str) -> PyResult<Answer> {
+        use crate::tool_rules::ToolClass;
+        let class = match ToolClass::from_name(tool_class) {
+            Some(ToolClass::ReadOnly) => pb::ToolClass::ReadOnly,
+            Some(ToolClass::Mutating) => pb::ToolClass::Mutating,
+            Some(ToolClass::Poll) => pb::ToolClass::Poll,
+            Some(ToolClass::Unknown) => pb::ToolClass::Unspecified,
+            None => return Err(PyValueError::new_err(format!("tool_class: unknown class {tool_class:?}"))),
+        };
+        let event = event_from(kind, run_id, agent_id, session_id, seq, tool_name, params_json, tool_call_id, result_json,
+                               error, class as i32);
         self.answer(py, Form::Decide, vec![event], tenant, now, "", lazy, report)
     }
 
@@ -589,6 +614,7 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(args_digest, m)?)?;
     m.add_function(wrap_pyfunction!(outcome_fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_tool_name, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_json_path, m)?)?;
     m.add_class::<PyCore>()?;
     m.add_class::<Answer>()?;
     m.add_class::<Pending>()?;

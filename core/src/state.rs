@@ -13,7 +13,8 @@
 //!            "guard": null | {"window_size", "observed", "all_identical",
 //!                             "first_triple": null | [tool, args hex, status, result hex], "seqs"},
 //!            "abort": null | verdict, "blocks", "seen_triples": null | [u64, ..], "no_new_streak",
-//!            optional "batch": {"number", "size", "outcomes_seen", "critical": null | {"batch",
+//!            "side_effects" (optional): [[tool, args hex, seq, call id | null, succeeded], ..],
+//!            "batch" (optional): {"number", "size", "outcomes_seen", "critical": null | {"batch",
 //!            "detector", "tool"}}},
 //!  (history's optional "flags": hex, one byte per record: engine::batches; both written only
 //!   when set, and absent = none, so records without batches are unchanged)
@@ -27,7 +28,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use crate::engine::{hex, Action, Detector, Guard, Level, Record, RunState, Verdict};
+use crate::engine::{hex, Action, Detector, Guard, Level, Record, RunState, SideEffect, Verdict, MAX_SIDE_EFFECTS};
 
 pub const MAX_RECORD_DEPTH: usize = 16;
 
@@ -167,6 +168,14 @@ fn write_history(w: &mut Writer, state: &RunState) {
     } else {
         unknown.null();
     }
+    // Optional (absent: no record has one), so a run without exec failure identities is the
+    // record every reader of version 3 knows.
+    if h.iter().any(|r| r.failure_key().is_some()) {
+        o.key("failure_keys").list(h, |w, r| match r.failure_key() {
+            Some(key) => w.str(&hex(key)),
+            None => w.null(),
+        });
+    }
     if h.iter().any(|r| r.flags != 0) {
         o.key("flags").str(&hex(&h.iter().map(|r| r.flags).collect::<Vec<u8>>()));
     }
@@ -228,6 +237,23 @@ fn write_state(w: &mut Writer, state: &RunState) {
         }
     }
     o.key("no_new_streak").uint(state.no_new_streak as u64);
+    // Optional (absent = none): written only once duplicate_side_effect remembered a call, so
+    // every other run's record stays byte for byte what it was.
+    if let Some(effects) = &state.side_effects {
+        o.key("side_effects").list(effects.iter(), |w, e| {
+            w.0.push(b'[');
+            w.str(&e.tool);
+            w.0.push(b',');
+            w.str(&hex(&e.args));
+            w.0.push(b',');
+            w.uint(e.seq);
+            w.0.push(b',');
+            w.opt_str(e.call_id.as_deref());
+            w.0.push(b',');
+            w.bool(e.succeeded);
+            w.0.push(b']');
+        });
+    }
     if let Some(b) = &state.batch {
         let mut batch = o.key("batch").object();
         batch.key("number").uint(b.number as u64);
@@ -477,16 +503,16 @@ impl<'a> At<'a> {
     fn is_null(&self) -> bool {
         matches!(self.value, J::Null)
     }
-    fn opt(&self, name: &str) -> Result<Option<At<'a>>, String> {
-        let f = self.field(name)?;
-        Ok(if f.is_null() { None } else { Some(f) })
-    }
-    /// An optional key added after version 1: absent and null are both None.
-    fn added(&self, name: &str) -> Result<Option<At<'a>>, String> {
+    /// A key newer records may hold: None when it is absent or null.
+    fn absent_or_null(&self, name: &str) -> Result<Option<At<'a>>, String> {
         match self.value {
             J::Obj(entries) if !entries.iter().any(|(k, _)| k == name) => Ok(None),
             _ => self.opt(name),
         }
+    }
+    fn opt(&self, name: &str) -> Result<Option<At<'a>>, String> {
+        let f = self.field(name)?;
+        Ok(if f.is_null() { None } else { Some(f) })
     }
     fn str(&self) -> Result<&'a str, String> {
         match self.value {
@@ -624,13 +650,17 @@ fn read_state(at: &At) -> Result<RunState, String> {
         None => None,
         Some(u) => Some(u.items()?),
     };
-    let flags = match h.added("flags")? {
+    let failure_keys = match h.absent_or_null("failure_keys")? {
+        None => None,
+        Some(f) => Some(f.items()?),
+    };
+    let flags = match h.absent_or_null("flags")? {
         None => None,
         Some(f) => Some(f.hex()?),
     };
     let size = tools.len();
-    if flags.as_ref().is_some_and(|f| f.len() != size) {
-        return Err(format!("{}.flags disagrees in length", h.path));
+    if failure_keys.as_ref().is_some_and(|f| f.len() != size) || flags.as_ref().is_some_and(|f| f.len() != size) {
+        return Err(format!("{} columns disagree in length", h.path));
     }
     if args.len() != size * 32 || results.len() != size * 32 || status.len() != size || call_ids.len() != size
         || seqs.len() != size || unknown.as_ref().is_some_and(|u| u.len() != size)
@@ -656,6 +686,11 @@ fn read_state(at: &At) -> Result<RunState, String> {
             if call_id.is_empty() { None } else { Some(call_id) },
             missing,
         ));
+        if let Some(keys) = &failure_keys {
+            if !keys[i].is_null() {
+                history.back_mut().expect("just pushed").set_failure_key(Some(hex32(&keys[i])?));
+            }
+        }
         if let (Some(f), Some(r)) = (&flags, history.back_mut()) {
             r.flags = f[i];
         }
@@ -704,13 +739,14 @@ fn read_state(at: &At) -> Result<RunState, String> {
         blocks: at.field("blocks")?.u32()?,
         seen_triples,
         no_new_streak: at.field("no_new_streak")?.u32()?,
+        side_effects: read_side_effects(at)?.map(Box::new),
         batch: read_batch(at)?,
         incoming_batch: 0,
     })
 }
 
 fn read_batch(at: &At) -> Result<Option<Box<crate::engine::batches::Batch>>, String> {
-    let Some(b) = at.added("batch")? else { return Ok(None) };
+    let Some(b) = at.absent_or_null("batch")? else { return Ok(None) };
     let critical = match b.opt("critical")? {
         None => None,
         Some(c) => {
@@ -730,6 +766,29 @@ fn read_batch(at: &At) -> Result<Option<Box<crate::engine::batches::Batch>>, Str
         critical,
         ..Default::default()
     })))
+}
+
+/// `side_effects`: absent or null = none; each [tool, args hex, seq, call id | null, succeeded].
+fn read_side_effects(at: &At) -> Result<Option<Vec<SideEffect>>, String> {
+    let Ok(list) = at.field("side_effects") else { return Ok(None) };
+    if list.is_null() {
+        return Ok(None);
+    }
+    let mut effects = Vec::new();
+    for item in list.items()?.iter().rev().take(MAX_SIDE_EFFECTS).rev() {
+        let parts = item.items()?;
+        if parts.len() != 5 {
+            return Err(format!("{} is not a side effect [tool, args, seq, call id, succeeded]", item.path));
+        }
+        effects.push(SideEffect {
+            tool: parts[0].str()?.into(),
+            args: hex32(&parts[1])?,
+            seq: parts[2].u64()?,
+            call_id: if parts[3].is_null() { None } else { Some(parts[3].str()?.into()) },
+            succeeded: parts[4].bool()?,
+        });
+    }
+    Ok(Some(effects))
 }
 
 /// A decoded run, ready for the store.
@@ -805,6 +864,26 @@ mod tests {
         let J::Obj(entries) = parsed else { panic!("not an object") };
         assert_eq!(vec!["z", "a"], entries.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>());
         assert!(matches!(&entries[0].1, J::Str(s) if s == "a\"b\\c\n\u{1}é😀"));
+    }
+
+    #[test]
+    fn side_effects_round_trip_and_are_optional() {
+        use crate::engine::SideEffect;
+        let mut state = RunState::new(4);
+        let run = |state: &RunState| encode(&RunRecord {
+            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 1.0, events_evaluated: 2, state,
+            retries: None,
+        });
+        let plain = run(&state);
+        assert!(!String::from_utf8_lossy(&plain).contains("side_effects"), "absent unless remembered");
+        assert!(decode(&plain, 16).unwrap().state.side_effects.is_none());
+        let effects = vec![
+            SideEffect { tool: "send_email".into(), args: [7; 32], seq: 3, call_id: Some("c1".into()), succeeded: true },
+            SideEffect { tool: "pay".into(), args: [9; 32], seq: 5, call_id: None, succeeded: false },
+        ];
+        state.side_effects = Some(Box::new(effects.clone()));
+        let read = decode(&run(&state), 16).unwrap().state.side_effects.unwrap();
+        assert_eq!(*read, effects);
     }
 
     #[test]

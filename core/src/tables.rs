@@ -39,6 +39,18 @@ pub struct Settings {
     pub error_repeat_threshold: u32,
     /// A ping-pong with a side that only returned empty results is warned, never blocked.
     pub ping_pong_needs_answers: bool,
+    /// Per tool (a normalised name or a `*` glob): its class (`readOnly`, `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or kept (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`) before the outcome is hashed. Per agent, rules merge over the global ones by key.
+    pub tool_rules: std::sync::Arc<crate::tool_rules::ToolRules>,
+    /// Block a `mutating` tool called again with identical (projected) arguments after an identical call of the run succeeded (`duplicate_side_effect`).
+    pub duplicate_side_effect: bool,
+    /// Full repetitions of a 3- to 6-call cycle with unchanged outcomes after which the call continuing it is warned.
+    pub cycle_warn_after: u32,
+    /// Full repetitions after which the call continuing the cycle is blocked; false: warn only. The history must hold them (blockAfter x period calls).
+    pub cycle_block_after: u32,
+    /// exec terminal failures (non-zero exit, not timed out, some output) continue one generic_repeat streak across changing commands while their failure text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+    pub exec_failure_streak: bool,
+    /// Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one fewer warns.
+    pub failure_cascade_threshold: u32,
     /// Calls issued together are one batch (one EvaluateRequest, one ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of argumentChurn and the run-wide breaker.
     pub parallel_batches: bool,
     /// `call`: a critical verdict blocks its own call. `batch`: the first critical also blocks the later calls of its batch and leaves one recovery turn; a second critical ends the run (`loop_recovery_failed`).
@@ -67,6 +79,12 @@ impl Default for Settings {
             argument_churn_block_at: 0,
             error_repeat_threshold: 0,
             ping_pong_needs_answers: false,
+            tool_rules: Default::default(),
+            duplicate_side_effect: false,
+            cycle_warn_after: 0,
+            cycle_block_after: 0,
+            exec_failure_streak: false,
+            failure_cascade_threshold: 0,
             parallel_batches: false,
             critical_scope: "call".to_string(),
             progress_resets_repeats: false,
@@ -75,7 +93,7 @@ impl Default for Settings {
 }
 
 /// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "parallel_batches", "critical_scope", "progress_resets_repeats"];
+pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats"];
 
 #[cfg(feature = "python")]
 pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
@@ -132,6 +150,24 @@ pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> py
     if let Some(v) = d.get_item("ping_pong_needs_answers")? {
         s.ping_pong_needs_answers = pyo3::types::PyAnyMethods::extract(&v)?;
     }
+    if let Some(v) = d.get_item("tool_rules")? {
+        s.tool_rules = crate::tool_rules::from_py(&v)?;
+    }
+    if let Some(v) = d.get_item("duplicate_side_effect")? {
+        s.duplicate_side_effect = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("cycle_warn_after")? {
+        s.cycle_warn_after = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("cycle_block_after")? {
+        s.cycle_block_after = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("exec_failure_streak")? {
+        s.exec_failure_streak = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("failure_cascade_threshold")? {
+        s.failure_cascade_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
     if let Some(v) = d.get_item("parallel_batches")? {
         s.parallel_batches = pyo3::types::PyAnyMethods::extract(&v)?;
     }
@@ -167,10 +203,16 @@ pub enum Detector {
     ArgumentChurn = 8,
     /// Extension: the same call failed with the identical error again and again.
     ErrorRepeat = 9,
+    /// Extension: a cycle of 3 to 6 calls repeating with unchanged outcomes: warns after warnAfter full cycles, blocks after blockAfter.
+    Cycle = 10,
+    /// Extension: a `mutating` tool called again with identical arguments after an identical call of the run succeeded: blocks the repeat.
+    DuplicateSideEffect = 11,
+    /// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at N.
+    FailureCascade = 12,
 }
 
 impl Detector {
-    pub const ALL: [Detector; 10] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat];
+    pub const ALL: [Detector; 13] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat, Detector::Cycle, Detector::DuplicateSideEffect, Detector::FailureCascade];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -184,6 +226,9 @@ impl Detector {
             Detector::RunWideNoProgress => "run_wide_no_progress",
             Detector::ArgumentChurn => "argument_churn",
             Detector::ErrorRepeat => "error_repeat",
+            Detector::Cycle => "cycle",
+            Detector::DuplicateSideEffect => "duplicate_side_effect",
+            Detector::FailureCascade => "failure_cascade",
         }
     }
 
@@ -297,6 +342,26 @@ pub mod messages {
     /// none, critical.
     pub fn escalation_abort(blocks: impl Display, detector: impl Display, tool: impl Display, last: impl Display) -> String {
         format!("CRITICAL: run aborted: this is block {blocks} of the run ({detector} on {tool}), so the loop persisted and the run is over (tool_loop_persisted). Last block: {last}")
+    }
+    /// duplicate_side_effect, critical.
+    pub fn duplicate_side_effect_critical(tool: impl Display, first_call: impl Display) -> String {
+        format!("CRITICAL: {tool} already ran with identical arguments in this run and succeeded ({first_call}), so this repeat was not run: calling a mutating tool again would repeat its side effect. Do not send it again; continue with the next step, or change the arguments if a second, different action is really meant.")
+    }
+    /// cycle, warning.
+    pub fn cycle_warning(tool: impl Display, period: impl Display, cycles: impl Display, count: impl Display) -> String {
+        format!("WARNING: {tool} continues a cycle of {period} calls that has repeated {cycles} times with identical outcomes ({count} consecutive calls). This looks like a loop with no progress: stop repeating the cycle, try something else or report the task as failed.")
+    }
+    /// cycle, critical.
+    pub fn cycle_critical(tool: impl Display, period: impl Display, cycles: impl Display, count: impl Display) -> String {
+        format!("CRITICAL: {tool} would continue a cycle of {period} calls that has repeated {cycles} times with identical outcomes ({count} consecutive calls), so this call was not run: repeating the cycle makes no progress. Change approach or report the task as failed.")
+    }
+    /// failure_cascade, warning.
+    pub fn failure_cascade_warning(streak: impl Display) -> String {
+        format!("WARNING: the last {streak} tool calls all failed. Stop and read the errors: one more failure and the next call will be blocked.")
+    }
+    /// failure_cascade, critical.
+    pub fn failure_cascade_critical(streak: impl Display) -> String {
+        format!("CRITICAL: the last {streak} tool calls all failed, so this call was not run: switching tools is not making progress. Fix what the errors say, or report the task as failed.")
     }
     /// known_poll_no_progress, warning.
     pub fn host_poll_warning(tool: impl Display, streak: impl Display, wait: impl Display) -> String {

@@ -6,7 +6,7 @@ use loopwarden_core::fingerprint::{Catalog, PENDING, RESULT};
 use loopwarden_core::intern::{tool_id, MAX_TOOL_IDS, OVERFLOW};
 
 fn call<'a>(tool: &'a str, seq: u64) -> Event<'a> {
-    Event::ToolCall { tool_name: tool, params_json: "{\"a\": 1}", tool_call_id: "", seq }
+    Event::ToolCall { tool_name: tool, params_json: "{\"a\": 1}", tool_call_id: "", seq, tool_class: Default::default() }
 }
 
 /// (action, detector, count) of each call of `tools` in turn, on one run.

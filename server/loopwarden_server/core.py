@@ -53,7 +53,10 @@ CoreVerdict = loopwarden_core.Verdict
 
 
 def settings_dict(settings: LoopDetectionSettings) -> dict:
-    return {name: getattr(settings, name) for name in _SETTINGS_FIELDS}
+    """The settings as the core reads them: tool rules compiled (their paths as parsed steps)."""
+    values = {name: getattr(settings, name) for name in _SETTINGS_FIELDS}
+    values["tool_rules"] = settings.tool_rules.compiled()
+    return values
 
 
 class CoreService:
@@ -114,7 +117,7 @@ class CoreService:
             kind, record.run_id, tenant=tenant, now=self.clock(), agent_id=record.agent_id,
             session_id=record.session_id, seq=record.seq, tool_name=record.tool_name,
             params_json=record.params_json, tool_call_id=record.tool_call_id, result_json=record.result_json,
-            error=record.error, lazy=lazy)
+            error=record.error, lazy=lazy, tool_class=record.tool_class)
         return self._applied(answer, tenant)
 
     def resume(self, pending: Pending, tenant: str = "", routed: str = "", *, report: bool = False) -> Answer:

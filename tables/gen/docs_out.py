@@ -40,12 +40,17 @@ def _accepts(s: Setting) -> str:
         return "tool names"
     if s.kind == "choice":
         return ", ".join(f'`"{c}"`' for c in s.choices)
+    if s.kind == "tool_rules":
+        return ("an object: tool name or glob -> a rule (`class`, `ignoreArgs` or `keepArgs`, `ignoreResult`; "
+                "[tool rules](extensions.md#tool-rules))")
     return "a preset's name"
 
 
 def _default(t: Tables, s: Setting) -> str:
     if s.kind == "tool_names":
         return "`[]`"
+    if s.kind == "tool_rules":
+        return "`{}`"
     if s.kind == "gate":
         return "`false`"
     if s.kind == "preset":

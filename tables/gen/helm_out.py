@@ -11,6 +11,15 @@ VALUES_PATH = "helm/loopwarden/values.yaml"
 
 _NULLABLE_OBJECT = ["object", "null"]
 
+# One `toolRules` entry (the loader checks the JSON path syntax itself: docs/extensions.md).
+_JSON_PATHS = {"type": ["array", "null"], "items": {"type": "string", "pattern": "^\\$."}}
+_TOOL_RULE = {
+    "type": "object", "additionalProperties": False,
+    "properties": {"class": {"type": ["string", "null"], "enum": ["readOnly", "mutating", "poll", None]},
+                   "ignoreArgs": _JSON_PATHS, "keepArgs": _JSON_PATHS, "ignoreResult": _JSON_PATHS},
+    "not": {"required": ["ignoreArgs", "keepArgs"]},
+}
+
 
 def _describe(s: Setting) -> str:
     head = f"{s.symbol}: " if s.symbol else ""
@@ -30,6 +39,8 @@ def _setting_schema(t: Tables, s: Setting) -> dict:
         schema = {"type": ["array", "null"], "items": {"type": "string", "minLength": 1, "pattern": "\\S"}}
     elif s.kind == "choice":
         schema = {"type": ["string", "null"], "enum": [*s.choices, None]}
+    elif s.kind == "tool_rules":
+        schema = {"type": _NULLABLE_OBJECT, "additionalProperties": _TOOL_RULE}
     else:  # preset
         schema = {"type": ["string", "null"], "enum": [p.name for p in t.presets] + [None]}
     schema["description"] = _describe(s)
@@ -124,6 +135,8 @@ def _values_block(t: Tables, path: str, indent: str, chart_values: dict[str, obj
         lines += _comment(_describe(s) + _note(t, s) + chart, indent)
         if s.kind == "tool_names":
             lines.append(f"{indent}{s.key}: []")
+        elif s.kind == "tool_rules":
+            lines.append(f"{indent}{s.key}: {{}}")
         else:
             lines.append(f"{indent}{s.key}: {_yaml(chart_values.get(s.path))}")
     for child in t.children(path):
@@ -152,7 +165,7 @@ def update_readme(t: Tables, text: str) -> str:
     """The values table of the `config` keys the daemon reads (the chart README's Values section)."""
     rows = ["| value | default | meaning |", "|---|---|---|"]
     for s in t.settings:
-        value = "[]" if s.kind == "tool_names" else _yaml(CHART_VALUES.get(s.path))
+        value = {"tool_names": "[]", "tool_rules": "{}"}.get(s.kind) or _yaml(CHART_VALUES.get(s.path))
         meaning = (_describe(s) + _note(t, s)).replace("|", "\\|").replace("<", "&lt;")
         rows.append(f"| `config.{s.path}` | `{value}` | {meaning} |")
     return regions.replace(text, "chart-config", rows, path=README_PATH)

@@ -9,7 +9,12 @@ from .source import Block, Tables, snake
 PATH = "server/loopwarden_server/config/tables.py"
 
 _TYPES = {"switch": "bool", "bool": "bool", "gate": "bool", "count": "int", "count_or_off": "int",
-          "tool_names": "frozenset[str]", "preset": "str", "choice": "str"}
+          "tool_names": "frozenset[str]", "preset": "str", "tool_rules": "ToolRules", "choice": "str"}
+
+
+def _py_default(t: Tables, s) -> str:
+    """A resolved default as Python source (tool rules: the frozen empty table)."""
+    return "ToolRules()" if s.kind == "tool_rules" else repr(t.resolved_default(s))
 
 
 def _block_class(t: Tables, block: Block, *, extensions: bool = False) -> list[str]:
@@ -49,6 +54,8 @@ def render(t: Tables) -> str:
         "from dataclasses import dataclass, field",
         "from typing import Any",
         "",
+        "from .tool_rules import ToolRules",
+        "",
     ]
     for name, value in t.bounds.items():
         out.append(f"{name.upper()} = {value}")
@@ -66,7 +73,7 @@ def render(t: Tables) -> str:
     for s in t.resolved:
         kind = "bool | None" if s.kind == "switch" else _TYPES[s.kind]
         out += _comment(s.doc)
-        out.append(f"    {s.field}: {kind} = {t.resolved_default(s)!r}")
+        out.append(f"    {s.field}: {kind} = {_py_default(t, s)}")
     out += [
         "", "",
         "@dataclass(frozen=True, slots=True)",
@@ -97,7 +104,7 @@ def render(t: Tables) -> str:
         gate_attr = gate.attribute if gate is not None and gate is not s else ""
         out.append(
             f"    SettingRow({s.path!r}, {s.key!r}, {s.block!r}, {s.attribute!r}, {s.kind!r}, {s.field!r}, "
-            f"{s.minimum!r}, {s.maximum!r}, {s.default!r}, {s.after!r}, {snake(s.after)!r}, {gate_attr!r}, {s.scope!r}, "
+            f"{s.minimum!r}, {s.maximum!r}, {_py_default(t, s) if s.kind == 'tool_rules' else repr(s.default)}, {s.after!r}, {snake(s.after)!r}, {gate_attr!r}, {s.scope!r}, "
             f"{(s.wire_name if s.proto_tag else '')!r}" + (f", {s.choices!r}" if s.choices else "") + "),")
     out += [")", "", "# Block path -> the dataclass of the block as written.",
             "BLOCKS: dict[str, type] = {"]

@@ -5,7 +5,8 @@ from .source import Tables
 
 PATH = "core/src/tables.rs"
 
-_RUST = {"switch": "Option<bool>", "bool": "bool", "count": "u32", "count_or_off": "u32", "choice": "String"}
+_RUST = {"switch": "Option<bool>", "bool": "bool", "count": "u32", "count_or_off": "u32",
+         "tool_rules": "std::sync::Arc<crate::tool_rules::ToolRules>", "choice": "String"}
 
 
 def _rust_type(setting) -> str:
@@ -15,6 +16,8 @@ def _rust_type(setting) -> str:
 def _rust_value(value: object) -> str:
     if value is None:
         return "None"
+    if value == {}:
+        return "Default::default()"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -54,7 +57,10 @@ def render(t: Tables) -> str:
     ]
     for s in engine:
         out.append(f'    if let Some(v) = d.get_item("{s.field}")? {{')
-        out.append(f"        s.{s.field} = pyo3::types::PyAnyMethods::extract(&v)?;")
+        if s.kind == "tool_rules":  # compiled from the loader's frozen rules (paths already parsed)
+            out.append(f"        s.{s.field} = crate::tool_rules::from_py(&v)?;")
+        else:
+            out.append(f"        s.{s.field} = pyo3::types::PyAnyMethods::extract(&v)?;")
         out.append("    }")
     out += ["    Ok(s)", "}", ""]
     out += ["/// Which detector answered: the wire numbers of enum Detector, the ids of the metric labels.",

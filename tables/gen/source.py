@@ -12,7 +12,7 @@ from pathlib import Path
 
 SOURCE = Path("tables/loopwarden.toml")
 
-KINDS = ("switch", "bool", "count", "count_or_off", "gate", "tool_names", "preset", "choice")
+KINDS = ("switch", "bool", "count", "count_or_off", "gate", "tool_names", "preset", "tool_rules", "choice")
 LEVELS = ("warning", "critical")
 ERROR_KINDS = ("abort", "reject", "internal", "request")
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
@@ -170,6 +170,8 @@ class Tables:
             return None
         if setting.kind == "preset":
             return ""
+        if setting.kind == "tool_rules":
+            return {}
         if self.gate_of(setting) is not None:
             return 0
         return setting.default
@@ -249,8 +251,10 @@ def _check(t: Tables) -> None:
             if path not in {s.path for s in t.settings}:
                 raise SourceError(f"preset {preset.name}: {path} is not a setting")
     detector_ids = {d.id for d in t.detectors}
-    if [d.number for d in t.detectors] != list(range(len(t.detectors))):
-        raise SourceError("detector numbers must run 0, 1, 2, ... in table order")
+    # Numbers are wire values: unique (checked above), `none` = 0 first; a gap is allowed, since
+    # detectors are numbered when they are designed and branches adding them merge in any order.
+    if not t.detectors or t.detectors[0].number != 0:
+        raise SourceError("the first detector must be number 0 (none)")
     for e in t.error_codes:
         if e.kind not in ERROR_KINDS:
             raise SourceError(f"error code {e.code}: kind {e.kind!r} is not one of {', '.join(ERROR_KINDS)}")

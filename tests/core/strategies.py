@@ -80,6 +80,13 @@ RESULTS = [
     '{"value": 1}', '{"value": 2}', '"plain"', "[1, 2]", "null", "", "{bad",
     '{"content": [{"type": "text", "text": "<<<EXTERNAL_UNTRUSTED_CONTENT id=\\"a1\\">>>page<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\\"a1\\">>>"}]}',
     '{"content": [{"type": "text", "text": "<<<EXTERNAL_UNTRUSTED_CONTENT id=\\"b2\\">>>page<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\\"b2\\">>>"}]}',
+    # Wrapped text inside JSON-escaped text (a JSON document as the text), once and twice over.
+    json.dumps({"content": [{"type": "text", "text": json.dumps({"t": '<<<EXTERNAL_UNTRUSTED_CONTENT id="c3">>>page'
+                                                                     '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="c3">>>'})}]}),
+    json.dumps({"content": [{"type": "text", "text": json.dumps({"t": '<<<EXTERNAL_UNTRUSTED_CONTENT id="d4">>>page'
+                                                                     '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="d4">>>'})}]}),
+    json.dumps({"content": [{"type": "text", "text": json.dumps(json.dumps({"t": '<<<EXTERNAL_UNTRUSTED_CONTENT id="e5">>>p'
+                                                                                '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="e5">>>'}))}]}),
     '{"content": [], "structuredContent": {"x": 1}, "isError": false}',
     '{"details": {"n": 1.5e-6}}', '{"details": {"n": 18446744073709551616}}',
     '{"chunk_id": "a1", "wall_time_seconds": 5.1, "session_id": 7, "output": ""}',

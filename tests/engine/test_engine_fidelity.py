@@ -191,3 +191,32 @@ class TestExternalContentWrappers:
         """A hostile result of 20,000 unpaired opening markers is hashed (and quickly)."""
         text = '<<<EXTERNAL_UNTRUSTED_CONTENT id="x">>>' * 20000 + '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="y">>>'
         assert text == blank_wrapper_ids(text)
+
+    @pytest.mark.parametrize("levels", [1, 2, 3])
+    def test_pairs_inside_json_escaped_text_hash_alike(self, levels):
+        """A result whose text is a JSON document holding the wrapped page (escaped 1, 2, 3 times over)."""
+        def escaped(wrapper_id):
+            text = wrapped("the page", wrapper_id)
+            for _ in range(levels):
+                text = json.dumps({"title": text})
+            return text_result(text)
+        assert result_hash("web_fetch", {}, escaped("9f86d081884c7d65")) == result_hash("web_fetch", {}, escaped("x-1 any form"))
+
+    def test_escaped_markers_pair_only_at_one_escaping(self):
+        """An opener escaped once and a closer escaped twice are no pair: their ids stay in the hash."""
+        def text(wrapper_id):
+            return (f'<<<EXTERNAL_UNTRUSTED_CONTENT id=\\"{wrapper_id}\\">>> page '
+                    f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\\\\\\"{wrapper_id}\\\\\\">>>')
+        assert blank_wrapper_ids(text("a")) == text("a")
+        assert blank_wrapper_ids('<<<EXTERNAL_UNTRUSTED_CONTENT id=\\"a\\">>> x <<<END_EXTERNAL_UNTRUSTED_CONTENT id=\\"a\\">>>') == \
+            '<<<EXTERNAL_UNTRUSTED_CONTENT id=\\"\\">>> x <<<END_EXTERNAL_UNTRUSTED_CONTENT id=\\"\\">>>'
+
+    def test_escaped_wrapped_fetches_are_blocked_through_the_entry_point(self):
+        """21 fetches whose JSON text holds an escaped wrapper with a fresh id: the 21st is blocked (count 20)."""
+        run = Run(DEFAULTS)
+        for index in range(20):
+            run.call("web_fetch", {"url": "https://example.test"})
+            page = json.dumps({"title": wrapped("unchanged", f"{index:016x}")})
+            run.outcome("web_fetch", {"url": "https://example.test"}, text_result(page))
+        verdict = run.call("web_fetch", {"url": "https://example.test"})
+        assert (Action.BLOCK, Detector.GENERIC_REPEAT, 20) == (verdict.action, verdict.detector, verdict.count)

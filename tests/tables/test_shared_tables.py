@@ -82,7 +82,7 @@ def test_a_hand_edited_copy_is_flagged(tmp_path: Path, path: str) -> None:
 
 def test_a_new_detector_reaches_every_language(tmp_path: Path) -> None:
     root = checkout(tmp_path)
-    number = len(load(root).detectors)
+    number = max(d.number for d in load(root).detectors) + 1
     with (root / SOURCE).open("a", encoding="utf-8") as source:
         source.write(f'\n[[detector]]\nid = "toy_repeat"\nnumber = {number}\nrust = "ToyRepeat"\ndoc = "A toy."\n')
     written = write(root)

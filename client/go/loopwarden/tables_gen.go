@@ -63,6 +63,30 @@ type EffectiveConfig struct {
 	// PingPongNeedsAnswers is loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only
 	// returned empty results is warned, never blocked.
 	PingPongNeedsAnswers bool
+	// DuplicateSideEffect is loopwarden.duplicateSideEffect.enabled: Block a `mutating` tool called
+	// again with identical (projected) arguments after an identical call of the run succeeded
+	// (`duplicate_side_effect`).
+	DuplicateSideEffect bool
+	// ToolRules is loopwarden.toolRules: Per tool (a normalised name or a `*` glob): its class
+	// (`readOnly`, `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or
+	// kept (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`)
+	// before the outcome is hashed. Per agent, rules merge over the global ones by key.
+	ToolRules []*pb.ToolRule
+	// CycleWarnAfter is loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with
+	// unchanged outcomes after which the call continuing it is warned.
+	CycleWarnAfter uint32
+	// CycleBlockAfter is loopwarden.cycles.blockAfter: Full repetitions after which the call
+	// continuing the cycle is blocked; false: warn only. The history must hold them (blockAfter x
+	// period calls).
+	CycleBlockAfter uint32
+	// ExecFailureStreak is loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero
+	// exit, not timed out, some output) continue one generic_repeat streak across changing commands
+	// while their failure text, without timestamps, clock times, pids, attempt counters and durations,
+	// stays the same.
+	ExecFailureStreak bool
+	// FailureCascadeThreshold is loopwarden.failureCascade.threshold: Consecutive failed calls (error
+	// outcomes, any tools) after which the next call is blocked; one fewer warns.
+	FailureCascadeThreshold uint32
 	// ParallelBatches is loopwarden.parallelBatches: Calls issued together are one batch (one
 	// EvaluateRequest, one ToolCall.batch_id, or calls issued while the batch's earlier calls are
 	// still pending, at most 64): identical calls in a batch count once, and a fan-out of distinct
@@ -97,6 +121,12 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 	config.ErrorRepeatThreshold = m.GetErrorRepeatThreshold()
 	config.Preset = m.GetPreset()
 	config.PingPongNeedsAnswers = m.GetPingPongNeedsAnswers()
+	config.DuplicateSideEffect = m.GetDuplicateSideEffect()
+	config.ToolRules = m.GetToolRules()
+	config.CycleWarnAfter = m.GetCycleWarnAfter()
+	config.CycleBlockAfter = m.GetCycleBlockAfter()
+	config.ExecFailureStreak = m.GetExecFailureStreak()
+	config.FailureCascadeThreshold = m.GetFailureCascadeThreshold()
 	config.ParallelBatches = m.GetParallelBatches()
 	config.CriticalScope = m.GetCriticalScope()
 	config.ProgressResetsRepeats = m.GetProgressResetsRepeats()
@@ -143,6 +173,18 @@ const DetectorArgumentChurn = "argument_churn"
 // DetectorErrorRepeat is a value of Verdict.Detector: Extension: the same call failed with the
 // identical error again and again.
 const DetectorErrorRepeat = "error_repeat"
+
+// DetectorCycle is a value of Verdict.Detector: Extension: a cycle of 3 to 6 calls repeating with
+// unchanged outcomes: warns after warnAfter full cycles, blocks after blockAfter.
+const DetectorCycle = "cycle"
+
+// DetectorDuplicateSideEffect is a value of Verdict.Detector: Extension: a `mutating` tool called
+// again with identical arguments after an identical call of the run succeeded: blocks the repeat.
+const DetectorDuplicateSideEffect = "duplicate_side_effect"
+
+// DetectorFailureCascade is a value of Verdict.Detector: Extension: N consecutive calls of any
+// tools all failed: warns at N - 1, blocks the next call at N.
+const DetectorFailureCascade = "failure_cascade"
 
 // ErrorCodeCompactionLoopPersisted is a value of Verdict.ErrorCode (abort): The post-compaction
 // guard ended the run: the same (tool, args, result) filled its window.

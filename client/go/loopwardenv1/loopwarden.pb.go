@@ -30,6 +30,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// A tool's class as loop detection uses it (`loopwarden.toolRules` classes, MCP annotations).
+type ToolClass int32
+
+const (
+	// Nobody said: every detector judges it as before.
+	ToolClass_TOOL_CLASS_UNSPECIFIED ToolClass = 0
+	// Reads only: never judged by duplicate_side_effect.
+	ToolClass_TOOL_CLASS_READ_ONLY ToolClass = 1
+	// Changes something outside the run (sends, writes, pays): judged by duplicate_side_effect.
+	ToolClass_TOOL_CLASS_MUTATING ToolClass = 2
+	// A status poll: judged by known_poll_no_progress whatever its arguments.
+	ToolClass_TOOL_CLASS_POLL ToolClass = 3
+)
+
+// Enum value maps for ToolClass.
+var (
+	ToolClass_name = map[int32]string{
+		0: "TOOL_CLASS_UNSPECIFIED",
+		1: "TOOL_CLASS_READ_ONLY",
+		2: "TOOL_CLASS_MUTATING",
+		3: "TOOL_CLASS_POLL",
+	}
+	ToolClass_value = map[string]int32{
+		"TOOL_CLASS_UNSPECIFIED": 0,
+		"TOOL_CLASS_READ_ONLY":   1,
+		"TOOL_CLASS_MUTATING":    2,
+		"TOOL_CLASS_POLL":        3,
+	}
+)
+
+func (x ToolClass) Enum() *ToolClass {
+	p := new(ToolClass)
+	*p = x
+	return p
+}
+
+func (x ToolClass) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolClass) Descriptor() protoreflect.EnumDescriptor {
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[0].Descriptor()
+}
+
+func (ToolClass) Type() protoreflect.EnumType {
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[0]
+}
+
+func (x ToolClass) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolClass.Descriptor instead.
+func (ToolClass) EnumDescriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{0}
+}
+
 type Action int32
 
 const (
@@ -77,11 +134,11 @@ func (x Action) String() string {
 }
 
 func (Action) Descriptor() protoreflect.EnumDescriptor {
-	return file_loopwarden_v1_loopwarden_proto_enumTypes[0].Descriptor()
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[1].Descriptor()
 }
 
 func (Action) Type() protoreflect.EnumType {
-	return &file_loopwarden_v1_loopwarden_proto_enumTypes[0]
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[1]
 }
 
 func (x Action) Number() protoreflect.EnumNumber {
@@ -90,7 +147,7 @@ func (x Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Action.Descriptor instead.
 func (Action) EnumDescriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{0}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{1}
 }
 
 type Detector int32
@@ -120,22 +177,34 @@ const (
 	// Extension: the same tool with ever-new arguments kept returning the identical outcome.
 	Detector_DETECTOR_ARGUMENT_CHURN Detector = 8
 	// Extension: the same call failed with the identical error again and again.
-	Detector_DETECTOR_ERROR_REPEAT Detector = 9 // generated:detector:end
+	Detector_DETECTOR_ERROR_REPEAT Detector = 9
+	// Extension: a cycle of 3 to 6 calls repeating with unchanged outcomes: warns after warnAfter
+	// full cycles, blocks after blockAfter.
+	Detector_DETECTOR_CYCLE Detector = 10
+	// Extension: a `mutating` tool called again with identical arguments after an identical call of
+	// the run succeeded: blocks the repeat.
+	Detector_DETECTOR_DUPLICATE_SIDE_EFFECT Detector = 11
+	// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at
+	// N.
+	Detector_DETECTOR_FAILURE_CASCADE Detector = 12 // generated:detector:end
 )
 
 // Enum value maps for Detector.
 var (
 	Detector_name = map[int32]string{
-		0: "DETECTOR_UNSPECIFIED",
-		1: "DETECTOR_GENERIC_REPEAT",
-		2: "DETECTOR_KNOWN_POLL_NO_PROGRESS",
-		3: "DETECTOR_PING_PONG",
-		4: "DETECTOR_UNKNOWN_TOOL_REPEAT",
-		5: "DETECTOR_GLOBAL_CIRCUIT_BREAKER",
-		6: "DETECTOR_POST_COMPACTION_GUARD",
-		7: "DETECTOR_RUN_WIDE_NO_PROGRESS",
-		8: "DETECTOR_ARGUMENT_CHURN",
-		9: "DETECTOR_ERROR_REPEAT",
+		0:  "DETECTOR_UNSPECIFIED",
+		1:  "DETECTOR_GENERIC_REPEAT",
+		2:  "DETECTOR_KNOWN_POLL_NO_PROGRESS",
+		3:  "DETECTOR_PING_PONG",
+		4:  "DETECTOR_UNKNOWN_TOOL_REPEAT",
+		5:  "DETECTOR_GLOBAL_CIRCUIT_BREAKER",
+		6:  "DETECTOR_POST_COMPACTION_GUARD",
+		7:  "DETECTOR_RUN_WIDE_NO_PROGRESS",
+		8:  "DETECTOR_ARGUMENT_CHURN",
+		9:  "DETECTOR_ERROR_REPEAT",
+		10: "DETECTOR_CYCLE",
+		11: "DETECTOR_DUPLICATE_SIDE_EFFECT",
+		12: "DETECTOR_FAILURE_CASCADE",
 	}
 	Detector_value = map[string]int32{
 		"DETECTOR_UNSPECIFIED":            0,
@@ -148,6 +217,9 @@ var (
 		"DETECTOR_RUN_WIDE_NO_PROGRESS":   7,
 		"DETECTOR_ARGUMENT_CHURN":         8,
 		"DETECTOR_ERROR_REPEAT":           9,
+		"DETECTOR_CYCLE":                  10,
+		"DETECTOR_DUPLICATE_SIDE_EFFECT":  11,
+		"DETECTOR_FAILURE_CASCADE":        12,
 	}
 )
 
@@ -162,11 +234,11 @@ func (x Detector) String() string {
 }
 
 func (Detector) Descriptor() protoreflect.EnumDescriptor {
-	return file_loopwarden_v1_loopwarden_proto_enumTypes[1].Descriptor()
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[2].Descriptor()
 }
 
 func (Detector) Type() protoreflect.EnumType {
-	return &file_loopwarden_v1_loopwarden_proto_enumTypes[1]
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[2]
 }
 
 func (x Detector) Number() protoreflect.EnumNumber {
@@ -175,7 +247,7 @@ func (x Detector) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Detector.Descriptor instead.
 func (Detector) EnumDescriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{1}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{2}
 }
 
 type Level int32
@@ -211,11 +283,11 @@ func (x Level) String() string {
 }
 
 func (Level) Descriptor() protoreflect.EnumDescriptor {
-	return file_loopwarden_v1_loopwarden_proto_enumTypes[2].Descriptor()
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[3].Descriptor()
 }
 
 func (Level) Type() protoreflect.EnumType {
-	return &file_loopwarden_v1_loopwarden_proto_enumTypes[2]
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[3]
 }
 
 func (x Level) Number() protoreflect.EnumNumber {
@@ -224,7 +296,7 @@ func (x Level) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Level.Descriptor instead.
 func (Level) EnumDescriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{2}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{3}
 }
 
 // Usually one event; a batch of parallel tool calls may send several.
@@ -570,11 +642,15 @@ type ToolCall struct {
 	ToolCallId string                 `protobuf:"bytes,2,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// UTF-8 JSON text of the call's arguments; empty means {}.
 	ParamsJson string `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	// What the tool does, when the caller knows (the MCP proxy sends its server's ToolAnnotations:
+	// readOnlyHint -> READ_ONLY, destructiveHint -> MUTATING). A `loopwarden.toolRules` class in
+	// the config wins over it.
+	ToolClass ToolClass `protobuf:"varint,5,opt,name=tool_class,json=toolClass,proto3,enum=loopwarden.v1.ToolClass" json:"tool_class,omitempty"`
 	// Optional: calls of one run sharing a batch id were issued together (one model turn's
 	// parallel calls, up to 64). With loopwarden.parallelBatches, identical calls of a batch count
 	// once and a fan-out of distinct calls is not churn; with criticalScope "batch" the first
 	// critical blocks the rest of its batch. Empty: the calls of one EvaluateRequest are a batch.
-	BatchId       string `protobuf:"bytes,5,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	BatchId       string `protobuf:"bytes,6,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -628,6 +704,13 @@ func (x *ToolCall) GetParamsJson() string {
 		return x.ParamsJson
 	}
 	return ""
+}
+
+func (x *ToolCall) GetToolClass() ToolClass {
+	if x != nil {
+		return x.ToolClass
+	}
+	return ToolClass_TOOL_CLASS_UNSPECIFIED
 }
 
 func (x *ToolCall) GetBatchId() string {
@@ -1396,6 +1479,84 @@ func (x *GuardState) GetObserved() uint32 {
 	return 0
 }
 
+// One `loopwarden.toolRules` entry in force (EffectiveConfig): the tool name or glob it applies
+// to (normalised), its class and its JSON paths as written.
+type ToolRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	ToolClass     ToolClass              `protobuf:"varint,2,opt,name=tool_class,json=toolClass,proto3,enum=loopwarden.v1.ToolClass" json:"tool_class,omitempty"`
+	IgnoreArgs    []string               `protobuf:"bytes,3,rep,name=ignore_args,json=ignoreArgs,proto3" json:"ignore_args,omitempty"`
+	KeepArgs      []string               `protobuf:"bytes,4,rep,name=keep_args,json=keepArgs,proto3" json:"keep_args,omitempty"`
+	IgnoreResult  []string               `protobuf:"bytes,5,rep,name=ignore_result,json=ignoreResult,proto3" json:"ignore_result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolRule) Reset() {
+	*x = ToolRule{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolRule) ProtoMessage() {}
+
+func (x *ToolRule) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolRule.ProtoReflect.Descriptor instead.
+func (*ToolRule) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ToolRule) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ToolRule) GetToolClass() ToolClass {
+	if x != nil {
+		return x.ToolClass
+	}
+	return ToolClass_TOOL_CLASS_UNSPECIFIED
+}
+
+func (x *ToolRule) GetIgnoreArgs() []string {
+	if x != nil {
+		return x.IgnoreArgs
+	}
+	return nil
+}
+
+func (x *ToolRule) GetKeepArgs() []string {
+	if x != nil {
+		return x.KeepArgs
+	}
+	return nil
+}
+
+func (x *ToolRule) GetIgnoreResult() []string {
+	if x != nil {
+		return x.IgnoreResult
+	}
+	return nil
+}
+
 type EffectiveConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// generated:effective-config:begin (tables/loopwarden.toml: edit there, then `make tables`)
@@ -1450,26 +1611,47 @@ type EffectiveConfig struct {
 	// loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is
 	// warned, never blocked.
 	PingPongNeedsAnswers bool `protobuf:"varint,18,opt,name=ping_pong_needs_answers,json=pingPongNeedsAnswers,proto3" json:"ping_pong_needs_answers,omitempty"`
+	// loopwarden.duplicateSideEffect.enabled: Block a `mutating` tool called again with identical
+	// (projected) arguments after an identical call of the run succeeded (`duplicate_side_effect`).
+	DuplicateSideEffect bool `protobuf:"varint,30,opt,name=duplicate_side_effect,json=duplicateSideEffect,proto3" json:"duplicate_side_effect,omitempty"`
+	// loopwarden.toolRules: Per tool (a normalised name or a `*` glob): its class (`readOnly`,
+	// `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or kept
+	// (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`) before
+	// the outcome is hashed. Per agent, rules merge over the global ones by key.
+	ToolRules []*ToolRule `protobuf:"bytes,31,rep,name=tool_rules,json=toolRules,proto3" json:"tool_rules,omitempty"`
+	// loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with unchanged outcomes
+	// after which the call continuing it is warned.
+	CycleWarnAfter uint32 `protobuf:"varint,40,opt,name=cycle_warn_after,json=cycleWarnAfter,proto3" json:"cycle_warn_after,omitempty"`
+	// loopwarden.cycles.blockAfter: Full repetitions after which the call continuing the cycle is
+	// blocked; false: warn only. The history must hold them (blockAfter x period calls).
+	CycleBlockAfter uint32 `protobuf:"varint,41,opt,name=cycle_block_after,json=cycleBlockAfter,proto3" json:"cycle_block_after,omitempty"`
+	// loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero exit, not timed out,
+	// some output) continue one generic_repeat streak across changing commands while their failure
+	// text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+	ExecFailureStreak bool `protobuf:"varint,42,opt,name=exec_failure_streak,json=execFailureStreak,proto3" json:"exec_failure_streak,omitempty"`
+	// loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after
+	// which the next call is blocked; one fewer warns.
+	FailureCascadeThreshold uint32 `protobuf:"varint,43,opt,name=failure_cascade_threshold,json=failureCascadeThreshold,proto3" json:"failure_cascade_threshold,omitempty"`
 	// loopwarden.parallelBatches: Calls issued together are one batch (one EvaluateRequest, one
 	// ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most
 	// 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of
 	// argumentChurn and the run-wide breaker.
-	ParallelBatches bool `protobuf:"varint,40,opt,name=parallel_batches,json=parallelBatches,proto3" json:"parallel_batches,omitempty"`
+	ParallelBatches bool `protobuf:"varint,50,opt,name=parallel_batches,json=parallelBatches,proto3" json:"parallel_batches,omitempty"`
 	// loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first
 	// critical also blocks the later calls of its batch and leaves one recovery turn; a second
 	// critical ends the run (`loop_recovery_failed`).
-	CriticalScope string `protobuf:"bytes,41,opt,name=critical_scope,json=criticalScope,proto3" json:"critical_scope,omitempty"`
+	CriticalScope string `protobuf:"bytes,51,opt,name=critical_scope,json=criticalScope,proto3" json:"critical_scope,omitempty"`
 	// loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only
 	// since another call last brought the run something new (a new (tool, args, result) triple): re-
 	// reading unchanged data between new calls is not a loop.
-	ProgressResetsRepeats bool `protobuf:"varint,42,opt,name=progress_resets_repeats,json=progressResetsRepeats,proto3" json:"progress_resets_repeats,omitempty"` // generated:effective-config:end
+	ProgressResetsRepeats bool `protobuf:"varint,52,opt,name=progress_resets_repeats,json=progressResetsRepeats,proto3" json:"progress_resets_repeats,omitempty"` // generated:effective-config:end
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
 	*x = EffectiveConfig{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1663,7 @@ func (x *EffectiveConfig) String() string {
 func (*EffectiveConfig) ProtoMessage() {}
 
 func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1676,7 @@ func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EffectiveConfig.ProtoReflect.Descriptor instead.
 func (*EffectiveConfig) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{15}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EffectiveConfig) GetEnabled() bool {
@@ -1623,6 +1805,48 @@ func (x *EffectiveConfig) GetPingPongNeedsAnswers() bool {
 	return false
 }
 
+func (x *EffectiveConfig) GetDuplicateSideEffect() bool {
+	if x != nil {
+		return x.DuplicateSideEffect
+	}
+	return false
+}
+
+func (x *EffectiveConfig) GetToolRules() []*ToolRule {
+	if x != nil {
+		return x.ToolRules
+	}
+	return nil
+}
+
+func (x *EffectiveConfig) GetCycleWarnAfter() uint32 {
+	if x != nil {
+		return x.CycleWarnAfter
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetCycleBlockAfter() uint32 {
+	if x != nil {
+		return x.CycleBlockAfter
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetExecFailureStreak() bool {
+	if x != nil {
+		return x.ExecFailureStreak
+	}
+	return false
+}
+
+func (x *EffectiveConfig) GetFailureCascadeThreshold() uint32 {
+	if x != nil {
+		return x.FailureCascadeThreshold
+	}
+	return 0
+}
+
 func (x *EffectiveConfig) GetParallelBatches() bool {
 	if x != nil {
 		return x.ParallelBatches
@@ -1668,14 +1892,16 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\ftool_outcome\x18\v \x01(\v2\x1a.loopwarden.v1.ToolOutcomeH\x00R\vtoolOutcome\x12K\n" +
 	"\x10compaction_retry\x18\f \x01(\v2\x1e.loopwarden.v1.CompactionRetryH\x00R\x0fcompactionRetry\x120\n" +
 	"\arun_end\x18\r \x01(\v2\x15.loopwarden.v1.RunEndH\x00R\x06runEndB\x06\n" +
-	"\x04kind\"\x85\x01\n" +
+	"\x04kind\"\xbe\x01\n" +
 	"\bToolCall\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
 	"toolCallId\x12\x1f\n" +
 	"\vparams_json\x18\x03 \x01(\tR\n" +
-	"paramsJson\x12\x19\n" +
-	"\bbatch_id\x18\x05 \x01(\tR\abatchId\"\xb3\x01\n" +
+	"paramsJson\x127\n" +
+	"\n" +
+	"tool_class\x18\x05 \x01(\x0e2\x18.loopwarden.v1.ToolClassR\ttoolClass\x12\x19\n" +
+	"\bbatch_id\x18\x06 \x01(\tR\abatchId\"\xb3\x01\n" +
 	"\vToolOutcome\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
@@ -1743,7 +1969,16 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x05armed\x18\x01 \x01(\bR\x05armed\x12\x1f\n" +
 	"\vwindow_size\x18\x02 \x01(\rR\n" +
 	"windowSize\x12\x1a\n" +
-	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xf9\a\n" +
+	"\bobserved\x18\x03 \x01(\rR\bobserved\"\xba\x01\n" +
+	"\bToolRule\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x127\n" +
+	"\n" +
+	"tool_class\x18\x02 \x01(\x0e2\x18.loopwarden.v1.ToolClassR\ttoolClass\x12\x1f\n" +
+	"\vignore_args\x18\x03 \x03(\tR\n" +
+	"ignoreArgs\x12\x1b\n" +
+	"\tkeep_args\x18\x04 \x03(\tR\bkeepArgs\x12#\n" +
+	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xa7\n" +
+	"\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -1764,19 +1999,31 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x17argument_churn_block_at\x18\x0f \x01(\rR\x14argumentChurnBlockAt\x124\n" +
 	"\x16error_repeat_threshold\x18\x10 \x01(\rR\x14errorRepeatThreshold\x12\x16\n" +
 	"\x06preset\x18\x11 \x01(\tR\x06preset\x125\n" +
-	"\x17ping_pong_needs_answers\x18\x12 \x01(\bR\x14pingPongNeedsAnswers\x12)\n" +
-	"\x10parallel_batches\x18( \x01(\bR\x0fparallelBatches\x12%\n" +
-	"\x0ecritical_scope\x18) \x01(\tR\rcriticalScope\x126\n" +
-	"\x17progress_resets_repeats\x18* \x01(\bR\x15progressResetsRepeatsB\n" +
+	"\x17ping_pong_needs_answers\x18\x12 \x01(\bR\x14pingPongNeedsAnswers\x122\n" +
+	"\x15duplicate_side_effect\x18\x1e \x01(\bR\x13duplicateSideEffect\x126\n" +
 	"\n" +
-	"\b_enabled*z\n" +
+	"tool_rules\x18\x1f \x03(\v2\x17.loopwarden.v1.ToolRuleR\ttoolRules\x12(\n" +
+	"\x10cycle_warn_after\x18( \x01(\rR\x0ecycleWarnAfter\x12*\n" +
+	"\x11cycle_block_after\x18) \x01(\rR\x0fcycleBlockAfter\x12.\n" +
+	"\x13exec_failure_streak\x18* \x01(\bR\x11execFailureStreak\x12:\n" +
+	"\x19failure_cascade_threshold\x18+ \x01(\rR\x17failureCascadeThreshold\x12)\n" +
+	"\x10parallel_batches\x182 \x01(\bR\x0fparallelBatches\x12%\n" +
+	"\x0ecritical_scope\x183 \x01(\tR\rcriticalScope\x126\n" +
+	"\x17progress_resets_repeats\x184 \x01(\bR\x15progressResetsRepeatsB\n" +
+	"\n" +
+	"\b_enabled*o\n" +
+	"\tToolClass\x12\x1a\n" +
+	"\x16TOOL_CLASS_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14TOOL_CLASS_READ_ONLY\x10\x01\x12\x17\n" +
+	"\x13TOOL_CLASS_MUTATING\x10\x02\x12\x13\n" +
+	"\x0fTOOL_CLASS_POLL\x10\x03*z\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_ALLOW\x10\x01\x12\x0f\n" +
 	"\vACTION_WARN\x10\x02\x12\x10\n" +
 	"\fACTION_BLOCK\x10\x03\x12\x10\n" +
 	"\fACTION_ABORT\x10\x04\x12\x11\n" +
-	"\rACTION_REJECT\x10\x05*\xc4\x02\n" +
+	"\rACTION_REJECT\x10\x05*\x9a\x03\n" +
 	"\bDetector\x12\x18\n" +
 	"\x14DETECTOR_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DETECTOR_GENERIC_REPEAT\x10\x01\x12#\n" +
@@ -1787,7 +2034,11 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x1eDETECTOR_POST_COMPACTION_GUARD\x10\x06\x12!\n" +
 	"\x1dDETECTOR_RUN_WIDE_NO_PROGRESS\x10\a\x12\x1b\n" +
 	"\x17DETECTOR_ARGUMENT_CHURN\x10\b\x12\x19\n" +
-	"\x15DETECTOR_ERROR_REPEAT\x10\t*E\n" +
+	"\x15DETECTOR_ERROR_REPEAT\x10\t\x12\x12\n" +
+	"\x0eDETECTOR_CYCLE\x10\n" +
+	"\x12\"\n" +
+	"\x1eDETECTOR_DUPLICATE_SIDE_EFFECT\x10\v\x12\x1c\n" +
+	"\x18DETECTOR_FAILURE_CASCADE\x10\f*E\n" +
 	"\x05Level\x12\x15\n" +
 	"\x11LEVEL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rLEVEL_WARNING\x10\x01\x12\x12\n" +
@@ -1810,58 +2061,63 @@ func file_loopwarden_v1_loopwarden_proto_rawDescGZIP() []byte {
 	return file_loopwarden_v1_loopwarden_proto_rawDescData
 }
 
-var file_loopwarden_v1_loopwarden_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_loopwarden_v1_loopwarden_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_loopwarden_v1_loopwarden_proto_goTypes = []any{
-	(Action)(0),                // 0: loopwarden.v1.Action
-	(Detector)(0),              // 1: loopwarden.v1.Detector
-	(Level)(0),                 // 2: loopwarden.v1.Level
-	(*EvaluateRequest)(nil),    // 3: loopwarden.v1.EvaluateRequest
-	(*EvaluateResponse)(nil),   // 4: loopwarden.v1.EvaluateResponse
-	(*CheckRequest)(nil),       // 5: loopwarden.v1.CheckRequest
-	(*CheckResponse)(nil),      // 6: loopwarden.v1.CheckResponse
-	(*Event)(nil),              // 7: loopwarden.v1.Event
-	(*ToolCall)(nil),           // 8: loopwarden.v1.ToolCall
-	(*ToolOutcome)(nil),        // 9: loopwarden.v1.ToolOutcome
-	(*CompactionRetry)(nil),    // 10: loopwarden.v1.CompactionRetry
-	(*RunEnd)(nil),             // 11: loopwarden.v1.RunEnd
-	(*Verdict)(nil),            // 12: loopwarden.v1.Verdict
-	(*Evidence)(nil),           // 13: loopwarden.v1.Evidence
-	(*InspectRunRequest)(nil),  // 14: loopwarden.v1.InspectRunRequest
-	(*InspectRunResponse)(nil), // 15: loopwarden.v1.InspectRunResponse
-	(*RunRecord)(nil),          // 16: loopwarden.v1.RunRecord
-	(*GuardState)(nil),         // 17: loopwarden.v1.GuardState
-	(*EffectiveConfig)(nil),    // 18: loopwarden.v1.EffectiveConfig
+	(ToolClass)(0),             // 0: loopwarden.v1.ToolClass
+	(Action)(0),                // 1: loopwarden.v1.Action
+	(Detector)(0),              // 2: loopwarden.v1.Detector
+	(Level)(0),                 // 3: loopwarden.v1.Level
+	(*EvaluateRequest)(nil),    // 4: loopwarden.v1.EvaluateRequest
+	(*EvaluateResponse)(nil),   // 5: loopwarden.v1.EvaluateResponse
+	(*CheckRequest)(nil),       // 6: loopwarden.v1.CheckRequest
+	(*CheckResponse)(nil),      // 7: loopwarden.v1.CheckResponse
+	(*Event)(nil),              // 8: loopwarden.v1.Event
+	(*ToolCall)(nil),           // 9: loopwarden.v1.ToolCall
+	(*ToolOutcome)(nil),        // 10: loopwarden.v1.ToolOutcome
+	(*CompactionRetry)(nil),    // 11: loopwarden.v1.CompactionRetry
+	(*RunEnd)(nil),             // 12: loopwarden.v1.RunEnd
+	(*Verdict)(nil),            // 13: loopwarden.v1.Verdict
+	(*Evidence)(nil),           // 14: loopwarden.v1.Evidence
+	(*InspectRunRequest)(nil),  // 15: loopwarden.v1.InspectRunRequest
+	(*InspectRunResponse)(nil), // 16: loopwarden.v1.InspectRunResponse
+	(*RunRecord)(nil),          // 17: loopwarden.v1.RunRecord
+	(*GuardState)(nil),         // 18: loopwarden.v1.GuardState
+	(*ToolRule)(nil),           // 19: loopwarden.v1.ToolRule
+	(*EffectiveConfig)(nil),    // 20: loopwarden.v1.EffectiveConfig
 }
 var file_loopwarden_v1_loopwarden_proto_depIdxs = []int32{
-	7,  // 0: loopwarden.v1.EvaluateRequest.events:type_name -> loopwarden.v1.Event
-	12, // 1: loopwarden.v1.EvaluateResponse.verdicts:type_name -> loopwarden.v1.Verdict
-	7,  // 2: loopwarden.v1.CheckRequest.event:type_name -> loopwarden.v1.Event
-	12, // 3: loopwarden.v1.CheckResponse.verdict:type_name -> loopwarden.v1.Verdict
-	8,  // 4: loopwarden.v1.Event.tool_call:type_name -> loopwarden.v1.ToolCall
-	9,  // 5: loopwarden.v1.Event.tool_outcome:type_name -> loopwarden.v1.ToolOutcome
-	10, // 6: loopwarden.v1.Event.compaction_retry:type_name -> loopwarden.v1.CompactionRetry
-	11, // 7: loopwarden.v1.Event.run_end:type_name -> loopwarden.v1.RunEnd
-	0,  // 8: loopwarden.v1.Verdict.action:type_name -> loopwarden.v1.Action
-	1,  // 9: loopwarden.v1.Verdict.detector:type_name -> loopwarden.v1.Detector
-	2,  // 10: loopwarden.v1.Verdict.level:type_name -> loopwarden.v1.Level
-	13, // 11: loopwarden.v1.Verdict.evidence:type_name -> loopwarden.v1.Evidence
-	0,  // 12: loopwarden.v1.Verdict.shadow_action:type_name -> loopwarden.v1.Action
-	16, // 13: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
-	17, // 14: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
-	18, // 15: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
-	12, // 16: loopwarden.v1.InspectRunResponse.recent_verdicts:type_name -> loopwarden.v1.Verdict
-	3,  // 17: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
-	5,  // 18: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
-	14, // 19: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
-	4,  // 20: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
-	6,  // 21: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
-	15, // 22: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
-	20, // [20:23] is the sub-list for method output_type
-	17, // [17:20] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	8,  // 0: loopwarden.v1.EvaluateRequest.events:type_name -> loopwarden.v1.Event
+	13, // 1: loopwarden.v1.EvaluateResponse.verdicts:type_name -> loopwarden.v1.Verdict
+	8,  // 2: loopwarden.v1.CheckRequest.event:type_name -> loopwarden.v1.Event
+	13, // 3: loopwarden.v1.CheckResponse.verdict:type_name -> loopwarden.v1.Verdict
+	9,  // 4: loopwarden.v1.Event.tool_call:type_name -> loopwarden.v1.ToolCall
+	10, // 5: loopwarden.v1.Event.tool_outcome:type_name -> loopwarden.v1.ToolOutcome
+	11, // 6: loopwarden.v1.Event.compaction_retry:type_name -> loopwarden.v1.CompactionRetry
+	12, // 7: loopwarden.v1.Event.run_end:type_name -> loopwarden.v1.RunEnd
+	0,  // 8: loopwarden.v1.ToolCall.tool_class:type_name -> loopwarden.v1.ToolClass
+	1,  // 9: loopwarden.v1.Verdict.action:type_name -> loopwarden.v1.Action
+	2,  // 10: loopwarden.v1.Verdict.detector:type_name -> loopwarden.v1.Detector
+	3,  // 11: loopwarden.v1.Verdict.level:type_name -> loopwarden.v1.Level
+	14, // 12: loopwarden.v1.Verdict.evidence:type_name -> loopwarden.v1.Evidence
+	1,  // 13: loopwarden.v1.Verdict.shadow_action:type_name -> loopwarden.v1.Action
+	17, // 14: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
+	18, // 15: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
+	20, // 16: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
+	13, // 17: loopwarden.v1.InspectRunResponse.recent_verdicts:type_name -> loopwarden.v1.Verdict
+	0,  // 18: loopwarden.v1.ToolRule.tool_class:type_name -> loopwarden.v1.ToolClass
+	19, // 19: loopwarden.v1.EffectiveConfig.tool_rules:type_name -> loopwarden.v1.ToolRule
+	4,  // 20: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
+	6,  // 21: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
+	15, // 22: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
+	5,  // 23: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
+	7,  // 24: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
+	16, // 25: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
+	23, // [23:26] is the sub-list for method output_type
+	20, // [20:23] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_loopwarden_v1_loopwarden_proto_init() }
@@ -1879,14 +2135,14 @@ func file_loopwarden_v1_loopwarden_proto_init() {
 		(*ToolOutcome_ResultJson)(nil),
 		(*ToolOutcome_Error)(nil),
 	}
-	file_loopwarden_v1_loopwarden_proto_msgTypes[15].OneofWrappers = []any{}
+	file_loopwarden_v1_loopwarden_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_loopwarden_v1_loopwarden_proto_rawDesc), len(file_loopwarden_v1_loopwarden_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   16,
+			NumEnums:      4,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,13 +23,19 @@
  * @property {number} errorRepeatThreshold loopwarden.errorRepeat.threshold: Identical failures of the same call that block; one fewer warns.
  * @property {string} preset loopwarden.preset: Named defaults beneath everything written (see the presets table); `reference`, reported as empty, is the documented behaviour.
  * @property {boolean} pingPongNeedsAnswers loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is warned, never blocked.
+ * @property {boolean} duplicateSideEffect loopwarden.duplicateSideEffect.enabled: Block a `mutating` tool called again with identical (projected) arguments after an identical call of the run succeeded (`duplicate_side_effect`).
+ * @property {Array<{tool: string, toolClass: number, ignoreArgs: string[], keepArgs: string[], ignoreResult: string[]}>} toolRules loopwarden.toolRules: Per tool (a normalised name or a `*` glob): its class (`readOnly`, `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or kept (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`) before the outcome is hashed. Per agent, rules merge over the global ones by key.
+ * @property {number} cycleWarnAfter loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with unchanged outcomes after which the call continuing it is warned.
+ * @property {number} cycleBlockAfter loopwarden.cycles.blockAfter: Full repetitions after which the call continuing the cycle is blocked; false: warn only. The history must hold them (blockAfter x period calls).
+ * @property {boolean} execFailureStreak loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero exit, not timed out, some output) continue one generic_repeat streak across changing commands while their failure text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
+ * @property {number} failureCascadeThreshold loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one fewer warns.
  * @property {boolean} parallelBatches loopwarden.parallelBatches: Calls issued together are one batch (one EvaluateRequest, one ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of argumentChurn and the run-wide breaker.
  * @property {string} criticalScope loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first critical also blocks the later calls of its batch and leaves one recovery turn; a second critical ends the run (`loop_recovery_failed`).
  * @property {boolean} progressResetsRepeats loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only since another call last brought the run something new (a new (tool, args, result) triple): re-reading unchanged data between new calls is not a loop.
  */
 
 /** Detector ids: the values of a verdict's `detector` ("" when none answered). */
-export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker", "post_compaction_guard", "run_wide_no_progress", "argument_churn", "error_repeat"]);
+export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker", "post_compaction_guard", "run_wide_no_progress", "argument_churn", "error_repeat", "cycle", "duplicate_side_effect", "failure_cascade"]);
 
 /** Error codes: the values of a verdict's `errorCode`, by kind. */
 export const ERROR_CODES = Object.freeze({

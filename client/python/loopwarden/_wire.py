@@ -22,12 +22,24 @@ def _params_text(params: Any, params_json: str | None) -> str:
     return "" if params is None else json_text(params)
 
 
+# ToolCall.tool_class by the config's spelling of a class ("" = unspecified).
+TOOL_CLASSES = {"": pb.TOOL_CLASS_UNSPECIFIED, "readOnly": pb.TOOL_CLASS_READ_ONLY,
+                "mutating": pb.TOOL_CLASS_MUTATING, "poll": pb.TOOL_CLASS_POLL}
+
+
+def _tool_class(name: str) -> int:
+    if name not in TOOL_CLASSES:
+        raise ValueError(f"tool_class must be one of {', '.join(repr(c) for c in TOOL_CLASSES)}, got {name!r}")
+    return TOOL_CLASSES[name]
+
+
 def tool_call_event(run_id: str, tool_name: str, params: Any = None, *, params_json: str | None = None,
                     tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0,
-                    batch_id: str = "") -> pb.Event:
+                    tool_class: str = "", batch_id: str = "") -> pb.Event:
     return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
                     tool_call=pb.ToolCall(tool_name=tool_name, tool_call_id=tool_call_id,
-                                          params_json=_params_text(params, params_json), batch_id=batch_id))
+                                          params_json=_params_text(params, params_json),
+                                          tool_class=_tool_class(tool_class), batch_id=batch_id))
 
 
 def tool_outcome_event(run_id: str, tool_name: str, params: Any = None, *, result: Any = MISSING,
@@ -57,7 +69,7 @@ def event_from_record(record: EventRecord) -> pb.Event:
     common = {"agent_id": record.agent_id, "session_id": record.session_id, "seq": record.seq}
     if record.kind is EventKind.TOOL_CALL:
         return tool_call_event(record.run_id, record.tool_name, params_json=record.params_json,
-                               tool_call_id=record.tool_call_id, **common)
+                               tool_call_id=record.tool_call_id, tool_class=record.tool_class, **common)
     if record.kind is EventKind.TOOL_OUTCOME:
         return tool_outcome_event(record.run_id, record.tool_name, params_json=record.params_json,
                                   result_json=record.result_json, error=record.error,

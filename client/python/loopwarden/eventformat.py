@@ -55,6 +55,11 @@ class EventRecord:
     result_json: str | None = None  # tool_outcome: at most one of result_json / error
     error: str | None = None
     raw_kind: str = ""
+    tool_class: str = ""  # tool_call: what the caller knows the tool does ("readOnly", "mutating", "poll")
+
+
+# A tool call's `tool_class`: what its caller knows the tool does ("" = nobody said).
+TOOL_CLASSES = ("", "readOnly", "mutating", "poll")
 
 
 def json_text(value: Any) -> str:
@@ -111,8 +116,11 @@ def parse_event(data: Mapping[str, Any]) -> EventRecord:
         "raw_kind": raw_kind or "",
     }
     if kind is EventKind.TOOL_CALL:
+        tool_class = _string(data, "tool_class")
+        if tool_class not in TOOL_CLASSES:
+            raise EventFormatError(f"tool_class must be one of {', '.join(TOOL_CLASSES)} (or absent), got {tool_class!r}")
         return EventRecord(kind, tool_name=_string(data, "tool_name"), tool_call_id=_string(data, "tool_call_id"),
-                           params_json=_params_json(data), **common)
+                           params_json=_params_json(data), tool_class=tool_class, **common)
     if kind is EventKind.TOOL_OUTCOME:
         error = _optional_string(data, "error")
         result_json = None

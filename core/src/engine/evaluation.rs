@@ -3,19 +3,23 @@
 //! their detection into a verdict (escalation to abort, shadow mode, announcing a warning once
 //! per decade of its count). The detectors only read history; every write to it happens here.
 
-use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, MARKER, PENDING};
+use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, MARKER, PENDING, RESULT};
+use crate::exec_failure::exec_failure_key;
 use crate::tables::{error_codes, messages};
 use crate::json::{decode, py_isspace, JsonError, Value};
+use crate::tool_rules::{ToolClass, ToolRule};
 use crate::toolnames::normalize_tool_name;
 
 use super::batches;
 use super::compaction_guard::{arm, observe_outcome};
 use super::detectors::{detect, track_outcome, Context};
+use super::side_effects::{class_of, remember_call, settle, succeeded};
 use super::{same, Action, Level, Record, RunState, Settings, Tool, Verdict, MAX_ANNOUNCED_KEYS};
 
 /// One event as the engine sees it (JSON still as text).
 pub enum Event<'a> {
-    ToolCall { tool_name: &'a str, params_json: &'a str, tool_call_id: &'a str, seq: u64 },
+    /// `tool_class`: what the caller says the tool does (MCP annotations); a config rule wins.
+    ToolCall { tool_name: &'a str, params_json: &'a str, tool_call_id: &'a str, seq: u64, tool_class: ToolClass },
     ToolOutcome { tool_name: &'a str, params_json: &'a str, tool_call_id: &'a str, result_json: Option<&'a str>, error: Option<&'a str>, seq: u64 },
     CompactionRetry,
     RunEnd,
@@ -58,6 +62,15 @@ fn args_digest_of(tool: &str, params_json: &str, params: &Value) -> [u8; 32] {
         }
         digest
     })
+}
+
+/// The args digest of a call under its tool rule: the projected arguments when the rule projects
+/// them (not cached: two agents' rules may project the same text differently), else as sent.
+fn rule_digest(rule: Option<&ToolRule>, tool: &str, params_json: &str, params: &Value) -> [u8; 32] {
+    match rule {
+        Some(r) if r.projects_args() => args_digest(tool, &r.project_args(params)),
+        _ => args_digest_of(tool, params_json, params),
+    }
 }
 
 fn still_aborted(state: &RunState, tool_name: &str) -> Option<Verdict> {
@@ -121,8 +134,8 @@ fn record(seq: u64, tool: Tool, args: [u8; 32], call_id: &str, status: u8, resul
 
 pub fn evaluate(state: &mut RunState, event: &Event, s: &Settings, catalog: &Catalog, max_depth: usize) -> Verdict {
     let result = match event {
-        Event::ToolCall { tool_name, params_json, tool_call_id, seq } => {
-            on_tool_call(state, tool_name, params_json, tool_call_id, *seq, s, catalog, max_depth)
+        Event::ToolCall { tool_name, params_json, tool_call_id, seq, tool_class } => {
+            on_tool_call(state, tool_name, params_json, tool_call_id, *seq, *tool_class, s, catalog, max_depth)
         }
         Event::ToolOutcome { tool_name, params_json, tool_call_id, result_json, error, seq } => {
             on_tool_outcome(state, tool_name, params_json, tool_call_id, *result_json, *error, *seq, s, catalog, max_depth)
@@ -135,16 +148,20 @@ pub fn evaluate(state: &mut RunState, event: &Event, s: &Settings, catalog: &Cat
 
 #[allow(clippy::too_many_arguments)]
 fn on_tool_call(
-    state: &mut RunState, raw_tool: &str, params_json: &str, call_id: &str, seq: u64, s: &Settings, catalog: &Catalog,
-    max_depth: usize,
+    state: &mut RunState, raw_tool: &str, params_json: &str, call_id: &str, seq: u64, sent_class: ToolClass,
+    s: &Settings, catalog: &Catalog, max_depth: usize,
 ) -> Result<Verdict, Invalid> {
     let tool = normalize_tool_name(raw_tool);
     let params = decode_params(params_json, max_depth)?;
     if let Some(v) = gate(state, s, &tool) {
         return Ok(v);
     }
-    let digest = args_digest_of(&tool, params_json, &params);
+    let rule = s.tool_rules.find(&tool);
+    let class = class_of(rule, sent_class);
+    let digest = rule_digest(rule, &tool, params_json, &params);
     let t = Tool::new(&tool);
+    // duplicate_side_effect remembers a mutating call once it is let through (or shadowed).
+    let side_effect = s.duplicate_side_effect && class == ToolClass::Mutating;
     let batched = batches::tracking(s);
     let link = if batched { batches::place_call(state) } else { 0 };
     if batched && batches::scope_is_batch(s) {
@@ -165,9 +182,12 @@ fn on_tool_call(
             tool: &tool,
             t,
             args: digest,
-            known_poll: is_known_poll(&tool, &params, catalog),
+            known_poll: class == ToolClass::Poll || is_known_poll(&tool, &params, catalog),
             no_new_streak: state.no_new_streak,
             counts: None,
+            tool_class: class,
+            side_effects: state.side_effects.as_deref().map_or(&[], Vec::as_slice),
+            exec_failures: s.exec_failure_streak && tool == "exec",
             batches: ids,
             this_batch,
             progress_floor,
@@ -176,11 +196,17 @@ fn on_tool_call(
     } else {
         None
     };
-    let Some(det) = found else {
+    let Some(mut det) = found else {
         append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
+        if side_effect {
+            remember_call(state, &tool, digest, seq, call_id);
+        }
         return Ok(allow_owned(tool));
     };
-    let (seqs, ids) = evidence(state, &det.evidence);
+    let (seqs, ids) = match det.cited.take() {
+        Some(cited) => cited,
+        None => evidence(state, &det.evidence),
+    };
     let mut v = Verdict {
         action: Action::Warn,
         detector: det.detector,
@@ -212,6 +238,9 @@ fn on_tool_call(
         }
         if s.shadow {
             append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
+            if side_effect {
+                remember_call(state, &tool, digest, seq, call_id);
+            }
             return Ok(shadowed(v));
         }
         if v.action == Action::Abort {
@@ -220,6 +249,9 @@ fn on_tool_call(
         return Ok(v);
     }
     append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
+    if side_effect {
+        remember_call(state, &tool, digest, seq, call_id);
+    }
     v.announce = announce(state, &v.warning_key, v.count);
     Ok(v)
 }
@@ -271,7 +303,7 @@ fn on_tool_outcome(
     let tool = normalize_tool_name(raw_tool);
     let params = decode_params(params_json, max_depth)?;
     let has_result = error.is_none() && matches!(result_json, Some(r) if !r.is_empty());
-    let result = if has_result {
+    let mut result = if has_result {
         Some(decode_field(result_json.unwrap_or(""), "result_json", error_codes::INVALID_RESULT_JSON, max_depth)?)
     } else {
         None
@@ -279,14 +311,26 @@ fn on_tool_outcome(
     if let Some(v) = gate(state, s, &tool) {
         return Ok(v);
     }
+    let rule = s.tool_rules.find(&tool);
+    // Success is judged on the result as sent, before any ignoreResult path is removed from it.
+    let ok = s.duplicate_side_effect && error.is_none() && succeeded(RESULT, result.as_ref());
+    if let (Some(r), Some(value)) = (rule, result.as_mut()) {
+        r.project_result(value); // volatile fields a host adds are not part of the outcome
+    }
     let raw = error.or(result_json);
     let wrapped = matches!(raw, Some(r) if r.contains(MARKER));
     let fp = outcome_fingerprint(&tool, &params, result.as_ref(), error, catalog, wrapped);
     if fp.status == PENDING {
         return Ok(allow_owned(tool));
     }
-    let digest = args_digest_of(&tool, params_json, &params);
+    let digest = rule_digest(rule, &tool, params_json, &params);
     let t = Tool::new(&tool);
+    if s.duplicate_side_effect {
+        let mutating = class_of(rule, ToolClass::Unknown) == ToolClass::Mutating;
+        settle(state, &tool, &digest, call_id, seq, ok, mutating);
+    }
+    // Only kept when asked for: a record without one costs nothing and persists nothing.
+    let failure = if s.exec_failure_streak && tool == "exec" { exec_failure_key(result.as_ref()) } else { None };
     // Fill the newest matching pending call, or append a completed record.
     let mut filled = false;
     let mut index = state.history.len();
@@ -301,12 +345,15 @@ fn on_tool_outcome(
         r.status = fp.status;
         r.result = fp.digest;
         r.complete(fp.unknown_tool_name.as_deref());
+        r.set_failure_key(failure);
         filled = true;
         index = i;
         break;
     }
     if !filled {
-        state.append(record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref()));
+        let mut completed = record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref());
+        completed.set_failure_key(failure);
+        state.append(completed);
         index = state.history.len() - 1;
     }
     if batches::tracking(s) {
@@ -417,7 +464,7 @@ mod tests {
     fn an_outcome_completes_the_newest_pending_call_of_its_id() {
         let mut run = Run::new(small());
         for id in ["c1", "c2"] {
-            run.send(&crate::engine::Event::ToolCall { tool_name: CALL.0, params_json: CALL.1, tool_call_id: id, seq: 1 });
+            run.send(&crate::engine::Event::ToolCall { tool_name: CALL.0, params_json: CALL.1, tool_call_id: id, seq: 1, tool_class: Default::default() });
         }
         run.send(&crate::engine::Event::ToolOutcome {
             tool_name: CALL.0, params_json: CALL.1, tool_call_id: "c1", result_json: Some(r#""ok""#), error: None, seq: 2,
@@ -425,5 +472,79 @@ mod tests {
         let pending: Vec<Option<&str>> = run.state.history.iter().map(|r| r.call_id()).collect();
         assert_eq!(pending, [None, Some("c2")], "c1 completed (its id dropped), c2 still pending");
         assert_eq!(run.state.history.len(), 2);
+    }
+
+    mod tool_rules {
+        use std::sync::Arc;
+
+        use crate::engine::testing::{seen, small, Run, ALLOW};
+        use crate::engine::{Action, Detector, Settings};
+        use crate::tool_rules::{parse_path, ArgsProjection, ToolClass, ToolRule, ToolRules};
+
+        fn with(rule: ToolRule) -> Settings {
+            Settings { tool_rules: Arc::new(ToolRules::new(vec![rule])), ..small() }
+        }
+
+        fn paths(texts: &[&str]) -> Vec<Vec<crate::tool_rules::Step>> {
+            texts.iter().map(|t| parse_path(t).unwrap()).collect()
+        }
+
+        /// Calls that differ only in an ignored path are one call to every detector.
+        #[test]
+        fn ignored_args_make_a_nonce_loop_a_repeat() {
+            let rule = ToolRule { pattern: "fetch".into(), args: ArgsProjection::Ignore(paths(&["$.nonce"])), ..Default::default() };
+            let mut run = Run::new(with(rule));
+            let verdicts: Vec<_> = (0..6)
+                .map(|i| run.round("fetch", &format!(r#"{{"url": "x", "nonce": "n{i}"}}"#), r#""same""#))
+                .map(|v| seen(&v))
+                .collect();
+            assert_eq!(verdicts[..3], [ALLOW; 3]);
+            assert_eq!(verdicts[3], (Action::Warn, Detector::GenericRepeat, 3));
+            assert_eq!(verdicts[5], (Action::Block, Detector::GenericRepeat, 5));
+            // Without the rule the same calls are all different.
+            let mut run = Run::new(small());
+            for i in 0..6 {
+                assert_eq!(seen(&run.round("fetch", &format!(r#"{{"url": "x", "nonce": "n{i}"}}"#), r#""same""#)), ALLOW);
+            }
+        }
+
+        #[test]
+        fn kept_args_are_the_only_ones_hashed_and_a_glob_rule_applies() {
+            let rule = ToolRule { pattern: "search_*".into(), args: ArgsProjection::Keep(paths(&["$.query"])), ..Default::default() };
+            let mut run = Run::new(with(rule));
+            for i in 0..3 {
+                run.round("search_web", &format!(r#"{{"query": "q", "page_token": {i}, "trace": [{i}]}}"#), r#""same""#);
+            }
+            assert_eq!(seen(&run.call("search_web", r#"{"query": "q", "page_token": 9}"#)), (Action::Warn, Detector::GenericRepeat, 3));
+            assert_eq!(seen(&run.call("search_web", r#"{"query": "other"}"#)), ALLOW);
+        }
+
+        /// A volatile field of the result no longer makes each outcome new.
+        #[test]
+        fn ignored_result_paths_make_outcomes_identical() {
+            let rule = ToolRule { pattern: "status".into(), ignore_result: paths(&["$.details.requestId", "$.content[*].ts"]), ..Default::default() };
+            let result = |i: u32| format!(r#"{{"content": [{{"type": "text", "text": "up", "ts": {i}}}], "details": {{"requestId": "r{i}", "state": "up"}}}}"#);
+            let mut run = Run::new(with(rule));
+            for i in 0..5 {
+                run.round("status", "{}", &result(i));
+            }
+            assert_eq!(seen(&run.call("status", "{}")), (Action::Block, Detector::GenericRepeat, 5));
+            let mut run = Run::new(small());
+            for i in 0..5 {
+                run.round("status", "{}", &result(i));
+            }
+            assert_eq!(seen(&run.call("status", "{}")), (Action::Warn, Detector::GenericRepeat, 5), "each outcome differs");
+        }
+
+        /// `class: poll` makes a tool a known poll, as extraPollTools does.
+        #[test]
+        fn a_poll_class_is_judged_as_a_known_poll() {
+            let rule = ToolRule { pattern: "job_status".into(), class: ToolClass::Poll, ..Default::default() };
+            let mut run = Run::new(with(rule));
+            for _ in 0..3 {
+                run.round("job_status", r#"{"id": 1}"#, r#""running""#);
+            }
+            assert_eq!(seen(&run.call("job_status", r#"{"id": 1}"#)).1, Detector::KnownPollNoProgress);
+        }
     }
 }

@@ -12,14 +12,15 @@ mod detectors;
 mod evaluation;
 mod run_state;
 mod settings;
+mod side_effects;
 #[cfg(test)]
 mod testing;
 mod verdict;
 
 pub use evaluation::{evaluate, Event};
 pub use run_state::{
-    args_hash_text, hex, result_hash_text, same, Guard, Record, RecordExtra, RunState, Tool, Triple, MAX_ANNOUNCED_KEYS,
-    MAX_SEEN_TRIPLES,
+    args_hash_text, hex, result_hash_text, same, Guard, Record, RecordExtra, RunState, SideEffect, Tool, Triple,
+    MAX_ANNOUNCED_KEYS, MAX_SEEN_TRIPLES, MAX_SIDE_EFFECTS,
 };
 pub use settings::Settings;
 pub use verdict::{Action, Detector, Level, Verdict};

@@ -15,6 +15,8 @@ use super::Verdict;
 pub const MAX_ANNOUNCED_KEYS: usize = 512;
 /// Bound of `RunState::seen_triples` (past it, new triples are not remembered).
 pub const MAX_SEEN_TRIPLES: usize = 4096;
+/// Bound of `RunState::side_effects` (the oldest goes first).
+pub const MAX_SIDE_EFFECTS: usize = 256;
 
 /// A tool name as records compare it: its interned id (OVERFLOW: compare names) and the name.
 #[derive(Clone, Copy)]
@@ -69,7 +71,7 @@ impl Record {
           unknown: Option<&str>) -> Record {
         let mut r = Record { seq, args, result, tool: tool.id, status, flags: 0, extra: ExtraHandle::default() };
         let own_name = (tool.id == OVERFLOW).then(|| tool.name.into());
-        r.extra = ExtraHandle::new(RecordExtra { call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name });
+        r.extra = ExtraHandle::new(RecordExtra { call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name, failure: None });
         r
     }
     pub fn tool(&self) -> &str {
@@ -100,7 +102,20 @@ impl Record {
             return;
         }
         let tool = self.extra.get().and_then(|e| e.tool.clone());
-        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool });
+        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool, failure: None });
+    }
+    /// The identity of the terminal exec failure this record ended in (execFailureStreak).
+    pub fn failure_key(&self) -> Option<&[u8; 32]> {
+        self.extra.get().and_then(|e| e.failure.as_deref())
+    }
+    /// Sets (or clears) the failure identity, keeping the other extras.
+    pub fn set_failure_key(&mut self, failure: Option<[u8; 32]>) {
+        if failure.is_none() && self.failure_key().is_none() {
+            return;
+        }
+        let mut extra = self.extra.get().cloned().unwrap_or_default();
+        extra.failure = failure.map(Box::new);
+        self.extra = ExtraHandle::new(extra);
     }
 }
 
@@ -116,6 +131,17 @@ pub struct Guard {
     pub seqs: Vec<u64>,
 }
 
+/// A call of a mutating tool, as duplicate_side_effect remembers it for the whole run (not only
+/// the history window): pending until its outcome says it succeeded; a failed one is forgotten.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SideEffect {
+    pub tool: Box<str>,
+    pub args: [u8; 32],
+    pub seq: u64,
+    pub call_id: Option<Box<str>>,
+    pub succeeded: bool,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct RunState {
     pub capacity: usize,
@@ -127,6 +153,8 @@ pub struct RunState {
     pub blocks: u32,
     pub seen_triples: Option<Box<HashSet<u64>>>,
     pub no_new_streak: u32,
+    /// duplicate_side_effect's memory (None unless it is on and a mutating tool was called).
+    pub side_effects: Option<Box<Vec<SideEffect>>>,
     /// The run's current batch (engine::batches); None until batches are tracked.
     pub batch: Option<Box<super::batches::Batch>>,
     /// Transient, never persisted: the batch key of the event being evaluated (the service sets

@@ -8,6 +8,9 @@ pub use crate::tables::Settings;
 impl Settings {
     pub(crate) fn ranked_after_on(&self) -> bool {
         self.argument_churn_warn_at > 0 || self.argument_churn_block_at > 0 || self.error_repeat_threshold > 0
+            || self.duplicate_side_effect
+            || self.cycle_warn_after > 0 || self.cycle_block_after > 0
+            || self.failure_cascade_threshold > 0
     }
     pub(crate) fn rolling_on(&self) -> bool {
         self.enabled == Some(true)

@@ -50,7 +50,7 @@ impl Run {
 
     pub(crate) fn call(&mut self, tool: &str, params: &str) -> Verdict {
         let seq = self.next_seq();
-        self.send(&Event::ToolCall { tool_name: tool, params_json: params, tool_call_id: "", seq })
+        self.send(&Event::ToolCall { tool_name: tool, params_json: params, tool_call_id: "", seq, tool_class: Default::default() })
     }
 
     pub(crate) fn result(&mut self, tool: &str, params: &str, result_json: &str) -> Verdict {

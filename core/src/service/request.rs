@@ -242,7 +242,7 @@ impl Core {
             None => {
                 return Some(Verdict::reject(error_codes::MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end".into()));
             }
-            Some(KindRef::ToolCall { tool_name, tool_call_id, params_json }) => (tool_name, tool_call_id, params_json),
+            Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
             Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
             _ => return None,
         };
@@ -362,8 +362,9 @@ impl Core {
                 assert!(tool_name != tool, "planted panic for a test");
             }
             let engine_event = match event.kind {
-                Some(KindRef::ToolCall { tool_name, tool_call_id, params_json }) => {
-                    Event::ToolCall { tool_name, params_json, tool_call_id, seq: event.seq }
+                Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, tool_class }) => {
+                    let tool_class = tool_class_of(tool_class);
+                    Event::ToolCall { tool_name, params_json, tool_call_id, seq: event.seq, tool_class }
                 }
                 Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome }) => Event::ToolOutcome {
                     tool_name,
@@ -478,6 +479,17 @@ pub fn py_repr(s: &str) -> String {
     out
 }
 
+/// ToolCall.tool_class's wire value as the engine's class (an unknown value: unspecified).
+fn tool_class_of(wire: i32) -> crate::tool_rules::ToolClass {
+    use crate::tool_rules::ToolClass;
+    match pb::ToolClass::try_from(wire) {
+        Ok(pb::ToolClass::ReadOnly) => ToolClass::ReadOnly,
+        Ok(pb::ToolClass::Mutating) => ToolClass::Mutating,
+        Ok(pb::ToolClass::Poll) => ToolClass::Poll,
+        _ => ToolClass::Unknown,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -487,7 +499,7 @@ mod tests {
         pb::Event {
             run_id: run_id.into(),
             seq: 1,
-            kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool.into(), params_json: "{}".into(), tool_call_id: String::new(), ..Default::default() })),
+            kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool.into(), params_json: "{}".into(), ..Default::default() })),
             ..Default::default()
         }
     }

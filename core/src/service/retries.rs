@@ -92,7 +92,8 @@ pub fn content_digest(kind: &Option<pb::event::Kind>) -> [u8; 8] {
 pub fn content_digest_of(kind: &Option<KindRef>) -> [u8; 8] {
     let mut h = ContentHash::new();
     match kind {
-        Some(KindRef::ToolCall { tool_name, tool_call_id, params_json }) => {
+        // The class a caller sends is what it knows of the tool, not the event's content.
+        Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, .. }) => {
             h.update(b"c");
             h.text(tool_name);
             h.text(params_json);
@@ -128,7 +129,7 @@ mod tests {
     use crate::service::{counter, Config, Core, Limits, Summary};
 
     fn call(tool: &str, params: &str) -> Option<pb::event::Kind> {
-        Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool.into(), params_json: params.into(), tool_call_id: String::new(), ..Default::default() }))
+        Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool.into(), params_json: params.into(), ..Default::default() }))
     }
 
     fn outcome(result: Option<&str>, error: Option<&str>) -> Option<pb::event::Kind> {

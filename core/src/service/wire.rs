@@ -19,7 +19,8 @@ pub enum OutcomeRef<'a> {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum KindRef<'a> {
-    ToolCall { tool_name: &'a str, tool_call_id: &'a str, params_json: &'a str },
+    /// `tool_class`: ToolCall.tool_class's wire value (0: unspecified).
+    ToolCall { tool_name: &'a str, tool_call_id: &'a str, params_json: &'a str, tool_class: i32 },
     ToolOutcome { tool_name: &'a str, tool_call_id: &'a str, params_json: &'a str, outcome: Option<OutcomeRef<'a>> },
     CompactionRetry,
     RunEnd,
@@ -49,7 +50,12 @@ impl<'a> From<&'a pb::Event> for EventRef<'a> {
 pub fn kind_ref(kind: &Option<pb::event::Kind>) -> Option<KindRef<'_>> {
     use pb::event::Kind;
     Some(match kind.as_ref()? {
-        Kind::ToolCall(c) => KindRef::ToolCall { tool_name: &c.tool_name, tool_call_id: &c.tool_call_id, params_json: &c.params_json },
+        Kind::ToolCall(c) => KindRef::ToolCall {
+            tool_name: &c.tool_name,
+            tool_call_id: &c.tool_call_id,
+            params_json: &c.params_json,
+            tool_class: c.tool_class,
+        },
         Kind::ToolOutcome(o) => KindRef::ToolOutcome {
             tool_name: &o.tool_name,
             tool_call_id: &o.tool_call_id,
@@ -125,11 +131,12 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// ToolCall or ToolOutcome fields 1-3 (and 4-5 for an outcome, 5 for a call's batch id); None
-/// for anything else.
-#[allow(clippy::type_complexity)]
-fn tool_message(data: &[u8], outcome_fields: bool) -> Option<(&str, &str, &str, Option<OutcomeRef<'_>>, &str)> {
-    let (mut tool_name, mut tool_call_id, mut params_json, mut outcome, mut batch_id) = ("", "", "", None, "");
+type ToolFields<'a> = (&'a str, &'a str, &'a str, Option<OutcomeRef<'a>>, i32, &'a str);
+
+/// ToolCall or ToolOutcome fields 1-3 (4-5 for an outcome, the class 5 and the batch id 6 for a
+/// call); None for anything else.
+fn tool_message(data: &[u8], outcome_fields: bool) -> Option<ToolFields<'_>> {
+    let (mut tool_name, mut tool_call_id, mut params_json, mut outcome, mut class, mut batch_id) = ("", "", "", None, 0, "");
     let mut r = Reader { data, pos: 0 };
     while !r.done() {
         match r.key()? {
@@ -138,11 +145,12 @@ fn tool_message(data: &[u8], outcome_fields: bool) -> Option<(&str, &str, &str, 
             (3, 2) => params_json = r.str()?,
             (4, 2) if outcome_fields => outcome = Some(OutcomeRef::ResultJson(r.str()?)),
             (5, 2) if outcome_fields => outcome = Some(OutcomeRef::Error(r.str()?)),
-            (5, 2) => batch_id = r.str()?,
+            (5, 0) if !outcome_fields => class = r.varint()? as i32, // as prost reads an enum
+            (6, 2) if !outcome_fields => batch_id = r.str()?,
             _ => return None,
         }
     }
-    Some((tool_name, tool_call_id, params_json, outcome, batch_id))
+    Some((tool_name, tool_call_id, params_json, outcome, class, batch_id))
 }
 
 fn event(data: &[u8]) -> Option<EventRef<'_>> {
@@ -162,12 +170,12 @@ fn event(data: &[u8]) -> Option<EventRef<'_>> {
                 let body = r.bytes()?;
                 e.kind = Some(match field {
                     10 => {
-                        let (tool_name, tool_call_id, params_json, _, batch_id) = tool_message(body, false)?;
+                        let (tool_name, tool_call_id, params_json, _, tool_class, batch_id) = tool_message(body, false)?;
                         e.batch_id = batch_id;
-                        KindRef::ToolCall { tool_name, tool_call_id, params_json }
+                        KindRef::ToolCall { tool_name, tool_call_id, params_json, tool_class }
                     }
                     11 => {
-                        let (tool_name, tool_call_id, params_json, outcome, _) = tool_message(body, true)?;
+                        let (tool_name, tool_call_id, params_json, outcome, _, _) = tool_message(body, true)?;
                         KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome }
                     }
                     _ if !body.is_empty() => return None,
@@ -220,7 +228,7 @@ mod tests {
         use pb::event::Kind;
         let kind = match rng.below(6) {
             0 => None,
-            1 | 2 => Some(Kind::ToolCall(pb::ToolCall { tool_name: rng.text(), tool_call_id: rng.text(), params_json: rng.text(), batch_id: rng.text() })),
+            1 | 2 => Some(Kind::ToolCall(pb::ToolCall { tool_name: rng.text(), tool_call_id: rng.text(), params_json: rng.text(), tool_class: rng.below(5) as i32, batch_id: rng.text() })),
             3 | 4 => Some(Kind::ToolOutcome(pb::ToolOutcome {
                 tool_name: rng.text(),
                 tool_call_id: rng.text(),

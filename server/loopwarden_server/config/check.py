@@ -60,6 +60,10 @@ def _opt_in(settings: LoopDetectionSettings) -> str:
         parts.append(f"abortAfterBlocks {settings.abort_after_blocks}")
     if settings.ping_pong_needs_answers:
         parts.append("pingPongNeedsAnswers")
+    if settings.duplicate_side_effect:
+        parts.append("duplicateSideEffect")
+    if settings.tool_rules:
+        parts.append(f"toolRules {len(settings.tool_rules.rules)}")
     if settings.shadow:
         parts.append("shadowMode")
     return ", ".join(parts)

@@ -23,7 +23,9 @@ class LoopDetectionSettings(ResolvedSettings):
     @property
     def ranked_after_on(self) -> bool:
         """Any opt-in detector that ranks after the reference table is on."""
-        return bool(self.argument_churn_warn_at or self.argument_churn_block_at or self.error_repeat_threshold)
+        return bool(self.argument_churn_warn_at or self.argument_churn_block_at or self.error_repeat_threshold
+                    or self.duplicate_side_effect
+                    or self.cycle_warn_after or self.cycle_block_after or self.failure_cascade_threshold)
 
     @property
     def rolling_detectors_on(self) -> bool:

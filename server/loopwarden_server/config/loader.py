@@ -34,6 +34,7 @@ from loopwarden_server.config.model import Config, ExtensionsBlock, LoopDetectio
 from loopwarden_server.config.presets import PRESETS
 from loopwarden_server.config.resolve import merge, resolve
 from loopwarden_server.config.detection import ToolCatalog
+from loopwarden_server.config.tool_rules import RuleError, ToolRules, parse_tool_rules
 # Every key, its kind, bounds and order come from the one table (tables/loopwarden.toml).
 from loopwarden_server.config.tables import (  # noqa: F401  (the ceilings are re-exported)
     BLOCKS, CHILD_BLOCKS, MAX_HISTORY_SIZE, MAX_THRESHOLD, MAX_WINDOW_SIZE, SETTINGS, SettingRow,
@@ -221,6 +222,13 @@ def _tool_names(value: Any, path: str) -> frozenset[str]:
     return frozenset(names)
 
 
+def _tool_rules(value: Any, path: str) -> ToolRules:
+    try:
+        return parse_tool_rules(value, path)
+    except RuleError as error:
+        raise ConfigError(error.path, error.problem) from None
+
+
 # A strict object schema: JSON key -> (attribute it fills, parser of its value).
 Schema = Mapping[str, tuple[str, Parser]]
 
@@ -250,6 +258,8 @@ def _parser(row: SettingRow) -> Parser:
         return _tool_names
     if row.kind == "preset":
         return _preset
+    if row.kind == "tool_rules":
+        return _tool_rules
     if row.kind == "choice":
         return _choice(row.choices)
     raise AssertionError(f"{row.path}: kind {row.kind!r} has no parser")

@@ -14,6 +14,7 @@ from loopwarden_server.config.detection import LoopDetectionSettings
 from loopwarden_server.config.model import ExtensionsBlock, LoopDetectionBlock
 from loopwarden_server.config.presets import PRESETS
 from loopwarden_server.config.tables import CHILD_BLOCKS, SETTINGS, SettingRow
+from loopwarden_server.config.tool_rules import ToolRules
 
 BlockT = TypeVar("BlockT")
 
@@ -42,7 +43,10 @@ def merge(base: BlockT, override: BlockT) -> BlockT:
     changes: dict[str, object] = {}
     for spec in fields(override):  # type: ignore[arg-type]
         mine = getattr(override, spec.name)
-        if is_dataclass(mine):
+        if isinstance(mine, ToolRules):  # merged by rule key, not replaced whole
+            below = getattr(base, spec.name)
+            changes[spec.name] = mine if below is None else mine.over(below)
+        elif is_dataclass(mine):
             changes[spec.name] = merge(getattr(base, spec.name), mine)
         elif mine is not None:
             changes[spec.name] = mine

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .tool_rules import ToolRules
+
 MAX_HISTORY_SIZE = 1000
 MAX_WINDOW_SIZE = 1000
 MAX_THRESHOLD = 1000000
@@ -82,6 +84,45 @@ class ErrorRepeatBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class DuplicateSideEffectBlock:
+    """`loopwarden.duplicateSideEffect` as written; None = not set in this block. A mutating tool
+    repeating a call that already succeeded: its side effect would happen twice (opt-in guard).
+    """
+
+    enabled: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CyclesBlock:
+    """`loopwarden.cycles` as written; None = not set in this block. A repeating cycle of 3 to 6
+    calls whose outcomes never change (opt-in detector).
+    """
+
+    enabled: bool | None = None
+    warn_after: int | None = None
+    block_after: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExecFailureStreakBlock:
+    """`loopwarden.execFailureStreak` as written; None = not set in this block. exec calls whose
+    commands change but which keep failing the same way (opt-in, feeds generic_repeat).
+    """
+
+    enabled: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FailureCascadeBlock:
+    """`loopwarden.failureCascade` as written; None = not set in this block. Consecutive failing
+    calls of any tools (opt-in detector).
+    """
+
+    enabled: bool | None = None
+    threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ExtensionsBlock:
     """`loopwarden` as written; None = not set in this block. loopwarden's own settings: the tool
     catalog (global only) and opt-in behaviour beyond the reference (global and per agent).
@@ -91,12 +132,17 @@ class ExtensionsBlock:
     abort_after_blocks: int | None = None
     shadow_mode: bool | None = None
     ping_pong_needs_answers: bool | None = None
+    tool_rules: ToolRules | None = None
     parallel_batches: bool | None = None
     critical_scope: str | None = None
     progress_resets_repeats: bool | None = None
     run_wide_breaker: RunWideBreakerBlock = field(default_factory=RunWideBreakerBlock)
     argument_churn: ArgumentChurnBlock = field(default_factory=ArgumentChurnBlock)
     error_repeat: ErrorRepeatBlock = field(default_factory=ErrorRepeatBlock)
+    duplicate_side_effect: DuplicateSideEffectBlock = field(default_factory=DuplicateSideEffectBlock)
+    cycles: CyclesBlock = field(default_factory=CyclesBlock)
+    exec_failure_streak: ExecFailureStreakBlock = field(default_factory=ExecFailureStreakBlock)
+    failure_cascade: FailureCascadeBlock = field(default_factory=FailureCascadeBlock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +202,27 @@ class ResolvedSettings:
     error_repeat_threshold: int = 0
     # A ping-pong with a side that only returned empty results is warned, never blocked.
     ping_pong_needs_answers: bool = False
+    # Per tool (a normalised name or a `*` glob): its class (`readOnly`, `mutating`, `poll`), JSON
+    # paths projected out of its arguments (`ignoreArgs`) or kept (`keepArgs`) before they are
+    # hashed, and paths removed from its results (`ignoreResult`) before the outcome is hashed. Per
+    # agent, rules merge over the global ones by key.
+    tool_rules: ToolRules = ToolRules()
+    # Block a `mutating` tool called again with identical (projected) arguments after an identical
+    # call of the run succeeded (`duplicate_side_effect`).
+    duplicate_side_effect: bool = False
+    # Full repetitions of a 3- to 6-call cycle with unchanged outcomes after which the call
+    # continuing it is warned.
+    cycle_warn_after: int = 0
+    # Full repetitions after which the call continuing the cycle is blocked; false: warn only. The
+    # history must hold them (blockAfter x period calls).
+    cycle_block_after: int = 0
+    # exec terminal failures (non-zero exit, not timed out, some output) continue one generic_repeat
+    # streak across changing commands while their failure text, without timestamps, clock times,
+    # pids, attempt counters and durations, stays the same.
+    exec_failure_streak: bool = False
+    # Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one
+    # fewer warns.
+    failure_cascade_threshold: int = 0
     # Calls issued together are one batch (one EvaluateRequest, one ToolCall.batch_id, or calls
     # issued while the batch's earlier calls are still pending, at most 64): identical calls in a
     # batch count once, and a fan-out of distinct calls is one step of argumentChurn and the run-
@@ -216,6 +283,14 @@ SETTINGS: tuple[SettingRow, ...] = (
     SettingRow('loopwarden.errorRepeat.enabled', 'enabled', 'loopwarden.errorRepeat', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
     SettingRow('loopwarden.errorRepeat.threshold', 'threshold', 'loopwarden.errorRepeat', 'threshold', 'count', 'error_repeat_threshold', 2, 1000, 5, '', '', 'enabled', '', 'error_repeat_threshold'),
     SettingRow('loopwarden.pingPongNeedsAnswers', 'pingPongNeedsAnswers', 'loopwarden', 'ping_pong_needs_answers', 'bool', 'ping_pong_needs_answers', None, None, False, '', '', '', '', 'ping_pong_needs_answers'),
+    SettingRow('loopwarden.toolRules', 'toolRules', 'loopwarden', 'tool_rules', 'tool_rules', 'tool_rules', None, None, ToolRules(), '', '', '', '', 'tool_rules'),
+    SettingRow('loopwarden.duplicateSideEffect.enabled', 'enabled', 'loopwarden.duplicateSideEffect', 'enabled', 'bool', 'duplicate_side_effect', None, None, False, '', '', '', '', 'duplicate_side_effect'),
+    SettingRow('loopwarden.cycles.enabled', 'enabled', 'loopwarden.cycles', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.cycles.warnAfter', 'warnAfter', 'loopwarden.cycles', 'warn_after', 'count', 'cycle_warn_after', 2, 1000, 2, '', '', 'enabled', '', 'cycle_warn_after'),
+    SettingRow('loopwarden.cycles.blockAfter', 'blockAfter', 'loopwarden.cycles', 'block_after', 'count_or_off', 'cycle_block_after', 2, 1000, 3, 'warnAfter', 'warn_after', 'enabled', '', 'cycle_block_after'),
+    SettingRow('loopwarden.execFailureStreak.enabled', 'enabled', 'loopwarden.execFailureStreak', 'enabled', 'bool', 'exec_failure_streak', None, None, False, '', '', '', '', 'exec_failure_streak'),
+    SettingRow('loopwarden.failureCascade.enabled', 'enabled', 'loopwarden.failureCascade', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.failureCascade.threshold', 'threshold', 'loopwarden.failureCascade', 'threshold', 'count', 'failure_cascade_threshold', 2, 1000, 8, '', '', 'enabled', '', 'failure_cascade_threshold'),
     SettingRow('loopwarden.parallelBatches', 'parallelBatches', 'loopwarden', 'parallel_batches', 'bool', 'parallel_batches', None, None, False, '', '', '', '', 'parallel_batches'),
     SettingRow('loopwarden.criticalScope', 'criticalScope', 'loopwarden', 'critical_scope', 'choice', 'critical_scope', None, None, 'call', '', '', '', '', 'critical_scope', ('call', 'batch')),
     SettingRow('loopwarden.progressResetsRepeats', 'progressResetsRepeats', 'loopwarden', 'progress_resets_repeats', 'bool', 'progress_resets_repeats', None, None, False, '', '', '', '', 'progress_resets_repeats'),
@@ -230,6 +305,10 @@ BLOCKS: dict[str, type] = {
     'loopwarden.runWideBreaker': RunWideBreakerBlock,
     'loopwarden.argumentChurn': ArgumentChurnBlock,
     'loopwarden.errorRepeat': ErrorRepeatBlock,
+    'loopwarden.duplicateSideEffect': DuplicateSideEffectBlock,
+    'loopwarden.cycles': CyclesBlock,
+    'loopwarden.execFailureStreak': ExecFailureStreakBlock,
+    'loopwarden.failureCascade': FailureCascadeBlock,
 }
 
 # Block path -> its child blocks as (key, attribute, child block path).
@@ -237,16 +316,20 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
     'tools.loopDetection': (('detectors', 'detectors', 'tools.loopDetection.detectors'), ('postCompactionGuard', 'post_compaction_guard', 'tools.loopDetection.postCompactionGuard')),
     'tools.loopDetection.detectors': (),
     'tools.loopDetection.postCompactionGuard': (),
-    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat')),
+    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat'), ('duplicateSideEffect', 'duplicate_side_effect', 'loopwarden.duplicateSideEffect'), ('cycles', 'cycles', 'loopwarden.cycles'), ('execFailureStreak', 'exec_failure_streak', 'loopwarden.execFailureStreak'), ('failureCascade', 'failure_cascade', 'loopwarden.failureCascade')),
     'loopwarden.runWideBreaker': (),
     'loopwarden.argumentChurn': (),
     'loopwarden.errorRepeat': (),
+    'loopwarden.duplicateSideEffect': (),
+    'loopwarden.cycles': (),
+    'loopwarden.execFailureStreak': (),
+    'loopwarden.failureCascade': (),
 }
 
 # Preset name -> {setting path: value}: defaults beneath everything written.
 PRESET_VALUES: dict[str, dict[str, Any]] = {
     'reference': {},
-    'fast': {'tools.loopDetection.enabled': True, 'tools.loopDetection.warningThreshold': 4, 'tools.loopDetection.criticalThreshold': 5, 'tools.loopDetection.unknownToolThreshold': 4, 'tools.loopDetection.globalCircuitBreakerThreshold': 8, 'loopwarden.abortAfterBlocks': 3, 'loopwarden.argumentChurn.enabled': True, 'loopwarden.argumentChurn.warnAt': 6, 'loopwarden.argumentChurn.blockAt': 10, 'loopwarden.errorRepeat.enabled': True, 'loopwarden.errorRepeat.threshold': 5, 'loopwarden.runWideBreaker.enabled': True, 'loopwarden.runWideBreaker.threshold': 6, 'loopwarden.pingPongNeedsAnswers': True, 'loopwarden.parallelBatches': True, 'loopwarden.progressResetsRepeats': True},
+    'fast': {'tools.loopDetection.enabled': True, 'tools.loopDetection.warningThreshold': 4, 'tools.loopDetection.criticalThreshold': 5, 'tools.loopDetection.unknownToolThreshold': 4, 'tools.loopDetection.globalCircuitBreakerThreshold': 8, 'loopwarden.abortAfterBlocks': 3, 'loopwarden.argumentChurn.enabled': True, 'loopwarden.argumentChurn.warnAt': 6, 'loopwarden.argumentChurn.blockAt': 10, 'loopwarden.errorRepeat.enabled': True, 'loopwarden.errorRepeat.threshold': 5, 'loopwarden.runWideBreaker.enabled': True, 'loopwarden.runWideBreaker.threshold': 6, 'loopwarden.pingPongNeedsAnswers': True, 'loopwarden.cycles.enabled': True, 'loopwarden.failureCascade.enabled': True, 'loopwarden.failureCascade.threshold': 6, 'loopwarden.parallelBatches': True, 'loopwarden.progressResetsRepeats': True},
 }
 
 DETECTORS: tuple[str, ...] = (
@@ -260,6 +343,9 @@ DETECTORS: tuple[str, ...] = (
     'run_wide_no_progress',
     'argument_churn',
     'error_repeat',
+    'cycle',
+    'duplicate_side_effect',
+    'failure_cascade',
 )
 
 ERROR_CODES: tuple[str, ...] = (

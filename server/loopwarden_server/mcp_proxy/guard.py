@@ -28,19 +28,47 @@ JUDGE_TIMEOUT_SECONDS = 5.0
 TASKS_GET = "tasks/get"
 
 
+def annotated_class(tool: Any) -> str:
+    """A `tools/list` entry's class from its MCP ToolAnnotations: `readOnlyHint: true` is readOnly,
+    `destructiveHint: true` (and not read-only) is mutating, anything else unknown (""). Only an
+    explicit hint counts: the spec's default (destructive unless it says otherwise) would make every
+    unannotated tool mutating. `idempotentHint` is not used (an idempotent mutation repeated is
+    still a repeated action the model did not need)."""
+    hints = tool.get("annotations") if isinstance(tool, dict) else None
+    if not isinstance(hints, dict):
+        return ""
+    if hints.get("readOnlyHint") is True:
+        return "readOnly"
+    if hints.get("destructiveHint") is True:
+        return "mutating"
+    return ""
+
+
+def tool_classes(result: Any) -> dict[str, str]:
+    """Tool name -> class of a `tools/list` result, for the tools whose annotations say one."""
+    tools = result.get("tools") if isinstance(result, dict) else None
+    if not isinstance(tools, list):
+        return {}
+    return {tool["name"]: cls for tool in tools
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str) and (cls := annotated_class(tool))}
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One `tools/call` request as the daemon sees it."""
+    """One `tools/call` request as the daemon sees it. `tool_class`: what the MCP server's
+    ToolAnnotations said of the tool in its `tools/list` answer ("" when nothing)."""
 
     name: str
     params_json: str
     call_id: str
+    tool_class: str = ""
 
     @classmethod
-    def of(cls, request_id: Any, params: dict[str, Any] | None) -> ToolCall:
+    def of(cls, request_id: Any, params: dict[str, Any] | None, classes: dict[str, str] | None = None) -> ToolCall:
         params = params or {}
         name = params.get("name")
-        return cls(name if isinstance(name, str) else "", json_text(params.get("arguments") or {}), str(request_id))
+        name = name if isinstance(name, str) else ""
+        return cls(name, json_text(params.get("arguments") or {}), str(request_id), (classes or {}).get(name, ""))
 
     @classmethod
     def task_poll(cls, request_id: Any, params: dict[str, Any] | None) -> ToolCall:
@@ -68,7 +96,7 @@ class DaemonJudge:
 
     async def tool_call(self, call: ToolCall) -> Verdict:
         return await self._client.tool_call(self._run_id, call.name, params_json=call.params_json,
-                                            tool_call_id=call.call_id)
+                                            tool_call_id=call.call_id, tool_class=call.tool_class)
 
     async def tool_outcome(self, call: ToolCall, *, result_json: str | None = None, error: str | None = None) -> Verdict:
         return await self._client.tool_outcome(self._run_id, call.name, params_json=call.params_json,
@@ -95,7 +123,8 @@ class OfflineJudge:
                   error: str | None = None) -> Verdict:
         record = EventRecord(kind, run_id=self._run_id, agent_id=self._agent_id,
                              tool_name=call.name if call else "", tool_call_id=call.call_id if call else "",
-                             params_json=call.params_json if call else "", result_json=result_json, error=error)
+                             params_json=call.params_json if call else "", result_json=result_json, error=error,
+                             tool_class=call.tool_class if call and kind is EventKind.TOOL_CALL else "")
         token = current_integration.set(MCP_PROXY)
         try:
             verdict = self._engine.decide(record)

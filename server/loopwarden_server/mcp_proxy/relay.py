@@ -16,6 +16,8 @@ Only `tools/call` and `tasks/get` are looked at (see guard.py):
 - server -> client: the response to a guarded call is reported as its outcome before it is
   passed on (so the client's next call is judged on a history that holds it), and an announced
   warning is added to its content for the model.
+- a `tools/list` answer is read (never changed) for each tool's ToolAnnotations: the class they
+  give (readOnly, mutating) is sent with that tool's calls; a config `toolRules` class wins.
 
 NOTE: the relay reads one message at a time from each side, so a call is judged before any later
 message of the client is forwarded, and an outcome is recorded before the client can see it.
@@ -35,7 +37,7 @@ import anyio
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from .guard import TASKS_GET, ProxyGuard, ToolCall
+from .guard import TASKS_GET, ProxyGuard, ToolCall, tool_classes
 
 log = logging.getLogger("loopwarden.mcp_proxy")
 # The JSON-RPC error code of a refused tasks/get (implementation-defined server error range).
@@ -56,6 +58,8 @@ class Relay:
         self._guarded: dict[Any, _Guarded] = {}  # the client's tools/call requests the server has
         self._in_flight: set[Any] = set()  # every client request the server has not answered yet
         self._progress: dict[Any, Any] = {}  # progress token -> the request that gave it
+        self._listing: set[Any] = set()  # the client's tools/list requests not answered yet
+        self._classes: dict[str, str] = {}  # tool name -> class its ToolAnnotations gave
 
     async def run(self, client_read, client_write, server_read, server_write) -> None:
         """Relay until either side closes; then close the other."""
@@ -80,8 +84,10 @@ class Relay:
                 continue
             message = item.message
             if isinstance(message, JSONRPCRequest):
+                if message.method == "tools/list":
+                    self._listing.add(message.id)
                 if message.method == "tools/call":
-                    call = ToolCall.of(f"{self._prefix}{message.id}", message.params)
+                    call = ToolCall.of(f"{self._prefix}{message.id}", message.params, self._classes)
                     before = await self._guard.before(call)
                     if before.refusal is not None:
                         await client_write.send(SessionMessage(JSONRPCResponse(
@@ -117,6 +123,10 @@ class Relay:
             message = item.message
             if isinstance(message, JSONRPCResponse | JSONRPCError):
                 self._settle(message.id)
+                if message.id in self._listing:
+                    self._listing.discard(message.id)
+                    if isinstance(message, JSONRPCResponse):  # each page adds its tools' classes
+                        self._classes.update(tool_classes(message.result))
                 guarded = self._guarded.pop(message.id, None)
                 if guarded is not None:
                     item = await self._outcome(guarded, message)

@@ -5,6 +5,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 
 from ..config.detection import LoopDetectionSettings
 from ..config.tables import SETTINGS
+from ..config.tool_rules import ToolRules
 from ..core import RunView
 
 
@@ -12,9 +13,21 @@ from ..core import RunView
 _WIRE = tuple((row.field, row.proto_name) for row in SETTINGS if row.proto_name)
 
 
+_TOOL_CLASS = {"": pb.TOOL_CLASS_UNSPECIFIED, "readOnly": pb.TOOL_CLASS_READ_ONLY,
+               "mutating": pb.TOOL_CLASS_MUTATING, "poll": pb.TOOL_CLASS_POLL}
+
+
+def _wire(value: object) -> object:
+    if isinstance(value, ToolRules):
+        return [pb.ToolRule(tool=r.tool, tool_class=_TOOL_CLASS[r.tool_class],
+                            ignore_args=[p.text for p in r.ignore_args], keep_args=[p.text for p in r.keep_args],
+                            ignore_result=[p.text for p in r.ignore_result]) for r in value.rules]
+    return value
+
+
 def effective_config(settings: LoopDetectionSettings) -> pb.EffectiveConfig:
     # `enabled` is optional on the wire: None (unset) stays unset.
-    return pb.EffectiveConfig(**{wire: value for name, wire in _WIRE
+    return pb.EffectiveConfig(**{wire: _wire(value) for name, wire in _WIRE
                                  if (value := getattr(settings, name)) is not None})
 
 

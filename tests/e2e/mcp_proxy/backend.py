@@ -29,6 +29,13 @@ async def lookup(query: str) -> str:
     return ANSWER
 
 
+@server.tool(annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True))
+async def send_note(to: str, text: str) -> str:
+    """Send a note (annotated destructive: each run sends one more)."""
+    _note("send_note")
+    return f"sent to {to}"
+
+
 @server.tool()
 async def count_slowly(steps: int, ctx: Context) -> str:
     """Reports progress once per step."""

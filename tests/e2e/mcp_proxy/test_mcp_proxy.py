@@ -115,6 +115,66 @@ class TestLoopsThroughTheProxy:
         assert CRITICAL == ran(log, "lookup")
 
 
+class TestToolAnnotations:
+    def test_only_explicit_hints_give_a_class(self):
+        from loopwarden_server.mcp_proxy.guard import tool_classes
+
+        listed = {"tools": [
+            {"name": "read", "annotations": {"readOnlyHint": True, "destructiveHint": True}},
+            {"name": "send", "annotations": {"destructiveHint": True, "idempotentHint": False}},
+            {"name": "plain", "annotations": {"readOnlyHint": False}},
+            {"name": "bare"},
+        ]}
+        assert {"read": "readOnly", "send": "mutating"} == tool_classes(listed)
+
+    @staticmethod
+    async def two_identical_notes(session: ClientSession) -> list[types.CallToolResult]:
+        await session.list_tools()  # the proxy reads the annotations from the server's answer
+        return [await session.call_tool("send_note", {"to": "ana", "text": "hi"}) for _ in range(2)]
+
+    def test_a_destructive_hint_makes_a_second_identical_call_a_duplicate_side_effect(self, run_id, tmp_path):
+        """The server annotates send_note destructiveHint: true; with duplicateSideEffect on and no
+        tool rule, the proxy sends the class and the second identical call never reaches the server."""
+        config = tmp_path / "config.json5"
+        config.write_text("{tools: {loopDetection: {enabled: true}}, loopwarden: {duplicateSideEffect: {enabled: true}}}")
+        log = tmp_path / "backend.log"
+
+        results = session_run(proxy("--offline", "--config", str(config), log=log), tmp_path / "err",
+                              self.two_identical_notes)
+
+        assert [False, True] == [r.is_error for r in results]
+        assert "send_note already ran with identical arguments" in texts(results[1])[0]
+        assert 1 == ran(log, "send_note")
+
+    def test_a_config_class_wins_over_the_annotation(self, run_id, tmp_path):
+        """A config rule classing send_note readOnly beats its destructiveHint: both calls run."""
+        config = tmp_path / "config.json5"
+        config.write_text("{tools: {loopDetection: {enabled: true}}, loopwarden: {duplicateSideEffect: {enabled: true},"
+                          " toolRules: {send_note: {class: 'readOnly'}}}}")
+        log = tmp_path / "backend.log"
+
+        results = session_run(proxy("--offline", "--config", str(config), log=log), tmp_path / "err",
+                              self.two_identical_notes)
+
+        assert [False, False] == [r.is_error for r in results]
+        assert 2 == ran(log, "send_note")
+
+    def test_the_daemon_receives_the_annotated_class(self, run_id, tmp_path):
+        """Over gRPC: ToolCall.tool_class carries the annotation to a daemon with duplicateSideEffect
+        on, which blocks the second identical call."""
+        log = tmp_path / "backend.log"
+        config = "{tools: {loopDetection: {enabled: true}}, loopwarden: {duplicateSideEffect: {enabled: true}}}"
+        with running_daemon(config) as guarded:
+            before = guarded.scrape()
+            results = session_run(proxy("--address", guarded.grpc_target, "--run-id", run_id, log=log),
+                                  tmp_path / "proxy.err", self.two_identical_notes)
+            after = guarded.scrape()
+        assert [False, True] == [r.is_error for r in results]
+        assert 1 == ran(log, "send_note")
+        assert 1 == delta(before, after, "loopwarden_verdicts_total", action="block",
+                          detector="duplicate_side_effect", agent="default", integration="mcp_proxy")
+
+
 class TestPassThrough:
     @staticmethod
     async def catalogue(session: ClientSession) -> dict:

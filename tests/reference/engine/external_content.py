@@ -19,24 +19,39 @@ import re
 from typing import Any
 
 MARKER = "EXTERNAL_UNTRUSTED_CONTENT"
-# Ids are 16 hex digits in the reference; accept any quote-free id up to a sane length.
-_OPEN = re.compile(r'<<<EXTERNAL_UNTRUSTED_CONTENT id="([^"<>\n]{1,128})">>>')
-_CLOSE = re.compile(r'<<<END_EXTERNAL_UNTRUSTED_CONTENT id="([^"<>\n]{1,128})">>>')
+# Ids are 16 hex digits in the reference; accept any quote-free id up to a sane length. A marker
+# may also sit in JSON-escaped text (a result whose text is itself a JSON document): its quotes
+# then carry k backslashes each (k = 1, 3, 7, ... for one, two, three levels; up to 63), the same
+# k on both sides, and its id stops at a backslash. A pair matches on its id and its k.
+_ID = r'(?:"([^"<>\n]{1,128})"|(\\{1,63})"([^"<>\n\\]{1,128})\2")>>>'
+_OPEN = re.compile(r'<<<EXTERNAL_UNTRUSTED_CONTENT id=' + _ID)
+_CLOSE = re.compile(r'<<<END_EXTERNAL_UNTRUSTED_CONTENT id=' + _ID)
+
+
+def _id(match: re.Match[str]) -> tuple[str, int]:
+    """A marker's id and its escaping (backslashes before each quote): what a pair shares."""
+    if match.group(1) is not None:
+        return match.group(1), 0
+    return match.group(3), len(match.group(2))
+
+
+def _id_span(match: re.Match[str]) -> tuple[int, int]:
+    return match.span(1) if match.group(1) is not None else match.span(3)
 
 
 def blank_wrapper_ids(text: str) -> str:
     """`text` with the id of every matching wrapper pair replaced by the empty string."""
     if MARKER not in text:
         return text
-    closers: dict[str, list[re.Match[str]]] = {}
+    closers: dict[tuple[str, int], list[re.Match[str]]] = {}
     for match in _CLOSE.finditer(text):
-        closers.setdefault(match.group(1), []).append(match)
+        closers.setdefault(_id(match), []).append(match)
     if not closers:
         return text
     next_closer = dict.fromkeys(closers, 0)
     spans: list[tuple[int, int]] = []  # id spans to blank, in any order
     for opener in _OPEN.finditer(text):
-        wrapper_id = opener.group(1)
+        wrapper_id = _id(opener)
         candidates = closers.get(wrapper_id)
         if not candidates:
             continue
@@ -48,8 +63,8 @@ def blank_wrapper_ids(text: str) -> str:
             continue
         closer = candidates[index]
         next_closer[wrapper_id] = index + 1
-        spans.append(opener.span(1))
-        spans.append(closer.span(1))
+        spans.append(_id_span(opener))
+        spans.append(_id_span(closer))
     if not spans:
         return text
     spans.sort()

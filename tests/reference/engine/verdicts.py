@@ -27,6 +27,10 @@ class Detector(str, enum.Enum):
     RUN_WIDE_NO_PROGRESS = "run_wide_no_progress"
     ARGUMENT_CHURN = "argument_churn"
     ERROR_REPEAT = "error_repeat"
+    DUPLICATE_SIDE_EFFECT = "duplicate_side_effect"  # opt-in, judged by the core only
+    # The core's alone (opt-in, issue 24): named here so its verdicts can be read in the oracle's terms.
+    CYCLE = "cycle"
+    FAILURE_CASCADE = "failure_cascade"
 
 
 class Level(str, enum.Enum):

@@ -7,6 +7,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ToolClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOOL_CLASS_UNSPECIFIED: _ClassVar[ToolClass]
+    TOOL_CLASS_READ_ONLY: _ClassVar[ToolClass]
+    TOOL_CLASS_MUTATING: _ClassVar[ToolClass]
+    TOOL_CLASS_POLL: _ClassVar[ToolClass]
+
 class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ACTION_UNSPECIFIED: _ClassVar[Action]
@@ -28,12 +35,19 @@ class Detector(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DETECTOR_RUN_WIDE_NO_PROGRESS: _ClassVar[Detector]
     DETECTOR_ARGUMENT_CHURN: _ClassVar[Detector]
     DETECTOR_ERROR_REPEAT: _ClassVar[Detector]
+    DETECTOR_CYCLE: _ClassVar[Detector]
+    DETECTOR_DUPLICATE_SIDE_EFFECT: _ClassVar[Detector]
+    DETECTOR_FAILURE_CASCADE: _ClassVar[Detector]
 
 class Level(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     LEVEL_UNSPECIFIED: _ClassVar[Level]
     LEVEL_WARNING: _ClassVar[Level]
     LEVEL_CRITICAL: _ClassVar[Level]
+TOOL_CLASS_UNSPECIFIED: ToolClass
+TOOL_CLASS_READ_ONLY: ToolClass
+TOOL_CLASS_MUTATING: ToolClass
+TOOL_CLASS_POLL: ToolClass
 ACTION_UNSPECIFIED: Action
 ACTION_ALLOW: Action
 ACTION_WARN: Action
@@ -50,6 +64,9 @@ DETECTOR_POST_COMPACTION_GUARD: Detector
 DETECTOR_RUN_WIDE_NO_PROGRESS: Detector
 DETECTOR_ARGUMENT_CHURN: Detector
 DETECTOR_ERROR_REPEAT: Detector
+DETECTOR_CYCLE: Detector
+DETECTOR_DUPLICATE_SIDE_EFFECT: Detector
+DETECTOR_FAILURE_CASCADE: Detector
 LEVEL_UNSPECIFIED: Level
 LEVEL_WARNING: Level
 LEVEL_CRITICAL: Level
@@ -99,16 +116,18 @@ class Event(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_outcome: _Optional[_Union[ToolOutcome, _Mapping]] = ..., compaction_retry: _Optional[_Union[CompactionRetry, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ...) -> None: ...
 
 class ToolCall(_message.Message):
-    __slots__ = ("tool_name", "tool_call_id", "params_json", "batch_id")
+    __slots__ = ("tool_name", "tool_call_id", "params_json", "tool_class", "batch_id")
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CLASS_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     tool_name: str
     tool_call_id: str
     params_json: str
+    tool_class: ToolClass
     batch_id: str
-    def __init__(self, tool_name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., params_json: _Optional[str] = ..., batch_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, tool_name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., params_json: _Optional[str] = ..., tool_class: _Optional[_Union[ToolClass, str]] = ..., batch_id: _Optional[str] = ...) -> None: ...
 
 class ToolOutcome(_message.Message):
     __slots__ = ("tool_name", "tool_call_id", "params_json", "result_json", "error")
@@ -236,8 +255,22 @@ class GuardState(_message.Message):
     observed: int
     def __init__(self, armed: _Optional[bool] = ..., window_size: _Optional[int] = ..., observed: _Optional[int] = ...) -> None: ...
 
+class ToolRule(_message.Message):
+    __slots__ = ("tool", "tool_class", "ignore_args", "keep_args", "ignore_result")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CLASS_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_ARGS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ARGS_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_RESULT_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    tool_class: ToolClass
+    ignore_args: _containers.RepeatedScalarFieldContainer[str]
+    keep_args: _containers.RepeatedScalarFieldContainer[str]
+    ignore_result: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tool: _Optional[str] = ..., tool_class: _Optional[_Union[ToolClass, str]] = ..., ignore_args: _Optional[_Iterable[str]] = ..., keep_args: _Optional[_Iterable[str]] = ..., ignore_result: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class EffectiveConfig(_message.Message):
-    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers", "parallel_batches", "critical_scope", "progress_resets_repeats")
+    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers", "duplicate_side_effect", "tool_rules", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     HISTORY_SIZE_FIELD_NUMBER: _ClassVar[int]
     WARNING_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
@@ -256,6 +289,12 @@ class EffectiveConfig(_message.Message):
     ERROR_REPEAT_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     PRESET_FIELD_NUMBER: _ClassVar[int]
     PING_PONG_NEEDS_ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_SIDE_EFFECT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RULES_FIELD_NUMBER: _ClassVar[int]
+    CYCLE_WARN_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CYCLE_BLOCK_AFTER_FIELD_NUMBER: _ClassVar[int]
+    EXEC_FAILURE_STREAK_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_CASCADE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     PARALLEL_BATCHES_FIELD_NUMBER: _ClassVar[int]
     CRITICAL_SCOPE_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_RESETS_REPEATS_FIELD_NUMBER: _ClassVar[int]
@@ -277,7 +316,13 @@ class EffectiveConfig(_message.Message):
     error_repeat_threshold: int
     preset: str
     ping_pong_needs_answers: bool
+    duplicate_side_effect: bool
+    tool_rules: _containers.RepeatedCompositeFieldContainer[ToolRule]
+    cycle_warn_after: int
+    cycle_block_after: int
+    exec_failure_streak: bool
+    failure_cascade_threshold: int
     parallel_batches: bool
     critical_scope: str
     progress_resets_repeats: bool
-    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ..., parallel_batches: _Optional[bool] = ..., critical_scope: _Optional[str] = ..., progress_resets_repeats: _Optional[bool] = ...) -> None: ...
+    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ..., duplicate_side_effect: _Optional[bool] = ..., tool_rules: _Optional[_Iterable[_Union[ToolRule, _Mapping]]] = ..., cycle_warn_after: _Optional[int] = ..., cycle_block_after: _Optional[int] = ..., exec_failure_streak: _Optional[bool] = ..., failure_cascade_threshold: _Optional[int] = ..., parallel_batches: _Optional[bool] = ..., critical_scope: _Optional[str] = ..., progress_resets_repeats: _Optional[bool] = ...) -> None: ...

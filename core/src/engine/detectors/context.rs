@@ -5,8 +5,9 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::{args_hash_text, result_hash_text, same, Detector, Level, Record, Tool};
+use crate::engine::{args_hash_text, result_hash_text, same, Detector, Level, Record, SideEffect, Tool};
 use crate::fingerprint::PENDING;
+use crate::tool_rules::ToolClass;
 
 pub(crate) struct Detection {
     pub(crate) detector: Detector,
@@ -16,16 +17,22 @@ pub(crate) struct Detection {
     pub(crate) warning_key: String,
     pub(crate) paired_tool_name: String,
     pub(crate) evidence: Vec<usize>,
+    /// Evidence cited by (seqs, call ids) instead of history indexes (a record that may have left
+    /// the window); None for most detectors.
+    pub(crate) cited: Option<(Vec<u64>, Vec<String>)>,
 }
 
 pub(crate) fn detection(detector: Detector, level: Level, count: u32, message: String, key: String, evidence: Vec<usize>) -> Detection {
-    Detection { detector, level, count, message, warning_key: key, paired_tool_name: String::new(), evidence }
+    Detection { detector, level, count, message, warning_key: key, paired_tool_name: String::new(), evidence, cited: None }
 }
 
 pub(crate) struct Counts {
     pub(crate) streak: u32,
     pub(crate) result_key: Option<(u8, [u8; 32])>,
     pub(crate) recent: u32,
+    /// When execFailureStreak's tail of terminal exec failures is the longer streak: its
+    /// records (oldest first), the streak's evidence.
+    pub(crate) failure_tail: Option<Vec<usize>>,
 }
 
 pub(crate) struct Context<'a> {
@@ -36,6 +43,13 @@ pub(crate) struct Context<'a> {
     pub(crate) known_poll: bool,
     pub(crate) no_new_streak: u32,
     pub(crate) counts: Option<Counts>,
+    /// The call's class (config rule, else what the caller sent).
+    pub(crate) tool_class: ToolClass,
+    /// The run's remembered mutating calls (duplicate_side_effect).
+    pub(crate) side_effects: &'a [SideEffect],
+    /// execFailureStreak is on and the call is an exec: terminal failures of other commands
+    /// count toward its streak (`failure_tail`).
+    pub(crate) exec_failures: bool,
     /// parallelBatches: each record's batch id (identical calls of one batch count once).
     pub(crate) batches: Option<Vec<u32>>,
     /// The batch id of the call being decided (u32::MAX: it starts a new batch).
@@ -93,9 +107,56 @@ impl<'a> Context<'a> {
                 }
                 streak += 1;
             }
-            self.counts = Some(Counts { streak, result_key: latest, recent });
+            let mut counts = Counts { streak, result_key: latest, recent, failure_tail: None };
+            if self.exec_failures {
+                let tail = self.failure_tail();
+                if tail.len() as u32 > counts.streak {
+                    let newest = &self.history[tail[tail.len() - 1]];
+                    counts.streak = tail.len() as u32;
+                    counts.result_key = Some((newest.status, newest.result));
+                    counts.failure_tail = Some(tail);
+                }
+            }
+            self.counts = Some(counts);
         }
         self.counts.as_ref().unwrap()
+    }
+
+    /// The newest run of exec records that ended in one terminal failure (one failure identity),
+    /// oldest first, as upstream's `countNoProgressStreak(.., terminalExecFailuresOnly)`: another
+    /// tool, an exec without a terminal failure or another failure ends it, and so does meeting
+    /// this call's command again once another command came between (A, B, A: the B reset it).
+    /// Calls still without an outcome are passed over.
+    fn failure_tail(&self) -> Vec<usize> {
+        let mut tail = Vec::new();
+        let mut identity: Option<&[u8; 32]> = None;
+        let mut crossed = false;
+        for i in (0..self.history.len()).rev() {
+            let r = &self.history[i];
+            if !r.is_tool(self.t) {
+                break;
+            }
+            if r.status == PENDING {
+                continue;
+            }
+            let Some(key) = r.failure_key() else { break };
+            let this_command = same(&r.args, &self.args);
+            match identity {
+                None => {
+                    identity = Some(key);
+                    crossed = !this_command;
+                }
+                Some(first) => {
+                    if (crossed && this_command) || !same(first, key) {
+                        break;
+                    }
+                    crossed |= !this_command;
+                }
+            }
+            tail.push(i);
+        }
+        tail.reverse();
+        tail
     }
 
     pub(crate) fn args_hash(&self) -> String {
@@ -112,6 +173,9 @@ impl<'a> Context<'a> {
     }
 
     pub(crate) fn streak_evidence(&self, count: u32) -> Vec<usize> {
+        if let Some(tail) = self.counts.as_ref().and_then(|c| c.failure_tail.as_ref()) {
+            return tail.clone();
+        }
         let mut found: Vec<usize> =
             self.matches().filter(|&i| self.history[i].status != PENDING).take(count as usize).collect();
         found.reverse();

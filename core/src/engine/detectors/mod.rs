@@ -2,13 +2,18 @@
 //!
 //! `PRECEDENCE` is the order of the precedence table: the first detector that answers decides
 //! the call. `RANKED_AFTER` holds the opt-in detectors that catch what the reference misses
-//! (argument churn, identical errors); they rank after the table, so switching them on can only
-//! raise a verdict (ALLOW to WARN or BLOCK, WARN to BLOCK), never replace one of the table by
-//! one of the same or a lower level.
+//! (argument churn, identical errors, cycles of 3 to 6 calls, failures across tools, a repeated
+//! side effect); they rank after the table, so switching them on can only raise a verdict (ALLOW
+//! to WARN or BLOCK, WARN to BLOCK), never replace one of the table by one of the same or a lower
+//! level.
 
 mod argument_churn;
 mod context;
+mod cycle;
+mod duplicate_side_effect;
 mod error_repeat;
+mod exec_failure_streak;
+mod failure_cascade;
 mod generic_repeat;
 mod global_breaker;
 mod known_poll;
@@ -30,7 +35,8 @@ const PRECEDENCE: [DetectFn; 6] = [
     ping_pong::detect,
     generic_repeat::detect,
 ];
-const RANKED_AFTER: [DetectFn; 2] = [error_repeat::detect, argument_churn::detect];
+const RANKED_AFTER: [DetectFn; 5] =
+    [error_repeat::detect, argument_churn::detect, cycle::detect, failure_cascade::detect, duplicate_side_effect::detect];
 
 pub(crate) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     let mut found = None;

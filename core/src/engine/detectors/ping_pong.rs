@@ -81,7 +81,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     } else {
         (Level::Warning, messages::ping_pong_warning(tool, &paired, count))
     };
-    Some(Detection { detector: Detector::PingPong, level, count, message, warning_key: key, paired_tool_name: paired, evidence })
+    Some(Detection { detector: Detector::PingPong, level, count, message, warning_key: key, paired_tool_name: paired, evidence, cited: None })
 }
 
 /// Outcomes that say nothing (pingPongNeedsAnswers): the default hash of an empty OpenClaw
