@@ -99,6 +99,9 @@ pub fn is_known_poll(tool_name: &str, params: &Value, catalog: &Catalog) -> bool
     if tool_name == "command_status" || catalog.extra_poll_tools.iter().any(|t| t == tool_name) {
         return true;
     }
+    if crate::hostpolls::host_poll(tool_name, params).is_some() {
+        return true;
+    }
     tool_name == "process" && matches!(action_of(params), Some(a) if a.is_str("poll") || a.is_str("log"))
 }
 
@@ -482,6 +485,14 @@ pub fn outcome_fingerprint(
     let result = if wrapped {
         blanked = blank_wrapper_ids_in(result);
         &blanked
+    } else {
+        result
+    };
+    // A host poll's per-call bookkeeping (wall time, chunk id, timestamp) is not its output.
+    let polled;
+    let result = if crate::hostpolls::host_poll(tool_name, params).is_some() {
+        polled = crate::hostpolls::without_bookkeeping(result);
+        &polled
     } else {
         result
     };

@@ -77,6 +77,12 @@ pub struct ToolCall {
     /// the config wins over it.
     #[prost(enumeration = "ToolClass", tag = "5")]
     pub tool_class: i32,
+    /// Optional: calls of one run sharing a batch id were issued together (one model turn's
+    /// parallel calls, up to 64). With loopwarden.parallelBatches, identical calls of a batch count
+    /// once and a fan-out of distinct calls is not churn; with criticalScope "batch" the first
+    /// critical blocks the rest of its batch. Empty: the calls of one EvaluateRequest are a batch.
+    #[prost(string, tag = "6")]
+    pub batch_id: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ToolOutcome {
@@ -140,7 +146,7 @@ pub struct Verdict {
     #[prost(string, tag = "10")]
     pub paired_tool_name: ::prost::alloc::string::String,
     /// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
-    /// on ABORT: compaction_loop_persisted, tool_loop_persisted.
+    /// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed.
     /// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
     /// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
     /// tool_name_too_long, agent_id_too_long, session_id_too_long, tool_call_id_too_long,
@@ -358,10 +364,26 @@ pub struct EffectiveConfig {
     pub exec_failure_streak: bool,
     /// loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after
     /// which the next call is blocked; one fewer warns.
-    ///
-    /// generated:effective-config:end
     #[prost(uint32, tag = "43")]
     pub failure_cascade_threshold: u32,
+    /// loopwarden.parallelBatches: Calls issued together are one batch (one EvaluateRequest, one
+    /// ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most
+    /// 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of
+    /// argumentChurn and the run-wide breaker.
+    #[prost(bool, tag = "50")]
+    pub parallel_batches: bool,
+    /// loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first
+    /// critical also blocks the later calls of its batch and leaves one recovery turn; a second
+    /// critical ends the run (`loop_recovery_failed`).
+    #[prost(string, tag = "51")]
+    pub critical_scope: ::prost::alloc::string::String,
+    /// loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only
+    /// since another call last brought the run something new (a new (tool, args, result) triple): re-
+    /// reading unchanged data between new calls is not a loop.
+    ///
+    /// generated:effective-config:end
+    #[prost(bool, tag = "52")]
+    pub progress_resets_repeats: bool,
 }
 /// A tool's class as loop detection uses it (`loopwarden.toolRules` classes, MCP annotations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]

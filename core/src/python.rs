@@ -366,7 +366,7 @@ fn event_from(kind: &str, run_id: String, agent_id: String, session_id: String, 
               tool_class: i32) -> pb::Event {
     use pb::event::Kind;
     let kind = match kind {
-        "tool_call" => Some(Kind::ToolCall(pb::ToolCall { tool_name, params_json, tool_call_id, tool_class })),
+        "tool_call" => Some(Kind::ToolCall(pb::ToolCall { tool_name, params_json, tool_call_id, tool_class, ..Default::default() })),
         "tool_outcome" => {
             let outcome = match (error, result_json) {
                 (Some(e), _) => Some(pb::tool_outcome::Outcome::Error(e)),

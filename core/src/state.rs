@@ -13,7 +13,11 @@
 //!            "guard": null | {"window_size", "observed", "all_identical",
 //!                             "first_triple": null | [tool, args hex, status, result hex], "seqs"},
 //!            "abort": null | verdict, "blocks", "seen_triples": null | [u64, ..], "no_new_streak",
-//!            "side_effects" (optional): [[tool, args hex, seq, call id | null, succeeded], ..]},
+//!            "side_effects" (optional): [[tool, args hex, seq, call id | null, succeeded], ..],
+//!            "batch" (optional): {"number", "size", "outcomes_seen", "critical": null | {"batch",
+//!            "detector", "tool"}}},
+//!  (history's optional "flags": hex, one byte per record: engine::batches; both written only
+//!   when set, and absent = none, so records without batches are unchanged)
 //!  "retries": null | {"seqs", "digests": hex, "next_slot", "decisions": {"slot": {"seq",
 //!                     "decision_id", "verdict"}}}}
 //! ```
@@ -172,6 +176,9 @@ fn write_history(w: &mut Writer, state: &RunState) {
             None => w.null(),
         });
     }
+    if h.iter().any(|r| r.flags != 0) {
+        o.key("flags").str(&hex(&h.iter().map(|r| r.flags).collect::<Vec<u8>>()));
+    }
     o.end();
 }
 
@@ -246,6 +253,23 @@ fn write_state(w: &mut Writer, state: &RunState) {
             w.bool(e.succeeded);
             w.0.push(b']');
         });
+    }
+    if let Some(b) = &state.batch {
+        let mut batch = o.key("batch").object();
+        batch.key("number").uint(b.number as u64);
+        batch.key("size").uint(b.size as u64);
+        batch.key("outcomes_seen").bool(b.outcomes_seen);
+        match &b.critical {
+            None => batch.key("critical").null(),
+            Some(c) => {
+                let mut critical = batch.key("critical").object();
+                critical.key("batch").uint(c.batch as u64);
+                critical.key("detector").str(c.detector.name());
+                critical.key("tool").str(&c.tool);
+                critical.end();
+            }
+        }
+        batch.end();
     }
     o.end();
 }
@@ -630,8 +654,12 @@ fn read_state(at: &At) -> Result<RunState, String> {
         None => None,
         Some(f) => Some(f.items()?),
     };
+    let flags = match h.absent_or_null("flags")? {
+        None => None,
+        Some(f) => Some(f.hex()?),
+    };
     let size = tools.len();
-    if failure_keys.as_ref().is_some_and(|f| f.len() != size) {
+    if failure_keys.as_ref().is_some_and(|f| f.len() != size) || flags.as_ref().is_some_and(|f| f.len() != size) {
         return Err(format!("{} columns disagree in length", h.path));
     }
     if args.len() != size * 32 || results.len() != size * 32 || status.len() != size || call_ids.len() != size
@@ -662,6 +690,9 @@ fn read_state(at: &At) -> Result<RunState, String> {
             if !keys[i].is_null() {
                 history.back_mut().expect("just pushed").set_failure_key(Some(hex32(&keys[i])?));
             }
+        }
+        if let (Some(f), Some(r)) = (&flags, history.back_mut()) {
+            r.flags = f[i];
         }
     }
     let announced = match at.opt("announced")? {
@@ -709,7 +740,32 @@ fn read_state(at: &At) -> Result<RunState, String> {
         seen_triples,
         no_new_streak: at.field("no_new_streak")?.u32()?,
         side_effects: read_side_effects(at)?.map(Box::new),
+        batch: read_batch(at)?,
+        incoming_batch: 0,
     })
+}
+
+fn read_batch(at: &At) -> Result<Option<Box<crate::engine::batches::Batch>>, String> {
+    let Some(b) = at.absent_or_null("batch")? else { return Ok(None) };
+    let critical = match b.opt("critical")? {
+        None => None,
+        Some(c) => {
+            let name = c.field("detector")?.str()?;
+            let detector = Detector::from_name(name).ok_or_else(|| format!("{}.detector is not a detector id", c.path))?;
+            Some(Box::new(crate::engine::batches::FirstCritical {
+                batch: c.field("batch")?.u32()?,
+                detector,
+                tool: c.field("tool")?.str()?.to_string(),
+            }))
+        }
+    };
+    Ok(Some(Box::new(crate::engine::batches::Batch {
+        number: b.field("number")?.u32()?,
+        size: b.field("size")?.u32()?,
+        outcomes_seen: b.field("outcomes_seen")?.bool()?,
+        critical,
+        ..Default::default()
+    })))
 }
 
 /// `side_effects`: absent or null = none; each [tool, args hex, seq, call id | null, succeeded].
@@ -836,5 +892,38 @@ mod tests {
         assert!(parse(br#""\ud83d\ude00""#).is_ok());
         let deep = "[".repeat(MAX_RECORD_DEPTH + 2) + &"]".repeat(MAX_RECORD_DEPTH + 2);
         assert!(parse(deep.as_bytes()).unwrap_err().contains("nested too deep"));
+    }
+
+    /// A run's batches (record flags, the current batch, the first critical) survive a store,
+    /// and a record written without them (absent keys) reads as none.
+    #[test]
+    fn batches_round_trip_and_are_optional() {
+        use crate::engine::batches::{Batch, FirstCritical};
+        let mut state = RunState::new(4);
+        for (i, flags) in [0u8, 2, 5].into_iter().enumerate() {
+            let mut r = Record::new(i as u64, "read", [i as u8; 32], [0; 32], 1, None, None);
+            r.flags = flags;
+            state.history.push_back(r);
+        }
+        state.batch = Some(Box::new(Batch {
+            number: 3,
+            size: 2,
+            outcomes_seen: true,
+            critical: Some(Box::new(FirstCritical { batch: 2, detector: Detector::GenericRepeat, tool: "read".into() })),
+            ..Default::default()
+        }));
+        let record = |state: &RunState| encode(&RunRecord {
+            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 3, state, retries: None,
+        });
+        let back = decode(&record(&state), 16).ok().unwrap().state;
+        assert_eq!(back.history.iter().map(|r| r.flags).collect::<Vec<_>>(), [0, 2, 5]);
+        let batch = back.batch.unwrap();
+        assert_eq!((batch.number, batch.size, batch.outcomes_seen), (3, 2, true));
+        let critical = batch.critical.unwrap();
+        assert_eq!((critical.batch, critical.detector, critical.tool.as_str()), (2, Detector::GenericRepeat, "read"));
+        let plain = record(&RunState::new(4));
+        let text = String::from_utf8(plain.clone()).unwrap();
+        assert!(!text.contains("flags") && !text.contains("batch"), "{text}");
+        assert!(decode(&plain, 16).ok().unwrap().state.batch.is_none());
     }
 }

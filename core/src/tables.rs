@@ -51,6 +51,12 @@ pub struct Settings {
     pub exec_failure_streak: bool,
     /// Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one fewer warns.
     pub failure_cascade_threshold: u32,
+    /// Calls issued together are one batch (one EvaluateRequest, one ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of argumentChurn and the run-wide breaker.
+    pub parallel_batches: bool,
+    /// `call`: a critical verdict blocks its own call. `batch`: the first critical also blocks the later calls of its batch and leaves one recovery turn; a second critical ends the run (`loop_recovery_failed`).
+    pub critical_scope: String,
+    /// An identical call with an unchanged outcome is a repeat only since another call last brought the run something new (a new (tool, args, result) triple): re-reading unchanged data between new calls is not a loop.
+    pub progress_resets_repeats: bool,
 }
 
 impl Default for Settings {
@@ -79,12 +85,15 @@ impl Default for Settings {
             cycle_block_after: 0,
             exec_failure_streak: false,
             failure_cascade_threshold: 0,
+            parallel_batches: false,
+            critical_scope: "call".to_string(),
+            progress_resets_repeats: false,
         }
     }
 }
 
 /// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold"];
+pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats"];
 
 #[cfg(feature = "python")]
 pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
@@ -158,6 +167,15 @@ pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> py
     }
     if let Some(v) = d.get_item("failure_cascade_threshold")? {
         s.failure_cascade_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("parallel_batches")? {
+        s.parallel_batches = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("critical_scope")? {
+        s.critical_scope = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("progress_resets_repeats")? {
+        s.progress_resets_repeats = pyo3::types::PyAnyMethods::extract(&v)?;
     }
     Ok(s)
 }
@@ -255,8 +273,10 @@ pub mod error_codes {
     pub const RUN_ID_MISMATCH: &str = "run_id_mismatch";
     /// internal: The daemon failed on this event (a bug): it changed nothing, the rest of the batch went on, and the message names a decision id to find in the log.
     pub const INTERNAL_ERROR: &str = "internal_error";
+    /// abort: `criticalScope: "batch"`: a second critical verdict after the recovery turn the first one left ended the run.
+    pub const LOOP_RECOVERY_FAILED: &str = "loop_recovery_failed";
 
-    pub const ALL: &[&str] = &[COMPACTION_LOOP_PERSISTED, TOOL_LOOP_PERSISTED, MISSING_RUN_ID, MISSING_EVENT_KIND, INVALID_PARAMS_JSON, INVALID_RESULT_JSON, PARAMS_TOO_LARGE, RESULT_TOO_LARGE, RUN_ID_TOO_LONG, JSON_TOO_DEEP, TOO_MANY_EVENTS, TOOL_NAME_TOO_LONG, AGENT_ID_TOO_LONG, SESSION_ID_TOO_LONG, TOOL_CALL_ID_TOO_LONG, RUN_ID_MISMATCH, INTERNAL_ERROR];
+    pub const ALL: &[&str] = &[COMPACTION_LOOP_PERSISTED, TOOL_LOOP_PERSISTED, MISSING_RUN_ID, MISSING_EVENT_KIND, INVALID_PARAMS_JSON, INVALID_RESULT_JSON, PARAMS_TOO_LARGE, RESULT_TOO_LARGE, RUN_ID_TOO_LONG, JSON_TOO_DEEP, TOO_MANY_EVENTS, TOOL_NAME_TOO_LONG, AGENT_ID_TOO_LONG, SESSION_ID_TOO_LONG, TOOL_CALL_ID_TOO_LONG, RUN_ID_MISMATCH, INTERNAL_ERROR, LOOP_RECOVERY_FAILED];
 }
 
 /// What the agent is shown, one function per message: placeholders are its arguments.
@@ -342,5 +362,21 @@ pub mod messages {
     /// failure_cascade, critical.
     pub fn failure_cascade_critical(streak: impl Display) -> String {
         format!("CRITICAL: the last {streak} tool calls all failed, so this call was not run: switching tools is not making progress. Fix what the errors say, or report the task as failed.")
+    }
+    /// known_poll_no_progress, warning.
+    pub fn host_poll_warning(tool: impl Display, streak: impl Display, wait: impl Display) -> String {
+        format!("WARNING: {tool} was polled {streak} times with the same arguments and no progress: its output has not changed. Polling again at once will not change it: make {wait} instead, or report the process as stuck.")
+    }
+    /// known_poll_no_progress, critical.
+    pub fn host_poll_critical(tool: impl Display, streak: impl Display, wait: impl Display) -> String {
+        format!("CRITICAL: {tool} was polled {streak} times with the same arguments and no progress: its output never changed, so this poll was not run. Do not poll again at once: make {wait}; if the output still has not changed after it, report the process as stuck or failed.")
+    }
+    /// none, critical.
+    pub fn batch_sibling_critical(detector: impl Display, tool: impl Display) -> String {
+        format!("CRITICAL: this call was not run: an earlier call of the same batch was blocked ({detector} on {tool}), and the rest of its batch is blocked with it. You have one recovery turn: change approach; another loop ends the run.")
+    }
+    /// none, critical.
+    pub fn recovery_failed_abort(detector: impl Display, tool: impl Display, last: impl Display) -> String {
+        format!("CRITICAL: run aborted: the loop persisted after the recovery turn ({detector} on {tool}), so the run is over (loop_recovery_failed). Last block: {last}")
     }
 }

@@ -38,6 +38,8 @@ def _accepts(s: Setting) -> str:
         return f"{s.minimum}..{s.maximum}, `false`{zero} (off)"
     if s.kind == "tool_names":
         return "tool names"
+    if s.kind == "choice":
+        return ", ".join(f'`"{c}"`' for c in s.choices)
     if s.kind == "tool_rules":
         return ("an object: tool name or glob -> a rule (`class`, `ignoreArgs` or `keepArgs`, `ignoreResult`; "
                 "[tool rules](extensions.md#tool-rules))")

@@ -7,7 +7,7 @@ from .source import Tables, pascal
 PATH = "client/go/loopwarden/tables_gen.go"
 
 _GO = {"switch": "*bool", "bool": "bool", "count": "uint32", "count_or_off": "uint32", "preset": "string",
-       "tool_rules": "[]*pb.ToolRule"}
+       "tool_rules": "[]*pb.ToolRule", "choice": "string"}
 
 
 def _comment(text: str, indent: str = "") -> list[str]:

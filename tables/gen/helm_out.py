@@ -37,6 +37,8 @@ def _setting_schema(t: Tables, s: Setting) -> dict:
                   "maximum": s.maximum, "not": {"const": True}}
     elif s.kind == "tool_names":
         schema = {"type": ["array", "null"], "items": {"type": "string", "minLength": 1, "pattern": "\\S"}}
+    elif s.kind == "choice":
+        schema = {"type": ["string", "null"], "enum": [*s.choices, None]}
     elif s.kind == "tool_rules":
         schema = {"type": _NULLABLE_OBJECT, "additionalProperties": _TOOL_RULE}
     else:  # preset

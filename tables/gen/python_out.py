@@ -9,7 +9,7 @@ from .source import Block, Tables, snake
 PATH = "server/loopwarden_server/config/tables.py"
 
 _TYPES = {"switch": "bool", "bool": "bool", "gate": "bool", "count": "int", "count_or_off": "int",
-          "tool_names": "frozenset[str]", "preset": "str", "tool_rules": "ToolRules"}
+          "tool_names": "frozenset[str]", "preset": "str", "tool_rules": "ToolRules", "choice": "str"}
 
 
 def _py_default(t: Tables, s) -> str:
@@ -94,6 +94,7 @@ def render(t: Tables) -> str:
         "    gate: str  # attribute of its block's gate ('' for none)",
         "    scope: str  # 'global': only in the global `loopwarden` block",
         "    proto_name: str  # EffectiveConfig field ('' when not on the wire)",
+        "    choices: tuple[str, ...] = ()  # the values a `choice` accepts",
         "",
         "",
         "SETTINGS: tuple[SettingRow, ...] = (",
@@ -104,7 +105,7 @@ def render(t: Tables) -> str:
         out.append(
             f"    SettingRow({s.path!r}, {s.key!r}, {s.block!r}, {s.attribute!r}, {s.kind!r}, {s.field!r}, "
             f"{s.minimum!r}, {s.maximum!r}, {_py_default(t, s) if s.kind == 'tool_rules' else repr(s.default)}, {s.after!r}, {snake(s.after)!r}, {gate_attr!r}, {s.scope!r}, "
-            f"{(s.wire_name if s.proto_tag else '')!r}),")
+            f"{(s.wire_name if s.proto_tag else '')!r}" + (f", {s.choices!r}" if s.choices else "") + "),")
     out += [")", "", "# Block path -> the dataclass of the block as written.",
             "BLOCKS: dict[str, type] = {"]
     for block in t.blocks:

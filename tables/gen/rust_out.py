@@ -6,7 +6,7 @@ from .source import Tables
 PATH = "core/src/tables.rs"
 
 _RUST = {"switch": "Option<bool>", "bool": "bool", "count": "u32", "count_or_off": "u32",
-         "tool_rules": "std::sync::Arc<crate::tool_rules::ToolRules>"}
+         "tool_rules": "std::sync::Arc<crate::tool_rules::ToolRules>", "choice": "String"}
 
 
 def _rust_type(setting) -> str:
@@ -20,6 +20,8 @@ def _rust_value(value: object) -> str:
         return "Default::default()"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}".to_string()'
     return str(value)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 SOURCE = Path("tables/loopwarden.toml")
 
-KINDS = ("switch", "bool", "count", "count_or_off", "gate", "tool_names", "preset", "tool_rules")
+KINDS = ("switch", "bool", "count", "count_or_off", "gate", "tool_names", "preset", "tool_rules", "choice")
 LEVELS = ("warning", "critical")
 ERROR_KINDS = ("abort", "reject", "internal", "request")
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
@@ -70,6 +70,7 @@ class Setting:
     rust_type: str = ""
     proto_name: str = ""
     proto_tag: int = 0
+    choices: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -191,6 +192,8 @@ def load(root: Path) -> Tables:
             if maximum_name not in bounds:
                 raise SourceError(f"setting {row['path']}: max {maximum_name!r} is not in [bounds]")
             row["maximum"] = bounds[maximum_name]
+        if "choices" in row:
+            row["choices"] = tuple(row["choices"])
         settings.append(Setting(maximum_name=maximum_name, **row))
     presets = [Preset(name, table["doc"], dict(table.get("values", {}))) for name, table in raw["preset"].items()]
     tables = Tables(
@@ -230,6 +233,8 @@ def _check(t: Tables) -> None:
             raise SourceError(f"{where}: {s.block} is not a block")
         if s.kind in ("count", "count_or_off") and (s.minimum is None or s.maximum is None or s.default is None):
             raise SourceError(f"{where}: a {s.kind} needs min, max and default")
+        if s.kind == "choice" and (len(s.choices) < 2 or s.default not in s.choices):
+            raise SourceError(f"{where}: a choice needs two or more choices and a default among them")
         if s.kind in ("gate", "tool_names") and s.field:
             raise SourceError(f"{where}: a {s.kind} has no resolved field")
         if s.kind not in ("gate", "tool_names") and not s.field:

@@ -61,11 +61,13 @@ edge_texts = st.one_of(
 
 # --- event sequences -----------------------------------------------------------------------------
 
-TOOLS = ["read", "exec", "process", "message", "update_plan", "command_status", "Bash", "telegram", "ｒｅａｄ"]
+TOOLS = ["read", "exec", "process", "message", "update_plan", "command_status", "Bash", "telegram", "ｒｅａｄ",
+         "write_stdin", "TaskOutput", "BashOutput", "tasks/get"]
 PARAMS = [
     "", "{}", '{"path": "/a"}', '{"path": "/b"}', '{"action": "poll", "sessionId": "s1"}', '{"action": "log"}',
     '{"action": "send", "to": "x"}', '{"plan": [{"step": "a", "status": "pending"}], "explanation": " "}',
     '{"n": 1.0}', '{"n": 1}', '{"big": 18446744073709551616}', '{"s": "\\ud800"}', "[1,", '{"x": 1e-7}',
+    '{"session_id": 7, "chars": ""}', '{"session_id": 7, "chars": "y"}',
 ]
 RESULTS = [
     '{"content": [{"type": "text", "text": "ok"}], "details": {"status": "completed", "exitCode": 0, "durationMs": 5}}',
@@ -87,6 +89,10 @@ RESULTS = [
                                                                                 '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="e5">>>'}))}]}),
     '{"content": [], "structuredContent": {"x": 1}, "isError": false}',
     '{"details": {"n": 1.5e-6}}', '{"details": {"n": 18446744073709551616}}',
+    '{"chunk_id": "a1", "wall_time_seconds": 5.1, "session_id": 7, "output": ""}',
+    '{"chunk_id": "b2", "wall_time_seconds": 4.9, "session_id": 7, "output": ""}',
+    '{"content": [{"type": "text", "text": " Chunk ID: 9\\nWall time: 5 s\\nOutput:\\nWall time: 1\\n"}]}',
+    '"<status>running</status><timestamp>1</timestamp>x<timestamp>2"',
 ]
 ERRORS = ["boom", "Unknown tool: frobnicate", 'tool "ghost" not found', "Tool Ghost is not available", "  "]
 

@@ -87,6 +87,19 @@ type EffectiveConfig struct {
 	// FailureCascadeThreshold is loopwarden.failureCascade.threshold: Consecutive failed calls (error
 	// outcomes, any tools) after which the next call is blocked; one fewer warns.
 	FailureCascadeThreshold uint32
+	// ParallelBatches is loopwarden.parallelBatches: Calls issued together are one batch (one
+	// EvaluateRequest, one ToolCall.batch_id, or calls issued while the batch's earlier calls are
+	// still pending, at most 64): identical calls in a batch count once, and a fan-out of distinct
+	// calls is one step of argumentChurn and the run-wide breaker.
+	ParallelBatches bool
+	// CriticalScope is loopwarden.criticalScope: `call`: a critical verdict blocks its own call.
+	// `batch`: the first critical also blocks the later calls of its batch and leaves one recovery
+	// turn; a second critical ends the run (`loop_recovery_failed`).
+	CriticalScope string
+	// ProgressResetsRepeats is loopwarden.progressResetsRepeats: An identical call with an unchanged
+	// outcome is a repeat only since another call last brought the run something new (a new (tool,
+	// args, result) triple): re-reading unchanged data between new calls is not a loop.
+	ProgressResetsRepeats bool
 }
 
 func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
@@ -114,6 +127,9 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 	config.CycleBlockAfter = m.GetCycleBlockAfter()
 	config.ExecFailureStreak = m.GetExecFailureStreak()
 	config.FailureCascadeThreshold = m.GetFailureCascadeThreshold()
+	config.ParallelBatches = m.GetParallelBatches()
+	config.CriticalScope = m.GetCriticalScope()
+	config.ProgressResetsRepeats = m.GetProgressResetsRepeats()
 	if m != nil && m.Enabled != nil {
 		value := m.GetEnabled()
 		config.Enabled = &value
@@ -238,3 +254,7 @@ const ErrorCodeRunIdMismatch = "run_id_mismatch"
 // event (a bug): it changed nothing, the rest of the batch went on, and the message names a
 // decision id to find in the log.
 const ErrorCodeInternalError = "internal_error"
+
+// ErrorCodeLoopRecoveryFailed is a value of Verdict.ErrorCode (abort): `criticalScope: "batch"`: a
+// second critical verdict after the recovery turn the first one left ended the run.
+const ErrorCodeLoopRecoveryFailed = "loop_recovery_failed"

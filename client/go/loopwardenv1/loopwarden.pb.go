@@ -645,7 +645,12 @@ type ToolCall struct {
 	// What the tool does, when the caller knows (the MCP proxy sends its server's ToolAnnotations:
 	// readOnlyHint -> READ_ONLY, destructiveHint -> MUTATING). A `loopwarden.toolRules` class in
 	// the config wins over it.
-	ToolClass     ToolClass `protobuf:"varint,5,opt,name=tool_class,json=toolClass,proto3,enum=loopwarden.v1.ToolClass" json:"tool_class,omitempty"`
+	ToolClass ToolClass `protobuf:"varint,5,opt,name=tool_class,json=toolClass,proto3,enum=loopwarden.v1.ToolClass" json:"tool_class,omitempty"`
+	// Optional: calls of one run sharing a batch id were issued together (one model turn's
+	// parallel calls, up to 64). With loopwarden.parallelBatches, identical calls of a batch count
+	// once and a fan-out of distinct calls is not churn; with criticalScope "batch" the first
+	// critical blocks the rest of its batch. Empty: the calls of one EvaluateRequest are a batch.
+	BatchId       string `protobuf:"bytes,6,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -706,6 +711,13 @@ func (x *ToolCall) GetToolClass() ToolClass {
 		return x.ToolClass
 	}
 	return ToolClass_TOOL_CLASS_UNSPECIFIED
+}
+
+func (x *ToolCall) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
 }
 
 type ToolOutcome struct {
@@ -913,7 +925,7 @@ type Verdict struct {
 	// Ping-pong partner.
 	PairedToolName string `protobuf:"bytes,10,opt,name=paired_tool_name,json=pairedToolName,proto3" json:"paired_tool_name,omitempty"`
 	// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
-	// on ABORT: compaction_loop_persisted, tool_loop_persisted.
+	// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed.
 	// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
 	// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
 	// tool_name_too_long, agent_id_too_long, session_id_too_long, tool_call_id_too_long,
@@ -1619,9 +1631,22 @@ type EffectiveConfig struct {
 	ExecFailureStreak bool `protobuf:"varint,42,opt,name=exec_failure_streak,json=execFailureStreak,proto3" json:"exec_failure_streak,omitempty"`
 	// loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after
 	// which the next call is blocked; one fewer warns.
-	FailureCascadeThreshold uint32 `protobuf:"varint,43,opt,name=failure_cascade_threshold,json=failureCascadeThreshold,proto3" json:"failure_cascade_threshold,omitempty"` // generated:effective-config:end
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	FailureCascadeThreshold uint32 `protobuf:"varint,43,opt,name=failure_cascade_threshold,json=failureCascadeThreshold,proto3" json:"failure_cascade_threshold,omitempty"`
+	// loopwarden.parallelBatches: Calls issued together are one batch (one EvaluateRequest, one
+	// ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most
+	// 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of
+	// argumentChurn and the run-wide breaker.
+	ParallelBatches bool `protobuf:"varint,50,opt,name=parallel_batches,json=parallelBatches,proto3" json:"parallel_batches,omitempty"`
+	// loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first
+	// critical also blocks the later calls of its batch and leaves one recovery turn; a second
+	// critical ends the run (`loop_recovery_failed`).
+	CriticalScope string `protobuf:"bytes,51,opt,name=critical_scope,json=criticalScope,proto3" json:"critical_scope,omitempty"`
+	// loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only
+	// since another call last brought the run something new (a new (tool, args, result) triple): re-
+	// reading unchanged data between new calls is not a loop.
+	ProgressResetsRepeats bool `protobuf:"varint,52,opt,name=progress_resets_repeats,json=progressResetsRepeats,proto3" json:"progress_resets_repeats,omitempty"` // generated:effective-config:end
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
@@ -1822,6 +1847,27 @@ func (x *EffectiveConfig) GetFailureCascadeThreshold() uint32 {
 	return 0
 }
 
+func (x *EffectiveConfig) GetParallelBatches() bool {
+	if x != nil {
+		return x.ParallelBatches
+	}
+	return false
+}
+
+func (x *EffectiveConfig) GetCriticalScope() string {
+	if x != nil {
+		return x.CriticalScope
+	}
+	return ""
+}
+
+func (x *EffectiveConfig) GetProgressResetsRepeats() bool {
+	if x != nil {
+		return x.ProgressResetsRepeats
+	}
+	return false
+}
+
 var File_loopwarden_v1_loopwarden_proto protoreflect.FileDescriptor
 
 const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
@@ -1846,7 +1892,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\ftool_outcome\x18\v \x01(\v2\x1a.loopwarden.v1.ToolOutcomeH\x00R\vtoolOutcome\x12K\n" +
 	"\x10compaction_retry\x18\f \x01(\v2\x1e.loopwarden.v1.CompactionRetryH\x00R\x0fcompactionRetry\x120\n" +
 	"\arun_end\x18\r \x01(\v2\x15.loopwarden.v1.RunEndH\x00R\x06runEndB\x06\n" +
-	"\x04kind\"\xa3\x01\n" +
+	"\x04kind\"\xbe\x01\n" +
 	"\bToolCall\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
@@ -1854,7 +1900,8 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vparams_json\x18\x03 \x01(\tR\n" +
 	"paramsJson\x127\n" +
 	"\n" +
-	"tool_class\x18\x05 \x01(\x0e2\x18.loopwarden.v1.ToolClassR\ttoolClass\"\xb3\x01\n" +
+	"tool_class\x18\x05 \x01(\x0e2\x18.loopwarden.v1.ToolClassR\ttoolClass\x12\x19\n" +
+	"\bbatch_id\x18\x06 \x01(\tR\abatchId\"\xb3\x01\n" +
 	"\vToolOutcome\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
@@ -1930,7 +1977,8 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vignore_args\x18\x03 \x03(\tR\n" +
 	"ignoreArgs\x12\x1b\n" +
 	"\tkeep_args\x18\x04 \x03(\tR\bkeepArgs\x12#\n" +
-	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\x9d\t\n" +
+	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xa7\n" +
+	"\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -1958,7 +2006,10 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x10cycle_warn_after\x18( \x01(\rR\x0ecycleWarnAfter\x12*\n" +
 	"\x11cycle_block_after\x18) \x01(\rR\x0fcycleBlockAfter\x12.\n" +
 	"\x13exec_failure_streak\x18* \x01(\bR\x11execFailureStreak\x12:\n" +
-	"\x19failure_cascade_threshold\x18+ \x01(\rR\x17failureCascadeThresholdB\n" +
+	"\x19failure_cascade_threshold\x18+ \x01(\rR\x17failureCascadeThreshold\x12)\n" +
+	"\x10parallel_batches\x182 \x01(\bR\x0fparallelBatches\x12%\n" +
+	"\x0ecritical_scope\x183 \x01(\tR\rcriticalScope\x126\n" +
+	"\x17progress_resets_repeats\x184 \x01(\bR\x15progressResetsRepeatsB\n" +
 	"\n" +
 	"\b_enabled*o\n" +
 	"\tToolClass\x12\x1a\n" +

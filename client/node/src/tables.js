@@ -29,6 +29,9 @@
  * @property {number} cycleBlockAfter loopwarden.cycles.blockAfter: Full repetitions after which the call continuing the cycle is blocked; false: warn only. The history must hold them (blockAfter x period calls).
  * @property {boolean} execFailureStreak loopwarden.execFailureStreak.enabled: exec terminal failures (non-zero exit, not timed out, some output) continue one generic_repeat streak across changing commands while their failure text, without timestamps, clock times, pids, attempt counters and durations, stays the same.
  * @property {number} failureCascadeThreshold loopwarden.failureCascade.threshold: Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one fewer warns.
+ * @property {boolean} parallelBatches loopwarden.parallelBatches: Calls issued together are one batch (one EvaluateRequest, one ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of argumentChurn and the run-wide breaker.
+ * @property {string} criticalScope loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first critical also blocks the later calls of its batch and leaves one recovery turn; a second critical ends the run (`loop_recovery_failed`).
+ * @property {boolean} progressResetsRepeats loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only since another call last brought the run something new (a new (tool, args, result) triple): re-reading unchanged data between new calls is not a loop.
  */
 
 /** Detector ids: the values of a verdict's `detector` ("" when none answered). */
@@ -36,7 +39,7 @@ export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progres
 
 /** Error codes: the values of a verdict's `errorCode`, by kind. */
 export const ERROR_CODES = Object.freeze({
-  abort: Object.freeze(["compaction_loop_persisted", "tool_loop_persisted"]),
+  abort: Object.freeze(["compaction_loop_persisted", "tool_loop_persisted", "loop_recovery_failed"]),
   reject: Object.freeze(["missing_run_id", "missing_event_kind", "invalid_params_json", "invalid_result_json", "params_too_large", "result_too_large", "run_id_too_long", "json_too_deep", "tool_name_too_long", "agent_id_too_long", "session_id_too_long", "tool_call_id_too_long", "run_id_mismatch"]),
   internal: Object.freeze(["internal_error"]),
 });

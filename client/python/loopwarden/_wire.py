@@ -35,11 +35,11 @@ def _tool_class(name: str) -> int:
 
 def tool_call_event(run_id: str, tool_name: str, params: Any = None, *, params_json: str | None = None,
                     tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0,
-                    tool_class: str = "") -> pb.Event:
+                    tool_class: str = "", batch_id: str = "") -> pb.Event:
     return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
                     tool_call=pb.ToolCall(tool_name=tool_name, tool_call_id=tool_call_id,
                                           params_json=_params_text(params, params_json),
-                                          tool_class=_tool_class(tool_class)))
+                                          tool_class=_tool_class(tool_class), batch_id=batch_id))
 
 
 def tool_outcome_event(run_id: str, tool_name: str, params: Any = None, *, result: Any = MISSING,

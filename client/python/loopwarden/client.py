@@ -80,11 +80,12 @@ class _Verbs:
 
     def tool_call(self, run_id: str, tool_name: str, params: Any = None, *, tool_call_id: str = "",
                   params_json: str | None = None, agent_id: str | None = None, session_id: str = "",
-                  seq: int | None = None, tool_class: str = ""):
+                  seq: int | None = None, tool_class: str = "", batch_id: str = ""):
         """Before a tool runs: may it run? Returns the Verdict (ALLOW/WARN: run it). `tool_class`:
-        what the caller knows the tool does ("readOnly", "mutating", "poll"; a config rule wins)."""
+        what the caller knows the tool does ("readOnly", "mutating", "poll"; a config rule wins).
+        `batch_id`: the calls of one model turn share one (loopwarden.parallelBatches)."""
         return self._send(_wire.tool_call_event(run_id, tool_name, params, params_json=params_json,
-                                                tool_call_id=tool_call_id, tool_class=tool_class,
+                                                tool_call_id=tool_call_id, tool_class=tool_class, batch_id=batch_id,
                                                 **self._common(agent_id, session_id, seq)))
 
     def tool_outcome(self, run_id: str, tool_name: str, params: Any = None, *, result: Any = MISSING,

@@ -10,6 +10,7 @@ use crate::json::{decode, py_isspace, JsonError, Value};
 use crate::tool_rules::{ToolClass, ToolRule};
 use crate::toolnames::normalize_tool_name;
 
+use super::batches;
 use super::compaction_guard::{arm, observe_outcome};
 use super::detectors::{detect, track_outcome, Context};
 use super::side_effects::{class_of, remember_call, settle, succeeded};
@@ -161,7 +162,21 @@ fn on_tool_call(
     let t = Tool::new(&tool);
     // duplicate_side_effect remembers a mutating call once it is let through (or shadowed).
     let side_effect = s.duplicate_side_effect && class == ToolClass::Mutating;
+    let batched = batches::tracking(s);
+    let link = if batched { batches::place_call(state) } else { 0 };
+    if batched && batches::scope_is_batch(s) {
+        if let Some(v) = sibling_of_critical(state, &tool) {
+            return Ok(if s.shadow { shadowed(v) } else { v });
+        }
+    }
     let found = if s.rolling_on() {
+        let ids = s.parallel_batches.then(|| batches::batch_ids(&state.history, batches::outcomes_seen(state)));
+        let this_batch = ids.as_deref().map_or(u32::MAX, |ids| batches::this_batch(state, link, ids));
+        let progress_floor = if s.progress_resets_repeats {
+            batches::progress_floor(&state.history, |r| same(&r.args, &digest) && r.is_tool(t))
+        } else {
+            None
+        };
         let mut ctx = Context {
             history: &state.history,
             tool: &tool,
@@ -173,13 +188,16 @@ fn on_tool_call(
             tool_class: class,
             side_effects: state.side_effects.as_deref().map_or(&[], Vec::as_slice),
             exec_failures: s.exec_failure_streak && tool == "exec",
+            batches: ids,
+            this_batch,
+            progress_floor,
         };
         detect(&mut ctx, s)
     } else {
         None
     };
     let Some(mut det) = found else {
-        state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
+        append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
         if side_effect {
             remember_call(state, &tool, digest, seq, call_id);
         }
@@ -215,8 +233,11 @@ fn on_tool_call(
             v.action = Action::Abort;
             v.error_code = error_codes::TOOL_LOOP_PERSISTED;
         }
+        if batched && batches::scope_is_batch(s) {
+            critical_in_batch_scope(state, &mut v);
+        }
         if s.shadow {
-            state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
+            append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
             if side_effect {
                 remember_call(state, &tool, digest, seq, call_id);
             }
@@ -227,12 +248,51 @@ fn on_tool_call(
         }
         return Ok(v);
     }
-    state.append(record(seq, t, digest, call_id, PENDING, [0; 32], None));
+    append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
     if side_effect {
         remember_call(state, &tool, digest, seq, call_id);
     }
     v.announce = announce(state, &v.warning_key, v.count);
     Ok(v)
+}
+
+/// A call's record, linked to its batch when batches are tracked.
+fn append_call(state: &mut RunState, batched: bool, link: u8, mut r: Record) {
+    if batched {
+        r.flags = batches::record_link(state, link);
+    }
+    state.append(r);
+}
+
+/// criticalScope "batch": a call of the batch whose earlier call was the run's first critical
+/// is blocked with it (not recorded, not counted toward abortAfterBlocks).
+fn sibling_of_critical(state: &RunState, tool: &str) -> Option<Verdict> {
+    let batch = state.batch.as_ref()?;
+    let first = batch.critical.as_ref().filter(|c| c.batch == batch.number)?;
+    let mut v = Verdict::allow(tool);
+    v.action = Action::Block;
+    v.level = Level::Critical;
+    v.detector = first.detector;
+    v.announce = true;
+    v.message = messages::batch_sibling_critical(first.detector.name(), &first.tool);
+    v.warning_key = format!("batch:{}", batch.number);
+    Some(v)
+}
+
+/// criticalScope "batch": the run's first critical leaves one recovery turn (its batch's other
+/// calls are blocked with it); a critical in any later batch ends the run.
+fn critical_in_batch_scope(state: &mut RunState, v: &mut Verdict) {
+    let Some(batch) = state.batch.as_mut() else { return };
+    if batch.critical.as_ref().is_some_and(|c| c.batch != batch.number) {
+        let last = v.message.strip_prefix("CRITICAL: ").unwrap_or(&v.message).to_string();
+        v.message = messages::recovery_failed_abort(v.detector.name(), &v.tool_name, last);
+        v.action = Action::Abort;
+        v.error_code = error_codes::LOOP_RECOVERY_FAILED;
+        return;
+    }
+    if batch.critical.is_none() {
+        batch.critical = Some(Box::new(batches::FirstCritical { batch: batch.number, detector: v.detector, tool: v.tool_name.clone() }));
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -273,6 +333,7 @@ fn on_tool_outcome(
     let failure = if s.exec_failure_streak && tool == "exec" { exec_failure_key(result.as_ref()) } else { None };
     // Fill the newest matching pending call, or append a completed record.
     let mut filled = false;
+    let mut index = state.history.len();
     for i in (0..state.history.len()).rev() {
         let r = &mut state.history[i];
         if !same(&r.args, &digest) || !r.is_tool(t) || r.status != PENDING {
@@ -286,15 +347,28 @@ fn on_tool_outcome(
         r.complete(fp.unknown_tool_name.as_deref());
         r.set_failure_key(failure);
         filled = true;
+        index = i;
         break;
     }
     if !filled {
         let mut completed = record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref());
         completed.set_failure_key(failure);
         state.append(completed);
+        index = state.history.len() - 1;
     }
-    if s.run_wide_breaker_threshold > 0 {
-        track_outcome(state, &tool, &digest, fp.status, &fp.digest);
+    if batches::tracking(s) {
+        batches::place_outcome(state);
+    }
+    if s.run_wide_breaker_threshold > 0 || s.progress_resets_repeats {
+        let before = state.no_new_streak;
+        let new = track_outcome(state, &tool, &digest, fp.status, &fp.digest);
+        if new && s.progress_resets_repeats {
+            state.history[index].flags |= batches::NEW_TRIPLE;
+        }
+        // A batch is one step of the run-wide streak: its first completed call decides it.
+        if !new && s.parallel_batches && batches::sibling_completed(&state.history, index) {
+            state.no_new_streak = before;
+        }
     }
     if let Some(abort) = observe_outcome(state, &tool, digest, fp.status, fp.digest, seq) {
         if s.shadow {

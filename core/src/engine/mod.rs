@@ -6,6 +6,7 @@
 //! state, the evaluation entry, the compaction guard and one module per detector. Everything
 //! other code uses is re-exported here, so `crate::engine::X` is the one path to it.
 
+pub mod batches;
 mod compaction_guard;
 mod detectors;
 mod evaluation;

@@ -40,6 +40,9 @@ pub struct Record {
     pub result: [u8; 32],
     tool: u16,
     pub status: u8,
+    /// Batch links and progress (engine::batches: LINK_*, NEW_TRIPLE); 0 unless parallelBatches,
+    /// criticalScope "batch" or progressResetsRepeats is on. Fits the record's padding (80 bytes).
+    pub flags: u8,
     /// Rare: a pending call's id, the missing tool an error named, a tool name without an id.
     extra: ExtraHandle,
 }
@@ -52,6 +55,7 @@ impl std::fmt::Debug for Record {
             .field("args", &hex(&self.args))
             .field("result", &hex(&self.result))
             .field("status", &self.status)
+            .field("flags", &self.flags)
             .field("extra", &self.extra.get())
             .finish()
     }
@@ -65,7 +69,7 @@ impl Record {
     }
     pub(crate) fn of(seq: u64, tool: Tool, args: [u8; 32], result: [u8; 32], status: u8, call_id: Option<&str>,
           unknown: Option<&str>) -> Record {
-        let mut r = Record { seq, args, result, tool: tool.id, status, extra: ExtraHandle::default() };
+        let mut r = Record { seq, args, result, tool: tool.id, status, flags: 0, extra: ExtraHandle::default() };
         let own_name = (tool.id == OVERFLOW).then(|| tool.name.into());
         r.extra = ExtraHandle::new(RecordExtra { call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name, failure: None });
         r
@@ -151,6 +155,11 @@ pub struct RunState {
     pub no_new_streak: u32,
     /// duplicate_side_effect's memory (None unless it is on and a mutating tool was called).
     pub side_effects: Option<Box<Vec<SideEffect>>>,
+    /// The run's current batch (engine::batches); None until batches are tracked.
+    pub batch: Option<Box<super::batches::Batch>>,
+    /// Transient, never persisted: the batch key of the event being evaluated (the service sets
+    /// it from ToolCall.batch_id or the EvaluateRequest; 0: none).
+    pub incoming_batch: u64,
 }
 
 impl RunState {

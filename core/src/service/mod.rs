@@ -66,11 +66,13 @@ pub struct Core {
     pub debug_logs: bool,
     /// Tests only: evaluating a call of this tool panics (how a bug in the core would).
     pub panic_tool: Option<String>,
+    /// Requests evaluated so far: a request's number keys its calls' batch (engine::batches).
+    requests: u64,
 }
 
 impl Core {
     pub fn new(config: Config, limits: Limits, max_runs: usize, idle_ttl: f64, instance_id: String, latency_bounds: Vec<f64>) -> Core {
-        Core { config, limits, store: Store::new(max_runs, idle_ttl), instance_id, decisions: 0, latency_bounds, debug_logs: false, panic_tool: None }
+        Core { config, limits, store: Store::new(max_runs, idle_ttl), instance_id, decisions: 0, latency_bounds, debug_logs: false, panic_tool: None, requests: 0 }
     }
 
     pub fn set_decision_counter(&mut self, value: u64) {

@@ -180,6 +180,7 @@ impl Core {
     /// `evaluate_events` of events however they were read.
     pub fn evaluate_refs(&mut self, events: &[EventRef], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Vec<Decision> {
         summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
+        self.requests += 1;
         events.iter().map(|event| self.evaluate_timed(event, tenant, routed, now, summary)).collect()
     }
 
@@ -289,6 +290,7 @@ impl Core {
     }
 
     pub fn evaluate_event(&mut self, event: &pb::Event, tenant: &str, now: f64, summary: &mut Summary) -> Decision {
+        self.requests += 1;
         self.evaluate_ref(&EventRef::from(event), tenant, now, summary)
     }
 
@@ -346,6 +348,14 @@ impl Core {
         let entry = self.store.get_mut(tenant, run_id).expect("created");
         let was_aborted = entry.state.abort.is_some();
         let state = &mut entry.state;
+        if let Some(KindRef::ToolCall { .. }) = event.kind {
+            // The call's batch: its batch id, else its request (engine::batches).
+            state.incoming_batch = if event.batch_id.is_empty() {
+                crate::engine::batches::request_key(self.requests)
+            } else {
+                crate::engine::batches::batch_id_key(event.batch_id)
+            };
+        }
         let panic_tool = self.panic_tool.as_deref();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if let (Some(tool), Some(KindRef::ToolCall { tool_name, .. })) = (panic_tool, event.kind) {

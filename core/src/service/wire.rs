@@ -33,11 +33,17 @@ pub struct EventRef<'a> {
     pub session_id: &'a str,
     pub seq: u64,
     pub kind: Option<KindRef<'a>>,
+    /// A tool call's ToolCall.batch_id ("" for none and for other kinds).
+    pub batch_id: &'a str,
 }
 
 impl<'a> From<&'a pb::Event> for EventRef<'a> {
     fn from(e: &'a pb::Event) -> EventRef<'a> {
-        EventRef { run_id: &e.run_id, agent_id: &e.agent_id, session_id: &e.session_id, seq: e.seq, kind: kind_ref(&e.kind) }
+        let batch_id = match &e.kind {
+            Some(pb::event::Kind::ToolCall(c)) => c.batch_id.as_str(),
+            _ => "",
+        };
+        EventRef { run_id: &e.run_id, agent_id: &e.agent_id, session_id: &e.session_id, seq: e.seq, kind: kind_ref(&e.kind), batch_id }
     }
 }
 
@@ -125,12 +131,12 @@ impl<'a> Reader<'a> {
     }
 }
 
-type ToolFields<'a> = (&'a str, &'a str, &'a str, Option<OutcomeRef<'a>>, i32);
+type ToolFields<'a> = (&'a str, &'a str, &'a str, Option<OutcomeRef<'a>>, i32, &'a str);
 
-/// ToolCall or ToolOutcome fields 1-3 (4-5 for an outcome, the class 5 for a call); None for
-/// anything else.
+/// ToolCall or ToolOutcome fields 1-3 (4-5 for an outcome, the class 5 and the batch id 6 for a
+/// call); None for anything else.
 fn tool_message(data: &[u8], outcome_fields: bool) -> Option<ToolFields<'_>> {
-    let (mut tool_name, mut tool_call_id, mut params_json, mut outcome, mut class) = ("", "", "", None, 0);
+    let (mut tool_name, mut tool_call_id, mut params_json, mut outcome, mut class, mut batch_id) = ("", "", "", None, 0, "");
     let mut r = Reader { data, pos: 0 };
     while !r.done() {
         match r.key()? {
@@ -140,10 +146,11 @@ fn tool_message(data: &[u8], outcome_fields: bool) -> Option<ToolFields<'_>> {
             (4, 2) if outcome_fields => outcome = Some(OutcomeRef::ResultJson(r.str()?)),
             (5, 2) if outcome_fields => outcome = Some(OutcomeRef::Error(r.str()?)),
             (5, 0) if !outcome_fields => class = r.varint()? as i32, // as prost reads an enum
+            (6, 2) if !outcome_fields => batch_id = r.str()?,
             _ => return None,
         }
     }
-    Some((tool_name, tool_call_id, params_json, outcome, class))
+    Some((tool_name, tool_call_id, params_json, outcome, class, batch_id))
 }
 
 fn event(data: &[u8]) -> Option<EventRef<'_>> {
@@ -163,11 +170,12 @@ fn event(data: &[u8]) -> Option<EventRef<'_>> {
                 let body = r.bytes()?;
                 e.kind = Some(match field {
                     10 => {
-                        let (tool_name, tool_call_id, params_json, _, tool_class) = tool_message(body, false)?;
+                        let (tool_name, tool_call_id, params_json, _, tool_class, batch_id) = tool_message(body, false)?;
+                        e.batch_id = batch_id;
                         KindRef::ToolCall { tool_name, tool_call_id, params_json, tool_class }
                     }
                     11 => {
-                        let (tool_name, tool_call_id, params_json, outcome, _) = tool_message(body, true)?;
+                        let (tool_name, tool_call_id, params_json, outcome, _, _) = tool_message(body, true)?;
                         KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome }
                     }
                     _ if !body.is_empty() => return None,
@@ -220,7 +228,7 @@ mod tests {
         use pb::event::Kind;
         let kind = match rng.below(6) {
             0 => None,
-            1 | 2 => Some(Kind::ToolCall(pb::ToolCall { tool_name: rng.text(), tool_call_id: rng.text(), params_json: rng.text(), tool_class: rng.below(5) as i32 })),
+            1 | 2 => Some(Kind::ToolCall(pb::ToolCall { tool_name: rng.text(), tool_call_id: rng.text(), params_json: rng.text(), tool_class: rng.below(5) as i32, batch_id: rng.text() })),
             3 | 4 => Some(Kind::ToolOutcome(pb::ToolOutcome {
                 tool_name: rng.text(),
                 tool_call_id: rng.text(),

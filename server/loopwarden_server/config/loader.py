@@ -193,6 +193,14 @@ def _preset(value: Any, path: str) -> str:
     return value
 
 
+def _choice(choices: tuple[str, ...]) -> Parser:
+    def parse(value: Any, path: str) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise ConfigError(path, f"must be one of {', '.join(_render(c) for c in choices)}, got {_render(value)}")
+        return value
+    return parse
+
+
 def _blocks_limit(value: Any, path: str) -> int:
     """abortAfterBlocks: a positive count, or false (0) to switch an inherited limit off."""
     if value is False or (isinstance(value, int) and not isinstance(value, bool) and value == 0):
@@ -252,6 +260,8 @@ def _parser(row: SettingRow) -> Parser:
         return _preset
     if row.kind == "tool_rules":
         return _tool_rules
+    if row.kind == "choice":
+        return _choice(row.choices)
     raise AssertionError(f"{row.path}: kind {row.kind!r} has no parser")
 
 

@@ -133,6 +133,9 @@ class ExtensionsBlock:
     shadow_mode: bool | None = None
     ping_pong_needs_answers: bool | None = None
     tool_rules: ToolRules | None = None
+    parallel_batches: bool | None = None
+    critical_scope: str | None = None
+    progress_resets_repeats: bool | None = None
     run_wide_breaker: RunWideBreakerBlock = field(default_factory=RunWideBreakerBlock)
     argument_churn: ArgumentChurnBlock = field(default_factory=ArgumentChurnBlock)
     error_repeat: ErrorRepeatBlock = field(default_factory=ErrorRepeatBlock)
@@ -220,6 +223,19 @@ class ResolvedSettings:
     # Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one
     # fewer warns.
     failure_cascade_threshold: int = 0
+    # Calls issued together are one batch (one EvaluateRequest, one ToolCall.batch_id, or calls
+    # issued while the batch's earlier calls are still pending, at most 64): identical calls in a
+    # batch count once, and a fan-out of distinct calls is one step of argumentChurn and the run-
+    # wide breaker.
+    parallel_batches: bool = False
+    # `call`: a critical verdict blocks its own call. `batch`: the first critical also blocks the
+    # later calls of its batch and leaves one recovery turn; a second critical ends the run
+    # (`loop_recovery_failed`).
+    critical_scope: str = 'call'
+    # An identical call with an unchanged outcome is a repeat only since another call last brought
+    # the run something new (a new (tool, args, result) triple): re-reading unchanged data between
+    # new calls is not a loop.
+    progress_resets_repeats: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +256,7 @@ class SettingRow:
     gate: str  # attribute of its block's gate ('' for none)
     scope: str  # 'global': only in the global `loopwarden` block
     proto_name: str  # EffectiveConfig field ('' when not on the wire)
+    choices: tuple[str, ...] = ()  # the values a `choice` accepts
 
 
 SETTINGS: tuple[SettingRow, ...] = (
@@ -274,6 +291,9 @@ SETTINGS: tuple[SettingRow, ...] = (
     SettingRow('loopwarden.execFailureStreak.enabled', 'enabled', 'loopwarden.execFailureStreak', 'enabled', 'bool', 'exec_failure_streak', None, None, False, '', '', '', '', 'exec_failure_streak'),
     SettingRow('loopwarden.failureCascade.enabled', 'enabled', 'loopwarden.failureCascade', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
     SettingRow('loopwarden.failureCascade.threshold', 'threshold', 'loopwarden.failureCascade', 'threshold', 'count', 'failure_cascade_threshold', 2, 1000, 8, '', '', 'enabled', '', 'failure_cascade_threshold'),
+    SettingRow('loopwarden.parallelBatches', 'parallelBatches', 'loopwarden', 'parallel_batches', 'bool', 'parallel_batches', None, None, False, '', '', '', '', 'parallel_batches'),
+    SettingRow('loopwarden.criticalScope', 'criticalScope', 'loopwarden', 'critical_scope', 'choice', 'critical_scope', None, None, 'call', '', '', '', '', 'critical_scope', ('call', 'batch')),
+    SettingRow('loopwarden.progressResetsRepeats', 'progressResetsRepeats', 'loopwarden', 'progress_resets_repeats', 'bool', 'progress_resets_repeats', None, None, False, '', '', '', '', 'progress_resets_repeats'),
 )
 
 # Block path -> the dataclass of the block as written.
@@ -309,7 +329,7 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
 # Preset name -> {setting path: value}: defaults beneath everything written.
 PRESET_VALUES: dict[str, dict[str, Any]] = {
     'reference': {},
-    'fast': {'tools.loopDetection.enabled': True, 'tools.loopDetection.warningThreshold': 4, 'tools.loopDetection.criticalThreshold': 5, 'tools.loopDetection.unknownToolThreshold': 4, 'tools.loopDetection.globalCircuitBreakerThreshold': 8, 'loopwarden.abortAfterBlocks': 3, 'loopwarden.argumentChurn.enabled': True, 'loopwarden.argumentChurn.warnAt': 6, 'loopwarden.argumentChurn.blockAt': 10, 'loopwarden.errorRepeat.enabled': True, 'loopwarden.errorRepeat.threshold': 5, 'loopwarden.runWideBreaker.enabled': True, 'loopwarden.runWideBreaker.threshold': 6, 'loopwarden.pingPongNeedsAnswers': True, 'loopwarden.cycles.enabled': True, 'loopwarden.failureCascade.enabled': True, 'loopwarden.failureCascade.threshold': 6, 'loopwarden.execFailureStreak.enabled': True, 'loopwarden.duplicateSideEffect.enabled': True},
+    'fast': {'tools.loopDetection.enabled': True, 'tools.loopDetection.warningThreshold': 4, 'tools.loopDetection.criticalThreshold': 5, 'tools.loopDetection.unknownToolThreshold': 4, 'tools.loopDetection.globalCircuitBreakerThreshold': 8, 'loopwarden.abortAfterBlocks': 3, 'loopwarden.argumentChurn.enabled': True, 'loopwarden.argumentChurn.warnAt': 6, 'loopwarden.argumentChurn.blockAt': 10, 'loopwarden.errorRepeat.enabled': True, 'loopwarden.errorRepeat.threshold': 5, 'loopwarden.runWideBreaker.enabled': True, 'loopwarden.runWideBreaker.threshold': 6, 'loopwarden.pingPongNeedsAnswers': True, 'loopwarden.cycles.enabled': True, 'loopwarden.failureCascade.enabled': True, 'loopwarden.failureCascade.threshold': 6, 'loopwarden.execFailureStreak.enabled': True, 'loopwarden.duplicateSideEffect.enabled': True, 'loopwarden.parallelBatches': True, 'loopwarden.progressResetsRepeats': True},
 }
 
 DETECTORS: tuple[str, ...] = (
@@ -346,4 +366,5 @@ ERROR_CODES: tuple[str, ...] = (
     'tool_call_id_too_long',
     'run_id_mismatch',
     'internal_error',
+    'loop_recovery_failed',
 )

@@ -24,6 +24,8 @@ from loopwarden.hooks import INTEGRATION_HEADER
 from ..integration import MCP_PROXY, current_integration
 
 JUDGE_TIMEOUT_SECONDS = 5.0
+# MCP Tasks polling, reported as a call of this tool (a built-in host poll preset of the core).
+TASKS_GET = "tasks/get"
 
 
 def annotated_class(tool: Any) -> str:
@@ -67,6 +69,12 @@ class ToolCall:
         name = params.get("name")
         name = name if isinstance(name, str) else ""
         return cls(name, json_text(params.get("arguments") or {}), str(request_id), (classes or {}).get(name, ""))
+
+    @classmethod
+    def task_poll(cls, request_id: Any, params: dict[str, Any] | None) -> ToolCall:
+        """A `tasks/get` request: the tool `tasks/get`, its params (without `_meta`) the arguments."""
+        arguments = {key: value for key, value in (params or {}).items() if key != "_meta"}
+        return cls(TASKS_GET, json_text(arguments), str(request_id))
 
 
 class Judge(Protocol):

@@ -4,11 +4,15 @@ Everything passes through unchanged, in both directions and in order: requests, 
 notifications (list_changed, progress, logging, cancellation), the server's own requests to the
 client (sampling, elicitation, roots) and their answers, resources, prompts, and methods this
 proxy has never heard of. Negotiation is the two ends' own: the proxy is not a party to it.
-Only `tools/call` is looked at (see guard.py):
+Only `tools/call` and `tasks/get` are looked at (see guard.py):
 
 - client -> server: a `tools/call` is asked about first; a refusal is answered to the client
   with the same request id and never reaches the server. A cancellation of a call in flight is
   that call's outcome ("cancelled") and is forwarded.
+- a `tasks/get` (MCP Tasks polling) is judged like a call of the tool `tasks/get` (a name no MCP
+  tool can have: tool names allow no `/`), with the request's params as its arguments: a known
+  host poll (docs/extensions.md, "Host polls"), so a task polled without change is warned, then
+  refused with a JSON-RPC error carrying the block message (a Task result cannot carry one).
 - server -> client: the response to a guarded call is reported as its outcome before it is
   passed on (so the client's next call is judged on a history that holds it), and an announced
   warning is added to its content for the model.
@@ -31,11 +35,13 @@ from typing import Any, TextIO
 
 import anyio
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
-from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp_types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from .guard import ProxyGuard, ToolCall, tool_classes
+from .guard import TASKS_GET, ProxyGuard, ToolCall, tool_classes
 
 log = logging.getLogger("loopwarden.mcp_proxy")
+# The JSON-RPC error code of a refused tasks/get (implementation-defined server error range).
+REFUSED = -32000
 
 
 @dataclass(slots=True)
@@ -86,6 +92,15 @@ class Relay:
                     if before.refusal is not None:
                         await client_write.send(SessionMessage(JSONRPCResponse(
                             jsonrpc="2.0", id=message.id, result=before.refusal)))
+                        continue
+                    self._guarded[message.id] = _Guarded(call, before.warning)
+                elif message.method == TASKS_GET:
+                    call = ToolCall.task_poll(f"{self._prefix}{message.id}", message.params)
+                    before = await self._guard.before(call)
+                    if before.refusal is not None:
+                        text = " ".join(c.get("text", "") for c in before.refusal.get("content", []))
+                        await client_write.send(SessionMessage(JSONRPCError(
+                            jsonrpc="2.0", id=message.id, error=ErrorData(code=REFUSED, message=text))))
                         continue
                     self._guarded[message.id] = _Guarded(call, before.warning)
                 self._in_flight.add(message.id)

@@ -236,6 +236,7 @@ class TestInspect:
             "argument_churn_warn_at": 0, "argument_churn_block_at": 0, "error_repeat_threshold": 0, "preset": "",
             "ping_pong_needs_answers": False, "duplicate_side_effect": False, "tool_rules": [],
             "cycle_warn_after": 0, "cycle_block_after": 0, "exec_failure_streak": False, "failure_cascade_threshold": 0,
+            "parallel_batches": False, "critical_scope": "call", "progress_resets_repeats": False,
         } == config
 
     def test_guard_state_after_compaction(self, client, run_id):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .external_content import blank_wrapper_ids, blank_wrapper_ids_in
+from .hostpolls import is_host_poll, without_bookkeeping
 from .jsonvalues import digest_bytes
 from .settings import ToolCatalog
 from .state import ERROR, PENDING, RESULT, result_hash_text
@@ -94,6 +95,8 @@ def args_hash(tool_name: str, params: Any) -> str:
 
 def is_known_poll(tool_name: str, params: Any, catalog: ToolCatalog) -> bool:
     if tool_name == "command_status" or tool_name in catalog.extra_poll_tools:
+        return True
+    if is_host_poll(tool_name, params):
         return True
     return (
         tool_name == "process"
@@ -239,6 +242,9 @@ def outcome_fingerprint(
         return NO_OUTCOME
     if wrapped:
         result = blank_wrapper_ids_in(result)
+    if is_host_poll(tool_name, params):
+        # A host poll's per-call bookkeeping (wall time, chunk id, timestamp) is not its output.
+        result = without_bookkeeping(result)
     if not isinstance(result, dict):
         return OutcomeFingerprint(RESULT, digest_bytes(result))
     if "content" not in result and "details" not in result:

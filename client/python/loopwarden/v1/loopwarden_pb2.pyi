@@ -116,16 +116,18 @@ class Event(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_outcome: _Optional[_Union[ToolOutcome, _Mapping]] = ..., compaction_retry: _Optional[_Union[CompactionRetry, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ...) -> None: ...
 
 class ToolCall(_message.Message):
-    __slots__ = ("tool_name", "tool_call_id", "params_json", "tool_class")
+    __slots__ = ("tool_name", "tool_call_id", "params_json", "tool_class", "batch_id")
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     TOOL_CLASS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     tool_name: str
     tool_call_id: str
     params_json: str
     tool_class: ToolClass
-    def __init__(self, tool_name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., params_json: _Optional[str] = ..., tool_class: _Optional[_Union[ToolClass, str]] = ...) -> None: ...
+    batch_id: str
+    def __init__(self, tool_name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., params_json: _Optional[str] = ..., tool_class: _Optional[_Union[ToolClass, str]] = ..., batch_id: _Optional[str] = ...) -> None: ...
 
 class ToolOutcome(_message.Message):
     __slots__ = ("tool_name", "tool_call_id", "params_json", "result_json", "error")
@@ -268,7 +270,7 @@ class ToolRule(_message.Message):
     def __init__(self, tool: _Optional[str] = ..., tool_class: _Optional[_Union[ToolClass, str]] = ..., ignore_args: _Optional[_Iterable[str]] = ..., keep_args: _Optional[_Iterable[str]] = ..., ignore_result: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EffectiveConfig(_message.Message):
-    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers", "duplicate_side_effect", "tool_rules", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold")
+    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers", "duplicate_side_effect", "tool_rules", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     HISTORY_SIZE_FIELD_NUMBER: _ClassVar[int]
     WARNING_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
@@ -293,6 +295,9 @@ class EffectiveConfig(_message.Message):
     CYCLE_BLOCK_AFTER_FIELD_NUMBER: _ClassVar[int]
     EXEC_FAILURE_STREAK_FIELD_NUMBER: _ClassVar[int]
     FAILURE_CASCADE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    PARALLEL_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    CRITICAL_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_RESETS_REPEATS_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     history_size: int
     warning_threshold: int
@@ -317,4 +322,7 @@ class EffectiveConfig(_message.Message):
     cycle_block_after: int
     exec_failure_streak: bool
     failure_cascade_threshold: int
-    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ..., duplicate_side_effect: _Optional[bool] = ..., tool_rules: _Optional[_Iterable[_Union[ToolRule, _Mapping]]] = ..., cycle_warn_after: _Optional[int] = ..., cycle_block_after: _Optional[int] = ..., exec_failure_streak: _Optional[bool] = ..., failure_cascade_threshold: _Optional[int] = ...) -> None: ...
+    parallel_batches: bool
+    critical_scope: str
+    progress_resets_repeats: bool
+    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ..., duplicate_side_effect: _Optional[bool] = ..., tool_rules: _Optional[_Iterable[_Union[ToolRule, _Mapping]]] = ..., cycle_warn_after: _Optional[int] = ..., cycle_block_after: _Optional[int] = ..., exec_failure_streak: _Optional[bool] = ..., failure_cascade_threshold: _Optional[int] = ..., parallel_batches: _Optional[bool] = ..., critical_scope: _Optional[str] = ..., progress_resets_repeats: _Optional[bool] = ...) -> None: ...

@@ -2,6 +2,9 @@
 //! the identical outcome, the evasion every per-(tool, args) count misses (a fresh nonce per
 //! call). Its streak stops at another result or a repeated argument digest (a plain repeat is
 //! generic_repeat's). Warns at `argument_churn_warn_at`, blocks at `argument_churn_block_at`.
+//! With parallelBatches the streak counts batches, not calls: a fan-out of distinct calls in
+//! one batch is one step (a model searching twenty ways at once is not churning), its identical
+//! calls count once, and the call's own batch is this step.
 
 use super::context::{detection, Context, Detection};
 use crate::tables::messages;
@@ -15,11 +18,17 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     }
     let h = ctx.history;
     let mut shared: Option<(u8, [u8; 32])> = None;
-    let mut seen: Vec<[u8; 32]> = Vec::new();
+    let mut seen: Vec<([u8; 32], u32)> = Vec::new();
     let mut indexes: Vec<usize> = Vec::new();
+    let mut steps = 0u32;
+    let mut step: Option<u32> = None;
     for i in (0..h.len()).rev() {
         let r = &h[i];
         if !r.is_tool(ctx.t) || r.status == PENDING {
+            continue;
+        }
+        let batch = ctx.batches.as_ref().map_or(i as u32, |b| b[i]);
+        if ctx.batches.is_some() && batch == ctx.this_batch {
             continue;
         }
         let key = (r.status, r.result);
@@ -28,15 +37,22 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Some(k) if k != key => break,
             _ => {}
         }
-        if seen.contains(&r.args) {
+        if let Some(&(_, at)) = seen.iter().find(|(args, _)| *args == r.args) {
+            if at == batch && ctx.batches.is_some() {
+                continue; // an identical call of the same batch: counted once
+            }
             break;
         }
-        seen.push(r.args);
+        seen.push((r.args, batch));
         indexes.push(i);
+        if step != Some(batch) {
+            step = Some(batch);
+            steps += 1;
+        }
     }
     let (status, digest) = shared?;
     indexes.reverse();
-    let streak = indexes.len() as u32;
+    let streak = steps;
     let tool = ctx.tool;
     let key = format!("churn:{tool}:{}", result_hash_text(status, &digest).unwrap_or_default());
     if block_at > 0 && streak >= block_at {

@@ -50,6 +50,12 @@ pub(crate) struct Context<'a> {
     /// execFailureStreak is on and the call is an exec: terminal failures of other commands
     /// count toward its streak (`failure_tail`).
     pub(crate) exec_failures: bool,
+    /// parallelBatches: each record's batch id (identical calls of one batch count once).
+    pub(crate) batches: Option<Vec<u32>>,
+    /// The batch id of the call being decided (u32::MAX: it starts a new batch).
+    pub(crate) this_batch: u32,
+    /// progressResetsRepeats: records below this index are not part of a streak of repeats.
+    pub(crate) progress_floor: Option<usize>,
 }
 
 impl<'a> Context<'a> {
@@ -67,12 +73,29 @@ impl<'a> Context<'a> {
             let mut recent = 0;
             let mut latest: Option<(u8, [u8; 32])> = None;
             let mut open = true;
+            // With batches, each batch counts once: by its newest match for the repeats, by its
+            // newest completed match for the streak; the call's own batch is this decision.
+            let mut group: Option<u32> = None;
+            let mut group_counted = false;
+            let floor = self.progress_floor.unwrap_or(0);
             for i in self.matches() {
-                recent += 1;
-                let r = &self.history[i];
-                if !open || r.status == PENDING {
+                let id = self.batches.as_ref().map(|b| b[i]);
+                if id.is_some() && id == Some(self.this_batch) {
                     continue;
                 }
+                if id.is_none() || id != group {
+                    group = id;
+                    group_counted = false;
+                    recent += 1;
+                }
+                if i < floor {
+                    open = false;
+                }
+                let r = &self.history[i];
+                if !open || r.status == PENDING || group_counted {
+                    continue;
+                }
+                group_counted = id.is_some();
                 let key = (r.status, r.result);
                 match latest {
                     None => latest = Some(key),

@@ -28,7 +28,8 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
 }
 
 /// After each completed outcome: a triple seen before lengthens the streak, a new one ends it.
-pub(crate) fn track_outcome(state: &mut RunState, tool: &str, args: &[u8; 32], status: u8, result: &[u8; 32]) {
+/// Returns whether the triple was new.
+pub(crate) fn track_outcome(state: &mut RunState, tool: &str, args: &[u8; 32], status: u8, result: &[u8; 32]) -> bool {
     // run_wide.py's key, byte for byte (the first 8 bytes of a sha256, read big-endian): the set
     // is persisted, so a run restored into the other engine must recognise its triples.
     use sha2::{Digest, Sha256};
@@ -44,12 +45,13 @@ pub(crate) fn track_outcome(state: &mut RunState, tool: &str, args: &[u8; 32], s
     let seen = state.seen_triples.get_or_insert_with(Default::default);
     if seen.contains(&key) {
         state.no_new_streak += 1;
-        return;
+        return false;
     }
     state.no_new_streak = 0;
     if seen.len() < MAX_SEEN_TRIPLES {
         seen.insert(key);
     }
+    true
 }
 
 #[cfg(test)]
