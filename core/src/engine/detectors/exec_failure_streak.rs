@@ -46,6 +46,23 @@ mod tests {
         assert!(verdicts[20..].iter().all(|v| seen(v) == (Action::Block, Detector::GenericRepeat, 20)));
     }
 
+    /// Under fast (C 5, churn blockAt 10) a streak across changing commands is churn: blocked at
+    /// churn's threshold, while one command failing the same way is still blocked at C.
+    #[test]
+    fn across_commands_the_streak_is_judged_at_churns_threshold_when_later() {
+        let fast = Settings { warning_threshold: 4, critical_threshold: 5, argument_churn_warn_at: 6,
+                              argument_churn_block_at: 10, ..settings() };
+        let failure = failing("ModuleNotFoundError: No module named 'torch'");
+        let mut run = Run::new(fast.clone());
+        let verdicts = rounds(&mut run, 12, |i| command(&format!("python job-{i}.py")), |_| failure.clone());
+        assert_eq!(first_block(&verdicts), Some(11));
+        assert_eq!(seen(&verdicts[10]), (Action::Block, Detector::GenericRepeat, 10));
+        let mut run = Run::new(fast);
+        let verdicts = rounds(&mut run, 7, |_| command("python job.py"), |_| failure.clone());
+        assert_eq!(first_block(&verdicts), Some(6));
+        assert_eq!(seen(&verdicts[5]), (Action::Block, Detector::GenericRepeat, 5));
+    }
+
     #[test]
     fn drifting_times_pids_attempts_and_durations_keep_the_streak() {
         let mut run = Run::new(settings());

@@ -10,9 +10,18 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     if ctx.known_poll || !s.generic_repeat {
         return None;
     }
-    let streak = ctx.counts().streak;
+    let counts = ctx.counts();
+    let streak = counts.streak;
+    // A streak across changing commands (execFailureStreak) is churn: new arguments, one outcome.
+    // Where argumentChurn blocks later than C (fast: 10 against 5), it is judged at churn's
+    // threshold, since good runs churn longer than they repeat one call (bench/real_traces.py).
+    let block_at = if counts.failure_tail.is_some() && s.argument_churn_block_at > s.critical_threshold {
+        s.argument_churn_block_at
+    } else {
+        s.critical_threshold
+    };
     let tool = ctx.tool;
-    if streak >= s.critical_threshold {
+    if streak >= block_at {
         return Some(detection(
             Detector::GenericRepeat,
             Level::Critical,
