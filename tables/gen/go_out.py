@@ -7,7 +7,43 @@ from .source import Tables, pascal
 PATH = "client/go/loopwarden/tables_gen.go"
 
 _GO = {"switch": "*bool", "bool": "bool", "count": "uint32", "count_or_off": "uint32", "preset": "string",
-       "tool_rules": "[]*pb.ToolRule", "choice": "string"}
+       "tool_rules": "[]ToolRule", "choice": "string"}
+
+
+# A tool rule as Go callers read it: the class as the config spells it, no generated type exposed.
+_TOOL_RULE = [
+    "",
+    "// ToolRule is one entry of loopwarden.toolRules in force: the normalised tool name or glob, its",
+    "// class as the config spells it (\"readOnly\", \"mutating\", \"poll\"; \"\" when unset) and its",
+    "// JSON paths.",
+    "type ToolRule struct {",
+    "\t// Tool is the normalised tool name or a `*` glob.",
+    "\tTool string",
+    "\t// Class is \"readOnly\", \"mutating\", \"poll\" or \"\" (unset).",
+    "\tClass string",
+    "\t// IgnoreArgs are JSON paths left out of the arguments before they are hashed.",
+    "\tIgnoreArgs []string",
+    "\t// KeepArgs are the only JSON paths of the arguments that are hashed (when set).",
+    "\tKeepArgs []string",
+    "\t// IgnoreResult are JSON paths left out of the result before it is hashed.",
+    "\tIgnoreResult []string",
+    "}",
+    "",
+    "var toolClassNames = map[pb.ToolClass]string{",
+    "\tpb.ToolClass_TOOL_CLASS_READ_ONLY: \"readOnly\",",
+    "\tpb.ToolClass_TOOL_CLASS_MUTATING:  \"mutating\",",
+    "\tpb.ToolClass_TOOL_CLASS_POLL:      \"poll\",",
+    "}",
+    "",
+    "func toolRulesFromMessage(rules []*pb.ToolRule) []ToolRule {",
+    "\tout := make([]ToolRule, 0, len(rules))",
+    "\tfor _, rule := range rules {",
+    "\t\tout = append(out, ToolRule{Tool: rule.GetTool(), Class: toolClassNames[rule.GetToolClass()],",
+    "\t\t\tIgnoreArgs: rule.GetIgnoreArgs(), KeepArgs: rule.GetKeepArgs(), IgnoreResult: rule.GetIgnoreResult()})",
+    "\t}",
+    "\treturn out",
+    "}",
+]
 
 
 def _comment(text: str, indent: str = "") -> list[str]:
@@ -37,13 +73,17 @@ def render(t: Tables) -> str:
         if s.kind == "switch":
             continue
         name = pascal(s.wire_name)
-        out.append(f"\tconfig.{name} = m.Get{name}()")
+        if s.kind == "tool_rules":
+            out.append(f"\tconfig.{name} = toolRulesFromMessage(m.Get{name}())")
+        else:
+            out.append(f"\tconfig.{name} = m.Get{name}()")
     for s in t.wire:
         if s.kind == "switch":
             name = pascal(s.wire_name)
             out += [f"\tif m != nil && m.{name} != nil {{", f"\t\tvalue := m.Get{name}()",
                     f"\t\tconfig.{name} = &value", "\t}"]
     out += ["\treturn config", "}"]
+    out += _TOOL_RULE
     # One declaration each (not a const block), for the same reason.
     for d in t.detectors:
         if d.number == 0:

@@ -71,7 +71,7 @@ type EffectiveConfig struct {
 	// (`readOnly`, `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or
 	// kept (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`)
 	// before the outcome is hashed. Per agent, rules merge over the global ones by key.
-	ToolRules []*pb.ToolRule
+	ToolRules []ToolRule
 	// CycleWarnAfter is loopwarden.cycles.warnAfter: Full repetitions of a 3- to 6-call cycle with
 	// unchanged outcomes after which the call continuing it is warned.
 	CycleWarnAfter uint32
@@ -122,7 +122,7 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 	config.Preset = m.GetPreset()
 	config.PingPongNeedsAnswers = m.GetPingPongNeedsAnswers()
 	config.DuplicateSideEffect = m.GetDuplicateSideEffect()
-	config.ToolRules = m.GetToolRules()
+	config.ToolRules = toolRulesFromMessage(m.GetToolRules())
 	config.CycleWarnAfter = m.GetCycleWarnAfter()
 	config.CycleBlockAfter = m.GetCycleBlockAfter()
 	config.ExecFailureStreak = m.GetExecFailureStreak()
@@ -135,6 +135,37 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 		config.Enabled = &value
 	}
 	return config
+}
+
+// ToolRule is one entry of loopwarden.toolRules in force: the normalised tool name or glob, its
+// class as the config spells it ("readOnly", "mutating", "poll"; "" when unset) and its
+// JSON paths.
+type ToolRule struct {
+	// Tool is the normalised tool name or a `*` glob.
+	Tool string
+	// Class is "readOnly", "mutating", "poll" or "" (unset).
+	Class string
+	// IgnoreArgs are JSON paths left out of the arguments before they are hashed.
+	IgnoreArgs []string
+	// KeepArgs are the only JSON paths of the arguments that are hashed (when set).
+	KeepArgs []string
+	// IgnoreResult are JSON paths left out of the result before it is hashed.
+	IgnoreResult []string
+}
+
+var toolClassNames = map[pb.ToolClass]string{
+	pb.ToolClass_TOOL_CLASS_READ_ONLY: "readOnly",
+	pb.ToolClass_TOOL_CLASS_MUTATING:  "mutating",
+	pb.ToolClass_TOOL_CLASS_POLL:      "poll",
+}
+
+func toolRulesFromMessage(rules []*pb.ToolRule) []ToolRule {
+	out := make([]ToolRule, 0, len(rules))
+	for _, rule := range rules {
+		out = append(out, ToolRule{Tool: rule.GetTool(), Class: toolClassNames[rule.GetToolClass()],
+			IgnoreArgs: rule.GetIgnoreArgs(), KeepArgs: rule.GetKeepArgs(), IgnoreResult: rule.GetIgnoreResult()})
+	}
+	return out
 }
 
 // DetectorGenericRepeat is a value of Verdict.Detector: The same tool with the same arguments,
