@@ -117,6 +117,10 @@ class Message:
     detector: str
     level: str
     text: str
+    # For the docs' message table, when the detector alone does not say when it is sent (the
+    # messages of no one detector): the situation, and the action the verdict takes.
+    when: str = ""
+    action: str = ""
 
     @property
     def placeholders(self) -> list[str]:
@@ -263,6 +267,8 @@ def _check(t: Tables) -> None:
             raise SourceError(f"message {m.id}: detector {m.detector!r} is not a detector id")
         if m.level not in LEVELS:
             raise SourceError(f"message {m.id}: level {m.level!r} is not one of {', '.join(LEVELS)}")
+        if m.action not in ("", "WARN", "BLOCK", "ABORT"):
+            raise SourceError(f"message {m.id}: action {m.action!r} is not one of WARN, BLOCK, ABORT")
         prefix = "WARNING: " if m.level == "warning" else "CRITICAL: "
         if not m.text.startswith(prefix):
             raise SourceError(f"message {m.id}: a {m.level} message starts with {prefix!r}")
