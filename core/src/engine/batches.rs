@@ -31,10 +31,9 @@ pub fn request_key(request: u64) -> u64 {
     (request << 1) | 1
 }
 pub fn batch_id_key(batch_id: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    batch_id.hash(&mut h);
-    (h.finish() << 1).max(2)
+    // XXH3, not std's DefaultHasher, whose algorithm may change between Rust releases: the same
+    // batch id keys the same batch in every build of the core.
+    (xxhash_rust::xxh3::xxh3_64(batch_id.as_bytes()) << 1).max(2)
 }
 
 /// The first critical of a run under criticalScope "batch": its batch and what it named.
