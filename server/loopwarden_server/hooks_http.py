@@ -33,6 +33,7 @@ from loopwarden.hooks import Dialect, HookPayloadError, HookRequest, VerdictLike
 
 from .core import CoreService
 from .filewatch import FileWatch
+from .hook_batches import HookBatches
 from .integration import current_integration
 from .lifecycle import Lifecycle, StartupError, split_address
 from .metrics import Metrics
@@ -186,6 +187,7 @@ class HooksEndpoint:
         self._fail_closed = fail_closed
         self._max_body_bytes = max_body_bytes
         self._in_flight = threading.BoundedSemaphore(MAX_IN_FLIGHT)
+        self.batches = HookBatches()
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def handle(self, request: _Handler) -> tuple[int, dict]:
@@ -210,9 +212,28 @@ class HooksEndpoint:
             hook = parse(dialect, payload, agent_id=agent_id)
         except HookPayloadError as exc:
             return HTTPStatus.BAD_REQUEST, {"error": f"not a {dialect.value} hook input: {exc}"}
+        hook = self._batched(hook, tenant)
         if hook.event is None:
             return HTTPStatus.OK, {}
         return HTTPStatus.OK, self.decide(hook, tenant)
+
+    def _batched(self, hook: HookRequest, tenant: str) -> HookRequest:
+        """Claude Code's batches (hook_batches): a PostToolBatch ends the session's batch, a
+        PreToolUse joins the open one (or opens it), SessionEnd forgets the session. A host
+        without batch ends (Codex) sends no batch ids."""
+        if not hook.dialect.ends_batches:
+            return hook
+        if hook.ends_batch:
+            self.batches.end_batch(tenant, hook.session_id, hook.subagent)
+        elif hook.ends_session:
+            self.batches.end_session(tenant, hook.session_id)
+        elif hook.before_tool and hook.event is not None:
+            call = hook.event
+            batch_id = self.batches.call(tenant, hook.session_id, hook.subagent, call.tool_call_id,
+                                         (call.tool_name, call.params_json))
+            if batch_id:
+                return hook.in_batch(batch_id)
+        return hook
 
     def _tenant(self, request: _Handler) -> str | None:
         """The caller's tenant ("" without authentication), None when the token is missing or wrong."""

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "loading scenarios:", err)
 		os.Exit(1)
 	}
-	configs := []any{guardConfig}
+	configs := []any{guardConfig, fastConfig}
 	for _, v := range variants {
 		configs = append(configs, v.Config)
 	}

@@ -3,6 +3,8 @@ package loopwarden
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 
 	pb "github.com/loopwarden/loopwarden/client/go/loopwardenv1"
@@ -24,6 +26,7 @@ func (e Event) wire() *pb.Event {
 
 type eventFields struct {
 	agentID, sessionID, toolCallID  string
+	batchID, toolClass              string
 	seq                             uint64
 	paramsJSON, resultJSON, errText *string
 	result                          any
@@ -70,9 +73,30 @@ func ToolCallEvent(runID, toolName string, params any, opts ...EventOption) (Eve
 	if err != nil {
 		return Event{}, err
 	}
+	class, err := toolClass(f.toolClass)
+	if err != nil {
+		return Event{}, err
+	}
 	event := envelope(runID, f)
-	event.Kind = &pb.Event_ToolCall{ToolCall: &pb.ToolCall{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text}}
+	event.Kind = &pb.Event_ToolCall{ToolCall: &pb.ToolCall{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text,
+		ToolClass: class, BatchId: f.batchID}}
 	return Event{event}, nil
+}
+
+// toolClass is ToolCall.tool_class for a class as the config spells it ("" = unspecified).
+func toolClass(name string) (pb.ToolClass, error) {
+	if name == "" {
+		return pb.ToolClass_TOOL_CLASS_UNSPECIFIED, nil
+	}
+	names := make([]string, 0, len(toolClassNames))
+	for class, spelled := range toolClassNames {
+		if spelled == name {
+			return class, nil
+		}
+		names = append(names, strconv.Quote(spelled))
+	}
+	sort.Strings(names)
+	return 0, fmt.Errorf("loopwarden: tool class must be one of %s (or empty), got %q", strings.Join(names, ", "), name)
 }
 
 // ToolOutcomeEvent builds the event sent after a tool ran, with the call's params and what it

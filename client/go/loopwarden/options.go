@@ -117,6 +117,21 @@ func WithToolCallID(id string) EventOption {
 	return eventOption(func(f *eventFields) { f.toolCallID = id })
 }
 
+// WithBatchID marks a ToolCall as one of a batch: the calls of one run sharing a batch id were
+// issued together (one model turn's parallel calls, at most 64). With loopwarden.parallelBatches,
+// identical calls of one batch count once and a fan-out of distinct calls is not churn. Without
+// it, the calls of one Evaluate request are a batch. Other events ignore it.
+func WithBatchID(id string) EventOption {
+	return eventOption(func(f *eventFields) { f.batchID = id })
+}
+
+// WithToolClass tells the daemon what the called tool does, as the config spells a class:
+// "readOnly", "mutating" or "poll" ("" = not said; loopwarden.toolRules in the config wins).
+// ToolCallEvent returns an error for any other value. Other events ignore it.
+func WithToolClass(class string) EventOption {
+	return eventOption(func(f *eventFields) { f.toolClass = class })
+}
+
 // WithParamsJSON sends the arguments verbatim instead of json.Marshal(params).
 func WithParamsJSON(text string) EventOption {
 	return eventOption(func(f *eventFields) { f.paramsJSON = &text })

@@ -5,7 +5,7 @@
 import grpc from '@grpc/grpc-js';
 
 import { LoopwardenUnavailable, RunNotFound, describeRpcError } from './errors.js';
-import { compactionRetryEvent, runEndEvent, toolCallEvent, toolOutcomeEvent } from './events.js';
+import { compactionRetryEvent, runEndEvent, toolCallEvent, toolClass, toolOutcomeEvent } from './events.js';
 import { inspectionFromMessage } from './inspection.js';
 import { createStub } from './stub.js';
 import { verdictFromMessage } from './verdicts.js';
@@ -160,7 +160,8 @@ export class LoopwardenClient {
    * Before a tool runs: may it run? ALLOW/WARN: run it.
    * @param {string} runId @param {string} toolName @param {unknown} [params] @param {EventOptions} [opts]
    */
-  toolCall(runId, toolName, params, opts = {}) {
+  async toolCall(runId, toolName, params, opts = {}) {
+    toolClass(opts.toolClass); // a bad class rejects before the call takes a seq
     return this.send(toolCallEvent(runId, toolName, params, this.common(opts)));
   }
 

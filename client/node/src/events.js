@@ -14,14 +14,34 @@ function envelope(runId, opts) {
   return { runId, agentId: opts.agentId ?? '', sessionId: opts.sessionId ?? '', seq: opts.seq ?? 0 };
 }
 
+/** ToolCall.tool_class by the config's spelling of a class ('' = unspecified). */
+const TOOL_CLASSES = new Map([
+  ['', 'TOOL_CLASS_UNSPECIFIED'], ['readOnly', 'TOOL_CLASS_READ_ONLY'], ['mutating', 'TOOL_CLASS_MUTATING'],
+  ['poll', 'TOOL_CLASS_POLL'],
+]);
+
+/** ToolCall.tool_class of a class name; a TypeError for a name that is none. @param {unknown} name */
+export function toolClass(name) {
+  const wire = TOOL_CLASSES.get(/** @type {string} */ (name ?? ''));
+  if (wire === undefined) {
+    const known = [...TOOL_CLASSES.keys()].filter(Boolean).map((c) => `'${c}'`).join(', ');
+    throw new TypeError(`toolClass must be one of ${known} (or empty), got ${JSON.stringify(name)}`);
+  }
+  return wire;
+}
+
 /**
- * Before a tool runs.
+ * Before a tool runs. `batchId` and `toolClass` (EventOptions) go into the ToolCall; an unknown
+ * `toolClass` throws a TypeError naming the classes.
  * @param {string} runId @param {string} toolName @param {unknown} [params] @param {EventOptions} [opts]
  */
 export function toolCallEvent(runId, toolName, params, opts = {}) {
   return {
     ...envelope(runId, opts),
-    toolCall: { toolName, toolCallId: opts.toolCallId ?? '', paramsJson: paramsText(params, opts.paramsJson) },
+    toolCall: {
+      toolName, toolCallId: opts.toolCallId ?? '', paramsJson: paramsText(params, opts.paramsJson),
+      toolClass: toolClass(opts.toolClass), batchId: opts.batchId ?? '',
+    },
   };
 }
 

@@ -12,6 +12,12 @@ export {};
  * @property {number} [seq]
  * @property {string} [toolCallId]
  * @property {string} [paramsJson] sent verbatim instead of JSON.stringify(params)
+ * @property {string} [batchId] tool calls: the calls of a run sharing a batch id were issued
+ *   together (one model turn's parallel calls, at most 64). With loopwarden.parallelBatches,
+ *   identical calls of a batch count once and a fan-out of distinct calls is not churn; without
+ *   one, the calls of one `evaluate` request are a batch
+ * @property {'' | 'readOnly' | 'mutating' | 'poll'} [toolClass] tool calls: what the tool does, as
+ *   the config spells a class ('' = not said; loopwarden.toolRules in the config wins)
  */
 
 /**

@@ -69,7 +69,8 @@ def event_from_record(record: EventRecord) -> pb.Event:
     common = {"agent_id": record.agent_id, "session_id": record.session_id, "seq": record.seq}
     if record.kind is EventKind.TOOL_CALL:
         return tool_call_event(record.run_id, record.tool_name, params_json=record.params_json,
-                               tool_call_id=record.tool_call_id, tool_class=record.tool_class, **common)
+                               tool_call_id=record.tool_call_id, tool_class=record.tool_class,
+                               batch_id=record.batch_id, **common)
     if record.kind is EventKind.TOOL_OUTCOME:
         return tool_outcome_event(record.run_id, record.tool_name, params_json=record.params_json,
                                   result_json=record.result_json, error=record.error,

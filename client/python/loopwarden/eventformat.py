@@ -56,6 +56,7 @@ class EventRecord:
     error: str | None = None
     raw_kind: str = ""
     tool_class: str = ""  # tool_call: what the caller knows the tool does ("readOnly", "mutating", "poll")
+    batch_id: str = ""  # tool_call: the calls sharing one were issued together (ToolCall.batch_id)
 
 
 # A tool call's `tool_class`: what its caller knows the tool does ("" = nobody said).

@@ -5,9 +5,17 @@ and the command form (`loopwarden hook claude-code|codex`): `parse` turns one ho
 the event to evaluate, `answer` turns the verdict into the hook's JSON output.
 
 The shapes follow the hosts' own definitions: Claude Code's `PreToolUseHookInput`,
-`PostToolUseHookInput`, `PostToolUseFailureHookInput`, `PreCompactHookInput`,
-`SessionEndHookInput` and `SyncHookJSONOutput` (the Claude Agent SDK's sdk.d.ts), and Codex's
-hook schemas (codex-rs/hooks: pre-tool-use, post-tool-use, pre-compact). Both hosts:
+`PostToolUseHookInput`, `PostToolUseFailureHookInput`, `PostToolBatchHookInput`,
+`PreCompactHookInput`, `SessionEndHookInput` and `SyncHookJSONOutput` (the Claude Agent SDK's
+sdk.d.ts), and Codex's hook schemas (codex-rs/hooks: pre-tool-use, post-tool-use, pre-compact).
+
+Claude Code's `PostToolBatch` fires once after every call of a model turn has resolved: it is no
+event to evaluate (its answer is `{}`) but the end of a parallel batch. `parse` only reads which
+batch scope a hook belongs to (`HookRequest.session_id`, `.subagent`); grouping the calls of one
+batch under one `ToolCall.batch_id` needs state across hooks, so it is the daemon's endpoint's job
+(loopwarden_server.hook_batches), not this stateless mapping's. Codex has no such event.
+
+Both hosts:
 
 - run the call unless a hook denies it, so an ALLOW answers `{}`: loopwarden never says
   `permissionDecision: "allow"`, which would skip the host's own permission rules and prompts;
@@ -25,7 +33,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..eventformat import EventKind, EventRecord, json_text
@@ -44,6 +52,12 @@ class Dialect(str, enum.Enum):
         """The `integration` metric label of events that came through this host's hooks."""
         return self.value.replace("-", "_")
 
+    @property
+    def ends_batches(self) -> bool:
+        """The host says when a model turn's tool calls have all resolved (Claude Code's
+        PostToolBatch); Codex has no such hook."""
+        return self is Dialect.CLAUDE_CODE
+
 
 class HookPayloadError(ValueError):
     """A hook input that is not what the host documents; the message names the field."""
@@ -61,28 +75,49 @@ class VerdictLike(Protocol):
 PRE_TOOL_USE = "PreToolUse"
 POST_TOOL_USE = "PostToolUse"
 POST_TOOL_USE_FAILURE = "PostToolUseFailure"
+POST_TOOL_BATCH = "PostToolBatch"
 PRE_COMPACT = "PreCompact"
 SESSION_END = "SessionEnd"
 
-# The hook events each host has that loopwarden maps (Codex has no failure event and no session end).
+# The hook events each host has that loopwarden reads (Codex has no failure event, no batch end and
+# no session end).
 _EVENTS = {
-    Dialect.CLAUDE_CODE: frozenset({PRE_TOOL_USE, POST_TOOL_USE, POST_TOOL_USE_FAILURE, PRE_COMPACT, SESSION_END}),
+    Dialect.CLAUDE_CODE: frozenset({PRE_TOOL_USE, POST_TOOL_USE, POST_TOOL_USE_FAILURE, POST_TOOL_BATCH, PRE_COMPACT,
+                                    SESSION_END}),
     Dialect.CODEX: frozenset({PRE_TOOL_USE, POST_TOOL_USE, PRE_COMPACT}),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class HookRequest:
-    """One hook input, read: the event to evaluate (None: an event loopwarden does not map, which
-    gets the empty answer)."""
+    """One hook input, read: the event to evaluate (None: an event loopwarden does not evaluate,
+    which gets the empty answer). `session_id` and `subagent` (Claude Code's `agent_id`, present
+    only inside a subagent, whose turns are batches of their own) say whose batch the hook is in."""
 
     dialect: Dialect
     hook_event_name: str
     event: EventRecord | None = None
+    session_id: str = ""
+    subagent: str = ""
 
     @property
     def before_tool(self) -> bool:
         return self.hook_event_name == PRE_TOOL_USE
+
+    @property
+    def ends_batch(self) -> bool:
+        """Claude Code's PostToolBatch: every call issued since the last one has resolved."""
+        return self.hook_event_name == POST_TOOL_BATCH and self.dialect.ends_batches
+
+    @property
+    def ends_session(self) -> bool:
+        return self.hook_event_name == SESSION_END and self.event is not None
+
+    def in_batch(self, batch_id: str) -> HookRequest:
+        """This PreToolUse with its call sent under `batch_id` (ToolCall.batch_id)."""
+        if not self.before_tool or self.event is None:
+            raise ValueError(f"only a PreToolUse call joins a batch, not {self.hook_event_name}")
+        return replace(self, event=replace(self.event, batch_id=batch_id))
 
     def blocked_outcome(self, verdict: VerdictLike) -> EventRecord | None:
         """After a BLOCK of this call: the outcome to report, the blocked result the model got
@@ -120,20 +155,24 @@ def parse(dialect: Dialect, payload: Any, *, agent_id: str = "") -> HookRequest:
     if not session_id.strip():
         raise HookPayloadError("session_id must not be blank: it names the run")
     common = {"run_id": session_id, "agent_id": agent_id, "session_id": session_id}
+    subagent = _string(payload, "agent_id", required=False) if dialect is Dialect.CLAUDE_CODE else ""
+    scope = {"session_id": session_id, "subagent": subagent}
+    if name == POST_TOOL_BATCH:
+        return HookRequest(dialect, name, **scope)
     if name == PRE_COMPACT:
-        return HookRequest(dialect, name, EventRecord(EventKind.COMPACTION_RETRY, **common))
+        return HookRequest(dialect, name, EventRecord(EventKind.COMPACTION_RETRY, **common), **scope)
     if name == SESSION_END:
-        return HookRequest(dialect, name, EventRecord(EventKind.RUN_END, **common))
+        return HookRequest(dialect, name, EventRecord(EventKind.RUN_END, **common), **scope)
     tool = {"tool_name": _string(payload, "tool_name"),
             "tool_call_id": _string(payload, "tool_use_id", required=False),
             "params_json": json_text(payload.get("tool_input", {}))}
     if name == PRE_TOOL_USE:
-        return HookRequest(dialect, name, EventRecord(EventKind.TOOL_CALL, **common, **tool))
+        return HookRequest(dialect, name, EventRecord(EventKind.TOOL_CALL, **common, **tool), **scope)
     if name == POST_TOOL_USE:
         return HookRequest(dialect, name, EventRecord(EventKind.TOOL_OUTCOME, **common, **tool,
-                                                      result_json=json_text(payload.get("tool_response"))))
+                                                      result_json=json_text(payload.get("tool_response"))), **scope)
     return HookRequest(dialect, name, EventRecord(EventKind.TOOL_OUTCOME, **common, **tool,
-                                                  error=_string(payload, "error")))
+                                                  error=_string(payload, "error")), **scope)
 
 
 def _action(verdict: VerdictLike) -> str:

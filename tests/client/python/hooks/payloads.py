@@ -36,6 +36,13 @@ def claude_post_tool_use_failure(session_id: str, tool_use_id: str, error: str) 
             "error": error}
 
 
+def claude_post_tool_batch(session_id: str, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The end of a parallel batch: `calls` are the batch's PostToolUse inputs (default: one Bash call)."""
+    calls = [claude_post_tool_use(session_id, "toolu_1")] if calls is None else calls
+    return {**_claude_base(session_id, "PostToolBatch"), "tool_calls": [
+        {key: call[key] for key in ("tool_name", "tool_input", "tool_use_id", "tool_response")} for call in calls]}
+
+
 def claude_pre_compact(session_id: str) -> dict[str, Any]:
     return {**_claude_base(session_id, "PreCompact"), "trigger": "auto", "custom_instructions": None}
 

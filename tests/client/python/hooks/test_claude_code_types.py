@@ -31,6 +31,7 @@ INPUTS = {
     "PreToolUseHookInput": [payloads.claude_pre_tool_use("s-1", "toolu_1")],
     "PostToolUseHookInput": [payloads.claude_post_tool_use("s-1", "toolu_1")],
     "PostToolUseFailureHookInput": [payloads.claude_post_tool_use_failure("s-1", "toolu_1", "exit status 1")],
+    "PostToolBatchHookInput": [payloads.claude_post_tool_batch("s-1")],
     "PreCompactHookInput": [payloads.claude_pre_compact("s-1")],
     "SessionEndHookInput": [payloads.claude_session_end("s-1")],
     "SessionStartHookInput": [payloads.claude_session_start("s-1")],

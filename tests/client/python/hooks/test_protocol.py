@@ -57,6 +57,33 @@ class TestEvents:
     def test_events_loopwarden_does_not_map_ask_nothing(self, dialect, payload):
         assert parse(dialect, payload).event is None
 
+    def test_post_tool_batch_ends_a_batch_and_asks_nothing(self):
+        """PostToolBatch: no event to evaluate (its answer is {}), but the end of the session's batch."""
+        request = parse(Dialect.CLAUDE_CODE, payloads.claude_post_tool_batch("sess-1"))
+
+        assert (None, True, "sess-1", "") == (request.event, request.ends_batch, request.session_id, request.subagent)
+        assert not parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("sess-1", "toolu_1")).ends_batch
+
+    def test_a_subagents_hooks_name_their_subagent(self):
+        """Claude Code's agent_id (only inside a subagent): the subagent's turns are batches of their own."""
+        pre = parse(Dialect.CLAUDE_CODE, {**payloads.claude_pre_tool_use("s", "toolu_1"), "agent_id": "sub-1"})
+        end = parse(Dialect.CLAUDE_CODE, {**payloads.claude_post_tool_batch("s"), "agent_id": "sub-1"})
+
+        assert ("sub-1", "sub-1") == (pre.subagent, end.subagent)
+
+    def test_a_call_joins_a_batch(self):
+        request = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "toolu_2"))
+
+        assert ("", "toolu_1") == (request.event.batch_id, request.in_batch("toolu_1").event.batch_id)
+        with pytest.raises(ValueError, match="PreToolUse"):
+            parse(Dialect.CLAUDE_CODE, payloads.claude_post_tool_use("s", "toolu_2")).in_batch("toolu_1")
+
+    def test_codex_has_no_batch_end(self):
+        """Codex has no PostToolBatch: a hook of that name is an event it does not map."""
+        request = parse(Dialect.CODEX, {**payloads.codex_stop("s"), "hook_event_name": "PostToolBatch"})
+
+        assert (None, False) == (request.event, request.ends_batch)
+
     def test_codex_events(self):
         """Codex: PreToolUse, PostToolUse (tool_response) and PreCompact map like Claude Code's."""
         kinds = [parse(Dialect.CODEX, p).event.kind for p in (
