@@ -187,7 +187,7 @@ pub enum Detector {
     None = 0,
     /// The same tool with the same arguments, again and again: warns at W repeats, blocks once C identical outcomes show nothing changes.
     GenericRepeat = 1,
-    /// Polling tools (`command_status`, `process` poll/log, `extraPollTools`) returning the same state: warns at W, blocks at C.
+    /// Polling tools (`command_status`, `process` poll/log, the host polls: Codex `write_stdin` with empty input, Claude Code `TaskOutput`/`BashOutput`, MCP `tasks/get`; `extraPollTools`, tools classed `poll`) returning the same state: warns at W, blocks at C.
     KnownPollNoProgress = 2,
     /// Two call patterns alternating: warns at W, blocks at C when both sides' results are stable.
     PingPong = 3,

@@ -173,7 +173,9 @@ func toolRulesFromMessage(rules []*pb.ToolRule) []ToolRule {
 const DetectorGenericRepeat = "generic_repeat"
 
 // DetectorKnownPollNoProgress is a value of Verdict.Detector: Polling tools (`command_status`,
-// `process` poll/log, `extraPollTools`) returning the same state: warns at W, blocks at C.
+// `process` poll/log, the host polls: Codex `write_stdin` with empty input, Claude Code
+// `TaskOutput`/`BashOutput`, MCP `tasks/get`; `extraPollTools`, tools classed `poll`) returning the
+// same state: warns at W, blocks at C.
 const DetectorKnownPollNoProgress = "known_poll_no_progress"
 
 // DetectorPingPong is a value of Verdict.Detector: Two call patterns alternating: warns at W,
