@@ -28,7 +28,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from loopwarden.eventformat import EventRecord
+from loopwarden.eventformat import EventKind, EventRecord
 from loopwarden.hooks import Dialect, HookPayloadError, HookRequest, VerdictLike, answer, parse, unavailable_answer
 
 from .core import CoreService
