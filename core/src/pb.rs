@@ -42,7 +42,7 @@ pub struct Event {
     /// "no dedup" (one-shot clients).
     #[prost(uint64, tag = "4")]
     pub seq: u64,
-    #[prost(oneof = "event::Kind", tags = "10, 11, 12, 13")]
+    #[prost(oneof = "event::Kind", tags = "10, 11, 12, 13, 14")]
     pub kind: ::core::option::Option<event::Kind>,
 }
 /// Nested message and enum types in `Event`.
@@ -61,6 +61,10 @@ pub mod event {
         /// The run is over: free its state.
         #[prost(message, tag = "13")]
         RunEnd(super::RunEnd),
+        /// A person or an orchestrator sent the run a new instruction: the run starts fresh for loop
+        /// detection (see UserTurn).
+        #[prost(message, tag = "14")]
+        UserTurn(super::UserTurn),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -113,6 +117,19 @@ pub mod tool_outcome {
 pub struct CompactionRetry {}
 #[derive(Clone, Copy, PartialEq, ::prost::Message)]
 pub struct RunEnd {}
+/// A new instruction from a person or an orchestrator (a new user prompt). With
+/// loopwarden.userTurnResets (default true) it clears the run's repeat streaks: its history,
+/// warnings already announced, sticky blocks and their count (abortAfterBlocks), the run-wide
+/// breaker's streak and the batch recovery (criticalScope "batch"). It keeps the post-compaction
+/// guard and duplicateSideEffect's memory (a duplicate send is still a duplicate after a new
+/// prompt). An aborted run stays aborted: the user turn gets the ABORT back like any event.
+/// Otherwise its verdict is ALLOW. With userTurnResets false it changes nothing.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct UserTurn {
+    /// Optional: the host's id of the prompt (carried into the retry digest only).
+    #[prost(string, tag = "1")]
+    pub prompt_id: ::prost::alloc::string::String,
+}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Verdict {
     /// Echo of Event.seq.
@@ -380,10 +397,17 @@ pub struct EffectiveConfig {
     /// loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only
     /// since another call last brought the run something new (a new (tool, args, result) triple): re-
     /// reading unchanged data between new calls is not a loop.
-    ///
-    /// generated:effective-config:end
     #[prost(bool, tag = "52")]
     pub progress_resets_repeats: bool,
+    /// loopwarden.userTurnResets: A `user_turn` event (a new instruction from a person or an
+    /// orchestrator) starts the run fresh for detection: history, announced warnings, sticky blocks
+    /// and their count, the run-wide streak and batch recovery are cleared (an aborted run stays
+    /// aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose
+    /// user is a simulator).
+    ///
+    /// generated:effective-config:end
+    #[prost(bool, tag = "60")]
+    pub user_turn_resets: bool,
 }
 /// A tool's class as loop detection uses it (`loopwarden.toolRules` classes, MCP annotations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]

@@ -57,6 +57,8 @@ pub struct Settings {
     pub critical_scope: String,
     /// An identical call with an unchanged outcome is a repeat only since another call last brought the run something new (a new (tool, args, result) triple): re-reading unchanged data between new calls is not a loop.
     pub progress_resets_repeats: bool,
+    /// A `user_turn` event (a new instruction from a person or an orchestrator) starts the run fresh for detection: history, announced warnings, sticky blocks and their count, the run-wide streak and batch recovery are cleared (an aborted run stays aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose user is a simulator).
+    pub user_turn_resets: bool,
 }
 
 impl Default for Settings {
@@ -88,12 +90,13 @@ impl Default for Settings {
             parallel_batches: false,
             critical_scope: "call".to_string(),
             progress_resets_repeats: false,
+            user_turn_resets: true,
         }
     }
 }
 
 /// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats"];
+pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets"];
 
 #[cfg(feature = "python")]
 pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
@@ -177,6 +180,9 @@ pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> py
     if let Some(v) = d.get_item("progress_resets_repeats")? {
         s.progress_resets_repeats = pyo3::types::PyAnyMethods::extract(&v)?;
     }
+    if let Some(v) = d.get_item("user_turn_resets")? {
+        s.user_turn_resets = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
     Ok(s)
 }
 
@@ -245,7 +251,7 @@ pub mod error_codes {
     pub const TOOL_LOOP_PERSISTED: &str = "tool_loop_persisted";
     /// reject: The event has no run id (or a blank one).
     pub const MISSING_RUN_ID: &str = "missing_run_id";
-    /// reject: The event sets none of tool_call, tool_outcome, compaction_retry, run_end.
+    /// reject: The event sets none of tool_call, tool_outcome, compaction_retry, user_turn, run_end.
     pub const MISSING_EVENT_KIND: &str = "missing_event_kind";
     /// reject: params_json is not valid JSON.
     pub const INVALID_PARAMS_JSON: &str = "invalid_params_json";

@@ -117,7 +117,8 @@ class CoreService:
             kind, record.run_id, tenant=tenant, now=self.clock(), agent_id=record.agent_id,
             session_id=record.session_id, seq=record.seq, tool_name=record.tool_name,
             params_json=record.params_json, tool_call_id=record.tool_call_id, result_json=record.result_json,
-            error=record.error, lazy=lazy, tool_class=record.tool_class, batch_id=record.batch_id)
+            error=record.error, lazy=lazy, tool_class=record.tool_class, batch_id=record.batch_id,
+            prompt_id=record.prompt_id)
         return self._applied(answer, tenant)
 
     def resume(self, pending: Pending, tenant: str = "", routed: str = "", *, report: bool = False) -> Answer:

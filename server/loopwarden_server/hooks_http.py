@@ -28,7 +28,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from loopwarden.eventformat import EventRecord
+from loopwarden.eventformat import EventKind, EventRecord
 from loopwarden.hooks import Dialect, HookPayloadError, HookRequest, VerdictLike, answer, parse, unavailable_answer
 
 from .core import CoreService
@@ -227,6 +227,8 @@ class HooksEndpoint:
             self.batches.end_batch(tenant, hook.session_id, hook.subagent)
         elif hook.ends_session:
             self.batches.end_session(tenant, hook.session_id)
+        elif hook.event is not None and hook.event.kind is EventKind.USER_TURN:
+            self.batches.end_batch(tenant, hook.session_id, hook.subagent)  # a new prompt: a new turn
         elif hook.before_tool and hook.event is not None:
             call = hook.event
             batch_id = self.batches.call(tenant, hook.session_id, hook.subagent, call.tool_call_id,

@@ -36,13 +36,14 @@ class ConcreteEvent:
     seq: int
     run_id: str
     agent_id: str
-    kind: str | None  # tool_call | tool_outcome | compaction_retry | run_end | None
+    kind: str | None  # tool_call | tool_outcome | compaction_retry | user_turn | run_end | None
     tool_name: str
     tool_call_id: str
     params_json: str
     result_json: str | None
     error: str | None
     expect: dict | None
+    prompt_id: str = ""  # user_turn
 
 
 def load_variants() -> list[Variant]:
@@ -65,7 +66,7 @@ def _fill(value: Any, i: int) -> Any:
     return value
 
 
-_KINDS = ("tool_call", "tool_outcome", "compaction_retry", "run_end")
+_KINDS = ("tool_call", "tool_outcome", "compaction_retry", "user_turn", "run_end")
 
 
 def expand(variant: Variant) -> Iterator[ConcreteEvent]:
@@ -94,6 +95,7 @@ def expand(variant: Variant) -> Iterator[ConcreteEvent]:
                     result_json=result_json,
                     error=body.get("error"),
                     expect=expect,
+                    prompt_id=body.get("prompt_id", ""),
                 )
 
 

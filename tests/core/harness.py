@@ -37,6 +37,9 @@ def pb_event(event: dict) -> pb.Event:
         message.compaction_retry.SetInParent()
     elif kind == "run_end":
         message.run_end.SetInParent()
+    elif kind == "user_turn":
+        message.user_turn.prompt_id = event.get("prompt_id", "")
+        message.user_turn.SetInParent()
     return message
 
 

@@ -116,7 +116,7 @@ def events(draw, palette=None):
     """One event as a dict (the conformance runner's vocabulary, flattened)."""
     if palette is None or draw(st.integers(min_value=0, max_value=9)) == 0:
         palette = WILD
-    kind = draw(st.sampled_from(["tool_call"] * 8 + ["tool_outcome"] * 8 + ["compaction_retry", "run_end", "none"]))
+    kind = draw(st.sampled_from(["tool_call"] * 8 + ["tool_outcome"] * 8 + ["compaction_retry", "user_turn", "run_end", "none"]))
     event = {"run_id": draw(st.sampled_from(["r1"] * 6 + ["r2", " r1 ", ""])),
              "agent_id": draw(st.sampled_from(["", "", "", "strict", "other"])),
              "seq": draw(st.sampled_from([0, 0, 1, 2, 3]) | st.integers(min_value=4, max_value=10_000)),
@@ -125,6 +125,8 @@ def events(draw, palette=None):
         event["tool_name"] = draw(st.sampled_from(palette["tools"]))
         event["params_json"] = draw(st.sampled_from(palette["params"]))
         event["tool_call_id"] = draw(st.sampled_from(["", "", "", "c1", "c2"]))
+    if kind == "user_turn":
+        event["prompt_id"] = draw(st.sampled_from(["", "p1", "p2"]))
     if kind == "tool_outcome":
         which = draw(st.sampled_from(["result"] * 6 + ["error", "none"]))
         if which == "result":

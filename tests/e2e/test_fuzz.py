@@ -36,7 +36,7 @@ json_ish = st.one_of(
 
 @st.composite
 def fuzz_events(draw):
-    kind = draw(st.sampled_from(["tool_call", "tool_outcome", "compaction_retry", "run_end", None]))
+    kind = draw(st.sampled_from(["tool_call", "tool_outcome", "compaction_retry", "user_turn", "run_end", None]))
     event = pb.Event(run_id=draw(st.one_of(any_text, st.sampled_from(["", " ", "fuzz-run"]))),
                      agent_id=draw(any_text), session_id=draw(any_text),
                      seq=draw(st.integers(min_value=0, max_value=2**64 - 1)))
@@ -53,6 +53,8 @@ def fuzz_events(draw):
         event.tool_outcome.CopyFrom(body)
     elif kind == "compaction_retry":
         event.compaction_retry.SetInParent()
+    elif kind == "user_turn":
+        event.user_turn.CopyFrom(pb.UserTurn(prompt_id=draw(any_text)))
     elif kind == "run_end":
         event.run_end.SetInParent()
     return event

@@ -7,7 +7,7 @@ import pytest
 
 from loopwarden_server.config import load_config_text
 from tests.reference.engine import (
-    CompactionRetry, ErrorCode, RunEnd, ToolCall, ToolOutcome, evaluate, new_run_state,
+    CompactionRetry, ErrorCode, RunEnd, ToolCall, ToolOutcome, UserTurn, evaluate, new_run_state,
 )
 from tests.reference.engine.verdicts import reject
 from tests.conformance.scenarios import ConcreteEvent, check, expand, load_variants
@@ -26,6 +26,8 @@ def _engine_event(event: ConcreteEvent):
         return CompactionRetry(event.seq)
     if event.kind == "run_end":
         return RunEnd(event.seq)
+    if event.kind == "user_turn":
+        return UserTurn(event.prompt_id, event.seq)
     return None
 
 

@@ -5,7 +5,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 
 from loopwarden_server.transport.convert import effective_config
 
-from .engine import Action, CompactionRetry, Detector, Level, RunEnd, ToolCall, ToolOutcome, Verdict
+from .engine import Action, CompactionRetry, Detector, Level, RunEnd, ToolCall, ToolOutcome, UserTurn, Verdict
 from .service import Decision, EventInput, RunView
 
 _ACTION = {
@@ -48,6 +48,8 @@ def event_input(event: pb.Event, tenant: str = "") -> EventInput:
         payload = CompactionRetry(seq)
     elif kind == "run_end":
         payload = RunEnd(seq)
+    elif kind == "user_turn":
+        payload = UserTurn(event.user_turn.prompt_id, seq)
     else:
         payload = None
     return EventInput(event.run_id, payload, event.agent_id, event.session_id, seq, tenant)

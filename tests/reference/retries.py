@@ -17,7 +17,7 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING
 
-from .engine import CompactionRetry, RunEnd, ToolCall, ToolOutcome
+from .engine import CompactionRetry, RunEnd, ToolCall, ToolOutcome, UserTurn
 from .xxh3 import xxh3_64
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def _call_id(value: str) -> bytes:
     return b"i" + _text(value) if value else b""
 
 
-def content_digest(payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd) -> bytes:
+def content_digest(payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd | UserTurn) -> bytes:
     """8 bytes naming what an event says (not its seq): kind, tool, params, call id, result or error."""
     # XXH3-64, big-endian, as the core takes it (core/src/service/retries.rs, which says why not
     # sha256): the window is persisted and read by either engine.
@@ -53,6 +53,8 @@ def content_digest(payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd) -
             data += b"-"
     elif type(payload) is CompactionRetry:
         data = b"k"
+    elif type(payload) is UserTurn:
+        data = b"u" + _text(payload.prompt_id)
     else:
         data = b"x"
     return xxh3_64(data).to_bytes(DIGEST_SIZE, "big")

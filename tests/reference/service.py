@@ -22,7 +22,7 @@ from loopwarden_server.metrics import DEFAULT_AGENT, Metrics
 from loopwarden_server.settings import Limits
 
 from .engine import (
-    Action, CompactionRetry, ErrorCode, LoopDetectionSettings, Record, RunEnd, ToolCall, ToolOutcome, Verdict,
+    Action, CompactionRetry, ErrorCode, LoopDetectionSettings, Record, RunEnd, ToolCall, ToolOutcome, UserTurn, Verdict,
     evaluate, new_run_state, normalize_tool_name,
 )
 from .engine.verdicts import ALLOW, reject
@@ -39,7 +39,7 @@ class EventInput:
     """One event as received: the envelope, and the engine event it carries (None: no kind)."""
 
     run_id: str
-    payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd | None
+    payload: ToolCall | ToolOutcome | CompactionRetry | RunEnd | UserTurn | None
     agent_id: str = ""
     session_id: str = ""
     seq: int = 0
@@ -54,7 +54,8 @@ class EventInput:
 
 # Metric label of each engine event: the event kinds as the event format names them.
 _KIND_OF = {ToolCall: EventKind.TOOL_CALL.value, ToolOutcome: EventKind.TOOL_OUTCOME.value,
-            CompactionRetry: EventKind.COMPACTION_RETRY.value, RunEnd: EventKind.RUN_END.value}
+            CompactionRetry: EventKind.COMPACTION_RETRY.value, RunEnd: EventKind.RUN_END.value,
+            UserTurn: EventKind.USER_TURN.value}
 
 
 @dataclass(slots=True)
@@ -165,7 +166,7 @@ class LoopwardenService:
                           f"session_id is {len(event.session_id)} characters; the limit is {limits.max_session_id_chars}")
         payload = event.payload
         if payload is None:
-            return reject(ErrorCode.MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end")
+            return reject(ErrorCode.MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, user_turn, run_end")
         if not isinstance(payload, (ToolCall, ToolOutcome)):
             return None
         if len(payload.tool_name) > limits.max_tool_name_chars:

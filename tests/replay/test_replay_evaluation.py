@@ -296,6 +296,18 @@ class TestEventsImporter:
 
         assert 200 < len(events) and [] == mismatched
 
+    def test_offline_replay_reads_a_user_turn(self):
+        """The event format's `user_turn` (issue 25): after a block, a turn and the same call is ALLOW."""
+        call = {"run_id": "r", "kind": "tool_call", "tool_name": "read", "params": {"path": "/x"}}
+        outcome = {**call, "kind": "tool_outcome", "result": "same"}
+        engine = OfflineEngine(load_config_text(CONFIG))
+        for _ in range(20):
+            engine.judge(call)
+            engine.judge(outcome)
+        assert "block" == engine.judge(call).action
+        assert "allow" == engine.judge({"run_id": "r", "seq": 7, "kind": "user_turn", "prompt_id": "p2"}).action
+        assert "allow" == engine.judge(call).action
+
 
 class TestOpenAIImporter:
     EXPECTED = [

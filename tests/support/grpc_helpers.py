@@ -72,6 +72,9 @@ def event_message(event: ConcreteEvent) -> pb.Event:
         message.compaction_retry.SetInParent()
     elif event.kind == "run_end":
         message.run_end.SetInParent()
+    elif event.kind == "user_turn":
+        message.user_turn.prompt_id = event.prompt_id
+        message.user_turn.SetInParent()
     return message
 
 

@@ -326,6 +326,13 @@ func (c *Client) CompactionRetry(ctx context.Context, runID string, opts ...Even
 	return c.send(ctx, CompactionRetryEvent(runID, c.complete(opts)...), nil)
 }
 
+// UserTurn tells the daemon a person or an orchestrator sent the run a new instruction
+// (WithPromptID names it): the run starts fresh for loop detection, unless
+// loopwarden.userTurnResets is false; an aborted run stays aborted.
+func (c *Client) UserTurn(ctx context.Context, runID string, opts ...EventOption) (Verdict, error) {
+	return c.send(ctx, UserTurnEvent(runID, c.complete(opts)...), nil)
+}
+
 // RunEnd tells the daemon the run is over: it frees the run's state.
 func (c *Client) RunEnd(ctx context.Context, runID string, opts ...EventOption) (Verdict, error) {
 	return c.send(ctx, RunEndEvent(runID, c.complete(opts)...), nil)

@@ -10,8 +10,8 @@ import (
 	pb "github.com/loopwarden/loopwarden/client/go/loopwardenv1"
 )
 
-// Event is one event of a run, built by ToolCallEvent, ToolOutcomeEvent, CompactionRetryEvent or
-// RunEndEvent, for Client.Evaluate (several events in one request) and Client.Check. The client
+// Event is one event of a run, built by ToolCallEvent, ToolOutcomeEvent, CompactionRetryEvent,
+// UserTurnEvent or RunEndEvent, for Client.Evaluate (several events in one request) and Client.Check. The client
 // sends it exactly as built: no default agent id, no numbering. The zero Event has no run id, so
 // the daemon rejects it.
 type Event struct{ message *pb.Event }
@@ -26,7 +26,7 @@ func (e Event) wire() *pb.Event {
 
 type eventFields struct {
 	agentID, sessionID, toolCallID  string
-	batchID, toolClass              string
+	batchID, toolClass, promptID    string
 	seq                             uint64
 	paramsJSON, resultJSON, errText *string
 	result                          any
@@ -129,6 +129,16 @@ func ToolOutcomeEvent(runID, toolName string, params any, opts ...EventOption) (
 func CompactionRetryEvent(runID string, opts ...EventOption) Event {
 	event := envelope(runID, fields(opts))
 	event.Kind = &pb.Event_CompactionRetry{CompactionRetry: &pb.CompactionRetry{}}
+	return Event{event}
+}
+
+// UserTurnEvent builds the event that says a person or an orchestrator sent the run a new
+// instruction: the run starts fresh for loop detection (loopwarden.userTurnResets); an aborted run
+// stays aborted. WithPromptID names the prompt.
+func UserTurnEvent(runID string, opts ...EventOption) Event {
+	f := fields(opts)
+	event := envelope(runID, f)
+	event.Kind = &pb.Event_UserTurn{UserTurn: &pb.UserTurn{PromptId: f.promptID}}
 	return Event{event}
 }
 

@@ -19,8 +19,8 @@ type Option interface{ applyToClient(*Client) }
 type GuardOption interface{ applyToGuard(*Guard) }
 
 // EventOption sets an optional field of one event; pass it to the event verbs of Client
-// (ToolCall, ToolOutcome, CompactionRetry, RunEnd), to Guard.Call or to the event builders
-// (ToolCallEvent, ToolOutcomeEvent, CompactionRetryEvent, RunEndEvent).
+// (ToolCall, ToolOutcome, CompactionRetry, UserTurn, RunEnd), to Guard.Call or to the event
+// builders (ToolCallEvent, ToolOutcomeEvent, CompactionRetryEvent, UserTurnEvent, RunEndEvent).
 type EventOption interface{ applyToEvent(*eventFields) }
 
 type clientOption func(*Client)
@@ -123,6 +123,12 @@ func WithToolCallID(id string) EventOption {
 // it, the calls of one Evaluate request are a batch. Other events ignore it.
 func WithBatchID(id string) EventOption {
 	return eventOption(func(f *eventFields) { f.batchID = id })
+}
+
+// WithPromptID names the new prompt of a UserTurn (UserTurn.prompt_id: part of the event's
+// content for retries). Other kinds ignore it.
+func WithPromptID(id string) EventOption {
+	return eventOption(func(f *eventFields) { f.promptID = id })
 }
 
 // WithToolClass tells the daemon what the called tool does, as the config spells a class:

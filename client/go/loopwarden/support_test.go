@@ -297,7 +297,7 @@ type concreteEvent struct {
 	build func(runID string) (loopwarden.Event, error)
 }
 
-var kinds = []string{"tool_call", "tool_outcome", "compaction_retry", "run_end"}
+var kinds = []string{"tool_call", "tool_outcome", "compaction_retry", "user_turn", "run_end"}
 
 func str(body map[string]any, key string) string {
 	s, _ := body[key].(string)
@@ -373,6 +373,9 @@ func expand(v variant) ([]concreteEvent, error) {
 					build = func(runID string) (loopwarden.Event, error) {
 						return loopwarden.CompactionRetryEvent(runID, opts...), nil
 					}
+				case "user_turn":
+					turn := append(opts, loopwarden.WithPromptID(str(body, "prompt_id")))
+					build = func(runID string) (loopwarden.Event, error) { return loopwarden.UserTurnEvent(runID, turn...), nil }
 				case "run_end":
 					build = func(runID string) (loopwarden.Event, error) { return loopwarden.RunEndEvent(runID, opts...), nil }
 				default:

@@ -100,6 +100,12 @@ type EffectiveConfig struct {
 	// outcome is a repeat only since another call last brought the run something new (a new (tool,
 	// args, result) triple): re-reading unchanged data between new calls is not a loop.
 	ProgressResetsRepeats bool
+	// UserTurnResets is loopwarden.userTurnResets: A `user_turn` event (a new instruction from a
+	// person or an orchestrator) starts the run fresh for detection: history, announced warnings,
+	// sticky blocks and their count, the run-wide streak and batch recovery are cleared (an aborted
+	// run stays aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts
+	// whose user is a simulator).
+	UserTurnResets bool
 }
 
 func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
@@ -130,6 +136,7 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 	config.ParallelBatches = m.GetParallelBatches()
 	config.CriticalScope = m.GetCriticalScope()
 	config.ProgressResetsRepeats = m.GetProgressResetsRepeats()
+	config.UserTurnResets = m.GetUserTurnResets()
 	if m != nil && m.Enabled != nil {
 		value := m.GetEnabled()
 		config.Enabled = &value
@@ -232,7 +239,7 @@ const ErrorCodeToolLoopPersisted = "tool_loop_persisted"
 const ErrorCodeMissingRunId = "missing_run_id"
 
 // ErrorCodeMissingEventKind is a value of Verdict.ErrorCode (reject): The event sets none of
-// tool_call, tool_outcome, compaction_retry, run_end.
+// tool_call, tool_outcome, compaction_retry, user_turn, run_end.
 const ErrorCodeMissingEventKind = "missing_event_kind"
 
 // ErrorCodeInvalidParamsJson is a value of Verdict.ErrorCode (reject): params_json is not valid

@@ -2,8 +2,9 @@
 //
 // A runner asks before each tool call whether it may run (ToolCall), reports what the call
 // returned afterwards (ToolOutcome), tells the daemon when it compacted its context and retries
-// (CompactionRetry), and frees the run's state when the run is over (RunEnd). The daemon keeps a
-// short per-run history and answers each event with a Verdict.
+// (CompactionRetry), tells it when a person or an orchestrator sent a new instruction (UserTurn),
+// and frees the run's state when the run is over (RunEnd). The daemon keeps a short per-run
+// history and answers each event with a Verdict.
 //
 // Released fields are never renumbered or retyped; `buf breaking` guards this in CI.
 
@@ -499,6 +500,7 @@ type Event struct {
 	//	*Event_ToolOutcome
 	//	*Event_CompactionRetry
 	//	*Event_RunEnd
+	//	*Event_UserTurn
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -605,6 +607,15 @@ func (x *Event) GetRunEnd() *RunEnd {
 	return nil
 }
 
+func (x *Event) GetUserTurn() *UserTurn {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_UserTurn); ok {
+			return x.UserTurn
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -629,6 +640,12 @@ type Event_RunEnd struct {
 	RunEnd *RunEnd `protobuf:"bytes,13,opt,name=run_end,json=runEnd,proto3,oneof"`
 }
 
+type Event_UserTurn struct {
+	// A person or an orchestrator sent the run a new instruction: the run starts fresh for loop
+	// detection (see UserTurn).
+	UserTurn *UserTurn `protobuf:"bytes,14,opt,name=user_turn,json=userTurn,proto3,oneof"`
+}
+
 func (*Event_ToolCall) isEvent_Kind() {}
 
 func (*Event_ToolOutcome) isEvent_Kind() {}
@@ -636,6 +653,8 @@ func (*Event_ToolOutcome) isEvent_Kind() {}
 func (*Event_CompactionRetry) isEvent_Kind() {}
 
 func (*Event_RunEnd) isEvent_Kind() {}
+
+func (*Event_UserTurn) isEvent_Kind() {}
 
 type ToolCall struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -903,6 +922,58 @@ func (*RunEnd) Descriptor() ([]byte, []int) {
 	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{8}
 }
 
+// A new instruction from a person or an orchestrator (a new user prompt). With
+// loopwarden.userTurnResets (default true) it clears the run's repeat streaks: its history,
+// warnings already announced, sticky blocks and their count (abortAfterBlocks), the run-wide
+// breaker's streak and the batch recovery (criticalScope "batch"). It keeps the post-compaction
+// guard and duplicateSideEffect's memory (a duplicate send is still a duplicate after a new
+// prompt). An aborted run stays aborted: the user turn gets the ABORT back like any event.
+// Otherwise its verdict is ALLOW. With userTurnResets false it changes nothing.
+type UserTurn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional: the host's id of the prompt (carried into the retry digest only).
+	PromptId      string `protobuf:"bytes,1,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserTurn) Reset() {
+	*x = UserTurn{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserTurn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserTurn) ProtoMessage() {}
+
+func (x *UserTurn) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserTurn.ProtoReflect.Descriptor instead.
+func (*UserTurn) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UserTurn) GetPromptId() string {
+	if x != nil {
+		return x.PromptId
+	}
+	return ""
+}
+
 type Verdict struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Echo of Event.seq.
@@ -950,7 +1021,7 @@ type Verdict struct {
 
 func (x *Verdict) Reset() {
 	*x = Verdict{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[9]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1033,7 @@ func (x *Verdict) String() string {
 func (*Verdict) ProtoMessage() {}
 
 func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[9]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1046,7 @@ func (x *Verdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
 func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{9}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Verdict) GetSeq() uint64 {
@@ -1105,7 +1176,7 @@ type Evidence struct {
 
 func (x *Evidence) Reset() {
 	*x = Evidence{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1188,7 @@ func (x *Evidence) String() string {
 func (*Evidence) ProtoMessage() {}
 
 func (x *Evidence) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1201,7 @@ func (x *Evidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
 func (*Evidence) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{10}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Evidence) GetSeqs() []uint64 {
@@ -1163,7 +1234,7 @@ type InspectRunRequest struct {
 
 func (x *InspectRunRequest) Reset() {
 	*x = InspectRunRequest{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1246,7 @@ func (x *InspectRunRequest) String() string {
 func (*InspectRunRequest) ProtoMessage() {}
 
 func (x *InspectRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1259,7 @@ func (x *InspectRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRunRequest.ProtoReflect.Descriptor instead.
 func (*InspectRunRequest) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{11}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InspectRunRequest) GetRunId() string {
@@ -1227,7 +1298,7 @@ type InspectRunResponse struct {
 
 func (x *InspectRunResponse) Reset() {
 	*x = InspectRunResponse{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1310,7 @@ func (x *InspectRunResponse) String() string {
 func (*InspectRunResponse) ProtoMessage() {}
 
 func (x *InspectRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1323,7 @@ func (x *InspectRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRunResponse.ProtoReflect.Descriptor instead.
 func (*InspectRunResponse) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{12}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InspectRunResponse) GetRunId() string {
@@ -1348,7 +1419,7 @@ type RunRecord struct {
 
 func (x *RunRecord) Reset() {
 	*x = RunRecord{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1431,7 @@ func (x *RunRecord) String() string {
 func (*RunRecord) ProtoMessage() {}
 
 func (x *RunRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1444,7 @@ func (x *RunRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRecord.ProtoReflect.Descriptor instead.
 func (*RunRecord) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{13}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunRecord) GetSeq() uint64 {
@@ -1431,7 +1502,7 @@ type GuardState struct {
 
 func (x *GuardState) Reset() {
 	*x = GuardState{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1514,7 @@ func (x *GuardState) String() string {
 func (*GuardState) ProtoMessage() {}
 
 func (x *GuardState) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1527,7 @@ func (x *GuardState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuardState.ProtoReflect.Descriptor instead.
 func (*GuardState) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{14}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GuardState) GetArmed() bool {
@@ -1495,7 +1566,7 @@ type ToolRule struct {
 
 func (x *ToolRule) Reset() {
 	*x = ToolRule{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1578,7 @@ func (x *ToolRule) String() string {
 func (*ToolRule) ProtoMessage() {}
 
 func (x *ToolRule) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1591,7 @@ func (x *ToolRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRule.ProtoReflect.Descriptor instead.
 func (*ToolRule) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{15}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolRule) GetTool() string {
@@ -1645,14 +1716,20 @@ type EffectiveConfig struct {
 	// loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only
 	// since another call last brought the run something new (a new (tool, args, result) triple): re-
 	// reading unchanged data between new calls is not a loop.
-	ProgressResetsRepeats bool `protobuf:"varint,52,opt,name=progress_resets_repeats,json=progressResetsRepeats,proto3" json:"progress_resets_repeats,omitempty"` // generated:effective-config:end
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	ProgressResetsRepeats bool `protobuf:"varint,52,opt,name=progress_resets_repeats,json=progressResetsRepeats,proto3" json:"progress_resets_repeats,omitempty"`
+	// loopwarden.userTurnResets: A `user_turn` event (a new instruction from a person or an
+	// orchestrator) starts the run fresh for detection: history, announced warnings, sticky blocks
+	// and their count, the run-wide streak and batch recovery are cleared (an aborted run stays
+	// aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose
+	// user is a simulator).
+	UserTurnResets bool `protobuf:"varint,60,opt,name=user_turn_resets,json=userTurnResets,proto3" json:"user_turn_resets,omitempty"` // generated:effective-config:end
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
 	*x = EffectiveConfig{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1741,7 @@ func (x *EffectiveConfig) String() string {
 func (*EffectiveConfig) ProtoMessage() {}
 
 func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1754,7 @@ func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EffectiveConfig.ProtoReflect.Descriptor instead.
 func (*EffectiveConfig) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{16}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EffectiveConfig) GetEnabled() bool {
@@ -1869,6 +1946,13 @@ func (x *EffectiveConfig) GetProgressResetsRepeats() bool {
 	return false
 }
 
+func (x *EffectiveConfig) GetUserTurnResets() bool {
+	if x != nil {
+		return x.UserTurnResets
+	}
+	return false
+}
+
 var File_loopwarden_v1_loopwarden_proto protoreflect.FileDescriptor
 
 const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
@@ -1881,7 +1965,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\fCheckRequest\x12*\n" +
 	"\x05event\x18\x01 \x01(\v2\x14.loopwarden.v1.EventR\x05event\"A\n" +
 	"\rCheckResponse\x120\n" +
-	"\averdict\x18\x01 \x01(\v2\x16.loopwarden.v1.VerdictR\averdict\"\xea\x02\n" +
+	"\averdict\x18\x01 \x01(\v2\x16.loopwarden.v1.VerdictR\averdict\"\xa2\x03\n" +
 	"\x05Event\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1d\n" +
@@ -1892,7 +1976,8 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	" \x01(\v2\x17.loopwarden.v1.ToolCallH\x00R\btoolCall\x12?\n" +
 	"\ftool_outcome\x18\v \x01(\v2\x1a.loopwarden.v1.ToolOutcomeH\x00R\vtoolOutcome\x12K\n" +
 	"\x10compaction_retry\x18\f \x01(\v2\x1e.loopwarden.v1.CompactionRetryH\x00R\x0fcompactionRetry\x120\n" +
-	"\arun_end\x18\r \x01(\v2\x15.loopwarden.v1.RunEndH\x00R\x06runEndB\x06\n" +
+	"\arun_end\x18\r \x01(\v2\x15.loopwarden.v1.RunEndH\x00R\x06runEnd\x126\n" +
+	"\tuser_turn\x18\x0e \x01(\v2\x17.loopwarden.v1.UserTurnH\x00R\buserTurnB\x06\n" +
 	"\x04kind\"\xbe\x01\n" +
 	"\bToolCall\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
@@ -1914,7 +1999,9 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tH\x00R\x05errorB\t\n" +
 	"\aoutcome\"\x11\n" +
 	"\x0fCompactionRetry\"\b\n" +
-	"\x06RunEnd\"\xbf\x04\n" +
+	"\x06RunEnd\"'\n" +
+	"\bUserTurn\x12\x1b\n" +
+	"\tprompt_id\x18\x01 \x01(\tR\bpromptId\"\xbf\x04\n" +
 	"\aVerdict\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12-\n" +
@@ -1978,7 +2065,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vignore_args\x18\x03 \x03(\tR\n" +
 	"ignoreArgs\x12\x1b\n" +
 	"\tkeep_args\x18\x04 \x03(\tR\bkeepArgs\x12#\n" +
-	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xa7\n" +
+	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xd1\n" +
 	"\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
@@ -2010,7 +2097,8 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x19failure_cascade_threshold\x18+ \x01(\rR\x17failureCascadeThreshold\x12)\n" +
 	"\x10parallel_batches\x182 \x01(\bR\x0fparallelBatches\x12%\n" +
 	"\x0ecritical_scope\x183 \x01(\tR\rcriticalScope\x126\n" +
-	"\x17progress_resets_repeats\x184 \x01(\bR\x15progressResetsRepeatsB\n" +
+	"\x17progress_resets_repeats\x184 \x01(\bR\x15progressResetsRepeats\x12(\n" +
+	"\x10user_turn_resets\x18< \x01(\bR\x0euserTurnResetsB\n" +
 	"\n" +
 	"\b_enabled*o\n" +
 	"\tToolClass\x12\x1a\n" +
@@ -2063,7 +2151,7 @@ func file_loopwarden_v1_loopwarden_proto_rawDescGZIP() []byte {
 }
 
 var file_loopwarden_v1_loopwarden_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_loopwarden_v1_loopwarden_proto_goTypes = []any{
 	(ToolClass)(0),             // 0: loopwarden.v1.ToolClass
 	(Action)(0),                // 1: loopwarden.v1.Action
@@ -2078,47 +2166,49 @@ var file_loopwarden_v1_loopwarden_proto_goTypes = []any{
 	(*ToolOutcome)(nil),        // 10: loopwarden.v1.ToolOutcome
 	(*CompactionRetry)(nil),    // 11: loopwarden.v1.CompactionRetry
 	(*RunEnd)(nil),             // 12: loopwarden.v1.RunEnd
-	(*Verdict)(nil),            // 13: loopwarden.v1.Verdict
-	(*Evidence)(nil),           // 14: loopwarden.v1.Evidence
-	(*InspectRunRequest)(nil),  // 15: loopwarden.v1.InspectRunRequest
-	(*InspectRunResponse)(nil), // 16: loopwarden.v1.InspectRunResponse
-	(*RunRecord)(nil),          // 17: loopwarden.v1.RunRecord
-	(*GuardState)(nil),         // 18: loopwarden.v1.GuardState
-	(*ToolRule)(nil),           // 19: loopwarden.v1.ToolRule
-	(*EffectiveConfig)(nil),    // 20: loopwarden.v1.EffectiveConfig
+	(*UserTurn)(nil),           // 13: loopwarden.v1.UserTurn
+	(*Verdict)(nil),            // 14: loopwarden.v1.Verdict
+	(*Evidence)(nil),           // 15: loopwarden.v1.Evidence
+	(*InspectRunRequest)(nil),  // 16: loopwarden.v1.InspectRunRequest
+	(*InspectRunResponse)(nil), // 17: loopwarden.v1.InspectRunResponse
+	(*RunRecord)(nil),          // 18: loopwarden.v1.RunRecord
+	(*GuardState)(nil),         // 19: loopwarden.v1.GuardState
+	(*ToolRule)(nil),           // 20: loopwarden.v1.ToolRule
+	(*EffectiveConfig)(nil),    // 21: loopwarden.v1.EffectiveConfig
 }
 var file_loopwarden_v1_loopwarden_proto_depIdxs = []int32{
 	8,  // 0: loopwarden.v1.EvaluateRequest.events:type_name -> loopwarden.v1.Event
-	13, // 1: loopwarden.v1.EvaluateResponse.verdicts:type_name -> loopwarden.v1.Verdict
+	14, // 1: loopwarden.v1.EvaluateResponse.verdicts:type_name -> loopwarden.v1.Verdict
 	8,  // 2: loopwarden.v1.CheckRequest.event:type_name -> loopwarden.v1.Event
-	13, // 3: loopwarden.v1.CheckResponse.verdict:type_name -> loopwarden.v1.Verdict
+	14, // 3: loopwarden.v1.CheckResponse.verdict:type_name -> loopwarden.v1.Verdict
 	9,  // 4: loopwarden.v1.Event.tool_call:type_name -> loopwarden.v1.ToolCall
 	10, // 5: loopwarden.v1.Event.tool_outcome:type_name -> loopwarden.v1.ToolOutcome
 	11, // 6: loopwarden.v1.Event.compaction_retry:type_name -> loopwarden.v1.CompactionRetry
 	12, // 7: loopwarden.v1.Event.run_end:type_name -> loopwarden.v1.RunEnd
-	0,  // 8: loopwarden.v1.ToolCall.tool_class:type_name -> loopwarden.v1.ToolClass
-	1,  // 9: loopwarden.v1.Verdict.action:type_name -> loopwarden.v1.Action
-	2,  // 10: loopwarden.v1.Verdict.detector:type_name -> loopwarden.v1.Detector
-	3,  // 11: loopwarden.v1.Verdict.level:type_name -> loopwarden.v1.Level
-	14, // 12: loopwarden.v1.Verdict.evidence:type_name -> loopwarden.v1.Evidence
-	1,  // 13: loopwarden.v1.Verdict.shadow_action:type_name -> loopwarden.v1.Action
-	17, // 14: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
-	18, // 15: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
-	20, // 16: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
-	13, // 17: loopwarden.v1.InspectRunResponse.recent_verdicts:type_name -> loopwarden.v1.Verdict
-	0,  // 18: loopwarden.v1.ToolRule.tool_class:type_name -> loopwarden.v1.ToolClass
-	19, // 19: loopwarden.v1.EffectiveConfig.tool_rules:type_name -> loopwarden.v1.ToolRule
-	4,  // 20: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
-	6,  // 21: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
-	15, // 22: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
-	5,  // 23: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
-	7,  // 24: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
-	16, // 25: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
-	23, // [23:26] is the sub-list for method output_type
-	20, // [20:23] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	13, // 8: loopwarden.v1.Event.user_turn:type_name -> loopwarden.v1.UserTurn
+	0,  // 9: loopwarden.v1.ToolCall.tool_class:type_name -> loopwarden.v1.ToolClass
+	1,  // 10: loopwarden.v1.Verdict.action:type_name -> loopwarden.v1.Action
+	2,  // 11: loopwarden.v1.Verdict.detector:type_name -> loopwarden.v1.Detector
+	3,  // 12: loopwarden.v1.Verdict.level:type_name -> loopwarden.v1.Level
+	15, // 13: loopwarden.v1.Verdict.evidence:type_name -> loopwarden.v1.Evidence
+	1,  // 14: loopwarden.v1.Verdict.shadow_action:type_name -> loopwarden.v1.Action
+	18, // 15: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
+	19, // 16: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
+	21, // 17: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
+	14, // 18: loopwarden.v1.InspectRunResponse.recent_verdicts:type_name -> loopwarden.v1.Verdict
+	0,  // 19: loopwarden.v1.ToolRule.tool_class:type_name -> loopwarden.v1.ToolClass
+	20, // 20: loopwarden.v1.EffectiveConfig.tool_rules:type_name -> loopwarden.v1.ToolRule
+	4,  // 21: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
+	6,  // 22: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
+	16, // 23: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
+	5,  // 24: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
+	7,  // 25: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
+	17, // 26: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
+	24, // [24:27] is the sub-list for method output_type
+	21, // [21:24] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_loopwarden_v1_loopwarden_proto_init() }
@@ -2131,19 +2221,20 @@ func file_loopwarden_v1_loopwarden_proto_init() {
 		(*Event_ToolOutcome)(nil),
 		(*Event_CompactionRetry)(nil),
 		(*Event_RunEnd)(nil),
+		(*Event_UserTurn)(nil),
 	}
 	file_loopwarden_v1_loopwarden_proto_msgTypes[6].OneofWrappers = []any{
 		(*ToolOutcome_ResultJson)(nil),
 		(*ToolOutcome_Error)(nil),
 	}
-	file_loopwarden_v1_loopwarden_proto_msgTypes[16].OneofWrappers = []any{}
+	file_loopwarden_v1_loopwarden_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_loopwarden_v1_loopwarden_proto_rawDesc), len(file_loopwarden_v1_loopwarden_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2,8 +2,9 @@
 //
 // A runner asks before each tool call whether it may run (ToolCall), reports what the call
 // returned afterwards (ToolOutcome), tells the daemon when it compacted its context and retries
-// (CompactionRetry), and frees the run's state when the run is over (RunEnd). The daemon keeps a
-// short per-run history and answers each event with a Verdict.
+// (CompactionRetry), tells it when a person or an orchestrator sent a new instruction (UserTurn),
+// and frees the run's state when the run is over (RunEnd). The daemon keeps a short per-run
+// history and answers each event with a Verdict.
 //
 // Released fields are never renumbered or retyped; `buf breaking` guards this in CI.
 

@@ -5,7 +5,7 @@
 import grpc from '@grpc/grpc-js';
 
 import { LoopwardenUnavailable, RunNotFound, describeRpcError } from './errors.js';
-import { compactionRetryEvent, runEndEvent, toolCallEvent, toolClass, toolOutcomeEvent } from './events.js';
+import { compactionRetryEvent, runEndEvent, toolCallEvent, toolClass, toolOutcomeEvent, userTurnEvent } from './events.js';
 import { inspectionFromMessage } from './inspection.js';
 import { createStub } from './stub.js';
 import { verdictFromMessage } from './verdicts.js';
@@ -176,6 +176,15 @@ export class LoopwardenClient {
   /** The runner compacted its context after an overflow and retries: arms the guard. @param {string} runId @param {EventOptions} [opts] */
   compactionRetry(runId, opts = {}) {
     return this.send(compactionRetryEvent(runId, this.common(opts)));
+  }
+
+  /**
+   * A person or an orchestrator sent the run a new instruction (`promptId` names it): the run
+   * starts fresh for loop detection unless loopwarden.userTurnResets is false; an aborted run
+   * stays aborted. @param {string} runId @param {EventOptions} [opts]
+   */
+  userTurn(runId, opts = {}) {
+    return this.send(userTurnEvent(runId, this.common(opts)));
   }
 
   /** The run is over: the daemon frees its state. @param {string} runId @param {EventOptions} [opts] */

@@ -63,6 +63,15 @@ export function compactionRetryEvent(runId, opts = {}) {
   return { ...envelope(runId, opts), compactionRetry: {} };
 }
 
+/**
+ * A person or an orchestrator sent the run a new instruction: the run starts fresh for loop
+ * detection (loopwarden.userTurnResets); an aborted run stays aborted. `promptId` names the prompt.
+ * @param {string} runId @param {EventOptions} [opts]
+ */
+export function userTurnEvent(runId, opts = {}) {
+  return { ...envelope(runId, opts), userTurn: { promptId: opts.promptId ?? '' } };
+}
+
 /** @param {string} runId @param {EventOptions} [opts] */
 export function runEndEvent(runId, opts = {}) {
   return { ...envelope(runId, opts), runEnd: {} };

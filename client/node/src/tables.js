@@ -32,6 +32,7 @@
  * @property {boolean} parallelBatches loopwarden.parallelBatches: Calls issued together are one batch (one EvaluateRequest, one ToolCall.batch_id, or calls issued while the batch's earlier calls are still pending, at most 64): identical calls in a batch count once, and a fan-out of distinct calls is one step of argumentChurn and the run-wide breaker.
  * @property {string} criticalScope loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first critical also blocks the later calls of its batch and leaves one recovery turn; a second critical ends the run (`loop_recovery_failed`).
  * @property {boolean} progressResetsRepeats loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only since another call last brought the run something new (a new (tool, args, result) triple): re-reading unchanged data between new calls is not a loop.
+ * @property {boolean} userTurnResets loopwarden.userTurnResets: A `user_turn` event (a new instruction from a person or an orchestrator) starts the run fresh for detection: history, announced warnings, sticky blocks and their count, the run-wide streak and batch recovery are cleared (an aborted run stays aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose user is a simulator).
  */
 
 /** Detector ids: the values of a verdict's `detector` ("" when none answered). */

@@ -18,6 +18,7 @@ export {};
  *   one, the calls of one `evaluate` request are a batch
  * @property {'' | 'readOnly' | 'mutating' | 'poll'} [toolClass] tool calls: what the tool does, as
  *   the config spells a class ('' = not said; loopwarden.toolRules in the config wins)
+ * @property {string} [promptId] user turns: the host's id of the new prompt (UserTurn.prompt_id)
  */
 
 /**

@@ -19,12 +19,13 @@ const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
 const PUBLIC_VALUES = [
   'DETECTORS', 'DEFAULT_PROTO_ROOT', 'DEFAULT_TARGET', 'ERROR_CODES', 'LoopwardenClient', 'LoopwardenError', 'LoopwardenUnavailable',
   'PROTO_PATH', 'RunAborted', 'RunNotFound', 'SERVICE_NAME', 'blockedToolResult', 'compactionRetryEvent',
-  'guardTool', 'loadService', 'mayRun', 'runEndEvent', 'toolCallEvent', 'toolOutcomeEvent', 'verdictFromMessage',
+  'guardTool', 'loadService', 'mayRun', 'runEndEvent', 'toolCallEvent', 'toolOutcomeEvent', 'userTurnEvent',
+  'verdictFromMessage',
 ];
 const PUBLIC_TYPES = ['Action', 'ClientOptions', 'EffectiveConfig', 'EventOptions', 'GuardOptions', 'OutcomeOptions', 'RunInspection', 'Verdict'];
 const CLIENT_MEMBERS = [
   'agentId', 'check', 'close', 'compactionRetry', 'evaluate', 'inspect', 'runEnd', 'send', 'timeoutMs',
-  'toolCall', 'toolOutcome',
+  'toolCall', 'toolOutcome', 'userTurn',
 ];
 // The one grpc-js name callers meet: ClientOptions.credentials.
 const GRPC_NAMES = ['ChannelCredentials'];

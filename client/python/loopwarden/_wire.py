@@ -61,6 +61,12 @@ def compaction_retry_event(run_id: str, *, agent_id: str = "", session_id: str =
                     compaction_retry=pb.CompactionRetry())
 
 
+def user_turn_event(run_id: str, *, prompt_id: str = "", agent_id: str = "", session_id: str = "",
+                    seq: int = 0) -> pb.Event:
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
+                    user_turn=pb.UserTurn(prompt_id=prompt_id))
+
+
 def run_end_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
     return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq, run_end=pb.RunEnd())
 
@@ -79,6 +85,8 @@ def event_from_record(record: EventRecord) -> pb.Event:
         return compaction_retry_event(record.run_id, **common)
     if record.kind is EventKind.RUN_END:
         return run_end_event(record.run_id, **common)
+    if record.kind is EventKind.USER_TURN:
+        return user_turn_event(record.run_id, prompt_id=record.prompt_id, **common)
     return pb.Event(run_id=record.run_id, **common)  # no kind: the daemon answers REJECT
 
 

@@ -102,6 +102,13 @@ class _Verbs:
         """The runner compacted its context after an overflow and retries: arms the guard."""
         return self._send(_wire.compaction_retry_event(run_id, **self._common(agent_id, session_id, seq)))
 
+    def user_turn(self, run_id: str, *, prompt_id: str = "", agent_id: str | None = None, session_id: str = "",
+                  seq: int | None = None):
+        """A person or an orchestrator sent the run a new instruction: the run starts fresh for
+        loop detection (loopwarden.userTurnResets); an aborted run stays aborted."""
+        return self._send(_wire.user_turn_event(run_id, prompt_id=prompt_id,
+                                                **self._common(agent_id, session_id, seq)))
+
     def run_end(self, run_id: str, *, agent_id: str | None = None, session_id: str = "", seq: int | None = None):
         """The run is over: the daemon frees its state."""
         return self._send(_wire.run_end_event(run_id, **self._common(agent_id, session_id, seq)))

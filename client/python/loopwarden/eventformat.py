@@ -23,12 +23,13 @@ from typing import Any
 
 
 class EventKind(str, enum.Enum):
-    """The four events a runner sends (the `kind` oneof of loopwarden.v1.Event)."""
+    """The five events a runner sends (the `kind` oneof of loopwarden.v1.Event)."""
 
     TOOL_CALL = "tool_call"
     TOOL_OUTCOME = "tool_outcome"
     COMPACTION_RETRY = "compaction_retry"
     RUN_END = "run_end"
+    USER_TURN = "user_turn"
 
 
 EVENT_KINDS: tuple[str, ...] = tuple(kind.value for kind in EventKind)
@@ -57,6 +58,7 @@ class EventRecord:
     raw_kind: str = ""
     tool_class: str = ""  # tool_call: what the caller knows the tool does ("readOnly", "mutating", "poll")
     batch_id: str = ""  # tool_call: the calls sharing one were issued together (ToolCall.batch_id)
+    prompt_id: str = ""  # user_turn: the host's id of the new prompt (UserTurn.prompt_id)
 
 
 # A tool call's `tool_class`: what its caller knows the tool does ("" = nobody said).
@@ -131,6 +133,8 @@ def parse_event(data: Mapping[str, Any]) -> EventRecord:
                 result_json = json_text(data["result"])
         return EventRecord(kind, tool_name=_string(data, "tool_name"), tool_call_id=_string(data, "tool_call_id"),
                            params_json=_params_json(data), result_json=result_json, error=error, **common)
+    if kind is EventKind.USER_TURN:
+        return EventRecord(kind, prompt_id=_string(data, "prompt_id"), **common)
     return EventRecord(kind, **common)
 
 

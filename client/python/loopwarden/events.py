@@ -9,5 +9,6 @@ from ._wire import event_from_dict as from_dict
 from ._wire import run_end_event as run_end
 from ._wire import tool_call_event as tool_call
 from ._wire import tool_outcome_event as tool_outcome
+from ._wire import user_turn_event as user_turn
 
-__all__ = ["compaction_retry", "from_dict", "run_end", "tool_call", "tool_outcome"]
+__all__ = ["compaction_retry", "from_dict", "run_end", "tool_call", "tool_outcome", "user_turn"]

@@ -23,6 +23,8 @@ pub enum Event<'a> {
     ToolOutcome { tool_name: &'a str, params_json: &'a str, tool_call_id: &'a str, result_json: Option<&'a str>, error: Option<&'a str>, seq: u64 },
     CompactionRetry,
     RunEnd,
+    /// A new instruction from a person or an orchestrator: the run starts fresh for detection.
+    UserTurn,
 }
 
 struct Invalid(&'static str, String);
@@ -142,8 +144,24 @@ pub fn evaluate(state: &mut RunState, event: &Event, s: &Settings, catalog: &Cat
         }
         Event::CompactionRetry => Ok(still_aborted(state, "").unwrap_or_else(|| arm(state, s))),
         Event::RunEnd => Ok(Verdict::allow("")),
+        Event::UserTurn => Ok(still_aborted(state, "").unwrap_or_else(|| user_turn(state, s))),
     };
     result.unwrap_or_else(|Invalid(code, message)| Verdict::reject(code, message))
+}
+
+/// A user turn (loopwarden.userTurnResets): forget the repeat streaks (history, warnings
+/// announced, the run-wide streak and triples), the sticky blocks' count and the batch recovery.
+/// The post-compaction guard and duplicate_side_effect's memory stay; an abort is gated before.
+fn user_turn(state: &mut RunState, s: &Settings) -> Verdict {
+    if s.user_turn_resets {
+        state.history.clear();
+        state.announced = None;
+        state.blocks = 0;
+        state.seen_triples = None;
+        state.no_new_streak = 0;
+        state.batch = None;
+    }
+    Verdict::allow("")
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -390,7 +408,7 @@ fn allow_owned(tool: String) -> Verdict {
 #[cfg(test)]
 mod tests {
     use crate::engine::testing::{seen, small, Run, ALLOW};
-    use crate::engine::{Action, Detector, Settings};
+    use crate::engine::{Action, Detector, Event, Settings};
 
     const CALL: (&str, &str) = ("fetch", r#"{"url": "x"}"#);
 
@@ -413,6 +431,53 @@ mod tests {
         assert!(v.message.starts_with("CRITICAL: run aborted: this is block 2 of the run"), "{}", v.message);
         let next = run.call("other", "{}");
         assert_eq!((next.action, next.error_code, next.tool_name.as_str()), (Action::Abort, "tool_loop_persisted", "other"));
+    }
+
+    #[test]
+    fn a_user_turn_starts_the_run_fresh_for_detection() {
+        let mut run = looping(Settings { abort_after_blocks: 2, run_wide_breaker_threshold: 6, ..small() });
+        assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Block, Detector::GenericRepeat, 5));
+        assert_eq!(run.state.blocks, 1);
+        run.send(&Event::CompactionRetry);
+        assert!(run.state.guard.is_some());
+        let v = run.send(&Event::UserTurn);
+        assert_eq!(seen(&v), ALLOW);
+        assert!(run.state.history.is_empty() && run.state.announced.is_none() && run.state.seen_triples.is_none());
+        assert_eq!((run.state.blocks, run.state.no_new_streak), (0, 0));
+        assert!(run.state.guard.is_some(), "the post-compaction guard stays armed");
+        // The same call is allowed again, and its streak counts from the turn.
+        assert_eq!(seen(&run.round(CALL.0, CALL.1, r#""same""#)), ALLOW);
+    }
+
+    #[test]
+    fn an_aborted_run_stays_aborted_after_a_user_turn() {
+        let mut run = looping(Settings { abort_after_blocks: 1, ..small() });
+        assert_eq!(run.call(CALL.0, CALL.1).action, Action::Abort);
+        let v = run.send(&Event::UserTurn);
+        assert_eq!((v.action, v.error_code), (Action::Abort, "tool_loop_persisted"));
+        assert_eq!(run.call(CALL.0, CALL.1).action, Action::Abort);
+    }
+
+    #[test]
+    fn user_turn_resets_off_keeps_the_block() {
+        let mut run = looping(Settings { user_turn_resets: false, ..small() });
+        assert_eq!(run.call(CALL.0, CALL.1).action, Action::Block);
+        assert_eq!(seen(&run.send(&Event::UserTurn)), ALLOW);
+        assert_eq!(run.state.blocks, 1);
+        assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Block, Detector::GenericRepeat, 5));
+    }
+
+    #[test]
+    fn a_user_turn_keeps_the_side_effect_memory() {
+        use crate::tool_rules::ToolClass;
+        let mut run = Run::new(Settings { duplicate_side_effect: true, ..small() });
+        let send = |run: &mut Run, seq| run.send(&Event::ToolCall { tool_name: "send_email", params_json: "{}", tool_call_id: "", seq, tool_class: ToolClass::Mutating });
+        assert_eq!(send(&mut run, 1).action, Action::Allow);
+        run.send(&Event::ToolOutcome { tool_name: "send_email", params_json: "{}", tool_call_id: "", result_json: Some(r#""sent""#), error: None, seq: 2 });
+        run.send(&Event::UserTurn);
+        assert!(run.state.side_effects.is_some());
+        let v = send(&mut run, 3);
+        assert_eq!(v.detector, Detector::DuplicateSideEffect, "a duplicate send is still one after a new prompt");
     }
 
     #[test]

@@ -118,6 +118,7 @@ fn kind_name(kind: &Option<KindRef>) -> &'static str {
         Some(KindRef::ToolOutcome { .. }) => "tool_outcome",
         Some(KindRef::CompactionRetry) => "compaction_retry",
         Some(KindRef::RunEnd) => "run_end",
+        Some(KindRef::UserTurn { .. }) => "user_turn",
         None => "unknown",
     }
 }
@@ -240,7 +241,7 @@ impl Core {
         }
         let (tool_name, call_id, params) = match &event.kind {
             None => {
-                return Some(Verdict::reject(error_codes::MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, run_end".into()));
+                return Some(Verdict::reject(error_codes::MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, user_turn, run_end".into()));
             }
             Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
             Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
@@ -381,6 +382,7 @@ impl Core {
                     seq: event.seq,
                 },
                 Some(KindRef::CompactionRetry) => Event::CompactionRetry,
+                Some(KindRef::UserTurn { .. }) => Event::UserTurn,
                 _ => Event::RunEnd,
             };
             evaluate(state, &engine_event, settings, &config.catalog, max_depth)

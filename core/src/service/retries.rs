@@ -117,6 +117,10 @@ pub fn content_digest_of(kind: &Option<KindRef>) -> [u8; 8] {
             }
         }
         Some(KindRef::CompactionRetry) => h.update(b"k"),
+        Some(KindRef::UserTurn { prompt_id }) => {
+            h.update(b"u");
+            h.text(prompt_id);
+        }
         _ => h.update(b"x"),
     }
     h.finish()
@@ -154,6 +158,9 @@ mod tests {
         assert_eq!(hex(content_digest(&outcome(None, None))), "a24fe6826f23ab43");
         assert_eq!(hex(content_digest(&Some(pb::event::Kind::CompactionRetry(pb::CompactionRetry {})))), "a921e3704fda881d");
         assert_eq!(hex(content_digest(&Some(pb::event::Kind::RunEnd(pb::RunEnd {})))), "eaf06c6480b2cd11");
+        let turn = |id: &str| Some(pb::event::Kind::UserTurn(pb::UserTurn { prompt_id: id.into() }));
+        assert_eq!(hex(content_digest(&turn(""))), "9cbcb82826676cd0");
+        assert_eq!(hex(content_digest(&turn("p-1"))), "3c84dc299bfe8b38");
         // A call id, when there is one, is content (the digests above, without one, stay).
         let with_id = |id: &str| Some(pb::event::Kind::ToolCall(pb::ToolCall {
             tool_name: "fetch".into(), params_json: r#"{"url": "x"}"#.into(), tool_call_id: id.into(), ..Default::default() }));
@@ -253,6 +260,26 @@ mod tests {
         let repeat = send(&mut core, 4, call("fetch", r#"{"url": "x"}"#), &mut summary);
         assert_eq!((repeat.verdict.action, repeat.verdict.count), (Action::Warn, 3), "and x's third repeat counts as one");
         assert!(!summary.counters.iter().any(|c| c.0 == counter::RETRIED));
+    }
+
+    #[test]
+    fn a_retried_user_turn_is_answered_from_the_window_not_applied_twice() {
+        let mut core = core();
+        let mut summary = Summary::default();
+        let turn = |id: &str| Some(pb::event::Kind::UserTurn(pb::UserTurn { prompt_id: id.into() }));
+        for seq in 1..=2 {
+            send(&mut core, seq, call("fetch", r#"{"url": "x"}"#), &mut summary);
+        }
+        assert_eq!(send(&mut core, 3, turn("p-1"), &mut summary).verdict.action, Action::Allow);
+        assert_eq!(history_len(&core), 0, "the turn cleared the history");
+        send(&mut core, 4, call("fetch", r#"{"url": "x"}"#), &mut summary);
+        let mut summary = Summary::default();
+        assert_eq!(send(&mut core, 3, turn("p-1"), &mut summary).verdict.action, Action::Allow);
+        assert_eq!(history_len(&core), 1, "the resent turn is not applied again");
+        assert!(summary.counters.iter().any(|c| c.0 == counter::RETRIED && c.3 == 1));
+        // The same seq with another prompt is a new turn.
+        send(&mut core, 3, turn("p-2"), &mut summary);
+        assert_eq!(history_len(&core), 0);
     }
 
     #[test]

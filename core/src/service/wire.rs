@@ -24,6 +24,8 @@ pub enum KindRef<'a> {
     ToolOutcome { tool_name: &'a str, tool_call_id: &'a str, params_json: &'a str, outcome: Option<OutcomeRef<'a>> },
     CompactionRetry,
     RunEnd,
+    /// `prompt_id`: UserTurn.prompt_id ("" for none).
+    UserTurn { prompt_id: &'a str },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
@@ -67,6 +69,7 @@ pub fn kind_ref(kind: &Option<pb::event::Kind>) -> Option<KindRef<'_>> {
         },
         Kind::CompactionRetry(_) => KindRef::CompactionRetry,
         Kind::RunEnd(_) => KindRef::RunEnd,
+        Kind::UserTurn(u) => KindRef::UserTurn { prompt_id: &u.prompt_id },
     })
 }
 
@@ -153,6 +156,19 @@ fn tool_message(data: &[u8], outcome_fields: bool) -> Option<ToolFields<'_>> {
     Some((tool_name, tool_call_id, params_json, outcome, class, batch_id))
 }
 
+/// UserTurn's prompt_id (field 1); None for anything else.
+fn user_turn_message(data: &[u8]) -> Option<&str> {
+    let mut prompt_id = "";
+    let mut r = Reader { data, pos: 0 };
+    while !r.done() {
+        match r.key()? {
+            (1, 2) => prompt_id = r.str()?,
+            _ => return None,
+        }
+    }
+    Some(prompt_id)
+}
+
 fn event(data: &[u8]) -> Option<EventRef<'_>> {
     let mut e = EventRef::default();
     let mut r = Reader { data, pos: 0 };
@@ -163,7 +179,7 @@ fn event(data: &[u8]) -> Option<EventRef<'_>> {
             (2, 2) => e.agent_id = r.str()?,
             (3, 2) => e.session_id = r.str()?,
             (4, 0) => e.seq = r.varint()?,
-            (10..=13, 2) => {
+            (10..=14, 2) => {
                 if e.kind.is_some() {
                     return None; // prost merges a repeated kind: its case
                 }
@@ -178,6 +194,7 @@ fn event(data: &[u8]) -> Option<EventRef<'_>> {
                         let (tool_name, tool_call_id, params_json, outcome, _, _) = tool_message(body, true)?;
                         KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome }
                     }
+                    14 => KindRef::UserTurn { prompt_id: user_turn_message(body)? },
                     _ if !body.is_empty() => return None,
                     12 => KindRef::CompactionRetry,
                     _ => KindRef::RunEnd,
@@ -240,7 +257,8 @@ mod tests {
                 },
             })),
             _ if rng.below(2) == 0 => Some(Kind::CompactionRetry(pb::CompactionRetry {})),
-            _ => Some(Kind::RunEnd(pb::RunEnd {})),
+            _ if rng.below(2) == 0 => Some(Kind::RunEnd(pb::RunEnd {})),
+            _ => Some(Kind::UserTurn(pb::UserTurn { prompt_id: if rng.below(2) == 0 { String::new() } else { "p-1".into() } })),
         };
         let seq = [0, 1, 127, 128, u64::MAX, rng.next()][rng.below(6) as usize];
         pb::Event { run_id: rng.text(), agent_id: rng.text(), session_id: rng.text(), seq, kind }

@@ -136,6 +136,7 @@ class ExtensionsBlock:
     parallel_batches: bool | None = None
     critical_scope: str | None = None
     progress_resets_repeats: bool | None = None
+    user_turn_resets: bool | None = None
     run_wide_breaker: RunWideBreakerBlock = field(default_factory=RunWideBreakerBlock)
     argument_churn: ArgumentChurnBlock = field(default_factory=ArgumentChurnBlock)
     error_repeat: ErrorRepeatBlock = field(default_factory=ErrorRepeatBlock)
@@ -236,6 +237,11 @@ class ResolvedSettings:
     # the run something new (a new (tool, args, result) triple): re-reading unchanged data between
     # new calls is not a loop.
     progress_resets_repeats: bool = False
+    # A `user_turn` event (a new instruction from a person or an orchestrator) starts the run fresh
+    # for detection: history, announced warnings, sticky blocks and their count, the run-wide streak
+    # and batch recovery are cleared (an aborted run stays aborted; duplicateSideEffect's memory
+    # stays). False keeps streaks across turns (hosts whose user is a simulator).
+    user_turn_resets: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +300,7 @@ SETTINGS: tuple[SettingRow, ...] = (
     SettingRow('loopwarden.parallelBatches', 'parallelBatches', 'loopwarden', 'parallel_batches', 'bool', 'parallel_batches', None, None, False, '', '', '', '', 'parallel_batches'),
     SettingRow('loopwarden.criticalScope', 'criticalScope', 'loopwarden', 'critical_scope', 'choice', 'critical_scope', None, None, 'call', '', '', '', '', 'critical_scope', ('call', 'batch')),
     SettingRow('loopwarden.progressResetsRepeats', 'progressResetsRepeats', 'loopwarden', 'progress_resets_repeats', 'bool', 'progress_resets_repeats', None, None, False, '', '', '', '', 'progress_resets_repeats'),
+    SettingRow('loopwarden.userTurnResets', 'userTurnResets', 'loopwarden', 'user_turn_resets', 'bool', 'user_turn_resets', None, None, True, '', '', '', '', 'user_turn_resets'),
 )
 
 # Block path -> the dataclass of the block as written.

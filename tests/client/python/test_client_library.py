@@ -166,6 +166,29 @@ class TestRunEnd:
         assert 1 == len(client.inspect(run_id).records)
 
 
+class TestUserTurn:
+    def test_a_user_turn_lifts_the_block(self, client, run_id):
+        """Issue 25: after a block, a user_turn and the same call is ALLOW (its streak starts again)."""
+        for _ in range(20):
+            client.tool_call(run_id, "read", READ_X)
+            client.tool_outcome(run_id, "read", READ_X, result="same")
+        assert Action.BLOCK == client.tool_call(run_id, "read", READ_X).action
+
+        assert Action.ALLOW == client.user_turn(run_id, prompt_id="prompt-2").action
+
+        assert Action.ALLOW == client.tool_call(run_id, "read", READ_X).action
+        inspection = client.inspect(run_id)
+        assert (1, 0) == (len(inspection.records), inspection.blocks)
+
+    def test_the_event_format_and_builder_spell_it(self):
+        from loopwarden.eventformat import parse_event
+
+        message = events.from_dict({"run_id": "r", "seq": 3, "kind": "user_turn", "prompt_id": "p-1"})
+        assert ("user_turn", "p-1", 3) == (message.WhichOneof("kind"), message.user_turn.prompt_id, message.seq)
+        assert "p-1" == parse_event({"run_id": "r", "kind": "user_turn", "prompt_id": "p-1"}).prompt_id
+        assert "user_turn" == events.user_turn("r").WhichOneof("kind")
+
+
 class TestUnaryCheck:
     def test_check_agrees_with_the_stream(self, client, run_id):
         """The same 20 done calls plus a 21st call give the same verdicts through Check as through Evaluate."""
@@ -237,6 +260,7 @@ class TestInspect:
             "ping_pong_needs_answers": False, "duplicate_side_effect": False, "tool_rules": [],
             "cycle_warn_after": 0, "cycle_block_after": 0, "exec_failure_streak": False, "failure_cascade_threshold": 0,
             "parallel_batches": False, "critical_scope": "call", "progress_resets_repeats": False,
+            "user_turn_resets": True,
         } == config
 
     def test_guard_state_after_compaction(self, client, run_id):

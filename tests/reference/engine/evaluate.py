@@ -10,7 +10,7 @@ from typing import Any
 
 from . import compaction_guard
 from .detectors import detect, run_wide
-from .events import CompactionRetry, Event, RunEnd, ToolCall, ToolOutcome
+from .events import CompactionRetry, Event, RunEnd, ToolCall, ToolOutcome, UserTurn
 from .external_content import MARKER as WRAPPER_MARKER
 from .fingerprints import args_digest, is_known_poll, outcome_fingerprint
 from .jsonvalues import JsonDecodeError, JsonTooDeep, decode_json
@@ -73,9 +73,23 @@ def evaluate(
             return _still_aborted(state) or compaction_guard.arm(state, settings)
         if isinstance(event, RunEnd):
             return ALLOW
+        if isinstance(event, UserTurn):
+            return _still_aborted(state) or _user_turn(state, settings)
     except _InvalidEvent as invalid:
         return reject(invalid.code, invalid.message)
     return reject(ErrorCode.MISSING_EVENT_KIND, f"unsupported event type {type(event).__name__}")
+
+
+def _user_turn(state: RunState, settings: LoopDetectionSettings) -> Verdict:
+    """A new instruction (loopwarden.userTurnResets): forget the repeat streaks, the warnings
+    announced and the blocks' count; the post-compaction guard stays (an abort is gated before)."""
+    if settings.user_turn_resets:
+        state.history = History(state.history.capacity)
+        state.announced = None
+        state.blocks = 0
+        state.seen_triples = None
+        state.no_new_streak = 0
+    return ALLOW
 
 
 def _still_aborted(state: RunState, tool_name: str = "") -> Verdict | None:

@@ -1,4 +1,4 @@
-"""The four events a runner sends, as the engine sees them (JSON still as text)."""
+"""The five events a runner sends, as the engine sees them (JSON still as text)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,4 +42,12 @@ class RunEnd:
     seq: int = 0
 
 
-Event = ToolCall | ToolOutcome | CompactionRetry | RunEnd
+@dataclass(slots=True)
+class UserTurn:
+    """A person or an orchestrator sent a new instruction: the run starts fresh for detection."""
+
+    prompt_id: str = ""
+    seq: int = 0
+
+
+Event = ToolCall | ToolOutcome | CompactionRetry | RunEnd | UserTurn

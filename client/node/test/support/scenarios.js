@@ -48,8 +48,10 @@ function fill(value, i) {
   return value;
 }
 
-const KINDS = /** @type {const} */ (['tool_call', 'tool_outcome', 'compaction_retry', 'run_end']);
-const CAMEL = { tool_call: 'toolCall', tool_outcome: 'toolOutcome', compaction_retry: 'compactionRetry', run_end: 'runEnd' };
+const KINDS = /** @type {const} */ (['tool_call', 'tool_outcome', 'compaction_retry', 'user_turn', 'run_end']);
+const CAMEL = {
+  tool_call: 'toolCall', tool_outcome: 'toolOutcome', compaction_retry: 'compactionRetry', user_turn: 'userTurn', run_end: 'runEnd',
+};
 
 /**
  * @typedef {{ seq: number, runId: string, expect: any, message: any }} ConcreteEvent
@@ -84,6 +86,8 @@ export function* expand(variant) {
           if (body.error !== undefined && body.error !== null) outcome.error = body.error;
           else if (resultJson !== undefined && resultJson !== null) outcome.resultJson = resultJson;
           message.toolOutcome = outcome;
+        } else if (kind === 'user_turn') {
+          message.userTurn = { promptId: body.prompt_id ?? '' };
         } else if (kind) {
           message[CAMEL[kind]] = {};
         }

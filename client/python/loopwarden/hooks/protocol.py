@@ -6,7 +6,7 @@ the event to evaluate, `answer` turns the verdict into the hook's JSON output.
 
 The shapes follow the hosts' own definitions: Claude Code's `PreToolUseHookInput`,
 `PostToolUseHookInput`, `PostToolUseFailureHookInput`, `PostToolBatchHookInput`,
-`PreCompactHookInput`, `SessionEndHookInput` and `SyncHookJSONOutput` (the Claude Agent SDK's
+`PreCompactHookInput`, `SessionEndHookInput`, `UserPromptSubmitHookInput` and `SyncHookJSONOutput` (the Claude Agent SDK's
 sdk.d.ts), and Codex's hook schemas (codex-rs/hooks: pre-tool-use, post-tool-use, pre-compact).
 
 Claude Code's `PostToolBatch` fires once after every call of a model turn has resolved: it is no
@@ -14,6 +14,11 @@ event to evaluate (its answer is `{}`) but the end of a parallel batch. `parse` 
 batch scope a hook belongs to (`HookRequest.session_id`, `.subagent`); grouping the calls of one
 batch under one `ToolCall.batch_id` needs state across hooks, so it is the daemon's endpoint's job
 (loopwarden_server.hook_batches), not this stateless mapping's. Codex has no such event.
+
+Claude Code's `UserPromptSubmit` (a person sent a new prompt; its `prompt_id`, when present, is
+carried along) is a `user_turn` of the session's run: the run starts fresh for loop detection, so
+a call blocked before the prompt runs again after it. Its answer is always `{}` (loopwarden never
+holds up a prompt; an aborted run's next tool call is still denied).
 
 Both hosts:
 
@@ -78,12 +83,13 @@ POST_TOOL_USE_FAILURE = "PostToolUseFailure"
 POST_TOOL_BATCH = "PostToolBatch"
 PRE_COMPACT = "PreCompact"
 SESSION_END = "SessionEnd"
+USER_PROMPT_SUBMIT = "UserPromptSubmit"
 
 # The hook events each host has that loopwarden reads (Codex has no failure event, no batch end and
 # no session end).
 _EVENTS = {
     Dialect.CLAUDE_CODE: frozenset({PRE_TOOL_USE, POST_TOOL_USE, POST_TOOL_USE_FAILURE, POST_TOOL_BATCH, PRE_COMPACT,
-                                    SESSION_END}),
+                                    SESSION_END, USER_PROMPT_SUBMIT}),
     Dialect.CODEX: frozenset({PRE_TOOL_USE, POST_TOOL_USE, PRE_COMPACT}),
 }
 
@@ -163,6 +169,9 @@ def parse(dialect: Dialect, payload: Any, *, agent_id: str = "") -> HookRequest:
         return HookRequest(dialect, name, EventRecord(EventKind.COMPACTION_RETRY, **common), **scope)
     if name == SESSION_END:
         return HookRequest(dialect, name, EventRecord(EventKind.RUN_END, **common), **scope)
+    if name == USER_PROMPT_SUBMIT:
+        prompt_id = _string(payload, "prompt_id", required=False)
+        return HookRequest(dialect, name, EventRecord(EventKind.USER_TURN, **common, prompt_id=prompt_id), **scope)
     tool = {"tool_name": _string(payload, "tool_name"),
             "tool_call_id": _string(payload, "tool_use_id", required=False),
             "params_json": json_text(payload.get("tool_input", {}))}
@@ -195,6 +204,8 @@ def answer(request: HookRequest, verdict: VerdictLike) -> dict[str, Any]:
     """The hook's JSON output for the verdict on `request.event`."""
     action = _action(verdict)
     message = _message(verdict)
+    if request.hook_event_name == USER_PROMPT_SUBMIT:
+        return {}  # a new prompt is never held up (an aborted run's next call is denied)
     if not request.before_tool:
         # PostToolUse(Failure), PreCompact: only an ABORT has something to say.
         return {"continue": False, "stopReason": message} if action == "abort" else {}

@@ -1,7 +1,7 @@
 """Trace importers: files of agent runs -> event dicts in our JSONL event format.
 
 Every importer yields the same shape, one dict per event, in the order a runner would have sent
-them: `{"run_id", "seq", "kind": "tool_call" | "tool_outcome" | "compaction_retry" | "run_end",
+them: `{"run_id", "seq", "kind": "tool_call" | "tool_outcome" | "compaction_retry" | "user_turn" | "run_end",
 "tool_name", "tool_call_id", "params" | "params_json", "result" | "error"}` (the format of
 the repository's `traces/*.jsonl` and `loopwarden.eventformat`). Online and offline replay both
 read those dicts with `loopwarden.eventformat.parse_event`; neither needs to know where they came

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eloopwarden/v1/loopwarden.proto\x12\rloopwarden.v1\"7\n\x0f\x45valuateRequest\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.loopwarden.v1.Event\"<\n\x10\x45valuateResponse\x12(\n\x08verdicts\x18\x01 \x03(\x0b\x32\x16.loopwarden.v1.Verdict\"3\n\x0c\x43heckRequest\x12#\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x14.loopwarden.v1.Event\"8\n\rCheckResponse\x12\'\n\x07verdict\x18\x01 \x01(\x0b\x32\x16.loopwarden.v1.Verdict\"\x9a\x02\n\x05\x45vent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0b\n\x03seq\x18\x04 \x01(\x04\x12,\n\ttool_call\x18\n \x01(\x0b\x32\x17.loopwarden.v1.ToolCallH\x00\x12\x32\n\x0ctool_outcome\x18\x0b \x01(\x0b\x32\x1a.loopwarden.v1.ToolOutcomeH\x00\x12:\n\x10\x63ompaction_retry\x18\x0c \x01(\x0b\x32\x1e.loopwarden.v1.CompactionRetryH\x00\x12(\n\x07run_end\x18\r \x01(\x0b\x32\x15.loopwarden.v1.RunEndH\x00\x42\x06\n\x04kind\"\x88\x01\n\x08ToolCall\x12\x11\n\ttool_name\x18\x01 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x02 \x01(\t\x12\x13\n\x0bparams_json\x18\x03 \x01(\t\x12,\n\ntool_class\x18\x05 \x01(\x0e\x32\x18.loopwarden.v1.ToolClass\x12\x10\n\x08\x62\x61tch_id\x18\x06 \x01(\t\"~\n\x0bToolOutcome\x12\x11\n\ttool_name\x18\x01 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x02 \x01(\t\x12\x13\n\x0bparams_json\x18\x03 \x01(\t\x12\x15\n\x0bresult_json\x18\x04 \x01(\tH\x00\x12\x0f\n\x05\x65rror\x18\x05 \x01(\tH\x00\x42\t\n\x07outcome\"\x11\n\x0f\x43ompactionRetry\"\x08\n\x06RunEnd\"\xa3\x03\n\x07Verdict\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12%\n\x06\x61\x63tion\x18\x03 \x01(\x0e\x32\x15.loopwarden.v1.Action\x12)\n\x08\x64\x65tector\x18\x04 \x01(\x0e\x32\x17.loopwarden.v1.Detector\x12#\n\x05level\x18\x05 \x01(\x0e\x32\x14.loopwarden.v1.Level\x12\r\n\x05\x63ount\x18\x06 \x01(\r\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\x13\n\x0bwarning_key\x18\x08 \x01(\t\x12\x10\n\x08\x61nnounce\x18\t \x01(\x08\x12\x18\n\x10paired_tool_name\x18\n \x01(\t\x12\x12\n\nerror_code\x18\x0b \x01(\t\x12\x11\n\ttool_name\x18\x0c \x01(\t\x12)\n\x08\x65vidence\x18\r \x01(\x0b\x32\x17.loopwarden.v1.Evidence\x12\x13\n\x0b\x64\x65\x63ision_id\x18\x0e \x01(\t\x12\x0e\n\x06shadow\x18\x0f \x01(\x08\x12,\n\rshadow_action\x18\x10 \x01(\x0e\x32\x15.loopwarden.v1.Action\"I\n\x08\x45vidence\x12\x0c\n\x04seqs\x18\x01 \x03(\x04\x12\x15\n\rtool_call_ids\x18\x02 \x03(\t\x12\x18\n\x10loop_started_seq\x18\x03 \x01(\x04\"#\n\x11InspectRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xe0\x02\n\x12InspectRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12)\n\x07records\x18\x03 \x03(\x0b\x32\x18.loopwarden.v1.RunRecord\x12(\n\x05guard\x18\x04 \x01(\x0b\x32\x19.loopwarden.v1.GuardState\x12\x0e\n\x06\x62locks\x18\x05 \x01(\r\x12\x0f\n\x07\x61\x62orted\x18\x06 \x01(\x08\x12\x18\n\x10\x61\x62ort_error_code\x18\x07 \x01(\t\x12\x38\n\x10\x65\x66\x66\x65\x63tive_config\x18\x08 \x01(\x0b\x32\x1e.loopwarden.v1.EffectiveConfig\x12\x18\n\x10\x65vents_evaluated\x18\t \x01(\x04\x12/\n\x0frecent_verdicts\x18\n \x03(\x0b\x32\x16.loopwarden.v1.Verdict\x12\x13\n\x0b\x61gent_label\x18\x0b \x01(\t\"\x84\x01\n\tRunRecord\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x11\n\targs_hash\x18\x03 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x04 \x01(\t\x12\x13\n\x0bresult_hash\x18\x05 \x01(\t\x12\x19\n\x11unknown_tool_name\x18\x06 \x01(\t\"B\n\nGuardState\x12\r\n\x05\x61rmed\x18\x01 \x01(\x08\x12\x13\n\x0bwindow_size\x18\x02 \x01(\r\x12\x10\n\x08observed\x18\x03 \x01(\r\"\x85\x01\n\x08ToolRule\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12,\n\ntool_class\x18\x02 \x01(\x0e\x32\x18.loopwarden.v1.ToolClass\x12\x13\n\x0bignore_args\x18\x03 \x03(\t\x12\x11\n\tkeep_args\x18\x04 \x03(\t\x12\x15\n\rignore_result\x18\x05 \x03(\t\"\xb5\x06\n\x0f\x45\x66\x66\x65\x63tiveConfig\x12\x14\n\x07\x65nabled\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x14\n\x0chistory_size\x18\x02 \x01(\r\x12\x19\n\x11warning_threshold\x18\x03 \x01(\r\x12\x1a\n\x12\x63ritical_threshold\x18\x04 \x01(\r\x12\x1e\n\x16unknown_tool_threshold\x18\x05 \x01(\r\x12(\n global_circuit_breaker_threshold\x18\x06 \x01(\r\x12\x16\n\x0egeneric_repeat\x18\x07 \x01(\x08\x12\x1e\n\x16known_poll_no_progress\x18\x08 \x01(\x08\x12\x11\n\tping_pong\x18\t \x01(\x08\x12#\n\x1bpost_compaction_window_size\x18\n \x01(\r\x12\x1a\n\x12\x61\x62ort_after_blocks\x18\x0b \x01(\r\x12\"\n\x1arun_wide_breaker_threshold\x18\x0c \x01(\r\x12\x13\n\x0bshadow_mode\x18\r \x01(\x08\x12\x1e\n\x16\x61rgument_churn_warn_at\x18\x0e \x01(\r\x12\x1f\n\x17\x61rgument_churn_block_at\x18\x0f \x01(\r\x12\x1e\n\x16\x65rror_repeat_threshold\x18\x10 \x01(\r\x12\x0e\n\x06preset\x18\x11 \x01(\t\x12\x1f\n\x17ping_pong_needs_answers\x18\x12 \x01(\x08\x12\x1d\n\x15\x64uplicate_side_effect\x18\x1e \x01(\x08\x12+\n\ntool_rules\x18\x1f \x03(\x0b\x32\x17.loopwarden.v1.ToolRule\x12\x18\n\x10\x63ycle_warn_after\x18( \x01(\r\x12\x19\n\x11\x63ycle_block_after\x18) \x01(\r\x12\x1b\n\x13\x65xec_failure_streak\x18* \x01(\x08\x12!\n\x19\x66\x61ilure_cascade_threshold\x18+ \x01(\r\x12\x18\n\x10parallel_batches\x18\x32 \x01(\x08\x12\x16\n\x0e\x63ritical_scope\x18\x33 \x01(\t\x12\x1f\n\x17progress_resets_repeats\x18\x34 \x01(\x08\x42\n\n\x08_enabled*o\n\tToolClass\x12\x1a\n\x16TOOL_CLASS_UNSPECIFIED\x10\x00\x12\x18\n\x14TOOL_CLASS_READ_ONLY\x10\x01\x12\x17\n\x13TOOL_CLASS_MUTATING\x10\x02\x12\x13\n\x0fTOOL_CLASS_POLL\x10\x03*z\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x10\n\x0c\x41\x43TION_ALLOW\x10\x01\x12\x0f\n\x0b\x41\x43TION_WARN\x10\x02\x12\x10\n\x0c\x41\x43TION_BLOCK\x10\x03\x12\x10\n\x0c\x41\x43TION_ABORT\x10\x04\x12\x11\n\rACTION_REJECT\x10\x05*\x9a\x03\n\x08\x44\x65tector\x12\x18\n\x14\x44\x45TECTOR_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x44\x45TECTOR_GENERIC_REPEAT\x10\x01\x12#\n\x1f\x44\x45TECTOR_KNOWN_POLL_NO_PROGRESS\x10\x02\x12\x16\n\x12\x44\x45TECTOR_PING_PONG\x10\x03\x12 \n\x1c\x44\x45TECTOR_UNKNOWN_TOOL_REPEAT\x10\x04\x12#\n\x1f\x44\x45TECTOR_GLOBAL_CIRCUIT_BREAKER\x10\x05\x12\"\n\x1e\x44\x45TECTOR_POST_COMPACTION_GUARD\x10\x06\x12!\n\x1d\x44\x45TECTOR_RUN_WIDE_NO_PROGRESS\x10\x07\x12\x1b\n\x17\x44\x45TECTOR_ARGUMENT_CHURN\x10\x08\x12\x19\n\x15\x44\x45TECTOR_ERROR_REPEAT\x10\t\x12\x12\n\x0e\x44\x45TECTOR_CYCLE\x10\n\x12\"\n\x1e\x44\x45TECTOR_DUPLICATE_SIDE_EFFECT\x10\x0b\x12\x1c\n\x18\x44\x45TECTOR_FAILURE_CASCADE\x10\x0c*E\n\x05Level\x12\x15\n\x11LEVEL_UNSPECIFIED\x10\x00\x12\x11\n\rLEVEL_WARNING\x10\x01\x12\x12\n\x0eLEVEL_CRITICAL\x10\x02\x32\xfe\x01\n\x14LoopDetectionService\x12O\n\x08\x45valuate\x12\x1e.loopwarden.v1.EvaluateRequest\x1a\x1f.loopwarden.v1.EvaluateResponse(\x01\x30\x01\x12\x42\n\x05\x43heck\x12\x1b.loopwarden.v1.CheckRequest\x1a\x1c.loopwarden.v1.CheckResponse\x12Q\n\nInspectRun\x12 .loopwarden.v1.InspectRunRequest\x1a!.loopwarden.v1.InspectRunResponseBFZDgithub.com/loopwarden/loopwarden/client/go/loopwardenv1;loopwardenv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eloopwarden/v1/loopwarden.proto\x12\rloopwarden.v1\"7\n\x0f\x45valuateRequest\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.loopwarden.v1.Event\"<\n\x10\x45valuateResponse\x12(\n\x08verdicts\x18\x01 \x03(\x0b\x32\x16.loopwarden.v1.Verdict\"3\n\x0c\x43heckRequest\x12#\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x14.loopwarden.v1.Event\"8\n\rCheckResponse\x12\'\n\x07verdict\x18\x01 \x01(\x0b\x32\x16.loopwarden.v1.Verdict\"\xc8\x02\n\x05\x45vent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0b\n\x03seq\x18\x04 \x01(\x04\x12,\n\ttool_call\x18\n \x01(\x0b\x32\x17.loopwarden.v1.ToolCallH\x00\x12\x32\n\x0ctool_outcome\x18\x0b \x01(\x0b\x32\x1a.loopwarden.v1.ToolOutcomeH\x00\x12:\n\x10\x63ompaction_retry\x18\x0c \x01(\x0b\x32\x1e.loopwarden.v1.CompactionRetryH\x00\x12(\n\x07run_end\x18\r \x01(\x0b\x32\x15.loopwarden.v1.RunEndH\x00\x12,\n\tuser_turn\x18\x0e \x01(\x0b\x32\x17.loopwarden.v1.UserTurnH\x00\x42\x06\n\x04kind\"\x88\x01\n\x08ToolCall\x12\x11\n\ttool_name\x18\x01 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x02 \x01(\t\x12\x13\n\x0bparams_json\x18\x03 \x01(\t\x12,\n\ntool_class\x18\x05 \x01(\x0e\x32\x18.loopwarden.v1.ToolClass\x12\x10\n\x08\x62\x61tch_id\x18\x06 \x01(\t\"~\n\x0bToolOutcome\x12\x11\n\ttool_name\x18\x01 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x02 \x01(\t\x12\x13\n\x0bparams_json\x18\x03 \x01(\t\x12\x15\n\x0bresult_json\x18\x04 \x01(\tH\x00\x12\x0f\n\x05\x65rror\x18\x05 \x01(\tH\x00\x42\t\n\x07outcome\"\x11\n\x0f\x43ompactionRetry\"\x08\n\x06RunEnd\"\x1d\n\x08UserTurn\x12\x11\n\tprompt_id\x18\x01 \x01(\t\"\xa3\x03\n\x07Verdict\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12%\n\x06\x61\x63tion\x18\x03 \x01(\x0e\x32\x15.loopwarden.v1.Action\x12)\n\x08\x64\x65tector\x18\x04 \x01(\x0e\x32\x17.loopwarden.v1.Detector\x12#\n\x05level\x18\x05 \x01(\x0e\x32\x14.loopwarden.v1.Level\x12\r\n\x05\x63ount\x18\x06 \x01(\r\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\x13\n\x0bwarning_key\x18\x08 \x01(\t\x12\x10\n\x08\x61nnounce\x18\t \x01(\x08\x12\x18\n\x10paired_tool_name\x18\n \x01(\t\x12\x12\n\nerror_code\x18\x0b \x01(\t\x12\x11\n\ttool_name\x18\x0c \x01(\t\x12)\n\x08\x65vidence\x18\r \x01(\x0b\x32\x17.loopwarden.v1.Evidence\x12\x13\n\x0b\x64\x65\x63ision_id\x18\x0e \x01(\t\x12\x0e\n\x06shadow\x18\x0f \x01(\x08\x12,\n\rshadow_action\x18\x10 \x01(\x0e\x32\x15.loopwarden.v1.Action\"I\n\x08\x45vidence\x12\x0c\n\x04seqs\x18\x01 \x03(\x04\x12\x15\n\rtool_call_ids\x18\x02 \x03(\t\x12\x18\n\x10loop_started_seq\x18\x03 \x01(\x04\"#\n\x11InspectRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xe0\x02\n\x12InspectRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12)\n\x07records\x18\x03 \x03(\x0b\x32\x18.loopwarden.v1.RunRecord\x12(\n\x05guard\x18\x04 \x01(\x0b\x32\x19.loopwarden.v1.GuardState\x12\x0e\n\x06\x62locks\x18\x05 \x01(\r\x12\x0f\n\x07\x61\x62orted\x18\x06 \x01(\x08\x12\x18\n\x10\x61\x62ort_error_code\x18\x07 \x01(\t\x12\x38\n\x10\x65\x66\x66\x65\x63tive_config\x18\x08 \x01(\x0b\x32\x1e.loopwarden.v1.EffectiveConfig\x12\x18\n\x10\x65vents_evaluated\x18\t \x01(\x04\x12/\n\x0frecent_verdicts\x18\n \x03(\x0b\x32\x16.loopwarden.v1.Verdict\x12\x13\n\x0b\x61gent_label\x18\x0b \x01(\t\"\x84\x01\n\tRunRecord\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x11\n\targs_hash\x18\x03 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x04 \x01(\t\x12\x13\n\x0bresult_hash\x18\x05 \x01(\t\x12\x19\n\x11unknown_tool_name\x18\x06 \x01(\t\"B\n\nGuardState\x12\r\n\x05\x61rmed\x18\x01 \x01(\x08\x12\x13\n\x0bwindow_size\x18\x02 \x01(\r\x12\x10\n\x08observed\x18\x03 \x01(\r\"\x85\x01\n\x08ToolRule\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12,\n\ntool_class\x18\x02 \x01(\x0e\x32\x18.loopwarden.v1.ToolClass\x12\x13\n\x0bignore_args\x18\x03 \x03(\t\x12\x11\n\tkeep_args\x18\x04 \x03(\t\x12\x15\n\rignore_result\x18\x05 \x03(\t\"\xcf\x06\n\x0f\x45\x66\x66\x65\x63tiveConfig\x12\x14\n\x07\x65nabled\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x14\n\x0chistory_size\x18\x02 \x01(\r\x12\x19\n\x11warning_threshold\x18\x03 \x01(\r\x12\x1a\n\x12\x63ritical_threshold\x18\x04 \x01(\r\x12\x1e\n\x16unknown_tool_threshold\x18\x05 \x01(\r\x12(\n global_circuit_breaker_threshold\x18\x06 \x01(\r\x12\x16\n\x0egeneric_repeat\x18\x07 \x01(\x08\x12\x1e\n\x16known_poll_no_progress\x18\x08 \x01(\x08\x12\x11\n\tping_pong\x18\t \x01(\x08\x12#\n\x1bpost_compaction_window_size\x18\n \x01(\r\x12\x1a\n\x12\x61\x62ort_after_blocks\x18\x0b \x01(\r\x12\"\n\x1arun_wide_breaker_threshold\x18\x0c \x01(\r\x12\x13\n\x0bshadow_mode\x18\r \x01(\x08\x12\x1e\n\x16\x61rgument_churn_warn_at\x18\x0e \x01(\r\x12\x1f\n\x17\x61rgument_churn_block_at\x18\x0f \x01(\r\x12\x1e\n\x16\x65rror_repeat_threshold\x18\x10 \x01(\r\x12\x0e\n\x06preset\x18\x11 \x01(\t\x12\x1f\n\x17ping_pong_needs_answers\x18\x12 \x01(\x08\x12\x1d\n\x15\x64uplicate_side_effect\x18\x1e \x01(\x08\x12+\n\ntool_rules\x18\x1f \x03(\x0b\x32\x17.loopwarden.v1.ToolRule\x12\x18\n\x10\x63ycle_warn_after\x18( \x01(\r\x12\x19\n\x11\x63ycle_block_after\x18) \x01(\r\x12\x1b\n\x13\x65xec_failure_streak\x18* \x01(\x08\x12!\n\x19\x66\x61ilure_cascade_threshold\x18+ \x01(\r\x12\x18\n\x10parallel_batches\x18\x32 \x01(\x08\x12\x16\n\x0e\x63ritical_scope\x18\x33 \x01(\t\x12\x1f\n\x17progress_resets_repeats\x18\x34 \x01(\x08\x12\x18\n\x10user_turn_resets\x18< \x01(\x08\x42\n\n\x08_enabled*o\n\tToolClass\x12\x1a\n\x16TOOL_CLASS_UNSPECIFIED\x10\x00\x12\x18\n\x14TOOL_CLASS_READ_ONLY\x10\x01\x12\x17\n\x13TOOL_CLASS_MUTATING\x10\x02\x12\x13\n\x0fTOOL_CLASS_POLL\x10\x03*z\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x10\n\x0c\x41\x43TION_ALLOW\x10\x01\x12\x0f\n\x0b\x41\x43TION_WARN\x10\x02\x12\x10\n\x0c\x41\x43TION_BLOCK\x10\x03\x12\x10\n\x0c\x41\x43TION_ABORT\x10\x04\x12\x11\n\rACTION_REJECT\x10\x05*\x9a\x03\n\x08\x44\x65tector\x12\x18\n\x14\x44\x45TECTOR_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x44\x45TECTOR_GENERIC_REPEAT\x10\x01\x12#\n\x1f\x44\x45TECTOR_KNOWN_POLL_NO_PROGRESS\x10\x02\x12\x16\n\x12\x44\x45TECTOR_PING_PONG\x10\x03\x12 \n\x1c\x44\x45TECTOR_UNKNOWN_TOOL_REPEAT\x10\x04\x12#\n\x1f\x44\x45TECTOR_GLOBAL_CIRCUIT_BREAKER\x10\x05\x12\"\n\x1e\x44\x45TECTOR_POST_COMPACTION_GUARD\x10\x06\x12!\n\x1d\x44\x45TECTOR_RUN_WIDE_NO_PROGRESS\x10\x07\x12\x1b\n\x17\x44\x45TECTOR_ARGUMENT_CHURN\x10\x08\x12\x19\n\x15\x44\x45TECTOR_ERROR_REPEAT\x10\t\x12\x12\n\x0e\x44\x45TECTOR_CYCLE\x10\n\x12\"\n\x1e\x44\x45TECTOR_DUPLICATE_SIDE_EFFECT\x10\x0b\x12\x1c\n\x18\x44\x45TECTOR_FAILURE_CASCADE\x10\x0c*E\n\x05Level\x12\x15\n\x11LEVEL_UNSPECIFIED\x10\x00\x12\x11\n\rLEVEL_WARNING\x10\x01\x12\x12\n\x0eLEVEL_CRITICAL\x10\x02\x32\xfe\x01\n\x14LoopDetectionService\x12O\n\x08\x45valuate\x12\x1e.loopwarden.v1.EvaluateRequest\x1a\x1f.loopwarden.v1.EvaluateResponse(\x01\x30\x01\x12\x42\n\x05\x43heck\x12\x1b.loopwarden.v1.CheckRequest\x1a\x1c.loopwarden.v1.CheckResponse\x12Q\n\nInspectRun\x12 .loopwarden.v1.InspectRunRequest\x1a!.loopwarden.v1.InspectRunResponseBFZDgithub.com/loopwarden/loopwarden/client/go/loopwardenv1;loopwardenv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,14 +32,14 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'loopwarden.v1.loopwarden_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZDgithub.com/loopwarden/loopwarden/client/go/loopwardenv1;loopwardenv1'
-  _globals['_TOOLCLASS']._serialized_start=2912
-  _globals['_TOOLCLASS']._serialized_end=3023
-  _globals['_ACTION']._serialized_start=3025
-  _globals['_ACTION']._serialized_end=3147
-  _globals['_DETECTOR']._serialized_start=3150
-  _globals['_DETECTOR']._serialized_end=3560
-  _globals['_LEVEL']._serialized_start=3562
-  _globals['_LEVEL']._serialized_end=3631
+  _globals['_TOOLCLASS']._serialized_start=3015
+  _globals['_TOOLCLASS']._serialized_end=3126
+  _globals['_ACTION']._serialized_start=3128
+  _globals['_ACTION']._serialized_end=3250
+  _globals['_DETECTOR']._serialized_start=3253
+  _globals['_DETECTOR']._serialized_end=3663
+  _globals['_LEVEL']._serialized_start=3665
+  _globals['_LEVEL']._serialized_end=3734
   _globals['_EVALUATEREQUEST']._serialized_start=49
   _globals['_EVALUATEREQUEST']._serialized_end=104
   _globals['_EVALUATERESPONSE']._serialized_start=106
@@ -49,31 +49,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHECKRESPONSE']._serialized_start=221
   _globals['_CHECKRESPONSE']._serialized_end=277
   _globals['_EVENT']._serialized_start=280
-  _globals['_EVENT']._serialized_end=562
-  _globals['_TOOLCALL']._serialized_start=565
-  _globals['_TOOLCALL']._serialized_end=701
-  _globals['_TOOLOUTCOME']._serialized_start=703
-  _globals['_TOOLOUTCOME']._serialized_end=829
-  _globals['_COMPACTIONRETRY']._serialized_start=831
-  _globals['_COMPACTIONRETRY']._serialized_end=848
-  _globals['_RUNEND']._serialized_start=850
-  _globals['_RUNEND']._serialized_end=858
-  _globals['_VERDICT']._serialized_start=861
-  _globals['_VERDICT']._serialized_end=1280
-  _globals['_EVIDENCE']._serialized_start=1282
-  _globals['_EVIDENCE']._serialized_end=1355
-  _globals['_INSPECTRUNREQUEST']._serialized_start=1357
-  _globals['_INSPECTRUNREQUEST']._serialized_end=1392
-  _globals['_INSPECTRUNRESPONSE']._serialized_start=1395
-  _globals['_INSPECTRUNRESPONSE']._serialized_end=1747
-  _globals['_RUNRECORD']._serialized_start=1750
-  _globals['_RUNRECORD']._serialized_end=1882
-  _globals['_GUARDSTATE']._serialized_start=1884
-  _globals['_GUARDSTATE']._serialized_end=1950
-  _globals['_TOOLRULE']._serialized_start=1953
-  _globals['_TOOLRULE']._serialized_end=2086
-  _globals['_EFFECTIVECONFIG']._serialized_start=2089
-  _globals['_EFFECTIVECONFIG']._serialized_end=2910
-  _globals['_LOOPDETECTIONSERVICE']._serialized_start=3634
-  _globals['_LOOPDETECTIONSERVICE']._serialized_end=3888
+  _globals['_EVENT']._serialized_end=608
+  _globals['_TOOLCALL']._serialized_start=611
+  _globals['_TOOLCALL']._serialized_end=747
+  _globals['_TOOLOUTCOME']._serialized_start=749
+  _globals['_TOOLOUTCOME']._serialized_end=875
+  _globals['_COMPACTIONRETRY']._serialized_start=877
+  _globals['_COMPACTIONRETRY']._serialized_end=894
+  _globals['_RUNEND']._serialized_start=896
+  _globals['_RUNEND']._serialized_end=904
+  _globals['_USERTURN']._serialized_start=906
+  _globals['_USERTURN']._serialized_end=935
+  _globals['_VERDICT']._serialized_start=938
+  _globals['_VERDICT']._serialized_end=1357
+  _globals['_EVIDENCE']._serialized_start=1359
+  _globals['_EVIDENCE']._serialized_end=1432
+  _globals['_INSPECTRUNREQUEST']._serialized_start=1434
+  _globals['_INSPECTRUNREQUEST']._serialized_end=1469
+  _globals['_INSPECTRUNRESPONSE']._serialized_start=1472
+  _globals['_INSPECTRUNRESPONSE']._serialized_end=1824
+  _globals['_RUNRECORD']._serialized_start=1827
+  _globals['_RUNRECORD']._serialized_end=1959
+  _globals['_GUARDSTATE']._serialized_start=1961
+  _globals['_GUARDSTATE']._serialized_end=2027
+  _globals['_TOOLRULE']._serialized_start=2030
+  _globals['_TOOLRULE']._serialized_end=2163
+  _globals['_EFFECTIVECONFIG']._serialized_start=2166
+  _globals['_EFFECTIVECONFIG']._serialized_end=3013
+  _globals['_LOOPDETECTIONSERVICE']._serialized_start=3737
+  _globals['_LOOPDETECTIONSERVICE']._serialized_end=3991
 # @@protoc_insertion_point(module_scope)

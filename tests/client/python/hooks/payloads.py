@@ -51,6 +51,13 @@ def claude_session_end(session_id: str) -> dict[str, Any]:
     return {**_claude_base(session_id, "SessionEnd"), "reason": "prompt_input_exit"}
 
 
+def claude_user_prompt_submit(session_id: str, prompt: str, prompt_id: str | None = None) -> dict[str, Any]:
+    """A new prompt from the person (Claude Code's UserPromptSubmitHookInput; `prompt_id` is the
+    base input's optional field)."""
+    body = {**_claude_base(session_id, "UserPromptSubmit"), "prompt": prompt, "source": "user"}
+    return body if prompt_id is None else {**body, "prompt_id": prompt_id}
+
+
 def claude_session_start(session_id: str) -> dict[str, Any]:
     """An event loopwarden does not map: answered with the empty answer."""
     return {**_claude_base(session_id, "SessionStart"), "source": "startup", "model": "claude-sonnet-4-5"}

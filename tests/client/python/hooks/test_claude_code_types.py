@@ -34,6 +34,8 @@ INPUTS = {
     "PostToolBatchHookInput": [payloads.claude_post_tool_batch("s-1")],
     "PreCompactHookInput": [payloads.claude_pre_compact("s-1")],
     "SessionEndHookInput": [payloads.claude_session_end("s-1")],
+    "UserPromptSubmitHookInput": [payloads.claude_user_prompt_submit("s-1", "run the tests", "prompt-1"),
+                                  payloads.claude_user_prompt_submit("s-1", "again")],
     "SessionStartHookInput": [payloads.claude_session_start("s-1")],
 }
 

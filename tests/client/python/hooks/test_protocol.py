@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -47,6 +48,17 @@ class TestEvents:
     ])
     def test_compaction_and_session_end(self, payload, kind):
         assert kind == parse(Dialect.CLAUDE_CODE, payload).event.kind
+
+    def test_user_prompt_submit_is_a_user_turn_of_the_session_answered_with_nothing(self):
+        request = parse(Dialect.CLAUDE_CODE, payloads.claude_user_prompt_submit("sess-1", "run it again", "p-2"))
+
+        event = request.event
+        assert (EventKind.USER_TURN, "sess-1", "p-2") == (event.kind, event.run_id, event.prompt_id)
+        assert "" == parse(Dialect.CLAUDE_CODE, payloads.claude_user_prompt_submit("sess-1", "x")).event.prompt_id
+        for action in ("allow", "abort"):
+            verdict = SimpleNamespace(action=action, message="m", announce=True, error_code="tool_loop_persisted")
+            assert {} == answer(request, verdict), "a new prompt is never held up"
+        assert parse(Dialect.CODEX, payloads.claude_user_prompt_submit("s", "x")).event is None
 
     @pytest.mark.parametrize(("dialect", "payload"), [
         (Dialect.CLAUDE_CODE, payloads.claude_session_start("s")),
