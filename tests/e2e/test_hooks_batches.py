@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.client.python.hooks import payloads
-from tests.e2e.test_hooks_http import hooks_address, post
+from tests.e2e.test_hooks_http import claude_code_sender, hooks_address, post
 
 CONFIG = '{loopwarden: {preset: "fast"}}'
 EMPTY = {"content": [{"type": "text", "text": ""}]}  # every search finds nothing
@@ -51,14 +51,7 @@ def denied(answers: list[dict]) -> list[dict]:
 
 @pytest.fixture
 def send(daemon):
-    address = hooks_address(daemon)
-
-    def send(body: dict) -> dict:
-        status, answer = post(address, "/v1/hooks/claude-code", body)
-        assert 200 == status, answer
-        return answer
-
-    return send
+    return claude_code_sender(daemon)
 
 
 def test_three_fan_outs_of_20_distinct_searches_and_a_61st_are_never_denied(send, run_id):

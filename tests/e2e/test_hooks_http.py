@@ -38,6 +38,19 @@ def post(address: str, path: str, body, *, headers: dict | None = None, scheme: 
             return error.code, json.loads(error.read())
 
 
+def claude_code_sender(daemon):
+    """A function that posts one Claude Code hook input to the daemon's endpoint and returns its
+    answer, asserting the 200 every answer of the endpoint has."""
+    address = hooks_address(daemon)
+
+    def send(body: dict) -> dict:
+        status, answer = post(address, "/v1/hooks/claude-code", body)
+        assert 200 == status, answer
+        return answer
+
+    return send
+
+
 def hook_command(daemon, dialect: str, payload: dict, *extra: str) -> tuple[int, str, str]:
     done = subprocess.run([sys.executable, "-m", "loopwarden", "hook", dialect, "--address", daemon.grpc_target,
                            *extra], input=json.dumps(payload), capture_output=True, text=True, timeout=60)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.client.python.hooks import payloads
-from tests.e2e.test_hooks_http import claude_loop, hook_command, hooks_address, post
+from tests.e2e.test_hooks_http import claude_code_sender, claude_loop, hook_command
 
 
 @pytest.fixture(scope="module")
@@ -19,14 +19,7 @@ def daemon_args() -> tuple[str, ...]:
 
 @pytest.fixture
 def send(daemon):
-    address = hooks_address(daemon)
-
-    def send(body: dict) -> dict:
-        status, answer = post(address, "/v1/hooks/claude-code", body)
-        assert 200 == status, answer
-        return answer
-
-    return send
+    return claude_code_sender(daemon)
 
 
 def is_denied(answer: dict) -> bool:
