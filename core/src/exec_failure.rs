@@ -13,6 +13,7 @@
 
 use std::borrow::Cow;
 
+use crate::fingerprint::text_content;
 use crate::json::{digest, py_strip, Int, Value};
 
 /// The identity of `result` when it is a terminal exec failure (None otherwise).
@@ -37,7 +38,7 @@ pub fn exec_failure_key(result: Option<&Value>) -> Option<[u8; 32]> {
     }
     let output: Cow<[u8]> = match details.get("aggregated") {
         Some(Value::Str(s)) if !py_strip(s).is_empty() => Cow::Borrowed(py_strip(s)),
-        _ => Cow::Owned(text_content(result)),
+        _ => text_content(result),
     };
     if output.is_empty() || *output == *format!("(Command exited with code {exit_code})").as_bytes() {
         return None;
@@ -49,19 +50,6 @@ pub fn exec_failure_key(result: Option<&Value>) -> Option<[u8; 32]> {
         (b"timedOut"[..].into(), Value::Bool(false)),
         (b"shape"[..].into(), Value::owned_str(mask(&output))),
     ])))
-}
-
-/// The text entries of `content` joined by newlines and stripped (as the outcome hash reads them).
-fn text_content(result: &Value) -> Vec<u8> {
-    let Some(Value::Array(content)) = result.get("content") else { return Vec::new() };
-    let texts: Vec<&[u8]> = content
-        .iter()
-        .filter_map(|entry| match (entry.is_object(), entry.get("type"), entry.get("text")) {
-            (true, Some(Value::Str(_)), Some(Value::Str(text))) => Some(text.as_ref()),
-            _ => None,
-        })
-        .collect();
-    py_strip(&texts.join(&b'\n')).to_vec()
 }
 
 /// `text` with every volatile span replaced by `#`, scanning left to right (the leftmost match

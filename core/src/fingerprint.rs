@@ -328,7 +328,7 @@ pub fn blank_wrapper_ids_in<'a>(value: &Value<'a>) -> Value<'a> {
 
 /// The text entries' texts joined by newlines, stripped: borrowed from `result` when there is
 /// one (the common case), so the result's longest string is not copied.
-fn text_content<'v>(result: &'v Value) -> Cow<'v, [u8]> {
+pub(crate) fn text_content<'v>(result: &'v Value) -> Cow<'v, [u8]> {
     let Some(Value::Array(content)) = result.get("content") else { return Cow::Borrowed(&[]) };
     let mut texts = content.iter().filter_map(|entry| match (entry.is_object(), entry.get("type"), entry.get("text")) {
         (true, Some(Value::Str(_)), Some(Value::Str(text))) => Some(text.as_ref()),

@@ -300,7 +300,8 @@ impl ToolRules {
 
     /// The rule of a normalised tool name, if any.
     pub fn find(&self, tool: &str) -> Option<&ToolRule> {
-        self.rules.iter().find(|r| if r.pattern.contains('*') { glob_match(&r.pattern, tool) } else { r.pattern == tool })
+        // A pattern without `*` is a name: glob_match is then plain equality.
+        self.rules.iter().find(|r| glob_match(&r.pattern, tool))
     }
 }
 
