@@ -42,7 +42,18 @@ pub struct Event {
     /// "no dedup" (one-shot clients).
     #[prost(uint64, tag = "4")]
     pub seq: u64,
-    #[prost(oneof = "event::Kind", tags = "10, 11, 12, 13, 14")]
+    /// Optional: this run is a child of that run (a sub-agent of the agent running it), in the same
+    /// tenant. A run's parent is fixed by its first event; later events may repeat it or leave it
+    /// empty. Each run keeps its own history; the tree shares budgets and is bounded by
+    /// loopwarden.runTree. The stream's x-loopwarden-run-id names the tree's ROOT run.
+    #[prost(string, tag = "5")]
+    pub parent_run_id: ::prost::alloc::string::String,
+    /// The caller can hold a call for a human (Claude Code's "ask", OpenClaw's requireApproval,
+    /// LangGraph's interrupt, MCP elicitation): it may be answered ACTION_ASK. Without it the same
+    /// decision is a BLOCK (or ABORT), so a caller never meets an action it did not declare.
+    #[prost(bool, tag = "6")]
+    pub accepts_ask: bool,
+    #[prost(oneof = "event::Kind", tags = "10, 11, 12, 13, 14, 15, 16")]
     pub kind: ::core::option::Option<event::Kind>,
 }
 /// Nested message and enum types in `Event`.
@@ -65,6 +76,12 @@ pub mod event {
         /// detection (see UserTurn).
         #[prost(message, tag = "14")]
         UserTurn(super::UserTurn),
+        /// A model response's cost, for the tree's token and cost budgets (loopwarden.budgets).
+        #[prost(message, tag = "15")]
+        Usage(super::Usage),
+        /// A human's answer to an ACTION_ASK verdict.
+        #[prost(message, tag = "16")]
+        Approval(super::Approval),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -98,6 +115,10 @@ pub struct ToolOutcome {
     /// The same arguments the call was made with (UTF-8 JSON; empty means {}).
     #[prost(string, tag = "3")]
     pub params_json: ::prost::alloc::string::String,
+    /// Optional: how long the call ran, in milliseconds (loopwarden.budgets.toolSecondsPerTree);
+    /// 0 means not reported.
+    #[prost(uint64, tag = "6")]
+    pub duration_ms: u64,
     #[prost(oneof = "tool_outcome::Outcome", tags = "4, 5")]
     pub outcome: ::core::option::Option<tool_outcome::Outcome>,
 }
@@ -129,6 +150,40 @@ pub struct UserTurn {
     /// Optional: the host's id of the prompt (carried into the retry digest only).
     #[prost(string, tag = "1")]
     pub prompt_id: ::prost::alloc::string::String,
+}
+/// What one model response cost, sent by integrations that see model responses. Counted once per
+/// event (a retry with the same seq and content spends nothing) into the run's tree totals.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Usage {
+    #[prost(uint64, tag = "1")]
+    pub input_tokens: u64,
+    #[prost(uint64, tag = "2")]
+    pub output_tokens: u64,
+    /// In US dollars; must be finite and not negative.
+    #[prost(double, tag = "3")]
+    pub cost_usd: f64,
+    /// Optional: carried into logs only.
+    #[prost(string, tag = "4")]
+    pub model: ::prost::alloc::string::String,
+}
+/// A human's answer to an ACTION_ASK verdict. Names the asked call by its tool_call_id, or by the
+/// ASK verdict's decision_id when the call had none.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Approval {
+    #[prost(string, tag = "1")]
+    pub tool_call_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub decision_id: ::prost::alloc::string::String,
+    /// true: the call may run; false: it must not (later criticals of the same pattern BLOCK).
+    #[prost(bool, tag = "3")]
+    pub approved: bool,
+    /// ONCE (default): this call only; the next critical of the pattern asks again. ALWAYS: a
+    /// standing exemption for (tenant, agent, tool, projected arguments) until ttl_seconds pass.
+    #[prost(enumeration = "ApprovalScope", tag = "4")]
+    pub scope: i32,
+    /// For ALWAYS: how long the exemption stands; 0: loopwarden.exemptionTtlSeconds.
+    #[prost(uint32, tag = "5")]
+    pub ttl_seconds: u32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Verdict {
@@ -163,11 +218,12 @@ pub struct Verdict {
     #[prost(string, tag = "10")]
     pub paired_tool_name: ::prost::alloc::string::String,
     /// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
-    /// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed.
+    /// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed, tree_too_deep,
+    /// too_many_children, budget_exhausted.
     /// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
     /// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
     /// tool_name_too_long, agent_id_too_long, session_id_too_long, tool_call_id_too_long,
-    /// run_id_mismatch.
+    /// run_id_mismatch, parent_run_id_too_long, invalid_parent_run_id, invalid_usage, no_pending_ask.
     /// when the daemon failed on this event (it changed nothing): internal_error.
     /// generated:error-codes:end
     #[prost(string, tag = "11")]
@@ -240,6 +296,93 @@ pub struct InspectRunResponse {
     /// agent, else "default" (whose settings apply).
     #[prost(string, tag = "11")]
     pub agent_label: ::prost::alloc::string::String,
+    /// The run's parent (empty for a root run) and its children, oldest first (ended ones too).
+    #[prost(string, tag = "12")]
+    pub parent_run_id: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "13")]
+    pub children: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The root of the run's tree (the run itself for a root) and the run's depth (root: 0).
+    #[prost(string, tag = "14")]
+    pub root_run_id: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "15")]
+    pub depth: u32,
+    /// What the whole tree has spent, and what this run alone has.
+    #[prost(message, optional, tag = "16")]
+    pub tree_totals: ::core::option::Option<Totals>,
+    #[prost(message, optional, tag = "17")]
+    pub run_totals: ::core::option::Option<Totals>,
+    /// Standing approvals of the run's tenant that apply to this run's agent.
+    #[prost(message, repeated, tag = "18")]
+    pub exemptions: ::prost::alloc::vec::Vec<Exemption>,
+}
+/// Spending counted for loopwarden.budgets.
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct Totals {
+    /// Tool calls evaluated (retries once).
+    #[prost(uint64, tag = "1")]
+    pub tool_calls: u64,
+    /// Sum of ToolOutcome.duration_ms.
+    #[prost(uint64, tag = "2")]
+    pub tool_ms: u64,
+    #[prost(uint64, tag = "3")]
+    pub input_tokens: u64,
+    #[prost(uint64, tag = "4")]
+    pub output_tokens: u64,
+    #[prost(double, tag = "5")]
+    pub cost_usd: f64,
+    /// Seconds since the tree's (or run's) first event.
+    #[prost(double, tag = "6")]
+    pub wall_seconds: f64,
+    /// Runs of the tree so far (ended ones too); 1 in run_totals.
+    #[prost(uint32, tag = "7")]
+    pub runs: u32,
+}
+/// A standing approval: criticals of this (agent, tool, projected arguments) are allowed until it
+/// expires. Budgets and the breakers still apply.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Exemption {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    /// Empty: the global config's agent.
+    #[prost(string, tag = "2")]
+    pub agent_id: ::prost::alloc::string::String,
+    /// Normalised tool name.
+    #[prost(string, tag = "3")]
+    pub tool_name: ::prost::alloc::string::String,
+    /// Digest of the projected arguments (RunRecord.args_hash).
+    #[prost(string, tag = "4")]
+    pub args_hash: ::prost::alloc::string::String,
+    /// Unix seconds.
+    #[prost(double, tag = "5")]
+    pub created_at: f64,
+    #[prost(double, tag = "6")]
+    pub expires_at: f64,
+    /// The run whose ASK it answered.
+    #[prost(string, tag = "7")]
+    pub run_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListExemptionsRequest {
+    /// Optional filters.
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub tool_name: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListExemptionsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub exemptions: ::prost::alloc::vec::Vec<Exemption>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RevokeExemptionRequest {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RevokeExemptionResponse {
+    #[prost(message, optional, tag = "1")]
+    pub revoked: ::core::option::Option<Exemption>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RunRecord {
@@ -448,6 +591,36 @@ impl ToolClass {
 }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
+pub enum ApprovalScope {
+    /// Taken as ONCE.
+    Unspecified = 0,
+    Once = 1,
+    Always = 2,
+}
+impl ApprovalScope {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "APPROVAL_SCOPE_UNSPECIFIED",
+            Self::Once => "APPROVAL_SCOPE_ONCE",
+            Self::Always => "APPROVAL_SCOPE_ALWAYS",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "APPROVAL_SCOPE_UNSPECIFIED" => Some(Self::Unspecified),
+            "APPROVAL_SCOPE_ONCE" => Some(Self::Once),
+            "APPROVAL_SCOPE_ALWAYS" => Some(Self::Always),
+            _ => None,
+        }
+    }
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
 pub enum Action {
     Unspecified = 0,
     /// Run the call / the event was recorded.
@@ -460,6 +633,10 @@ pub enum Action {
     Abort = 4,
     /// The event was malformed; see error_code and message. Nothing was recorded.
     Reject = 5,
+    /// Hold the call for a human: show them the message and run the call only if they approve, then
+    /// report their answer as an Approval event. Sent only for events with accepts_ask. A client
+    /// that meets an action it does not know treats it as BLOCK.
+    Ask = 6,
 }
 impl Action {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -474,6 +651,7 @@ impl Action {
             Self::Block => "ACTION_BLOCK",
             Self::Abort => "ACTION_ABORT",
             Self::Reject => "ACTION_REJECT",
+            Self::Ask => "ACTION_ASK",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -485,6 +663,7 @@ impl Action {
             "ACTION_BLOCK" => Some(Self::Block),
             "ACTION_ABORT" => Some(Self::Abort),
             "ACTION_REJECT" => Some(Self::Reject),
+            "ACTION_ASK" => Some(Self::Ask),
             _ => None,
         }
     }
@@ -526,9 +705,16 @@ pub enum Detector {
     DuplicateSideEffect = 11,
     /// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at
     /// N.
+    FailureCascade = 12,
+    /// Run trees: a child run of this run was stopped (its first BLOCK, or its ABORT); the parent's
+    /// next tool call is warned with the child's run id and what it was stuck on.
+    ChildStopped = 13,
+    /// Budgets (`loopwarden.budgets`): the call that reaches `warnAt` of a budget is warned with what
+    /// is left; the first call past a cap is ABORTed (`budget_exhausted`) or, with `onBudget: "ask"`,
+    /// ASKed.
     ///
     /// generated:detector:end
-    FailureCascade = 12,
+    Budget = 14,
 }
 impl Detector {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -550,6 +736,8 @@ impl Detector {
             Self::Cycle => "DETECTOR_CYCLE",
             Self::DuplicateSideEffect => "DETECTOR_DUPLICATE_SIDE_EFFECT",
             Self::FailureCascade => "DETECTOR_FAILURE_CASCADE",
+            Self::ChildStopped => "DETECTOR_CHILD_STOPPED",
+            Self::Budget => "DETECTOR_BUDGET",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -568,6 +756,8 @@ impl Detector {
             "DETECTOR_CYCLE" => Some(Self::Cycle),
             "DETECTOR_DUPLICATE_SIDE_EFFECT" => Some(Self::DuplicateSideEffect),
             "DETECTOR_FAILURE_CASCADE" => Some(Self::FailureCascade),
+            "DETECTOR_CHILD_STOPPED" => Some(Self::ChildStopped),
+            "DETECTOR_BUDGET" => Some(Self::Budget),
             _ => None,
         }
     }

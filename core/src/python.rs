@@ -373,14 +373,14 @@ fn event_from(kind: &str, run_id: String, agent_id: String, session_id: String, 
                 (None, Some(r)) => Some(pb::tool_outcome::Outcome::ResultJson(r)),
                 (None, None) => None,
             };
-            Some(Kind::ToolOutcome(pb::ToolOutcome { tool_name, params_json, tool_call_id, outcome }))
+            Some(Kind::ToolOutcome(pb::ToolOutcome { tool_name, params_json, tool_call_id, outcome, duration_ms: 0 }))
         }
         "compaction_retry" => Some(Kind::CompactionRetry(pb::CompactionRetry {})),
         "run_end" => Some(Kind::RunEnd(pb::RunEnd {})),
         "user_turn" => Some(Kind::UserTurn(pb::UserTurn { prompt_id })),
         _ => None,
     };
-    pb::Event { run_id, agent_id, session_id, seq, kind }
+    pb::Event { run_id, agent_id, session_id, seq, kind, ..Default::default() }
 }
 
 impl PyCore {

@@ -215,10 +215,14 @@ pub enum Detector {
     DuplicateSideEffect = 11,
     /// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at N.
     FailureCascade = 12,
+    /// Run trees: a child run of this run was stopped (its first BLOCK, or its ABORT); the parent's next tool call is warned with the child's run id and what it was stuck on.
+    ChildStopped = 13,
+    /// Budgets (`loopwarden.budgets`): the call that reaches `warnAt` of a budget is warned with what is left; the first call past a cap is ABORTed (`budget_exhausted`) or, with `onBudget: "ask"`, ASKed.
+    Budget = 14,
 }
 
 impl Detector {
-    pub const ALL: [Detector; 13] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat, Detector::Cycle, Detector::DuplicateSideEffect, Detector::FailureCascade];
+    pub const ALL: [Detector; 15] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat, Detector::Cycle, Detector::DuplicateSideEffect, Detector::FailureCascade, Detector::ChildStopped, Detector::Budget];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -235,6 +239,8 @@ impl Detector {
             Detector::Cycle => "cycle",
             Detector::DuplicateSideEffect => "duplicate_side_effect",
             Detector::FailureCascade => "failure_cascade",
+            Detector::ChildStopped => "child_stopped",
+            Detector::Budget => "budget",
         }
     }
 
@@ -281,8 +287,22 @@ pub mod error_codes {
     pub const INTERNAL_ERROR: &str = "internal_error";
     /// abort: `criticalScope: "batch"`: a second critical verdict after the recovery turn the first one left ended the run.
     pub const LOOP_RECOVERY_FAILED: &str = "loop_recovery_failed";
+    /// abort: The run is deeper in its run tree than `loopwarden.runTree.maxDepth` (the root is depth 0): its events are ABORTed.
+    pub const TREE_TOO_DEEP: &str = "tree_too_deep";
+    /// abort: The run would be its parent's child past `loopwarden.runTree.maxChildren`: its events are ABORTed.
+    pub const TOO_MANY_CHILDREN: &str = "too_many_children";
+    /// abort: A `loopwarden.budgets` cap of the run or its tree was passed: the run is over (the message names the budget and its total).
+    pub const BUDGET_EXHAUSTED: &str = "budget_exhausted";
+    /// reject: The parent run id is over --max-run-id-chars.
+    pub const PARENT_RUN_ID_TOO_LONG: &str = "parent_run_id_too_long";
+    /// reject: The parent run id names the run itself, one of its descendants, or another parent than the run was created with.
+    pub const INVALID_PARENT_RUN_ID: &str = "invalid_parent_run_id";
+    /// reject: A usage event's cost_usd is negative or not finite.
+    pub const INVALID_USAGE: &str = "invalid_usage";
+    /// reject: An approval names no call of the run that was answered ASK and is still waiting (an unknown tool_call_id or decision_id, or one already answered or timed out).
+    pub const NO_PENDING_ASK: &str = "no_pending_ask";
 
-    pub const ALL: &[&str] = &[COMPACTION_LOOP_PERSISTED, TOOL_LOOP_PERSISTED, MISSING_RUN_ID, MISSING_EVENT_KIND, INVALID_PARAMS_JSON, INVALID_RESULT_JSON, PARAMS_TOO_LARGE, RESULT_TOO_LARGE, RUN_ID_TOO_LONG, JSON_TOO_DEEP, TOO_MANY_EVENTS, TOOL_NAME_TOO_LONG, AGENT_ID_TOO_LONG, SESSION_ID_TOO_LONG, TOOL_CALL_ID_TOO_LONG, RUN_ID_MISMATCH, INTERNAL_ERROR, LOOP_RECOVERY_FAILED];
+    pub const ALL: &[&str] = &[COMPACTION_LOOP_PERSISTED, TOOL_LOOP_PERSISTED, MISSING_RUN_ID, MISSING_EVENT_KIND, INVALID_PARAMS_JSON, INVALID_RESULT_JSON, PARAMS_TOO_LARGE, RESULT_TOO_LARGE, RUN_ID_TOO_LONG, JSON_TOO_DEEP, TOO_MANY_EVENTS, TOOL_NAME_TOO_LONG, AGENT_ID_TOO_LONG, SESSION_ID_TOO_LONG, TOOL_CALL_ID_TOO_LONG, RUN_ID_MISMATCH, INTERNAL_ERROR, LOOP_RECOVERY_FAILED, TREE_TOO_DEEP, TOO_MANY_CHILDREN, BUDGET_EXHAUSTED, PARENT_RUN_ID_TOO_LONG, INVALID_PARENT_RUN_ID, INVALID_USAGE, NO_PENDING_ASK];
 }
 
 /// What the agent is shown, one function per message: placeholders are its arguments.

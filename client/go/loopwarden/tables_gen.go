@@ -226,6 +226,16 @@ const DetectorDuplicateSideEffect = "duplicate_side_effect"
 // tools all failed: warns at N - 1, blocks the next call at N.
 const DetectorFailureCascade = "failure_cascade"
 
+// DetectorChildStopped is a value of Verdict.Detector: Run trees: a child run of this run was
+// stopped (its first BLOCK, or its ABORT); the parent's next tool call is warned with the child's
+// run id and what it was stuck on.
+const DetectorChildStopped = "child_stopped"
+
+// DetectorBudget is a value of Verdict.Detector: Budgets (`loopwarden.budgets`): the call that
+// reaches `warnAt` of a budget is warned with what is left; the first call past a cap is ABORTed
+// (`budget_exhausted`) or, with `onBudget: "ask"`, ASKed.
+const DetectorBudget = "budget"
+
 // ErrorCodeCompactionLoopPersisted is a value of Verdict.ErrorCode (abort): The post-compaction
 // guard ended the run: the same (tool, args, result) filled its window.
 const ErrorCodeCompactionLoopPersisted = "compaction_loop_persisted"
@@ -298,3 +308,32 @@ const ErrorCodeInternalError = "internal_error"
 // ErrorCodeLoopRecoveryFailed is a value of Verdict.ErrorCode (abort): `criticalScope: "batch"`: a
 // second critical verdict after the recovery turn the first one left ended the run.
 const ErrorCodeLoopRecoveryFailed = "loop_recovery_failed"
+
+// ErrorCodeTreeTooDeep is a value of Verdict.ErrorCode (abort): The run is deeper in its run tree
+// than `loopwarden.runTree.maxDepth` (the root is depth 0): its events are ABORTed.
+const ErrorCodeTreeTooDeep = "tree_too_deep"
+
+// ErrorCodeTooManyChildren is a value of Verdict.ErrorCode (abort): The run would be its parent's
+// child past `loopwarden.runTree.maxChildren`: its events are ABORTed.
+const ErrorCodeTooManyChildren = "too_many_children"
+
+// ErrorCodeBudgetExhausted is a value of Verdict.ErrorCode (abort): A `loopwarden.budgets` cap of
+// the run or its tree was passed: the run is over (the message names the budget and its total).
+const ErrorCodeBudgetExhausted = "budget_exhausted"
+
+// ErrorCodeParentRunIdTooLong is a value of Verdict.ErrorCode (reject): The parent run id is over
+// --max-run-id-chars.
+const ErrorCodeParentRunIdTooLong = "parent_run_id_too_long"
+
+// ErrorCodeInvalidParentRunId is a value of Verdict.ErrorCode (reject): The parent run id names the
+// run itself, one of its descendants, or another parent than the run was created with.
+const ErrorCodeInvalidParentRunId = "invalid_parent_run_id"
+
+// ErrorCodeInvalidUsage is a value of Verdict.ErrorCode (reject): A usage event's cost_usd is
+// negative or not finite.
+const ErrorCodeInvalidUsage = "invalid_usage"
+
+// ErrorCodeNoPendingAsk is a value of Verdict.ErrorCode (reject): An approval names no call of the
+// run that was answered ASK and is still waiting (an unknown tool_call_id or decision_id, or one
+// already answered or timed out).
+const ErrorCodeNoPendingAsk = "no_pending_ask"

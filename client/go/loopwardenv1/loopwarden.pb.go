@@ -3,8 +3,10 @@
 // A runner asks before each tool call whether it may run (ToolCall), reports what the call
 // returned afterwards (ToolOutcome), tells the daemon when it compacted its context and retries
 // (CompactionRetry), tells it when a person or an orchestrator sent a new instruction (UserTurn),
-// and frees the run's state when the run is over (RunEnd). The daemon keeps a short per-run
-// history and answers each event with a Verdict.
+// what a model response cost (Usage), what a human answered when a call was held for them
+// (Approval), and frees the run's state when the run is over (RunEnd). The daemon keeps a short
+// per-run history, a tree of runs per root run (sub-agents are child runs), and answers each
+// event with a Verdict.
 //
 // Released fields are never renumbered or retyped; `buf breaking` guards this in CI.
 
@@ -88,6 +90,56 @@ func (ToolClass) EnumDescriptor() ([]byte, []int) {
 	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{0}
 }
 
+type ApprovalScope int32
+
+const (
+	// Taken as ONCE.
+	ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED ApprovalScope = 0
+	ApprovalScope_APPROVAL_SCOPE_ONCE        ApprovalScope = 1
+	ApprovalScope_APPROVAL_SCOPE_ALWAYS      ApprovalScope = 2
+)
+
+// Enum value maps for ApprovalScope.
+var (
+	ApprovalScope_name = map[int32]string{
+		0: "APPROVAL_SCOPE_UNSPECIFIED",
+		1: "APPROVAL_SCOPE_ONCE",
+		2: "APPROVAL_SCOPE_ALWAYS",
+	}
+	ApprovalScope_value = map[string]int32{
+		"APPROVAL_SCOPE_UNSPECIFIED": 0,
+		"APPROVAL_SCOPE_ONCE":        1,
+		"APPROVAL_SCOPE_ALWAYS":      2,
+	}
+)
+
+func (x ApprovalScope) Enum() *ApprovalScope {
+	p := new(ApprovalScope)
+	*p = x
+	return p
+}
+
+func (x ApprovalScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[1].Descriptor()
+}
+
+func (ApprovalScope) Type() protoreflect.EnumType {
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[1]
+}
+
+func (x ApprovalScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalScope.Descriptor instead.
+func (ApprovalScope) EnumDescriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{1}
+}
+
 type Action int32
 
 const (
@@ -102,6 +154,10 @@ const (
 	Action_ACTION_ABORT Action = 4
 	// The event was malformed; see error_code and message. Nothing was recorded.
 	Action_ACTION_REJECT Action = 5
+	// Hold the call for a human: show them the message and run the call only if they approve, then
+	// report their answer as an Approval event. Sent only for events with accepts_ask. A client
+	// that meets an action it does not know treats it as BLOCK.
+	Action_ACTION_ASK Action = 6
 )
 
 // Enum value maps for Action.
@@ -113,6 +169,7 @@ var (
 		3: "ACTION_BLOCK",
 		4: "ACTION_ABORT",
 		5: "ACTION_REJECT",
+		6: "ACTION_ASK",
 	}
 	Action_value = map[string]int32{
 		"ACTION_UNSPECIFIED": 0,
@@ -121,6 +178,7 @@ var (
 		"ACTION_BLOCK":       3,
 		"ACTION_ABORT":       4,
 		"ACTION_REJECT":      5,
+		"ACTION_ASK":         6,
 	}
 )
 
@@ -135,11 +193,11 @@ func (x Action) String() string {
 }
 
 func (Action) Descriptor() protoreflect.EnumDescriptor {
-	return file_loopwarden_v1_loopwarden_proto_enumTypes[1].Descriptor()
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[2].Descriptor()
 }
 
 func (Action) Type() protoreflect.EnumType {
-	return &file_loopwarden_v1_loopwarden_proto_enumTypes[1]
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[2]
 }
 
 func (x Action) Number() protoreflect.EnumNumber {
@@ -148,7 +206,7 @@ func (x Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Action.Descriptor instead.
 func (Action) EnumDescriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{1}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{2}
 }
 
 type Detector int32
@@ -188,7 +246,14 @@ const (
 	Detector_DETECTOR_DUPLICATE_SIDE_EFFECT Detector = 11
 	// Extension: N consecutive calls of any tools all failed: warns at N - 1, blocks the next call at
 	// N.
-	Detector_DETECTOR_FAILURE_CASCADE Detector = 12 // generated:detector:end
+	Detector_DETECTOR_FAILURE_CASCADE Detector = 12
+	// Run trees: a child run of this run was stopped (its first BLOCK, or its ABORT); the parent's
+	// next tool call is warned with the child's run id and what it was stuck on.
+	Detector_DETECTOR_CHILD_STOPPED Detector = 13
+	// Budgets (`loopwarden.budgets`): the call that reaches `warnAt` of a budget is warned with what
+	// is left; the first call past a cap is ABORTed (`budget_exhausted`) or, with `onBudget: "ask"`,
+	// ASKed.
+	Detector_DETECTOR_BUDGET Detector = 14 // generated:detector:end
 )
 
 // Enum value maps for Detector.
@@ -207,6 +272,8 @@ var (
 		10: "DETECTOR_CYCLE",
 		11: "DETECTOR_DUPLICATE_SIDE_EFFECT",
 		12: "DETECTOR_FAILURE_CASCADE",
+		13: "DETECTOR_CHILD_STOPPED",
+		14: "DETECTOR_BUDGET",
 	}
 	Detector_value = map[string]int32{
 		"DETECTOR_UNSPECIFIED":            0,
@@ -222,6 +289,8 @@ var (
 		"DETECTOR_CYCLE":                  10,
 		"DETECTOR_DUPLICATE_SIDE_EFFECT":  11,
 		"DETECTOR_FAILURE_CASCADE":        12,
+		"DETECTOR_CHILD_STOPPED":          13,
+		"DETECTOR_BUDGET":                 14,
 	}
 )
 
@@ -236,11 +305,11 @@ func (x Detector) String() string {
 }
 
 func (Detector) Descriptor() protoreflect.EnumDescriptor {
-	return file_loopwarden_v1_loopwarden_proto_enumTypes[2].Descriptor()
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[3].Descriptor()
 }
 
 func (Detector) Type() protoreflect.EnumType {
-	return &file_loopwarden_v1_loopwarden_proto_enumTypes[2]
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[3]
 }
 
 func (x Detector) Number() protoreflect.EnumNumber {
@@ -249,7 +318,7 @@ func (x Detector) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Detector.Descriptor instead.
 func (Detector) EnumDescriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{2}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{3}
 }
 
 type Level int32
@@ -285,11 +354,11 @@ func (x Level) String() string {
 }
 
 func (Level) Descriptor() protoreflect.EnumDescriptor {
-	return file_loopwarden_v1_loopwarden_proto_enumTypes[3].Descriptor()
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[4].Descriptor()
 }
 
 func (Level) Type() protoreflect.EnumType {
-	return &file_loopwarden_v1_loopwarden_proto_enumTypes[3]
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[4]
 }
 
 func (x Level) Number() protoreflect.EnumNumber {
@@ -298,7 +367,7 @@ func (x Level) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Level.Descriptor instead.
 func (Level) EnumDescriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{3}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{4}
 }
 
 // Usually one event; a batch of parallel tool calls may send several.
@@ -494,6 +563,15 @@ type Event struct {
 	// nothing. A reused seq with other content (another call id included) is a new event. 0 means
 	// "no dedup" (one-shot clients).
 	Seq uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Optional: this run is a child of that run (a sub-agent of the agent running it), in the same
+	// tenant. A run's parent is fixed by its first event; later events may repeat it or leave it
+	// empty. Each run keeps its own history; the tree shares budgets and is bounded by
+	// loopwarden.runTree. The stream's x-loopwarden-run-id names the tree's ROOT run.
+	ParentRunId string `protobuf:"bytes,5,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	// The caller can hold a call for a human (Claude Code's "ask", OpenClaw's requireApproval,
+	// LangGraph's interrupt, MCP elicitation): it may be answered ACTION_ASK. Without it the same
+	// decision is a BLOCK (or ABORT), so a caller never meets an action it did not declare.
+	AcceptsAsk bool `protobuf:"varint,6,opt,name=accepts_ask,json=acceptsAsk,proto3" json:"accepts_ask,omitempty"`
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*Event_ToolCall
@@ -501,6 +579,8 @@ type Event struct {
 	//	*Event_CompactionRetry
 	//	*Event_RunEnd
 	//	*Event_UserTurn
+	//	*Event_Usage
+	//	*Event_Approval
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -564,6 +644,20 @@ func (x *Event) GetSeq() uint64 {
 	return 0
 }
 
+func (x *Event) GetParentRunId() string {
+	if x != nil {
+		return x.ParentRunId
+	}
+	return ""
+}
+
+func (x *Event) GetAcceptsAsk() bool {
+	if x != nil {
+		return x.AcceptsAsk
+	}
+	return false
+}
+
 func (x *Event) GetKind() isEvent_Kind {
 	if x != nil {
 		return x.Kind
@@ -616,6 +710,24 @@ func (x *Event) GetUserTurn() *UserTurn {
 	return nil
 }
 
+func (x *Event) GetUsage() *Usage {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Usage); ok {
+			return x.Usage
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetApproval() *Approval {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -646,6 +758,16 @@ type Event_UserTurn struct {
 	UserTurn *UserTurn `protobuf:"bytes,14,opt,name=user_turn,json=userTurn,proto3,oneof"`
 }
 
+type Event_Usage struct {
+	// A model response's cost, for the tree's token and cost budgets (loopwarden.budgets).
+	Usage *Usage `protobuf:"bytes,15,opt,name=usage,proto3,oneof"`
+}
+
+type Event_Approval struct {
+	// A human's answer to an ACTION_ASK verdict.
+	Approval *Approval `protobuf:"bytes,16,opt,name=approval,proto3,oneof"`
+}
+
 func (*Event_ToolCall) isEvent_Kind() {}
 
 func (*Event_ToolOutcome) isEvent_Kind() {}
@@ -655,6 +777,10 @@ func (*Event_CompactionRetry) isEvent_Kind() {}
 func (*Event_RunEnd) isEvent_Kind() {}
 
 func (*Event_UserTurn) isEvent_Kind() {}
+
+func (*Event_Usage) isEvent_Kind() {}
+
+func (*Event_Approval) isEvent_Kind() {}
 
 type ToolCall struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -751,7 +877,10 @@ type ToolOutcome struct {
 	//
 	//	*ToolOutcome_ResultJson
 	//	*ToolOutcome_Error
-	Outcome       isToolOutcome_Outcome `protobuf_oneof:"outcome"`
+	Outcome isToolOutcome_Outcome `protobuf_oneof:"outcome"`
+	// Optional: how long the call ran, in milliseconds (loopwarden.budgets.toolSecondsPerTree);
+	// 0 means not reported.
+	DurationMs    uint64 `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -830,6 +959,13 @@ func (x *ToolOutcome) GetError() string {
 		}
 	}
 	return ""
+}
+
+func (x *ToolOutcome) GetDurationMs() uint64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
 }
 
 type isToolOutcome_Outcome interface {
@@ -974,6 +1110,160 @@ func (x *UserTurn) GetPromptId() string {
 	return ""
 }
 
+// What one model response cost, sent by integrations that see model responses. Counted once per
+// event (a retry with the same seq and content spends nothing) into the run's tree totals.
+type Usage struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	InputTokens  uint64                 `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens uint64                 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// In US dollars; must be finite and not negative.
+	CostUsd float64 `protobuf:"fixed64,3,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	// Optional: carried into logs only.
+	Model         string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Usage) Reset() {
+	*x = Usage{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usage) ProtoMessage() {}
+
+func (x *Usage) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
+func (*Usage) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Usage) GetInputTokens() uint64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetOutputTokens() uint64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *Usage) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+// A human's answer to an ACTION_ASK verdict. Names the asked call by its tool_call_id, or by the
+// ASK verdict's decision_id when the call had none.
+type Approval struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ToolCallId string                 `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	DecisionId string                 `protobuf:"bytes,2,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	// true: the call may run; false: it must not (later criticals of the same pattern BLOCK).
+	Approved bool `protobuf:"varint,3,opt,name=approved,proto3" json:"approved,omitempty"`
+	// ONCE (default): this call only; the next critical of the pattern asks again. ALWAYS: a
+	// standing exemption for (tenant, agent, tool, projected arguments) until ttl_seconds pass.
+	Scope ApprovalScope `protobuf:"varint,4,opt,name=scope,proto3,enum=loopwarden.v1.ApprovalScope" json:"scope,omitempty"`
+	// For ALWAYS: how long the exemption stands; 0: loopwarden.exemptionTtlSeconds.
+	TtlSeconds    uint32 `protobuf:"varint,5,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Approval) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *Approval) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
+}
+
+func (x *Approval) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *Approval) GetScope() ApprovalScope {
+	if x != nil {
+		return x.Scope
+	}
+	return ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED
+}
+
+func (x *Approval) GetTtlSeconds() uint32 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
 type Verdict struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Echo of Event.seq.
@@ -997,11 +1287,12 @@ type Verdict struct {
 	// Ping-pong partner.
 	PairedToolName string `protobuf:"bytes,10,opt,name=paired_tool_name,json=pairedToolName,proto3" json:"paired_tool_name,omitempty"`
 	// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
-	// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed.
+	// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed, tree_too_deep,
+	// too_many_children, budget_exhausted.
 	// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
 	// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
 	// tool_name_too_long, agent_id_too_long, session_id_too_long, tool_call_id_too_long,
-	// run_id_mismatch.
+	// run_id_mismatch, parent_run_id_too_long, invalid_parent_run_id, invalid_usage, no_pending_ask.
 	// when the daemon failed on this event (it changed nothing): internal_error.
 	// generated:error-codes:end
 	ErrorCode string `protobuf:"bytes,11,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
@@ -1021,7 +1312,7 @@ type Verdict struct {
 
 func (x *Verdict) Reset() {
 	*x = Verdict{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1324,7 @@ func (x *Verdict) String() string {
 func (*Verdict) ProtoMessage() {}
 
 func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[10]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1337,7 @@ func (x *Verdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
 func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{10}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Verdict) GetSeq() uint64 {
@@ -1176,7 +1467,7 @@ type Evidence struct {
 
 func (x *Evidence) Reset() {
 	*x = Evidence{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1479,7 @@ func (x *Evidence) String() string {
 func (*Evidence) ProtoMessage() {}
 
 func (x *Evidence) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1492,7 @@ func (x *Evidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
 func (*Evidence) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{11}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Evidence) GetSeqs() []uint64 {
@@ -1234,7 +1525,7 @@ type InspectRunRequest struct {
 
 func (x *InspectRunRequest) Reset() {
 	*x = InspectRunRequest{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1537,7 @@ func (x *InspectRunRequest) String() string {
 func (*InspectRunRequest) ProtoMessage() {}
 
 func (x *InspectRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1550,7 @@ func (x *InspectRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRunRequest.ProtoReflect.Descriptor instead.
 func (*InspectRunRequest) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{12}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InspectRunRequest) GetRunId() string {
@@ -1291,14 +1582,25 @@ type InspectRunResponse struct {
 	RecentVerdicts []*Verdict `protobuf:"bytes,10,rep,name=recent_verdicts,json=recentVerdicts,proto3" json:"recent_verdicts,omitempty"`
 	// The run's agent as the metrics' `agent` label spells it: agent_id when the config names that
 	// agent, else "default" (whose settings apply).
-	AgentLabel    string `protobuf:"bytes,11,opt,name=agent_label,json=agentLabel,proto3" json:"agent_label,omitempty"`
+	AgentLabel string `protobuf:"bytes,11,opt,name=agent_label,json=agentLabel,proto3" json:"agent_label,omitempty"`
+	// The run's parent (empty for a root run) and its children, oldest first (ended ones too).
+	ParentRunId string   `protobuf:"bytes,12,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	Children    []string `protobuf:"bytes,13,rep,name=children,proto3" json:"children,omitempty"`
+	// The root of the run's tree (the run itself for a root) and the run's depth (root: 0).
+	RootRunId string `protobuf:"bytes,14,opt,name=root_run_id,json=rootRunId,proto3" json:"root_run_id,omitempty"`
+	Depth     uint32 `protobuf:"varint,15,opt,name=depth,proto3" json:"depth,omitempty"`
+	// What the whole tree has spent, and what this run alone has.
+	TreeTotals *Totals `protobuf:"bytes,16,opt,name=tree_totals,json=treeTotals,proto3" json:"tree_totals,omitempty"`
+	RunTotals  *Totals `protobuf:"bytes,17,opt,name=run_totals,json=runTotals,proto3" json:"run_totals,omitempty"`
+	// Standing approvals of the run's tenant that apply to this run's agent.
+	Exemptions    []*Exemption `protobuf:"bytes,18,rep,name=exemptions,proto3" json:"exemptions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectRunResponse) Reset() {
 	*x = InspectRunResponse{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1612,7 @@ func (x *InspectRunResponse) String() string {
 func (*InspectRunResponse) ProtoMessage() {}
 
 func (x *InspectRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1625,7 @@ func (x *InspectRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRunResponse.ProtoReflect.Descriptor instead.
 func (*InspectRunResponse) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{13}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InspectRunResponse) GetRunId() string {
@@ -1403,6 +1705,436 @@ func (x *InspectRunResponse) GetAgentLabel() string {
 	return ""
 }
 
+func (x *InspectRunResponse) GetParentRunId() string {
+	if x != nil {
+		return x.ParentRunId
+	}
+	return ""
+}
+
+func (x *InspectRunResponse) GetChildren() []string {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
+func (x *InspectRunResponse) GetRootRunId() string {
+	if x != nil {
+		return x.RootRunId
+	}
+	return ""
+}
+
+func (x *InspectRunResponse) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *InspectRunResponse) GetTreeTotals() *Totals {
+	if x != nil {
+		return x.TreeTotals
+	}
+	return nil
+}
+
+func (x *InspectRunResponse) GetRunTotals() *Totals {
+	if x != nil {
+		return x.RunTotals
+	}
+	return nil
+}
+
+func (x *InspectRunResponse) GetExemptions() []*Exemption {
+	if x != nil {
+		return x.Exemptions
+	}
+	return nil
+}
+
+// Spending counted for loopwarden.budgets.
+type Totals struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tool calls evaluated (retries once).
+	ToolCalls uint64 `protobuf:"varint,1,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// Sum of ToolOutcome.duration_ms.
+	ToolMs       uint64  `protobuf:"varint,2,opt,name=tool_ms,json=toolMs,proto3" json:"tool_ms,omitempty"`
+	InputTokens  uint64  `protobuf:"varint,3,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens uint64  `protobuf:"varint,4,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	CostUsd      float64 `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	// Seconds since the tree's (or run's) first event.
+	WallSeconds float64 `protobuf:"fixed64,6,opt,name=wall_seconds,json=wallSeconds,proto3" json:"wall_seconds,omitempty"`
+	// Runs of the tree so far (ended ones too); 1 in run_totals.
+	Runs          uint32 `protobuf:"varint,7,opt,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Totals) Reset() {
+	*x = Totals{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Totals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Totals) ProtoMessage() {}
+
+func (x *Totals) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Totals.ProtoReflect.Descriptor instead.
+func (*Totals) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Totals) GetToolCalls() uint64 {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return 0
+}
+
+func (x *Totals) GetToolMs() uint64 {
+	if x != nil {
+		return x.ToolMs
+	}
+	return 0
+}
+
+func (x *Totals) GetInputTokens() uint64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *Totals) GetOutputTokens() uint64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *Totals) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *Totals) GetWallSeconds() float64 {
+	if x != nil {
+		return x.WallSeconds
+	}
+	return 0
+}
+
+func (x *Totals) GetRuns() uint32 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
+// A standing approval: criticals of this (agent, tool, projected arguments) are allowed until it
+// expires. Budgets and the breakers still apply.
+type Exemption struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Empty: the global config's agent.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// Normalised tool name.
+	ToolName string `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// Digest of the projected arguments (RunRecord.args_hash).
+	ArgsHash string `protobuf:"bytes,4,opt,name=args_hash,json=argsHash,proto3" json:"args_hash,omitempty"`
+	// Unix seconds.
+	CreatedAt float64 `protobuf:"fixed64,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt float64 `protobuf:"fixed64,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The run whose ASK it answered.
+	RunId         string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Exemption) Reset() {
+	*x = Exemption{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Exemption) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Exemption) ProtoMessage() {}
+
+func (x *Exemption) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Exemption.ProtoReflect.Descriptor instead.
+func (*Exemption) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Exemption) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Exemption) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *Exemption) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *Exemption) GetArgsHash() string {
+	if x != nil {
+		return x.ArgsHash
+	}
+	return ""
+}
+
+func (x *Exemption) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *Exemption) GetExpiresAt() float64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *Exemption) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+type ListExemptionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional filters.
+	AgentId       string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	ToolName      string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListExemptionsRequest) Reset() {
+	*x = ListExemptionsRequest{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListExemptionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListExemptionsRequest) ProtoMessage() {}
+
+func (x *ListExemptionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListExemptionsRequest.ProtoReflect.Descriptor instead.
+func (*ListExemptionsRequest) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListExemptionsRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ListExemptionsRequest) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+type ListExemptionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Exemptions    []*Exemption           `protobuf:"bytes,1,rep,name=exemptions,proto3" json:"exemptions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListExemptionsResponse) Reset() {
+	*x = ListExemptionsResponse{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListExemptionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListExemptionsResponse) ProtoMessage() {}
+
+func (x *ListExemptionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListExemptionsResponse.ProtoReflect.Descriptor instead.
+func (*ListExemptionsResponse) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListExemptionsResponse) GetExemptions() []*Exemption {
+	if x != nil {
+		return x.Exemptions
+	}
+	return nil
+}
+
+type RevokeExemptionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeExemptionRequest) Reset() {
+	*x = RevokeExemptionRequest{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeExemptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeExemptionRequest) ProtoMessage() {}
+
+func (x *RevokeExemptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeExemptionRequest.ProtoReflect.Descriptor instead.
+func (*RevokeExemptionRequest) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RevokeExemptionRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeExemptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revoked       *Exemption             `protobuf:"bytes,1,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeExemptionResponse) Reset() {
+	*x = RevokeExemptionResponse{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeExemptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeExemptionResponse) ProtoMessage() {}
+
+func (x *RevokeExemptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeExemptionResponse.ProtoReflect.Descriptor instead.
+func (*RevokeExemptionResponse) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RevokeExemptionResponse) GetRevoked() *Exemption {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
 type RunRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Seq of the event that created the record.
@@ -1419,7 +2151,7 @@ type RunRecord struct {
 
 func (x *RunRecord) Reset() {
 	*x = RunRecord{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +2163,7 @@ func (x *RunRecord) String() string {
 func (*RunRecord) ProtoMessage() {}
 
 func (x *RunRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1444,7 +2176,7 @@ func (x *RunRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRecord.ProtoReflect.Descriptor instead.
 func (*RunRecord) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{14}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RunRecord) GetSeq() uint64 {
@@ -1502,7 +2234,7 @@ type GuardState struct {
 
 func (x *GuardState) Reset() {
 	*x = GuardState{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +2246,7 @@ func (x *GuardState) String() string {
 func (*GuardState) ProtoMessage() {}
 
 func (x *GuardState) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +2259,7 @@ func (x *GuardState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuardState.ProtoReflect.Descriptor instead.
 func (*GuardState) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{15}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GuardState) GetArmed() bool {
@@ -1566,7 +2298,7 @@ type ToolRule struct {
 
 func (x *ToolRule) Reset() {
 	*x = ToolRule{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +2310,7 @@ func (x *ToolRule) String() string {
 func (*ToolRule) ProtoMessage() {}
 
 func (x *ToolRule) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +2323,7 @@ func (x *ToolRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRule.ProtoReflect.Descriptor instead.
 func (*ToolRule) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{16}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ToolRule) GetTool() string {
@@ -1729,7 +2461,7 @@ type EffectiveConfig struct {
 
 func (x *EffectiveConfig) Reset() {
 	*x = EffectiveConfig{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +2473,7 @@ func (x *EffectiveConfig) String() string {
 func (*EffectiveConfig) ProtoMessage() {}
 
 func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +2486,7 @@ func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EffectiveConfig.ProtoReflect.Descriptor instead.
 func (*EffectiveConfig) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{17}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EffectiveConfig) GetEnabled() bool {
@@ -1965,19 +2697,24 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\fCheckRequest\x12*\n" +
 	"\x05event\x18\x01 \x01(\v2\x14.loopwarden.v1.EventR\x05event\"A\n" +
 	"\rCheckResponse\x120\n" +
-	"\averdict\x18\x01 \x01(\v2\x16.loopwarden.v1.VerdictR\averdict\"\xa2\x03\n" +
+	"\averdict\x18\x01 \x01(\v2\x16.loopwarden.v1.VerdictR\averdict\"\xcc\x04\n" +
 	"\x05Event\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x10\n" +
-	"\x03seq\x18\x04 \x01(\x04R\x03seq\x126\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\"\n" +
+	"\rparent_run_id\x18\x05 \x01(\tR\vparentRunId\x12\x1f\n" +
+	"\vaccepts_ask\x18\x06 \x01(\bR\n" +
+	"acceptsAsk\x126\n" +
 	"\ttool_call\x18\n" +
 	" \x01(\v2\x17.loopwarden.v1.ToolCallH\x00R\btoolCall\x12?\n" +
 	"\ftool_outcome\x18\v \x01(\v2\x1a.loopwarden.v1.ToolOutcomeH\x00R\vtoolOutcome\x12K\n" +
 	"\x10compaction_retry\x18\f \x01(\v2\x1e.loopwarden.v1.CompactionRetryH\x00R\x0fcompactionRetry\x120\n" +
 	"\arun_end\x18\r \x01(\v2\x15.loopwarden.v1.RunEndH\x00R\x06runEnd\x126\n" +
-	"\tuser_turn\x18\x0e \x01(\v2\x17.loopwarden.v1.UserTurnH\x00R\buserTurnB\x06\n" +
+	"\tuser_turn\x18\x0e \x01(\v2\x17.loopwarden.v1.UserTurnH\x00R\buserTurn\x12,\n" +
+	"\x05usage\x18\x0f \x01(\v2\x14.loopwarden.v1.UsageH\x00R\x05usage\x125\n" +
+	"\bapproval\x18\x10 \x01(\v2\x17.loopwarden.v1.ApprovalH\x00R\bapprovalB\x06\n" +
 	"\x04kind\"\xbe\x01\n" +
 	"\bToolCall\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
@@ -1987,7 +2724,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"paramsJson\x127\n" +
 	"\n" +
 	"tool_class\x18\x05 \x01(\x0e2\x18.loopwarden.v1.ToolClassR\ttoolClass\x12\x19\n" +
-	"\bbatch_id\x18\x06 \x01(\tR\abatchId\"\xb3\x01\n" +
+	"\bbatch_id\x18\x06 \x01(\tR\abatchId\"\xd4\x01\n" +
 	"\vToolOutcome\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
@@ -1996,12 +2733,28 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"paramsJson\x12!\n" +
 	"\vresult_json\x18\x04 \x01(\tH\x00R\n" +
 	"resultJson\x12\x16\n" +
-	"\x05error\x18\x05 \x01(\tH\x00R\x05errorB\t\n" +
+	"\x05error\x18\x05 \x01(\tH\x00R\x05error\x12\x1f\n" +
+	"\vduration_ms\x18\x06 \x01(\x04R\n" +
+	"durationMsB\t\n" +
 	"\aoutcome\"\x11\n" +
 	"\x0fCompactionRetry\"\b\n" +
 	"\x06RunEnd\"'\n" +
 	"\bUserTurn\x12\x1b\n" +
-	"\tprompt_id\x18\x01 \x01(\tR\bpromptId\"\xbf\x04\n" +
+	"\tprompt_id\x18\x01 \x01(\tR\bpromptId\"\x80\x01\n" +
+	"\x05Usage\x12!\n" +
+	"\finput_tokens\x18\x01 \x01(\x04R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\x12\x19\n" +
+	"\bcost_usd\x18\x03 \x01(\x01R\acostUsd\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\"\xbe\x01\n" +
+	"\bApproval\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1f\n" +
+	"\vdecision_id\x18\x02 \x01(\tR\n" +
+	"decisionId\x12\x1a\n" +
+	"\bapproved\x18\x03 \x01(\bR\bapproved\x122\n" +
+	"\x05scope\x18\x04 \x01(\x0e2\x1c.loopwarden.v1.ApprovalScopeR\x05scope\x12\x1f\n" +
+	"\vttl_seconds\x18\x05 \x01(\rR\n" +
+	"ttlSeconds\"\xbf\x04\n" +
 	"\aVerdict\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12-\n" +
@@ -2028,7 +2781,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\rtool_call_ids\x18\x02 \x03(\tR\vtoolCallIds\x12(\n" +
 	"\x10loop_started_seq\x18\x03 \x01(\x04R\x0eloopStartedSeq\"*\n" +
 	"\x11InspectRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xdf\x03\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xfd\x05\n" +
 	"\x12InspectRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x122\n" +
@@ -2042,7 +2795,48 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x0frecent_verdicts\x18\n" +
 	" \x03(\v2\x16.loopwarden.v1.VerdictR\x0erecentVerdicts\x12\x1f\n" +
 	"\vagent_label\x18\v \x01(\tR\n" +
-	"agentLabel\"\xc6\x01\n" +
+	"agentLabel\x12\"\n" +
+	"\rparent_run_id\x18\f \x01(\tR\vparentRunId\x12\x1a\n" +
+	"\bchildren\x18\r \x03(\tR\bchildren\x12\x1e\n" +
+	"\vroot_run_id\x18\x0e \x01(\tR\trootRunId\x12\x14\n" +
+	"\x05depth\x18\x0f \x01(\rR\x05depth\x126\n" +
+	"\vtree_totals\x18\x10 \x01(\v2\x15.loopwarden.v1.TotalsR\n" +
+	"treeTotals\x124\n" +
+	"\n" +
+	"run_totals\x18\x11 \x01(\v2\x15.loopwarden.v1.TotalsR\trunTotals\x128\n" +
+	"\n" +
+	"exemptions\x18\x12 \x03(\v2\x18.loopwarden.v1.ExemptionR\n" +
+	"exemptions\"\xda\x01\n" +
+	"\x06Totals\x12\x1d\n" +
+	"\n" +
+	"tool_calls\x18\x01 \x01(\x04R\ttoolCalls\x12\x17\n" +
+	"\atool_ms\x18\x02 \x01(\x04R\x06toolMs\x12!\n" +
+	"\finput_tokens\x18\x03 \x01(\x04R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x04 \x01(\x04R\foutputTokens\x12\x19\n" +
+	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12!\n" +
+	"\fwall_seconds\x18\x06 \x01(\x01R\vwallSeconds\x12\x12\n" +
+	"\x04runs\x18\a \x01(\rR\x04runs\"\xc5\x01\n" +
+	"\tExemption\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1b\n" +
+	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x1b\n" +
+	"\targs_hash\x18\x04 \x01(\tR\bargsHash\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\x01R\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\x01R\texpiresAt\x12\x15\n" +
+	"\x06run_id\x18\a \x01(\tR\x05runId\"O\n" +
+	"\x15ListExemptionsRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\"R\n" +
+	"\x16ListExemptionsResponse\x128\n" +
+	"\n" +
+	"exemptions\x18\x01 \x03(\v2\x18.loopwarden.v1.ExemptionR\n" +
+	"exemptions\"(\n" +
+	"\x16RevokeExemptionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"M\n" +
+	"\x17RevokeExemptionResponse\x122\n" +
+	"\arevoked\x18\x01 \x01(\v2\x18.loopwarden.v1.ExemptionR\arevoked\"\xc6\x01\n" +
 	"\tRunRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1b\n" +
@@ -2105,14 +2899,20 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x16TOOL_CLASS_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TOOL_CLASS_READ_ONLY\x10\x01\x12\x17\n" +
 	"\x13TOOL_CLASS_MUTATING\x10\x02\x12\x13\n" +
-	"\x0fTOOL_CLASS_POLL\x10\x03*z\n" +
+	"\x0fTOOL_CLASS_POLL\x10\x03*c\n" +
+	"\rApprovalScope\x12\x1e\n" +
+	"\x1aAPPROVAL_SCOPE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13APPROVAL_SCOPE_ONCE\x10\x01\x12\x19\n" +
+	"\x15APPROVAL_SCOPE_ALWAYS\x10\x02*\x8a\x01\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_ALLOW\x10\x01\x12\x0f\n" +
 	"\vACTION_WARN\x10\x02\x12\x10\n" +
 	"\fACTION_BLOCK\x10\x03\x12\x10\n" +
 	"\fACTION_ABORT\x10\x04\x12\x11\n" +
-	"\rACTION_REJECT\x10\x05*\x9a\x03\n" +
+	"\rACTION_REJECT\x10\x05\x12\x0e\n" +
+	"\n" +
+	"ACTION_ASK\x10\x06*\xcb\x03\n" +
 	"\bDetector\x12\x18\n" +
 	"\x14DETECTOR_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DETECTOR_GENERIC_REPEAT\x10\x01\x12#\n" +
@@ -2127,16 +2927,20 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x0eDETECTOR_CYCLE\x10\n" +
 	"\x12\"\n" +
 	"\x1eDETECTOR_DUPLICATE_SIDE_EFFECT\x10\v\x12\x1c\n" +
-	"\x18DETECTOR_FAILURE_CASCADE\x10\f*E\n" +
+	"\x18DETECTOR_FAILURE_CASCADE\x10\f\x12\x1a\n" +
+	"\x16DETECTOR_CHILD_STOPPED\x10\r\x12\x13\n" +
+	"\x0fDETECTOR_BUDGET\x10\x0e*E\n" +
 	"\x05Level\x12\x15\n" +
 	"\x11LEVEL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rLEVEL_WARNING\x10\x01\x12\x12\n" +
-	"\x0eLEVEL_CRITICAL\x10\x022\xfe\x01\n" +
+	"\x0eLEVEL_CRITICAL\x10\x022\xbf\x03\n" +
 	"\x14LoopDetectionService\x12O\n" +
 	"\bEvaluate\x12\x1e.loopwarden.v1.EvaluateRequest\x1a\x1f.loopwarden.v1.EvaluateResponse(\x010\x01\x12B\n" +
 	"\x05Check\x12\x1b.loopwarden.v1.CheckRequest\x1a\x1c.loopwarden.v1.CheckResponse\x12Q\n" +
 	"\n" +
-	"InspectRun\x12 .loopwarden.v1.InspectRunRequest\x1a!.loopwarden.v1.InspectRunResponseBFZDgithub.com/loopwarden/loopwarden/client/go/loopwardenv1;loopwardenv1b\x06proto3"
+	"InspectRun\x12 .loopwarden.v1.InspectRunRequest\x1a!.loopwarden.v1.InspectRunResponse\x12]\n" +
+	"\x0eListExemptions\x12$.loopwarden.v1.ListExemptionsRequest\x1a%.loopwarden.v1.ListExemptionsResponse\x12`\n" +
+	"\x0fRevokeExemption\x12%.loopwarden.v1.RevokeExemptionRequest\x1a&.loopwarden.v1.RevokeExemptionResponseBFZDgithub.com/loopwarden/loopwarden/client/go/loopwardenv1;loopwardenv1b\x06proto3"
 
 var (
 	file_loopwarden_v1_loopwarden_proto_rawDescOnce sync.Once
@@ -2150,65 +2954,86 @@ func file_loopwarden_v1_loopwarden_proto_rawDescGZIP() []byte {
 	return file_loopwarden_v1_loopwarden_proto_rawDescData
 }
 
-var file_loopwarden_v1_loopwarden_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_loopwarden_v1_loopwarden_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_loopwarden_v1_loopwarden_proto_goTypes = []any{
-	(ToolClass)(0),             // 0: loopwarden.v1.ToolClass
-	(Action)(0),                // 1: loopwarden.v1.Action
-	(Detector)(0),              // 2: loopwarden.v1.Detector
-	(Level)(0),                 // 3: loopwarden.v1.Level
-	(*EvaluateRequest)(nil),    // 4: loopwarden.v1.EvaluateRequest
-	(*EvaluateResponse)(nil),   // 5: loopwarden.v1.EvaluateResponse
-	(*CheckRequest)(nil),       // 6: loopwarden.v1.CheckRequest
-	(*CheckResponse)(nil),      // 7: loopwarden.v1.CheckResponse
-	(*Event)(nil),              // 8: loopwarden.v1.Event
-	(*ToolCall)(nil),           // 9: loopwarden.v1.ToolCall
-	(*ToolOutcome)(nil),        // 10: loopwarden.v1.ToolOutcome
-	(*CompactionRetry)(nil),    // 11: loopwarden.v1.CompactionRetry
-	(*RunEnd)(nil),             // 12: loopwarden.v1.RunEnd
-	(*UserTurn)(nil),           // 13: loopwarden.v1.UserTurn
-	(*Verdict)(nil),            // 14: loopwarden.v1.Verdict
-	(*Evidence)(nil),           // 15: loopwarden.v1.Evidence
-	(*InspectRunRequest)(nil),  // 16: loopwarden.v1.InspectRunRequest
-	(*InspectRunResponse)(nil), // 17: loopwarden.v1.InspectRunResponse
-	(*RunRecord)(nil),          // 18: loopwarden.v1.RunRecord
-	(*GuardState)(nil),         // 19: loopwarden.v1.GuardState
-	(*ToolRule)(nil),           // 20: loopwarden.v1.ToolRule
-	(*EffectiveConfig)(nil),    // 21: loopwarden.v1.EffectiveConfig
+	(ToolClass)(0),                  // 0: loopwarden.v1.ToolClass
+	(ApprovalScope)(0),              // 1: loopwarden.v1.ApprovalScope
+	(Action)(0),                     // 2: loopwarden.v1.Action
+	(Detector)(0),                   // 3: loopwarden.v1.Detector
+	(Level)(0),                      // 4: loopwarden.v1.Level
+	(*EvaluateRequest)(nil),         // 5: loopwarden.v1.EvaluateRequest
+	(*EvaluateResponse)(nil),        // 6: loopwarden.v1.EvaluateResponse
+	(*CheckRequest)(nil),            // 7: loopwarden.v1.CheckRequest
+	(*CheckResponse)(nil),           // 8: loopwarden.v1.CheckResponse
+	(*Event)(nil),                   // 9: loopwarden.v1.Event
+	(*ToolCall)(nil),                // 10: loopwarden.v1.ToolCall
+	(*ToolOutcome)(nil),             // 11: loopwarden.v1.ToolOutcome
+	(*CompactionRetry)(nil),         // 12: loopwarden.v1.CompactionRetry
+	(*RunEnd)(nil),                  // 13: loopwarden.v1.RunEnd
+	(*UserTurn)(nil),                // 14: loopwarden.v1.UserTurn
+	(*Usage)(nil),                   // 15: loopwarden.v1.Usage
+	(*Approval)(nil),                // 16: loopwarden.v1.Approval
+	(*Verdict)(nil),                 // 17: loopwarden.v1.Verdict
+	(*Evidence)(nil),                // 18: loopwarden.v1.Evidence
+	(*InspectRunRequest)(nil),       // 19: loopwarden.v1.InspectRunRequest
+	(*InspectRunResponse)(nil),      // 20: loopwarden.v1.InspectRunResponse
+	(*Totals)(nil),                  // 21: loopwarden.v1.Totals
+	(*Exemption)(nil),               // 22: loopwarden.v1.Exemption
+	(*ListExemptionsRequest)(nil),   // 23: loopwarden.v1.ListExemptionsRequest
+	(*ListExemptionsResponse)(nil),  // 24: loopwarden.v1.ListExemptionsResponse
+	(*RevokeExemptionRequest)(nil),  // 25: loopwarden.v1.RevokeExemptionRequest
+	(*RevokeExemptionResponse)(nil), // 26: loopwarden.v1.RevokeExemptionResponse
+	(*RunRecord)(nil),               // 27: loopwarden.v1.RunRecord
+	(*GuardState)(nil),              // 28: loopwarden.v1.GuardState
+	(*ToolRule)(nil),                // 29: loopwarden.v1.ToolRule
+	(*EffectiveConfig)(nil),         // 30: loopwarden.v1.EffectiveConfig
 }
 var file_loopwarden_v1_loopwarden_proto_depIdxs = []int32{
-	8,  // 0: loopwarden.v1.EvaluateRequest.events:type_name -> loopwarden.v1.Event
-	14, // 1: loopwarden.v1.EvaluateResponse.verdicts:type_name -> loopwarden.v1.Verdict
-	8,  // 2: loopwarden.v1.CheckRequest.event:type_name -> loopwarden.v1.Event
-	14, // 3: loopwarden.v1.CheckResponse.verdict:type_name -> loopwarden.v1.Verdict
-	9,  // 4: loopwarden.v1.Event.tool_call:type_name -> loopwarden.v1.ToolCall
-	10, // 5: loopwarden.v1.Event.tool_outcome:type_name -> loopwarden.v1.ToolOutcome
-	11, // 6: loopwarden.v1.Event.compaction_retry:type_name -> loopwarden.v1.CompactionRetry
-	12, // 7: loopwarden.v1.Event.run_end:type_name -> loopwarden.v1.RunEnd
-	13, // 8: loopwarden.v1.Event.user_turn:type_name -> loopwarden.v1.UserTurn
-	0,  // 9: loopwarden.v1.ToolCall.tool_class:type_name -> loopwarden.v1.ToolClass
-	1,  // 10: loopwarden.v1.Verdict.action:type_name -> loopwarden.v1.Action
-	2,  // 11: loopwarden.v1.Verdict.detector:type_name -> loopwarden.v1.Detector
-	3,  // 12: loopwarden.v1.Verdict.level:type_name -> loopwarden.v1.Level
-	15, // 13: loopwarden.v1.Verdict.evidence:type_name -> loopwarden.v1.Evidence
-	1,  // 14: loopwarden.v1.Verdict.shadow_action:type_name -> loopwarden.v1.Action
-	18, // 15: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
-	19, // 16: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
-	21, // 17: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
-	14, // 18: loopwarden.v1.InspectRunResponse.recent_verdicts:type_name -> loopwarden.v1.Verdict
-	0,  // 19: loopwarden.v1.ToolRule.tool_class:type_name -> loopwarden.v1.ToolClass
-	20, // 20: loopwarden.v1.EffectiveConfig.tool_rules:type_name -> loopwarden.v1.ToolRule
-	4,  // 21: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
-	6,  // 22: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
-	16, // 23: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
-	5,  // 24: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
-	7,  // 25: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
-	17, // 26: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
-	24, // [24:27] is the sub-list for method output_type
-	21, // [21:24] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	9,  // 0: loopwarden.v1.EvaluateRequest.events:type_name -> loopwarden.v1.Event
+	17, // 1: loopwarden.v1.EvaluateResponse.verdicts:type_name -> loopwarden.v1.Verdict
+	9,  // 2: loopwarden.v1.CheckRequest.event:type_name -> loopwarden.v1.Event
+	17, // 3: loopwarden.v1.CheckResponse.verdict:type_name -> loopwarden.v1.Verdict
+	10, // 4: loopwarden.v1.Event.tool_call:type_name -> loopwarden.v1.ToolCall
+	11, // 5: loopwarden.v1.Event.tool_outcome:type_name -> loopwarden.v1.ToolOutcome
+	12, // 6: loopwarden.v1.Event.compaction_retry:type_name -> loopwarden.v1.CompactionRetry
+	13, // 7: loopwarden.v1.Event.run_end:type_name -> loopwarden.v1.RunEnd
+	14, // 8: loopwarden.v1.Event.user_turn:type_name -> loopwarden.v1.UserTurn
+	15, // 9: loopwarden.v1.Event.usage:type_name -> loopwarden.v1.Usage
+	16, // 10: loopwarden.v1.Event.approval:type_name -> loopwarden.v1.Approval
+	0,  // 11: loopwarden.v1.ToolCall.tool_class:type_name -> loopwarden.v1.ToolClass
+	1,  // 12: loopwarden.v1.Approval.scope:type_name -> loopwarden.v1.ApprovalScope
+	2,  // 13: loopwarden.v1.Verdict.action:type_name -> loopwarden.v1.Action
+	3,  // 14: loopwarden.v1.Verdict.detector:type_name -> loopwarden.v1.Detector
+	4,  // 15: loopwarden.v1.Verdict.level:type_name -> loopwarden.v1.Level
+	18, // 16: loopwarden.v1.Verdict.evidence:type_name -> loopwarden.v1.Evidence
+	2,  // 17: loopwarden.v1.Verdict.shadow_action:type_name -> loopwarden.v1.Action
+	27, // 18: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
+	28, // 19: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
+	30, // 20: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
+	17, // 21: loopwarden.v1.InspectRunResponse.recent_verdicts:type_name -> loopwarden.v1.Verdict
+	21, // 22: loopwarden.v1.InspectRunResponse.tree_totals:type_name -> loopwarden.v1.Totals
+	21, // 23: loopwarden.v1.InspectRunResponse.run_totals:type_name -> loopwarden.v1.Totals
+	22, // 24: loopwarden.v1.InspectRunResponse.exemptions:type_name -> loopwarden.v1.Exemption
+	22, // 25: loopwarden.v1.ListExemptionsResponse.exemptions:type_name -> loopwarden.v1.Exemption
+	22, // 26: loopwarden.v1.RevokeExemptionResponse.revoked:type_name -> loopwarden.v1.Exemption
+	0,  // 27: loopwarden.v1.ToolRule.tool_class:type_name -> loopwarden.v1.ToolClass
+	29, // 28: loopwarden.v1.EffectiveConfig.tool_rules:type_name -> loopwarden.v1.ToolRule
+	5,  // 29: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
+	7,  // 30: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
+	19, // 31: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
+	23, // 32: loopwarden.v1.LoopDetectionService.ListExemptions:input_type -> loopwarden.v1.ListExemptionsRequest
+	25, // 33: loopwarden.v1.LoopDetectionService.RevokeExemption:input_type -> loopwarden.v1.RevokeExemptionRequest
+	6,  // 34: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
+	8,  // 35: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
+	20, // 36: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
+	24, // 37: loopwarden.v1.LoopDetectionService.ListExemptions:output_type -> loopwarden.v1.ListExemptionsResponse
+	26, // 38: loopwarden.v1.LoopDetectionService.RevokeExemption:output_type -> loopwarden.v1.RevokeExemptionResponse
+	34, // [34:39] is the sub-list for method output_type
+	29, // [29:34] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_loopwarden_v1_loopwarden_proto_init() }
@@ -2222,19 +3047,21 @@ func file_loopwarden_v1_loopwarden_proto_init() {
 		(*Event_CompactionRetry)(nil),
 		(*Event_RunEnd)(nil),
 		(*Event_UserTurn)(nil),
+		(*Event_Usage)(nil),
+		(*Event_Approval)(nil),
 	}
 	file_loopwarden_v1_loopwarden_proto_msgTypes[6].OneofWrappers = []any{
 		(*ToolOutcome_ResultJson)(nil),
 		(*ToolOutcome_Error)(nil),
 	}
-	file_loopwarden_v1_loopwarden_proto_msgTypes[17].OneofWrappers = []any{}
+	file_loopwarden_v1_loopwarden_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_loopwarden_v1_loopwarden_proto_rawDesc), len(file_loopwarden_v1_loopwarden_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   18,
+			NumEnums:      5,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

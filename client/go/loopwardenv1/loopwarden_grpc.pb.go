@@ -3,8 +3,10 @@
 // A runner asks before each tool call whether it may run (ToolCall), reports what the call
 // returned afterwards (ToolOutcome), tells the daemon when it compacted its context and retries
 // (CompactionRetry), tells it when a person or an orchestrator sent a new instruction (UserTurn),
-// and frees the run's state when the run is over (RunEnd). The daemon keeps a short per-run
-// history and answers each event with a Verdict.
+// what a model response cost (Usage), what a human answered when a call was held for them
+// (Approval), and frees the run's state when the run is over (RunEnd). The daemon keeps a short
+// per-run history, a tree of runs per root run (sub-agents are child runs), and answers each
+// event with a Verdict.
 //
 // Released fields are never renumbered or retyped; `buf breaking` guards this in CI.
 
@@ -29,9 +31,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LoopDetectionService_Evaluate_FullMethodName   = "/loopwarden.v1.LoopDetectionService/Evaluate"
-	LoopDetectionService_Check_FullMethodName      = "/loopwarden.v1.LoopDetectionService/Check"
-	LoopDetectionService_InspectRun_FullMethodName = "/loopwarden.v1.LoopDetectionService/InspectRun"
+	LoopDetectionService_Evaluate_FullMethodName        = "/loopwarden.v1.LoopDetectionService/Evaluate"
+	LoopDetectionService_Check_FullMethodName           = "/loopwarden.v1.LoopDetectionService/Check"
+	LoopDetectionService_InspectRun_FullMethodName      = "/loopwarden.v1.LoopDetectionService/InspectRun"
+	LoopDetectionService_ListExemptions_FullMethodName  = "/loopwarden.v1.LoopDetectionService/ListExemptions"
+	LoopDetectionService_RevokeExemption_FullMethodName = "/loopwarden.v1.LoopDetectionService/RevokeExemption"
 )
 
 // LoopDetectionServiceClient is the client API for LoopDetectionService service.
@@ -48,9 +52,14 @@ type LoopDetectionServiceClient interface {
 	Evaluate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EvaluateRequest, EvaluateResponse], error)
 	// The same decision for one event, for runners that cannot hold a stream open.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
-	// Read-only view of one run: its records, guard state, blocks so far, effective config.
-	// NOT_FOUND for a run the daemon does not hold.
+	// Read-only view of one run: its records, guard state, blocks so far, effective config, its
+	// place in its run tree and the tree's totals. NOT_FOUND for a run the daemon does not hold.
 	InspectRun(ctx context.Context, in *InspectRunRequest, opts ...grpc.CallOption) (*InspectRunResponse, error)
+	// The caller's tenant's standing approvals ("always" answers to an ASK), newest first.
+	ListExemptions(ctx context.Context, in *ListExemptionsRequest, opts ...grpc.CallOption) (*ListExemptionsResponse, error)
+	// Withdraw one standing approval: the next matching critical is ASKed (or blocked) again.
+	// NOT_FOUND for an id the tenant does not hold.
+	RevokeExemption(ctx context.Context, in *RevokeExemptionRequest, opts ...grpc.CallOption) (*RevokeExemptionResponse, error)
 }
 
 type loopDetectionServiceClient struct {
@@ -94,6 +103,26 @@ func (c *loopDetectionServiceClient) InspectRun(ctx context.Context, in *Inspect
 	return out, nil
 }
 
+func (c *loopDetectionServiceClient) ListExemptions(ctx context.Context, in *ListExemptionsRequest, opts ...grpc.CallOption) (*ListExemptionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListExemptionsResponse)
+	err := c.cc.Invoke(ctx, LoopDetectionService_ListExemptions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *loopDetectionServiceClient) RevokeExemption(ctx context.Context, in *RevokeExemptionRequest, opts ...grpc.CallOption) (*RevokeExemptionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeExemptionResponse)
+	err := c.cc.Invoke(ctx, LoopDetectionService_RevokeExemption_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LoopDetectionServiceServer is the server API for LoopDetectionService service.
 // All implementations must embed UnimplementedLoopDetectionServiceServer
 // for forward compatibility.
@@ -108,9 +137,14 @@ type LoopDetectionServiceServer interface {
 	Evaluate(grpc.BidiStreamingServer[EvaluateRequest, EvaluateResponse]) error
 	// The same decision for one event, for runners that cannot hold a stream open.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
-	// Read-only view of one run: its records, guard state, blocks so far, effective config.
-	// NOT_FOUND for a run the daemon does not hold.
+	// Read-only view of one run: its records, guard state, blocks so far, effective config, its
+	// place in its run tree and the tree's totals. NOT_FOUND for a run the daemon does not hold.
 	InspectRun(context.Context, *InspectRunRequest) (*InspectRunResponse, error)
+	// The caller's tenant's standing approvals ("always" answers to an ASK), newest first.
+	ListExemptions(context.Context, *ListExemptionsRequest) (*ListExemptionsResponse, error)
+	// Withdraw one standing approval: the next matching critical is ASKed (or blocked) again.
+	// NOT_FOUND for an id the tenant does not hold.
+	RevokeExemption(context.Context, *RevokeExemptionRequest) (*RevokeExemptionResponse, error)
 	mustEmbedUnimplementedLoopDetectionServiceServer()
 }
 
@@ -129,6 +163,12 @@ func (UnimplementedLoopDetectionServiceServer) Check(context.Context, *CheckRequ
 }
 func (UnimplementedLoopDetectionServiceServer) InspectRun(context.Context, *InspectRunRequest) (*InspectRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method InspectRun not implemented")
+}
+func (UnimplementedLoopDetectionServiceServer) ListExemptions(context.Context, *ListExemptionsRequest) (*ListExemptionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListExemptions not implemented")
+}
+func (UnimplementedLoopDetectionServiceServer) RevokeExemption(context.Context, *RevokeExemptionRequest) (*RevokeExemptionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeExemption not implemented")
 }
 func (UnimplementedLoopDetectionServiceServer) mustEmbedUnimplementedLoopDetectionServiceServer() {}
 func (UnimplementedLoopDetectionServiceServer) testEmbeddedByValue()                              {}
@@ -194,6 +234,42 @@ func _LoopDetectionService_InspectRun_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LoopDetectionService_ListExemptions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListExemptionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LoopDetectionServiceServer).ListExemptions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LoopDetectionService_ListExemptions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LoopDetectionServiceServer).ListExemptions(ctx, req.(*ListExemptionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LoopDetectionService_RevokeExemption_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeExemptionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LoopDetectionServiceServer).RevokeExemption(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LoopDetectionService_RevokeExemption_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LoopDetectionServiceServer).RevokeExemption(ctx, req.(*RevokeExemptionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LoopDetectionService_ServiceDesc is the grpc.ServiceDesc for LoopDetectionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -208,6 +284,14 @@ var LoopDetectionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InspectRun",
 			Handler:    _LoopDetectionService_InspectRun_Handler,
+		},
+		{
+			MethodName: "ListExemptions",
+			Handler:    _LoopDetectionService_ListExemptions_Handler,
+		},
+		{
+			MethodName: "RevokeExemption",
+			Handler:    _LoopDetectionService_RevokeExemption_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -119,6 +119,8 @@ fn kind_name(kind: &Option<KindRef>) -> &'static str {
         Some(KindRef::CompactionRetry) => "compaction_retry",
         Some(KindRef::RunEnd) => "run_end",
         Some(KindRef::UserTurn { .. }) => "user_turn",
+        Some(KindRef::Usage { .. }) => "usage",
+        Some(KindRef::Approval { .. }) => "approval",
         None => "unknown",
     }
 }
@@ -239,9 +241,23 @@ impl Core {
         if n > l.max_session_id_chars {
             return Some(Verdict::reject(error_codes::SESSION_ID_TOO_LONG, too_long("session_id", n, l.max_session_id_chars)));
         }
+        let parent = event.parent_run_id.trim_matches(py_isspace);
+        let n = parent.chars().count();
+        if n > l.max_run_id_chars {
+            return Some(Verdict::reject(error_codes::PARENT_RUN_ID_TOO_LONG, too_long("parent_run_id", n, l.max_run_id_chars)));
+        }
+        if parent == run_id {
+            return Some(Verdict::reject(error_codes::INVALID_PARENT_RUN_ID, "parent_run_id names the run itself; a run cannot be its own parent".into()));
+        }
         let (tool_name, call_id, params) = match &event.kind {
             None => {
-                return Some(Verdict::reject(error_codes::MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, user_turn, run_end".into()));
+                return Some(Verdict::reject(
+                    error_codes::MISSING_EVENT_KIND,
+                    "event has no kind: set one of tool_call, tool_outcome, compaction_retry, user_turn, usage, approval, run_end".into(),
+                ));
+            }
+            Some(KindRef::Usage { cost_usd, .. }) if !cost_usd.is_finite() || *cost_usd < 0.0 => {
+                return Some(Verdict::reject(error_codes::INVALID_USAGE, format!("usage.cost_usd is {cost_usd}; it must be a finite number of dollars, 0 or more")));
             }
             Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
             Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
@@ -367,7 +383,7 @@ impl Core {
                     let tool_class = tool_class_of(tool_class);
                     Event::ToolCall { tool_name, params_json, tool_call_id, seq: event.seq, tool_class }
                 }
-                Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome }) => Event::ToolOutcome {
+                Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome, .. }) => Event::ToolOutcome {
                     tool_name,
                     params_json,
                     tool_call_id,

@@ -99,7 +99,8 @@ pub fn content_digest_of(kind: &Option<KindRef>) -> [u8; 8] {
             h.text(params_json);
             h.call_id(tool_call_id);
         }
-        Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome }) => {
+        // A duration is how long the call took, not what it returned: a resend may carry another.
+        Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome, .. }) => {
             h.update(b"o");
             h.text(tool_name);
             h.text(params_json);
@@ -120,6 +121,21 @@ pub fn content_digest_of(kind: &Option<KindRef>) -> [u8; 8] {
         Some(KindRef::UserTurn { prompt_id }) => {
             h.update(b"u");
             h.text(prompt_id);
+        }
+        Some(KindRef::Usage { input_tokens, output_tokens, cost_usd, model }) => {
+            h.update(b"g");
+            h.update(&input_tokens.to_le_bytes());
+            h.update(&output_tokens.to_le_bytes());
+            h.update(&cost_usd.to_bits().to_le_bytes());
+            h.text(model);
+        }
+        Some(KindRef::Approval { tool_call_id, decision_id, approved, scope, ttl_seconds }) => {
+            h.update(b"a");
+            h.text(tool_call_id);
+            h.text(decision_id);
+            h.update(&[*approved as u8]);
+            h.update(&scope.to_le_bytes());
+            h.update(&ttl_seconds.to_le_bytes());
         }
         _ => h.update(b"x"),
     }
@@ -143,7 +159,7 @@ mod tests {
             (None, None) => None,
         };
         Some(pb::event::Kind::ToolOutcome(pb::ToolOutcome {
-            tool_name: "fetch".into(), params_json: r#"{"url": "x"}"#.into(), tool_call_id: String::new(), outcome,
+            tool_name: "fetch".into(), params_json: r#"{"url": "x"}"#.into(), tool_call_id: String::new(), outcome, duration_ms: 0,
         }))
     }
 
@@ -168,7 +184,7 @@ mod tests {
         assert_eq!(hex(content_digest(&with_id(""))), "5b6ef9e212c25d04");
         let outcome_with_id = Some(pb::event::Kind::ToolOutcome(pb::ToolOutcome {
             tool_name: "fetch".into(), params_json: r#"{"url": "x"}"#.into(), tool_call_id: "call-1".into(),
-            outcome: Some(pb::tool_outcome::Outcome::ResultJson(r#""ok""#.into())) }));
+            outcome: Some(pb::tool_outcome::Outcome::ResultJson(r#""ok""#.into())), duration_ms: 0 }));
         assert_eq!(hex(content_digest(&outcome_with_id)), "b40b48baceff2c6b");
         // Past 240 bytes (XXH3's long path, several 1,024-byte blocks) and multi-byte UTF-8.
         let long = format!(r#"{{"q": "{}"}}"#, "x".repeat(3000));

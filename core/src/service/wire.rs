@@ -21,11 +21,15 @@ pub enum OutcomeRef<'a> {
 pub enum KindRef<'a> {
     /// `tool_class`: ToolCall.tool_class's wire value (0: unspecified).
     ToolCall { tool_name: &'a str, tool_call_id: &'a str, params_json: &'a str, tool_class: i32 },
-    ToolOutcome { tool_name: &'a str, tool_call_id: &'a str, params_json: &'a str, outcome: Option<OutcomeRef<'a>> },
+    /// `duration_ms`: ToolOutcome.duration_ms (0: not reported).
+    ToolOutcome { tool_name: &'a str, tool_call_id: &'a str, params_json: &'a str, outcome: Option<OutcomeRef<'a>>, duration_ms: u64 },
     CompactionRetry,
     RunEnd,
     /// `prompt_id`: UserTurn.prompt_id ("" for none).
     UserTurn { prompt_id: &'a str },
+    Usage { input_tokens: u64, output_tokens: u64, cost_usd: f64, model: &'a str },
+    /// `scope`: Approval.scope's wire value (0: unspecified, taken as once).
+    Approval { tool_call_id: &'a str, decision_id: &'a str, approved: bool, scope: i32, ttl_seconds: u32 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
@@ -37,6 +41,9 @@ pub struct EventRef<'a> {
     pub kind: Option<KindRef<'a>>,
     /// A tool call's ToolCall.batch_id ("" for none and for other kinds).
     pub batch_id: &'a str,
+    /// Event.parent_run_id ("" for none).
+    pub parent_run_id: &'a str,
+    pub accepts_ask: bool,
 }
 
 impl<'a> From<&'a pb::Event> for EventRef<'a> {
@@ -45,7 +52,10 @@ impl<'a> From<&'a pb::Event> for EventRef<'a> {
             Some(pb::event::Kind::ToolCall(c)) => c.batch_id.as_str(),
             _ => "",
         };
-        EventRef { run_id: &e.run_id, agent_id: &e.agent_id, session_id: &e.session_id, seq: e.seq, kind: kind_ref(&e.kind), batch_id }
+        EventRef {
+            run_id: &e.run_id, agent_id: &e.agent_id, session_id: &e.session_id, seq: e.seq, kind: kind_ref(&e.kind), batch_id,
+            parent_run_id: &e.parent_run_id, accepts_ask: e.accepts_ask,
+        }
     }
 }
 
@@ -66,10 +76,19 @@ pub fn kind_ref(kind: &Option<pb::event::Kind>) -> Option<KindRef<'_>> {
                 pb::tool_outcome::Outcome::ResultJson(r) => OutcomeRef::ResultJson(r),
                 pb::tool_outcome::Outcome::Error(e) => OutcomeRef::Error(e),
             }),
+            duration_ms: o.duration_ms,
         },
         Kind::CompactionRetry(_) => KindRef::CompactionRetry,
         Kind::RunEnd(_) => KindRef::RunEnd,
         Kind::UserTurn(u) => KindRef::UserTurn { prompt_id: &u.prompt_id },
+        Kind::Usage(u) => KindRef::Usage { input_tokens: u.input_tokens, output_tokens: u.output_tokens, cost_usd: u.cost_usd, model: &u.model },
+        Kind::Approval(a) => KindRef::Approval {
+            tool_call_id: &a.tool_call_id,
+            decision_id: &a.decision_id,
+            approved: a.approved,
+            scope: a.scope,
+            ttl_seconds: a.ttl_seconds,
+        },
     })
 }
 
@@ -132,14 +151,20 @@ impl<'a> Reader<'a> {
     fn str(&mut self) -> Option<&'a str> {
         std::str::from_utf8(self.bytes()?).ok()
     }
+    fn fixed64(&mut self) -> Option<u64> {
+        let bytes = self.data.get(self.pos..self.pos.checked_add(8)?)?;
+        self.pos += 8;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    }
 }
 
-type ToolFields<'a> = (&'a str, &'a str, &'a str, Option<OutcomeRef<'a>>, i32, &'a str);
+type ToolFields<'a> = (&'a str, &'a str, &'a str, Option<OutcomeRef<'a>>, i32, &'a str, u64);
 
-/// ToolCall or ToolOutcome fields 1-3 (4-5 for an outcome, the class 5 and the batch id 6 for a
+/// ToolCall or ToolOutcome fields 1-3 (4-6 for an outcome, the class 5 and the batch id 6 for a
 /// call); None for anything else.
 fn tool_message(data: &[u8], outcome_fields: bool) -> Option<ToolFields<'_>> {
     let (mut tool_name, mut tool_call_id, mut params_json, mut outcome, mut class, mut batch_id) = ("", "", "", None, 0, "");
+    let mut duration_ms = 0;
     let mut r = Reader { data, pos: 0 };
     while !r.done() {
         match r.key()? {
@@ -150,10 +175,44 @@ fn tool_message(data: &[u8], outcome_fields: bool) -> Option<ToolFields<'_>> {
             (5, 2) if outcome_fields => outcome = Some(OutcomeRef::Error(r.str()?)),
             (5, 0) if !outcome_fields => class = r.varint()? as i32, // as prost reads an enum
             (6, 2) if !outcome_fields => batch_id = r.str()?,
+            (6, 0) if outcome_fields => duration_ms = r.varint()?,
             _ => return None,
         }
     }
-    Some((tool_name, tool_call_id, params_json, outcome, class, batch_id))
+    Some((tool_name, tool_call_id, params_json, outcome, class, batch_id, duration_ms))
+}
+
+/// Usage's fields; None for anything else.
+fn usage_message(data: &[u8]) -> Option<KindRef<'_>> {
+    let (mut input_tokens, mut output_tokens, mut cost_usd, mut model) = (0, 0, 0.0, "");
+    let mut r = Reader { data, pos: 0 };
+    while !r.done() {
+        match r.key()? {
+            (1, 0) => input_tokens = r.varint()?,
+            (2, 0) => output_tokens = r.varint()?,
+            (3, 1) => cost_usd = f64::from_bits(r.fixed64()?),
+            (4, 2) => model = r.str()?,
+            _ => return None,
+        }
+    }
+    Some(KindRef::Usage { input_tokens, output_tokens, cost_usd, model })
+}
+
+/// Approval's fields; None for anything else.
+fn approval_message(data: &[u8]) -> Option<KindRef<'_>> {
+    let (mut tool_call_id, mut decision_id, mut approved, mut scope, mut ttl_seconds) = ("", "", false, 0, 0);
+    let mut r = Reader { data, pos: 0 };
+    while !r.done() {
+        match r.key()? {
+            (1, 2) => tool_call_id = r.str()?,
+            (2, 2) => decision_id = r.str()?,
+            (3, 0) => approved = r.varint()? != 0,
+            (4, 0) => scope = r.varint()? as i32, // as prost reads an enum
+            (5, 0) => ttl_seconds = r.varint()? as u32, // as prost reads a uint32
+            _ => return None,
+        }
+    }
+    Some(KindRef::Approval { tool_call_id, decision_id, approved, scope, ttl_seconds })
 }
 
 /// UserTurn's prompt_id (field 1); None for anything else.
@@ -179,22 +238,26 @@ fn event(data: &[u8]) -> Option<EventRef<'_>> {
             (2, 2) => e.agent_id = r.str()?,
             (3, 2) => e.session_id = r.str()?,
             (4, 0) => e.seq = r.varint()?,
-            (10..=14, 2) => {
+            (5, 2) => e.parent_run_id = r.str()?,
+            (6, 0) => e.accepts_ask = r.varint()? != 0,
+            (10..=16, 2) => {
                 if e.kind.is_some() {
                     return None; // prost merges a repeated kind: its case
                 }
                 let body = r.bytes()?;
                 e.kind = Some(match field {
                     10 => {
-                        let (tool_name, tool_call_id, params_json, _, tool_class, batch_id) = tool_message(body, false)?;
+                        let (tool_name, tool_call_id, params_json, _, tool_class, batch_id, _) = tool_message(body, false)?;
                         e.batch_id = batch_id;
                         KindRef::ToolCall { tool_name, tool_call_id, params_json, tool_class }
                     }
                     11 => {
-                        let (tool_name, tool_call_id, params_json, outcome, _, _) = tool_message(body, true)?;
-                        KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome }
+                        let (tool_name, tool_call_id, params_json, outcome, _, _, duration_ms) = tool_message(body, true)?;
+                        KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome, duration_ms }
                     }
                     14 => KindRef::UserTurn { prompt_id: user_turn_message(body)? },
+                    15 => usage_message(body)?,
+                    16 => approval_message(body)?,
                     _ if !body.is_empty() => return None,
                     12 => KindRef::CompactionRetry,
                     _ => KindRef::RunEnd,
@@ -243,7 +306,20 @@ mod tests {
 
     fn random_event(rng: &mut Rng) -> pb::Event {
         use pb::event::Kind;
-        let kind = match rng.below(6) {
+        let kind = match rng.below(8) {
+            6 => Some(Kind::Usage(pb::Usage {
+                input_tokens: rng.next() % 100_000,
+                output_tokens: [0, 1, u64::MAX][rng.below(3) as usize],
+                cost_usd: [0.0, 0.25, 1e-9, f64::MAX][rng.below(4) as usize],
+                model: rng.text(),
+            })),
+            7 => Some(Kind::Approval(pb::Approval {
+                tool_call_id: rng.text(),
+                decision_id: rng.text(),
+                approved: rng.below(2) == 0,
+                scope: rng.below(4) as i32,
+                ttl_seconds: [0, 60, u32::MAX][rng.below(3) as usize],
+            })),
             0 => None,
             1 | 2 => Some(Kind::ToolCall(pb::ToolCall { tool_name: rng.text(), tool_call_id: rng.text(), params_json: rng.text(), tool_class: rng.below(5) as i32, batch_id: rng.text() })),
             3 | 4 => Some(Kind::ToolOutcome(pb::ToolOutcome {
@@ -255,13 +331,15 @@ mod tests {
                     1 => Some(pb::tool_outcome::Outcome::ResultJson(rng.text())),
                     _ => Some(pb::tool_outcome::Outcome::Error(rng.text())),
                 },
+                duration_ms: [0, 1, 1500, u64::MAX][rng.below(4) as usize],
             })),
             _ if rng.below(2) == 0 => Some(Kind::CompactionRetry(pb::CompactionRetry {})),
             _ if rng.below(2) == 0 => Some(Kind::RunEnd(pb::RunEnd {})),
             _ => Some(Kind::UserTurn(pb::UserTurn { prompt_id: if rng.below(2) == 0 { String::new() } else { "p-1".into() } })),
         };
         let seq = [0, 1, 127, 128, u64::MAX, rng.next()][rng.below(6) as usize];
-        pb::Event { run_id: rng.text(), agent_id: rng.text(), session_id: rng.text(), seq, kind }
+        let parent_run_id = if rng.below(3) == 0 { rng.text() } else { String::new() };
+        pb::Event { run_id: rng.text(), agent_id: rng.text(), session_id: rng.text(), seq, kind, parent_run_id, accepts_ask: rng.below(2) == 0 }
     }
 
     /// Whenever the in-place reader accepts bytes, prost accepts them too and reads the same.

@@ -353,6 +353,8 @@ DETECTORS: tuple[str, ...] = (
     'cycle',
     'duplicate_side_effect',
     'failure_cascade',
+    'child_stopped',
+    'budget',
 )
 
 ERROR_CODES: tuple[str, ...] = (
@@ -374,4 +376,11 @@ ERROR_CODES: tuple[str, ...] = (
     'run_id_mismatch',
     'internal_error',
     'loop_recovery_failed',
+    'tree_too_deep',
+    'too_many_children',
+    'budget_exhausted',
+    'parent_run_id_too_long',
+    'invalid_parent_run_id',
+    'invalid_usage',
+    'no_pending_ask',
 )

@@ -14,6 +14,12 @@ class ToolClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOOL_CLASS_MUTATING: _ClassVar[ToolClass]
     TOOL_CLASS_POLL: _ClassVar[ToolClass]
 
+class ApprovalScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_SCOPE_UNSPECIFIED: _ClassVar[ApprovalScope]
+    APPROVAL_SCOPE_ONCE: _ClassVar[ApprovalScope]
+    APPROVAL_SCOPE_ALWAYS: _ClassVar[ApprovalScope]
+
 class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ACTION_UNSPECIFIED: _ClassVar[Action]
@@ -22,6 +28,7 @@ class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACTION_BLOCK: _ClassVar[Action]
     ACTION_ABORT: _ClassVar[Action]
     ACTION_REJECT: _ClassVar[Action]
+    ACTION_ASK: _ClassVar[Action]
 
 class Detector(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -38,6 +45,8 @@ class Detector(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DETECTOR_CYCLE: _ClassVar[Detector]
     DETECTOR_DUPLICATE_SIDE_EFFECT: _ClassVar[Detector]
     DETECTOR_FAILURE_CASCADE: _ClassVar[Detector]
+    DETECTOR_CHILD_STOPPED: _ClassVar[Detector]
+    DETECTOR_BUDGET: _ClassVar[Detector]
 
 class Level(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -48,12 +57,16 @@ TOOL_CLASS_UNSPECIFIED: ToolClass
 TOOL_CLASS_READ_ONLY: ToolClass
 TOOL_CLASS_MUTATING: ToolClass
 TOOL_CLASS_POLL: ToolClass
+APPROVAL_SCOPE_UNSPECIFIED: ApprovalScope
+APPROVAL_SCOPE_ONCE: ApprovalScope
+APPROVAL_SCOPE_ALWAYS: ApprovalScope
 ACTION_UNSPECIFIED: Action
 ACTION_ALLOW: Action
 ACTION_WARN: Action
 ACTION_BLOCK: Action
 ACTION_ABORT: Action
 ACTION_REJECT: Action
+ACTION_ASK: Action
 DETECTOR_UNSPECIFIED: Detector
 DETECTOR_GENERIC_REPEAT: Detector
 DETECTOR_KNOWN_POLL_NO_PROGRESS: Detector
@@ -67,6 +80,8 @@ DETECTOR_ERROR_REPEAT: Detector
 DETECTOR_CYCLE: Detector
 DETECTOR_DUPLICATE_SIDE_EFFECT: Detector
 DETECTOR_FAILURE_CASCADE: Detector
+DETECTOR_CHILD_STOPPED: Detector
+DETECTOR_BUDGET: Detector
 LEVEL_UNSPECIFIED: Level
 LEVEL_WARNING: Level
 LEVEL_CRITICAL: Level
@@ -96,26 +111,34 @@ class CheckResponse(_message.Message):
     def __init__(self, verdict: _Optional[_Union[Verdict, _Mapping]] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("run_id", "agent_id", "session_id", "seq", "tool_call", "tool_outcome", "compaction_retry", "run_end", "user_turn")
+    __slots__ = ("run_id", "agent_id", "session_id", "seq", "parent_run_id", "accepts_ask", "tool_call", "tool_outcome", "compaction_retry", "run_end", "user_turn", "usage", "approval")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTS_ASK_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     TOOL_OUTCOME_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_RETRY_FIELD_NUMBER: _ClassVar[int]
     RUN_END_FIELD_NUMBER: _ClassVar[int]
     USER_TURN_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     agent_id: str
     session_id: str
     seq: int
+    parent_run_id: str
+    accepts_ask: bool
     tool_call: ToolCall
     tool_outcome: ToolOutcome
     compaction_retry: CompactionRetry
     run_end: RunEnd
     user_turn: UserTurn
-    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_outcome: _Optional[_Union[ToolOutcome, _Mapping]] = ..., compaction_retry: _Optional[_Union[CompactionRetry, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., user_turn: _Optional[_Union[UserTurn, _Mapping]] = ...) -> None: ...
+    usage: Usage
+    approval: Approval
+    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., parent_run_id: _Optional[str] = ..., accepts_ask: _Optional[bool] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_outcome: _Optional[_Union[ToolOutcome, _Mapping]] = ..., compaction_retry: _Optional[_Union[CompactionRetry, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., user_turn: _Optional[_Union[UserTurn, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., approval: _Optional[_Union[Approval, _Mapping]] = ...) -> None: ...
 
 class ToolCall(_message.Message):
     __slots__ = ("tool_name", "tool_call_id", "params_json", "tool_class", "batch_id")
@@ -132,18 +155,20 @@ class ToolCall(_message.Message):
     def __init__(self, tool_name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., params_json: _Optional[str] = ..., tool_class: _Optional[_Union[ToolClass, str]] = ..., batch_id: _Optional[str] = ...) -> None: ...
 
 class ToolOutcome(_message.Message):
-    __slots__ = ("tool_name", "tool_call_id", "params_json", "result_json", "error")
+    __slots__ = ("tool_name", "tool_call_id", "params_json", "result_json", "error", "duration_ms")
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     tool_name: str
     tool_call_id: str
     params_json: str
     result_json: str
     error: str
-    def __init__(self, tool_name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., params_json: _Optional[str] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+    duration_ms: int
+    def __init__(self, tool_name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., params_json: _Optional[str] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., duration_ms: _Optional[int] = ...) -> None: ...
 
 class CompactionRetry(_message.Message):
     __slots__ = ()
@@ -158,6 +183,32 @@ class UserTurn(_message.Message):
     PROMPT_ID_FIELD_NUMBER: _ClassVar[int]
     prompt_id: str
     def __init__(self, prompt_id: _Optional[str] = ...) -> None: ...
+
+class Usage(_message.Message):
+    __slots__ = ("input_tokens", "output_tokens", "cost_usd", "model")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    model: str
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., model: _Optional[str] = ...) -> None: ...
+
+class Approval(_message.Message):
+    __slots__ = ("tool_call_id", "decision_id", "approved", "scope", "ttl_seconds")
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    DECISION_ID_FIELD_NUMBER: _ClassVar[int]
+    APPROVED_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    tool_call_id: str
+    decision_id: str
+    approved: bool
+    scope: ApprovalScope
+    ttl_seconds: int
+    def __init__(self, tool_call_id: _Optional[str] = ..., decision_id: _Optional[str] = ..., approved: _Optional[bool] = ..., scope: _Optional[_Union[ApprovalScope, str]] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
 
 class Verdict(_message.Message):
     __slots__ = ("seq", "run_id", "action", "detector", "level", "count", "message", "warning_key", "announce", "paired_tool_name", "error_code", "tool_name", "evidence", "decision_id", "shadow", "shadow_action")
@@ -212,7 +263,7 @@ class InspectRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class InspectRunResponse(_message.Message):
-    __slots__ = ("run_id", "agent_id", "records", "guard", "blocks", "aborted", "abort_error_code", "effective_config", "events_evaluated", "recent_verdicts", "agent_label")
+    __slots__ = ("run_id", "agent_id", "records", "guard", "blocks", "aborted", "abort_error_code", "effective_config", "events_evaluated", "recent_verdicts", "agent_label", "parent_run_id", "children", "root_run_id", "depth", "tree_totals", "run_totals", "exemptions")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -224,6 +275,13 @@ class InspectRunResponse(_message.Message):
     EVENTS_EVALUATED_FIELD_NUMBER: _ClassVar[int]
     RECENT_VERDICTS_FIELD_NUMBER: _ClassVar[int]
     AGENT_LABEL_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    ROOT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    TREE_TOTALS_FIELD_NUMBER: _ClassVar[int]
+    RUN_TOTALS_FIELD_NUMBER: _ClassVar[int]
+    EXEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     agent_id: str
     records: _containers.RepeatedCompositeFieldContainer[RunRecord]
@@ -235,7 +293,76 @@ class InspectRunResponse(_message.Message):
     events_evaluated: int
     recent_verdicts: _containers.RepeatedCompositeFieldContainer[Verdict]
     agent_label: str
-    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ..., guard: _Optional[_Union[GuardState, _Mapping]] = ..., blocks: _Optional[int] = ..., aborted: _Optional[bool] = ..., abort_error_code: _Optional[str] = ..., effective_config: _Optional[_Union[EffectiveConfig, _Mapping]] = ..., events_evaluated: _Optional[int] = ..., recent_verdicts: _Optional[_Iterable[_Union[Verdict, _Mapping]]] = ..., agent_label: _Optional[str] = ...) -> None: ...
+    parent_run_id: str
+    children: _containers.RepeatedScalarFieldContainer[str]
+    root_run_id: str
+    depth: int
+    tree_totals: Totals
+    run_totals: Totals
+    exemptions: _containers.RepeatedCompositeFieldContainer[Exemption]
+    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ..., guard: _Optional[_Union[GuardState, _Mapping]] = ..., blocks: _Optional[int] = ..., aborted: _Optional[bool] = ..., abort_error_code: _Optional[str] = ..., effective_config: _Optional[_Union[EffectiveConfig, _Mapping]] = ..., events_evaluated: _Optional[int] = ..., recent_verdicts: _Optional[_Iterable[_Union[Verdict, _Mapping]]] = ..., agent_label: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., tree_totals: _Optional[_Union[Totals, _Mapping]] = ..., run_totals: _Optional[_Union[Totals, _Mapping]] = ..., exemptions: _Optional[_Iterable[_Union[Exemption, _Mapping]]] = ...) -> None: ...
+
+class Totals(_message.Message):
+    __slots__ = ("tool_calls", "tool_ms", "input_tokens", "output_tokens", "cost_usd", "wall_seconds", "runs")
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_MS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    tool_calls: int
+    tool_ms: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    wall_seconds: float
+    runs: int
+    def __init__(self, tool_calls: _Optional[int] = ..., tool_ms: _Optional[int] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., wall_seconds: _Optional[float] = ..., runs: _Optional[int] = ...) -> None: ...
+
+class Exemption(_message.Message):
+    __slots__ = ("id", "agent_id", "tool_name", "args_hash", "created_at", "expires_at", "run_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGS_HASH_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    agent_id: str
+    tool_name: str
+    args_hash: str
+    created_at: float
+    expires_at: float
+    run_id: str
+    def __init__(self, id: _Optional[str] = ..., agent_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., args_hash: _Optional[str] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class ListExemptionsRequest(_message.Message):
+    __slots__ = ("agent_id", "tool_name")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    tool_name: str
+    def __init__(self, agent_id: _Optional[str] = ..., tool_name: _Optional[str] = ...) -> None: ...
+
+class ListExemptionsResponse(_message.Message):
+    __slots__ = ("exemptions",)
+    EXEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    exemptions: _containers.RepeatedCompositeFieldContainer[Exemption]
+    def __init__(self, exemptions: _Optional[_Iterable[_Union[Exemption, _Mapping]]] = ...) -> None: ...
+
+class RevokeExemptionRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class RevokeExemptionResponse(_message.Message):
+    __slots__ = ("revoked",)
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    revoked: Exemption
+    def __init__(self, revoked: _Optional[_Union[Exemption, _Mapping]] = ...) -> None: ...
 
 class RunRecord(_message.Message):
     __slots__ = ("seq", "tool_name", "args_hash", "tool_call_id", "result_hash", "unknown_tool_name")

@@ -49,6 +49,16 @@ class LoopDetectionServiceStub:
                 request_serializer=loopwarden_dot_v1_dot_loopwarden__pb2.InspectRunRequest.SerializeToString,
                 response_deserializer=loopwarden_dot_v1_dot_loopwarden__pb2.InspectRunResponse.FromString,
                 _registered_method=True)
+        self.ListExemptions = channel.unary_unary(
+                '/loopwarden.v1.LoopDetectionService/ListExemptions',
+                request_serializer=loopwarden_dot_v1_dot_loopwarden__pb2.ListExemptionsRequest.SerializeToString,
+                response_deserializer=loopwarden_dot_v1_dot_loopwarden__pb2.ListExemptionsResponse.FromString,
+                _registered_method=True)
+        self.RevokeExemption = channel.unary_unary(
+                '/loopwarden.v1.LoopDetectionService/RevokeExemption',
+                request_serializer=loopwarden_dot_v1_dot_loopwarden__pb2.RevokeExemptionRequest.SerializeToString,
+                response_deserializer=loopwarden_dot_v1_dot_loopwarden__pb2.RevokeExemptionResponse.FromString,
+                _registered_method=True)
 
 
 class LoopDetectionServiceServicer:
@@ -75,8 +85,23 @@ class LoopDetectionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def InspectRun(self, request, context):
-        """Read-only view of one run: its records, guard state, blocks so far, effective config.
-        NOT_FOUND for a run the daemon does not hold.
+        """Read-only view of one run: its records, guard state, blocks so far, effective config, its
+        place in its run tree and the tree's totals. NOT_FOUND for a run the daemon does not hold.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListExemptions(self, request, context):
+        """The caller's tenant's standing approvals ("always" answers to an ASK), newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeExemption(self, request, context):
+        """Withdraw one standing approval: the next matching critical is ASKed (or blocked) again.
+        NOT_FOUND for an id the tenant does not hold.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -99,6 +124,16 @@ def add_LoopDetectionServiceServicer_to_server(servicer, server):
                     servicer.InspectRun,
                     request_deserializer=loopwarden_dot_v1_dot_loopwarden__pb2.InspectRunRequest.FromString,
                     response_serializer=loopwarden_dot_v1_dot_loopwarden__pb2.InspectRunResponse.SerializeToString,
+            ),
+            'ListExemptions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExemptions,
+                    request_deserializer=loopwarden_dot_v1_dot_loopwarden__pb2.ListExemptionsRequest.FromString,
+                    response_serializer=loopwarden_dot_v1_dot_loopwarden__pb2.ListExemptionsResponse.SerializeToString,
+            ),
+            'RevokeExemption': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeExemption,
+                    request_deserializer=loopwarden_dot_v1_dot_loopwarden__pb2.RevokeExemptionRequest.FromString,
+                    response_serializer=loopwarden_dot_v1_dot_loopwarden__pb2.RevokeExemptionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -182,6 +217,60 @@ class LoopDetectionService:
             '/loopwarden.v1.LoopDetectionService/InspectRun',
             loopwarden_dot_v1_dot_loopwarden__pb2.InspectRunRequest.SerializeToString,
             loopwarden_dot_v1_dot_loopwarden__pb2.InspectRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListExemptions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/loopwarden.v1.LoopDetectionService/ListExemptions',
+            loopwarden_dot_v1_dot_loopwarden__pb2.ListExemptionsRequest.SerializeToString,
+            loopwarden_dot_v1_dot_loopwarden__pb2.ListExemptionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeExemption(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/loopwarden.v1.LoopDetectionService/RevokeExemption',
+            loopwarden_dot_v1_dot_loopwarden__pb2.RevokeExemptionRequest.SerializeToString,
+            loopwarden_dot_v1_dot_loopwarden__pb2.RevokeExemptionResponse.FromString,
             options,
             channel_credentials,
             insecure,
