@@ -592,6 +592,7 @@ fn action(at: &At) -> Result<Action, String> {
         "block" => Action::Block,
         "abort" => Action::Abort,
         "reject" => Action::Reject,
+        "ask" => Action::Ask,
         other => return Err(format!("{} is not an action: {other:?}", at.path)),
     })
 }

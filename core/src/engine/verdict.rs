@@ -9,6 +9,8 @@ pub enum Action {
     Block = 3,
     Abort = 4,
     Reject = 5,
+    /// Hold the call for a human (only for events that declared accepts_ask).
+    Ask = 6,
 }
 
 impl Action {
@@ -19,6 +21,7 @@ impl Action {
             Action::Block => "block",
             Action::Abort => "abort",
             Action::Reject => "reject",
+            Action::Ask => "ask",
         }
     }
 }

@@ -110,6 +110,7 @@ impl Core {
                 summary.count(counter::BLOCKS, [detector, ""], agent);
                 log(WARNING, "tool call blocked", summary);
             }
+            Action::Ask => log(WARNING, "tool call held for a human", summary),
             Action::Abort => {
                 if was_aborted {
                     if debug_logs {
