@@ -353,6 +353,16 @@ class TestInspection:
         assert [("ex-1", "coder", "read", "h1", 3610.0, "root")] == [
             (e.id, e.agent_id, e.tool_name, e.args_hash, e.expires_at, e.run_id) for e in view.exemptions]
 
+    def test_the_inspect_command_shows_the_tree(self, scripted):
+        """`loopwarden inspect`'s summary has the run's place in its tree and what the tree spent."""
+        from loopwarden.commands.inspect import summary
+        with LoopwardenClient(scripted.target) as client:
+            lines = summary(client.inspect("child"))
+        assert ("tree      root root · depth 1 · parent root · 2 children (grandchild-1, grandchild-2)" in lines)
+        assert "spent     tree: 31 calls, 1.5 tool s, 1000 tokens, $0.25, 4 runs · this run: 8 calls" in lines
+        assert [] == [line for line in summary(inspection_from_message(pb.InspectRunResponse(run_id="r")))
+                      if line.startswith(("tree ", "spent "))]
+
     def test_an_older_daemon_reads_as_a_root_with_zero_totals(self):
         """A response without the fields: a root of depth 0, empty totals and no exemptions."""
         view = inspection_from_message(pb.InspectRunResponse(run_id="r"))
