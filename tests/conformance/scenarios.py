@@ -23,6 +23,9 @@ class Variant:
     # Set for scenarios of an opt-in extension (its name): they need it on, so they are left out
     # of the checks that every spec example is unchanged with the extensions off.
     extension: str = ""
+    # Daemon features beyond the spec the scenario needs (FEATURES' keys): the reference oracle
+    # has none of them, and a daemon without one cannot run the scenario (see missing_features).
+    requires: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -36,7 +39,7 @@ class ConcreteEvent:
     seq: int
     run_id: str
     agent_id: str
-    kind: str | None  # tool_call | tool_outcome | compaction_retry | user_turn | run_end | None
+    kind: str | None  # tool_call | tool_outcome | compaction_retry | user_turn | run_end | usage | approval | None
     tool_name: str
     tool_call_id: str
     params_json: str
@@ -44,6 +47,11 @@ class ConcreteEvent:
     error: str | None
     expect: dict | None
     prompt_id: str = ""  # user_turn
+    parent_run_id: str = ""  # prefixed like run_id; "" for a root run
+    accepts_ask: bool = False
+    duration_ms: int = 0  # tool_outcome
+    usage: dict | None = None  # usage: input_tokens, output_tokens, cost_usd, model
+    approval: dict | None = None  # approval: tool_call_id, decision_id, approved, scope ("once"/"always"), ttl_seconds
 
 
 def load_variants() -> list[Variant]:
@@ -52,8 +60,24 @@ def load_variants() -> list[Variant]:
         scenario = json.loads(path.read_text())
         for variant in scenario["variants"]:
             variants.append(Variant(scenario["name"], variant["name"], scenario["config"], variant["steps"],
-                                    scenario.get("extension", "")))
+                                    scenario.get("extension", ""), tuple(scenario.get("requires", ()))))
     return variants
+
+
+# Each feature a scenario may require, by the setting whose presence in the config tables says the
+# daemon (and the core) has it: run trees, budgets and the ASK verdict (issue 25).
+FEATURES = {
+    "runTrees": "loopwarden.runTree.maxDepth",
+    "budgets": "loopwarden.budgets.toolCallsPerRun",
+    "ask": "loopwarden.onCritical",
+}
+
+
+def missing_features(variant: Variant) -> list[str]:
+    """The features the variant requires that this tree's daemon lacks, each with its setting."""
+    from loopwarden_server.config.tables import SETTINGS
+    known = {row.path for row in SETTINGS}
+    return [f"{name} ({FEATURES[name]})" for name in variant.requires if FEATURES[name] not in known]
 
 
 def _fill(value: Any, i: int) -> Any:
@@ -66,7 +90,12 @@ def _fill(value: Any, i: int) -> Any:
     return value
 
 
-_KINDS = ("tool_call", "tool_outcome", "compaction_retry", "user_turn", "run_end")
+_KINDS = ("tool_call", "tool_outcome", "compaction_retry", "user_turn", "run_end", "usage", "approval")
+
+
+def prefixed(variant: Variant, run_id: str) -> str:
+    """A run id of the data as sent: under the variant's id, so variants can share a daemon."""
+    return f"{variant.id}/{run_id}" if run_id.strip() else run_id
 
 
 def expand(variant: Variant) -> Iterator[ConcreteEvent]:
@@ -86,7 +115,7 @@ def expand(variant: Variant) -> Iterator[ConcreteEvent]:
                     result_json = json.dumps(body["result"])
                 yield ConcreteEvent(
                     seq=seq,
-                    run_id=f"{variant.id}/{event['run_id']}" if event["run_id"].strip() else event["run_id"],
+                    run_id=prefixed(variant, event["run_id"]),
                     agent_id=event.get("agent_id", ""),
                     kind=kind,
                     tool_name=body.get("tool_name", ""),
@@ -96,6 +125,11 @@ def expand(variant: Variant) -> Iterator[ConcreteEvent]:
                     error=body.get("error"),
                     expect=expect,
                     prompt_id=body.get("prompt_id", ""),
+                    parent_run_id=prefixed(variant, event.get("parent_run_id", "")),
+                    accepts_ask=event.get("accepts_ask", False),
+                    duration_ms=body.get("duration_ms", 0) if kind == "tool_outcome" else 0,
+                    usage=body if kind == "usage" else None,
+                    approval=body if kind == "approval" else None,
                 )
 
 

@@ -12,13 +12,15 @@ from loopwarden_server.core import CoreService
 from loopwarden_server.metrics import Metrics
 from loopwarden_server.settings import Limits
 from loopwarden_server.transport.convert import inspect_response
+from tests.conformance.messages import approval_message, usage_message
 from tests.reference import convert
 from tests.reference.service import LoopwardenService
 from tests.reference.store import RunStore
 
 
 def pb_event(event: dict) -> pb.Event:
-    message = pb.Event(run_id=event["run_id"], agent_id=event.get("agent_id", ""), seq=event.get("seq", 0))
+    message = pb.Event(run_id=event["run_id"], agent_id=event.get("agent_id", ""), seq=event.get("seq", 0),
+                       parent_run_id=event.get("parent_run_id", ""), accepts_ask=event.get("accepts_ask", False))
     kind = event.get("kind")
     if kind == "tool_call":
         message.tool_call.tool_name = event.get("tool_name", "")
@@ -29,6 +31,7 @@ def pb_event(event: dict) -> pb.Event:
         outcome.tool_name = event.get("tool_name", "")
         outcome.params_json = event.get("params_json", "")
         outcome.tool_call_id = event.get("tool_call_id", "")
+        outcome.duration_ms = event.get("duration_ms", 0)
         if event.get("error") is not None:
             outcome.error = event["error"]
         elif event.get("result_json") is not None:
@@ -40,7 +43,12 @@ def pb_event(event: dict) -> pb.Event:
     elif kind == "user_turn":
         message.user_turn.prompt_id = event.get("prompt_id", "")
         message.user_turn.SetInParent()
+    elif kind == "usage":
+        message.usage.CopyFrom(usage_message(event.get("usage") or {}))
+    elif kind == "approval":
+        message.approval.CopyFrom(approval_message(event.get("approval") or {}))
     return message
+
 
 
 class Clock:

@@ -8,6 +8,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
+from tests.conformance.messages import approval_message, usage_message
 from tests.conformance.scenarios import ConcreteEvent
 
 SERVICE = "loopwarden.v1.LoopDetectionService"
@@ -56,13 +57,14 @@ def health_status(target: str, service: str = "") -> str:
 
 
 def event_message(event: ConcreteEvent) -> pb.Event:
-    message = pb.Event(run_id=event.run_id, agent_id=event.agent_id, seq=event.seq)
+    message = pb.Event(run_id=event.run_id, agent_id=event.agent_id, seq=event.seq,
+                       parent_run_id=event.parent_run_id, accepts_ask=event.accepts_ask)
     if event.kind == "tool_call":
         message.tool_call.CopyFrom(pb.ToolCall(tool_name=event.tool_name, tool_call_id=event.tool_call_id,
                                                params_json=event.params_json))
     elif event.kind == "tool_outcome":
         outcome = pb.ToolOutcome(tool_name=event.tool_name, tool_call_id=event.tool_call_id,
-                                 params_json=event.params_json)
+                                 params_json=event.params_json, duration_ms=event.duration_ms)
         if event.error is not None:
             outcome.error = event.error
         elif event.result_json is not None:
@@ -75,6 +77,10 @@ def event_message(event: ConcreteEvent) -> pb.Event:
     elif event.kind == "user_turn":
         message.user_turn.prompt_id = event.prompt_id
         message.user_turn.SetInParent()
+    elif event.kind == "usage":
+        message.usage.CopyFrom(usage_message(event.usage or {}))
+    elif event.kind == "approval":
+        message.approval.CopyFrom(approval_message(event.approval or {}))
     return message
 
 

@@ -39,6 +39,10 @@ var ErrUnavailable = errors.New("loopwarden unavailable")
 // state for.
 var ErrRunNotFound = errors.New("loopwarden: run not found")
 
+// ErrExemptionNotFound is matched (errors.Is) by the error of RevokeExemption for an id the
+// tenant holds no exemption of.
+var ErrExemptionNotFound = errors.New("loopwarden: exemption not found")
+
 // unavailable wraps the cause so errors.Is(err, ErrUnavailable) holds and the gRPC status survives.
 type unavailable struct{ cause error }
 
@@ -72,10 +76,17 @@ func (e *RunAbortedError) Error() string {
 // the given number open (least recently used closed first); a failed stream (closed for
 // idleness, or its replica gone) is reopened and the request resent once, transparently: events
 // carry a seq, so a resend the daemon already saw gets its first verdict.
+//
+// Run trees: an event with a parent run id (WithParentRunID) is of a child run (a sub-agent),
+// which the daemon keeps with its tree, so the RoutingHeader names the tree's ROOT run: one stream
+// per tree in the per-run mode. The client learns each child's root from the events it sends; a
+// sub-agent whose parent this client never saw passes WithRootRunID.
 type Client struct {
 	conn        *grpc.ClientConn
 	stub        pb.LoopDetectionServiceClient
 	agentID     string
+	acceptsAsk  bool
+	trees       *runTrees
 	md          metadata.MD
 	timeout     time.Duration
 	dialOptions []grpc.DialOption
@@ -100,7 +111,7 @@ type runStream struct {
 // transport credentials unless WithDialOptions says otherwise. It connects lazily: the first call
 // dials.
 func New(target string, opts ...Option) (*Client, error) {
-	c := &Client{timeout: 10 * time.Second}
+	c := &Client{timeout: 10 * time.Second, trees: newRunTrees(defaultTreeCapacity)}
 	for _, opt := range opts {
 		opt.applyToClient(c)
 	}
@@ -219,35 +230,39 @@ func exchange(ctx context.Context, stream grpc.BidiStreamingClient[pb.EvaluateRe
 	}
 }
 
-// evaluatePerRunLocked sends each run's events on that run's stream; verdicts keep event order.
+// evaluatePerRunLocked sends each run tree's events on the stream of its root; verdicts keep
+// event order.
 func (c *Client) evaluatePerRunLocked(ctx context.Context, messages []*pb.Event) ([]Verdict, error) {
 	verdicts := make([]Verdict, len(messages))
 	var order []string
 	groups := map[string][]int{}
 	for i, message := range messages {
-		runID := strings.TrimSpace(message.GetRunId())
-		if _, seen := groups[runID]; !seen {
-			order = append(order, runID)
+		root := c.trees.learn(message.GetRunId(), message.GetParentRunId(), "")
+		if _, seen := groups[root]; !seen {
+			order = append(order, root)
 		}
-		groups[runID] = append(groups[runID], i)
+		groups[root] = append(groups[root], i)
 	}
-	for _, runID := range order {
-		positions := groups[runID]
+	for _, root := range order {
+		positions := groups[root]
 		batch := make([]*pb.Event, len(positions))
-		ends := false
+		ends := false // a child's end cannot close its tree's stream; the root's can
 		for k, i := range positions {
 			batch[k] = messages[i]
-			ends = ends || messages[i].GetRunEnd() != nil
+			ends = ends || (messages[i].GetRunEnd() != nil && strings.TrimSpace(messages[i].GetRunId()) == root)
 		}
-		answers, err := c.runRequestLocked(ctx, runID, batch)
+		answers, err := c.runRequestLocked(ctx, root, batch)
 		if err != nil {
 			return nil, err
 		}
 		for k, i := range positions {
 			verdicts[i] = answers[k]
+			if messages[i].GetRunEnd() != nil {
+				c.trees.forget(messages[i].GetRunId())
+			}
 		}
 		if ends {
-			c.closeRunLocked(runID)
+			c.closeRunLocked(root)
 		}
 	}
 	return verdicts, nil
@@ -301,48 +316,71 @@ func (c *Client) send(ctx context.Context, event Event, err error) (Verdict, err
 	return verdicts[0], nil
 }
 
-func (c *Client) complete(opts []EventOption) []EventOption {
-	defaults := []EventOption{WithAgentID(c.agentID), WithSeq(c.seq.Add(1))}
+// complete puts the client's defaults before opts, and learns the event's place in its run tree.
+func (c *Client) complete(runID string, opts []EventOption) []EventOption {
+	defaults := []EventOption{WithAgentID(c.agentID), WithSeq(c.seq.Add(1)), WithAcceptsAsk(c.acceptsAsk)}
+	f := fields(opts)
+	c.trees.learn(runID, f.parentRunID, f.rootRunID)
 	return append(defaults, opts...)
 }
+
+// RootOf is the root of runID's tree as far as the client knows: what its RoutingHeader names.
+func (c *Client) RootOf(runID string) string { return c.trees.root(runID) }
 
 // ToolCall asks before a tool runs whether it may run (Verdict.MayRun: ALLOW or WARN). The event
 // carries the client's agent id and next seq unless opts set them.
 func (c *Client) ToolCall(ctx context.Context, runID, toolName string, params any, opts ...EventOption) (Verdict, error) {
-	event, err := ToolCallEvent(runID, toolName, params, c.complete(opts)...)
+	event, err := ToolCallEvent(runID, toolName, params, c.complete(runID, opts)...)
 	return c.send(ctx, event, err)
 }
 
 // ToolOutcome reports what a tool returned (WithResult, WithResultJSON) or its error (WithError),
 // with the params it was called with.
 func (c *Client) ToolOutcome(ctx context.Context, runID, toolName string, params any, opts ...EventOption) (Verdict, error) {
-	event, err := ToolOutcomeEvent(runID, toolName, params, c.complete(opts)...)
+	event, err := ToolOutcomeEvent(runID, toolName, params, c.complete(runID, opts)...)
 	return c.send(ctx, event, err)
 }
 
 // CompactionRetry tells the daemon the runner compacted its context and retries, which arms the
 // post-compaction guard.
 func (c *Client) CompactionRetry(ctx context.Context, runID string, opts ...EventOption) (Verdict, error) {
-	return c.send(ctx, CompactionRetryEvent(runID, c.complete(opts)...), nil)
+	return c.send(ctx, CompactionRetryEvent(runID, c.complete(runID, opts)...), nil)
 }
 
 // UserTurn tells the daemon a person or an orchestrator sent the run a new instruction
 // (WithPromptID names it): the run starts fresh for loop detection, unless
-// loopwarden.userTurnResets is false; an aborted run stays aborted.
+// loopwarden.userTurnResets is false, and keeps its budgets; an aborted run stays aborted.
 func (c *Client) UserTurn(ctx context.Context, runID string, opts ...EventOption) (Verdict, error) {
-	return c.send(ctx, UserTurnEvent(runID, c.complete(opts)...), nil)
+	return c.send(ctx, UserTurnEvent(runID, c.complete(runID, opts)...), nil)
+}
+
+// Usage reports what one model response cost (tokens, US dollars), for the tree's token and
+// cost budgets.
+func (c *Client) Usage(ctx context.Context, runID string, usage Usage, opts ...EventOption) (Verdict, error) {
+	return c.send(ctx, UsageEvent(runID, usage, c.complete(runID, opts)...), nil)
+}
+
+// Approval reports a human's answer to an ActionAsk verdict (see Approval); an error before
+// anything is sent for an approval that names no call or has an unknown scope.
+func (c *Client) Approval(ctx context.Context, runID string, approval Approval, opts ...EventOption) (Verdict, error) {
+	if _, err := ApprovalEvent(runID, approval); err != nil {
+		return Verdict{}, err
+	}
+	event, err := ApprovalEvent(runID, approval, c.complete(runID, opts)...)
+	return c.send(ctx, event, err)
 }
 
 // RunEnd tells the daemon the run is over: it frees the run's state.
 func (c *Client) RunEnd(ctx context.Context, runID string, opts ...EventOption) (Verdict, error) {
-	return c.send(ctx, RunEndEvent(runID, c.complete(opts)...), nil)
+	return c.send(ctx, RunEndEvent(runID, c.complete(runID, opts)...), nil)
 }
 
 // Check is the unary Check RPC: the same decision as Evaluate for one event (sent as built),
 // without a stream, bounded by ctx and by the client's timeout (WithTimeout).
 func (c *Client) Check(ctx context.Context, event Event) (Verdict, error) {
 	message := event.wire()
-	ctx, cancel := context.WithTimeout(c.routed(ctx, message.GetRunId()), c.timeout)
+	root := c.trees.learn(message.GetRunId(), message.GetParentRunId(), "")
+	ctx, cancel := context.WithTimeout(c.routed(ctx, root), c.timeout)
 	defer cancel()
 	response, err := c.stub.Check(ctx, &pb.CheckRequest{Event: message})
 	if err != nil {
@@ -354,7 +392,7 @@ func (c *Client) Check(ctx context.Context, event Event) (Verdict, error) {
 // Inspect is the InspectRun RPC: a read-only view of one run; an ErrRunNotFound error for a run
 // the daemon does not hold.
 func (c *Client) Inspect(ctx context.Context, runID string) (RunInspection, error) {
-	ctx, cancel := context.WithTimeout(c.routed(ctx, runID), c.timeout)
+	ctx, cancel := context.WithTimeout(c.routed(ctx, c.trees.root(runID)), c.timeout)
 	defer cancel()
 	response, err := c.stub.InspectRun(ctx, &pb.InspectRunRequest{RunId: runID})
 	if status.Code(err) == codes.NotFound {
@@ -364,4 +402,40 @@ func (c *Client) Inspect(ctx context.Context, runID string) (RunInspection, erro
 		return RunInspection{}, &unavailable{err}
 	}
 	return inspectionFromMessage(response), nil
+}
+
+// ExemptionFilter narrows ListExemptions; the zero filter lists them all.
+type ExemptionFilter struct {
+	// AgentID keeps the exemptions of one agent.
+	AgentID string
+	// ToolName keeps the exemptions of one tool.
+	ToolName string
+}
+
+// ListExemptions is the ListExemptions RPC: the tenant's standing approvals ("always" answers to
+// an ASK), newest first.
+func (c *Client) ListExemptions(ctx context.Context, filter ExemptionFilter) ([]Exemption, error) {
+	ctx, cancel := context.WithTimeout(c.outgoing(ctx), c.timeout)
+	defer cancel()
+	response, err := c.stub.ListExemptions(ctx, &pb.ListExemptionsRequest{AgentId: filter.AgentID, ToolName: filter.ToolName})
+	if err != nil {
+		return nil, &unavailable{err}
+	}
+	return exemptionsFromMessages(response.GetExemptions()), nil
+}
+
+// RevokeExemption is the RevokeExemption RPC: it withdraws one standing approval, so the next
+// matching critical is asked (or blocked) again, and returns it; an ErrExemptionNotFound error for
+// an id the tenant does not hold.
+func (c *Client) RevokeExemption(ctx context.Context, id string) (Exemption, error) {
+	ctx, cancel := context.WithTimeout(c.outgoing(ctx), c.timeout)
+	defer cancel()
+	response, err := c.stub.RevokeExemption(ctx, &pb.RevokeExemptionRequest{Id: id})
+	if status.Code(err) == codes.NotFound {
+		return Exemption{}, fmt.Errorf("%w: %s", ErrExemptionNotFound, status.Convert(err).Message())
+	}
+	if err != nil {
+		return Exemption{}, &unavailable{err}
+	}
+	return exemptionFromMessage(response.GetRevoked()), nil
 }

@@ -2,6 +2,7 @@ package loopwarden
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,7 +12,7 @@ import (
 )
 
 // Event is one event of a run, built by ToolCallEvent, ToolOutcomeEvent, CompactionRetryEvent,
-// UserTurnEvent or RunEndEvent, for Client.Evaluate (several events in one request) and Client.Check. The client
+// UserTurnEvent, UsageEvent, ApprovalEvent or RunEndEvent, for Client.Evaluate (several events in one request) and Client.Check. The client
 // sends it exactly as built: no default agent id, no numbering. The zero Event has no run id, so
 // the daemon rejects it.
 type Event struct{ message *pb.Event }
@@ -27,7 +28,9 @@ func (e Event) wire() *pb.Event {
 type eventFields struct {
 	agentID, sessionID, toolCallID  string
 	batchID, toolClass, promptID    string
-	seq                             uint64
+	parentRunID, rootRunID          string
+	acceptsAsk                      bool
+	seq, durationMs                 uint64
 	paramsJSON, resultJSON, errText *string
 	result                          any
 	hasResult                       bool
@@ -62,7 +65,8 @@ func paramsText(params any, f eventFields) (string, error) {
 }
 
 func envelope(runID string, f eventFields) *pb.Event {
-	return &pb.Event{RunId: runID, AgentId: f.agentID, SessionId: f.sessionID, Seq: f.seq}
+	return &pb.Event{RunId: runID, AgentId: f.agentID, SessionId: f.sessionID, Seq: f.seq, ParentRunId: f.parentRunID,
+		AcceptsAsk: f.acceptsAsk}
 }
 
 // ToolCallEvent builds the event sent before a tool runs. params is marshalled to JSON (nil sends
@@ -100,14 +104,14 @@ func toolClass(name string) (pb.ToolClass, error) {
 }
 
 // ToolOutcomeEvent builds the event sent after a tool ran, with the call's params and what it
-// returned (WithResult, WithResultJSON) or its error (WithError).
+// returned (WithResult, WithResultJSON) or its error (WithError); WithDuration says how long it ran.
 func ToolOutcomeEvent(runID, toolName string, params any, opts ...EventOption) (Event, error) {
 	f := fields(opts)
 	text, err := paramsText(params, f)
 	if err != nil {
 		return Event{}, err
 	}
-	outcome := &pb.ToolOutcome{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text}
+	outcome := &pb.ToolOutcome{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text, DurationMs: f.durationMs}
 	switch {
 	case f.errText != nil:
 		outcome.Outcome = &pb.ToolOutcome_Error{Error: *f.errText}
@@ -140,6 +144,79 @@ func UserTurnEvent(runID string, opts ...EventOption) Event {
 	event := envelope(runID, f)
 	event.Kind = &pb.Event_UserTurn{UserTurn: &pb.UserTurn{PromptId: f.promptID}}
 	return Event{event}
+}
+
+// Usage is what one model response cost, for the tree's token and cost budgets
+// (loopwarden.budgets.tokensPerTree, costUsdPerTree).
+type Usage struct {
+	// InputTokens and OutputTokens are the response's token counts.
+	InputTokens, OutputTokens uint64
+	// CostUSD is its cost in US dollars: finite and not negative.
+	CostUSD float64
+	// Model is carried into the daemon's logs only.
+	Model string
+}
+
+// UsageEvent builds the event that reports what one model response cost. The daemon counts it
+// once (a retry with the same seq and content spends nothing) into the run's tree totals.
+func UsageEvent(runID string, usage Usage, opts ...EventOption) Event {
+	event := envelope(runID, fields(opts))
+	event.Kind = &pb.Event_Usage{Usage: &pb.Usage{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens,
+		CostUsd: usage.CostUSD, Model: usage.Model}}
+	return Event{event}
+}
+
+// ApprovalScope is how far a human's approval reaches.
+type ApprovalScope string
+
+// The scopes of an approval.
+const (
+	// ScopeOnce approves this call only: the pattern's next critical asks again. The zero scope
+	// is taken as once.
+	ScopeOnce ApprovalScope = "once"
+	// ScopeAlways is a standing exemption for the agent, tool and projected arguments, until
+	// Approval.TTLSeconds pass (0: the daemon's loopwarden.exemptionTtlSeconds).
+	ScopeAlways ApprovalScope = "always"
+)
+
+// Approval is a human's answer to an ActionAsk verdict.
+type Approval struct {
+	// ToolCallID names the asked call; DecisionID (the ASK verdict's) names it when it had none.
+	ToolCallID, DecisionID string
+	// Approved: the call may run; false: it must not, and the pattern's later criticals block.
+	Approved bool
+	// Scope is ScopeOnce (or empty) or ScopeAlways.
+	Scope ApprovalScope
+	// TTLSeconds is how long an "always" exemption stands; 0: the daemon's default.
+	TTLSeconds uint32
+}
+
+func (a Approval) scope() (pb.ApprovalScope, error) {
+	switch a.Scope {
+	case "":
+		return pb.ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED, nil
+	case ScopeOnce:
+		return pb.ApprovalScope_APPROVAL_SCOPE_ONCE, nil
+	case ScopeAlways:
+		return pb.ApprovalScope_APPROVAL_SCOPE_ALWAYS, nil
+	}
+	return 0, fmt.Errorf("loopwarden: approval scope must be %q or %q, got %q", ScopeOnce, ScopeAlways, a.Scope)
+}
+
+// ApprovalEvent builds the event that reports a human's answer to an ASK. An error when the
+// approval names no call (neither ToolCallID nor DecisionID) or has an unknown scope.
+func ApprovalEvent(runID string, approval Approval, opts ...EventOption) (Event, error) {
+	scope, err := approval.scope()
+	if err != nil {
+		return Event{}, err
+	}
+	if approval.ToolCallID == "" && approval.DecisionID == "" {
+		return Event{}, errors.New("loopwarden: an approval names the asked call: set ToolCallID or DecisionID")
+	}
+	event := envelope(runID, fields(opts))
+	event.Kind = &pb.Event_Approval{Approval: &pb.Approval{ToolCallId: approval.ToolCallID, DecisionId: approval.DecisionID,
+		Approved: approval.Approved, Scope: scope, TtlSeconds: approval.TTLSeconds}}
+	return Event{event}, nil
 }
 
 // RunEndEvent builds the event that frees a run's state.

@@ -1,6 +1,7 @@
 package loopwarden
 
 import (
+	"context"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,8 +20,9 @@ type Option interface{ applyToClient(*Client) }
 type GuardOption interface{ applyToGuard(*Guard) }
 
 // EventOption sets an optional field of one event; pass it to the event verbs of Client
-// (ToolCall, ToolOutcome, CompactionRetry, UserTurn, RunEnd), to Guard.Call or to the event
-// builders (ToolCallEvent, ToolOutcomeEvent, CompactionRetryEvent, UserTurnEvent, RunEndEvent).
+// (ToolCall, ToolOutcome, CompactionRetry, UserTurn, Usage, Approval, RunEnd), to Guard.Call or to
+// the event builders (ToolCallEvent, ToolOutcomeEvent, CompactionRetryEvent, UserTurnEvent,
+// UsageEvent, ApprovalEvent, RunEndEvent).
 type EventOption interface{ applyToEvent(*eventFields) }
 
 type clientOption func(*Client)
@@ -49,6 +51,40 @@ func WithAgentID(agentID string) AgentIDOption { return AgentIDOption{agentID} }
 func (o AgentIDOption) applyToClient(c *Client)     { c.agentID = o.agentID }
 func (o AgentIDOption) applyToGuard(g *Guard)       { g.agentID = o.agentID }
 func (o AgentIDOption) applyToEvent(f *eventFields) { f.agentID = o.agentID }
+
+// AcceptsAskOption is the option WithAcceptsAsk returns. It is an Option and an EventOption.
+type AcceptsAskOption struct{ acceptsAsk bool }
+
+// WithAcceptsAsk says the caller can hold a call for a human (Event.accepts_ask): criticals and
+// budgets configured to ask are then answered ActionAsk instead of a BLOCK (or ABORT). Passed to
+// New it holds for every event the client's verbs build; to a verb or a builder, for that event.
+// A Guard sets it itself when it has an ask handler (WithAskHandler).
+func WithAcceptsAsk(acceptsAsk bool) AcceptsAskOption { return AcceptsAskOption{acceptsAsk} }
+
+func (o AcceptsAskOption) applyToClient(c *Client)     { c.acceptsAsk = o.acceptsAsk }
+func (o AcceptsAskOption) applyToEvent(f *eventFields) { f.acceptsAsk = o.acceptsAsk }
+
+// RunTreeOption is the option WithParentRunID and WithRootRunID return. It is a GuardOption and
+// an EventOption.
+type RunTreeOption struct {
+	apply func(parent, root *string)
+}
+
+// WithParentRunID makes the event's run a child run (a sub-agent) of parentRunID, in the same
+// tenant; a run's parent is fixed by its first event. The client routes a child by its tree's
+// root. Passed to NewGuard it holds for every event of the guard (Guard.Child sets it).
+func WithParentRunID(parentRunID string) RunTreeOption {
+	return RunTreeOption{func(parent, _ *string) { *parent = parentRunID }}
+}
+
+// WithRootRunID names the root of the event's run tree, for routing, when this client never saw
+// the chain of parents (a sub-agent in another process). The event does not carry it.
+func WithRootRunID(rootRunID string) RunTreeOption {
+	return RunTreeOption{func(_, root *string) { *root = rootRunID }}
+}
+
+func (o RunTreeOption) applyToGuard(g *Guard)       { o.apply(&g.parentRunID, &g.rootRunID) }
+func (o RunTreeOption) applyToEvent(f *eventFields) { o.apply(&f.parentRunID, &f.rootRunID) }
 
 // ------------------------------------------------------------------------------ client
 
@@ -96,6 +132,13 @@ func WithWarningHandler(fn func(Verdict)) GuardOption {
 	})
 }
 
+// WithAskHandler lets a Guard hold a call for a human: its events say accepts_ask, and on an
+// ActionAsk verdict it calls fn (show the human v.Message) and reports the answer as an approval;
+// the call runs only if fn answers AskOnce or AskAlways. Without a handler an ASK is a BLOCK.
+func WithAskHandler(fn func(ctx context.Context, v Verdict) AskAnswer) GuardOption {
+	return guardOption(func(g *Guard) { g.onAsk = fn })
+}
+
 // WithFailOpen decides what a Guard does while the daemon is unreachable: run the tool unguarded
 // (true, the default) or return the ErrUnavailable error (false).
 func WithFailOpen(failOpen bool) GuardOption {
@@ -136,6 +179,16 @@ func WithPromptID(id string) EventOption {
 // ToolCallEvent returns an error for any other value. Other events ignore it.
 func WithToolClass(class string) EventOption {
 	return eventOption(func(f *eventFields) { f.toolClass = class })
+}
+
+// WithDuration reports in a ToolOutcome how long the tool ran (ToolOutcome.duration_ms, for
+// loopwarden.budgets.toolSecondsPerTree). A Guard measures it itself. Other events ignore it.
+func WithDuration(d time.Duration) EventOption {
+	return eventOption(func(f *eventFields) {
+		if d > 0 {
+			f.durationMs = uint64(d.Milliseconds())
+		}
+	})
 }
 
 // WithParamsJSON sends the arguments verbatim instead of json.Marshal(params).

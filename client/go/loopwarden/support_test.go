@@ -297,11 +297,18 @@ type concreteEvent struct {
 	build func(runID string) (loopwarden.Event, error)
 }
 
-var kinds = []string{"tool_call", "tool_outcome", "compaction_retry", "user_turn", "run_end"}
+var kinds = []string{"tool_call", "tool_outcome", "compaction_retry", "user_turn", "run_end", "usage", "approval"}
 
 func str(body map[string]any, key string) string {
 	s, _ := body[key].(string)
 	return s
+}
+
+// number reads a JSON number of the data (0 when absent); the data is checked by test_scenario_data.py.
+func number(body map[string]any, key string) float64 {
+	n, _ := body[key].(json.Number)
+	f, _ := n.Float64()
+	return f
 }
 
 func expand(v variant) ([]concreteEvent, error) {
@@ -346,14 +353,19 @@ func expand(v variant) ([]concreteEvent, error) {
 					}
 					resultJSON, hasResultJSON = text, true
 				}
-				runID := str(event, "run_id")
-				if strings.TrimSpace(runID) != "" {
-					runID = v.ID() + "/" + runID
+				prefixed := func(id string) string {
+					if strings.TrimSpace(id) == "" {
+						return id
+					}
+					return v.ID() + "/" + id
 				}
-				opts := []loopwarden.EventOption{loopwarden.WithAgentID(str(event, "agent_id")), loopwarden.WithSeq(seq)}
+				runID := prefixed(str(event, "run_id"))
+				acceptsAsk, _ := event["accepts_ask"].(bool)
+				opts := []loopwarden.EventOption{loopwarden.WithAgentID(str(event, "agent_id")), loopwarden.WithSeq(seq),
+					loopwarden.WithParentRunID(prefixed(str(event, "parent_run_id"))), loopwarden.WithAcceptsAsk(acceptsAsk)}
 				toolName := str(body, "tool_name")
-				call := []loopwarden.EventOption{loopwarden.WithAgentID(str(event, "agent_id")), loopwarden.WithSeq(seq),
-					loopwarden.WithToolCallID(str(body, "tool_call_id")), loopwarden.WithParamsJSON(paramsJSON)}
+				call := append([]loopwarden.EventOption{loopwarden.WithToolCallID(str(body, "tool_call_id")),
+					loopwarden.WithParamsJSON(paramsJSON)}, opts...)
 				var build func(runID string) (loopwarden.Event, error)
 				switch kind {
 				case "tool_call":
@@ -361,6 +373,7 @@ func expand(v variant) ([]concreteEvent, error) {
 						return loopwarden.ToolCallEvent(runID, toolName, nil, call...)
 					}
 				case "tool_outcome":
+					call = append(call, loopwarden.WithDuration(time.Duration(number(body, "duration_ms"))*time.Millisecond))
 					if errText, ok := body["error"].(string); ok {
 						call = append(call, loopwarden.WithError(errText))
 					} else if hasResultJSON {
@@ -378,6 +391,19 @@ func expand(v variant) ([]concreteEvent, error) {
 					build = func(runID string) (loopwarden.Event, error) { return loopwarden.UserTurnEvent(runID, turn...), nil }
 				case "run_end":
 					build = func(runID string) (loopwarden.Event, error) { return loopwarden.RunEndEvent(runID, opts...), nil }
+				case "usage":
+					usage := loopwarden.Usage{InputTokens: uint64(number(body, "input_tokens")),
+						OutputTokens: uint64(number(body, "output_tokens")), CostUSD: number(body, "cost_usd"),
+						Model: str(body, "model")}
+					build = func(runID string) (loopwarden.Event, error) { return loopwarden.UsageEvent(runID, usage, opts...), nil }
+				case "approval":
+					approved, _ := body["approved"].(bool)
+					approval := loopwarden.Approval{ToolCallID: str(body, "tool_call_id"), DecisionID: str(body, "decision_id"),
+						Approved: approved, Scope: loopwarden.ApprovalScope(str(body, "scope")),
+						TTLSeconds: uint32(number(body, "ttl_seconds"))}
+					build = func(runID string) (loopwarden.Event, error) {
+						return loopwarden.ApprovalEvent(runID, approval, opts...)
+					}
 				default:
 					build = func(runID string) (loopwarden.Event, error) { return loopwarden.EventWithoutKind(runID, opts...), nil }
 				}

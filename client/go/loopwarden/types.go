@@ -21,7 +21,27 @@ const (
 	ActionAbort Action = "abort"
 	// ActionReject means the event was malformed (see ErrorCode and Message); nothing was recorded.
 	ActionReject Action = "reject"
+	// ActionAsk means hold the call for a human: show them the message, run the call only if they
+	// approve, and report their answer (Client.Approval). Sent only for events with accepts_ask
+	// (WithAcceptsAsk).
+	ActionAsk Action = "ask"
 )
+
+// actions are the actions this client knows, by wire value.
+var actions = map[pb.Action]Action{
+	pb.Action_ACTION_ALLOW: ActionAllow, pb.Action_ACTION_WARN: ActionWarn, pb.Action_ACTION_BLOCK: ActionBlock,
+	pb.Action_ACTION_ABORT: ActionAbort, pb.Action_ACTION_REJECT: ActionReject, pb.Action_ACTION_ASK: ActionAsk,
+}
+
+// actionOf is the client's Action for a wire value. One this client does not know (a newer
+// daemon's) is ActionBlock: not running the call is the safe reading, and a runner never meets an
+// action it cannot handle.
+func actionOf(a pb.Action) Action {
+	if action, ok := actions[a]; ok {
+		return action
+	}
+	return ActionBlock
+}
 
 // Verdict is the daemon's answer to one event, with lower-case names ("generic_repeat",
 // "warning"), the same shape as the Python and Node clients' verdicts.
@@ -67,7 +87,8 @@ type Verdict struct {
 	ShadowAction Action
 }
 
-// MayRun reports whether the tool call may go ahead (ALLOW or WARN).
+// MayRun reports whether the tool call may go ahead (ALLOW or WARN); an ASK may not until a
+// human approves.
 func (v Verdict) MayRun() bool { return v.Action == ActionAllow || v.Action == ActionWarn }
 
 // shortName turns DETECTOR_PING_PONG into ping_pong and any *_UNSPECIFIED into "".
@@ -83,7 +104,7 @@ func verdictFromMessage(m *pb.Verdict) Verdict {
 	return Verdict{
 		Seq:             m.GetSeq(),
 		RunID:           m.GetRunId(),
-		Action:          Action(shortName(m.GetAction().String(), "ACTION_")),
+		Action:          actionOf(m.GetAction()),
 		Detector:        shortName(m.GetDetector().String(), "DETECTOR_"),
 		Level:           shortName(m.GetLevel().String(), "LEVEL_"),
 		Count:           m.GetCount(),
@@ -106,7 +127,7 @@ func shadowAction(m *pb.Verdict) Action {
 	if !m.GetShadow() {
 		return ""
 	}
-	return Action(shortName(m.GetShadowAction().String(), "ACTION_"))
+	return actionOf(m.GetShadowAction())
 }
 
 // RunRecord is one entry of a run's history.
@@ -149,6 +170,71 @@ type RunInspection struct {
 	EffectiveConfig EffectiveConfig
 	// EventsEvaluated is the number of events of this run the daemon evaluated (rejects excluded).
 	EventsEvaluated uint64
+	// ParentRunID is the run's parent ("" for a root run).
+	ParentRunID string
+	// Children are the run's child runs, oldest first (ended ones too).
+	Children []string
+	// RootRunID is the root of the run's tree (the run itself for a root).
+	RootRunID string
+	// Depth is the run's depth in its tree (root: 0).
+	Depth uint32
+	// TreeTotals is what the whole tree has spent.
+	TreeTotals Totals
+	// RunTotals is what this run alone has spent.
+	RunTotals Totals
+	// Exemptions are the standing approvals of the run's tenant that apply to this run's agent.
+	Exemptions []Exemption
+}
+
+// Totals is spending counted for loopwarden.budgets, of a run or of its whole tree.
+type Totals struct {
+	// ToolCalls is the number of tool calls evaluated (retries once).
+	ToolCalls uint64
+	// ToolMs is the sum of the outcomes' durations, in milliseconds.
+	ToolMs uint64
+	// InputTokens and OutputTokens are the sums of the usage events' tokens.
+	InputTokens, OutputTokens uint64
+	// CostUSD is the sum of the usage events' costs.
+	CostUSD float64
+	// WallSeconds is the time since the run's (the tree's) first event.
+	WallSeconds float64
+	// Runs is the number of runs of the tree so far, ended ones too; 1 for a run alone.
+	Runs uint32
+}
+
+// Exemption is a standing approval (an "always" answer to an ASK): criticals of this agent, tool
+// and projected arguments are allowed until it expires; budgets and the breakers still apply.
+type Exemption struct {
+	// ID names it for RevokeExemption.
+	ID string
+	// AgentID is its agent ("": the global config's agent).
+	AgentID string
+	// ToolName is the normalised tool name.
+	ToolName string
+	// ArgsHash is the digest of the projected arguments (as RunRecord.ArgsHash).
+	ArgsHash string
+	// CreatedAt and ExpiresAt are unix seconds.
+	CreatedAt, ExpiresAt float64
+	// RunID is the run whose ASK it answered.
+	RunID string
+}
+
+func totalsFromMessage(m *pb.Totals) Totals {
+	return Totals{ToolCalls: m.GetToolCalls(), ToolMs: m.GetToolMs(), InputTokens: m.GetInputTokens(),
+		OutputTokens: m.GetOutputTokens(), CostUSD: m.GetCostUsd(), WallSeconds: m.GetWallSeconds(), Runs: m.GetRuns()}
+}
+
+func exemptionFromMessage(m *pb.Exemption) Exemption {
+	return Exemption{ID: m.GetId(), AgentID: m.GetAgentId(), ToolName: m.GetToolName(), ArgsHash: m.GetArgsHash(),
+		CreatedAt: m.GetCreatedAt(), ExpiresAt: m.GetExpiresAt(), RunID: m.GetRunId()}
+}
+
+func exemptionsFromMessages(ms []*pb.Exemption) []Exemption {
+	out := make([]Exemption, len(ms))
+	for i, m := range ms {
+		out[i] = exemptionFromMessage(m)
+	}
+	return out
 }
 
 func inspectionFromMessage(m *pb.InspectRunResponse) RunInspection {
@@ -163,5 +249,12 @@ func inspectionFromMessage(m *pb.InspectRunResponse) RunInspection {
 		GuardObserved: m.GetGuard().GetObserved(), Blocks: m.GetBlocks(), Aborted: m.GetAborted(),
 		AbortErrorCode: m.GetAbortErrorCode(), EffectiveConfig: effectiveConfigFromMessage(m.GetEffectiveConfig()),
 		EventsEvaluated: m.GetEventsEvaluated(),
+		ParentRunID:     m.GetParentRunId(),
+		Children:        m.GetChildren(),
+		RootRunID:       m.GetRootRunId(),
+		Depth:           m.GetDepth(),
+		TreeTotals:      totalsFromMessage(m.GetTreeTotals()),
+		RunTotals:       totalsFromMessage(m.GetRunTotals()),
+		Exemptions:      exemptionsFromMessages(m.GetExemptions()),
 	}
 }

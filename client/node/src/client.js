@@ -1,13 +1,19 @@
 // @ts-check
 /** LoopwardenClient: the verbs over one Evaluate stream, plus the unary Check and InspectRun. */
 
-/** @import { ClientOptions, EventOptions, OutcomeOptions, RunInspection, Verdict } from './types.js' */
+/**
+ * @import { ApprovalOptions, ClientOptions, EventOptions, Exemption, OutcomeOptions, RunInspection, UsageOptions, Verdict }
+ *   from './types.js'
+ */
 import grpc from '@grpc/grpc-js';
 
-import { LoopwardenUnavailable, RunNotFound, describeRpcError } from './errors.js';
-import { compactionRetryEvent, runEndEvent, toolCallEvent, toolClass, toolOutcomeEvent, userTurnEvent } from './events.js';
-import { inspectionFromMessage } from './inspection.js';
+import { ExemptionNotFound, LoopwardenUnavailable, RunNotFound, describeRpcError } from './errors.js';
+import {
+  approvalEvent, compactionRetryEvent, runEndEvent, toolCallEvent, toolClass, toolOutcomeEvent, usageEvent, userTurnEvent,
+} from './events.js';
+import { exemptionFromMessage, inspectionFromMessage } from './inspection.js';
 import { createStub } from './stub.js';
+import { RunTrees } from './trees.js';
 import { verdictFromMessage } from './verdicts.js';
 
 export const DEFAULT_TARGET = '127.0.0.1:50051';
@@ -22,7 +28,12 @@ export const ROUTING_HEADER = 'x-loopwarden-run-id';
  * failed stream (closed for idleness, its replica gone) and resends the request once,
  * transparently: events carry a seq, so a resend the daemon already saw gets its first verdict.
  * Check and InspectRun always carry the header. A run keeps its state on the daemon across
- * streams. Calls may overlap: the daemon answers requests in order, so pending calls wait in a
+ * streams.
+ *
+ * Run trees: an event with `parentRunId` is of a child run (a sub-agent), which the daemon keeps
+ * with its tree, so the header names the tree's ROOT run: one stream per tree in the per_run mode.
+ * The client learns each child's root from the events it sends; a sub-agent whose parent this
+ * client never saw passes `rootRunId`. Calls may overlap: the daemon answers requests in order, so pending calls wait in a
  * FIFO and each response settles the oldest one.
  */
 export class LoopwardenClient {
@@ -31,6 +42,9 @@ export class LoopwardenClient {
     /** @private */
     this.stub = createStub(target, options.credentials ?? grpc.credentials.createInsecure(), options.protoRoot);
     this.agentId = options.agentId ?? '';
+    this.acceptsAsk = options.acceptsAsk ?? false;
+    /** @private */
+    this.trees = new RunTrees();
     this.timeoutMs = options.timeoutMs ?? 10_000;
     /** @private */
     this.metadata = new grpc.Metadata();
@@ -62,9 +76,18 @@ export class LoopwardenClient {
     return metadata;
   }
 
-  /** @private @param {EventOptions} opts */
-  common(opts) {
-    return { ...opts, agentId: opts.agentId ?? this.agentId, seq: opts.seq ?? this.nextSeq++ };
+  /** @private @template {EventOptions} T @param {string} runId @param {T} opts @returns {T} */
+  common(runId, opts) {
+    this.trees.learn(runId, opts.parentRunId, opts.rootRunId);
+    return {
+      ...opts, agentId: opts.agentId ?? this.agentId, seq: opts.seq ?? this.nextSeq++,
+      acceptsAsk: opts.acceptsAsk ?? this.acceptsAsk,
+    };
+  }
+
+  /** The root of runId's tree as far as this client knows: what its routing header names. @param {string} runId */
+  rootOf(runId) {
+    return this.trees.root(runId);
   }
 
   /** @private @returns {any} */
@@ -105,23 +128,26 @@ export class LoopwardenClient {
     /** @type {Map<string, number[]>} */
     const groups = new Map();
     events.forEach((event, index) => {
-      const runId = String(event.runId ?? '').trim();
-      const positions = groups.get(runId);
+      // One stream per tree: a child's events go on its root's stream.
+      const root = this.trees.learn(String(event.runId ?? ''), String(event.parentRunId ?? ''));
+      const positions = groups.get(root);
       if (positions) positions.push(index);
-      else groups.set(runId, [index]);
+      else groups.set(root, [index]);
     });
     /** @type {Verdict[]} */
     const verdicts = new Array(events.length);
-    await Promise.all([...groups].map(async ([runId, positions]) => {
+    await Promise.all([...groups].map(async ([root, positions]) => {
       const batch = positions.map((i) => events[i]);
-      const answers = await this.runRequest(runId, batch);
+      const answers = await this.runRequest(root, batch);
       positions.forEach((position, k) => { verdicts[position] = answers[k]; });
-      if (batch.some((event) => event.runEnd)) this.closeRunStream(runId);
+      // A child's end cannot close its tree's stream; the root's can.
+      if (batch.some((event) => event.runEnd && String(event.runId ?? '').trim() === root)) this.closeRunStream(root);
+      for (const event of batch) if (event.runEnd) this.trees.forget(String(event.runId ?? ''));
     }));
     return verdicts;
   }
 
-  /** @private @param {string} runId @param {object[]} batch @returns {Promise<Verdict[]>} */
+  /** @private @param {string} runId the tree's root @param {object[]} batch @returns {Promise<Verdict[]>} */
   async runRequest(runId, batch) {
     for (let attempt = 1; ; attempt++) {
       let stream = this.runStreams.get(runId);
@@ -162,7 +188,7 @@ export class LoopwardenClient {
    */
   async toolCall(runId, toolName, params, opts = {}) {
     toolClass(opts.toolClass); // a bad class rejects before the call takes a seq
-    return this.send(toolCallEvent(runId, toolName, params, this.common(opts)));
+    return this.send(toolCallEvent(runId, toolName, params, this.common(runId, opts)));
   }
 
   /**
@@ -170,29 +196,50 @@ export class LoopwardenClient {
    * @param {string} runId @param {string} toolName @param {unknown} [params] @param {OutcomeOptions} [opts]
    */
   toolOutcome(runId, toolName, params, opts = {}) {
-    return this.send(toolOutcomeEvent(runId, toolName, params, this.common(opts)));
+    return this.send(toolOutcomeEvent(runId, toolName, params, this.common(runId, opts)));
   }
 
   /** The runner compacted its context after an overflow and retries: arms the guard. @param {string} runId @param {EventOptions} [opts] */
   compactionRetry(runId, opts = {}) {
-    return this.send(compactionRetryEvent(runId, this.common(opts)));
+    return this.send(compactionRetryEvent(runId, this.common(runId, opts)));
   }
 
   /**
    * A person or an orchestrator sent the run a new instruction (`promptId` names it): the run
-   * starts fresh for loop detection unless loopwarden.userTurnResets is false; an aborted run
-   * stays aborted. @param {string} runId @param {EventOptions} [opts]
+   * starts fresh for loop detection unless loopwarden.userTurnResets is false, and keeps its
+   * budgets; an aborted run stays aborted. @param {string} runId @param {EventOptions} [opts]
    */
   userTurn(runId, opts = {}) {
-    return this.send(userTurnEvent(runId, this.common(opts)));
+    return this.send(userTurnEvent(runId, this.common(runId, opts)));
+  }
+
+  /**
+   * What one model response cost (tokens, US dollars), for the tree's token and cost budgets.
+   * @param {string} runId @param {UsageOptions} [opts]
+   */
+  usage(runId, opts = {}) {
+    return this.send(usageEvent(runId, this.common(runId, opts)));
+  }
+
+  /**
+   * A human's answer to an 'ask' verdict, naming the asked call by `toolCallId` or the ASK's
+   * `decisionId`; `scope` 'once' (the next critical asks again) or 'always' (a standing exemption).
+   * @param {string} runId @param {ApprovalOptions} opts
+   */
+  async approval(runId, opts) {
+    approvalEvent(runId, opts); // a bad approval throws before it takes a seq
+    return this.send(approvalEvent(runId, this.common(runId, opts)));
   }
 
   /** The run is over: the daemon frees its state. @param {string} runId @param {EventOptions} [opts] */
   runEnd(runId, opts = {}) {
-    return this.send(runEndEvent(runId, this.common(opts)));
+    return this.send(runEndEvent(runId, this.common(runId, opts)));
   }
 
-  /** @private @param {string} method @param {object} request @param {string} runId @returns {Promise<any>} */
+  /**
+   * @private @param {string} method @param {object} request @param {string} runId the tree's root ('' for no header)
+   * @returns {Promise<any>}
+   */
   unary(method, request, runId) {
     return new Promise((resolve, reject) => {
       const deadline = new Date(Date.now() + this.timeoutMs);
@@ -209,7 +256,8 @@ export class LoopwardenClient {
    */
   async check(event) {
     try {
-      const response = await this.unary('Check', { event }, String(/** @type {any} */ (event).runId ?? ''));
+      const e = /** @type {any} */ (event);
+      const response = await this.unary('Check', { event }, this.trees.learn(String(e.runId ?? ''), String(e.parentRunId ?? '')));
       return verdictFromMessage(response.verdict);
     } catch (err) {
       throw new LoopwardenUnavailable(describeRpcError(err));
@@ -222,10 +270,41 @@ export class LoopwardenClient {
    */
   async inspect(runId) {
     try {
-      return inspectionFromMessage(await this.unary('InspectRun', { runId }, runId));
+      return inspectionFromMessage(await this.unary('InspectRun', { runId }, this.trees.root(runId)));
     } catch (err) {
       const e = /** @type {any} */ (err);
       if (e?.code === grpc.status.NOT_FOUND) throw new RunNotFound(e.details);
+      throw new LoopwardenUnavailable(describeRpcError(err));
+    }
+  }
+
+  /**
+   * The tenant's standing approvals ('always' answers to an ASK), newest first; optionally only
+   * those of one agent and/or tool (the ListExemptions RPC).
+   * @param {{ agentId?: string, toolName?: string }} [filter] @returns {Promise<Exemption[]>}
+   */
+  async listExemptions(filter = {}) {
+    try {
+      const request = { agentId: filter.agentId ?? '', toolName: filter.toolName ?? '' };
+      const response = await this.unary('ListExemptions', request, '');
+      return (response.exemptions ?? []).map(exemptionFromMessage);
+    } catch (err) {
+      throw new LoopwardenUnavailable(describeRpcError(err));
+    }
+  }
+
+  /**
+   * Withdraw one standing approval by its id (the RevokeExemption RPC): the next matching
+   * critical is asked (or blocked) again. Returns the revoked exemption; ExemptionNotFound for an
+   * id the tenant does not hold.
+   * @param {string} id @returns {Promise<Exemption>}
+   */
+  async revokeExemption(id) {
+    try {
+      return exemptionFromMessage((await this.unary('RevokeExemption', { id }, '')).revoked ?? {});
+    } catch (err) {
+      const e = /** @type {any} */ (err);
+      if (e?.code === grpc.status.NOT_FOUND) throw new ExemptionNotFound(e.details);
       throw new LoopwardenUnavailable(describeRpcError(err));
     }
   }

@@ -19,6 +19,9 @@ export class LoopwardenUnavailable extends LoopwardenError {}
 /** InspectRun: the daemon holds no state for that run. */
 export class RunNotFound extends LoopwardenError {}
 
+/** RevokeExemption: the tenant holds no exemption of that id. */
+export class ExemptionNotFound extends LoopwardenError {}
+
 /** Raised by the tool guard when the daemon aborts the run. */
 export class RunAborted extends LoopwardenError {
   /** @param {Verdict} verdict */

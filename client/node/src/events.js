@@ -1,7 +1,7 @@
 // @ts-check
 /** Builders of the Event messages, in @grpc/proto-loader's camelCase shape. */
 
-/** @import { EventOptions, OutcomeOptions } from './types.js' */
+/** @import { ApprovalOptions, EventOptions, OutcomeOptions, UsageOptions } from './types.js' */
 
 /** @param {unknown} params @param {string | undefined} paramsJson */
 function paramsText(params, paramsJson) {
@@ -11,7 +11,10 @@ function paramsText(params, paramsJson) {
 
 /** @param {string} runId @param {EventOptions} opts */
 function envelope(runId, opts) {
-  return { runId, agentId: opts.agentId ?? '', sessionId: opts.sessionId ?? '', seq: opts.seq ?? 0 };
+  return {
+    runId, agentId: opts.agentId ?? '', sessionId: opts.sessionId ?? '', seq: opts.seq ?? 0,
+    parentRunId: opts.parentRunId ?? '', acceptsAsk: Boolean(opts.acceptsAsk),
+  };
 }
 
 /** ToolCall.tool_class by the config's spelling of a class ('' = unspecified). */
@@ -46,12 +49,16 @@ export function toolCallEvent(runId, toolName, params, opts = {}) {
 }
 
 /**
- * After a tool ran: `result` (any JSON-able value), `resultJson` (verbatim) or the `error` text.
+ * After a tool ran: `result` (any JSON-able value), `resultJson` (verbatim) or the `error` text;
+ * `durationMs`: how long it ran (loopwarden.budgets.toolSecondsPerTree).
  * @param {string} runId @param {string} toolName @param {unknown} [params] @param {OutcomeOptions} [opts]
  */
 export function toolOutcomeEvent(runId, toolName, params, opts = {}) {
   /** @type {Record<string, unknown>} */
-  const outcome = { toolName, toolCallId: opts.toolCallId ?? '', paramsJson: paramsText(params, opts.paramsJson) };
+  const outcome = {
+    toolName, toolCallId: opts.toolCallId ?? '', paramsJson: paramsText(params, opts.paramsJson),
+    durationMs: opts.durationMs ?? 0,
+  };
   if (opts.error !== undefined && opts.error !== null) outcome.error = opts.error;
   else if (opts.resultJson !== undefined) outcome.resultJson = opts.resultJson;
   else if ('result' in opts) outcome.resultJson = JSON.stringify(opts.result ?? null);
@@ -75,4 +82,49 @@ export function userTurnEvent(runId, opts = {}) {
 /** @param {string} runId @param {EventOptions} [opts] */
 export function runEndEvent(runId, opts = {}) {
   return { ...envelope(runId, opts), runEnd: {} };
+}
+
+/**
+ * What one model response cost, for the tree's token and cost budgets
+ * (loopwarden.budgets.tokensPerTree, costUsdPerTree). Counted once per event.
+ * @param {string} runId @param {UsageOptions} [opts]
+ */
+export function usageEvent(runId, opts = {}) {
+  return {
+    ...envelope(runId, opts),
+    usage: {
+      inputTokens: opts.inputTokens ?? 0, outputTokens: opts.outputTokens ?? 0, costUsd: opts.costUsd ?? 0,
+      model: opts.model ?? '',
+    },
+  };
+}
+
+/** Approval.scope by its spelling in the client ('' = once). */
+const APPROVAL_SCOPES = new Map([
+  ['', 'APPROVAL_SCOPE_UNSPECIFIED'], ['once', 'APPROVAL_SCOPE_ONCE'], ['always', 'APPROVAL_SCOPE_ALWAYS'],
+]);
+
+/**
+ * A human's answer to an ASK verdict, naming the asked call by `toolCallId` or the ASK's
+ * `decisionId` (a TypeError without either, or for a scope other than 'once' / 'always').
+ * `scope: 'once'`: this call only; `'always'`: a standing exemption for this agent, tool and
+ * arguments (`ttlSeconds`, 0: the daemon's default); `approved: false`: later criticals block.
+ * @param {string} runId @param {ApprovalOptions} opts
+ */
+export function approvalEvent(runId, opts) {
+  const scope = APPROVAL_SCOPES.get(opts.scope ?? '');
+  if (scope === undefined) throw new TypeError(`scope must be 'once' or 'always', got ${JSON.stringify(opts.scope)}`);
+  if (!opts.toolCallId && !opts.decisionId) {
+    throw new TypeError('an approval names the asked call: pass toolCallId or decisionId');
+  }
+  if (typeof opts.approved !== 'boolean') {
+    throw new TypeError(`approved must be true or false, got ${JSON.stringify(opts.approved)}`);
+  }
+  return {
+    ...envelope(runId, opts),
+    approval: {
+      toolCallId: opts.toolCallId ?? '', decisionId: opts.decisionId ?? '', approved: opts.approved, scope,
+      ttlSeconds: opts.ttlSeconds ?? 0,
+    },
+  };
 }

@@ -3,7 +3,7 @@
 
 /**
  * @import { LoopwardenClient } from './client.js'
- * @import { GuardOptions, Verdict } from './types.js'
+ * @import { AskAnswer, GuardOptions, Verdict } from './types.js'
  */
 import { LoopwardenUnavailable, RunAborted } from './errors.js';
 
@@ -23,10 +23,22 @@ function logWarning(verdict) {
   if (verdict.announce) console.warn(`loopwarden: ${verdict.message}`);
 }
 
+/** An onAsk answer as [approved, scope]; a TypeError for anything else. @param {AskAnswer} answer */
+function askAnswer(answer) {
+  if (answer === true || answer === 'once') return /** @type {const} */ ([true, 'once']);
+  if (answer === 'always') return /** @type {const} */ ([true, 'always']);
+  if (answer === false || answer === null || answer === undefined) return /** @type {const} */ ([false, 'once']);
+  throw new TypeError(`onAsk must answer true, 'once', 'always', false or null, got ${JSON.stringify(answer)}`);
+}
+
 /**
  * Wrap an async tool so it asks loopwarden first and reports its outcome after: the same
  * semantics as the Python ToolGuard. BLOCK returns `blockedToolResult` instead of running (and
  * reports it as the outcome), ABORT throws RunAborted, WARN calls `onWarning` and runs the tool.
+ * With `onAsk` the guard can hold a call for a human: an 'ask' calls it, the answer is reported as
+ * an approval, and the tool runs only if approved (an 'ask' without a handler is a BLOCK). With
+ * `parentRunId` the run is a child run (a sub-agent) of that run. Outcomes carry how long the tool
+ * ran (durationMs).
  *
  * @template {Record<string, unknown>} P
  * @template R
@@ -40,8 +52,13 @@ function logWarning(verdict) {
 export function guardTool(client, runId, toolName, fn, options = {}) {
   const onWarning = options.onWarning ?? logWarning;
   const failOpen = options.failOpen ?? true;
-  const ids = { toolCallId: options.toolCallId, agentId: options.agentId };
+  const onAsk = options.onAsk;
+  const ids = {
+    toolCallId: options.toolCallId, agentId: options.agentId, parentRunId: options.parentRunId,
+    rootRunId: options.rootRunId, acceptsAsk: onAsk !== undefined,
+  };
   return async (params = /** @type {P} */ ({})) => {
+    /** @type {Verdict} */
     let verdict;
     try {
       verdict = await client.toolCall(runId, toolName, params, ids);
@@ -50,22 +67,33 @@ export function guardTool(client, runId, toolName, fn, options = {}) {
       console.warn(`loopwarden unavailable, running ${toolName} unguarded: ${err.message}`);
       return fn(params);
     }
+    if (verdict.action === 'ask' && onAsk && (ids.toolCallId || verdict.decisionId)) {
+      const [approved, scope] = askAnswer(await onAsk(verdict));
+      const answered = await client.approval(runId, {
+        ...ids, approved, scope, decisionId: ids.toolCallId ? '' : verdict.decisionId,
+      });
+      if (answered.action === 'abort') throw new RunAborted(answered);
+      if (approved) verdict = { ...verdict, action: /** @type {const} */ ('allow') };
+    }
     if (verdict.action === 'abort') throw new RunAborted(verdict);
-    if (verdict.action === 'block') {
+    if (verdict.action === 'block' || verdict.action === 'ask') {
       const blocked = blockedToolResult(verdict);
       await client.toolOutcome(runId, toolName, params, { ...ids, result: blocked });
       return blocked;
     }
     if (verdict.action === 'warn') onWarning(verdict);
     let result;
+    const started = performance.now();
+    const elapsed = () => Math.max(0, Math.round(performance.now() - started));
     try {
       result = await fn(params);
     } catch (err) {
       const e = /** @type {any} */ (err);
-      await client.toolOutcome(runId, toolName, params, { ...ids, error: `${e?.name ?? 'Error'}: ${e?.message ?? e}` });
+      await client.toolOutcome(runId, toolName, params,
+        { ...ids, error: `${e?.name ?? 'Error'}: ${e?.message ?? e}`, durationMs: elapsed() });
       throw err;
     }
-    const after = await client.toolOutcome(runId, toolName, params, { ...ids, result });
+    const after = await client.toolOutcome(runId, toolName, params, { ...ids, result, durationMs: elapsed() });
     if (after.action === 'abort') throw new RunAborted(after);
     return result;
   };

@@ -8,8 +8,10 @@
 export * from './types.js';
 export * from './tables.js';
 export { DEFAULT_PROTO_ROOT, PROTO_PATH, SERVICE_NAME, loadService } from './stub.js';
-export { LoopwardenError, LoopwardenUnavailable, RunAborted, RunNotFound } from './errors.js';
-export { compactionRetryEvent, runEndEvent, toolCallEvent, toolOutcomeEvent, userTurnEvent } from './events.js';
+export { ExemptionNotFound, LoopwardenError, LoopwardenUnavailable, RunAborted, RunNotFound } from './errors.js';
+export {
+  approvalEvent, compactionRetryEvent, runEndEvent, toolCallEvent, toolOutcomeEvent, usageEvent, userTurnEvent,
+} from './events.js';
 export { mayRun, verdictFromMessage } from './verdicts.js';
 export { DEFAULT_TARGET, LoopwardenClient } from './client.js';
 export { blockedToolResult, guardTool } from './guard.js';

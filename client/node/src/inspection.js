@@ -1,7 +1,24 @@
 // @ts-check
 /** The InspectRun response as a plain object: the read-only view of one run. */
 
-/** @import { RunInspection } from './types.js' */
+/** @import { Exemption, RunInspection, Totals } from './types.js' */
+
+/** @param {any} message @returns {Totals} */
+function totalsFromMessage(message) {
+  return {
+    toolCalls: Number(message?.toolCalls ?? 0), toolMs: Number(message?.toolMs ?? 0),
+    inputTokens: Number(message?.inputTokens ?? 0), outputTokens: Number(message?.outputTokens ?? 0),
+    costUsd: message?.costUsd ?? 0, wallSeconds: message?.wallSeconds ?? 0, runs: message?.runs ?? 0,
+  };
+}
+
+/** A standing approval as a plain object. @param {any} message @returns {Exemption} */
+export function exemptionFromMessage(message) {
+  return {
+    id: message.id, agentId: message.agentId, toolName: message.toolName, argsHash: message.argsHash,
+    createdAt: message.createdAt, expiresAt: message.expiresAt, runId: message.runId,
+  };
+}
 
 /** @param {any} message @returns {RunInspection} */
 export function inspectionFromMessage(message) {
@@ -20,5 +37,12 @@ export function inspectionFromMessage(message) {
     abortErrorCode: message.abortErrorCode,
     effectiveConfig: { ...(message.effectiveConfig ?? {}) },
     eventsEvaluated: Number(message.eventsEvaluated),
+    parentRunId: message.parentRunId ?? '',
+    children: [...(message.children ?? [])],
+    rootRunId: message.rootRunId ?? '',
+    depth: message.depth ?? 0,
+    treeTotals: totalsFromMessage(message.treeTotals),
+    runTotals: totalsFromMessage(message.runTotals),
+    exemptions: (message.exemptions ?? []).map(exemptionFromMessage),
   };
 }

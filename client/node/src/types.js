@@ -19,14 +19,67 @@ export {};
  * @property {'' | 'readOnly' | 'mutating' | 'poll'} [toolClass] tool calls: what the tool does, as
  *   the config spells a class ('' = not said; loopwarden.toolRules in the config wins)
  * @property {string} [promptId] user turns: the host's id of the new prompt (UserTurn.prompt_id)
+ * @property {string} [parentRunId] this run is a child of that run (a sub-agent), fixed by the
+ *   run's first event; the client routes the run by its tree's root
+ * @property {string} [rootRunId] the tree's root, for routing, when this client never saw the
+ *   chain of parents (a sub-agent in another process)
+ * @property {boolean} [acceptsAsk] the caller can hold a call for a human: it may be answered
+ *   'ask' (default: the client's acceptsAsk)
  */
 
 /**
- * @typedef {EventOptions & { result?: unknown, resultJson?: string, error?: string }} OutcomeOptions
+ * @typedef {EventOptions & { result?: unknown, resultJson?: string, error?: string, durationMs?: number }} OutcomeOptions
+ * `durationMs`: how long the tool ran (loopwarden.budgets.toolSecondsPerTree; 0 = not reported)
  */
 
 /**
- * @typedef {'allow' | 'warn' | 'block' | 'abort' | 'reject'} Action
+ * @typedef {EventOptions & { inputTokens?: number, outputTokens?: number, costUsd?: number, model?: string }} UsageOptions
+ * What one model response cost: tokens and US dollars (finite, not negative); `model` goes to logs only.
+ */
+
+/**
+ * @typedef {EventOptions & { approved: boolean, decisionId?: string, scope?: 'once' | 'always', ttlSeconds?: number }} ApprovalOptions
+ * A human's answer to an ASK: `toolCallId` (EventOptions) or `decisionId` names the asked call;
+ * `scope` 'once' (default) or 'always' (a standing exemption for `ttlSeconds`, 0: the daemon's default).
+ */
+
+/**
+ * What the runner must do. 'ask' (only for events with acceptsAsk): hold the call for a human, run
+ * it only if they approve, and report the answer with `approval`. An action newer than this client
+ * reads as 'block'.
+ * @typedef {'allow' | 'warn' | 'block' | 'abort' | 'reject' | 'ask'} Action
+ */
+
+/**
+ * What an `onAsk` handler answers (it shows the human `verdict.message`): true or 'once' runs this
+ * call; 'always' runs it and keeps a standing exemption for this agent, tool and arguments; false,
+ * null or undefined does not run it (the pattern's later criticals block).
+ * @typedef {boolean | 'once' | 'always' | null | undefined} AskAnswer
+ */
+
+/**
+ * Spending counted for loopwarden.budgets, of a run or of its whole tree.
+ * @typedef {object} Totals
+ * @property {number} toolCalls tool calls evaluated (retries once)
+ * @property {number} toolMs sum of the outcomes' durationMs
+ * @property {number} inputTokens
+ * @property {number} outputTokens
+ * @property {number} costUsd
+ * @property {number} wallSeconds since the run's (the tree's) first event
+ * @property {number} runs runs of the tree so far, ended ones too; 1 for a run alone
+ */
+
+/**
+ * A standing approval (an 'always' answer to an ASK): criticals of this agent, tool and projected
+ * arguments are allowed until it expires; budgets and the breakers still apply.
+ * @typedef {object} Exemption
+ * @property {string} id
+ * @property {string} agentId '' for the global config's agent
+ * @property {string} toolName normalised
+ * @property {string} argsHash as a record's argsHash
+ * @property {number} createdAt unix seconds
+ * @property {number} expiresAt unix seconds
+ * @property {string} runId the run whose ASK it answered
  */
 
 /**
@@ -64,6 +117,13 @@ export {};
  * @property {string} abortErrorCode
  * @property {import('./tables.js').EffectiveConfig} effectiveConfig
  * @property {number} eventsEvaluated
+ * @property {string} parentRunId the run's parent ('' for a root)
+ * @property {string[]} children its child runs, oldest first (ended ones too)
+ * @property {string} rootRunId the root of its tree (itself for a root)
+ * @property {number} depth its depth in the tree (root: 0)
+ * @property {Totals} treeTotals what the whole tree has spent
+ * @property {Totals} runTotals what this run alone has spent
+ * @property {Exemption[]} exemptions standing approvals of the tenant that apply to this run's agent
  */
 
 /**
@@ -78,6 +138,8 @@ export {};
  * @property {'shared' | 'per_run'} [streams] 'shared' (default): one Evaluate stream for every run;
  *   'per_run': one stream per run with the x-loopwarden-run-id header, for replicas behind a router
  * @property {number} [maxRunStreams] per_run mode: most streams kept open (default 1024)
+ * @property {boolean} [acceptsAsk] every event says the caller can hold a call for a human (an
+ *   event's own acceptsAsk wins), so criticals and budgets configured to ask are answered 'ask'
  */
 
 /**
@@ -86,4 +148,9 @@ export {};
  * @property {string} [toolCallId]
  * @property {(verdict: Verdict) => void} [onWarning] default: console.warn announced warnings
  * @property {boolean} [failOpen] run the tool unguarded when the daemon is unreachable (default true)
+ * @property {string} [parentRunId] the guarded run is a child run (a sub-agent) of that run
+ * @property {string} [rootRunId] its tree's root, when the client never saw the chain of parents
+ * @property {(verdict: Verdict) => AskAnswer | Promise<AskAnswer>} [onAsk] the guard can hold a
+ *   call for a human (its events say acceptsAsk): on an 'ask' it calls this, reports the answer as
+ *   an approval and runs the tool only if approved
  */

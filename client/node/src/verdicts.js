@@ -12,12 +12,26 @@ function shortName(name, prefix) {
   return short === 'unspecified' ? '' : short;
 }
 
+/** The actions this client knows, by their short name. */
+const ACTIONS = new Set(['allow', 'warn', 'block', 'abort', 'reject', 'ask']);
+
+/**
+ * A wire action as the client's Action. One this client does not know (a newer daemon's; it
+ * reaches us as a number or an unknown name) is 'block': not running the call is the safe reading,
+ * and a runner never crashes on it.
+ * @param {unknown} name @returns {Action}
+ */
+function actionOf(name) {
+  const short = shortName(String(name), 'ACTION_');
+  return /** @type {Action} */ (ACTIONS.has(short) ? short : 'block');
+}
+
 /** @param {any} message @returns {Verdict} */
 export function verdictFromMessage(message) {
   return {
     seq: Number(message.seq),
     runId: message.runId,
-    action: /** @type {Action} */ (shortName(message.action, 'ACTION_')),
+    action: actionOf(message.action),
     detector: shortName(message.detector, 'DETECTOR_'),
     level: shortName(message.level, 'LEVEL_'),
     count: message.count,
@@ -32,11 +46,11 @@ export function verdictFromMessage(message) {
     evidenceCallIds: [...(message.evidence?.toolCallIds ?? [])],
     loopStartedSeq: Number(message.evidence?.loopStartedSeq ?? 0),
     shadow: Boolean(message.shadow),
-    shadowAction: message.shadow ? /** @type {Action} */ (shortName(message.shadowAction, 'ACTION_')) : '',
+    shadowAction: message.shadow ? actionOf(message.shadowAction) : '',
   };
 }
 
-/** ALLOW or WARN: the tool call may go ahead. @param {Verdict} verdict */
+/** ALLOW or WARN: the tool call may go ahead (an ASK may not until a human approves). @param {Verdict} verdict */
 export function mayRun(verdict) {
   return verdict.action === 'allow' || verdict.action === 'warn';
 }

@@ -14,12 +14,28 @@ const CHECK_SCENARIOS = new Set(['ex07_generic_block', 'ex13_unknown_tool', 'ex1
 
 /** @type {Map<string, import('./support/daemon.js').Daemon>} */
 const daemons = new Map();
+/** @type {Map<string, unknown>} why the daemon of a config did not start */
+const failures = new Map();
 
 before(async () => {
-  // One daemon per distinct scenario config, started side by side.
+  // One daemon per distinct scenario config, started side by side. A daemon that does not start
+  // (a config it refuses) fails the variants that need it, not every variant, as in the Go runner.
   const configs = new Map(VARIANTS.map((v) => [v.configKey, v.config]));
-  await Promise.all([...configs].map(async ([key, config]) => daemons.set(key, await startDaemon(config))));
+  await Promise.all([...configs].map(async ([key, config]) => {
+    try {
+      daemons.set(key, await startDaemon(config));
+    } catch (err) {
+      failures.set(key, err);
+    }
+  }));
 });
+
+/** The daemon started for the variant's config; fails the test when it did not start. @param {{configKey: string}} variant */
+function daemonFor(variant) {
+  const daemon = daemons.get(variant.configKey);
+  if (!daemon) assert.fail(`no daemon for config ${variant.configKey}: ${failures.get(variant.configKey)}`);
+  return daemon;
+}
 
 after(async () => {
   await Promise.all([...daemons.values()].map((d) => d.stop()));
@@ -32,8 +48,7 @@ test('the scenario data is there', () => {
 describe('over an Evaluate stream', () => {
   for (const variant of VARIANTS) {
     test(variant.id, async () => {
-      const daemon = /** @type {import('./support/daemon.js').Daemon} */ (daemons.get(variant.configKey));
-      const client = new LoopwardenClient(daemon.grpcTarget);
+      const client = new LoopwardenClient(daemonFor(variant).grpcTarget);
       try {
         for (const event of expand(variant)) {
           const [raw] = await client.evaluate([event.message]);
@@ -52,8 +67,7 @@ describe('over an Evaluate stream', () => {
 describe('over unary Check', () => {
   for (const variant of VARIANTS.filter((v) => CHECK_SCENARIOS.has(v.scenario))) {
     test(variant.id, async () => {
-      const daemon = /** @type {import('./support/daemon.js').Daemon} */ (daemons.get(variant.configKey));
-      const client = new LoopwardenClient(daemon.grpcTarget);
+      const client = new LoopwardenClient(daemonFor(variant).grpcTarget);
       try {
         for (const event of expand(variant)) {
           const message = { ...event.message, runId: event.message.runId.replace(variant.id, `${variant.id}/check`) };

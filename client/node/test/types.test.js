@@ -17,15 +17,18 @@ import * as api from '../src/index.js';
 const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 const PUBLIC_VALUES = [
-  'DETECTORS', 'DEFAULT_PROTO_ROOT', 'DEFAULT_TARGET', 'ERROR_CODES', 'LoopwardenClient', 'LoopwardenError', 'LoopwardenUnavailable',
-  'PROTO_PATH', 'RunAborted', 'RunNotFound', 'SERVICE_NAME', 'blockedToolResult', 'compactionRetryEvent',
-  'guardTool', 'loadService', 'mayRun', 'runEndEvent', 'toolCallEvent', 'toolOutcomeEvent', 'userTurnEvent',
-  'verdictFromMessage',
+  'DETECTORS', 'DEFAULT_PROTO_ROOT', 'DEFAULT_TARGET', 'ERROR_CODES', 'ExemptionNotFound', 'LoopwardenClient', 'LoopwardenError',
+  'LoopwardenUnavailable', 'PROTO_PATH', 'RunAborted', 'RunNotFound', 'SERVICE_NAME', 'approvalEvent', 'blockedToolResult',
+  'compactionRetryEvent', 'guardTool', 'loadService', 'mayRun', 'runEndEvent', 'toolCallEvent', 'toolOutcomeEvent',
+  'usageEvent', 'userTurnEvent', 'verdictFromMessage',
 ];
-const PUBLIC_TYPES = ['Action', 'ClientOptions', 'EffectiveConfig', 'EventOptions', 'GuardOptions', 'OutcomeOptions', 'RunInspection', 'Verdict'];
+const PUBLIC_TYPES = [
+  'Action', 'ApprovalOptions', 'AskAnswer', 'ClientOptions', 'EffectiveConfig', 'EventOptions', 'Exemption', 'GuardOptions',
+  'OutcomeOptions', 'RunInspection', 'Totals', 'UsageOptions', 'Verdict',
+];
 const CLIENT_MEMBERS = [
-  'agentId', 'check', 'close', 'compactionRetry', 'evaluate', 'inspect', 'runEnd', 'send', 'timeoutMs',
-  'toolCall', 'toolOutcome', 'userTurn',
+  'acceptsAsk', 'agentId', 'approval', 'check', 'close', 'compactionRetry', 'evaluate', 'inspect', 'listExemptions',
+  'revokeExemption', 'rootOf', 'runEnd', 'send', 'timeoutMs', 'toolCall', 'toolOutcome', 'usage', 'userTurn',
 ];
 // The one grpc-js name callers meet: ClientOptions.credentials.
 const GRPC_NAMES = ['ChannelCredentials'];

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "AsyncLoopwardenClient": "client", "LoopwardenClient": "client",
     "AsyncToolGuard": "runner", "ToolGuard": "runner", "blocked_tool_result": "runner",
-    "Action": "types", "LoopwardenError": "types", "LoopwardenUnavailable": "types", "RunAborted": "types",
-    "RunInspection": "types", "RunNotFound": "types", "RunRecord": "types", "Verdict": "types",
+    "Action": "types", "Exemption": "types", "LoopwardenError": "types", "LoopwardenUnavailable": "types",
+    "RunAborted": "types", "RunInspection": "types", "RunNotFound": "types", "RunRecord": "types", "Totals": "types",
+    "Verdict": "types",
 }
 _SUBMODULES = ("events", "eventformat", "replay")
 
@@ -29,7 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .client import AsyncLoopwardenClient, LoopwardenClient
     from .runner import AsyncToolGuard, ToolGuard, blocked_tool_result
     from .types import (
-        Action, LoopwardenError, LoopwardenUnavailable, RunAborted, RunInspection, RunNotFound, RunRecord, Verdict,
+        Action, Exemption, LoopwardenError, LoopwardenUnavailable, RunAborted, RunInspection, RunNotFound, RunRecord,
+        Totals, Verdict,
     )
 
 

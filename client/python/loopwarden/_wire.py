@@ -7,13 +7,36 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 
 from .eventformat import EventKind, EventRecord, json_text, parse_event
-from .types import Action, RunInspection, RunRecord, Verdict
+from .types import Action, Exemption, RunInspection, RunRecord, Totals, Verdict
 from .v1 import loopwarden_pb2 as pb
 
 MISSING: Any = object()
 
 _ACTIONS = {pb.ACTION_ALLOW: Action.ALLOW, pb.ACTION_WARN: Action.WARN, pb.ACTION_BLOCK: Action.BLOCK,
-            pb.ACTION_ABORT: Action.ABORT, pb.ACTION_REJECT: Action.REJECT}
+            pb.ACTION_ABORT: Action.ABORT, pb.ACTION_REJECT: Action.REJECT, pb.ACTION_ASK: Action.ASK}
+
+
+def action_of(value: int) -> Action:
+    """The client's Action for a wire value; one this client does not know (a newer daemon's) is
+    BLOCK: not running a call is the safe reading, and a runner never crashes on it."""
+    return _ACTIONS.get(value, Action.BLOCK)
+
+
+# Approval.scope by its spelling in the client ("" = once).
+APPROVAL_SCOPES = {"": pb.APPROVAL_SCOPE_UNSPECIFIED, "once": pb.APPROVAL_SCOPE_ONCE,
+                   "always": pb.APPROVAL_SCOPE_ALWAYS}
+
+
+def _approval_scope(scope: str) -> int:
+    if scope not in APPROVAL_SCOPES:
+        raise ValueError(f"scope must be 'once' or 'always', got {scope!r}")
+    return APPROVAL_SCOPES[scope]
+
+
+def _envelope(run_id: str, agent_id: str, session_id: str, seq: int, parent_run_id: str,
+              accepts_ask: bool) -> pb.Event:
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq, parent_run_id=parent_run_id,
+                    accepts_ask=accepts_ask)
 
 
 def _params_text(params: Any, params_json: str | None) -> str:
@@ -35,44 +58,80 @@ def _tool_class(name: str) -> int:
 
 def tool_call_event(run_id: str, tool_name: str, params: Any = None, *, params_json: str | None = None,
                     tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0,
-                    tool_class: str = "", batch_id: str = "") -> pb.Event:
-    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
-                    tool_call=pb.ToolCall(tool_name=tool_name, tool_call_id=tool_call_id,
-                                          params_json=_params_text(params, params_json),
-                                          tool_class=_tool_class(tool_class), batch_id=batch_id))
+                    tool_class: str = "", batch_id: str = "", parent_run_id: str = "",
+                    accepts_ask: bool = False) -> pb.Event:
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+    event.tool_call.CopyFrom(pb.ToolCall(tool_name=tool_name, tool_call_id=tool_call_id,
+                                         params_json=_params_text(params, params_json),
+                                         tool_class=_tool_class(tool_class), batch_id=batch_id))
+    return event
 
 
 def tool_outcome_event(run_id: str, tool_name: str, params: Any = None, *, result: Any = MISSING,
                        result_json: str | None = None, error: str | None = None, params_json: str | None = None,
-                       tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
+                       tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0,
+                       duration_ms: int = 0, parent_run_id: str = "", accepts_ask: bool = False) -> pb.Event:
     outcome = pb.ToolOutcome(tool_name=tool_name, tool_call_id=tool_call_id,
-                             params_json=_params_text(params, params_json))
+                             params_json=_params_text(params, params_json), duration_ms=duration_ms)
     if error is not None:
         outcome.error = error
     elif result_json is not None:
         outcome.result_json = result_json
     elif result is not MISSING:
         outcome.result_json = json_text(result)
-    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq, tool_outcome=outcome)
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+    event.tool_outcome.CopyFrom(outcome)
+    return event
 
 
-def compaction_retry_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
-    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
-                    compaction_retry=pb.CompactionRetry())
+def compaction_retry_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0,
+                           parent_run_id: str = "", accepts_ask: bool = False) -> pb.Event:
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+    event.compaction_retry.SetInParent()
+    return event
 
 
 def user_turn_event(run_id: str, *, prompt_id: str = "", agent_id: str = "", session_id: str = "",
-                    seq: int = 0) -> pb.Event:
-    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
-                    user_turn=pb.UserTurn(prompt_id=prompt_id))
+                    seq: int = 0, parent_run_id: str = "", accepts_ask: bool = False) -> pb.Event:
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+    event.user_turn.CopyFrom(pb.UserTurn(prompt_id=prompt_id))
+    return event
 
 
-def run_end_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0) -> pb.Event:
-    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq, run_end=pb.RunEnd())
+def usage_event(run_id: str, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0, model: str = "",
+                agent_id: str = "", session_id: str = "", seq: int = 0, parent_run_id: str = "",
+                accepts_ask: bool = False) -> pb.Event:
+    """What one model response cost, for the tree's token and cost budgets."""
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+    event.usage.CopyFrom(pb.Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd,
+                                  model=model))
+    return event
+
+
+def approval_event(run_id: str, *, approved: bool, tool_call_id: str = "", decision_id: str = "", scope: str = "once",
+                   ttl_seconds: int = 0, agent_id: str = "", session_id: str = "", seq: int = 0,
+                   parent_run_id: str = "", accepts_ask: bool = False) -> pb.Event:
+    """A human's answer to an ASK, naming the asked call by tool_call_id or the ASK's decision_id.
+    scope "once": this call only; "always": a standing exemption (for ttl_seconds, 0: the daemon's
+    loopwarden.exemptionTtlSeconds)."""
+    if not tool_call_id and not decision_id:
+        raise ValueError("an approval names the asked call: pass tool_call_id or decision_id")
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+    event.approval.CopyFrom(pb.Approval(tool_call_id=tool_call_id, decision_id=decision_id, approved=approved,
+                                        scope=_approval_scope(scope), ttl_seconds=ttl_seconds))
+    return event
+
+
+def run_end_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0, parent_run_id: str = "",
+                  accepts_ask: bool = False) -> pb.Event:
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+    event.run_end.SetInParent()
+    return event
 
 
 def event_from_record(record: EventRecord) -> pb.Event:
-    common = {"agent_id": record.agent_id, "session_id": record.session_id, "seq": record.seq}
+    common = {"agent_id": record.agent_id, "session_id": record.session_id, "seq": record.seq,
+              "parent_run_id": record.parent_run_id, "accepts_ask": record.accepts_ask}
     if record.kind is EventKind.TOOL_CALL:
         return tool_call_event(record.run_id, record.tool_name, params_json=record.params_json,
                                tool_call_id=record.tool_call_id, tool_class=record.tool_class,
@@ -80,13 +139,20 @@ def event_from_record(record: EventRecord) -> pb.Event:
     if record.kind is EventKind.TOOL_OUTCOME:
         return tool_outcome_event(record.run_id, record.tool_name, params_json=record.params_json,
                                   result_json=record.result_json, error=record.error,
-                                  tool_call_id=record.tool_call_id, **common)
+                                  tool_call_id=record.tool_call_id, duration_ms=record.duration_ms, **common)
     if record.kind is EventKind.COMPACTION_RETRY:
         return compaction_retry_event(record.run_id, **common)
     if record.kind is EventKind.RUN_END:
         return run_end_event(record.run_id, **common)
     if record.kind is EventKind.USER_TURN:
         return user_turn_event(record.run_id, prompt_id=record.prompt_id, **common)
+    if record.kind is EventKind.USAGE:
+        return usage_event(record.run_id, input_tokens=record.input_tokens, output_tokens=record.output_tokens,
+                           cost_usd=record.cost_usd, model=record.model, **common)
+    if record.kind is EventKind.APPROVAL:
+        return approval_event(record.run_id, approved=record.approved, tool_call_id=record.tool_call_id,
+                              decision_id=record.decision_id, scope=record.scope, ttl_seconds=record.ttl_seconds,
+                              **common)
     return pb.Event(run_id=record.run_id, **common)  # no kind: the daemon answers REJECT
 
 
@@ -99,13 +165,13 @@ def verdict_from_message(message: pb.Verdict) -> Verdict:
     detector = pb.Detector.Name(message.detector).removeprefix("DETECTOR_").lower()
     level = pb.Level.Name(message.level).removeprefix("LEVEL_").lower()
     return Verdict(
-        seq=message.seq, run_id=message.run_id, action=_ACTIONS[message.action],
+        seq=message.seq, run_id=message.run_id, action=action_of(message.action),
         detector="" if detector == "unspecified" else detector, level="" if level == "unspecified" else level,
         count=message.count, message=message.message, warning_key=message.warning_key, announce=message.announce,
         paired_tool_name=message.paired_tool_name, error_code=message.error_code, tool_name=message.tool_name,
         decision_id=message.decision_id, evidence_seqs=tuple(message.evidence.seqs),
         evidence_call_ids=tuple(message.evidence.tool_call_ids), loop_started_seq=message.evidence.loop_started_seq,
-        shadow=message.shadow, shadow_action=_ACTIONS[message.shadow_action] if message.shadow else None,
+        shadow=message.shadow, shadow_action=action_of(message.shadow_action) if message.shadow else None,
     )
 
 
@@ -122,4 +188,20 @@ def inspection_from_message(message: pb.InspectRunResponse) -> RunInspection:
         events_evaluated=message.events_evaluated,
         recent_verdicts=[verdict_from_message(v) for v in message.recent_verdicts],
         agent_label=message.agent_label,
+        parent_run_id=message.parent_run_id, children=list(message.children), root_run_id=message.root_run_id,
+        depth=message.depth, tree_totals=totals_from_message(message.tree_totals),
+        run_totals=totals_from_message(message.run_totals),
+        exemptions=[exemption_from_message(e) for e in message.exemptions],
     )
+
+
+def totals_from_message(message: pb.Totals) -> Totals:
+    return Totals(tool_calls=message.tool_calls, tool_ms=message.tool_ms, input_tokens=message.input_tokens,
+                  output_tokens=message.output_tokens, cost_usd=message.cost_usd, wall_seconds=message.wall_seconds,
+                  runs=message.runs)
+
+
+def exemption_from_message(message: pb.Exemption) -> Exemption:
+    return Exemption(id=message.id, agent_id=message.agent_id, tool_name=message.tool_name,
+                     args_hash=message.args_hash, created_at=message.created_at, expires_at=message.expires_at,
+                     run_id=message.run_id)

@@ -9,6 +9,11 @@ stream closes after its run_end, the least recently used is closed past `max_run
 stream that failed (closed for idleness, its replica gone) is reopened and the request resent
 once, transparently: events carry a seq, so a resend the daemon already saw gets its first verdict.
 Check and InspectRun always carry the header.
+
+Run trees: an event with `parent_run_id` is of a child run (a sub-agent), which the daemon keeps
+with its tree, so the header names the tree's ROOT run: one stream per tree in the per-run mode.
+The client learns each child's root from the events it sends (see loopwarden.trees); a child run
+whose parent this client never saw passes `root_run_id`. `ToolGuard.child` does all of it.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import grpc
 
 from . import _wire
 from ._wire import MISSING
+from .trees import RunTrees
 from .types import LoopwardenError, LoopwardenUnavailable, RunInspection, RunNotFound, Verdict
 from .v1 import loopwarden_pb2 as pb
 from .v1 import loopwarden_pb2_grpc as pb_grpc
@@ -56,62 +62,116 @@ def _stream_mode(streams: str) -> str:
     return streams
 
 
-def _by_run(events: Sequence[pb.Event]) -> dict[str, list[int]]:
-    """Positions of the events of each run, runs in order of first appearance."""
+def _by_root(events: Sequence[pb.Event], trees: RunTrees) -> dict[str, list[int]]:
+    """Positions of the events of each run tree (by root), trees in order of first appearance."""
     groups: dict[str, list[int]] = {}
     for index, event in enumerate(events):
-        groups.setdefault(event.run_id.strip(), []).append(index)
+        groups.setdefault(trees.learn(event.run_id, event.parent_run_id), []).append(index)
     return groups
 
 
-def _ends(events: Sequence[pb.Event]) -> bool:
-    return any(event.WhichOneof("kind") == "run_end" for event in events)
+def _ends(events: Sequence[pb.Event], root: str) -> bool:
+    """The batch ends the tree's root run: its stream can close (a child's end cannot close it)."""
+    return any(event.WhichOneof("kind") == "run_end" and event.run_id.strip() == root for event in events)
+
+
+def _forget_ended(events: Sequence[pb.Event], trees: RunTrees) -> None:
+    for event in events:
+        if event.WhichOneof("kind") == "run_end":
+            trees.forget(event.run_id)
 
 
 class _Verbs:
-    """The four events by name. Subclasses implement `_send(event) -> Verdict` (or an awaitable)."""
+    """The events by name. Subclasses implement `_send(event) -> Verdict` (or an awaitable)."""
 
     agent_id: str
+    accepts_ask: bool
     _seq: itertools.count
+    _trees: RunTrees
 
-    def _common(self, agent_id: str | None, session_id: str, seq: int | None) -> dict:
+    def _common(self, run_id: str, agent_id: str | None, session_id: str, seq: int | None, parent_run_id: str,
+                root_run_id: str, accepts_ask: bool | None) -> dict:
+        self._trees.learn(run_id, parent_run_id, root_run_id)
         return {"agent_id": self.agent_id if agent_id is None else agent_id, "session_id": session_id,
-                "seq": next(self._seq) if seq is None else seq}
+                "seq": next(self._seq) if seq is None else seq, "parent_run_id": parent_run_id,
+                "accepts_ask": self.accepts_ask if accepts_ask is None else accepts_ask}
+
+    # Every verb also takes, keyword-only: parent_run_id (this run is a child of that run, a
+    # sub-agent: fixed by the run's first event), root_run_id (the tree's root, for routing, when
+    # this client has not seen the chain) and accepts_ask (None: the client's setting).
 
     def tool_call(self, run_id: str, tool_name: str, params: Any = None, *, tool_call_id: str = "",
                   params_json: str | None = None, agent_id: str | None = None, session_id: str = "",
-                  seq: int | None = None, tool_class: str = "", batch_id: str = ""):
-        """Before a tool runs: may it run? Returns the Verdict (ALLOW/WARN: run it). `tool_class`:
-        what the caller knows the tool does ("readOnly", "mutating", "poll"; a config rule wins).
+                  seq: int | None = None, tool_class: str = "", batch_id: str = "", parent_run_id: str = "",
+                  root_run_id: str = "", accepts_ask: bool | None = None):
+        """Before a tool runs: may it run? Returns the Verdict (ALLOW/WARN: run it; ASK, only with
+        accepts_ask: ask a human, then report the answer with `approval`). `tool_class`: what the
+        caller knows the tool does ("readOnly", "mutating", "poll"; a config rule wins).
         `batch_id`: the calls of one model turn share one (loopwarden.parallelBatches)."""
-        return self._send(_wire.tool_call_event(run_id, tool_name, params, params_json=params_json,
-                                                tool_call_id=tool_call_id, tool_class=tool_class, batch_id=batch_id,
-                                                **self._common(agent_id, session_id, seq)))
+        return self._send(_wire.tool_call_event(
+            run_id, tool_name, params, params_json=params_json, tool_call_id=tool_call_id, tool_class=tool_class,
+            batch_id=batch_id,
+            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
 
     def tool_outcome(self, run_id: str, tool_name: str, params: Any = None, *, result: Any = MISSING,
                      error: str | None = None, result_json: str | None = None, params_json: str | None = None,
                      tool_call_id: str = "", agent_id: str | None = None, session_id: str = "",
-                     seq: int | None = None):
-        """After a tool ran: what it returned (`result`, any JSON-able value) or the `error` text."""
+                     seq: int | None = None, duration_ms: int = 0, parent_run_id: str = "", root_run_id: str = "",
+                     accepts_ask: bool | None = None):
+        """After a tool ran: what it returned (`result`, any JSON-able value) or the `error` text;
+        `duration_ms`: how long it ran (loopwarden.budgets.toolSecondsPerTree)."""
         return self._send(_wire.tool_outcome_event(
             run_id, tool_name, params, result=result, result_json=result_json, error=error,
-            params_json=params_json, tool_call_id=tool_call_id, **self._common(agent_id, session_id, seq)))
+            params_json=params_json, tool_call_id=tool_call_id, duration_ms=duration_ms,
+            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
 
     def compaction_retry(self, run_id: str, *, agent_id: str | None = None, session_id: str = "",
-                         seq: int | None = None):
+                         seq: int | None = None, parent_run_id: str = "", root_run_id: str = "",
+                         accepts_ask: bool | None = None):
         """The runner compacted its context after an overflow and retries: arms the guard."""
-        return self._send(_wire.compaction_retry_event(run_id, **self._common(agent_id, session_id, seq)))
+        return self._send(_wire.compaction_retry_event(
+            run_id, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
 
     def user_turn(self, run_id: str, *, prompt_id: str = "", agent_id: str | None = None, session_id: str = "",
-                  seq: int | None = None):
+                  seq: int | None = None, parent_run_id: str = "", root_run_id: str = "",
+                  accepts_ask: bool | None = None):
         """A person or an orchestrator sent the run a new instruction: the run starts fresh for
-        loop detection (loopwarden.userTurnResets); an aborted run stays aborted."""
-        return self._send(_wire.user_turn_event(run_id, prompt_id=prompt_id,
-                                                **self._common(agent_id, session_id, seq)))
+        loop detection (loopwarden.userTurnResets) and keeps its budgets; an aborted run stays aborted."""
+        return self._send(_wire.user_turn_event(
+            run_id, prompt_id=prompt_id,
+            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
 
-    def run_end(self, run_id: str, *, agent_id: str | None = None, session_id: str = "", seq: int | None = None):
+    def usage(self, run_id: str, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0,
+              model: str = "", agent_id: str | None = None, session_id: str = "", seq: int | None = None,
+              parent_run_id: str = "", root_run_id: str = "", accepts_ask: bool | None = None):
+        """What one model response cost (tokens, US dollars), for the tree's token and cost
+        budgets (loopwarden.budgets.tokensPerTree, costUsdPerTree). Counted once per event."""
+        return self._send(_wire.usage_event(
+            run_id, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, model=model,
+            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
+
+    def approval(self, run_id: str, *, approved: bool, tool_call_id: str = "", decision_id: str = "",
+                 scope: str = "once", ttl_seconds: int = 0, agent_id: str | None = None, session_id: str = "",
+                 seq: int | None = None, parent_run_id: str = "", root_run_id: str = "",
+                 accepts_ask: bool | None = None):
+        """A human's answer to an ASK verdict, naming the asked call by its `tool_call_id` or the
+        ASK's `decision_id`. `scope="once"`: this call only (the next critical asks again);
+        `"always"`: a standing exemption for this agent, tool and arguments (for `ttl_seconds`, 0:
+        the daemon's default); `approved=False`: the pattern's later criticals are blocked."""
+        return self._send(_wire.approval_event(
+            run_id, approved=approved, tool_call_id=tool_call_id, decision_id=decision_id, scope=scope,
+            ttl_seconds=ttl_seconds,
+            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
+
+    def run_end(self, run_id: str, *, agent_id: str | None = None, session_id: str = "", seq: int | None = None,
+                parent_run_id: str = "", root_run_id: str = "", accepts_ask: bool | None = None):
         """The run is over: the daemon frees its state."""
-        return self._send(_wire.run_end_event(run_id, **self._common(agent_id, session_id, seq)))
+        return self._send(_wire.run_end_event(
+            run_id, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
+
+    def root_of(self, run_id: str) -> str:
+        """The root of run_id's tree as far as this client knows: what its routing header names."""
+        return self._trees.root(run_id)
 
 
 class LoopwardenClient(_Verbs):
@@ -121,10 +181,12 @@ class LoopwardenClient(_Verbs):
                  metadata: Sequence[tuple[str, str]] = (), channel: grpc.Channel | None = None,
                  timeout: float = 10.0, token: str | None = None, root_certificates: bytes | None = None,
                  private_key: bytes | None = None, certificate_chain: bytes | None = None,
-                 streams: str = "shared", max_run_streams: int = 1024) -> None:
+                 streams: str = "shared", max_run_streams: int = 1024, accepts_ask: bool = False) -> None:
         """TLS when root_certificates (the daemon's CA) is given; mTLS adds private_key +
         certificate_chain; `token` is sent as `authorization: Bearer …` on every call;
-        `streams="per_run"` for several replicas behind a router (see the module docstring)."""
+        `streams="per_run"` for several replicas behind a router (see the module docstring);
+        `accepts_ask`: every event says the caller can hold a call for a human (a verb's own
+        accepts_ask wins), so criticals and budgets configured to ask are answered ASK."""
         self._mode = _stream_mode(streams)
         self._max_run_streams = max_run_streams
         self._run_streams: dict[str, tuple[queue.Queue, Any]] = {}
@@ -140,7 +202,9 @@ class LoopwardenClient(_Verbs):
         self._requests: queue.Queue | None = None
         self._responses = None
         self.agent_id = agent_id
+        self.accepts_ask = accepts_ask
         self._seq = itertools.count(1)
+        self._trees = RunTrees()
 
     def __enter__(self) -> LoopwardenClient:
         return self
@@ -167,17 +231,19 @@ class LoopwardenClient(_Verbs):
     def _evaluate_per_run(self, events: Sequence[pb.Event]) -> list[Verdict]:
         verdicts: list = [None] * len(events)
         with self._lock:
-            for run_id, positions in _by_run(events).items():
+            for root, positions in _by_root(events, self._trees).items():
                 batch = [events[i] for i in positions]
-                response = self._run_request(run_id, batch)
+                response = self._run_request(root, batch)
                 for position, message in zip(positions, response.verdicts):
                     verdicts[position] = _wire.verdict_from_message(message)
-                if _ends(batch):
-                    self._close_run_stream(run_id)
+                if _ends(batch, root):
+                    self._close_run_stream(root)
+                _forget_ended(batch, self._trees)
         return verdicts
 
     def _run_request(self, run_id: str, batch: list[pb.Event]) -> pb.EvaluateResponse:
-        """One request on the run's stream; a failed stream is reopened and the request resent once."""
+        """One request on the stream of a tree (run_id: its root); a failed stream is reopened and the
+        request resent once."""
         for attempt in (1, 2):
             stream = self._run_streams.pop(run_id, None)
             if stream is None:
@@ -209,7 +275,8 @@ class LoopwardenClient(_Verbs):
         """The unary Check RPC: the same decision without a stream."""
         try:
             response = self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout,
-                                        metadata=_routed(self._metadata, event.run_id))
+                                        metadata=_routed(self._metadata, self._trees.learn(
+                                            event.run_id, event.parent_run_id)))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None
         return _wire.verdict_from_message(response.verdict)
@@ -217,7 +284,7 @@ class LoopwardenClient(_Verbs):
     def inspect(self, run_id: str) -> RunInspection:
         try:
             response = self._stub.InspectRun(pb.InspectRunRequest(run_id=run_id), timeout=self._timeout,
-                                             metadata=_routed(self._metadata, run_id))
+                                             metadata=_routed(self._metadata, self._trees.root(run_id)))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None
         return _wire.inspection_from_message(response)
@@ -244,10 +311,12 @@ class AsyncLoopwardenClient(_Verbs):
                  metadata: Sequence[tuple[str, str]] = (), channel: grpc.aio.Channel | None = None,
                  timeout: float = 10.0, token: str | None = None, root_certificates: bytes | None = None,
                  private_key: bytes | None = None, certificate_chain: bytes | None = None,
-                 streams: str = "shared", max_run_streams: int = 1024) -> None:
+                 streams: str = "shared", max_run_streams: int = 1024, accepts_ask: bool = False) -> None:
         """TLS when root_certificates (the daemon's CA) is given; mTLS adds private_key +
         certificate_chain; `token` is sent as `authorization: Bearer …` on every call;
-        `streams="per_run"` for several replicas behind a router (see the module docstring)."""
+        `streams="per_run"` for several replicas behind a router (see the module docstring);
+        `accepts_ask`: every event says the caller can hold a call for a human (a verb's own
+        accepts_ask wins), so criticals and budgets configured to ask are answered ASK."""
         self._mode = _stream_mode(streams)
         self._max_run_streams = max_run_streams
         self._run_calls: dict[str, Any] = {}
@@ -262,7 +331,9 @@ class AsyncLoopwardenClient(_Verbs):
         self._lock = asyncio.Lock()
         self._call = None
         self.agent_id = agent_id
+        self.accepts_ask = accepts_ask
         self._seq = itertools.count(1)
+        self._trees = RunTrees()
 
     async def __aenter__(self) -> AsyncLoopwardenClient:
         return self
@@ -293,13 +364,14 @@ class AsyncLoopwardenClient(_Verbs):
     async def _evaluate_per_run(self, events: Sequence[pb.Event]) -> list[Verdict]:
         verdicts: list = [None] * len(events)
         async with self._lock:
-            for run_id, positions in _by_run(events).items():
+            for root, positions in _by_root(events, self._trees).items():
                 batch = [events[i] for i in positions]
-                response = await self._run_request(run_id, batch)
+                response = await self._run_request(root, batch)
                 for position, message in zip(positions, response.verdicts):
                     verdicts[position] = _wire.verdict_from_message(message)
-                if _ends(batch):
-                    self._close_run_call(run_id)
+                if _ends(batch, root):
+                    self._close_run_call(root)
+                _forget_ended(batch, self._trees)
         return verdicts
 
     async def _run_request(self, run_id: str, batch: list[pb.Event]) -> pb.EvaluateResponse:
@@ -337,7 +409,8 @@ class AsyncLoopwardenClient(_Verbs):
     async def check(self, event: pb.Event) -> Verdict:
         try:
             response = await self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout,
-                                              metadata=_routed(self._metadata, event.run_id))
+                                              metadata=_routed(self._metadata, self._trees.learn(
+                                            event.run_id, event.parent_run_id)))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None
         return _wire.verdict_from_message(response.verdict)
@@ -345,7 +418,7 @@ class AsyncLoopwardenClient(_Verbs):
     async def inspect(self, run_id: str) -> RunInspection:
         try:
             response = await self._stub.InspectRun(pb.InspectRunRequest(run_id=run_id), timeout=self._timeout,
-                                                   metadata=_routed(self._metadata, run_id))
+                                                   metadata=_routed(self._metadata, self._trees.root(run_id)))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None
         return _wire.inspection_from_message(response)

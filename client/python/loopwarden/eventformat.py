@@ -4,8 +4,12 @@ One event is a JSON object (a dict in Python):
 
     {"run_id": "r1", "seq": 3, "kind": "tool_outcome", "tool_name": "read",
      "tool_call_id": "c1", "params": {...} | "params_json": "...",
-     "result": ... | "result_json": "..." | "error": "...",
-     "agent_id": "...", "session_id": "..."}
+     "result": ... | "result_json": "..." | "error": "...", "duration_ms": 120,
+     "agent_id": "...", "session_id": "...", "parent_run_id": "...", "accepts_ask": false}
+
+plus, by kind: `user_turn` {"prompt_id"}; `usage` {"input_tokens", "output_tokens", "cost_usd",
+"model"}; `approval` {"tool_call_id" | "decision_id", "approved", "scope": "once" | "always",
+"ttl_seconds"}.
 
 `parse_event` is the only parser of that format. It checks types and spells the event out as an
 `EventRecord` with JSON kept as text, exactly what the wire (and the engine) take, so the gRPC
@@ -17,19 +21,22 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 
 class EventKind(str, enum.Enum):
-    """The five events a runner sends (the `kind` oneof of loopwarden.v1.Event)."""
+    """The events a runner sends (the `kind` oneof of loopwarden.v1.Event)."""
 
     TOOL_CALL = "tool_call"
     TOOL_OUTCOME = "tool_outcome"
     COMPACTION_RETRY = "compaction_retry"
     RUN_END = "run_end"
     USER_TURN = "user_turn"
+    USAGE = "usage"
+    APPROVAL = "approval"
 
 
 EVENT_KINDS: tuple[str, ...] = tuple(kind.value for kind in EventKind)
@@ -59,10 +66,27 @@ class EventRecord:
     tool_class: str = ""  # tool_call: what the caller knows the tool does ("readOnly", "mutating", "poll")
     batch_id: str = ""  # tool_call: the calls sharing one were issued together (ToolCall.batch_id)
     prompt_id: str = ""  # user_turn: the host's id of the new prompt (UserTurn.prompt_id)
+    # Run trees and ASK (issue 25): any kind.
+    parent_run_id: str = ""  # this run is a child of that run (fixed by the run's first event)
+    accepts_ask: bool = False  # the caller can hold a call for a human: it may be answered ASK
+    duration_ms: int = 0  # tool_outcome: how long the call ran (0 = not reported)
+    # usage: what one model response cost.
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    model: str = ""
+    # approval: a human's answer to an ASK, naming the call by tool_call_id (above) or decision_id.
+    decision_id: str = ""
+    approved: bool = False
+    scope: str = ""  # "once" ("" = once) or "always"
+    ttl_seconds: int = 0
 
 
 # A tool call's `tool_class`: what its caller knows the tool does ("" = nobody said).
 TOOL_CLASSES = ("", "readOnly", "mutating", "poll")
+
+# An approval's `scope` ("" = once).
+APPROVAL_SCOPES = ("", "once", "always")
 
 
 def json_text(value: Any) -> str:
@@ -94,6 +118,34 @@ def _seq(data: Mapping[str, Any]) -> int:
     return value
 
 
+def _bool(data: Mapping[str, Any], key: str) -> bool:
+    value = data.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise EventFormatError(f"{key} must be true or false, got {value!r}")
+    return value
+
+
+def _count(data: Mapping[str, Any], key: str, bits: int = 64) -> int:
+    """A non-negative integer of at most `bits` bits (0 when absent)."""
+    value = data.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**bits:
+        raise EventFormatError(f"{key} must be a non-negative {bits}-bit integer, got {value!r}")
+    return value
+
+
+def _cost(data: Mapping[str, Any]) -> float:
+    value = data.get("cost_usd")
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise EventFormatError(f"cost_usd must be a finite non-negative number, got {value!r}")
+    return float(value)
+
+
 def _params_json(data: Mapping[str, Any]) -> str:
     text = _optional_string(data, "params_json")
     if text is not None:
@@ -116,7 +168,8 @@ def parse_event(data: Mapping[str, Any]) -> EventRecord:
     common = {
         "run_id": _string(data, "run_id"), "seq": _seq(data),
         "agent_id": _string(data, "agent_id"), "session_id": _string(data, "session_id"),
-        "raw_kind": raw_kind or "",
+        "raw_kind": raw_kind or "", "parent_run_id": _string(data, "parent_run_id"),
+        "accepts_ask": _bool(data, "accepts_ask"),
     }
     if kind is EventKind.TOOL_CALL:
         tool_class = _string(data, "tool_class")
@@ -132,10 +185,30 @@ def parse_event(data: Mapping[str, Any]) -> EventRecord:
             if result_json is None and "result" in data:
                 result_json = json_text(data["result"])
         return EventRecord(kind, tool_name=_string(data, "tool_name"), tool_call_id=_string(data, "tool_call_id"),
-                           params_json=_params_json(data), result_json=result_json, error=error, **common)
+                           params_json=_params_json(data), result_json=result_json, error=error,
+                           duration_ms=_count(data, "duration_ms"), **common)
     if kind is EventKind.USER_TURN:
         return EventRecord(kind, prompt_id=_string(data, "prompt_id"), **common)
+    if kind is EventKind.USAGE:
+        return EventRecord(kind, input_tokens=_count(data, "input_tokens"), output_tokens=_count(data, "output_tokens"),
+                           cost_usd=_cost(data), model=_string(data, "model"), **common)
+    if kind is EventKind.APPROVAL:
+        return _approval(data, common)
     return EventRecord(kind, **common)
+
+
+def _approval(data: Mapping[str, Any], common: dict) -> EventRecord:
+    if "approved" not in data:
+        raise EventFormatError("approved is required in an approval: true (run the call) or false (do not)")
+    scope = _string(data, "scope")
+    if scope not in APPROVAL_SCOPES:
+        raise EventFormatError(f"scope must be 'once' or 'always' (or absent), got {scope!r}")
+    tool_call_id, decision_id = _string(data, "tool_call_id"), _string(data, "decision_id")
+    if not tool_call_id and not decision_id:
+        raise EventFormatError("an approval names the asked call: set tool_call_id or decision_id")
+    return EventRecord(EventKind.APPROVAL, tool_call_id=tool_call_id, decision_id=decision_id,
+                       approved=_bool(data, "approved"), scope=scope, ttl_seconds=_count(data, "ttl_seconds", 32),
+                       **common)
 
 
 def describe_kind_problem(record: EventRecord) -> str:

@@ -6,11 +6,17 @@ from dataclasses import dataclass, field
 
 
 class Action(str, enum.Enum):
+    """What the runner must do. An action newer than this client reaches it as BLOCK (never an
+    error): the safe reading of "the daemon said something other than run it"."""
+
     ALLOW = "allow"
     WARN = "warn"
     BLOCK = "block"
     ABORT = "abort"
     REJECT = "reject"
+    # Hold the call for a human (only for events sent with accepts_ask): run it only if they
+    # approve, then report their answer with the client's `approval` verb.
+    ASK = "ask"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +42,13 @@ class Verdict:
 
     @property
     def may_run(self) -> bool:
-        """The tool call may go ahead (ALLOW or WARN)."""
+        """The tool call may go ahead (ALLOW or WARN). An ASK may not until a human approves."""
         return self.action in (Action.ALLOW, Action.WARN)
+
+    @property
+    def asks(self) -> bool:
+        """The call waits for a human: show them `message`, report their answer as an approval."""
+        return self.action is Action.ASK
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +59,33 @@ class RunRecord:
     tool_call_id: str
     result_hash: str  # "" while pending
     unknown_tool_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """What a run, or its whole tree, has spent (loopwarden.budgets)."""
+
+    tool_calls: int = 0  # tool calls evaluated (retries once)
+    tool_ms: int = 0  # sum of the outcomes' duration_ms
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    wall_seconds: float = 0.0  # since the run's (the tree's) first event
+    runs: int = 0  # runs of the tree so far, ended ones too; 1 for a run alone
+
+
+@dataclass(frozen=True, slots=True)
+class Exemption:
+    """A standing approval (an "always" answer to an ASK): criticals of this agent, tool and
+    projected arguments are allowed until it expires. Budgets and the breakers still apply."""
+
+    id: str
+    agent_id: str  # "": the global config's agent
+    tool_name: str  # normalised
+    args_hash: str  # as RunRecord.args_hash
+    created_at: float  # unix seconds
+    expires_at: float
+    run_id: str  # the run whose ASK it answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +105,17 @@ class RunInspection:
     # The agent as the metrics' `agent` label spells it ("default" for an agent the config does
     # not name). Empty from a daemon older than this field.
     agent_label: str = ""
+    # The run's place in its run tree: its parent ("" for a root), its children oldest first
+    # (ended ones too), the tree's root (the run itself for a root) and its depth (root: 0).
+    parent_run_id: str = ""
+    children: list[str] = field(default_factory=list)
+    root_run_id: str = ""
+    depth: int = 0
+    # What the whole tree has spent, and what this run alone has.
+    tree_totals: Totals = field(default_factory=Totals)
+    run_totals: Totals = field(default_factory=Totals)
+    # Standing approvals of the run's tenant that apply to this run's agent.
+    exemptions: list[Exemption] = field(default_factory=list)
 
 
 class LoopwardenError(Exception):

@@ -48,7 +48,9 @@ function fill(value, i) {
   return value;
 }
 
-const KINDS = /** @type {const} */ (['tool_call', 'tool_outcome', 'compaction_retry', 'user_turn', 'run_end']);
+const KINDS = /** @type {const} */ (['tool_call', 'tool_outcome', 'compaction_retry', 'user_turn', 'run_end', 'usage', 'approval']);
+/** Approval.scope by the data's spelling. */
+const APPROVAL_SCOPES = /** @type {Record<string, string>} */ ({ once: 'APPROVAL_SCOPE_ONCE', always: 'APPROVAL_SCOPE_ALWAYS' });
 const CAMEL = {
   tool_call: 'toolCall', tool_outcome: 'toolOutcome', compaction_retry: 'compactionRetry', user_turn: 'userTurn', run_end: 'runEnd',
 };
@@ -75,19 +77,35 @@ export function* expand(variant) {
         }
         let resultJson = body.result_json;
         if ((resultJson === undefined || resultJson === null) && 'result' in body) resultJson = JSON.stringify(body.result);
-        const runId = event.run_id.trim() ? `${variant.id}/${event.run_id}` : event.run_id;
+        const prefixed = (/** @type {string} */ id) => (id.trim() ? `${variant.id}/${id}` : id);
+        const runId = prefixed(event.run_id);
         /** @type {Record<string, any>} */
-        const message = { runId, agentId: event.agent_id ?? '', seq };
+        const message = {
+          runId, agentId: event.agent_id ?? '', seq, parentRunId: prefixed(event.parent_run_id ?? ''),
+          acceptsAsk: event.accepts_ask ?? false,
+        };
         if (kind === 'tool_call') {
           message.toolCall = { toolName: body.tool_name ?? '', toolCallId: body.tool_call_id ?? '', paramsJson };
         } else if (kind === 'tool_outcome') {
           /** @type {Record<string, any>} */
-          const outcome = { toolName: body.tool_name ?? '', toolCallId: body.tool_call_id ?? '', paramsJson };
+          const outcome = {
+            toolName: body.tool_name ?? '', toolCallId: body.tool_call_id ?? '', paramsJson, durationMs: body.duration_ms ?? 0,
+          };
           if (body.error !== undefined && body.error !== null) outcome.error = body.error;
           else if (resultJson !== undefined && resultJson !== null) outcome.resultJson = resultJson;
           message.toolOutcome = outcome;
         } else if (kind === 'user_turn') {
           message.userTurn = { promptId: body.prompt_id ?? '' };
+        } else if (kind === 'usage') {
+          message.usage = {
+            inputTokens: body.input_tokens ?? 0, outputTokens: body.output_tokens ?? 0, costUsd: body.cost_usd ?? 0,
+            model: body.model ?? '',
+          };
+        } else if (kind === 'approval') {
+          message.approval = {
+            toolCallId: body.tool_call_id ?? '', decisionId: body.decision_id ?? '', approved: body.approved ?? false,
+            scope: APPROVAL_SCOPES[body.scope ?? 'once'], ttlSeconds: body.ttl_seconds ?? 0,
+          };
         } else if (kind) {
           message[CAMEL[kind]] = {};
         }

@@ -146,6 +146,23 @@ def verdict_lines(verdicts: list[Verdict]) -> list[str]:
     return lines
 
 
+def tree_lines(inspection: RunInspection, shown_children: int = 5) -> list[str]:
+    """The run's place in its run tree and what the tree spent; none from a daemon without trees."""
+    if not inspection.root_run_id:
+        return []
+    children = inspection.children
+    names = ", ".join(children[:shown_children]) + (", …" if len(children) > shown_children else "")
+    place = f"root {inspection.root_run_id} · depth {inspection.depth}"
+    if inspection.parent_run_id:
+        place += f" · parent {inspection.parent_run_id}"
+    place += f" · {len(children)} children" + (f" ({names})" if children else "")
+    tree, run = inspection.tree_totals, inspection.run_totals
+    spent = (f"tree: {tree.tool_calls} calls, {tree.tool_ms / 1000:g} tool s, "
+             f"{tree.input_tokens + tree.output_tokens} tokens, ${tree.cost_usd:g}, {tree.runs} runs"
+             f" · this run: {run.tool_calls} calls")
+    return [f"tree      {place}", f"spent     {spent}"]
+
+
 def summary(inspection: RunInspection, records: int = DEFAULT_RECORDS) -> list[str]:
     """The run as text lines: who, guard, blocks, config, the last records, the recent verdicts."""
     agent = inspection.agent_label or effective_agent(inspection.agent_id)
@@ -168,6 +185,7 @@ def summary(inspection: RunInspection, records: int = DEFAULT_RECORDS) -> list[s
         f"guard     {guard}",
         f"blocks    {inspection.blocks}",
         f"aborted   {aborted}",
+        *tree_lines(inspection),
         f"config    {config[0]}",
         *(f"          {line}" for line in config[1:]),
         "",

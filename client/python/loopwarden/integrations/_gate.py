@@ -76,7 +76,9 @@ class Before:
 def _decide(verdict: Verdict, call: Call) -> Before:
     if verdict.action is Action.ABORT:
         return Before("abort", message=verdict.message or verdict.error_code, verdict=verdict)
-    if verdict.action is Action.BLOCK:
+    # NOTE: an ASK is a BLOCK here: these integrations do not say accepts_ask (no human to ask), so
+    # the daemon sends none; and the client reads an action it does not know as BLOCK already.
+    if verdict.action in (Action.BLOCK, Action.ASK):
         return Before("block", message=verdict.message, verdict=verdict)
     if verdict.action is Action.REJECT:
         log.warning("loopwarden rejected the %s call (%s), running it unguarded: %s", call.tool_name,
