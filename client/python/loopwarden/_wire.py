@@ -13,7 +13,7 @@ from .v1 import loopwarden_pb2 as pb
 MISSING: Any = object()
 
 _ACTIONS = {pb.ACTION_ALLOW: Action.ALLOW, pb.ACTION_WARN: Action.WARN, pb.ACTION_BLOCK: Action.BLOCK,
-            pb.ACTION_ABORT: Action.ABORT, pb.ACTION_REJECT: Action.REJECT}
+            pb.ACTION_ABORT: Action.ABORT, pb.ACTION_REJECT: Action.REJECT, pb.ACTION_ASK: Action.ASK}
 
 
 def _params_text(params: Any, params_json: str | None) -> str:
@@ -71,22 +71,51 @@ def run_end_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq:
     return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq, run_end=pb.RunEnd())
 
 
+_APPROVAL_SCOPES = {"": pb.APPROVAL_SCOPE_UNSPECIFIED, "once": pb.APPROVAL_SCOPE_ONCE,
+                    "always": pb.APPROVAL_SCOPE_ALWAYS}
+
+
+def approval_event(run_id: str, *, tool_call_id: str = "", decision_id: str = "", approved: bool,
+                   scope: str = "once", ttl_seconds: int = 0, agent_id: str = "", session_id: str = "",
+                   seq: int = 0) -> pb.Event:
+    """A human's answer to an ASK verdict (Approval): the asked call by its tool_call_id (or the
+    verdict's decision_id); `scope` "once" or "always"."""
+    if scope not in _APPROVAL_SCOPES:
+        raise ValueError(f"scope must be 'once' or 'always', got {scope!r}")
+    return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq,
+                    approval=pb.Approval(tool_call_id=tool_call_id, decision_id=decision_id, approved=approved,
+                                         scope=_APPROVAL_SCOPES[scope], ttl_seconds=ttl_seconds))
+
+
 def event_from_record(record: EventRecord) -> pb.Event:
+    event = _event_of_kind(record)
+    # The envelope fields every kind may carry (run trees, ASK).
+    event.parent_run_id = record.parent_run_id
+    event.accepts_ask = record.accepts_ask
+    return event
+
+
+def _event_of_kind(record: EventRecord) -> pb.Event:
     common = {"agent_id": record.agent_id, "session_id": record.session_id, "seq": record.seq}
     if record.kind is EventKind.TOOL_CALL:
         return tool_call_event(record.run_id, record.tool_name, params_json=record.params_json,
                                tool_call_id=record.tool_call_id, tool_class=record.tool_class,
                                batch_id=record.batch_id, **common)
     if record.kind is EventKind.TOOL_OUTCOME:
-        return tool_outcome_event(record.run_id, record.tool_name, params_json=record.params_json,
-                                  result_json=record.result_json, error=record.error,
-                                  tool_call_id=record.tool_call_id, **common)
+        event = tool_outcome_event(record.run_id, record.tool_name, params_json=record.params_json,
+                                   result_json=record.result_json, error=record.error,
+                                   tool_call_id=record.tool_call_id, **common)
+        event.tool_outcome.duration_ms = record.duration_ms
+        return event
     if record.kind is EventKind.COMPACTION_RETRY:
         return compaction_retry_event(record.run_id, **common)
     if record.kind is EventKind.RUN_END:
         return run_end_event(record.run_id, **common)
     if record.kind is EventKind.USER_TURN:
         return user_turn_event(record.run_id, prompt_id=record.prompt_id, **common)
+    if record.kind is EventKind.APPROVAL:
+        return approval_event(record.run_id, tool_call_id=record.tool_call_id, decision_id=record.decision_id,
+                              approved=record.approved, scope=record.scope, ttl_seconds=record.ttl_seconds, **common)
     return pb.Event(run_id=record.run_id, **common)  # no kind: the daemon answers REJECT
 
 

@@ -23,13 +23,14 @@ from typing import Any
 
 
 class EventKind(str, enum.Enum):
-    """The five events a runner sends (the `kind` oneof of loopwarden.v1.Event)."""
+    """The events a runner sends (the `kind` oneof of loopwarden.v1.Event)."""
 
     TOOL_CALL = "tool_call"
     TOOL_OUTCOME = "tool_outcome"
     COMPACTION_RETRY = "compaction_retry"
     RUN_END = "run_end"
     USER_TURN = "user_turn"
+    APPROVAL = "approval"
 
 
 EVENT_KINDS: tuple[str, ...] = tuple(kind.value for kind in EventKind)
@@ -59,6 +60,14 @@ class EventRecord:
     tool_class: str = ""  # tool_call: what the caller knows the tool does ("readOnly", "mutating", "poll")
     batch_id: str = ""  # tool_call: the calls sharing one were issued together (ToolCall.batch_id)
     prompt_id: str = ""  # user_turn: the host's id of the new prompt (UserTurn.prompt_id)
+    parent_run_id: str = ""  # the run is a child of that run (a sub-agent): Event.parent_run_id
+    accepts_ask: bool = False  # the caller can hold a call for a human (Event.accepts_ask)
+    duration_ms: int = 0  # tool_outcome: how long the call ran (ToolOutcome.duration_ms; 0: not reported)
+    # approval: a human's answer to an ASK of the call `tool_call_id` (or of the verdict `decision_id`)
+    decision_id: str = ""
+    approved: bool = False
+    scope: str = ""  # "once" ("" too) or "always"
+    ttl_seconds: int = 0
 
 
 # A tool call's `tool_class`: what its caller knows the tool does ("" = nobody said).

@@ -11,6 +11,7 @@ class Action(str, enum.Enum):
     BLOCK = "block"
     ABORT = "abort"
     REJECT = "reject"
+    ASK = "ask"  # hold the call for a human (only for events sent with accepts_ask)
 
 
 @dataclass(frozen=True, slots=True)
