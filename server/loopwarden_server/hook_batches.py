@@ -105,6 +105,8 @@ class HookBatches:
             threads = self._sessions.get((tenant, session_id))
             if threads is not None:
                 threads.pop(subagent, None)
+                if not threads:
+                    del self._sessions[(tenant, session_id)]
 
     def end_session(self, tenant: str, session_id: str) -> None:
         """SessionEnd: the session and its subagents are forgotten."""

@@ -51,7 +51,10 @@ class AskedCallFiles:
         """Remember an asked call. OSError when it cannot be remembered (the caller must then not
         ask: the person's approval would be lost)."""
         self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._marker(scope, run_id, tool_call_id).touch()
+        marker = self._marker(scope, run_id, tool_call_id)
+        marker.touch()
+        now = self._clock()
+        os.utime(marker, (now, now))  # its age, by the clock the pruning reads
         self._prune()
 
     def settle(self, scope: str, run_id: str, tool_call_id: str) -> bool:
