@@ -120,3 +120,27 @@ def test_a_post_tool_use_of_a_call_never_asked_sends_no_approval(daemon, run_id)
 
     assert (0, {}) == (code, json.loads(out)), err
     assert 0 == delta(before, after, "loopwarden_rejected_events_total", error_code="no_pending_ask")
+
+
+def test_the_command_form_denies_an_ask_it_cannot_remember(daemon, send, run_id, tmp_path):
+    """A state dir that cannot be written: the approval could not be reported, so the call is
+    denied instead of asked, and the reason says so."""
+    import os
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    for index in range(1, CRITICAL + 1):
+        send(payloads.claude_pre_tool_use(run_id, f"toolu_{index}"))
+        send(payloads.claude_post_tool_use(run_id, f"toolu_{index}"))
+
+    done = subprocess.run([sys.executable, "-m", "loopwarden", "hook", "claude-code", "--address", daemon.grpc_target],
+                          input=json.dumps(payloads.claude_pre_tool_use(run_id, "toolu_21")), capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "LOOPWARDEN_HOOK_STATE_DIR": str(blocker / "asks")})
+
+    assert 0 == done.returncode
+    answer = json.loads(done.stdout)["hookSpecificOutput"]
+    assert "deny" == answer["permissionDecision"] and "could not keep this question open" in answer[
+        "permissionDecisionReason"]
+    assert "cannot remember the asked call" in done.stderr

@@ -172,8 +172,8 @@ class HookRequest:
     def settles_ask(self) -> bool | None:
         """After this hook an asked call of its tool_use_id is settled: True (it ran: approved),
         False (denied), None (this hook says nothing about it)."""
-        if not self.tool_call_id or self.run is None:
-            return None
+        if self.dialect is not Dialect.CLAUDE_CODE or not self.tool_call_id or self.run is None:
+            return None  # Codex is never asked
         return _SETTLES_ASK.get(self.hook_event_name)
 
     def asked(self, verdict: VerdictLike) -> bool:

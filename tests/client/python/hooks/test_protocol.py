@@ -306,6 +306,7 @@ class TestAsk:
         for body in (payloads.claude_pre_tool_use("s", "t"), payloads.claude_pre_compact("s"),
                      payloads.claude_user_prompt_submit("s", "x")):
             assert parse(Dialect.CLAUDE_CODE, body).settles_ask is None
+        assert parse(Dialect.CODEX, payloads.codex_post_tool_use("s", "c1")).settles_ask is None, "Codex never asks"
 
     def test_the_approval_travels_as_the_contracts_approval_event(self):
         from loopwarden._wire import event_from_record
