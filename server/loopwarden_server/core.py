@@ -2,9 +2,10 @@
 
 Design. The core owns everything per event: protobuf decode, envelope limits, the run store,
 retries, fingerprints, detectors, the guard, decision ids and the response bytes. Python crosses
-into it once per request (or once per hook event, with the event's fields: no protobuf round
-trip) and gets back a typed `Answer`: the response, and a `Summary` of counter deltas, latency
-counts, the decisions worth a log line and the runs it evicted. Here those become Prometheus
+into it once per request (or once per replayed event, with the event's fields: no protobuf round
+trip; the hook endpoints send Evaluate requests, transport/hook_requests.py) and gets back a
+typed `Answer`: the response, and a `Summary` of counter deltas, latency counts, the decisions
+worth a log line and the runs it evicted. Here those become Prometheus
 increments and decision log lines. Config stays Python's: each (re)load is compiled into one
 frozen settings mapping per agent and handed over whole.
 
@@ -109,7 +110,7 @@ class CoreService:
         return self._applied(self.native.check(data, tenant, self.clock(), routed, lazy, report), tenant)
 
     def decide(self, record: EventRecord, tenant: str = "", *, lazy: bool = False) -> Answer:
-        """One event from its record (hooks, offline replay, the MCP proxy's offline judge): the
+        """One event from its record (offline replay, the MCP proxy's offline judge): the
         answer's `verdict` is the decision. No protobuf on the way in or out."""
         self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
         kind = "" if record.kind is None else record.kind.value

@@ -99,6 +99,15 @@ class HookBatches:
             thread.batch, thread.calls, thread.ended_one, thread.unbatched = "", 0, True, False
             thread.probation.clear()
 
+    def end_subagent(self, tenant: str, session_id: str, subagent: str) -> None:
+        """SubagentStop: the subagent's batches are forgotten (its session's stay)."""
+        with self._lock:
+            threads = self._sessions.get((tenant, session_id))
+            if threads is not None:
+                threads.pop(subagent, None)
+                if not threads:
+                    del self._sessions[(tenant, session_id)]
+
     def end_session(self, tenant: str, session_id: str) -> None:
         """SessionEnd: the session and its subagents are forgotten."""
         with self._lock:

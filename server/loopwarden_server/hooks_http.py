@@ -3,7 +3,11 @@
 
 The mapping between hook JSON and events is `loopwarden.hooks.protocol`, shared with the command
 form (`loopwarden hook`). This module is the HTTP edge: TLS, bearer tokens, body limits, and the
-hand-over to the event loop.
+hand-over to the event loop, plus what needs memory across hooks: Claude Code's batches
+(hook_batches) and its asked calls (hook_asks), whose later PostToolUse or PermissionDenied is sent
+as the ask's `approval` ahead of the hook's own event, in the same request. Every event of a
+session goes on a request routed by the session's run (the root of its run tree, sub-agents being
+child runs), as a routed gRPC stream would be.
 
 NOTE: the core and its run store live on the daemon's asyncio loop and are not thread-safe.
 HTTP is served by the standard library's threaded server (one thread per connection, TLS
@@ -22,7 +26,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,11 +37,13 @@ from loopwarden.hooks import Dialect, HookPayloadError, HookRequest, VerdictLike
 
 from .core import CoreService
 from .filewatch import FileWatch
+from .hook_asks import HookAsks
 from .hook_batches import HookBatches
 from .integration import current_integration
 from .lifecycle import Lifecycle, StartupError, split_address
 from .metrics import Metrics
 from .settings import Security
+from .transport.hook_requests import evaluate_request, verdicts
 
 if TYPE_CHECKING:
     from .transport.auth import TokenTable
@@ -148,28 +154,34 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class HookEvaluator(Protocol):
-    """The daemon's engine as the hook endpoints use it: one event record in, its verdict out."""
+    """The daemon's engine as the hook endpoints use it: event records in (one request, routed by
+    `routed`: the run tree's root), their verdicts out, in order."""
 
-    async def evaluate(self, record: EventRecord, integration: str, tenant: str) -> VerdictLike: ...
+    async def evaluate(self, records: Sequence[EventRecord], integration: str, tenant: str,
+                       routed: str) -> list[VerdictLike]: ...
 
 
 class CoreHookEvaluator:
-    """The compiled core as the hook endpoints use it: the hook's event record goes to the core as
-    fields (no protobuf round trip), its verdict comes back typed."""
+    """The compiled core as the hook endpoints use it: the hook's event records go to the core as
+    one routed Evaluate request (transport.hook_requests), their verdicts come back typed."""
 
     def __init__(self, core: CoreService, loader=None) -> None:
         self._core = core
         self._loader = loader  # a shared state store's keeper: runs not in memory are loaded first
 
-    async def evaluate(self, record: EventRecord, integration: str, tenant: str) -> VerdictLike:
+    async def evaluate(self, records: Sequence[EventRecord], integration: str, tenant: str,
+                       routed: str) -> list[VerdictLike]:
         token = current_integration.set(integration)  # the verdict counter's integration label
         try:
-            answer = self._core.decide(record, tenant, lazy=self._loader is not None)
-            if self._loader is not None:
-                answer = await self._core.loaded(answer, self._loader, tenant)
+            lazy = self._loader is not None
+            answer = self._core.evaluate(evaluate_request(records), tenant, routed, lazy=lazy)
+            if lazy:
+                answer = await self._core.loaded(answer, self._loader, tenant, routed)
         finally:
             current_integration.reset(token)
-        return answer.verdict
+        if answer.refusal:
+            raise RuntimeError(f"the core refused a hook request: {answer.refusal}")
+        return verdicts(answer.response)
 
 
 class HooksEndpoint:
@@ -188,6 +200,7 @@ class HooksEndpoint:
         self._max_body_bytes = max_body_bytes
         self._in_flight = threading.BoundedSemaphore(MAX_IN_FLIGHT)
         self.batches = HookBatches()
+        self.asks = HookAsks()
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def handle(self, request: _Handler) -> tuple[int, dict]:
@@ -213,9 +226,23 @@ class HooksEndpoint:
         except HookPayloadError as exc:
             return HTTPStatus.BAD_REQUEST, {"error": f"not a {dialect.value} hook input: {exc}"}
         hook = self._batched(hook, tenant)
-        if hook.event is None:
+        approval = self._approval(hook, tenant)
+        if hook.event is None and approval is None:
             return HTTPStatus.OK, {}
-        return HTTPStatus.OK, self.decide(hook, tenant)
+        return HTTPStatus.OK, self.decide(hook, tenant, approval)
+
+    def _approval(self, hook: HookRequest, tenant: str) -> EventRecord | None:
+        """The person's answer to an ask of this hook's call, when this endpoint asked it: the
+        call's PostToolUse approves it once, PermissionDenied denies it. SessionEnd forgets the
+        session's asks."""
+        if hook.ends_session:
+            self.asks.end_session(tenant, hook.session_id)
+        settled = hook.settles_ask
+        if settled is None or hook.run is None:
+            return None
+        if not self.asks.settle(tenant, hook.session_id, hook.run.run_id, hook.tool_call_id):
+            return None
+        return hook.approval(settled)
 
     def _batched(self, hook: HookRequest, tenant: str) -> HookRequest:
         """Claude Code's batches (hook_batches): a PostToolBatch ends the session's batch, a
@@ -227,6 +254,8 @@ class HooksEndpoint:
             self.batches.end_batch(tenant, hook.session_id, hook.subagent)
         elif hook.ends_session:
             self.batches.end_session(tenant, hook.session_id)
+        elif hook.ends_subagent:
+            self.batches.end_subagent(tenant, hook.session_id, hook.subagent)
         elif hook.event is not None and hook.event.kind is EventKind.USER_TURN:
             self.batches.end_batch(tenant, hook.session_id, hook.subagent)  # a new prompt: a new turn
         elif hook.before_tool and hook.event is not None:
@@ -268,16 +297,17 @@ class HooksEndpoint:
                 "error": f"the hook input is {size} bytes; the limit is {self._max_body_bytes}"}
         return request.rfile.read(size)
 
-    def decide(self, hook: HookRequest, tenant: str) -> dict:
-        """The answer to one parsed hook request, from the event loop or, when it cannot give one
-        in time (or the daemon drains), the unavailable answer."""
+    def decide(self, hook: HookRequest, tenant: str, approval: EventRecord | None = None) -> dict:
+        """The answer to one parsed hook request (and the approval to send ahead of its event),
+        from the event loop or, when it cannot give one in time (or the daemon drains), the
+        unavailable answer."""
         loop = self.loop
         if self._lifecycle.draining or loop is None:
             return unavailable_answer(hook, "loopwarden is shutting down", fail_closed=self._fail_closed)
         if not self._in_flight.acquire(blocking=False):
             return unavailable_answer(hook, "loopwarden is busy", fail_closed=self._fail_closed)
         try:
-            future = asyncio.run_coroutine_threadsafe(self._evaluate(hook, tenant), loop)
+            future = asyncio.run_coroutine_threadsafe(self._evaluate(hook, tenant, approval), loop)
             try:
                 return future.result(timeout=self._answer_timeout)
             except TimeoutError:
@@ -290,14 +320,29 @@ class HooksEndpoint:
         finally:
             self._in_flight.release()
 
-    async def _evaluate(self, hook: HookRequest, tenant: str) -> dict:
-        """On the loop: the hook's event, and after a BLOCK the blocked call's outcome."""
-        integration = hook.dialect.integration
-        verdict = await self._evaluator.evaluate(hook.event, integration, tenant)
+    async def _evaluate(self, hook: HookRequest, tenant: str, approval: EventRecord | None) -> dict:
+        """On the loop: the approval (if any) and the hook's event in one request, and after a
+        BLOCK the blocked call's outcome. An ASK is remembered for the call's later hooks."""
+        integration, routed = hook.dialect.integration, hook.root_run_id
+        decided = await self._evaluator.evaluate(hook.events(approval), integration, tenant, routed)
+        if approval is not None and _action(decided[0]) == "reject":
+            # The daemon held no such ask (restarted without a state store, the ask timed out):
+            # nothing to settle, and the hook's own event was decided all the same.
+            log.info("hook approval not taken", extra={"tool_call_id": approval.tool_call_id,
+                                                       "error_code": decided[0].error_code})
+        verdict = decided[-1] if hook.event is not None else None
+        if verdict is None:
+            return answer(hook, None)
+        if hook.asked(verdict) and hook.run is not None:
+            self.asks.asked(tenant, hook.session_id, hook.run.run_id, hook.tool_call_id)
         blocked = hook.blocked_outcome(verdict)
         if blocked is not None:
-            await self._evaluator.evaluate(blocked, integration, tenant)
+            await self._evaluator.evaluate((blocked,), integration, tenant, routed)
         return answer(hook, verdict)
+
+
+def _action(verdict: VerdictLike) -> str:
+    return str(getattr(verdict.action, "value", verdict.action))
 
 
 class HooksListener:

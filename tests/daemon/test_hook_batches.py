@@ -131,9 +131,10 @@ class TestEndpoint:
             def __init__(self) -> None:
                 self.records = []
 
-            async def evaluate(self, record, integration, tenant):
-                self.records.append(record)
-                return types.SimpleNamespace(action="allow", message="", announce=False, error_code="")
+            async def evaluate(self, records, integration, tenant, routed):
+                self.records.extend(records)
+                return [types.SimpleNamespace(action="allow", message="", announce=False, error_code="")
+                        for _ in records]
 
         loop = asyncio.new_event_loop()
         runner = threading.Thread(target=loop.run_forever, daemon=True)

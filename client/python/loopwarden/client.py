@@ -271,11 +271,12 @@ class LoopwardenClient(_Verbs):
     def _send(self, event: pb.Event) -> Verdict:
         return self.evaluate([event])[0]
 
-    def check(self, event: pb.Event) -> Verdict:
-        """The unary Check RPC: the same decision without a stream."""
+    def check(self, event: pb.Event, *, routed: str = "") -> Verdict:
+        """The unary Check RPC: the same decision without a stream. `routed`: the run id for the
+        routing header, the run tree's root (default: the root this client learned for the run)."""
         try:
             response = self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout,
-                                        metadata=_routed(self._metadata, self._trees.learn(
+                                        metadata=_routed(self._metadata, routed or self._trees.learn(
                                             event.run_id, event.parent_run_id)))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None
@@ -406,10 +407,10 @@ class AsyncLoopwardenClient(_Verbs):
     async def _send(self, event: pb.Event) -> Verdict:
         return (await self.evaluate([event]))[0]
 
-    async def check(self, event: pb.Event) -> Verdict:
+    async def check(self, event: pb.Event, *, routed: str = "") -> Verdict:
         try:
             response = await self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout,
-                                              metadata=_routed(self._metadata, self._trees.learn(
+                                              metadata=_routed(self._metadata, routed or self._trees.learn(
                                             event.run_id, event.parent_run_id)))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None

@@ -1,10 +1,12 @@
 """Agent hooks (Claude Code, Codex): their payloads as loopwarden events, verdicts as their answers.
 
 `protocol` is the pure mapping; the daemon's HTTP endpoints and `loopwarden hook` (`cli`) share it.
+`asked_calls` remembers the command form's asked calls across its one-hook processes.
 """
 from .protocol import (
-    INTEGRATION_HEADER, Dialect, HookPayloadError, HookRequest, VerdictLike, answer, parse, unavailable_answer,
+    INTEGRATION_HEADER, Dialect, HookPayloadError, HookRequest, HookRun, VerdictLike, answer, child_run_id, parse,
+    unavailable_answer,
 )
 
-__all__ = ["INTEGRATION_HEADER", "Dialect", "HookPayloadError", "HookRequest", "VerdictLike", "answer", "parse",
-           "unavailable_answer"]
+__all__ = ["INTEGRATION_HEADER", "Dialect", "HookPayloadError", "HookRequest", "HookRun", "VerdictLike", "answer",
+           "child_run_id", "parse", "unavailable_answer"]

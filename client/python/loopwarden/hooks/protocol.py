@@ -20,6 +20,27 @@ carried along) is a `user_turn` of the session's run: the run starts fresh for l
 a call blocked before the prompt runs again after it. Its answer is always `{}` (loopwarden never
 holds up a prompt; an aborted run's next tool call is still denied).
 
+Claude Code's sub-agents are child runs (run trees): a hook input with `agent_id` (a call made
+inside a sub-agent) is an event of the run `<session_id>/<agent_id>` (`child_run_id`) whose
+`parent_run_id` is the session's run, so each sub-agent keeps its own history and a stuck one warns
+its parent (`child_stopped`). Claude Code's session ids are UUIDs (no "/"), so a child's run id is
+never another session's. The child's `session_id` field (logs and inspection only) carries the
+sub-agent's `agent_type`, the one thing its run id does not say; the config agent stays the hook's
+(`?agent=` / `--agent`) for the whole tree. `SubagentStart` creates the child (a `user_turn` of it:
+no tool call counted) and `SubagentStop` ends it (`run_end`); both are answered `{}`. Every event of
+a session is routed by the tree's root, the session's run (`HookRequest.root_run_id`).
+
+ASK: Claude Code can hold a call for the person (`permissionDecision: "ask"`), so its PreToolUse
+events carry `accepts_ask`; an ASK verdict is answered `permissionDecision: "ask"` with the
+verdict's message as `permissionDecisionReason` (shown in the prompt). Codex has no ask: its events
+never carry `accepts_ask`. The person's answer is no hook of its own: the asked call's later
+`PostToolUse` (or `PostToolUseFailure`: it ran) means "approved once", and `PermissionDenied` (a
+denial Claude Code reports: auto mode, dontAsk, a headless session's unanswerable ask) "denied".
+Which calls were asked needs memory across hooks, so the caller keeps it (the daemon's endpoint in
+memory, `loopwarden hook` on disk) and asks `HookRequest.approval` for the event to send ahead of
+the hook's own; an interactive "No" reaches no hook, and the daemon's
+`loopwarden.askTimeoutSeconds` counts the unanswered ask as a denial.
+
 Both hosts:
 
 - run the call unless a hook denies it, so an ALLOW answers `{}`: loopwarden never says
@@ -29,6 +50,7 @@ Both hosts:
 - take `permissionDecision: "deny"` with `permissionDecisionReason` as a denied call whose reason
   the model reads: that is a BLOCK, and the blocked call is reported as its own outcome, as the
   tool guard does;
+- take `permissionDecision: "ask"` (Claude Code only) as "ask the person before running it": ASK;
 - stop the session on `continue: false` with a `stopReason`. Codex refuses `continue`/`stopReason`
   in a PreToolUse answer (the whole answer would be dropped as invalid), so an ABORT there only
   denies the call; every later call of the run is denied the same way, and the PostToolUse that
@@ -84,14 +106,39 @@ POST_TOOL_BATCH = "PostToolBatch"
 PRE_COMPACT = "PreCompact"
 SESSION_END = "SessionEnd"
 USER_PROMPT_SUBMIT = "UserPromptSubmit"
+SUBAGENT_START = "SubagentStart"
+SUBAGENT_STOP = "SubagentStop"
+PERMISSION_DENIED = "PermissionDenied"
 
-# The hook events each host has that loopwarden reads (Codex has no failure event, no batch end and
-# no session end).
+# The hook events each host has that loopwarden reads (Codex has no failure event, no batch end,
+# no session end, no sub-agents and no ask).
 _EVENTS = {
     Dialect.CLAUDE_CODE: frozenset({PRE_TOOL_USE, POST_TOOL_USE, POST_TOOL_USE_FAILURE, POST_TOOL_BATCH, PRE_COMPACT,
-                                    SESSION_END, USER_PROMPT_SUBMIT}),
+                                    SESSION_END, USER_PROMPT_SUBMIT, SUBAGENT_START, SUBAGENT_STOP,
+                                    PERMISSION_DENIED}),
     Dialect.CODEX: frozenset({PRE_TOOL_USE, POST_TOOL_USE, PRE_COMPACT}),
 }
+# Hooks after which an asked call is settled: it ran (the person approved it), or it was denied.
+_SETTLES_ASK = {POST_TOOL_USE: True, POST_TOOL_USE_FAILURE: True, PERMISSION_DENIED: False}
+
+
+def child_run_id(session_id: str, agent_id: str) -> str:
+    """The run of a Claude Code sub-agent: a child of the session's run."""
+    return f"{session_id}/{agent_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class HookRun:
+    """The run a hook belongs to: the session's, or a sub-agent's child run of it."""
+
+    run_id: str
+    parent_run_id: str = ""
+    agent_id: str = ""  # the config agent (the hook's ?agent= / --agent)
+    session_id: str = ""  # Event.session_id: the session id; a sub-agent's agent_type
+
+    def event(self, kind: EventKind, **fields: Any) -> EventRecord:
+        return EventRecord(kind, run_id=self.run_id, parent_run_id=self.parent_run_id, agent_id=self.agent_id,
+                           session_id=self.session_id, **fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +152,46 @@ class HookRequest:
     event: EventRecord | None = None
     session_id: str = ""
     subagent: str = ""
+    run: HookRun | None = None  # the run of the hook's event (None: a hook of no run)
+    tool_call_id: str = ""  # a tool hook's tool_use_id
 
     @property
     def before_tool(self) -> bool:
         return self.hook_event_name == PRE_TOOL_USE
+
+    @property
+    def root_run_id(self) -> str:
+        """The run tree's root, the session's run: the routing header of all the session's events."""
+        return self.session_id
+
+    @property
+    def ends_subagent(self) -> bool:
+        return self.hook_event_name == SUBAGENT_STOP and self.event is not None
+
+    @property
+    def settles_ask(self) -> bool | None:
+        """After this hook an asked call of its tool_use_id is settled: True (it ran: approved),
+        False (denied), None (this hook says nothing about it)."""
+        if self.dialect is not Dialect.CLAUDE_CODE or not self.tool_call_id or self.run is None:
+            return None  # Codex is never asked
+        return _SETTLES_ASK.get(self.hook_event_name)
+
+    def asked(self, verdict: VerdictLike) -> bool:
+        """The verdict on this PreToolUse holds the call for the person: remember its tool_use_id,
+        whose later PostToolUse or PermissionDenied is the person's answer."""
+        return self.before_tool and bool(self.tool_call_id) and _action(verdict) == "ask"
+
+    def approval(self, approved: bool) -> EventRecord:
+        """The approval event of this hook's asked call (once: the next critical asks again), to be
+        sent ahead of the hook's own event."""
+        if self.run is None or not self.tool_call_id:
+            raise ValueError(f"{self.hook_event_name} names no call to approve")
+        return self.run.event(EventKind.APPROVAL, tool_call_id=self.tool_call_id, approved=approved, scope="once")
+
+    def events(self, approval: EventRecord | None = None) -> tuple[EventRecord, ...]:
+        """What to send for this hook, in order: the asked call's approval (when the caller knows
+        the call was asked), then the hook's own event."""
+        return tuple(event for event in (approval, self.event) if event is not None)
 
     @property
     def ends_batch(self) -> bool:
@@ -133,9 +216,10 @@ class HookRequest:
         from ..runner import blocked_tool_result  # the one spelling of the blocked result
 
         call = self.event
-        return EventRecord(EventKind.TOOL_OUTCOME, run_id=call.run_id, agent_id=call.agent_id,
-                           session_id=call.session_id, tool_name=call.tool_name, tool_call_id=call.tool_call_id,
-                           params_json=call.params_json, result_json=json_text(blocked_tool_result(verdict)))
+        return EventRecord(EventKind.TOOL_OUTCOME, run_id=call.run_id, parent_run_id=call.parent_run_id,
+                           agent_id=call.agent_id, session_id=call.session_id, tool_name=call.tool_name,
+                           tool_call_id=call.tool_call_id, params_json=call.params_json,
+                           result_json=json_text(blocked_tool_result(verdict)))
 
 
 def _string(payload: Mapping[str, Any], key: str, *, required: bool = True) -> str:
@@ -148,8 +232,32 @@ def _string(payload: Mapping[str, Any], key: str, *, required: bool = True) -> s
     return value
 
 
+def _duration_ms(payload: Mapping[str, Any]) -> int:
+    """Claude Code's optional `duration_ms` of a finished call (ToolOutcome.duration_ms)."""
+    value = payload.get("duration_ms")
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2**63:
+        raise HookPayloadError(f"duration_ms must be a non-negative number of milliseconds, got {value!r}")
+    return round(value)
+
+
+def _run(dialect: Dialect, payload: Mapping[str, Any], name: str, session_id: str, agent_id: str) -> HookRun:
+    """The session's run, or for a sub-agent's hook (Claude Code's `agent_id`) its child run.
+    SessionEnd ends the session, whoever sends it."""
+    subagent = _string(payload, "agent_id", required=False) if dialect is Dialect.CLAUDE_CODE else ""
+    if name in (SUBAGENT_START, SUBAGENT_STOP) and not subagent.strip():
+        raise HookPayloadError(f"agent_id must not be blank in {name}: it names the sub-agent")
+    if not subagent.strip() or name == SESSION_END:
+        return HookRun(session_id, agent_id=agent_id, session_id=session_id)
+    agent_type = _string(payload, "agent_type", required=False)
+    return HookRun(child_run_id(session_id, subagent), parent_run_id=session_id, agent_id=agent_id,
+                   session_id=agent_type or session_id)
+
+
 def parse(dialect: Dialect, payload: Any, *, agent_id: str = "") -> HookRequest:
-    """Read one hook input (the decoded JSON). The run is the hook's `session_id`.
+    """Read one hook input (the decoded JSON). The run is the hook's `session_id`, or a
+    sub-agent's child run of it.
 
     HookPayloadError names the field when a mapped event lacks what its host always sends."""
     if not isinstance(payload, Mapping):
@@ -160,28 +268,37 @@ def parse(dialect: Dialect, payload: Any, *, agent_id: str = "") -> HookRequest:
     session_id = _string(payload, "session_id")
     if not session_id.strip():
         raise HookPayloadError("session_id must not be blank: it names the run")
-    common = {"run_id": session_id, "agent_id": agent_id, "session_id": session_id}
+    run = _run(dialect, payload, name, session_id, agent_id)
     subagent = _string(payload, "agent_id", required=False) if dialect is Dialect.CLAUDE_CODE else ""
-    scope = {"session_id": session_id, "subagent": subagent}
+    scope = {"session_id": session_id, "subagent": subagent, "run": run}
     if name == POST_TOOL_BATCH:
         return HookRequest(dialect, name, **scope)
     if name == PRE_COMPACT:
-        return HookRequest(dialect, name, EventRecord(EventKind.COMPACTION_RETRY, **common), **scope)
-    if name == SESSION_END:
-        return HookRequest(dialect, name, EventRecord(EventKind.RUN_END, **common), **scope)
+        return HookRequest(dialect, name, run.event(EventKind.COMPACTION_RETRY), **scope)
+    if name in (SESSION_END, SUBAGENT_STOP):
+        return HookRequest(dialect, name, run.event(EventKind.RUN_END), **scope)
+    if name == SUBAGENT_START:
+        # Creates the child run (its parent set) without counting a tool call; a sub-agent started
+        # again under the same agent_id gets a new instruction, which a user turn is.
+        return HookRequest(dialect, name, run.event(EventKind.USER_TURN), **scope)
     if name == USER_PROMPT_SUBMIT:
         prompt_id = _string(payload, "prompt_id", required=False)
-        return HookRequest(dialect, name, EventRecord(EventKind.USER_TURN, **common, prompt_id=prompt_id), **scope)
-    tool = {"tool_name": _string(payload, "tool_name"),
-            "tool_call_id": _string(payload, "tool_use_id", required=False),
+        return HookRequest(dialect, name, run.event(EventKind.USER_TURN, prompt_id=prompt_id), **scope)
+    tool_call_id = _string(payload, "tool_use_id", required=False)
+    scope["tool_call_id"] = tool_call_id
+    if name == PERMISSION_DENIED:
+        return HookRequest(dialect, name, **scope)  # an approval, when the call was asked; else nothing
+    tool = {"tool_name": _string(payload, "tool_name"), "tool_call_id": tool_call_id,
             "params_json": json_text(payload.get("tool_input", {}))}
     if name == PRE_TOOL_USE:
-        return HookRequest(dialect, name, EventRecord(EventKind.TOOL_CALL, **common, **tool), **scope)
+        accepts_ask = dialect is Dialect.CLAUDE_CODE  # Claude Code can ask the person; Codex cannot
+        return HookRequest(dialect, name, run.event(EventKind.TOOL_CALL, **tool, accepts_ask=accepts_ask), **scope)
+    duration_ms = _duration_ms(payload)
     if name == POST_TOOL_USE:
-        return HookRequest(dialect, name, EventRecord(EventKind.TOOL_OUTCOME, **common, **tool,
-                                                      result_json=json_text(payload.get("tool_response"))), **scope)
-    return HookRequest(dialect, name, EventRecord(EventKind.TOOL_OUTCOME, **common, **tool,
-                                                  error=_string(payload, "error")), **scope)
+        return HookRequest(dialect, name, run.event(EventKind.TOOL_OUTCOME, **tool, duration_ms=duration_ms,
+                                                    result_json=json_text(payload.get("tool_response"))), **scope)
+    return HookRequest(dialect, name, run.event(EventKind.TOOL_OUTCOME, **tool, duration_ms=duration_ms,
+                                                error=_string(payload, "error")), **scope)
 
 
 def _action(verdict: VerdictLike) -> str:
@@ -200,16 +317,28 @@ def _deny(reason: str) -> dict[str, Any]:
     return {"hookEventName": PRE_TOOL_USE, "permissionDecision": "deny", "permissionDecisionReason": reason}
 
 
-def answer(request: HookRequest, verdict: VerdictLike) -> dict[str, Any]:
-    """The hook's JSON output for the verdict on `request.event`."""
+def answer(request: HookRequest, verdict: VerdictLike | None) -> dict[str, Any]:
+    """The hook's JSON output for the verdict on `request.event` (None: the hook had no event)."""
+    if verdict is None or request.hook_event_name in (USER_PROMPT_SUBMIT, SUBAGENT_STOP, PERMISSION_DENIED):
+        # A new prompt is never held up (an aborted run's next call is denied); a sub-agent is
+        # never kept running; a denial is only reported.
+        return {}
     action = _action(verdict)
     message = _message(verdict)
-    if request.hook_event_name == USER_PROMPT_SUBMIT:
-        return {}  # a new prompt is never held up (an aborted run's next call is denied)
+    if request.hook_event_name == SUBAGENT_START:
+        # The child was refused (tree_too_deep, too_many_children): the sub-agent is told at once;
+        # its calls are denied.
+        if action != "abort":
+            return {}
+        return {"hookSpecificOutput": {"hookEventName": SUBAGENT_START, "additionalContext": message},
+                "systemMessage": f"loopwarden: {message}"}
     if not request.before_tool:
         # PostToolUse(Failure), PreCompact: only an ABORT has something to say.
         return {"continue": False, "stopReason": message} if action == "abort" else {}
-    if action == "block":
+    if action == "ask" and request.dialect is Dialect.CLAUDE_CODE:
+        return {"hookSpecificOutput": {"hookEventName": PRE_TOOL_USE, "permissionDecision": "ask",
+                                       "permissionDecisionReason": message}}
+    if action in ("block", "ask"):  # an ASK where the host cannot ask is the BLOCK it stands for
         return {"hookSpecificOutput": _deny(message)}
     if action == "abort":
         if request.dialect is Dialect.CODEX:
@@ -219,6 +348,15 @@ def answer(request: HookRequest, verdict: VerdictLike) -> dict[str, Any]:
         return {"hookSpecificOutput": {"hookEventName": PRE_TOOL_USE, "additionalContext": message},
                 "systemMessage": f"loopwarden: {message}"}
     return {}  # ALLOW, an unannounced WARN, a REJECT (the call runs unguarded)
+
+
+def unremembered_ask_answer(verdict: VerdictLike, reason: str) -> dict[str, Any]:
+    """The answer to an ASK whose call cannot be remembered for the person's answer (the command
+    form's state dir is unusable): the call is denied, as it would be without ASK, since an
+    approval that could not be reported would later count as a denial anyway."""
+    return {"hookSpecificOutput": _deny(
+        f"{_message(verdict)} (loopwarden could not keep this question open for you: {reason}; the call was "
+        "denied instead)")}
 
 
 def unavailable_answer(request: HookRequest, reason: str, *, fail_closed: bool) -> dict[str, Any]:

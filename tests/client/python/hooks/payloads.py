@@ -58,6 +58,29 @@ def claude_user_prompt_submit(session_id: str, prompt: str, prompt_id: str | Non
     return body if prompt_id is None else {**body, "prompt_id": prompt_id}
 
 
+def in_subagent(payload: dict[str, Any], agent_id: str, agent_type: str = "general-purpose") -> dict[str, Any]:
+    """A hook input as Claude Code sends it from inside a sub-agent (BaseHookInput's agent_id/agent_type)."""
+    return {**payload, "agent_id": agent_id, "agent_type": agent_type}
+
+
+def claude_subagent_start(session_id: str, agent_id: str, agent_type: str = "general-purpose") -> dict[str, Any]:
+    return {**_claude_base(session_id, "SubagentStart"), "agent_id": agent_id, "agent_type": agent_type}
+
+
+def claude_subagent_stop(session_id: str, agent_id: str, agent_type: str = "general-purpose") -> dict[str, Any]:
+    return {**_claude_base(session_id, "SubagentStop"), "stop_hook_active": False, "agent_id": agent_id,
+            "agent_transcript_path": f"/home/dev/.claude/projects/demo/{session_id}/subagents/{agent_id}.jsonl",
+            "agent_type": agent_type, "last_assistant_message": "Done."}
+
+
+def claude_permission_denied(session_id: str, tool_use_id: str, command: str = COMMAND,
+                             reason: str = "The user denied this action") -> dict[str, Any]:
+    """A denied call (auto mode, dontAsk, a headless session's unanswerable ask)."""
+    return {**_claude_base(session_id, "PermissionDenied"), "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "List the files"}, "tool_use_id": tool_use_id,
+            "reason": reason}
+
+
 def claude_session_start(session_id: str) -> dict[str, Any]:
     """An event loopwarden does not map: answered with the empty answer."""
     return {**_claude_base(session_id, "SessionStart"), "source": "startup", "model": "claude-sonnet-4-5"}

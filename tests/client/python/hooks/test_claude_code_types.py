@@ -18,6 +18,7 @@ import pytest
 
 from loopwarden import Action, Verdict
 from loopwarden.hooks import Dialect, answer, parse, unavailable_answer
+from loopwarden.hooks.protocol import unremembered_ask_answer
 
 from . import payloads
 
@@ -37,7 +38,11 @@ INPUTS = {
     "UserPromptSubmitHookInput": [payloads.claude_user_prompt_submit("s-1", "run the tests", "prompt-1"),
                                   payloads.claude_user_prompt_submit("s-1", "again")],
     "SessionStartHookInput": [payloads.claude_session_start("s-1")],
+    "SubagentStartHookInput": [payloads.claude_subagent_start("s-1", "a1", "Explore")],
+    "SubagentStopHookInput": [payloads.claude_subagent_stop("s-1", "a1", "Explore")],
+    "PermissionDeniedHookInput": [payloads.claude_permission_denied("s-1", "toolu_1")],
 }
+INPUTS["PreToolUseHookInput"].append(payloads.in_subagent(payloads.claude_pre_tool_use("s-1", "toolu_2"), "a1"))
 
 
 def _answers() -> list[dict]:
@@ -50,6 +55,10 @@ def _answers() -> list[dict]:
                                                    announce=announce, error_code="compaction_loop_persisted")))
         for fail_closed in (False, True):
             out.append(unavailable_answer(request, "loopwarden is busy", fail_closed=fail_closed))
+    start = parse(Dialect.CLAUDE_CODE, payloads.claude_subagent_start("s-1", "a1"))
+    out.append(answer(start, Verdict(0, "s-1/a1", Action.ABORT, message="too many children",
+                                     error_code="too_many_children")))
+    out.append(unremembered_ask_answer(Verdict(0, "s-1", Action.ASK, message="ask"), "no state dir"))
     return out
 
 

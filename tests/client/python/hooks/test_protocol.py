@@ -173,3 +173,151 @@ class TestAnswers:
         assert "hookSpecificOutput" not in opened and "loopwarden is busy" in opened["systemMessage"]
         assert "deny" == closed["hookSpecificOutput"]["permissionDecision"]
         assert {} == unavailable_answer(self.post, "loopwarden is busy", fail_closed=True)
+
+
+class TestSubagents:
+    """Claude Code's sub-agents (`agent_id`) are child runs of the session's run (issue 25, item 5)."""
+
+    def test_a_subagents_call_is_an_event_of_its_child_run(self):
+        request = parse(Dialect.CLAUDE_CODE, payloads.in_subagent(payloads.claude_pre_tool_use("sess-1", "toolu_1"),
+                                                                  "a1", "Explore"), agent_id="coder")
+
+        event = request.event
+        assert ("sess-1/a1", "sess-1", "coder", "Explore") == (
+            event.run_id, event.parent_run_id, event.agent_id, event.session_id)
+        assert "sess-1" == request.root_run_id, "every event of the session is routed by its root"
+
+    def test_the_main_threads_call_is_the_sessions_root_run(self):
+        """No agent_id: the session's run, no parent; agent_type alone (claude --agent) changes nothing."""
+        body = {**payloads.claude_pre_tool_use("sess-1", "toolu_1"), "agent_type": "reviewer"}
+        event = parse(Dialect.CLAUDE_CODE, body).event
+
+        assert ("sess-1", "", "sess-1") == (event.run_id, event.parent_run_id, event.session_id)
+
+    @pytest.mark.parametrize("build", [
+        lambda: payloads.claude_post_tool_use("s", "toolu_1"),
+        lambda: payloads.claude_post_tool_use_failure("s", "toolu_1", "exit 1"),
+        lambda: payloads.claude_pre_compact("s"),
+    ])
+    def test_every_event_of_a_subagent_goes_to_its_child_run(self, build):
+        event = parse(Dialect.CLAUDE_CODE, payloads.in_subagent(build(), "a2")).event
+
+        assert ("s/a2", "s") == (event.run_id, event.parent_run_id)
+
+    def test_subagent_start_creates_the_child_without_a_tool_call(self):
+        request = parse(Dialect.CLAUDE_CODE, payloads.claude_subagent_start("s", "a1", "Explore"))
+
+        event = request.event
+        assert (EventKind.USER_TURN, "s/a1", "s", "Explore") == (
+            event.kind, event.run_id, event.parent_run_id, event.session_id)
+        assert {} == answer(request, verdict(Action.ALLOW))
+
+    def test_a_refused_child_is_told_at_its_start(self):
+        """tree_too_deep / too_many_children: the sub-agent's start carries the reason to it and the user."""
+        request = parse(Dialect.CLAUDE_CODE, payloads.claude_subagent_start("s", "a1"))
+
+        result = answer(request, verdict(Action.ABORT, "CRITICAL: too many children", error_code="too_many_children"))
+
+        assert {"hookEventName": "SubagentStart",
+                "additionalContext": "CRITICAL: too many children (too_many_children)"} == result["hookSpecificOutput"]
+        assert "continue" not in result, "a refused child never stops the session"
+
+    def test_subagent_stop_ends_the_child_run_and_never_keeps_it_running(self):
+        request = parse(Dialect.CLAUDE_CODE, payloads.claude_subagent_stop("s", "a1"))
+
+        assert (EventKind.RUN_END, "s/a1", "s", True) == (
+            request.event.kind, request.event.run_id, request.event.parent_run_id, request.ends_subagent)
+        assert {} == answer(request, verdict(Action.ABORT, ABORT, error_code="tool_loop_persisted"))
+
+    def test_session_end_ends_the_root_even_from_a_subagent(self):
+        event = parse(Dialect.CLAUDE_CODE, payloads.in_subagent(payloads.claude_session_end("s"), "a1")).event
+
+        assert (EventKind.RUN_END, "s", "") == (event.kind, event.run_id, event.parent_run_id)
+
+    @pytest.mark.parametrize("build", [payloads.claude_subagent_start, payloads.claude_subagent_stop])
+    def test_a_subagent_hook_without_its_agent_id_names_the_field(self, build):
+        with pytest.raises(HookPayloadError, match="agent_id"):
+            parse(Dialect.CLAUDE_CODE, {**build("s", "a1"), "agent_id": " "})
+
+    def test_codex_has_no_subagents(self):
+        """Codex's hooks are the session's run whatever they carry; its SubagentStart is unmapped."""
+        event = parse(Dialect.CODEX, {**payloads.codex_pre_tool_use("s", "c1"), "agent_id": "a1"}).event
+
+        assert ("s", "") == (event.run_id, event.parent_run_id)
+        assert parse(Dialect.CODEX, payloads.claude_subagent_start("s", "a1")).event is None
+
+    def test_a_finished_calls_duration_is_carried(self):
+        """PostToolUse's duration_ms is ToolOutcome.duration_ms (budgets.toolSecondsPerTree)."""
+        assert 12 == parse(Dialect.CLAUDE_CODE, payloads.claude_post_tool_use("s", "t")).event.duration_ms
+        with pytest.raises(HookPayloadError, match="duration_ms"):
+            parse(Dialect.CLAUDE_CODE, {**payloads.claude_post_tool_use("s", "t"), "duration_ms": -1})
+
+
+ASK = "CRITICAL: Bash was called 20 times with identical arguments. A person must decide whether this call runs."
+
+
+class TestAsk:
+    pre = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "toolu_1"))
+
+    def test_claude_code_calls_accept_ask_and_codex_calls_do_not(self):
+        assert self.pre.event.accepts_ask
+        assert not parse(Dialect.CODEX, payloads.codex_pre_tool_use("s", "c1")).event.accepts_ask
+        assert not parse(Dialect.CLAUDE_CODE, payloads.claude_post_tool_use("s", "toolu_1")).event.accepts_ask
+
+    def test_ask_is_permission_decision_ask_with_the_message(self):
+        result = answer(self.pre, verdict(Action.ASK, ASK, announce=True))
+
+        assert {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask",
+                                       "permissionDecisionReason": ASK}} == result
+        assert self.pre.asked(verdict(Action.ASK, ASK))
+        assert not self.pre.asked(verdict(Action.BLOCK, BLOCK))
+        assert self.pre.blocked_outcome(verdict(Action.ASK, ASK)) is None, "an asked call is not a blocked one"
+
+    def test_an_ask_where_the_host_cannot_ask_is_a_deny(self):
+        codex = parse(Dialect.CODEX, payloads.codex_pre_tool_use("s", "c1"))
+
+        assert "deny" == answer(codex, verdict(Action.ASK, ASK))["hookSpecificOutput"]["permissionDecision"]
+
+    def test_the_asked_calls_post_tool_use_is_an_approval_once_ahead_of_its_outcome(self):
+        post = parse(Dialect.CLAUDE_CODE, payloads.in_subagent(payloads.claude_post_tool_use("s", "toolu_1"), "a1"))
+
+        assert True is post.settles_ask
+        approval, outcome = post.events(post.approval(True))
+        assert (EventKind.APPROVAL, "s/a1", "s", "toolu_1", True, "once") == (
+            approval.kind, approval.run_id, approval.parent_run_id, approval.tool_call_id, approval.approved,
+            approval.scope)
+        assert EventKind.TOOL_OUTCOME == outcome.kind
+        assert (outcome,) == post.events(), "without an ask, only the outcome"
+
+    def test_a_failed_asked_call_ran_so_it_was_approved(self):
+        assert True is parse(Dialect.CLAUDE_CODE, payloads.claude_post_tool_use_failure("s", "t", "x")).settles_ask
+
+    def test_permission_denied_is_a_denial_and_nothing_else(self):
+        denied = parse(Dialect.CLAUDE_CODE, payloads.claude_permission_denied("s", "toolu_1"))
+
+        assert (None, False) == (denied.event, denied.settles_ask)
+        (approval,) = denied.events(denied.approval(False))
+        assert (EventKind.APPROVAL, "s", "toolu_1", False) == (
+            approval.kind, approval.run_id, approval.tool_call_id, approval.approved)
+        assert () == denied.events()
+        assert {} == answer(denied, None)
+
+    def test_other_hooks_settle_nothing(self):
+        for body in (payloads.claude_pre_tool_use("s", "t"), payloads.claude_pre_compact("s"),
+                     payloads.claude_user_prompt_submit("s", "x")):
+            assert parse(Dialect.CLAUDE_CODE, body).settles_ask is None
+        assert parse(Dialect.CODEX, payloads.codex_post_tool_use("s", "c1")).settles_ask is None, "Codex never asks"
+
+    def test_the_approval_travels_as_the_contracts_approval_event(self):
+        from loopwarden._wire import event_from_record
+        from loopwarden.v1 import loopwarden_pb2 as pb
+
+        post = parse(Dialect.CLAUDE_CODE, payloads.in_subagent(payloads.claude_post_tool_use("s", "toolu_1"), "a1"))
+        approval, outcome = (event_from_record(r) for r in post.events(post.approval(True)))
+        call = event_from_record(parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "t")).event)
+
+        assert ("approval", "toolu_1", True, pb.APPROVAL_SCOPE_ONCE, "s") == (
+            approval.WhichOneof("kind"), approval.approval.tool_call_id, approval.approval.approved,
+            approval.approval.scope, approval.parent_run_id)
+        assert (12, "s") == (outcome.tool_outcome.duration_ms, outcome.parent_run_id)
+        assert call.accepts_ask

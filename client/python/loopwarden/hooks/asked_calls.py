@@ -1,0 +1,83 @@
+"""Which of Claude Code's calls were held for the person (answered `permissionDecision: "ask"`), for
+the command form (`loopwarden hook`), which runs once per hook and so keeps them on disk.
+
+The person's answer comes back only as a later hook of the same `tool_use_id` (PostToolUse: it ran,
+approved; PermissionDenied: denied), and the approval must go to the daemon then: so the process
+that answered ASK leaves a marker file, and the process of the later hook removes it. Removing is
+the test: `os.unlink` succeeds for exactly one process, so an approval is sent once, and a call that
+was never asked sends nothing (no REJECT `no_pending_ask`, no extra request per outcome).
+
+One empty file per asked call, named by a digest of (daemon address, run id, tool_use_id), in
+`$LOOPWARDEN_HOOK_STATE_DIR`, else `$XDG_STATE_HOME/loopwarden/hook-asks`, else
+`~/.local/state/loopwarden/hook-asks`. Bounded: markers older than MAX_AGE_SECONDS (long past
+any ask timeout) and the oldest beyond MAX_MARKERS go when a new one is written. Asks are rare, so
+that scan is too.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import time
+
+MAX_MARKERS = 1_000
+MAX_AGE_SECONDS = 24 * 3600.0
+STATE_DIR_ENV = "LOOPWARDEN_HOOK_STATE_DIR"
+
+
+def default_state_dir() -> pathlib.Path:
+    explicit = os.environ.get(STATE_DIR_ENV)
+    if explicit:
+        return pathlib.Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return pathlib.Path(base) / "loopwarden" / "hook-asks"
+
+
+class AskedCallFiles:
+    """Asked calls as marker files in `directory` (created on first use, private to the user)."""
+
+    def __init__(self, directory: pathlib.Path, *, max_markers: int = MAX_MARKERS,
+                 max_age_seconds: float = MAX_AGE_SECONDS, clock=time.time) -> None:
+        self._directory = directory
+        self._max_markers = max_markers
+        self._max_age = max_age_seconds
+        self._clock = clock
+
+    def _marker(self, scope: str, run_id: str, tool_call_id: str) -> pathlib.Path:
+        digest = hashlib.sha256("\0".join((scope, run_id, tool_call_id)).encode("utf-8", "surrogatepass"))
+        return self._directory / f"{digest.hexdigest()}.ask"
+
+    def asked(self, scope: str, run_id: str, tool_call_id: str) -> None:
+        """Remember an asked call. OSError when it cannot be remembered (the caller must then not
+        ask: the person's approval would be lost)."""
+        self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        marker = self._marker(scope, run_id, tool_call_id)
+        marker.touch()
+        now = self._clock()
+        os.utime(marker, (now, now))  # its age, by the clock the pruning reads
+        self._prune()
+
+    def settle(self, scope: str, run_id: str, tool_call_id: str) -> bool:
+        """Forget the call; True when it had been asked (and not yet settled)."""
+        try:
+            self._marker(scope, run_id, tool_call_id).unlink()
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return False  # an unreadable state dir: this process cannot have recorded an ask either
+        return True
+
+    def _prune(self) -> None:
+        markers = []
+        for path in self._directory.glob("*.ask"):
+            try:
+                markers.append((path.stat().st_mtime, path))
+            except OSError:
+                continue  # settled meanwhile
+        markers.sort()
+        cutoff = self._clock() - self._max_age
+        excess = len(markers) - self._max_markers
+        for index, (mtime, path) in enumerate(markers):
+            if mtime >= cutoff and index >= excess:
+                break
+            path.unlink(missing_ok=True)

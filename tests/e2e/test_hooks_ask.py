@@ -1,0 +1,146 @@
+"""ASK through the real daemon's Claude Code hook endpoint and the command form, under
+`loopwarden.onCritical: "ask"` (issue 25, item 5): the 21st identical call is answered
+`permissionDecision: "ask"`; its PostToolUse (the person approved, the call ran) is sent as an
+approval-once, so the next identical call asks again; a PermissionDenied of an asked call is a
+denial, after which the pattern is denied. Codex cannot ask: the same loop there is denied.
+
+These await the ASK work (`ask`): without `onCritical` the daemon does not start on this config.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.client.python.hooks import payloads
+from tests.e2e.test_hooks_http import (
+    CRITICAL, claude_code_sender, claude_loop, codex_loop, hook_command, hooks_address, post,
+)
+from tests.support.metrics import delta
+
+CONFIG = '{loopwarden: {onCritical: "ask"}}'
+
+
+@pytest.fixture(scope="module")
+def daemon_config() -> str:
+    return CONFIG
+
+
+@pytest.fixture(scope="module")
+def daemon_args() -> tuple[str, ...]:
+    return ("--hooks-listen", "127.0.0.1:0", "--hooks-agent", "")
+
+
+@pytest.fixture
+def send(daemon):
+    return claude_code_sender(daemon)
+
+
+def decision(answer: dict) -> str:
+    return answer.get("hookSpecificOutput", {}).get("permissionDecision", "")
+
+
+def test_the_21st_identical_call_is_asked_with_the_reason(send, run_id):
+    answers = claude_loop(send, run_id)
+
+    assert [""] * CRITICAL + ["ask"] == [decision(a) for a in answers]
+    asked = answers[-1]["hookSpecificOutput"]
+    assert "PreToolUse" == asked["hookEventName"] and asked["permissionDecisionReason"]
+    assert {"continue", "stopReason"}.isdisjoint(answers[-1]), "an ask never stops the session"
+
+
+def test_an_approved_call_asks_again_next_time_and_a_denial_then_denies(send, run_id):
+    answers = claude_loop(send, run_id)  # the 21st was asked; claude_loop sent no PostToolUse for it
+    assert "ask" == decision(answers[-1])
+
+    assert {} == send(payloads.claude_post_tool_use(run_id, f"toolu_{CRITICAL + 1}"))  # approved once: it ran
+    again = send(payloads.claude_pre_tool_use(run_id, "toolu_again"))
+    assert "ask" == decision(again), "approval once: the next critical of the pattern asks again"
+
+    assert {} == send(payloads.claude_permission_denied(run_id, "toolu_again"))
+    after = send(payloads.claude_pre_tool_use(run_id, "toolu_after"))
+    assert "deny" == decision(after), "after a denial the pattern's criticals are denied"
+
+
+def test_a_stuck_subagent_is_asked_too(send, run_id):
+    answers = []
+    for index in range(1, CRITICAL + 2):
+        answers.append(send(payloads.in_subagent(payloads.claude_pre_tool_use(run_id, f"toolu_{index}"), "a1")))
+        if not decision(answers[-1]):
+            send(payloads.in_subagent(payloads.claude_post_tool_use(run_id, f"toolu_{index}"), "a1"))
+
+    assert "ask" == decision(answers[-1])
+
+
+def test_codex_cannot_ask_so_its_loop_is_denied(daemon, run_id):
+    address = hooks_address(daemon)
+
+    answers = codex_loop(lambda body: post(address, "/v1/hooks/codex", body)[1], run_id)
+
+    assert "deny" == decision(answers[-1])
+
+
+def test_the_command_form_remembers_its_asks_across_processes(daemon, send, run_id, tmp_path):
+    """One process per hook: the PreToolUse answered ASK leaves a marker in the state dir, the
+    PermissionDenied of that call (another process) sends the denial, so the next call is denied."""
+    state = ("--address", daemon.grpc_target)
+    env_dir = tmp_path / "hook-state"
+
+    def command(body):
+        import os
+        import subprocess
+        import sys
+
+        done = subprocess.run([sys.executable, "-m", "loopwarden", "hook", "claude-code", *state],
+                              input=json.dumps(body), capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "LOOPWARDEN_HOOK_STATE_DIR": str(env_dir)})
+        assert (0, "") == (done.returncode, done.stderr)
+        return json.loads(done.stdout)
+
+    for index in range(1, CRITICAL + 1):  # 20 calls through the endpoint: the same run
+        send(payloads.claude_pre_tool_use(run_id, f"toolu_{index}"))
+        send(payloads.claude_post_tool_use(run_id, f"toolu_{index}"))
+
+    asked = command(payloads.claude_pre_tool_use(run_id, "toolu_21"))
+    assert "ask" == decision(asked)
+    assert 1 == len(list(env_dir.glob("*.ask")))
+    assert {} == command(payloads.claude_post_tool_use(run_id, "toolu_21"))  # approved once
+    assert [] == list(env_dir.glob("*.ask"))
+
+    assert "ask" == decision(command(payloads.claude_pre_tool_use(run_id, "toolu_22")))
+    assert {} == command(payloads.claude_permission_denied(run_id, "toolu_22"))
+    assert "deny" == decision(command(payloads.claude_pre_tool_use(run_id, "toolu_23")))
+
+
+def test_a_post_tool_use_of_a_call_never_asked_sends_no_approval(daemon, run_id):
+    """No marker, no approval: no REJECT no_pending_ask counted for an ordinary outcome."""
+    before = daemon.scrape()
+    code, out, err = hook_command(daemon, "claude-code", payloads.claude_post_tool_use(run_id, "toolu_1"))
+    after = daemon.scrape()
+
+    assert (0, {}) == (code, json.loads(out)), err
+    assert 0 == delta(before, after, "loopwarden_rejected_events_total", error_code="no_pending_ask")
+
+
+def test_the_command_form_denies_an_ask_it_cannot_remember(daemon, send, run_id, tmp_path):
+    """A state dir that cannot be written: the approval could not be reported, so the call is
+    denied instead of asked, and the reason says so."""
+    import os
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    for index in range(1, CRITICAL + 1):
+        send(payloads.claude_pre_tool_use(run_id, f"toolu_{index}"))
+        send(payloads.claude_post_tool_use(run_id, f"toolu_{index}"))
+
+    done = subprocess.run([sys.executable, "-m", "loopwarden", "hook", "claude-code", "--address", daemon.grpc_target],
+                          input=json.dumps(payloads.claude_pre_tool_use(run_id, "toolu_21")), capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "LOOPWARDEN_HOOK_STATE_DIR": str(blocker / "asks")})
+
+    assert 0 == done.returncode
+    answer = json.loads(done.stdout)["hookSpecificOutput"]
+    assert "deny" == answer["permissionDecision"] and "could not keep this question open" in answer[
+        "permissionDecisionReason"]
+    assert "cannot remember the asked call" in done.stderr
