@@ -31,7 +31,7 @@ fn json_error(e: JsonError) -> PyErr {
 // ------------------------------------------------------------------ shared vocabulary
 
 /// Counter codes in code order: `COUNTERS[code]` names the Prometheus counter a delta goes to.
-const COUNTERS: [(u8, &str); 9] = [
+const COUNTERS: [(u8, &str); 11] = [
     (counter::EVENTS, "events"),
     (counter::REJECTED, "rejected"),
     (counter::VERDICTS, "verdicts"),
@@ -41,6 +41,8 @@ const COUNTERS: [(u8, &str); 9] = [
     (counter::BLOCKS, "blocks"),
     (counter::ESCALATION_ABORTS, "escalation_aborts"),
     (counter::GUARD_ABORTS, "guard_aborts"),
+    (counter::ASKS, "asks"),
+    (counter::APPROVALS, "approvals"),
 ];
 
 /// Every detector id a verdict can carry (the `none` of a plain verdict aside).
@@ -48,7 +50,7 @@ fn detectors() -> &'static [Detector] {
     &Detector::ALL[1..]
 }
 
-const ACTIONS: [Action; 5] = [Action::Allow, Action::Warn, Action::Block, Action::Abort, Action::Reject];
+const ACTIONS: [Action; 6] = [Action::Allow, Action::Warn, Action::Block, Action::Abort, Action::Reject, Action::Ask];
 
 // ------------------------------------------------------------------ pure functions (parity tests)
 
