@@ -19,6 +19,7 @@ _EXPORTS = {
     "AsyncToolGuard": "runner", "ToolGuard": "runner", "blocked_tool_result": "runner",
     "Action": "types", "LoopwardenError": "types", "LoopwardenUnavailable": "types", "RunAborted": "types",
     "RunInspection": "types", "RunNotFound": "types", "RunRecord": "types", "Verdict": "types",
+    "Exemption": "types", "ExemptionNotFound": "types",
 }
 _SUBMODULES = ("events", "eventformat", "replay")
 

@@ -7,7 +7,7 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 
 from .eventformat import EventKind, EventRecord, json_text, parse_event
-from .types import Action, RunInspection, RunRecord, Verdict
+from .types import Action, Exemption, RunInspection, RunRecord, Verdict
 from .v1 import loopwarden_pb2 as pb
 
 MISSING: Any = object()
@@ -107,6 +107,12 @@ def verdict_from_message(message: pb.Verdict) -> Verdict:
         evidence_call_ids=tuple(message.evidence.tool_call_ids), loop_started_seq=message.evidence.loop_started_seq,
         shadow=message.shadow, shadow_action=_ACTIONS[message.shadow_action] if message.shadow else None,
     )
+
+
+def exemption_from_message(message: pb.Exemption) -> Exemption:
+    return Exemption(id=message.id, agent_id=message.agent_id, tool_name=message.tool_name,
+                     args_hash=message.args_hash, created_at=message.created_at, expires_at=message.expires_at,
+                     run_id=message.run_id)
 
 
 def inspection_from_message(message: pb.InspectRunResponse) -> RunInspection:

@@ -69,6 +69,19 @@ class RunInspection:
     agent_label: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Exemption:
+    """A standing approval (an "always" answer to an ASK): criticals of this (agent, tool,
+    projected arguments) are allowed until it expires; budgets and the breakers still apply."""
+    id: str
+    agent_id: str  # "": the global config's agent
+    tool_name: str
+    args_hash: str
+    created_at: float  # Unix seconds
+    expires_at: float
+    run_id: str  # the run whose ASK it answered
+
+
 class LoopwardenError(Exception):
     """Base of every error the client raises."""
 
@@ -79,6 +92,10 @@ class LoopwardenUnavailable(LoopwardenError):
 
 class RunNotFound(LoopwardenError):
     """InspectRun: the daemon holds no state for that run."""
+
+
+class ExemptionNotFound(LoopwardenError):
+    """RevokeExemption: the daemon holds no such exemption for the caller's tenant."""
 
 
 class RunAborted(LoopwardenError):

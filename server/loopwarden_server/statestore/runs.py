@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .encoding import EncodingError, frame, unframe
+from .encoding import EncodingError, frame, frame_exemptions, unframe, unframe_exemptions
 
 if TYPE_CHECKING:
     from ..core import CoreService
@@ -67,3 +67,35 @@ class CoreRuns:
 
     def clear(self) -> None:
         self.core.native.clear()
+
+    # ------------------------------------------------------------------ exemption tables
+    # A tenant's standing exemptions are one value beside its runs (encoding.exemptions_key).
+
+    def track_exemptions(self) -> None:
+        self.core.native.track_exemptions()
+
+    def exemptions_dirty_count(self) -> int:
+        return self.core.native.exemptions_dirty_count()
+
+    def take_dirty_exemptions(self) -> list[str]:
+        return self.core.native.take_dirty_exemptions()
+
+    def redirty_exemptions(self, tenants: list[str]) -> None:
+        self.core.native.redirty_exemptions(tenants)
+
+    def encode_exemptions(self, tenant: str, wall_now: float) -> tuple[bytes | None, float]:
+        """The tenant's table as a stored value and its TTL; (None, 0) when it holds none."""
+        encoded = self.core.native.encode_exemptions(tenant, wall_now, self.core.clock())
+        if encoded is None:
+            return None, 0.0
+        record, ttl = encoded
+        return frame_exemptions(record), ttl
+
+    def take_in_exemptions(self, value: bytes, wall_now: float) -> int:
+        """A stored table taken in (how many unexpired); EncodingError when it is malformed."""
+        record = unframe_exemptions(value)
+        try:
+            _tenant, count = self.core.native.load_exemptions(record, wall_now, self.core.clock())
+        except ValueError as exc:
+            raise EncodingError(f"malformed exemption table: {exc}") from None
+        return count
