@@ -685,6 +685,11 @@ impl PyCore {
         Some((PyBytes::new(py, &record), self.core.exemptions.ttl_seconds(tenant, now)))
     }
 
+    /// The shared store holds no table for the tenant: drop memory's unless it is unwritten.
+    fn exemptions_absent(&mut self, tenant: &str) {
+        self.core.exemptions.absent_in_store(tenant)
+    }
+
     /// Take in a stored table: (tenant, exemptions taken in); ValueError naming the field.
     fn load_exemptions(&mut self, record: &[u8], wall_now: f64, now: f64) -> PyResult<(String, usize)> {
         self.core.exemptions.load(record, wall_now, now).map_err(PyValueError::new_err)

@@ -218,9 +218,10 @@ pub(super) fn forget_denials(state: &mut RunState) {
 }
 
 /// A critical verdict `v` of the call (t, args): covered by an exemption, asked, or blocked.
-/// `would_abort`: the block would end the run (abortAfterBlocks): never asked.
+/// A block that would end the run (it reaches abortAfterBlocks) is never asked.
 pub(super) fn on_critical(state: &mut RunState, s: &crate::engine::Settings, io: &mut AskIo, v: &mut Verdict,
-                          t: Tool, args: &[u8; 32], call_id: &str, would_abort: bool) -> Turn {
+                          t: Tool, args: &[u8; 32], call_id: &str) -> Turn {
+    let would_abort = s.abort_after_blocks > 0 && state.blocks + 1 >= s.abort_after_blocks;
     let outcome = latest_outcome(state, t, args);
     if exemptible(v.detector) {
         let covering = io.exemptions.iter().find(|e| {
@@ -502,9 +503,9 @@ mod tests {
         v.level = Level::Critical;
         let mut run = Run::new(Settings { on_critical: "block".into(), ..small() });
         let mut x = AskIo { accepts_ask: true, now: 1.0, exemptions: &table, ..Default::default() };
-        assert!(matches!(on_critical(&mut run.state, &run.settings, &mut x, &mut v, Tool::new(TOOL), &[0; 32], "", false), Turn::Block));
+        assert!(matches!(on_critical(&mut run.state, &run.settings, &mut x, &mut v, Tool::new(TOOL), &[0; 32], ""), Turn::Block));
         v.detector = Detector::GenericRepeat;
-        assert!(matches!(on_critical(&mut run.state, &run.settings, &mut x, &mut v, Tool::new(TOOL), &[0; 32], "", false), Turn::Exempt));
+        assert!(matches!(on_critical(&mut run.state, &run.settings, &mut x, &mut v, Tool::new(TOOL), &[0; 32], ""), Turn::Exempt));
     }
 
     #[test]

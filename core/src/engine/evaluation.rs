@@ -255,8 +255,7 @@ fn on_tool_call(
         guard_armed: false,
     };
     if det.level == Level::Critical {
-        let would_abort = s.abort_after_blocks > 0 && state.blocks + 1 >= s.abort_after_blocks;
-        match ask::on_critical(state, s, io, &mut v, t, &digest, call_id, would_abort) {
+        match ask::on_critical(state, s, io, &mut v, t, &digest, call_id) {
             Turn::Block => {}
             // An exempt critical runs as an allowed call does (recorded, no message).
             Turn::Exempt => {

@@ -170,6 +170,14 @@ impl Exemptions {
         Ok((tenant, count))
     }
 
+    /// A shared store holds no table for the tenant (none granted, or all revoked elsewhere):
+    /// memory's copy goes too, unless it has changes not yet written.
+    pub fn absent_in_store(&mut self, tenant: &str) {
+        if !self.dirty.contains(tenant) {
+            self.by_tenant.remove(tenant);
+        }
+    }
+
     pub fn clear(&mut self) {
         self.by_tenant.clear();
         self.dirty.clear();

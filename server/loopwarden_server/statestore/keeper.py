@@ -33,6 +33,31 @@ from .runs import RESTORED, CoreRuns, RunKey
 
 log = logging.getLogger("loopwarden.daemon")
 
+
+class _NoExemptionTables:
+    """The exemption tables of a runs side that keeps none (a test-only engine): nothing to move."""
+
+    def track_changes(self) -> None:
+        return None
+
+    def dirty_count(self) -> int:
+        return 0
+
+    def take_dirty(self) -> list[str]:
+        return []
+
+    def redirty(self, tenants: list[str]) -> None:
+        return None
+
+    def encode(self, tenant: str, wall_now: float) -> tuple[bytes | None, float]:
+        return None, 0.0
+
+    def take_in(self, value: bytes, wall_now: float) -> int:
+        return 0
+
+    def absent(self, tenant: str) -> None:
+        return None
+
 # Runs encoded per batch: ~54 µs each, so a batch holds the event loop for ~14 ms at most.
 BATCH = 256
 MAX_BACKOFF_SECONDS = 30.0
@@ -59,7 +84,9 @@ class StateKeeper:
         self._in_flight = 0
         self.final_flush_ok = True
         self.runs.track_changes(not store.lazy)
-        self.runs.track_exemptions()
+        # The tenants' standing exemptions (ASK's "always" answers) travel with the runs.
+        self.tables = getattr(runs, "exemption_tables", None) or _NoExemptionTables()
+        self.tables.track_changes()
         metrics.flush_interval.set(flush_interval)
         metrics.store_up.set(1)
         metrics.dirty_runs.set_function(self.waiting)
@@ -68,7 +95,7 @@ class StateKeeper:
     def waiting(self) -> int:
         """Runs (and exemption tables) changed and not yet written: marked dirty, or taken by
         the flush in flight."""
-        return self.runs.dirty_count() + self.runs.exemptions_dirty_count() + self._in_flight
+        return self.runs.dirty_count() + self.tables.dirty_count() + self._in_flight
 
     @property
     def lazy(self) -> bool:
@@ -106,7 +133,7 @@ class StateKeeper:
             self.metrics.store_errors.labels("restore").inc()
             self._refuse(str(exc))
         self.runs.take_dirty()  # restoring changes nothing that is not already stored
-        self.runs.take_dirty_exemptions()
+        self.tables.take_dirty()
         self.metrics.runs_loaded.labels("store").inc(restored)
         log.info("state restored", extra={"state_store": self.store.describe(), "runs": restored,
                                           "expired_skipped": expired, "malformed_skipped": malformed,
@@ -114,7 +141,7 @@ class StateKeeper:
 
     def _take_in_exemptions(self, value: bytes) -> None:
         try:
-            self.runs.take_in_exemptions(value, self._wall())
+            self.tables.take_in(value, self._wall())
         except EncodingError as exc:
             self.metrics.store_errors.labels("load").inc()
             log.error("stored exemption table unreadable; it is skipped", extra={"error": str(exc)})
@@ -170,7 +197,7 @@ class StateKeeper:
         return pending
 
     async def _fetch_exemptions(self, tenant: str) -> None:
-        if not self.store.lazy or time.monotonic() < self._load_paused_until:
+        if not self.store.lazy or isinstance(self.tables, _NoExemptionTables) or time.monotonic() < self._load_paused_until:
             return
         try:
             value = await self.store.load(exemptions_key(tenant))
@@ -178,7 +205,9 @@ class StateKeeper:
             self.metrics.store_errors.labels("load").inc()
             log.warning("state store load of exemptions failed; memory's are used", extra={"error": str(exc)})
             return
-        if value is not None:
+        if value is None:
+            self.tables.absent(tenant)
+        else:
             self._take_in_exemptions(value)
 
     def _load_one(self, tenant: str, run_id: str) -> asyncio.Future:
@@ -245,18 +274,18 @@ class StateKeeper:
 
     async def _flush_exemptions(self, operation: str) -> bool:
         """Write the changed exemption tables (an emptied one is deleted); kept dirty on failure."""
-        tenants = self.runs.take_dirty_exemptions()
+        tenants = self.tables.take_dirty()
         if not tenants:
             return True
         wall = self._wall()
         items = []
         for tenant in tenants:
-            value, ttl = self.runs.encode_exemptions(tenant, wall)
+            value, ttl = self.tables.encode(tenant, wall)
             items.append((exemptions_key(tenant), value, max(ttl, 1.0)))
         try:
             await self.store.flush(items)
         except StateStoreError as exc:
-            self.runs.redirty_exemptions(tenants)
+            self.tables.redirty(tenants)
             self.metrics.store_errors.labels(operation).inc()
             self.metrics.store_up.set(0)
             if self._failures == 0:
