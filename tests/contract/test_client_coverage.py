@@ -20,6 +20,8 @@ RPC_METHODS = {
     "Evaluate": {"python": ["evaluate"], "node": ["evaluate"], "go": ["Evaluate"]},
     "Check": {"python": ["check"], "node": ["check"], "go": ["Check"]},
     "InspectRun": {"python": ["inspect"], "node": ["inspect"], "go": ["Inspect"]},
+    "ListExemptions": {"python": ["list_exemptions"], "node": ["listExemptions"], "go": ["ListExemptions"]},
+    "RevokeExemption": {"python": ["revoke_exemption"], "node": ["revokeExemption"], "go": ["RevokeExemption"]},
 }
 
 

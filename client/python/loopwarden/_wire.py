@@ -13,7 +13,7 @@ from .v1 import loopwarden_pb2 as pb
 MISSING: Any = object()
 
 _ACTIONS = {pb.ACTION_ALLOW: Action.ALLOW, pb.ACTION_WARN: Action.WARN, pb.ACTION_BLOCK: Action.BLOCK,
-            pb.ACTION_ABORT: Action.ABORT, pb.ACTION_REJECT: Action.REJECT}
+            pb.ACTION_ABORT: Action.ABORT, pb.ACTION_REJECT: Action.REJECT, pb.ACTION_ASK: Action.ASK}
 
 
 def _params_text(params: Any, params_json: str | None) -> str:

@@ -11,6 +11,7 @@ class Action(str, enum.Enum):
     BLOCK = "block"
     ABORT = "abort"
     REJECT = "reject"
+    ASK = "ask"  # hold the call for a person; send their answer as an approval
 
 
 @dataclass(frozen=True, slots=True)
