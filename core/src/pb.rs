@@ -547,10 +547,25 @@ pub struct EffectiveConfig {
     /// and their count, the run-wide streak and batch recovery are cleared (an aborted run stays
     /// aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose
     /// user is a simulator).
-    ///
-    /// generated:effective-config:end
     #[prost(bool, tag = "60")]
     pub user_turn_resets: bool,
+    /// loopwarden.onCritical: `block`: a critical verdict blocks its call. `ask`: the first critical
+    /// of a pattern in a run is ACTION_ASK (a person decides whether the call runs) for callers that
+    /// set `accepts_ask`; others still get the BLOCK. A denial (or no answer within
+    /// `askTimeoutSeconds`) makes the pattern's later criticals BLOCK. Aborts are never asked.
+    #[prost(string, tag = "80")]
+    pub on_critical: ::prost::alloc::string::String,
+    /// loopwarden.askTimeoutSeconds: An ASK with no `approval` within this many seconds counts as a
+    /// denial (judged when the run's next event arrives).
+    #[prost(uint32, tag = "81")]
+    pub ask_timeout_seconds: u32,
+    /// loopwarden.exemptionTtlSeconds: How long an "always" approval (a standing exemption) stands
+    /// when the approval gives no `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is
+    /// capped to the same 30 days).
+    ///
+    /// generated:effective-config:end
+    #[prost(uint32, tag = "82")]
+    pub exemption_ttl_seconds: u32,
 }
 /// A tool's class as loop detection uses it (`loopwarden.toolRules` classes, MCP annotations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]

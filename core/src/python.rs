@@ -31,7 +31,7 @@ fn json_error(e: JsonError) -> PyErr {
 // ------------------------------------------------------------------ shared vocabulary
 
 /// Counter codes in code order: `COUNTERS[code]` names the Prometheus counter a delta goes to.
-const COUNTERS: [(u8, &str); 9] = [
+const COUNTERS: [(u8, &str); 11] = [
     (counter::EVENTS, "events"),
     (counter::REJECTED, "rejected"),
     (counter::VERDICTS, "verdicts"),
@@ -41,6 +41,8 @@ const COUNTERS: [(u8, &str); 9] = [
     (counter::BLOCKS, "blocks"),
     (counter::ESCALATION_ABORTS, "escalation_aborts"),
     (counter::GUARD_ABORTS, "guard_aborts"),
+    (counter::ASKS, "asks"),
+    (counter::APPROVALS, "approvals"),
 ];
 
 /// Every detector id a verdict can carry (the `none` of a plain verdict aside).
@@ -48,7 +50,7 @@ fn detectors() -> &'static [Detector] {
     &Detector::ALL[1..]
 }
 
-const ACTIONS: [Action; 5] = [Action::Allow, Action::Warn, Action::Block, Action::Abort, Action::Reject];
+const ACTIONS: [Action; 6] = [Action::Allow, Action::Warn, Action::Block, Action::Abort, Action::Reject, Action::Ask];
 
 // ------------------------------------------------------------------ pure functions (parity tests)
 
@@ -352,6 +354,30 @@ struct RunView {
     recent_verdicts: Vec<Py<PyBytes>>,
 }
 
+/// A standing exemption, as ListExemptions and InspectRun show it (times: Unix seconds).
+#[pyclass(module = "loopwarden_core", frozen, get_all)]
+struct ExemptionView {
+    id: String,
+    agent_id: String,
+    tool_name: String,
+    args_hash: String,
+    created_at: f64,
+    expires_at: f64,
+    run_id: String,
+}
+
+fn exemption_view(e: &crate::engine::ask::Exemption, wall_now: f64, now: f64) -> ExemptionView {
+    ExemptionView {
+        id: e.id.clone(),
+        agent_id: e.agent_id.clone(),
+        tool_name: e.tool.clone(),
+        args_hash: args_hash_text(&e.tool, &e.args),
+        created_at: e.created_at + (wall_now - now),
+        expires_at: e.expires_at + (wall_now - now),
+        run_id: e.run_id.clone(),
+    }
+}
+
 // ------------------------------------------------------------------ the core
 
 /// One daemon's run store and compiled config.
@@ -538,7 +564,8 @@ impl PyCore {
     }
 
     fn clear(&mut self) {
-        self.core.store.clear()
+        self.core.store.clear();
+        self.core.exemptions.clear();
     }
 
     fn held(&self, tenant: &str, run_id: &str) -> bool {
@@ -608,7 +635,64 @@ impl PyCore {
     }
 
     fn expire_idle(&mut self, now: f64, budget: usize) -> usize {
+        self.core.exemptions.expire(now);
         self.core.store.expire_idle(now, budget)
+    }
+
+    // ---------------------------------------------------------------- standing exemptions
+
+    /// The tenant's exemptions, newest first (`agent_id`, `tool_name`: filters when not empty).
+    fn list_exemptions(&self, tenant: &str, agent_id: &str, tool_name: &str, wall_now: f64, now: f64) -> Vec<ExemptionView> {
+        self.core.exemptions.list(tenant, agent_id, tool_name, now).into_iter().map(|e| exemption_view(e, wall_now, now)).collect()
+    }
+
+    /// The exemptions that apply to a held run's agent (InspectRun); empty when not held.
+    fn run_exemptions(&self, tenant: &str, run_id: &str, wall_now: f64, now: f64) -> Vec<ExemptionView> {
+        let Some(entry) = self.core.inspect(tenant, run_id) else { return Vec::new() };
+        self.core.exemptions.of_agent(tenant, &entry.agent_id, now).into_iter().map(|e| exemption_view(e, wall_now, now)).collect()
+    }
+
+    /// Withdraw one; None when the tenant holds no such id.
+    fn revoke_exemption(&mut self, tenant: &str, id: &str, wall_now: f64, now: f64) -> Option<ExemptionView> {
+        self.core.exemptions.revoke(tenant, id, now).map(|e| exemption_view(&e, wall_now, now))
+    }
+
+    /// Exemptions in force, every tenant's (the gauge).
+    fn exemption_count(&self, now: f64) -> usize {
+        self.core.exemptions.count(now)
+    }
+
+    /// The state store's side: mark changed tables, take them, put them back after a failure.
+    fn track_exemptions(&mut self) {
+        self.core.exemptions.track_changes();
+    }
+
+    fn exemptions_dirty_count(&self) -> usize {
+        self.core.exemptions.dirty_count()
+    }
+
+    fn take_dirty_exemptions(&mut self) -> Vec<String> {
+        self.core.exemptions.take_dirty()
+    }
+
+    fn redirty_exemptions(&mut self, tenants: Vec<String>) {
+        self.core.exemptions.redirty(tenants)
+    }
+
+    /// The tenant's table as JSON bytes and the seconds it stands; None when it holds none.
+    fn encode_exemptions<'py>(&self, py: Python<'py>, tenant: &str, wall_now: f64, now: f64) -> Option<(Bound<'py, PyBytes>, f64)> {
+        let record = self.core.exemptions.encode(tenant, wall_now, now)?;
+        Some((PyBytes::new(py, &record), self.core.exemptions.ttl_seconds(tenant, now)))
+    }
+
+    /// The shared store holds no table for the tenant: drop memory's unless it is unwritten.
+    fn exemptions_absent(&mut self, tenant: &str) {
+        self.core.exemptions.absent_in_store(tenant)
+    }
+
+    /// Take in a stored table: (tenant, exemptions taken in); ValueError naming the field.
+    fn load_exemptions(&mut self, record: &[u8], wall_now: f64, now: f64) -> PyResult<(String, usize)> {
+        self.core.exemptions.load(record, wall_now, now).map_err(PyValueError::new_err)
     }
 }
 
@@ -628,6 +712,7 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyVerdict>()?;
     m.add_class::<RunView>()?;
     m.add_class::<RecordView>()?;
+    m.add_class::<ExemptionView>()?;
     let mut counters: Vec<&str> = vec![""; COUNTERS.len()];
     for (code, name) in COUNTERS {
         counters[code as usize] = name;

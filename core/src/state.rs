@@ -15,7 +15,10 @@
 //!            "abort": null | verdict, "blocks", "seen_triples": null | [u64, ..], "no_new_streak",
 //!            "side_effects" (optional): [[tool, args hex, seq, call id | null, succeeded], ..],
 //!            "batch" (optional): {"number", "size", "outcomes_seen", "critical": null | {"batch",
-//!            "detector", "tool"}}},
+//!            "detector", "tool"}},
+//!            "asks" (optional, engine::ask): {"pending": [[tool call id, decision id, warning key,
+//!            tool, args hex, null | [status, result hex], asked_at (wall-clock seconds), cause], ..],
+//!            "denied": [warning key, ..]}},
 //!  (history's optional "flags": hex, one byte per record: engine::batches; both written only
 //!   when set, and absent = none, so records without batches are unchanged)
 //!  "retries": null | {"seqs", "digests": hex, "next_slot", "decisions": {"slot": {"seq",
@@ -271,7 +274,50 @@ fn write_state(w: &mut Writer, state: &RunState) {
         }
         batch.end();
     }
+    if let Some(asks) = &state.asks {
+        write_asks(o.key("asks"), asks);
+    }
     o.end();
+}
+
+/// Optional (absent = none): only a run that was given an ASK has it.
+fn write_asks(w: &mut Writer, asks: &crate::engine::ask::Asks) {
+    let mut o = w.object();
+    o.key("pending").list(asks.pending.iter(), |w, p| {
+        w.0.push(b'[');
+        w.str(&p.tool_call_id);
+        w.0.push(b',');
+        w.str(&p.decision_id);
+        w.0.push(b',');
+        w.str(&p.warning_key);
+        w.0.push(b',');
+        w.str(&p.tool);
+        w.0.push(b',');
+        w.str(&hex(&p.args));
+        w.0.push(b',');
+        write_outcome(w, p.outcome.as_ref());
+        w.0.push(b',');
+        w.float(p.asked_at);
+        w.0.push(b',');
+        w.str(p.cause.name());
+        w.0.push(b']');
+    });
+    o.key("denied").list(asks.denied.iter(), |w, k| w.str(k));
+    o.end();
+}
+
+/// An ask's or an exemption's remembered outcome: null | [status, result hex].
+pub fn write_outcome(w: &mut Writer, outcome: Option<&(u8, [u8; 32])>) {
+    match outcome {
+        None => w.null(),
+        Some((status, result)) => {
+            w.0.push(b'[');
+            w.uint(*status as u64);
+            w.0.push(b',');
+            w.str(&hex(result));
+            w.0.push(b']');
+        }
+    }
 }
 
 fn write_retries(w: &mut Writer, r: &RetriesRecord) {
@@ -742,6 +788,7 @@ fn read_state(at: &At) -> Result<RunState, String> {
         no_new_streak: at.field("no_new_streak")?.u32()?,
         side_effects: read_side_effects(at)?.map(Box::new),
         batch: read_batch(at)?,
+        asks: read_asks(at)?,
         incoming_batch: 0,
     })
 }
@@ -767,6 +814,47 @@ fn read_batch(at: &At) -> Result<Option<Box<crate::engine::batches::Batch>>, Str
         critical,
         ..Default::default()
     })))
+}
+
+/// `asks`: absent or null = none.
+fn read_asks(at: &At) -> Result<Option<Box<crate::engine::ask::Asks>>, String> {
+    use crate::engine::ask::{AskCause, Asks, PendingAsk, MAX_DENIED_PATTERNS, MAX_PENDING_ASKS};
+    let Some(a) = at.absent_or_null("asks")? else { return Ok(None) };
+    let mut asks = Asks::default();
+    for item in a.field("pending")?.items()?.iter().rev().take(MAX_PENDING_ASKS).rev() {
+        let parts = item.items()?;
+        if parts.len() != 8 {
+            return Err(format!("{} is not a pending ask [call id, decision id, key, tool, args, outcome, asked_at, cause]", item.path));
+        }
+        let cause = AskCause::from_name(parts[7].str()?).ok_or_else(|| format!("{} is not an ask cause", parts[7].path))?;
+        asks.pending.push(PendingAsk {
+            tool_call_id: parts[0].str()?.into(),
+            decision_id: parts[1].str()?.into(),
+            warning_key: parts[2].str()?.into(),
+            tool: parts[3].str()?.into(),
+            args: hex32(&parts[4])?,
+            outcome: read_outcome(&parts[5])?,
+            asked_at: parts[6].f64()?,
+            cause,
+        });
+    }
+    for key in a.field("denied")?.items()?.iter().rev().take(MAX_DENIED_PATTERNS).rev() {
+        asks.denied.push(key.str()?.into());
+    }
+    Ok(Some(Box::new(asks)))
+}
+
+/// null | [status, result hex].
+fn read_outcome(at: &At) -> Result<Option<(u8, [u8; 32])>, String> {
+    if at.is_null() {
+        return Ok(None);
+    }
+    let parts = at.items()?;
+    if parts.len() != 2 {
+        return Err(format!("{} is not an outcome [status, result]", at.path));
+    }
+    let status = u8::try_from(parts[0].u64()?).ok().filter(|s| *s <= 2).ok_or_else(|| format!("{} is not a result status", parts[0].path))?;
+    Ok(Some((status, hex32(&parts[1])?)))
 }
 
 /// `side_effects`: absent or null = none; each [tool, args hex, seq, call id | null, succeeded].
@@ -852,6 +940,54 @@ pub fn decode(text: &[u8], retry_window: usize) -> Result<Decoded, String> {
     })
 }
 
+// ------------------------------------------------------------------ exemptions
+
+/// A tenant's standing exemptions as one state-store record (service::exemptions; Python frames
+/// it with its own magic so it is never read as a run):
+/// `{"tenant", "exemptions": [{"id", "agent_id", "tool", "args": hex, "outcome": null |
+/// [status, result hex], "created_at", "expires_at" (wall-clock seconds), "run_id"}, ..]}`.
+/// `to_wall`: added to the in-memory times.
+pub fn encode_exemptions(tenant: &str, exemptions: &[&crate::engine::ask::Exemption], to_wall: f64) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(128 + exemptions.len() * 256));
+    let mut o = w.object();
+    o.key("tenant").str(tenant);
+    o.key("exemptions").list(exemptions.iter(), |w, e| {
+        let mut x = w.object();
+        x.key("id").str(&e.id);
+        x.key("agent_id").str(&e.agent_id);
+        x.key("tool").str(&e.tool);
+        x.key("args").str(&hex(&e.args));
+        write_outcome(x.key("outcome"), e.outcome.as_ref());
+        x.key("created_at").float(e.created_at + to_wall);
+        x.key("expires_at").float(e.expires_at + to_wall);
+        x.key("run_id").str(&e.run_id);
+        x.end();
+    });
+    o.end();
+    w.0
+}
+
+/// `encode_exemptions` read back; `from_wall` is added to the stored times. Err names the field.
+pub fn decode_exemptions(text: &[u8], from_wall: f64) -> Result<(String, Vec<crate::engine::ask::Exemption>), String> {
+    let root = parse(text)?;
+    let at = At { value: &root, path: "exemptions".into() };
+    let tenant = at.field("tenant")?.str()?.to_string();
+    let mut exemptions = Vec::new();
+    for e in at.field("exemptions")?.items()? {
+        exemptions.push(crate::engine::ask::Exemption {
+            id: e.field("id")?.str()?.to_string(),
+            agent_id: e.field("agent_id")?.str()?.to_string(),
+            tool: e.field("tool")?.str()?.to_string(),
+            args: hex32(&e.field("args")?)?,
+            outcome: read_outcome(&e.field("outcome")?)?,
+            created_at: e.field("created_at")?.f64()? + from_wall,
+            expires_at: e.field("expires_at")?.f64()? + from_wall,
+            run_id: e.field("run_id")?.str()?.to_string(),
+        });
+    }
+    Ok((tenant, exemptions))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -865,6 +1001,33 @@ mod tests {
         let J::Obj(entries) = parsed else { panic!("not an object") };
         assert_eq!(vec!["z", "a"], entries.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>());
         assert!(matches!(&entries[0].1, J::Str(s) if s == "a\"b\\c\n\u{1}é😀"));
+    }
+
+    /// A run's pending asks and denied patterns (engine::ask) survive a store; absent = none.
+    #[test]
+    fn asks_round_trip_and_are_optional() {
+        use crate::engine::ask::{AskCause, Asks, PendingAsk};
+        let mut state = RunState::new(4);
+        let run = |state: &RunState| encode(&RunRecord {
+            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 1.0, events_evaluated: 2, state,
+            retries: None,
+        });
+        let plain = run(&state);
+        assert!(!String::from_utf8_lossy(&plain).contains("asks"), "absent unless asked");
+        assert!(decode(&plain, 16).unwrap().state.asks.is_none());
+        let asks = Asks {
+            pending: vec![
+                PendingAsk { tool_call_id: "c1".into(), decision_id: "lw-1".into(), warning_key: "generic:fetch:ab".into(), tool: "fetch".into(),
+                             args: [7; 32], outcome: Some((1, [8; 32])), asked_at: 1700000000.5, cause: AskCause::Critical },
+                PendingAsk { tool_call_id: "".into(), decision_id: "lw-2".into(), warning_key: "budget:tool_calls".into(), tool: "read".into(),
+                             args: [9; 32], outcome: None, asked_at: 1700000001.0, cause: AskCause::Budget },
+            ],
+            denied: vec!["cycle:3:x".into()],
+        };
+        state.asks = Some(Box::new(asks.clone()));
+        assert_eq!(*decode(&run(&state), 16).unwrap().state.asks.unwrap(), asks);
+        let bad = String::from_utf8(run(&state)).unwrap().replace("\"budget\"", "\"bogus\"");
+        assert!(decode(bad.as_bytes(), 16).err().unwrap().contains("not an ask cause"));
     }
 
     #[test]

@@ -59,6 +59,12 @@ pub struct Settings {
     pub progress_resets_repeats: bool,
     /// A `user_turn` event (a new instruction from a person or an orchestrator) starts the run fresh for detection: history, announced warnings, sticky blocks and their count, the run-wide streak and batch recovery are cleared (an aborted run stays aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose user is a simulator).
     pub user_turn_resets: bool,
+    /// `block`: a critical verdict blocks its call. `ask`: the first critical of a pattern in a run is ACTION_ASK (a person decides whether the call runs) for callers that set `accepts_ask`; others still get the BLOCK. A denial (or no answer within `askTimeoutSeconds`) makes the pattern's later criticals BLOCK. Aborts are never asked.
+    pub on_critical: String,
+    /// An ASK with no `approval` within this many seconds counts as a denial (judged when the run's next event arrives).
+    pub ask_timeout_seconds: u32,
+    /// How long an "always" approval (a standing exemption) stands when the approval gives no `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is capped to the same 30 days).
+    pub exemption_ttl_seconds: u32,
 }
 
 impl Default for Settings {
@@ -91,12 +97,15 @@ impl Default for Settings {
             critical_scope: "call".to_string(),
             progress_resets_repeats: false,
             user_turn_resets: true,
+            on_critical: "block".to_string(),
+            ask_timeout_seconds: 300,
+            exemption_ttl_seconds: 86400,
         }
     }
 }
 
 /// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets"];
+pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds"];
 
 #[cfg(feature = "python")]
 pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
@@ -182,6 +191,15 @@ pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> py
     }
     if let Some(v) = d.get_item("user_turn_resets")? {
         s.user_turn_resets = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("on_critical")? {
+        s.on_critical = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("ask_timeout_seconds")? {
+        s.ask_timeout_seconds = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("exemption_ttl_seconds")? {
+        s.exemption_ttl_seconds = pyo3::types::PyAnyMethods::extract(&v)?;
     }
     Ok(s)
 }
@@ -404,5 +422,9 @@ pub mod messages {
     /// none, critical.
     pub fn recovery_failed_abort(detector: impl Display, tool: impl Display, last: impl Display) -> String {
         format!("CRITICAL: run aborted: the loop persisted after the recovery turn ({detector} on {tool}), so the run is over (loop_recovery_failed). Last block: {last}")
+    }
+    /// none, critical.
+    pub fn ask_critical(detector: impl Display, tool: impl Display, reason: impl Display) -> String {
+        format!("CRITICAL: this call is held for a person, who decides whether it runs ({detector} on {tool}): {reason}")
     }
 }

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,7 @@ _CODE = {name: code for code, name in enumerate(loopwarden_core.COUNTERS)}
 EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS, GUARD_ABORTS = (
     _CODE[name] for name in ("events", "rejected", "verdicts", "retried", "shadow", "warnings", "blocks",
                              "escalation_aborts", "guard_aborts"))
+ASKS, APPROVALS = _CODE["asks"], _CODE["approvals"]
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(LoopDetectionSettings) if f.name != "preset")
 _LIMIT_FIELDS = ("max_params_bytes", "max_result_bytes", "max_run_id_chars", "max_tool_name_chars",
@@ -50,6 +52,7 @@ _LIMIT_FIELDS = ("max_params_bytes", "max_result_bytes", "max_run_id_chars", "ma
 Answer = loopwarden_core.Answer
 Pending = loopwarden_core.Pending
 RunView = loopwarden_core.RunView
+ExemptionView = loopwarden_core.ExemptionView
 CoreVerdict = loopwarden_core.Verdict
 
 
@@ -77,6 +80,9 @@ class CoreService:
         self._config = config
         self.swap_config(config)
         metrics.active_runs.set_function(lambda: len(self.native))
+        metrics.exemptions_in_force.set_function(lambda: self.native.exemption_count(self.clock()))
+        # Exemption times are the core's clock in memory and Unix seconds outside.
+        self.wall_clock: Callable[[], float] = time.time
 
     @property
     def config(self) -> Config:
@@ -143,6 +149,20 @@ class CoreService:
     def inspect(self, run_id: str, tenant: str = "") -> RunView | None:
         return self.native.inspect(tenant, run_id)
 
+    # ------------------------------------------------------------------ standing exemptions
+
+    def list_exemptions(self, tenant: str = "", agent_id: str = "", tool_name: str = "") -> list[ExemptionView]:
+        """The tenant's standing exemptions, newest first (empty filters match all)."""
+        return self.native.list_exemptions(tenant, agent_id, tool_name, self.wall_clock(), self.clock())
+
+    def run_exemptions(self, run_id: str, tenant: str = "") -> list[ExemptionView]:
+        """The tenant's exemptions that apply to a held run's agent (InspectRun)."""
+        return self.native.run_exemptions(tenant, run_id, self.wall_clock(), self.clock())
+
+    def revoke_exemption(self, exemption_id: str, tenant: str = "") -> ExemptionView | None:
+        """Withdraw one of the tenant's exemptions; None when it holds no such id."""
+        return self.native.revoke_exemption(tenant, exemption_id, self.wall_clock(), self.clock())
+
     def count_evictions(self, reasons: list[str]) -> None:
         for reason in reasons:
             self.metrics.evictions.labels(reason).inc()
@@ -190,6 +210,10 @@ class CoreService:
                 metrics.escalation_abort_of(first, agent, *tenant_labels).inc(count)
             elif code == GUARD_ABORTS:
                 metrics.guard_abort_of(agent, *tenant_labels).inc(count)
+            elif code == ASKS:
+                metrics.ask_of(first, agent).inc(count)
+            elif code == APPROVALS:
+                metrics.approval_of(first, agent).inc(count)
         metrics.evaluation_seconds.add_counts(summary.latency_buckets, summary.latency_sum)
         if summary.logs:
             log_batch(decision_log, ((line.level, line.message, line.extra) for line in summary.logs))

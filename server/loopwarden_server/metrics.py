@@ -190,6 +190,16 @@ class Metrics:
         self.config_last_reload_ok = Gauge(
             "loopwarden_config_last_reload_successful", "1 if the last config reload succeeded (or none was tried), else 0.",
             registry=registry)
+        self.asks = Counter(
+            "loopwarden_asks", "Tool calls held for a person (ACTION_ASK), by the detector whose critical asked.",
+            ["detector", "agent"], registry=registry)
+        self.approvals = Counter(
+            "loopwarden_approvals", "Answers to an ASK, by answer (approved_once, approved_always, denied, and "
+            "timed_out: no answer within askTimeoutSeconds, counted as a denial).",
+            ["answer", "agent"], registry=registry)
+        self.exemptions_in_force = Gauge(
+            "loopwarden_exemptions", "Standing exemptions (\"always\" answers to an ASK) in force, every tenant's.",
+            registry=registry)
         self.build_info = Gauge(
             "loopwarden_build_info", "Build information; always 1. engine: the per-event engine (core: the compiled loopwarden-core).",
             ["version", "python_version", "grpc_version", "engine"], registry=registry)
@@ -202,6 +212,8 @@ class Metrics:
         self.verdict_of = _Children(self.verdicts)
         self.event_of = _Children(self.events)
         self.rejected_of = _Children(self.rejected)
+        self.ask_of = _Children(self.asks)
+        self.approval_of = _Children(self.approvals)
 
         self._build = (VERSION, platform.python_version(), grpc_version)
         self.set_engine("python")
@@ -211,6 +223,8 @@ class Metrics:
             self.warnings.labels(detector, DEFAULT_AGENT, *default_tenant)
             self.blocks.labels(detector, DEFAULT_AGENT, *default_tenant)
         self.guard_aborts.labels(DEFAULT_AGENT, *default_tenant)
+        for answer in ("approved_once", "approved_always", "denied", "timed_out"):
+            self.approvals.labels(answer, DEFAULT_AGENT)
         for reason in ("too_many_events", "undecodable"):
             self.rejected_requests.labels(reason)
         for reason in ("missing_token", "invalid_token", "token_file_unusable"):

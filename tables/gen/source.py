@@ -267,8 +267,8 @@ def _check(t: Tables) -> None:
             raise SourceError(f"message {m.id}: detector {m.detector!r} is not a detector id")
         if m.level not in LEVELS:
             raise SourceError(f"message {m.id}: level {m.level!r} is not one of {', '.join(LEVELS)}")
-        if m.action not in ("", "WARN", "BLOCK", "ABORT"):
-            raise SourceError(f"message {m.id}: action {m.action!r} is not one of WARN, BLOCK, ABORT")
+        if m.action not in ("", "WARN", "BLOCK", "ABORT", "ASK"):
+            raise SourceError(f"message {m.id}: action {m.action!r} is not one of WARN, BLOCK, ABORT, ASK")
         prefix = "WARNING: " if m.level == "warning" else "CRITICAL: "
         if not m.text.startswith(prefix):
             raise SourceError(f"message {m.id}: a {m.level} message starts with {prefix!r}")

@@ -106,6 +106,18 @@ type EffectiveConfig struct {
 	// run stays aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts
 	// whose user is a simulator).
 	UserTurnResets bool
+	// OnCritical is loopwarden.onCritical: `block`: a critical verdict blocks its call. `ask`: the
+	// first critical of a pattern in a run is ACTION_ASK (a person decides whether the call runs) for
+	// callers that set `accepts_ask`; others still get the BLOCK. A denial (or no answer within
+	// `askTimeoutSeconds`) makes the pattern's later criticals BLOCK. Aborts are never asked.
+	OnCritical string
+	// AskTimeoutSeconds is loopwarden.askTimeoutSeconds: An ASK with no `approval` within this many
+	// seconds counts as a denial (judged when the run's next event arrives).
+	AskTimeoutSeconds uint32
+	// ExemptionTtlSeconds is loopwarden.exemptionTtlSeconds: How long an "always" approval (a standing
+	// exemption) stands when the approval gives no `ttl_seconds` (at most 30 days; an approval's own
+	// ttl_seconds is capped to the same 30 days).
+	ExemptionTtlSeconds uint32
 }
 
 func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
@@ -137,6 +149,9 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 	config.CriticalScope = m.GetCriticalScope()
 	config.ProgressResetsRepeats = m.GetProgressResetsRepeats()
 	config.UserTurnResets = m.GetUserTurnResets()
+	config.OnCritical = m.GetOnCritical()
+	config.AskTimeoutSeconds = m.GetAskTimeoutSeconds()
+	config.ExemptionTtlSeconds = m.GetExemptionTtlSeconds()
 	if m != nil && m.Enabled != nil {
 		value := m.GetEnabled()
 		config.Enabled = &value

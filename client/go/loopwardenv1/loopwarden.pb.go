@@ -2454,9 +2454,21 @@ type EffectiveConfig struct {
 	// and their count, the run-wide streak and batch recovery are cleared (an aborted run stays
 	// aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose
 	// user is a simulator).
-	UserTurnResets bool `protobuf:"varint,60,opt,name=user_turn_resets,json=userTurnResets,proto3" json:"user_turn_resets,omitempty"` // generated:effective-config:end
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	UserTurnResets bool `protobuf:"varint,60,opt,name=user_turn_resets,json=userTurnResets,proto3" json:"user_turn_resets,omitempty"`
+	// loopwarden.onCritical: `block`: a critical verdict blocks its call. `ask`: the first critical
+	// of a pattern in a run is ACTION_ASK (a person decides whether the call runs) for callers that
+	// set `accepts_ask`; others still get the BLOCK. A denial (or no answer within
+	// `askTimeoutSeconds`) makes the pattern's later criticals BLOCK. Aborts are never asked.
+	OnCritical string `protobuf:"bytes,80,opt,name=on_critical,json=onCritical,proto3" json:"on_critical,omitempty"`
+	// loopwarden.askTimeoutSeconds: An ASK with no `approval` within this many seconds counts as a
+	// denial (judged when the run's next event arrives).
+	AskTimeoutSeconds uint32 `protobuf:"varint,81,opt,name=ask_timeout_seconds,json=askTimeoutSeconds,proto3" json:"ask_timeout_seconds,omitempty"`
+	// loopwarden.exemptionTtlSeconds: How long an "always" approval (a standing exemption) stands
+	// when the approval gives no `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is
+	// capped to the same 30 days).
+	ExemptionTtlSeconds uint32 `protobuf:"varint,82,opt,name=exemption_ttl_seconds,json=exemptionTtlSeconds,proto3" json:"exemption_ttl_seconds,omitempty"` // generated:effective-config:end
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
@@ -2685,6 +2697,27 @@ func (x *EffectiveConfig) GetUserTurnResets() bool {
 	return false
 }
 
+func (x *EffectiveConfig) GetOnCritical() string {
+	if x != nil {
+		return x.OnCritical
+	}
+	return ""
+}
+
+func (x *EffectiveConfig) GetAskTimeoutSeconds() uint32 {
+	if x != nil {
+		return x.AskTimeoutSeconds
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetExemptionTtlSeconds() uint32 {
+	if x != nil {
+		return x.ExemptionTtlSeconds
+	}
+	return 0
+}
+
 var File_loopwarden_v1_loopwarden_proto protoreflect.FileDescriptor
 
 const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
@@ -2859,8 +2892,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vignore_args\x18\x03 \x03(\tR\n" +
 	"ignoreArgs\x12\x1b\n" +
 	"\tkeep_args\x18\x04 \x03(\tR\bkeepArgs\x12#\n" +
-	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xd1\n" +
-	"\n" +
+	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xd6\v\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -2892,7 +2924,11 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x10parallel_batches\x182 \x01(\bR\x0fparallelBatches\x12%\n" +
 	"\x0ecritical_scope\x183 \x01(\tR\rcriticalScope\x126\n" +
 	"\x17progress_resets_repeats\x184 \x01(\bR\x15progressResetsRepeats\x12(\n" +
-	"\x10user_turn_resets\x18< \x01(\bR\x0euserTurnResetsB\n" +
+	"\x10user_turn_resets\x18< \x01(\bR\x0euserTurnResets\x12\x1f\n" +
+	"\von_critical\x18P \x01(\tR\n" +
+	"onCritical\x12.\n" +
+	"\x13ask_timeout_seconds\x18Q \x01(\rR\x11askTimeoutSeconds\x122\n" +
+	"\x15exemption_ttl_seconds\x18R \x01(\rR\x13exemptionTtlSecondsB\n" +
 	"\n" +
 	"\b_enabled*o\n" +
 	"\tToolClass\x12\x1a\n" +

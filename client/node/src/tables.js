@@ -33,6 +33,9 @@
  * @property {string} criticalScope loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first critical also blocks the later calls of its batch and leaves one recovery turn; a second critical ends the run (`loop_recovery_failed`).
  * @property {boolean} progressResetsRepeats loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only since another call last brought the run something new (a new (tool, args, result) triple): re-reading unchanged data between new calls is not a loop.
  * @property {boolean} userTurnResets loopwarden.userTurnResets: A `user_turn` event (a new instruction from a person or an orchestrator) starts the run fresh for detection: history, announced warnings, sticky blocks and their count, the run-wide streak and batch recovery are cleared (an aborted run stays aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose user is a simulator).
+ * @property {string} onCritical loopwarden.onCritical: `block`: a critical verdict blocks its call. `ask`: the first critical of a pattern in a run is ACTION_ASK (a person decides whether the call runs) for callers that set `accepts_ask`; others still get the BLOCK. A denial (or no answer within `askTimeoutSeconds`) makes the pattern's later criticals BLOCK. Aborts are never asked.
+ * @property {number} askTimeoutSeconds loopwarden.askTimeoutSeconds: An ASK with no `approval` within this many seconds counts as a denial (judged when the run's next event arrives).
+ * @property {number} exemptionTtlSeconds loopwarden.exemptionTtlSeconds: How long an "always" approval (a standing exemption) stands when the approval gives no `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is capped to the same 30 days).
  */
 
 /** Detector ids: the values of a verdict's `detector` ("" when none answered). */

@@ -19,7 +19,7 @@ _EXPORTS = {
     "AsyncToolGuard": "runner", "ToolGuard": "runner", "blocked_tool_result": "runner",
     "Action": "types", "Exemption": "types", "LoopwardenError": "types", "LoopwardenUnavailable": "types",
     "RunAborted": "types", "RunInspection": "types", "RunNotFound": "types", "RunRecord": "types", "Totals": "types",
-    "Verdict": "types",
+    "Verdict": "types", "ExemptionNotFound": "types",
 }
 _SUBMODULES = ("events", "eventformat", "replay")
 

@@ -175,6 +175,12 @@ def verdict_from_message(message: pb.Verdict) -> Verdict:
     )
 
 
+def exemption_from_message(message: pb.Exemption) -> Exemption:
+    return Exemption(id=message.id, agent_id=message.agent_id, tool_name=message.tool_name,
+                     args_hash=message.args_hash, created_at=message.created_at, expires_at=message.expires_at,
+                     run_id=message.run_id)
+
+
 def inspection_from_message(message: pb.InspectRunResponse) -> RunInspection:
     return RunInspection(
         run_id=message.run_id, agent_id=message.agent_id,
@@ -199,9 +205,3 @@ def totals_from_message(message: pb.Totals) -> Totals:
     return Totals(tool_calls=message.tool_calls, tool_ms=message.tool_ms, input_tokens=message.input_tokens,
                   output_tokens=message.output_tokens, cost_usd=message.cost_usd, wall_seconds=message.wall_seconds,
                   runs=message.runs)
-
-
-def exemption_from_message(message: pb.Exemption) -> Exemption:
-    return Exemption(id=message.id, agent_id=message.agent_id, tool_name=message.tool_name,
-                     args_hash=message.args_hash, created_at=message.created_at, expires_at=message.expires_at,
-                     run_id=message.run_id)

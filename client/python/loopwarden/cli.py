@@ -1,6 +1,6 @@
 """The `loopwarden` command line.
 
-The client distribution ships the commands that talk to a daemon (`health`, `inspect`, `check`,
+The client distribution ships the commands that talk to a daemon (`health`, `inspect`, `exemptions`, `check`,
 `replay`; each in its module under `loopwarden.commands`, each taking the connection flags of
 `loopwarden.connection`). Other installed distributions add theirs through the
 `loopwarden.commands` entry-point group: the daemon (`loopwarden`) adds `serve`, `check-config`
@@ -14,7 +14,7 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
-from .commands import check, health, inspect, replay
+from .commands import check, exemptions, health, inspect, replay
 
 COMMAND_GROUP = "loopwarden.commands"
 CLIENT_DISTRIBUTION = "loopwarden-client"
@@ -55,6 +55,7 @@ def _not_installed(command: str):
 def _add_client_commands(commands) -> None:
     health.add(commands)
     inspect.add(commands)
+    exemptions.add(commands)
     check.add(commands)
     replay.add(commands)
     from .hooks.cli import add_hook_command

@@ -29,7 +29,9 @@ import grpc
 from . import _wire
 from ._wire import MISSING
 from .trees import RunTrees
-from .types import LoopwardenError, LoopwardenUnavailable, RunInspection, RunNotFound, Verdict
+from .types import (
+    Exemption, ExemptionNotFound, LoopwardenError, LoopwardenUnavailable, RunInspection, RunNotFound, Verdict,
+)
 from .v1 import loopwarden_pb2 as pb
 from .v1 import loopwarden_pb2_grpc as pb_grpc
 
@@ -290,6 +292,24 @@ class LoopwardenClient(_Verbs):
             raise _rpc_error(exc) from None
         return _wire.inspection_from_message(response)
 
+    def list_exemptions(self, *, agent_id: str = "", tool_name: str = "") -> list[Exemption]:
+        """The caller's tenant's standing exemptions, newest first (filters: when not empty)."""
+        try:
+            response = self._stub.ListExemptions(pb.ListExemptionsRequest(agent_id=agent_id, tool_name=tool_name),
+                                                 timeout=self._timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise _rpc_error(exc) from None
+        return [_wire.exemption_from_message(e) for e in response.exemptions]
+
+    def revoke_exemption(self, exemption_id: str) -> Exemption:
+        """Withdraw one; ExemptionNotFound when the tenant holds no such id."""
+        try:
+            response = self._stub.RevokeExemption(pb.RevokeExemptionRequest(id=exemption_id),
+                                                  timeout=self._timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise _rpc_error(exc, ExemptionNotFound) from None
+        return _wire.exemption_from_message(response.revoked)
+
     def _reset_stream(self) -> None:
         if self._requests is not None:
             self._requests.put(None)
@@ -424,6 +444,25 @@ class AsyncLoopwardenClient(_Verbs):
             raise _rpc_error(exc) from None
         return _wire.inspection_from_message(response)
 
+    async def list_exemptions(self, *, agent_id: str = "", tool_name: str = "") -> list[Exemption]:
+        """The caller's tenant's standing exemptions, newest first (filters: when not empty)."""
+        try:
+            response = await self._stub.ListExemptions(
+                pb.ListExemptionsRequest(agent_id=agent_id, tool_name=tool_name), timeout=self._timeout,
+                metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise _rpc_error(exc) from None
+        return [_wire.exemption_from_message(e) for e in response.exemptions]
+
+    async def revoke_exemption(self, exemption_id: str) -> Exemption:
+        """Withdraw one; ExemptionNotFound when the tenant holds no such id."""
+        try:
+            response = await self._stub.RevokeExemption(pb.RevokeExemptionRequest(id=exemption_id),
+                                                        timeout=self._timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise _rpc_error(exc, ExemptionNotFound) from None
+        return _wire.exemption_from_message(response.revoked)
+
     async def close(self) -> None:
         async with self._lock:
             if self._call is not None:
@@ -434,10 +473,10 @@ class AsyncLoopwardenClient(_Verbs):
         await self._channel.close()
 
 
-def _rpc_error(exc: grpc.RpcError) -> LoopwardenError:
-    """A unary RPC's failure as the client's own error (NOT_FOUND only comes from InspectRun)."""
+def _rpc_error(exc: grpc.RpcError, not_found: type[LoopwardenError] = RunNotFound) -> LoopwardenError:
+    """A unary RPC's failure as the client's own error (NOT_FOUND: the RPC's own `not_found`)."""
     if exc.code() == grpc.StatusCode.NOT_FOUND:
-        return RunNotFound(exc.details())
+        return not_found(exc.details())
     return LoopwardenUnavailable(_describe(exc))
 
 

@@ -130,6 +130,10 @@ class RunNotFound(LoopwardenError):
     """InspectRun: the daemon holds no state for that run."""
 
 
+class ExemptionNotFound(LoopwardenError):
+    """RevokeExemption: the daemon holds no such exemption for the caller's tenant."""
+
+
 class RunAborted(LoopwardenError):
     """Raised by the tool guard when the daemon aborts the run."""
 

@@ -10,6 +10,7 @@ use crate::json::{decode, py_isspace, JsonError, Value};
 use crate::tool_rules::{ToolClass, ToolRule};
 use crate::toolnames::normalize_tool_name;
 
+use super::ask::{self, AskIo, Turn};
 use super::batches;
 use super::compaction_guard::{arm, observe_outcome};
 use super::detectors::{detect, track_outcome, Context};
@@ -25,6 +26,8 @@ pub enum Event<'a> {
     RunEnd,
     /// A new instruction from a person or an orchestrator: the run starts fresh for detection.
     UserTurn,
+    /// A person's answer to an ASK (engine::ask).
+    Approval(ask::Approval<'a>),
 }
 
 struct Invalid(&'static str, String);
@@ -135,9 +138,17 @@ fn record(seq: u64, tool: Tool, args: [u8; 32], call_id: &str, status: u8, resul
 }
 
 pub fn evaluate(state: &mut RunState, event: &Event, s: &Settings, catalog: &Catalog, max_depth: usize) -> Verdict {
+    evaluate_with(state, event, s, catalog, max_depth, &mut AskIo::default())
+}
+
+/// `evaluate` with what ASK needs from the service and gives back (engine::ask::AskIo).
+pub fn evaluate_with(state: &mut RunState, event: &Event, s: &Settings, catalog: &Catalog, max_depth: usize, io: &mut AskIo) -> Verdict {
+    if state.asks.is_some() {
+        ask::expire(state, s.ask_timeout_seconds, io);
+    }
     let result = match event {
         Event::ToolCall { tool_name, params_json, tool_call_id, seq, tool_class } => {
-            on_tool_call(state, tool_name, params_json, tool_call_id, *seq, *tool_class, s, catalog, max_depth)
+            on_tool_call(state, tool_name, params_json, tool_call_id, *seq, *tool_class, s, catalog, max_depth, io)
         }
         Event::ToolOutcome { tool_name, params_json, tool_call_id, result_json, error, seq } => {
             on_tool_outcome(state, tool_name, params_json, tool_call_id, *result_json, *error, *seq, s, catalog, max_depth)
@@ -145,6 +156,7 @@ pub fn evaluate(state: &mut RunState, event: &Event, s: &Settings, catalog: &Cat
         Event::CompactionRetry => Ok(still_aborted(state, "").unwrap_or_else(|| arm(state, s))),
         Event::RunEnd => Ok(Verdict::allow("")),
         Event::UserTurn => Ok(still_aborted(state, "").unwrap_or_else(|| user_turn(state, s))),
+        Event::Approval(a) => Ok(still_aborted(state, "").unwrap_or_else(|| ask::on_approval(state, s, io, a))),
     };
     result.unwrap_or_else(|Invalid(code, message)| Verdict::reject(code, message))
 }
@@ -160,6 +172,7 @@ fn user_turn(state: &mut RunState, s: &Settings) -> Verdict {
         state.seen_triples = None;
         state.no_new_streak = 0;
         state.batch = None;
+        ask::forget_denials(state);
     }
     Verdict::allow("")
 }
@@ -167,7 +180,7 @@ fn user_turn(state: &mut RunState, s: &Settings) -> Verdict {
 #[allow(clippy::too_many_arguments)]
 fn on_tool_call(
     state: &mut RunState, raw_tool: &str, params_json: &str, call_id: &str, seq: u64, sent_class: ToolClass,
-    s: &Settings, catalog: &Catalog, max_depth: usize,
+    s: &Settings, catalog: &Catalog, max_depth: usize, io: &mut AskIo,
 ) -> Result<Verdict, Invalid> {
     let tool = normalize_tool_name(raw_tool);
     let params = decode_params(params_json, max_depth)?;
@@ -242,6 +255,29 @@ fn on_tool_call(
         guard_armed: false,
     };
     if det.level == Level::Critical {
+        match ask::on_critical(state, s, io, &mut v, t, &digest, call_id) {
+            Turn::Block => {}
+            // An exempt critical runs as an allowed call does (recorded, no message).
+            Turn::Exempt => {
+                append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
+                if side_effect {
+                    remember_call(state, &tool, digest, seq, call_id);
+                }
+                return Ok(allow_owned(tool));
+            }
+            // Not a block: not counted toward abortAfterBlocks, the call not recorded (it runs,
+            // if at all, after an approval; its outcome arrives as any call's does).
+            Turn::Ask => {
+                if s.shadow {
+                    append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
+                    if side_effect {
+                        remember_call(state, &tool, digest, seq, call_id);
+                    }
+                    return Ok(shadowed(v));
+                }
+                return Ok(v);
+            }
+        }
         state.blocks += 1;
         v.action = Action::Block;
         v.announce = true;

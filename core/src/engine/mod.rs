@@ -6,6 +6,7 @@
 //! state, the evaluation entry, the compaction guard and one module per detector. Everything
 //! other code uses is re-exported here, so `crate::engine::X` is the one path to it.
 
+pub mod ask;
 pub mod batches;
 mod compaction_guard;
 mod detectors;
@@ -17,7 +18,7 @@ mod side_effects;
 mod testing;
 mod verdict;
 
-pub use evaluation::{evaluate, Event};
+pub use evaluation::{evaluate, evaluate_with, Event};
 pub use run_state::{
     args_hash_text, hex, result_hash_text, same, Guard, Record, RecordExtra, RunState, SideEffect, Tool, Triple,
     MAX_ANNOUNCED_KEYS, MAX_SEEN_TRIPLES, MAX_SIDE_EFFECTS,

@@ -157,6 +157,8 @@ pub struct RunState {
     pub side_effects: Option<Box<Vec<SideEffect>>>,
     /// The run's current batch (engine::batches); None until batches are tracked.
     pub batch: Option<Box<super::batches::Batch>>,
+    /// Pending asks and denied patterns (engine::ask); None unless an ASK was given.
+    pub asks: Option<Box<super::ask::Asks>>,
     /// Transient, never persisted: the batch key of the event being evaluated (the service sets
     /// it from ToolCall.batch_id or the EvaluateRequest; 0: none).
     pub incoming_batch: u64,

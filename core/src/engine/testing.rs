@@ -48,6 +48,17 @@ impl Run {
         evaluate(&mut self.state, event, &self.settings, &self.catalog, 64)
     }
 
+    /// `send` with what ASK reads and writes (engine::ask::AskIo).
+    pub(crate) fn send_with(&mut self, event: &Event, io: &mut crate::engine::ask::AskIo) -> Verdict {
+        crate::engine::evaluate_with(&mut self.state, event, &self.settings, &self.catalog, 64, io)
+    }
+
+    /// A call with its id, sent with `io`.
+    pub(crate) fn call_with(&mut self, tool: &str, params: &str, call_id: &str, io: &mut crate::engine::ask::AskIo) -> Verdict {
+        let seq = self.next_seq();
+        self.send_with(&Event::ToolCall { tool_name: tool, params_json: params, tool_call_id: call_id, seq, tool_class: Default::default() }, io)
+    }
+
     pub(crate) fn call(&mut self, tool: &str, params: &str) -> Verdict {
         let seq = self.next_seq();
         self.send(&Event::ToolCall { tool_name: tool, params_json: params, tool_call_id: "", seq, tool_class: Default::default() })

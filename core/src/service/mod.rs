@@ -14,6 +14,7 @@ use crate::engine::{Settings, Verdict};
 use crate::fingerprint::Catalog;
 use crate::json::py_isspace;
 
+mod exemptions;
 mod persist;
 mod request;
 mod retries;
@@ -22,6 +23,7 @@ mod summary;
 mod views;
 mod wire;
 
+pub use exemptions::{Exemptions, MAX_EXEMPTIONS_PER_TENANT};
 pub use persist::Loaded;
 pub use request::{count_events, py_repr, Limits, Refusal};
 pub use retries::{content_digest, content_digest_of, RETRY_WINDOW};
@@ -68,11 +70,13 @@ pub struct Core {
     pub panic_tool: Option<String>,
     /// Requests evaluated so far: a request's number keys its calls' batch (engine::batches).
     requests: u64,
+    /// Standing exemptions ("always" answers to an ASK), tenant-wide (service::exemptions).
+    pub exemptions: Exemptions,
 }
 
 impl Core {
     pub fn new(config: Config, limits: Limits, max_runs: usize, idle_ttl: f64, instance_id: String, latency_bounds: Vec<f64>) -> Core {
-        Core { config, limits, store: Store::new(max_runs, idle_ttl), instance_id, decisions: 0, latency_bounds, debug_logs: false, panic_tool: None, requests: 0 }
+        Core { config, limits, store: Store::new(max_runs, idle_ttl), instance_id, decisions: 0, latency_bounds, debug_logs: false, panic_tool: None, requests: 0, exemptions: Exemptions::default() }
     }
 
     pub fn set_decision_counter(&mut self, value: u64) {

@@ -27,6 +27,16 @@ impl Core {
             decisions.sort_by_key(|d| d.0);
             crate::state::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions }
         });
+        // Pending asks are stored with wall-clock times (a copy only for a run that has some).
+        let shifted;
+        let state = if entry.state.asks.is_some() {
+            let mut copy = entry.state.clone();
+            crate::engine::ask::shift_times(&mut copy, wall_now - now);
+            shifted = copy;
+            &shifted
+        } else {
+            &entry.state
+        };
         Some(crate::state::encode(&crate::state::RunRecord {
             tenant: &entry.tenant,
             run_id: &entry.run_id,
@@ -34,7 +44,7 @@ impl Core {
             session_id: &entry.session_id,
             last_seen: wall_now - (now - entry.last_seen).max(0.0),
             events_evaluated: entry.events_evaluated,
-            state: &entry.state,
+            state,
             retries,
         }))
     }
@@ -43,7 +53,8 @@ impl Core {
     /// (tenant, run_id) asked for, when one was. Err: the record is malformed (it names the field).
     pub fn load_run(&mut self, record: &[u8], wall_now: f64, now: f64, expect: Option<(&str, &str)>,
                     evictions: &mut Vec<&'static str>) -> Result<Loaded, String> {
-        let d = crate::state::decode(record, RETRY_WINDOW)?;
+        let mut d = crate::state::decode(record, RETRY_WINDOW)?;
+        crate::engine::ask::shift_times(&mut d.state, now - wall_now);
         let idle = (wall_now - d.last_seen).max(0.0);
         if idle > self.store.idle_ttl {
             return Ok(Loaded::Expired);

@@ -14,7 +14,8 @@ use super::summary::{counter, LogLine, Summary, ERROR};
 use super::views::evaluate_response;
 use super::wire::{decode_in_place, EventRef, Events, KindRef, OutcomeRef};
 use super::{Core, Decision};
-use crate::engine::{evaluate, Action, Event, RunState, Verdict};
+use crate::engine::ask::{Answer, AskIo};
+use crate::engine::{evaluate_with, Action, Event, RunState, Verdict};
 use crate::tables::error_codes;
 use crate::json::py_isspace;
 use crate::pb;
@@ -325,6 +326,11 @@ impl Core {
             return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: Verdict::allow(""), decision_id: String::new() };
         }
         let held = self.store.touch(tenant, run_id, now, &mut summary.evictions);
+        if let (false, Some(KindRef::Approval { tool_call_id, decision_id, .. })) = (held, event.kind) {
+            // An answer for a run this daemon does not hold: nothing to answer, and no run made.
+            let message = crate::engine::ask::no_pending_ask_message(tool_call_id, decision_id);
+            return self.rejected(event, run_id, Verdict::reject(error_codes::NO_PENDING_ASK, message), summary);
+        }
         let mut digest: Option<[u8; 8]> = None;
         if held && event.seq != 0 {
             let entry = self.store.get(tenant, run_id).expect("held");
@@ -374,6 +380,7 @@ impl Core {
             };
         }
         let panic_tool = self.panic_tool.as_deref();
+        let mut io = AskIo { accepts_ask: event.accepts_ask, now, exemptions: self.exemptions.of_tenant(tenant), agent_id: &agent_id, ..Default::default() };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if let (Some(tool), Some(KindRef::ToolCall { tool_name, .. })) = (panic_tool, event.kind) {
                 assert!(tool_name != tool, "planted panic for a test");
@@ -399,14 +406,22 @@ impl Core {
                 },
                 Some(KindRef::CompactionRetry) => Event::CompactionRetry,
                 Some(KindRef::UserTurn { .. }) => Event::UserTurn,
+                Some(KindRef::Approval { tool_call_id, decision_id, approved, scope, ttl_seconds }) => {
+                    let always = scope == pb::ApprovalScope::Always as i32;
+                    Event::Approval(crate::engine::ask::Approval { tool_call_id, decision_id, approved, always, ttl_seconds })
+                }
                 _ => Event::RunEnd,
             };
-            evaluate(state, &engine_event, settings, &config.catalog, max_depth)
+            evaluate_with(state, &engine_event, settings, &config.catalog, max_depth, &mut io)
         }));
+        let (granted, answer, timed_out) = (io.granted.take(), io.answer, io.timed_out);
         let verdict = match outcome {
             Ok(v) => v,
             Err(_) => return self.internal_error(event, tenant, run_id, created, kind, summary),
         };
+        if let Some(grant) = granted {
+            self.exemptions.grant(tenant, &agent_id, run_id, grant, now);
+        }
         let entry = self.store.get_mut(tenant, run_id).expect("held");
         if entry.agent_id != agent_id {
             entry.agent_id = agent_id;
@@ -426,6 +441,9 @@ impl Core {
                 String::new()
             };
             let decision = Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id };
+            if decision.verdict.action == Action::Ask {
+                crate::engine::ask::stamp_decision_id(&mut entry.state, &decision.decision_id);
+            }
             if !decision.decision_id.is_empty() {
                 let recent = entry.recent.get_or_insert_with(|| VecDeque::with_capacity(RECENT_DECISIONS));
                 if recent.len() >= RECENT_DECISIONS {
@@ -442,6 +460,13 @@ impl Core {
             decision
         };
         let agent_label = self.config.agent_label(&entry.agent_id);
+        for (answered, times) in [(answer.map(Answer::name), 1), (Some("timed_out"), timed_out)] {
+            for _ in 0..times {
+                if let Some(name) = answered {
+                    summary.count(counter::APPROVALS, [name, ""], agent_label);
+                }
+            }
+        }
         let who = (entry.tenant.as_str(), entry.agent_id.as_str(), entry.session_id.as_str());
         Core::account(self.debug_logs, event, &decision, agent_label, was_aborted, kind, who, summary);
         decision

@@ -42,6 +42,8 @@ pub mod counter {
     pub const BLOCKS: u8 = 6; // detector, agent (+tenant)
     pub const ESCALATION_ABORTS: u8 = 7; // detector, agent (+tenant)
     pub const GUARD_ABORTS: u8 = 8; // agent (+tenant)
+    pub const ASKS: u8 = 9; // detector, agent
+    pub const APPROVALS: u8 = 10; // answer (approved_once, approved_always, denied, timed_out), agent
 }
 
 pub const DEBUG: u8 = 10;
@@ -110,7 +112,10 @@ impl Core {
                 summary.count(counter::BLOCKS, [detector, ""], agent);
                 log(WARNING, "tool call blocked", summary);
             }
-            Action::Ask => log(WARNING, "tool call held for a human", summary),
+            Action::Ask => {
+                summary.count(counter::ASKS, [detector, ""], agent);
+                log(WARNING, "tool call held for a human", summary);
+            }
             Action::Abort => {
                 if was_aborted {
                     if debug_logs {

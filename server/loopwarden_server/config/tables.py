@@ -137,6 +137,9 @@ class ExtensionsBlock:
     critical_scope: str | None = None
     progress_resets_repeats: bool | None = None
     user_turn_resets: bool | None = None
+    on_critical: str | None = None
+    ask_timeout_seconds: int | None = None
+    exemption_ttl_seconds: int | None = None
     run_wide_breaker: RunWideBreakerBlock = field(default_factory=RunWideBreakerBlock)
     argument_churn: ArgumentChurnBlock = field(default_factory=ArgumentChurnBlock)
     error_repeat: ErrorRepeatBlock = field(default_factory=ErrorRepeatBlock)
@@ -242,6 +245,17 @@ class ResolvedSettings:
     # and batch recovery are cleared (an aborted run stays aborted; duplicateSideEffect's memory
     # stays). False keeps streaks across turns (hosts whose user is a simulator).
     user_turn_resets: bool = True
+    # `block`: a critical verdict blocks its call. `ask`: the first critical of a pattern in a run
+    # is ACTION_ASK (a person decides whether the call runs) for callers that set `accepts_ask`;
+    # others still get the BLOCK. A denial (or no answer within `askTimeoutSeconds`) makes the
+    # pattern's later criticals BLOCK. Aborts are never asked.
+    on_critical: str = 'block'
+    # An ASK with no `approval` within this many seconds counts as a denial (judged when the run's
+    # next event arrives).
+    ask_timeout_seconds: int = 300
+    # How long an "always" approval (a standing exemption) stands when the approval gives no
+    # `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is capped to the same 30 days).
+    exemption_ttl_seconds: int = 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +315,9 @@ SETTINGS: tuple[SettingRow, ...] = (
     SettingRow('loopwarden.criticalScope', 'criticalScope', 'loopwarden', 'critical_scope', 'choice', 'critical_scope', None, None, 'call', '', '', '', '', 'critical_scope', ('call', 'batch')),
     SettingRow('loopwarden.progressResetsRepeats', 'progressResetsRepeats', 'loopwarden', 'progress_resets_repeats', 'bool', 'progress_resets_repeats', None, None, False, '', '', '', '', 'progress_resets_repeats'),
     SettingRow('loopwarden.userTurnResets', 'userTurnResets', 'loopwarden', 'user_turn_resets', 'bool', 'user_turn_resets', None, None, True, '', '', '', '', 'user_turn_resets'),
+    SettingRow('loopwarden.onCritical', 'onCritical', 'loopwarden', 'on_critical', 'choice', 'on_critical', None, None, 'block', '', '', '', '', 'on_critical', ('block', 'ask')),
+    SettingRow('loopwarden.askTimeoutSeconds', 'askTimeoutSeconds', 'loopwarden', 'ask_timeout_seconds', 'count', 'ask_timeout_seconds', 1, 86400, 300, '', '', '', '', 'ask_timeout_seconds'),
+    SettingRow('loopwarden.exemptionTtlSeconds', 'exemptionTtlSeconds', 'loopwarden', 'exemption_ttl_seconds', 'count', 'exemption_ttl_seconds', 1, 2592000, 86400, '', '', '', '', 'exemption_ttl_seconds'),
 )
 
 # Block path -> the dataclass of the block as written.

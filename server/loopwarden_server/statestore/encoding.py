@@ -28,6 +28,12 @@ Key: b"{" + base64url(tenant) + b"." + base64url(run_id) + b"}" (base64url witho
 the UTF-8 bytes). '.' is not in the base64url alphabet, so no two (tenant, run_id) pairs share a
 key; the braces are a Redis Cluster hash tag, so a run's key always lands on one slot whatever
 prefix a deployment puts in front of it.
+
+A tenant's standing exemptions (ASK's "always" answers, core/src/service/exemptions.rs) are one
+more value beside its runs, never mistaken for one:
+
+    key:   b"{" + base64url(tenant) + b"}exemptions"   (ends after the brace: key_parts refuses it)
+    value: b"LWX" 0x01 | zlib stream of the JSON the core writes (state.rs: encode_exemptions)
 """
 from __future__ import annotations
 
@@ -66,6 +72,33 @@ def _b64(text: str) -> bytes:
 
 def _unb64(data: bytes) -> str:
     return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4)).decode("utf-8", "surrogatepass")
+
+
+EXEMPTIONS_MAGIC = b"LWX\x01"
+_EXEMPTIONS_SUFFIX = b"exemptions"
+
+
+def exemptions_key(tenant: str) -> bytes:
+    return b"{" + _b64(tenant) + b"}" + _EXEMPTIONS_SUFFIX
+
+
+def is_exemptions(value: bytes) -> bool:
+    """A stored value that is a tenant's exemption table (not a run)."""
+    return value[:4] == EXEMPTIONS_MAGIC
+
+
+def frame_exemptions(record_json: bytes) -> bytes:
+    return EXEMPTIONS_MAGIC + zlib.compress(record_json, LEVEL)
+
+
+def unframe_exemptions(data: bytes) -> bytes:
+    """An exemption table's JSON text; EncodingError for anything else."""
+    if not is_exemptions(data):
+        raise EncodingError(f"not an exemption table: {data[:4]!r}")
+    try:
+        return zlib.decompress(data[4:])
+    except zlib.error as exc:
+        raise EncodingError(f"malformed exemption table: {exc!r}") from None
 
 
 def frame(record_json: bytes) -> bytes:

@@ -26,12 +26,37 @@ from collections.abc import Callable
 
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
 from .base import StateStore, StateStoreError
-from .encoding import EncodingError, frame, run_key
+from .encoding import EncodingError, exemptions_key, frame, is_exemptions, run_key
 from .file import FileStateStore, NotAStateFile
 from .metrics import StateMetrics
 from .runs import RESTORED, CoreRuns, RunKey
 
 log = logging.getLogger("loopwarden.daemon")
+
+
+class _NoExemptionTables:
+    """The exemption tables of a runs side that keeps none (a test-only engine): nothing to move."""
+
+    def track_changes(self) -> None:
+        return None
+
+    def dirty_count(self) -> int:
+        return 0
+
+    def take_dirty(self) -> list[str]:
+        return []
+
+    def redirty(self, tenants: list[str]) -> None:
+        return None
+
+    def encode(self, tenant: str, wall_now: float) -> tuple[bytes | None, float]:
+        return None, 0.0
+
+    def take_in(self, value: bytes, wall_now: float) -> int:
+        return 0
+
+    def absent(self, tenant: str) -> None:
+        return None
 
 # Runs encoded per batch: ~54 µs each, so a batch holds the event loop for ~14 ms at most.
 BATCH = 256
@@ -48,6 +73,7 @@ class StateKeeper:
         self.flush_interval = flush_interval
         self._wall = wall_clock
         self._loading: dict[RunKey, asyncio.Future] = {}
+        self._loading_exemptions: dict[str, asyncio.Future] = {}
         self._stop = asyncio.Event()
         self._failures = 0
         self._last_ok = time.monotonic()
@@ -58,14 +84,18 @@ class StateKeeper:
         self._in_flight = 0
         self.final_flush_ok = True
         self.runs.track_changes(not store.lazy)
+        # The tenants' standing exemptions (ASK's "always" answers) travel with the runs.
+        self.tables = getattr(runs, "exemption_tables", None) or _NoExemptionTables()
+        self.tables.track_changes()
         metrics.flush_interval.set(flush_interval)
         metrics.store_up.set(1)
         metrics.dirty_runs.set_function(self.waiting)
         metrics.flush_lag.set_function(lambda: time.monotonic() - self._last_ok if self.waiting() else 0.0)
 
     def waiting(self) -> int:
-        """Runs changed and not yet written: marked dirty, or taken by the flush in flight."""
-        return self.runs.dirty_count() + self._in_flight
+        """Runs (and exemption tables) changed and not yet written: marked dirty, or taken by
+        the flush in flight."""
+        return self.runs.dirty_count() + self.tables.dirty_count() + self._in_flight
 
     @property
     def lazy(self) -> bool:
@@ -85,6 +115,9 @@ class StateKeeper:
         restored = expired = malformed = 0
         try:
             for value in self.store.restore():
+                if is_exemptions(value):
+                    self._take_in_exemptions(value)
+                    continue
                 try:
                     outcome = self.runs.take_in(value, self._wall())
                 except EncodingError:
@@ -100,10 +133,18 @@ class StateKeeper:
             self.metrics.store_errors.labels("restore").inc()
             self._refuse(str(exc))
         self.runs.take_dirty()  # restoring changes nothing that is not already stored
+        self.tables.take_dirty()
         self.metrics.runs_loaded.labels("store").inc(restored)
         log.info("state restored", extra={"state_store": self.store.describe(), "runs": restored,
                                           "expired_skipped": expired, "malformed_skipped": malformed,
                                           "seconds": round(time.monotonic() - started, 3)})
+
+    def _take_in_exemptions(self, value: bytes) -> None:
+        try:
+            self.tables.take_in(value, self._wall())
+        except EncodingError as exc:
+            self.metrics.store_errors.labels("load").inc()
+            log.error("stored exemption table unreadable; it is skipped", extra={"error": str(exc)})
 
     def _convert_snapshot(self) -> tuple[int, int]:
         """A snapshot written before the state store (--snapshot): read it, rewrite it as a log.
@@ -141,8 +182,33 @@ class StateKeeper:
 
     # ------------------------------------------------------------------ first event
     async def ensure_loaded(self, tenant: str, run_ids: list[str]) -> None:
-        """Fetch these runs from the shared store into memory (at most one GET per run)."""
-        await asyncio.gather(*(self._load_one(tenant, run_id) for run_id in run_ids))
+        """Fetch these runs from the shared store into memory (at most one GET per run), and the
+        tenant's exemption table with them: a replica meets a tenant through a run it does not
+        hold, so another replica's "always" answers arrive with it (staleness: see docs/ask.md)."""
+        await asyncio.gather(self.load_exemptions(tenant), *(self._load_one(tenant, run_id) for run_id in run_ids))
+
+    def load_exemptions(self, tenant: str) -> asyncio.Future:
+        """Fetch the tenant's exemption table from a shared store (coalesced per tenant); an
+        embedded store restored it at start, so nothing is fetched."""
+        pending = self._loading_exemptions.get(tenant)
+        if pending is None:
+            pending = self._loading_exemptions[tenant] = asyncio.ensure_future(self._fetch_exemptions(tenant))
+            pending.add_done_callback(lambda _f: self._loading_exemptions.pop(tenant, None))
+        return pending
+
+    async def _fetch_exemptions(self, tenant: str) -> None:
+        if not self.store.lazy or isinstance(self.tables, _NoExemptionTables) or time.monotonic() < self._load_paused_until:
+            return
+        try:
+            value = await self.store.load(exemptions_key(tenant))
+        except StateStoreError as exc:
+            self.metrics.store_errors.labels("load").inc()
+            log.warning("state store load of exemptions failed; memory's are used", extra={"error": str(exc)})
+            return
+        if value is None:
+            self.tables.absent(tenant)
+        else:
+            self._take_in_exemptions(value)
 
     def _load_one(self, tenant: str, run_id: str) -> asyncio.Future:
         key = (tenant, run_id)
@@ -192,6 +258,8 @@ class StateKeeper:
 
     async def flush_once(self, operation: str = "flush") -> bool:
         """Write every dirty run; False (runs kept dirty, error counted) when the store failed."""
+        if not await self._flush_exemptions(operation):
+            return False
         dirty = self.runs.take_dirty()
         if not dirty:
             self._last_ok = time.monotonic()
@@ -203,6 +271,29 @@ class StateKeeper:
             return await self._write(dirty, ttl, operation, started)
         finally:
             self._in_flight = 0
+
+    async def _flush_exemptions(self, operation: str) -> bool:
+        """Write the changed exemption tables (an emptied one is deleted); kept dirty on failure."""
+        tenants = self.tables.take_dirty()
+        if not tenants:
+            return True
+        wall = self._wall()
+        items = []
+        for tenant in tenants:
+            value, ttl = self.tables.encode(tenant, wall)
+            items.append((exemptions_key(tenant), value, max(ttl, 1.0)))
+        try:
+            await self.store.flush(items)
+        except StateStoreError as exc:
+            self.tables.redirty(tenants)
+            self.metrics.store_errors.labels(operation).inc()
+            self.metrics.store_up.set(0)
+            if self._failures == 0:
+                log.error("state store flush of exemptions failed; they stay in memory and are retried",
+                          extra={"state_store": self.store.describe(), "error": str(exc)})
+            self._failures += 1
+            return False
+        return True
 
     async def _write(self, keys: list, ttl: float, operation: str, started: float) -> bool:
         for start in range(0, len(keys), BATCH):

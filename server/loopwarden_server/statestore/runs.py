@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .encoding import EncodingError, frame, unframe
+from .encoding import EncodingError, frame, frame_exemptions, unframe, unframe_exemptions
 
 if TYPE_CHECKING:
     from ..core import CoreService
@@ -25,6 +25,7 @@ class CoreRuns:
 
     def __init__(self, core: CoreService) -> None:
         self.core = core
+        self.exemption_tables = CoreExemptionTables(core)
 
     @property
     def idle_ttl_seconds(self) -> float:
@@ -67,3 +68,44 @@ class CoreRuns:
 
     def clear(self) -> None:
         self.core.native.clear()
+
+
+class CoreExemptionTables:
+    """The compiled core's standing exemptions, a table per tenant: one stored value beside the
+    tenant's runs (encoding.exemptions_key), moved by the keeper as runs are."""
+
+    def __init__(self, core: CoreService) -> None:
+        self.core = core
+
+    def track_changes(self) -> None:
+        self.core.native.track_exemptions()
+
+    def dirty_count(self) -> int:
+        return self.core.native.exemptions_dirty_count()
+
+    def take_dirty(self) -> list[str]:
+        return self.core.native.take_dirty_exemptions()
+
+    def redirty(self, tenants: list[str]) -> None:
+        self.core.native.redirty_exemptions(tenants)
+
+    def encode(self, tenant: str, wall_now: float) -> tuple[bytes | None, float]:
+        """The tenant's table as a stored value and its TTL; (None, 0) when it holds none."""
+        encoded = self.core.native.encode_exemptions(tenant, wall_now, self.core.clock())
+        if encoded is None:
+            return None, 0.0
+        record, ttl = encoded
+        return frame_exemptions(record), ttl
+
+    def absent(self, tenant: str) -> None:
+        """The shared store holds none for the tenant (revoked or expired elsewhere)."""
+        self.core.native.exemptions_absent(tenant)
+
+    def take_in(self, value: bytes, wall_now: float) -> int:
+        """A stored table taken in (how many unexpired); EncodingError when it is malformed."""
+        record = unframe_exemptions(value)
+        try:
+            _tenant, count = self.core.native.load_exemptions(record, wall_now, self.core.clock())
+        except ValueError as exc:
+            raise EncodingError(f"malformed exemption table: {exc}") from None
+        return count

@@ -18,6 +18,12 @@ def register_servicer(servicer: LoopDetectionServicer, server: grpc.aio.Server) 
         "InspectRun": grpc.unary_unary_rpc_method_handler(
             servicer.InspectRun, request_deserializer=message_decoder(pb.InspectRunRequest, "request"),
             response_serializer=pb.InspectRunResponse.SerializeToString),
+        "ListExemptions": grpc.unary_unary_rpc_method_handler(
+            servicer.ListExemptions, request_deserializer=message_decoder(pb.ListExemptionsRequest, "request"),
+            response_serializer=pb.ListExemptionsResponse.SerializeToString),
+        "RevokeExemption": grpc.unary_unary_rpc_method_handler(
+            servicer.RevokeExemption, request_deserializer=message_decoder(pb.RevokeExemptionRequest, "request"),
+            response_serializer=pb.RevokeExemptionResponse.SerializeToString),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
 

@@ -1,4 +1,4 @@
-"""The core's typed views as the contract spells them (InspectRun)."""
+"""The core's typed views as the contract spells them (InspectRun, the exemption RPCs)."""
 from __future__ import annotations
 
 from loopwarden.v1 import loopwarden_pb2 as pb
@@ -6,7 +6,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from ..config.detection import LoopDetectionSettings
 from ..config.tables import SETTINGS
 from ..config.tool_rules import ToolRules
-from ..core import RunView
+from ..core import ExemptionView, RunView
 
 
 # resolved field -> EffectiveConfig field, from the one table (the proto's fields are generated too).
@@ -29,6 +29,11 @@ def effective_config(settings: LoopDetectionSettings) -> pb.EffectiveConfig:
     # `enabled` is optional on the wire: None (unset) stays unset.
     return pb.EffectiveConfig(**{wire: _wire(value) for name, wire in _WIRE
                                  if (value := getattr(settings, name)) is not None})
+
+
+def exemption(view: ExemptionView) -> pb.Exemption:
+    return pb.Exemption(id=view.id, agent_id=view.agent_id, tool_name=view.tool_name, args_hash=view.args_hash,
+                        created_at=view.created_at, expires_at=view.expires_at, run_id=view.run_id)
 
 
 def inspect_response(view: RunView, settings: LoopDetectionSettings) -> pb.InspectRunResponse:

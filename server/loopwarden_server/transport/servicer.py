@@ -39,7 +39,7 @@ from ..metrics import Metrics
 from ..statestore.keeper import StateKeeper
 from ..tracing import VERDICT_EVENT, core_verdict_attributes
 from .auth import Identity
-from .convert import inspect_response
+from .convert import exemption, inspect_response
 from .decode import TOO_MANY_EVENTS, UNDECODABLE, Refusal, undecodable
 
 log = logging.getLogger("loopwarden.transport")
@@ -50,6 +50,9 @@ STREAM_FAILURES = {
     "unknown_run": (grpc.StatusCode.NOT_FOUND, "no state is held for run {run_id!r}"),
     "missing_run_id": (grpc.StatusCode.INVALID_ARGUMENT, "run_id is required"),
     "missing_event": (grpc.StatusCode.INVALID_ARGUMENT, "event is required"),
+    "missing_exemption_id": (grpc.StatusCode.INVALID_ARGUMENT, "id is required (an exemption id from ListExemptions)"),
+    "unknown_exemption": (grpc.StatusCode.NOT_FOUND, "no exemption {exemption_id!r} is held for this tenant "
+                                                     "(revoked, expired, or never granted)"),
     "too_many_streams": (grpc.StatusCode.RESOURCE_EXHAUSTED, "too many open Evaluate streams (limit {limit})"),
     "idle": (grpc.StatusCode.DEADLINE_EXCEEDED,
              "this Evaluate stream sent nothing for {seconds:g} s (--stream-idle-timeout) and was closed; "
@@ -220,8 +223,46 @@ class LoopDetectionServicer:
             view = self._core.inspect(run_id, tenant)
             if view is None:
                 await _fail(context, "unknown_run", run_id=run_id)
-            return inspect_response(view, self._core.config.settings_for(view.agent_id))
+            response = inspect_response(view, self._core.config.settings_for(view.agent_id))
+            response.exemptions.extend(exemption(e) for e in self._core.run_exemptions(run_id, tenant))
+            return response
         except grpc.aio.AbortError:
             raise
         except Exception:  # noqa: BLE001
             await _internal(context, "InspectRun")
+
+    async def ListExemptions(self, request, context: grpc.aio.ServicerContext) -> pb.ListExemptionsResponse:
+        """The caller's tenant's standing exemptions, newest first (a shared store's table is
+        read first, so another replica's answers are seen)."""
+        try:
+            if type(request) is Refusal:
+                await _refuse(context, self._metrics, request)
+            tenant = self._identity.tenant(context)
+            if self._loader is not None:
+                await self._loader.load_exemptions(tenant)
+            views = self._core.list_exemptions(tenant, request.agent_id.strip(), request.tool_name.strip())
+            return pb.ListExemptionsResponse(exemptions=[exemption(v) for v in views])
+        except grpc.aio.AbortError:
+            raise
+        except Exception:  # noqa: BLE001
+            await _internal(context, "ListExemptions")
+
+    async def RevokeExemption(self, request, context: grpc.aio.ServicerContext) -> pb.RevokeExemptionResponse:
+        """Withdraw one of the caller's tenant's exemptions; NOT_FOUND for an id it does not hold."""
+        try:
+            if type(request) is Refusal:
+                await _refuse(context, self._metrics, request)
+            exemption_id = request.id.strip()
+            if not exemption_id:
+                await _fail(context, "missing_exemption_id")
+            tenant = self._identity.tenant(context)
+            if self._loader is not None:
+                await self._loader.load_exemptions(tenant)
+            revoked = self._core.revoke_exemption(exemption_id, tenant)
+            if revoked is None:
+                await _fail(context, "unknown_exemption", exemption_id=exemption_id)
+            return pb.RevokeExemptionResponse(revoked=exemption(revoked))
+        except grpc.aio.AbortError:
+            raise
+        except Exception:  # noqa: BLE001
+            await _internal(context, "RevokeExemption")

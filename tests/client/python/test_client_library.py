@@ -260,7 +260,7 @@ class TestInspect:
             "ping_pong_needs_answers": False, "duplicate_side_effect": False, "tool_rules": [],
             "cycle_warn_after": 0, "cycle_block_after": 0, "exec_failure_streak": False, "failure_cascade_threshold": 0,
             "parallel_batches": False, "critical_scope": "call", "progress_resets_repeats": False,
-            "user_turn_resets": True,
+            "user_turn_resets": True, "on_critical": "block", "ask_timeout_seconds": 300, "exemption_ttl_seconds": 86400,
         } == config
 
     def test_guard_state_after_compaction(self, client, run_id):
