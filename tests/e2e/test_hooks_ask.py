@@ -4,7 +4,6 @@
 approval-once, so the next identical call asks again; a PermissionDenied of an asked call is a
 denial, after which the pattern is denied. Codex cannot ask: the same loop there is denied.
 
-These await the ASK work (`ask`): without `onCritical` the daemon does not start on this config.
 """
 from __future__ import annotations
 
@@ -18,7 +17,8 @@ from tests.e2e.test_hooks_http import (
 )
 from tests.support.metrics import delta
 
-CONFIG = '{loopwarden: {onCritical: "ask"}}'
+# The embedded default's detection (enabled: true) with ASK on criticals.
+CONFIG = '{tools: {loopDetection: {enabled: true}}, loopwarden: {onCritical: "ask"}}'
 
 
 @pytest.fixture(scope="module")
