@@ -31,7 +31,7 @@ fn json_error(e: JsonError) -> PyErr {
 // ------------------------------------------------------------------ shared vocabulary
 
 /// Counter codes in code order: `COUNTERS[code]` names the Prometheus counter a delta goes to.
-const COUNTERS: [(u8, &str); 9] = [
+const COUNTERS: [(u8, &str); 10] = [
     (counter::EVENTS, "events"),
     (counter::REJECTED, "rejected"),
     (counter::VERDICTS, "verdicts"),
@@ -41,6 +41,7 @@ const COUNTERS: [(u8, &str); 9] = [
     (counter::BLOCKS, "blocks"),
     (counter::ESCALATION_ABORTS, "escalation_aborts"),
     (counter::GUARD_ABORTS, "guard_aborts"),
+    (counter::LIMIT_ABORTS, "limit_aborts"),
 ];
 
 /// Every detector id a verdict can carry (the `none` of a plain verdict aside).
@@ -305,7 +306,8 @@ struct Answer {
     response: Option<Py<PyBytes>>,
     verdict: Option<Py<PyVerdict>>,
     refusal: &'static str,
-    missing_runs: Vec<String>,
+    /// (run id, its tree's root): the root names the run's stored key.
+    missing_runs: Vec<(String, String)>,
     pending: Option<Py<Pending>>,
     summary: Option<Py<PySummary>>,
 }
@@ -350,6 +352,33 @@ struct RunView {
     abort_error_code: &'static str,
     events_evaluated: u64,
     recent_verdicts: Vec<Py<PyBytes>>,
+    /// Run trees: "" for a root run.
+    parent_run_id: String,
+    /// Oldest first, ended ones too.
+    children: Vec<String>,
+    root_run_id: String,
+    depth: u32,
+    /// The tree's totals (held on its root; None when the root is not held or keeps none).
+    tree_totals: Option<Py<TotalsView>>,
+    /// The run's own (None: a plain run keeps none).
+    run_totals: Option<Py<TotalsView>>,
+}
+
+/// Spending counted for budgets, as InspectRun's Totals shows it.
+#[pyclass(module = "loopwarden_core", frozen, get_all)]
+struct TotalsView {
+    tool_calls: u64,
+    tool_ms: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost_usd: f64,
+    wall_seconds: f64,
+    runs: u64,
+}
+
+fn totals_view(py: Python<'_>, t: &service::Totals, wall_seconds: f64) -> PyResult<Py<TotalsView>> {
+    Py::new(py, TotalsView { tool_calls: t.tool_calls, tool_ms: t.tool_ms, input_tokens: t.input_tokens,
+                             output_tokens: t.output_tokens, cost_usd: t.cost_usd, wall_seconds, runs: t.runs })
 }
 
 // ------------------------------------------------------------------ the core
@@ -528,13 +557,14 @@ impl PyCore {
         self.core.store.dirty_count()
     }
 
-    /// [((tenant, run_id), still held)] changed since the last call.
-    fn take_dirty(&mut self) -> Vec<((String, String), bool)> {
-        self.core.store.take_dirty()
+    /// [((tenant, run_id), still held, root)] changed since the last call; `root` is the run's
+    /// tree root (the run itself for a root), which its stored key names.
+    fn take_dirty(&mut self) -> Vec<((String, String), bool, String)> {
+        self.core.store.take_dirty_rooted()
     }
 
-    fn redirty(&mut self, items: Vec<((String, String), bool)>) {
-        self.core.store.redirty(items)
+    fn redirty(&mut self, items: Vec<((String, String), bool, String)>) {
+        self.core.store.redirty_rooted(items)
     }
 
     fn clear(&mut self) {
@@ -565,9 +595,20 @@ impl PyCore {
         }, evictions))
     }
 
-    /// A held run's view, None when the run is not held.
-    fn inspect(&self, py: Python<'_>, tenant: &str, run_id: &str) -> PyResult<Option<RunView>> {
+    /// A held run's view, None when the run is not held. `now`: the store's clock (wall times).
+    #[pyo3(signature = (tenant, run_id, now = 0.0))]
+    fn inspect(&self, py: Python<'_>, tenant: &str, run_id: &str, now: f64) -> PyResult<Option<RunView>> {
         let Some(entry) = self.core.inspect(tenant, run_id) else { return Ok(None) };
+        let link = entry.tree.as_deref();
+        let run_totals = match link {
+            Some(l) => Some(totals_view(py, &l.totals, (now - l.started).max(0.0))?),
+            None => None,
+        };
+        let root_link = self.core.store.get(tenant, entry.root_id()).and_then(|r| r.tree.as_deref());
+        let tree_totals = match root_link.and_then(|l| l.tree.as_deref().map(|t| (t, l.started))) {
+            Some((t, started)) => Some(totals_view(py, t, (now - started).max(0.0))?),
+            None => None,
+        };
         let state = &entry.state;
         let (guard_armed, guard_window_size, guard_observed) = match &state.guard {
             Some(g) => (true, g.window_size, g.observed),
@@ -600,6 +641,12 @@ impl PyCore {
             abort_error_code: state.abort.as_ref().map(|a| a.error_code).unwrap_or(""),
             events_evaluated: entry.events_evaluated,
             recent_verdicts,
+            parent_run_id: entry.parent_id().to_string(),
+            children: link.map(|l| l.children.clone()).unwrap_or_default(),
+            root_run_id: entry.root_id().to_string(),
+            depth: link.map_or(0, |l| l.depth),
+            tree_totals,
+            run_totals,
         }))
     }
 
@@ -628,6 +675,7 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyVerdict>()?;
     m.add_class::<RunView>()?;
     m.add_class::<RecordView>()?;
+    m.add_class::<TotalsView>()?;
     let mut counters: Vec<&str> = vec![""; COUNTERS.len()];
     for (code, name) in COUNTERS {
         counters[code as usize] = name;

@@ -37,9 +37,9 @@ decision_log = logging.getLogger("loopwarden.decisions")
 # member costs ~6x an int in each comparison of the per-request loop); a name the core does not
 # export fails the import.
 _CODE = {name: code for code, name in enumerate(loopwarden_core.COUNTERS)}
-EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS, GUARD_ABORTS = (
+EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS, GUARD_ABORTS, LIMIT_ABORTS = (
     _CODE[name] for name in ("events", "rejected", "verdicts", "retried", "shadow", "warnings", "blocks",
-                             "escalation_aborts", "guard_aborts"))
+                             "escalation_aborts", "guard_aborts", "limit_aborts"))
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(LoopDetectionSettings) if f.name != "preset")
 _LIMIT_FIELDS = ("max_params_bytes", "max_result_bytes", "max_run_id_chars", "max_tool_name_chars",
@@ -49,6 +49,7 @@ _LIMIT_FIELDS = ("max_params_bytes", "max_result_bytes", "max_run_id_chars", "ma
 Answer = loopwarden_core.Answer
 Pending = loopwarden_core.Pending
 RunView = loopwarden_core.RunView
+TotalsView = loopwarden_core.TotalsView
 CoreVerdict = loopwarden_core.Verdict
 
 
@@ -140,7 +141,7 @@ class CoreService:
         return self.native.held(tenant, run_id)
 
     def inspect(self, run_id: str, tenant: str = "") -> RunView | None:
-        return self.native.inspect(tenant, run_id)
+        return self.native.inspect(tenant, run_id, self.clock())
 
     def count_evictions(self, reasons: list[str]) -> None:
         for reason in reasons:
@@ -189,6 +190,8 @@ class CoreService:
                 metrics.escalation_abort_of(first, agent, *tenant_labels).inc(count)
             elif code == GUARD_ABORTS:
                 metrics.guard_abort_of(agent, *tenant_labels).inc(count)
+            elif code == LIMIT_ABORTS:
+                metrics.limit_abort_of(first, agent, *tenant_labels).inc(count)
         metrics.evaluation_seconds.add_counts(summary.latency_buckets, summary.latency_sum)
         if summary.logs:
             log_batch(decision_log, ((line.level, line.message, line.extra) for line in summary.logs))

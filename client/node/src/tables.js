@@ -33,6 +33,16 @@
  * @property {string} criticalScope loopwarden.criticalScope: `call`: a critical verdict blocks its own call. `batch`: the first critical also blocks the later calls of its batch and leaves one recovery turn; a second critical ends the run (`loop_recovery_failed`).
  * @property {boolean} progressResetsRepeats loopwarden.progressResetsRepeats: An identical call with an unchanged outcome is a repeat only since another call last brought the run something new (a new (tool, args, result) triple): re-reading unchanged data between new calls is not a loop.
  * @property {boolean} userTurnResets loopwarden.userTurnResets: A `user_turn` event (a new instruction from a person or an orchestrator) starts the run fresh for detection: history, announced warnings, sticky blocks and their count, the run-wide streak and batch recovery are cleared (an aborted run stays aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose user is a simulator).
+ * @property {number} runTreeMaxDepth loopwarden.runTree.maxDepth: Deepest run of a tree (root: depth 0): every event of a run deeper than this is ABORTed (`tree_too_deep`). The root run's agent settings apply; false or 0: no limit.
+ * @property {number} runTreeMaxChildren loopwarden.runTree.maxChildren: Children ever created under one parent run: the first event of a child past it is ABORTed (`too_many_children`) and the child is not counted. The root run's agent settings apply; false or 0: no limit.
+ * @property {number} budgetToolCallsPerRun loopwarden.budgets.toolCallsPerRun: Tool calls one run may make (the run's own agent settings): call N + 1 is ABORTed (`budget_exhausted`); false or 0: off.
+ * @property {number} budgetToolCallsPerTree loopwarden.budgets.toolCallsPerTree: Tool calls the whole run tree may make (the root run's agent settings): the call past it, in any run of the tree, is ABORTed; false or 0: off.
+ * @property {number} budgetToolSecondsPerTree loopwarden.budgets.toolSecondsPerTree: Seconds of tool time (the sum of `ToolOutcome.duration_ms`) the tree may spend: the first call after the total passes it is ABORTed; false or 0: off.
+ * @property {number} budgetTokensPerTree loopwarden.budgets.tokensPerTree: Input plus output tokens (`usage` events) the tree may spend: the first call after the total passes it is ABORTed; false or 0: off.
+ * @property {number} budgetCostUsdPerTree loopwarden.budgets.costUsdPerTree: US dollars (`usage.cost_usd`) the tree may spend: the first call after the total passes it is ABORTed; false or 0: off.
+ * @property {number} budgetWallSecondsPerTree loopwarden.budgets.wallSecondsPerTree: Seconds since the tree's first event: the first call after that is ABORTed; false or 0: off.
+ * @property {number} budgetWarnAt loopwarden.budgets.warnAt: The fraction of a budget whose reaching warns (once per budget per run, on a call that would be allowed) with what is used and what is left; false or 0: no warnings.
+ * @property {string} onBudget loopwarden.onBudget: `abort`: the first call past a budget is ABORTed (`budget_exhausted`). `ask`: it is ASKed (a human decides whether the run goes on; the run is not aborted) when the event accepts ASK, else ABORTed.
  */
 
 /** Detector ids: the values of a verdict's `detector` ("" when none answered). */

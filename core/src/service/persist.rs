@@ -36,6 +36,7 @@ impl Core {
             events_evaluated: entry.events_evaluated,
             state: &entry.state,
             retries,
+            tree: entry.tree.as_deref().map(|link| (link, wall_now - (now - link.started))),
         }))
     }
 
@@ -72,6 +73,11 @@ impl Core {
             recent: None,
             retries,
             dirty: false,
+            // `started` is stored as wall-clock seconds: back on the store's clock.
+            tree: d.tree.map(|mut link| {
+                link.started = now - (wall_now - link.started);
+                Box::new(link)
+            }),
         };
         self.store.restore(entry, idle, now, evictions);
         Ok(Loaded::Restored)

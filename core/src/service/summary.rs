@@ -42,6 +42,7 @@ pub mod counter {
     pub const BLOCKS: u8 = 6; // detector, agent (+tenant)
     pub const ESCALATION_ABORTS: u8 = 7; // detector, agent (+tenant)
     pub const GUARD_ABORTS: u8 = 8; // agent (+tenant)
+    pub const LIMIT_ABORTS: u8 = 9; // error code (budget_exhausted, tree_too_deep, too_many_children), agent (+tenant)
 }
 
 pub const DEBUG: u8 = 10;
@@ -120,6 +121,8 @@ impl Core {
                 }
                 if v.error_code == "tool_loop_persisted" {
                     summary.count(counter::ESCALATION_ABORTS, [detector, ""], agent);
+                } else if matches!(v.error_code, "budget_exhausted" | "tree_too_deep" | "too_many_children") {
+                    summary.count(counter::LIMIT_ABORTS, [v.error_code, ""], agent);
                 } else {
                     summary.count(counter::GUARD_ABORTS, ["", ""], agent);
                 }
