@@ -187,7 +187,7 @@ impl Core {
             self.store.create(tenant, &root, crate::engine::RunState::new(self.config.default.history_size), now, evictions);
         }
         if let Some(r) = self.store.get_mut(tenant, &root) {
-            r.link(now).tree.get_or_insert_with(|| Box::new(Totals { runs: 1, ..Default::default() }));
+            r.link(now).tree_totals();
         }
         root
     }
@@ -247,6 +247,12 @@ impl Core {
             }
             None => false,
         };
+        if !linked && matches!(event.kind, Some(KindRef::ToolCall { .. })) {
+            // Counted even without a link, so a run that joins a tree later brings its calls.
+            if let Some(entry) = self.store.get_mut(tenant, run_id) {
+                entry.unlinked_calls = entry.unlinked_calls.saturating_add(1);
+            }
+        }
         if linked {
             if let Some(tree) = self.store.get_mut(tenant, root).and_then(|e| e.tree.as_mut()).and_then(|l| l.tree.as_mut()) {
                 add(tree);
@@ -278,14 +284,9 @@ impl Core {
 mod tests {
     use super::*;
 
-    fn spent(run: &Totals, tree: &Totals, wall: f64) -> (Settings, Settings, f64, Totals, Totals) {
-        (Settings::default(), Settings::default(), wall, run.clone(), tree.clone())
-    }
-
     #[test]
     fn a_call_budget_of_n_lets_n_calls_run_and_warns_at_warn_at() {
-        let mut s = Settings::default();
-        s.budget_tool_calls_per_run = 30;
+        let s = Settings { budget_tool_calls_per_run: 30, ..Default::default() };
         let mut run = Totals::default();
         let tree = Totals::default();
         let mut first_warn = None;
@@ -310,13 +311,16 @@ mod tests {
 
     #[test]
     fn measured_budgets_stop_the_first_call_after_the_total_passes_the_cap() {
-        let (run_s, mut root_s, _, run, mut tree) = spent(&Totals::default(), &Totals::default(), 0.0);
-        root_s.budget_tokens_per_tree = 1000;
-        root_s.budget_cost_usd_per_tree = 0.5;
-        root_s.budget_tool_seconds_per_tree = 2;
-        root_s.budget_wall_seconds_per_tree = 60;
-        tree.input_tokens = 600;
-        tree.output_tokens = 400;
+        let run_s = Settings::default();
+        let root_s = Settings {
+            budget_tokens_per_tree: 1000,
+            budget_cost_usd_per_tree: 0.5,
+            budget_tool_seconds_per_tree: 2,
+            budget_wall_seconds_per_tree: 60,
+            ..Default::default()
+        };
+        let run = Totals::default();
+        let mut tree = Totals { input_tokens: 600, output_tokens: 400, ..Default::default() };
         assert!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0 }).is_none(), "exactly the cap");
         tree.output_tokens = 401;
         assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0 }).unwrap().0, Budget::TokensPerTree);
@@ -337,13 +341,12 @@ mod tests {
 
     #[test]
     fn off_budgets_and_a_zero_warn_at_say_nothing() {
-        let mut s = Settings::default();
+        let s = Settings::default();
         let big = Totals { tool_calls: u64::MAX / 2, input_tokens: 1 << 40, ..Default::default() };
         let spent = Spent { run: &big, tree: &big, wall_seconds: 1e9 };
         assert!(!any_on(&s, &s));
         assert!(exhausted(&s, &s, &spent).is_none());
-        s.budget_tool_calls_per_run = 10;
-        s.budget_warn_at = 0.0;
+        let s = Settings { budget_tool_calls_per_run: 10, budget_warn_at: 0.0, ..Default::default() };
         let few = Totals { tool_calls: 9, ..Default::default() };
         assert!(to_warn(&s, &s, &Spent { run: &few, tree: &few, wall_seconds: 0.0 }, 0).is_none());
     }

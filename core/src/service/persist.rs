@@ -78,6 +78,7 @@ impl Core {
                 link.started = now - (wall_now - link.started);
                 Box::new(link)
             }),
+            unlinked_calls: 0,
         };
         self.store.restore(entry, idle, now, evictions);
         Ok(Loaded::Restored)

@@ -33,6 +33,8 @@ pub struct Entry {
     pub(super) dirty: bool,
     /// Its place in a run tree and its budget totals (service/trees.rs); None for a plain run.
     pub tree: Option<Box<super::trees::TreeLink>>,
+    /// Tool calls evaluated while the run had no link: its totals begin from them when it gets one.
+    pub(super) unlinked_calls: u64,
 }
 
 /// FNV-1a of (tenant, run_id): the map key, so a lookup allocates nothing; entries with the same
@@ -345,6 +347,7 @@ impl Store {
             retries: None,
             dirty: false,
             tree: None,
+            unlinked_calls: 0,
         };
         let slot = self.insert(entry);
         self.mark(slot);

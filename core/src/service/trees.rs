@@ -90,6 +90,11 @@ impl TreeLink {
         }
         self.notices.push(notice);
     }
+    /// The tree's totals (on a root): begun from the root's own when first asked for.
+    pub fn tree_totals(&mut self) -> &mut Totals {
+        let own = &self.totals;
+        self.tree.get_or_insert_with(|| Box::new(Totals { runs: 1, ..own.clone() }))
+    }
     pub fn add_child(&mut self, child: &str) {
         if self.children.len() >= MAX_LISTED_CHILDREN {
             self.children.remove(0);
@@ -111,7 +116,12 @@ impl Entry {
         self.tree.as_ref().map_or("", |l| l.parent.as_str())
     }
     pub(super) fn link(&mut self, now: f64) -> &mut TreeLink {
-        self.tree.get_or_insert_with(|| Box::new(TreeLink::new(now)))
+        let calls = self.unlinked_calls;
+        self.tree.get_or_insert_with(|| {
+            let mut link = TreeLink::new(now);
+            link.totals.tool_calls = calls;
+            Box::new(link)
+        })
     }
 }
 
@@ -236,8 +246,7 @@ impl Core {
             }
             self.store.changed(tenant, parent);
             if let Some(r) = self.store.get_mut(tenant, &root) {
-                let tree = r.link(now).tree.get_or_insert_with(|| Box::new(Totals { runs: 1, ..Default::default() }));
-                tree.runs += 1;
+                r.link(now).tree_totals().runs += 1;
             }
             self.store.changed(tenant, &root);
             if bounded && max_depth > 0 && depth > max_depth {
