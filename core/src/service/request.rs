@@ -207,6 +207,12 @@ impl Core {
             let parent = event.parent_run_id.trim_matches(py_isspace);
             let root = self.tree_root(tenant, run_id, parent, routed);
             if !routed.is_empty() && root != routed {
+                // A later event of a child (no parent named) held only in the store: it is keyed
+                // under the header's root, so it is looked for there (not found: a new run, refused).
+                if parent.is_empty() && !run_id.is_empty() && self.store.get(tenant, run_id).is_none() {
+                    need(run_id, routed);
+                    need(routed, routed);
+                }
                 continue;
             }
             if self.store.get(tenant, run_id).is_some() {
@@ -623,6 +629,16 @@ mod tests {
             _ => panic!("expected NotLoaded"),
         }
         assert!(core.store.is_empty(), "nothing evaluated");
+        // Run trees: a new child names its parent and root; a later event of a child (no parent
+        // named) on a stream routed to its root is looked for under that root.
+        let mut child = event("c", "t");
+        child.parent_run_id = "p".into();
+        let bytes = pb::EvaluateRequest { events: vec![child, event("later", "t")] }.encode_to_vec();
+        let owned = |pairs: &[(&str, &str)]| pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+        match core.evaluate_request(&bytes, "t", "root", 0.0, &mut summary, true) {
+            Err(Refusal::NotLoaded(ids)) => assert_eq!(ids, owned(&[("c", "root"), ("p", "root"), ("root", "root"), ("later", "root")])),
+            _ => panic!("expected NotLoaded"),
+        }
     }
 
     #[test]
