@@ -392,7 +392,7 @@ struct PyCore {
 /// A hook's or an in-process caller's event, built without a protobuf round trip.
 fn event_from(kind: &str, run_id: String, agent_id: String, session_id: String, seq: u64, tool_name: String,
               params_json: String, tool_call_id: String, result_json: Option<String>, error: Option<String>,
-              tool_class: i32, batch_id: String, prompt_id: String) -> pb::Event {
+              tool_class: i32, batch_id: String, prompt_id: String, parent_run_id: String) -> pb::Event {
     use pb::event::Kind;
     let kind = match kind {
         "tool_call" => Some(Kind::ToolCall(pb::ToolCall { tool_name, params_json, tool_call_id, tool_class, batch_id })),
@@ -409,7 +409,7 @@ fn event_from(kind: &str, run_id: String, agent_id: String, session_id: String, 
         "user_turn" => Some(Kind::UserTurn(pb::UserTurn { prompt_id })),
         _ => None,
     };
-    pb::Event { run_id, agent_id, session_id, seq, kind, ..Default::default() }
+    pb::Event { run_id, agent_id, session_id, seq, kind, parent_run_id, ..Default::default() }
 }
 
 impl PyCore {
@@ -518,14 +518,15 @@ impl PyCore {
     /// compaction_retry, user_turn (`prompt_id`: its UserTurn.prompt_id) or run_end (anything
     /// else is REJECTed `missing_event_kind`). `tool_class`: a call's class as its caller knows it ("", "readOnly", "mutating", "poll"). `batch_id`: a
     /// call's ToolCall.batch_id (the hook endpoint's batch up to Claude Code's PostToolBatch).
+    /// `parent_run_id`: Event.parent_run_id (a sub-agent's run names its parent's).
     #[pyo3(signature = (kind, run_id, *, tenant = "", now = 0.0, agent_id = String::new(), session_id = String::new(),
                         seq = 0, tool_name = String::new(), params_json = String::new(), tool_call_id = String::new(),
                         result_json = None, error = None, lazy = false, report = false, tool_class = "",
-                        batch_id = String::new(), prompt_id = String::new()))]
+                        batch_id = String::new(), prompt_id = String::new(), parent_run_id = String::new()))]
     fn decide(&mut self, py: Python<'_>, kind: &str, run_id: String, tenant: &str, now: f64, agent_id: String,
               session_id: String, seq: u64, tool_name: String, params_json: String, tool_call_id: String,
               result_json: Option<String>, error: Option<String>, lazy: bool, report: bool, tool_class: &str,
-              batch_id: String, prompt_id: String) -> PyResult<Answer> {
+              batch_id: String, prompt_id: String, parent_run_id: String) -> PyResult<Answer> {
         use crate::tool_rules::ToolClass;
         let class = match ToolClass::from_name(tool_class) {
             Some(ToolClass::ReadOnly) => pb::ToolClass::ReadOnly,
@@ -535,7 +536,7 @@ impl PyCore {
             None => return Err(PyValueError::new_err(format!("tool_class: unknown class {tool_class:?}"))),
         };
         let event = event_from(kind, run_id, agent_id, session_id, seq, tool_name, params_json, tool_call_id, result_json,
-                               error, class as i32, batch_id, prompt_id);
+                               error, class as i32, batch_id, prompt_id, parent_run_id);
         self.answer(py, Form::Decide, vec![event], tenant, now, "", lazy, report)
     }
 

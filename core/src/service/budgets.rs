@@ -160,27 +160,23 @@ pub(super) fn shadowed(mut v: Verdict) -> Verdict {
 }
 
 impl Core {
-    fn agent_of(&self, tenant: &str, run_id: &str) -> String {
-        self.store.get(tenant, run_id).map(|e| e.agent_id.clone()).unwrap_or_default()
-    }
-
     /// Before the engine: give the run a link (and its root the tree's totals) when it is in a
     /// tree, under a budget, or sent what budgets count (usage, a tool's duration); keep the
-    /// root held while its tree works. The run's root.
+    /// root held while its tree works. The run's root, "" for a plain run (its own root, no
+    /// totals: nothing is allocated on its path).
     pub(super) fn keep_totals(&mut self, event: &EventRef, tenant: &str, run_id: &str, agent_id: &str, now: f64,
                               evictions: &mut Vec<&'static str>) -> String {
-        let Some(entry) = self.store.get(tenant, run_id) else { return run_id.to_string() };
-        let root = entry.root_id().to_string();
-        let in_tree = entry.tree.is_some();
-        let root_agent = if root == run_id { agent_id.to_string() } else { self.agent_of(tenant, &root) };
+        let Some(entry) = self.store.get(tenant, run_id) else { return String::new() };
         let sent = match event.kind {
             Some(KindRef::Usage { .. }) => true,
             Some(KindRef::ToolOutcome { duration_ms, .. }) => duration_ms > 0,
             _ => false,
         };
-        if !(in_tree || sent || any_on(self.config.settings_for(agent_id), self.config.settings_for(&root_agent))) {
-            return root;
+        // A run with no link is its own root: its agent's settings are the root's.
+        if entry.tree.is_none() && !sent && !any_on(self.config.settings_for(agent_id), self.config.settings_for(agent_id)) {
+            return String::new();
         }
+        let root = entry.root_id().to_string();
         self.store.get_mut(tenant, run_id).expect("held").link(now);
         if root != run_id && !self.store.touch(tenant, &root, now, evictions) {
             // The root was evicted (or expired) while its tree worked: it comes back empty.

@@ -399,8 +399,9 @@ impl Core {
                 self.store.get_mut(tenant, run_id).expect("created").state.abort = Some(Box::new(abort.clone()));
             }
         }
-        let root = self.keep_totals(event, tenant, run_id, &agent_id, now, &mut summary.evictions);
-        let pre = self.budget_stop(event, tenant, run_id, &root, &agent_id, now);
+        let tree_root = self.keep_totals(event, tenant, run_id, &agent_id, now, &mut summary.evictions);
+        let root = if tree_root.is_empty() { run_id } else { tree_root.as_str() };
+        let pre = self.budget_stop(event, tenant, run_id, root, &agent_id, now);
         let config = &self.config;
         let settings = config.settings_for(&agent_id);
         let max_depth = self.limits.max_json_depth;
@@ -457,7 +458,7 @@ impl Core {
                     verdict = shadowed(abort);
                 }
             }
-            self.after_verdict(event, tenant, run_id, &root, &agent_id, now, &mut verdict, blocks_before, was_aborted);
+            self.after_verdict(event, tenant, run_id, root, &agent_id, now, &mut verdict, blocks_before, was_aborted);
         }
         let entry = self.store.get_mut(tenant, run_id).expect("held");
         if entry.agent_id != agent_id {
