@@ -347,3 +347,84 @@ mod tests {
         assert!(to_warn(&s, &s, &Spent { run: &few, tree: &few, wall_seconds: 0.0 }, 0).is_none());
     }
 }
+
+/// The budgets on the request path: counted once per event (retries spend nothing), usage into
+/// the tree, ASK that does not abort.
+#[cfg(test)]
+mod service_tests {
+    use crate::engine::Action;
+    use crate::pb;
+    use crate::service::{Config, Core, Limits, Summary};
+
+    fn core() -> Core {
+        let mut core = Core::new(Config::default(), Limits::default(), 100, 3600.0, "t".into(), vec![]);
+        core.config.default.budget_tool_calls_per_tree = 3;
+        core
+    }
+
+    fn call(run: &str, parent: &str, seq: u64, n: u32) -> pb::Event {
+        pb::Event {
+            run_id: run.into(),
+            parent_run_id: parent.into(),
+            seq,
+            kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: "read".into(), params_json: format!(r#"{{"n":{n}}}"#), ..Default::default() })),
+            ..Default::default()
+        }
+    }
+
+    fn send(core: &mut Core, event: pb::Event) -> crate::engine::Verdict {
+        core.evaluate_event(&event, "", 1.0, &mut Summary::default()).verdict
+    }
+
+    #[test]
+    fn a_retry_spends_nothing_and_a_tree_budget_stops_every_run_of_the_tree() {
+        let mut core = core();
+        send(&mut core, call("root", "", 1, 1));
+        send(&mut core, call("kid", "root", 1, 2));
+        send(&mut core, call("kid", "root", 1, 2)); // a retry: answered from the window
+        let third = send(&mut core, call("kid", "", 2, 3));
+        assert_ne!(third.action, Action::Abort, "3 of 3: not past the cap");
+        let tree = core.store.get("", "root").unwrap().tree.as_ref().unwrap().tree.as_ref().unwrap().tool_calls;
+        assert_eq!(tree, 3);
+        let past = send(&mut core, call("root", "", 2, 4));
+        assert_eq!((past.action, past.error_code), (Action::Abort, "budget_exhausted"));
+        assert_eq!(send(&mut core, call("kid", "", 3, 5)).error_code, "budget_exhausted");
+    }
+
+    #[test]
+    fn usage_counts_into_the_tree_once_and_is_allowed_even_when_aborted() {
+        let mut core = core();
+        core.config.default.budget_tool_calls_per_tree = 0;
+        core.config.default.budget_tokens_per_tree = 100;
+        let usage = |run: &str, parent: &str, seq| pb::Event {
+            run_id: run.into(),
+            parent_run_id: parent.into(),
+            seq,
+            kind: Some(pb::event::Kind::Usage(pb::Usage { input_tokens: 40, output_tokens: 20, cost_usd: 0.1, model: String::new() })),
+            ..Default::default()
+        };
+        assert_eq!(send(&mut core, usage("root", "", 1)).action, Action::Allow);
+        assert_eq!(send(&mut core, usage("kid", "root", 1)).action, Action::Allow);
+        send(&mut core, usage("kid", "root", 1)); // a retry
+        let tree = core.store.get("", "root").unwrap().tree.as_ref().unwrap().tree.as_deref().cloned().unwrap();
+        assert_eq!((tree.input_tokens, tree.output_tokens), (80, 40));
+        assert!((tree.cost_usd - 0.2).abs() < 1e-9);
+        assert_eq!(send(&mut core, call("kid", "", 2, 1)).error_code, "budget_exhausted");
+        assert_eq!(send(&mut core, usage("kid", "", 3)).action, Action::Allow, "an aborted run's usage still counts");
+        assert_eq!(core.store.get("", "kid").unwrap().tree.as_ref().unwrap().totals.input_tokens, 80);
+    }
+
+    #[test]
+    fn an_ask_leaves_the_run_going() {
+        let mut core = core();
+        core.config.default.budget_tool_calls_per_tree = 0;
+        core.config.default.budget_tool_calls_per_run = 1;
+        core.config.default.on_budget = "ask".into();
+        send(&mut core, call("r", "", 1, 1));
+        let mut asking = call("r", "", 2, 2);
+        asking.accepts_ask = true;
+        assert_eq!(send(&mut core, asking).action, Action::Ask);
+        assert!(core.store.get("", "r").unwrap().state.abort.is_none());
+        assert_eq!(send(&mut core, call("r", "", 3, 3)).action, Action::Abort, "a caller that cannot ask is aborted");
+    }
+}

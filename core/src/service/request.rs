@@ -232,7 +232,10 @@ impl Core {
         let started = std::time::Instant::now();
         let run_id = event.run_id.trim_matches(py_isspace);
         // Routed: the header names the run's tree root (a root run: the run itself).
-        let misrouted = !routed.is_empty() && run_id != routed
+        // A run_end of a run not held here is taken as one of the header's tree (it frees nothing
+        // here; with a shared store it deletes the run's key under that root).
+        let ends_unheld = matches!(event.kind, Some(KindRef::RunEnd)) && self.store.get(tenant, run_id).is_none();
+        let misrouted = !routed.is_empty() && run_id != routed && !ends_unheld
             && self.tree_root(tenant, run_id, event.parent_run_id.trim_matches(py_isspace), routed) != routed;
         let decision = if misrouted {
             self.misrouted(event, routed, summary)
@@ -344,7 +347,8 @@ impl Core {
         }
         let parent = event.parent_run_id.trim_matches(py_isspace);
         if let Some(KindRef::RunEnd) = event.kind {
-            let root = self.tree_root(tenant, run_id, parent, routed);
+            let held = self.store.get(tenant, run_id).is_some();
+            let root = if !held && !routed.is_empty() { routed.to_string() } else { self.tree_root(tenant, run_id, parent, routed) };
             self.end_run(tenant, run_id, &root);
             let agent = self.config.agent_label(event.agent_id).to_string();
             summary.count(counter::VERDICTS, ["allow", "none"], &agent);

@@ -397,6 +397,9 @@ mod tests {
         assert_eq!(core.store.get("", "c").unwrap().root_id(), "root");
         let d = core.evaluate_timed(&crate::service::EventRef::from(&call("x", "", 1)), "", "root", 1.0, &mut summary);
         assert_eq!(d.verdict.error_code, "run_id_mismatch");
+        let end = pb::Event { run_id: "gone".into(), kind: Some(pb::event::Kind::RunEnd(pb::RunEnd {})), ..Default::default() };
+        let d = core.evaluate_timed(&crate::service::EventRef::from(&end), "", "root", 1.0, &mut summary);
+        assert_eq!(d.verdict.action, Action::Allow, "a run_end of a run not held is one of the header's tree");
     }
 
     #[test]
