@@ -388,11 +388,14 @@ impl Core {
             return self.rejected(event, run_id, invalid, summary);
         }
         let created = !held;
+        if created && !parent.is_empty() {
+            self.ensure_parent(tenant, run_id, parent, routed, now, summary);
+        }
         if created {
             let capacity = self.config.settings_for(&agent_id).history_size;
             self.store.create(tenant, run_id, RunState::new(capacity), now, &mut summary.evictions);
         }
-        let tree_abort = if created && !parent.is_empty() { self.join_tree(tenant, run_id, parent, routed, now, summary) } else { None };
+        let tree_abort = if created && !parent.is_empty() { self.join_tree(tenant, run_id, parent, now) } else { None };
         let (was_aborted, blocks_before) = {
             let entry = self.store.get(tenant, run_id).expect("created");
             (entry.state.abort.is_some(), entry.state.blocks)

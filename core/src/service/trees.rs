@@ -204,10 +204,10 @@ impl Core {
         self.store.get_mut(tenant, run_id).expect("created").link(now);
     }
 
-    /// A new run's place under `parent` (its first event named it): the parent created when it is
-    /// not held (as a root, or on a routed stream whose header names another run, as a child of
-    /// that run), then the run linked under it. Some(abort) when the run is past a tree bound.
-    pub(super) fn join_tree(&mut self, tenant: &str, run_id: &str, parent: &str, routed: &str, now: f64, summary: &mut Summary) -> Option<Verdict> {
+    /// Before a new run whose first event names `parent` is created: the parent created when it
+    /// is not held (as a root, or on a routed stream whose header names another run, as a child
+    /// of that run). First, so that creating them can never evict the new run itself.
+    pub(super) fn ensure_parent(&mut self, tenant: &str, run_id: &str, parent: &str, routed: &str, now: f64, summary: &mut Summary) {
         if self.store.get(tenant, parent).is_none() {
             let header_root = !routed.is_empty() && routed != parent && routed != run_id;
             if header_root && self.store.get(tenant, routed).is_none() {
@@ -219,6 +219,12 @@ impl Core {
                 self.link_child(tenant, parent, routed, now, false);
             }
         }
+    }
+
+    /// The new run (held) linked under `parent` (ensure_parent went first; a store too small to
+    /// hold both may have evicted the parent: the run is then linked by name alone). Some(abort)
+    /// when the run is past a tree bound.
+    pub(super) fn join_tree(&mut self, tenant: &str, run_id: &str, parent: &str, now: f64) -> Option<Verdict> {
         self.link_child(tenant, run_id, parent, now, true)
     }
 
@@ -465,5 +471,32 @@ mod tests {
         assert_eq!((v.action, v.detector), (Action::Warn, Detector::ChildStopped));
         assert!(v.message.contains("'kid'"), "{}", v.message);
         assert_eq!(send(&mut core, "p", "", 3).detector, Detector::None, "once");
+    }
+}
+
+/// A store too small to hold a tree evicts its runs, never the run being evaluated.
+#[cfg(test)]
+mod tiny_store_tests {
+    use super::*;
+    use crate::pb;
+    use crate::service::{Config, Limits};
+
+    #[test]
+    fn a_one_run_store_evaluates_a_child_without_its_parent() {
+        for max_runs in [1, 2] {
+            let mut core = Core::new(Config::default(), Limits::default(), max_runs, 3600.0, "t".into(), vec![]);
+            core.config.default.budget_tool_calls_per_tree = 5;
+            for (run, parent) in [("c", "p"), ("g", "c"), ("c", ""), ("x", "y")] {
+                let event = pb::Event {
+                    run_id: run.into(),
+                    parent_run_id: parent.into(),
+                    kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: "read".into(), ..Default::default() })),
+                    ..Default::default()
+                };
+                let d = core.evaluate_timed(&crate::service::EventRef::from(&event), "", "root", 1.0, &mut Summary::default());
+                assert_ne!(d.verdict.error_code, "internal_error", "max_runs {max_runs}: {run}");
+                assert!(core.store.len() <= max_runs);
+            }
+        }
     }
 }
