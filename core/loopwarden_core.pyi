@@ -77,7 +77,7 @@ class Answer:
     response: bytes | None
     verdict: Verdict | None
     refusal: str
-    missing_runs: list[str]
+    missing_runs: list[tuple[str, str]]  # (run id, its tree's root)
     pending: Pending | None
     summary: Summary | None
 
@@ -104,6 +104,22 @@ class RunView:
     abort_error_code: str
     events_evaluated: int
     recent_verdicts: list[bytes]
+    parent_run_id: str
+    children: list[str]
+    root_run_id: str
+    depth: int
+    tree_totals: TotalsView | None
+    run_totals: TotalsView | None
+
+@final
+class TotalsView:
+    tool_calls: int
+    tool_ms: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    wall_seconds: float
+    runs: int
 
 @final
 class ExemptionView:
@@ -131,18 +147,18 @@ class Core:
                session_id: str = "", seq: int = 0, tool_name: str = "", params_json: str = "",
                tool_call_id: str = "", result_json: str | None = None, error: str | None = None,
                lazy: bool = False, report: bool = False, tool_class: str = "", batch_id: str = "",
-               prompt_id: str = "") -> Answer: ...
+               prompt_id: str = "", parent_run_id: str = "") -> Answer: ...
     def resume(self, pending: Pending, tenant: str, now: float, routed: str = "", report: bool = False) -> Answer: ...
     def track_changes(self, evictions_delete: bool) -> None: ...
     def dirty_count(self) -> int: ...
-    def take_dirty(self) -> list[tuple[tuple[str, str], bool]]: ...
-    def redirty(self, items: list[tuple[tuple[str, str], bool]]) -> None: ...
+    def take_dirty(self) -> list[tuple[tuple[str, str], bool, str]]: ...  # ((tenant, run), held, root)
+    def redirty(self, items: list[tuple[tuple[str, str], bool, str]]) -> None: ...
     def clear(self) -> None: ...
     def held(self, tenant: str, run_id: str) -> bool: ...
     def encode_run(self, tenant: str, run_id: str, wall_now: float, now: float) -> bytes | None: ...
     def load_run(self, record: bytes, wall_now: float, now: float,
                  expect: tuple[str, str] | None = None) -> tuple[str, list[str]]: ...
-    def inspect(self, tenant: str, run_id: str) -> RunView | None: ...
+    def inspect(self, tenant: str, run_id: str, now: float = 0.0) -> RunView | None: ...
     def __len__(self) -> int: ...
     def expire_idle(self, now: float, budget: int) -> int: ...
     def list_exemptions(self, tenant: str, agent_id: str, tool_name: str, wall_now: float,

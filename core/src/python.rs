@@ -31,7 +31,7 @@ fn json_error(e: JsonError) -> PyErr {
 // ------------------------------------------------------------------ shared vocabulary
 
 /// Counter codes in code order: `COUNTERS[code]` names the Prometheus counter a delta goes to.
-const COUNTERS: [(u8, &str); 11] = [
+const COUNTERS: [(u8, &str); 12] = [
     (counter::EVENTS, "events"),
     (counter::REJECTED, "rejected"),
     (counter::VERDICTS, "verdicts"),
@@ -43,6 +43,7 @@ const COUNTERS: [(u8, &str); 11] = [
     (counter::GUARD_ABORTS, "guard_aborts"),
     (counter::ASKS, "asks"),
     (counter::APPROVALS, "approvals"),
+    (counter::LIMIT_ABORTS, "limit_aborts"),
 ];
 
 /// Every detector id a verdict can carry (the `none` of a plain verdict aside).
@@ -307,7 +308,8 @@ struct Answer {
     response: Option<Py<PyBytes>>,
     verdict: Option<Py<PyVerdict>>,
     refusal: &'static str,
-    missing_runs: Vec<String>,
+    /// (run id, its tree's root): the root names the run's stored key.
+    missing_runs: Vec<(String, String)>,
     pending: Option<Py<Pending>>,
     summary: Option<Py<PySummary>>,
 }
@@ -352,6 +354,33 @@ struct RunView {
     abort_error_code: &'static str,
     events_evaluated: u64,
     recent_verdicts: Vec<Py<PyBytes>>,
+    /// Run trees: "" for a root run.
+    parent_run_id: String,
+    /// Oldest first, ended ones too.
+    children: Vec<String>,
+    root_run_id: String,
+    depth: u32,
+    /// The tree's totals (held on its root; None when the root is not held or keeps none).
+    tree_totals: Option<Py<TotalsView>>,
+    /// The run's own (None: a plain run keeps none).
+    run_totals: Option<Py<TotalsView>>,
+}
+
+/// Spending counted for budgets, as InspectRun's Totals shows it.
+#[pyclass(module = "loopwarden_core", frozen, get_all)]
+struct TotalsView {
+    tool_calls: u64,
+    tool_ms: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost_usd: f64,
+    wall_seconds: f64,
+    runs: u64,
+}
+
+fn totals_view(py: Python<'_>, t: &service::Totals, wall_seconds: f64) -> PyResult<Py<TotalsView>> {
+    Py::new(py, TotalsView { tool_calls: t.tool_calls, tool_ms: t.tool_ms, input_tokens: t.input_tokens,
+                             output_tokens: t.output_tokens, cost_usd: t.cost_usd, wall_seconds, runs: t.runs })
 }
 
 /// A standing exemption, as ListExemptions and InspectRun show it (times: Unix seconds).
@@ -389,7 +418,7 @@ struct PyCore {
 /// A hook's or an in-process caller's event, built without a protobuf round trip.
 fn event_from(kind: &str, run_id: String, agent_id: String, session_id: String, seq: u64, tool_name: String,
               params_json: String, tool_call_id: String, result_json: Option<String>, error: Option<String>,
-              tool_class: i32, batch_id: String, prompt_id: String) -> pb::Event {
+              tool_class: i32, batch_id: String, prompt_id: String, parent_run_id: String) -> pb::Event {
     use pb::event::Kind;
     let kind = match kind {
         "tool_call" => Some(Kind::ToolCall(pb::ToolCall { tool_name, params_json, tool_call_id, tool_class, batch_id })),
@@ -406,7 +435,7 @@ fn event_from(kind: &str, run_id: String, agent_id: String, session_id: String, 
         "user_turn" => Some(Kind::UserTurn(pb::UserTurn { prompt_id })),
         _ => None,
     };
-    pb::Event { run_id, agent_id, session_id, seq, kind, ..Default::default() }
+    pb::Event { run_id, agent_id, session_id, seq, kind, parent_run_id, ..Default::default() }
 }
 
 impl PyCore {
@@ -515,14 +544,15 @@ impl PyCore {
     /// compaction_retry, user_turn (`prompt_id`: its UserTurn.prompt_id) or run_end (anything
     /// else is REJECTed `missing_event_kind`). `tool_class`: a call's class as its caller knows it ("", "readOnly", "mutating", "poll"). `batch_id`: a
     /// call's ToolCall.batch_id (the hook endpoint's batch up to Claude Code's PostToolBatch).
+    /// `parent_run_id`: Event.parent_run_id (a sub-agent's run names its parent's).
     #[pyo3(signature = (kind, run_id, *, tenant = "", now = 0.0, agent_id = String::new(), session_id = String::new(),
                         seq = 0, tool_name = String::new(), params_json = String::new(), tool_call_id = String::new(),
                         result_json = None, error = None, lazy = false, report = false, tool_class = "",
-                        batch_id = String::new(), prompt_id = String::new()))]
+                        batch_id = String::new(), prompt_id = String::new(), parent_run_id = String::new()))]
     fn decide(&mut self, py: Python<'_>, kind: &str, run_id: String, tenant: &str, now: f64, agent_id: String,
               session_id: String, seq: u64, tool_name: String, params_json: String, tool_call_id: String,
               result_json: Option<String>, error: Option<String>, lazy: bool, report: bool, tool_class: &str,
-              batch_id: String, prompt_id: String) -> PyResult<Answer> {
+              batch_id: String, prompt_id: String, parent_run_id: String) -> PyResult<Answer> {
         use crate::tool_rules::ToolClass;
         let class = match ToolClass::from_name(tool_class) {
             Some(ToolClass::ReadOnly) => pb::ToolClass::ReadOnly,
@@ -532,7 +562,7 @@ impl PyCore {
             None => return Err(PyValueError::new_err(format!("tool_class: unknown class {tool_class:?}"))),
         };
         let event = event_from(kind, run_id, agent_id, session_id, seq, tool_name, params_json, tool_call_id, result_json,
-                               error, class as i32, batch_id, prompt_id);
+                               error, class as i32, batch_id, prompt_id, parent_run_id);
         self.answer(py, Form::Decide, vec![event], tenant, now, "", lazy, report)
     }
 
@@ -554,13 +584,14 @@ impl PyCore {
         self.core.store.dirty_count()
     }
 
-    /// [((tenant, run_id), still held)] changed since the last call.
-    fn take_dirty(&mut self) -> Vec<((String, String), bool)> {
-        self.core.store.take_dirty()
+    /// [((tenant, run_id), still held, root)] changed since the last call; `root` is the run's
+    /// tree root (the run itself for a root), which its stored key names.
+    fn take_dirty(&mut self) -> Vec<((String, String), bool, String)> {
+        self.core.store.take_dirty_rooted()
     }
 
-    fn redirty(&mut self, items: Vec<((String, String), bool)>) {
-        self.core.store.redirty(items)
+    fn redirty(&mut self, items: Vec<((String, String), bool, String)>) {
+        self.core.store.redirty_rooted(items)
     }
 
     fn clear(&mut self) {
@@ -592,9 +623,20 @@ impl PyCore {
         }, evictions))
     }
 
-    /// A held run's view, None when the run is not held.
-    fn inspect(&self, py: Python<'_>, tenant: &str, run_id: &str) -> PyResult<Option<RunView>> {
+    /// A held run's view, None when the run is not held. `now`: the store's clock (wall times).
+    #[pyo3(signature = (tenant, run_id, now = 0.0))]
+    fn inspect(&self, py: Python<'_>, tenant: &str, run_id: &str, now: f64) -> PyResult<Option<RunView>> {
         let Some(entry) = self.core.inspect(tenant, run_id) else { return Ok(None) };
+        let link = entry.tree.as_deref();
+        let run_totals = match link {
+            Some(l) => Some(totals_view(py, &l.totals, (now - l.started).max(0.0))?),
+            None => None,
+        };
+        let root_link = self.core.store.get(tenant, entry.root_id()).and_then(|r| r.tree.as_deref());
+        let tree_totals = match root_link.and_then(|l| l.tree.as_deref().map(|t| (t, l.started))) {
+            Some((t, started)) => Some(totals_view(py, t, (now - started).max(0.0))?),
+            None => None,
+        };
         let state = &entry.state;
         let (guard_armed, guard_window_size, guard_observed) = match &state.guard {
             Some(g) => (true, g.window_size, g.observed),
@@ -627,6 +669,12 @@ impl PyCore {
             abort_error_code: state.abort.as_ref().map(|a| a.error_code).unwrap_or(""),
             events_evaluated: entry.events_evaluated,
             recent_verdicts,
+            parent_run_id: entry.parent_id().to_string(),
+            children: link.map(|l| l.children.clone()).unwrap_or_default(),
+            root_run_id: entry.root_id().to_string(),
+            depth: link.map_or(0, |l| l.depth),
+            tree_totals,
+            run_totals,
         }))
     }
 
@@ -713,6 +761,7 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RunView>()?;
     m.add_class::<RecordView>()?;
     m.add_class::<ExemptionView>()?;
+    m.add_class::<TotalsView>()?;
     let mut counters: Vec<&str> = vec![""; COUNTERS.len()];
     for (code, name) in COUNTERS {
         counters[code as usize] = name;

@@ -22,7 +22,12 @@
 //!  (history's optional "flags": hex, one byte per record: engine::batches; both written only
 //!   when set, and absent = none, so records without batches are unchanged)
 //!  "retries": null | {"seqs", "digests": hex, "next_slot", "decisions": {"slot": {"seq",
-//!                     "decision_id", "verdict"}}}}
+//!                     "decision_id", "verdict"}}},
+//!  "tree" (optional: runs of a run tree or under a budget, service/trees.rs): {"parent", "root"
+//!         ("" = the run is its root), "depth", "children": [..], "children_created",
+//!         "started": wall-clock seconds, "totals": T, "tree_totals": null | T (the root's),
+//!         "notices": [[child, detector, tool, head], ..], "warned"}}
+//!   T = {"tool_calls", "tool_ms", "input_tokens", "output_tokens", "cost_usd", "runs"}
 //! ```
 //!
 //! Python frames it (magic + zlib) in `encoding.py`; this module only writes and reads the JSON.
@@ -32,6 +37,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::engine::{hex, Action, Detector, Guard, Level, Record, RunState, SideEffect, Verdict, MAX_SIDE_EFFECTS};
+use crate::service::{Notice, Totals, TreeLink};
 
 pub const MAX_RECORD_DEPTH: usize = 16;
 
@@ -125,6 +131,8 @@ pub struct RunRecord<'a> {
     pub events_evaluated: u64,
     pub state: &'a RunState,
     pub retries: Option<RetriesRecord<'a>>,
+    /// The run's tree link and its start as wall-clock seconds (absent for a plain run).
+    pub tree: Option<(&'a TreeLink, f64)>,
 }
 
 pub struct RetriesRecord<'a> {
@@ -352,8 +360,50 @@ pub fn encode(run: &RunRecord) -> Vec<u8> {
         None => o.key("retries").null(),
         Some(r) => write_retries(o.key("retries"), r),
     }
+    if let Some((link, started)) = run.tree {
+        write_tree(o.key("tree"), link, started);
+    }
     o.end();
     w.0
+}
+
+fn write_totals(w: &mut Writer, t: &Totals) {
+    let mut o = w.object();
+    o.key("tool_calls").uint(t.tool_calls);
+    o.key("tool_ms").uint(t.tool_ms);
+    o.key("input_tokens").uint(t.input_tokens);
+    o.key("output_tokens").uint(t.output_tokens);
+    o.key("cost_usd").float(t.cost_usd);
+    o.key("runs").uint(t.runs);
+    o.end();
+}
+
+fn write_tree(w: &mut Writer, link: &TreeLink, started: f64) {
+    let mut o = w.object();
+    o.key("parent").str(&link.parent);
+    o.key("root").str(&link.root);
+    o.key("depth").uint(link.depth as u64);
+    o.key("children").list(&link.children, |w, c| w.str(c));
+    o.key("children_created").uint(link.children_created as u64);
+    o.key("started").float(started);
+    write_totals(o.key("totals"), &link.totals);
+    match &link.tree {
+        None => o.key("tree_totals").null(),
+        Some(t) => write_totals(o.key("tree_totals"), t),
+    }
+    o.key("notices").list(&link.notices, |w, n| {
+        w.0.push(b'[');
+        w.str(&n.child);
+        w.0.push(b',');
+        w.str(n.detector.name());
+        w.0.push(b',');
+        w.str(&n.tool);
+        w.0.push(b',');
+        w.str(&n.head);
+        w.0.push(b']');
+    });
+    o.key("warned").uint(link.warned as u64);
+    o.end();
 }
 
 // ------------------------------------------------------------------ reading
@@ -880,6 +930,47 @@ fn read_side_effects(at: &At) -> Result<Option<Vec<SideEffect>>, String> {
     Ok(Some(effects))
 }
 
+fn read_totals(at: &At) -> Result<Totals, String> {
+    Ok(Totals {
+        tool_calls: at.field("tool_calls")?.u64()?,
+        tool_ms: at.field("tool_ms")?.u64()?,
+        input_tokens: at.field("input_tokens")?.u64()?,
+        output_tokens: at.field("output_tokens")?.u64()?,
+        cost_usd: at.field("cost_usd")?.f64()?,
+        runs: at.field("runs")?.u64()?,
+    })
+}
+
+/// `tree`: absent or null = a plain run. `started` stays wall-clock seconds (the caller converts).
+fn read_tree(run: &At) -> Result<Option<TreeLink>, String> {
+    let Some(at) = run.absent_or_null("tree")? else { return Ok(None) };
+    let mut notices = Vec::new();
+    for item in at.field("notices")?.items()? {
+        let parts = item.items()?;
+        if parts.len() != 4 {
+            return Err(format!("{} is not a notice [child, detector, tool, head]", item.path));
+        }
+        let detector = Detector::from_name(parts[1].str()?).ok_or_else(|| format!("{} is not a detector", parts[1].path))?;
+        notices.push(Notice { child: parts[0].str()?.to_string(), detector, tool: parts[2].str()?.to_string(), head: parts[3].str()?.to_string() });
+    }
+    let warned = at.field("warned")?.u64()?;
+    Ok(Some(TreeLink {
+        parent: at.field("parent")?.str()?.to_string(),
+        root: at.field("root")?.str()?.to_string(),
+        depth: at.field("depth")?.u32()?,
+        children: at.field("children")?.items()?.iter().map(|c| c.str().map(str::to_string)).collect::<Result<_, _>>()?,
+        children_created: at.field("children_created")?.u32()?,
+        totals: read_totals(&at.field("totals")?)?,
+        started: at.field("started")?.f64()?,
+        tree: match at.opt("tree_totals")? {
+            None => None,
+            Some(t) => Some(Box::new(read_totals(&t)?)),
+        },
+        notices,
+        warned: u8::try_from(warned).map_err(|_| format!("{}.warned is out of range", at.path))?,
+    }))
+}
+
 /// A decoded run, ready for the store.
 pub struct Decoded {
     pub tenant: String,
@@ -890,6 +981,8 @@ pub struct Decoded {
     pub events_evaluated: u64,
     pub state: RunState,
     pub retries: Option<DecodedRetries>,
+    /// Its tree link, `started` in wall-clock seconds.
+    pub tree: Option<TreeLink>,
 }
 
 pub struct DecodedRetries {
@@ -937,6 +1030,7 @@ pub fn decode(text: &[u8], retry_window: usize) -> Result<Decoded, String> {
         events_evaluated: run.field("events_evaluated")?.u64()?,
         state: read_state(&run.field("state")?)?,
         retries,
+        tree: read_tree(&run)?,
     })
 }
 
@@ -1010,7 +1104,7 @@ mod tests {
         let mut state = RunState::new(4);
         let run = |state: &RunState| encode(&RunRecord {
             tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 1.0, events_evaluated: 2, state,
-            retries: None,
+            retries: None, tree: None,
         });
         let plain = run(&state);
         assert!(!String::from_utf8_lossy(&plain).contains("asks"), "absent unless asked");
@@ -1036,7 +1130,7 @@ mod tests {
         let mut state = RunState::new(4);
         let run = |state: &RunState| encode(&RunRecord {
             tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 1.0, events_evaluated: 2, state,
-            retries: None,
+            retries: None, tree: None,
         });
         let plain = run(&state);
         assert!(!String::from_utf8_lossy(&plain).contains("side_effects"), "absent unless remembered");
@@ -1077,7 +1171,7 @@ mod tests {
             ..Default::default()
         }));
         let record = |state: &RunState| encode(&RunRecord {
-            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 3, state, retries: None,
+            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 3, state, retries: None, tree: None,
         });
         let back = decode(&record(&state), 16).ok().unwrap().state;
         assert_eq!(back.history.iter().map(|r| r.flags).collect::<Vec<_>>(), [0, 2, 5]);
@@ -1089,5 +1183,34 @@ mod tests {
         let text = String::from_utf8(plain.clone()).unwrap();
         assert!(!text.contains("flags") && !text.contains("batch"), "{text}");
         assert!(decode(&plain, 16).ok().unwrap().state.batch.is_none());
+    }
+
+    /// A run's tree link (parent, root, depth, children, totals, notices, warned budgets)
+    /// survives a store; a record without one (absent key) reads as a plain run.
+    #[test]
+    fn tree_links_round_trip_and_are_optional() {
+        let state = RunState::new(4);
+        let mut link = TreeLink::new(0.0);
+        link.parent = "p".into();
+        link.root = "root".into();
+        link.depth = 2;
+        link.children = vec!["c1".into(), "c2".into()];
+        link.children_created = 3;
+        link.totals = Totals { tool_calls: 7, tool_ms: 1500, input_tokens: 10, output_tokens: 20, cost_usd: 0.25, runs: 1 };
+        link.tree = Some(Box::new(Totals { tool_calls: 5_000_000_000, runs: 4, ..Default::default() }));
+        link.notices = vec![Notice { child: "c1".into(), detector: Detector::GenericRepeat, tool: "read".into(), head: "read was \"called\"".into() }];
+        link.warned = 0b101;
+        let record = |tree| encode(&RunRecord {
+            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 3, state: &state, retries: None, tree,
+        });
+        let back = decode(&record(Some((&link, 1234.5))), 16).ok().unwrap().tree.unwrap();
+        assert_eq!((back.parent.as_str(), back.root.as_str(), back.depth), ("p", "root", 2));
+        assert_eq!((back.children.clone(), back.children_created), (vec!["c1".to_string(), "c2".to_string()], 3));
+        assert_eq!(back.totals, link.totals);
+        assert_eq!(back.tree.as_deref(), link.tree.as_deref());
+        assert_eq!((back.notices.clone(), back.warned, back.started), (link.notices.clone(), 0b101, 1234.5));
+        let plain = record(None);
+        assert!(!String::from_utf8_lossy(&plain).contains("tree"));
+        assert!(decode(&plain, 16).ok().unwrap().tree.is_none());
     }
 }

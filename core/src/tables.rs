@@ -59,6 +59,26 @@ pub struct Settings {
     pub progress_resets_repeats: bool,
     /// A `user_turn` event (a new instruction from a person or an orchestrator) starts the run fresh for detection: history, announced warnings, sticky blocks and their count, the run-wide streak and batch recovery are cleared (an aborted run stays aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose user is a simulator).
     pub user_turn_resets: bool,
+    /// Deepest run of a tree (root: depth 0): every event of a run deeper than this is ABORTed (`tree_too_deep`). The root run's agent settings apply; false or 0: no limit.
+    pub run_tree_max_depth: u32,
+    /// Children ever created under one parent run: the first event of a child past it is ABORTed (`too_many_children`) and the child is not counted. The root run's agent settings apply; false or 0: no limit.
+    pub run_tree_max_children: u32,
+    /// Tool calls one run may make (the run's own agent settings): call N + 1 is ABORTed (`budget_exhausted`); false or 0: off.
+    pub budget_tool_calls_per_run: u32,
+    /// Tool calls the whole run tree may make (the root run's agent settings): the call past it, in any run of the tree, is ABORTed; false or 0: off.
+    pub budget_tool_calls_per_tree: u32,
+    /// Seconds of tool time (the sum of `ToolOutcome.duration_ms`) the tree may spend: the first call after the total passes it is ABORTed; false or 0: off.
+    pub budget_tool_seconds_per_tree: u32,
+    /// Input plus output tokens (`usage` events) the tree may spend: the first call after the total passes it is ABORTed; false or 0: off.
+    pub budget_tokens_per_tree: u32,
+    /// US dollars (`usage.cost_usd`) the tree may spend: the first call after the total passes it is ABORTed; false or 0: off.
+    pub budget_cost_usd_per_tree: f64,
+    /// Seconds since the tree's first event: the first call after that is ABORTed; false or 0: off.
+    pub budget_wall_seconds_per_tree: u32,
+    /// The fraction of a budget whose reaching warns (once per budget per run, on a call that would be allowed) with what is used and what is left; false or 0: no warnings.
+    pub budget_warn_at: f64,
+    /// `abort`: the first call past a budget is ABORTed (`budget_exhausted`). `ask`: it is ASKed (a human decides whether the run goes on; the run is not aborted) when the event accepts ASK, else ABORTed.
+    pub on_budget: String,
     /// `block`: a critical verdict blocks its call. `ask`: the first critical of a pattern in a run is ACTION_ASK (a person decides whether the call runs) for callers that set `accepts_ask`; others still get the BLOCK. A denial (or no answer within `askTimeoutSeconds`) makes the pattern's later criticals BLOCK. Aborts are never asked.
     pub on_critical: String,
     /// An ASK with no `approval` within this many seconds counts as a denial (judged when the run's next event arrives).
@@ -97,6 +117,16 @@ impl Default for Settings {
             critical_scope: "call".to_string(),
             progress_resets_repeats: false,
             user_turn_resets: true,
+            run_tree_max_depth: 8,
+            run_tree_max_children: 100,
+            budget_tool_calls_per_run: 0,
+            budget_tool_calls_per_tree: 0,
+            budget_tool_seconds_per_tree: 0,
+            budget_tokens_per_tree: 0,
+            budget_cost_usd_per_tree: 0.0,
+            budget_wall_seconds_per_tree: 0,
+            budget_warn_at: 0.8,
+            on_budget: "abort".to_string(),
             on_critical: "block".to_string(),
             ask_timeout_seconds: 300,
             exemption_ttl_seconds: 86400,
@@ -105,7 +135,7 @@ impl Default for Settings {
 }
 
 /// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds"];
+pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "run_tree_max_depth", "run_tree_max_children", "budget_tool_calls_per_run", "budget_tool_calls_per_tree", "budget_tool_seconds_per_tree", "budget_tokens_per_tree", "budget_cost_usd_per_tree", "budget_wall_seconds_per_tree", "budget_warn_at", "on_budget", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds"];
 
 #[cfg(feature = "python")]
 pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
@@ -191,6 +221,36 @@ pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> py
     }
     if let Some(v) = d.get_item("user_turn_resets")? {
         s.user_turn_resets = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("run_tree_max_depth")? {
+        s.run_tree_max_depth = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("run_tree_max_children")? {
+        s.run_tree_max_children = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("budget_tool_calls_per_run")? {
+        s.budget_tool_calls_per_run = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("budget_tool_calls_per_tree")? {
+        s.budget_tool_calls_per_tree = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("budget_tool_seconds_per_tree")? {
+        s.budget_tool_seconds_per_tree = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("budget_tokens_per_tree")? {
+        s.budget_tokens_per_tree = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("budget_cost_usd_per_tree")? {
+        s.budget_cost_usd_per_tree = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("budget_wall_seconds_per_tree")? {
+        s.budget_wall_seconds_per_tree = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("budget_warn_at")? {
+        s.budget_warn_at = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("on_budget")? {
+        s.on_budget = pyo3::types::PyAnyMethods::extract(&v)?;
     }
     if let Some(v) = d.get_item("on_critical")? {
         s.on_critical = pyo3::types::PyAnyMethods::extract(&v)?;
@@ -422,6 +482,30 @@ pub mod messages {
     /// none, critical.
     pub fn recovery_failed_abort(detector: impl Display, tool: impl Display, last: impl Display) -> String {
         format!("CRITICAL: run aborted: the loop persisted after the recovery turn ({detector} on {tool}), so the run is over (loop_recovery_failed). Last block: {last}")
+    }
+    /// none, critical.
+    pub fn tree_too_deep_abort(depth: impl Display, root: impl Display, limit: impl Display) -> String {
+        format!("CRITICAL: run aborted: this run is {depth} levels below its root run {root}, deeper than the limit of {limit} (tree_too_deep). Do not start more nested sub-agents: finish the work at a shallower level.")
+    }
+    /// none, critical.
+    pub fn too_many_children_abort(parent: impl Display, children: impl Display) -> String {
+        format!("CRITICAL: run aborted: its parent run {parent} already started {children} sub-agent runs, the limit (too_many_children). Do not start more sub-agents for this task.")
+    }
+    /// child_stopped, warning.
+    pub fn child_stopped_warning(child: impl Display, detector: impl Display, tool: impl Display, head: impl Display) -> String {
+        format!("WARNING: sub-agent run {child} was stopped: {detector} on {tool} ({head}). Change how you delegate: give the sub-agent a different approach or do this step yourself; starting the same sub-agent again will loop the same way.")
+    }
+    /// budget, warning.
+    pub fn budget_warning(used: impl Display, budget: impl Display, cap: impl Display, left: impl Display) -> String {
+        format!("WARNING: {used} of the {budget} budget of {cap} is used; {left} left. Plan to finish within it: past it, the run is stopped.")
+    }
+    /// budget, critical.
+    pub fn budget_exhausted_abort(budget: impl Display, cap: impl Display, used: impl Display) -> String {
+        format!("CRITICAL: run aborted: the {budget} budget of {cap} is spent ({used}) (budget_exhausted). Stop and report what you have done so far.")
+    }
+    /// budget, critical.
+    pub fn budget_ask(budget: impl Display, cap: impl Display, used: impl Display) -> String {
+        format!("CRITICAL: the {budget} budget of {cap} is spent ({used}). A person must decide whether this run may go on: ask them to approve more spending or stop here.")
     }
     /// none, critical.
     pub fn ask_critical(detector: impl Display, tool: impl Display, reason: impl Display) -> String {

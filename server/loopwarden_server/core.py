@@ -39,9 +39,9 @@ decision_log = logging.getLogger("loopwarden.decisions")
 # member costs ~6x an int in each comparison of the per-request loop); a name the core does not
 # export fails the import.
 _CODE = {name: code for code, name in enumerate(loopwarden_core.COUNTERS)}
-EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS, GUARD_ABORTS = (
+EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS, GUARD_ABORTS, LIMIT_ABORTS = (
     _CODE[name] for name in ("events", "rejected", "verdicts", "retried", "shadow", "warnings", "blocks",
-                             "escalation_aborts", "guard_aborts"))
+                             "escalation_aborts", "guard_aborts", "limit_aborts"))
 ASKS, APPROVALS = _CODE["asks"], _CODE["approvals"]
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(LoopDetectionSettings) if f.name != "preset")
@@ -53,6 +53,7 @@ Answer = loopwarden_core.Answer
 Pending = loopwarden_core.Pending
 RunView = loopwarden_core.RunView
 ExemptionView = loopwarden_core.ExemptionView
+TotalsView = loopwarden_core.TotalsView
 CoreVerdict = loopwarden_core.Verdict
 
 
@@ -147,7 +148,7 @@ class CoreService:
         return self.native.held(tenant, run_id)
 
     def inspect(self, run_id: str, tenant: str = "") -> RunView | None:
-        return self.native.inspect(tenant, run_id)
+        return self.native.inspect(tenant, run_id, self.clock())
 
     # ------------------------------------------------------------------ standing exemptions
 
@@ -214,6 +215,8 @@ class CoreService:
                 metrics.ask_of(first, agent).inc(count)
             elif code == APPROVALS:
                 metrics.approval_of(first, agent).inc(count)
+            elif code == LIMIT_ABORTS:
+                metrics.limit_abort_of(first, agent, *tenant_labels).inc(count)
         metrics.evaluation_seconds.add_counts(summary.latency_buckets, summary.latency_sum)
         if summary.logs:
             log_batch(decision_log, ((line.level, line.message, line.extra) for line in summary.logs))

@@ -143,6 +143,10 @@ class Metrics:
         self.guard_aborts = Counter(
             "loopwarden_guard_aborts", "Runs aborted by the post-compaction guard (compaction_loop_persisted).",
             ["agent", *tenant], registry=registry)
+        self.limit_aborts = Counter(
+            "loopwarden_limit_aborts", "Runs aborted by a limit: budget_exhausted (loopwarden.budgets), tree_too_deep "
+            "and too_many_children (loopwarden.runTree).",
+            ["reason", "agent", *tenant], registry=registry)
         self.escalation_aborts = Counter(
             "loopwarden_escalation_aborts", "Runs aborted because they reached abortAfterBlocks (tool_loop_persisted).",
             ["detector", "agent", *tenant], registry=registry)
@@ -208,6 +212,7 @@ class Metrics:
         self.block_of = _Children(self.blocks)
         self.guard_abort_of = _Children(self.guard_aborts)
         self.escalation_abort_of = _Children(self.escalation_aborts)
+        self.limit_abort_of = _Children(self.limit_aborts)
         self.shadow_verdict_of = _Children(self.shadow_verdicts)
         self.verdict_of = _Children(self.verdicts)
         self.event_of = _Children(self.events)
@@ -225,6 +230,8 @@ class Metrics:
         self.guard_aborts.labels(DEFAULT_AGENT, *default_tenant)
         for answer in ("approved_once", "approved_always", "denied", "timed_out"):
             self.approvals.labels(answer, DEFAULT_AGENT)
+        for reason in ("budget_exhausted", "tree_too_deep", "too_many_children"):
+            self.limit_aborts.labels(reason, DEFAULT_AGENT, *default_tenant)
         for reason in ("too_many_events", "undecodable"):
             self.rejected_requests.labels(reason)
         for reason in ("missing_token", "invalid_token", "token_file_unusable"):

@@ -36,6 +36,9 @@ def _accepts(s: Setting) -> str:
     if s.kind == "count_or_off":
         zero = ", `0`" if s.minimum == 1 else ""
         return f"{s.minimum}..{s.maximum}, `false`{zero} (off)"
+    if s.kind == "number":
+        off = ", `false` or `0` (off)" if s.minimum == 0 else ""
+        return f"a number in {s.minimum}..{s.maximum}{off}"
     if s.kind == "tool_names":
         return "tool names"
     if s.kind == "choice":
@@ -57,7 +60,7 @@ def _default(t: Tables, s: Setting) -> str:
         return "`reference`"
     if t.gate_of(s) is not None:
         return f"{_value(s.default)} when on"
-    if s.kind == "count_or_off" and not s.default:
+    if s.kind in ("count_or_off", "number") and not s.default:
         return "off"
     return _value(s.default)
 

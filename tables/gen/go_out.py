@@ -7,7 +7,7 @@ from .source import Tables, pascal
 PATH = "client/go/loopwarden/tables_gen.go"
 
 _GO = {"switch": "*bool", "bool": "bool", "count": "uint32", "count_or_off": "uint32", "preset": "string",
-       "tool_rules": "[]ToolRule", "choice": "string"}
+       "tool_rules": "[]ToolRule", "choice": "string", "number": "float64"}
 
 
 # A tool rule as Go callers read it: the class as the config spells it, no generated type exposed.

@@ -35,6 +35,12 @@ def _setting_schema(t: Tables, s: Setting) -> dict:
         # false (or 0 where the smallest count is 1) switches an inherited value off; true means nothing.
         schema = {"type": ["integer", "boolean", "null"], "minimum": 0 if s.minimum == 1 else s.minimum,
                   "maximum": s.maximum, "not": {"const": True}}
+    elif s.kind == "number":
+        # a float in [min, max]; where min is 0, false (like 0) switches an inherited value off.
+        schema = {"type": ["number", "boolean", "null"] if s.minimum == 0 else ["number", "null"],
+                  "minimum": s.minimum, "maximum": s.maximum}
+        if s.minimum == 0:
+            schema["not"] = {"const": True}
     elif s.kind == "tool_names":
         schema = {"type": ["array", "null"], "items": {"type": "string", "minLength": 1, "pattern": "\\S"}}
     elif s.kind == "choice":
@@ -119,7 +125,9 @@ def _note(t: Tables, s: Setting) -> str:
         parts.append(f"{s.minimum}..{s.maximum}")
     elif s.kind == "count_or_off":
         parts.append(f"{s.minimum}..{s.maximum}, or false")
-    if s.kind in ("count", "count_or_off", "bool"):
+    elif s.kind == "number":
+        parts.append(f"a number in {s.minimum}..{s.maximum}" + (", or false" if s.minimum == 0 else ""))
+    if s.kind in ("count", "count_or_off", "bool", "number"):
         default = s.default if s.default or s.kind == "bool" else "off"
         when = " when enabled" if t.gate_of(s) is not None else ""
         parts.append(f"default {_yaml(default)}{when}")

@@ -8,7 +8,7 @@ from .source import Tables, camel
 PATH = "client/node/src/tables.js"
 
 _JS = {"switch": "boolean | undefined", "bool": "boolean", "count": "number", "count_or_off": "number",
-       "preset": "string", "choice": "string",
+       "preset": "string", "choice": "string", "number": "number",
        "tool_rules": "Array<{tool: string, toolClass: number, ignoreArgs: string[], keepArgs: string[], "
                      "ignoreResult: string[]}>"}
 

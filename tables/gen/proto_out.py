@@ -7,7 +7,7 @@ from .source import Tables
 PATH = "proto/loopwarden/v1/loopwarden.proto"
 
 _PROTO = {"switch": "optional bool", "bool": "bool", "count": "uint32", "count_or_off": "uint32", "preset": "string",
-          "tool_rules": "repeated ToolRule", "choice": "string"}
+          "tool_rules": "repeated ToolRule", "choice": "string", "number": "double"}
 
 
 def _comment(text: str, indent: str) -> list[str]:

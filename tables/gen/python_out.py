@@ -9,7 +9,7 @@ from .source import Block, Tables, snake
 PATH = "server/loopwarden_server/config/tables.py"
 
 _TYPES = {"switch": "bool", "bool": "bool", "gate": "bool", "count": "int", "count_or_off": "int",
-          "tool_names": "frozenset[str]", "preset": "str", "tool_rules": "ToolRules", "choice": "str"}
+          "tool_names": "frozenset[str]", "preset": "str", "tool_rules": "ToolRules", "choice": "str", "number": "float"}
 
 
 def _py_default(t: Tables, s) -> str:
@@ -86,8 +86,8 @@ def render(t: Tables) -> str:
         "    attribute: str  # the block dataclass attribute it fills",
         "    kind: str  # see tables/loopwarden.toml",
         "    field: str  # the resolved setting ('' for gates and the tool catalog)",
-        "    minimum: int | None",
-        "    maximum: int | None",
+        "    minimum: int | float | None",
+        "    maximum: int | float | None",
         "    default: Any  # when written nowhere (and its gate, if any, is on)",
         "    after: str  # sibling key this value must stay greater than ('' for none)",
         "    after_attribute: str  # that sibling's attribute",

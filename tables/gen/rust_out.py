@@ -6,7 +6,7 @@ from .source import Tables
 PATH = "core/src/tables.rs"
 
 _RUST = {"switch": "Option<bool>", "bool": "bool", "count": "u32", "count_or_off": "u32",
-         "tool_rules": "std::sync::Arc<crate::tool_rules::ToolRules>", "choice": "String"}
+         "tool_rules": "std::sync::Arc<crate::tool_rules::ToolRules>", "choice": "String", "number": "f64"}
 
 
 def _rust_type(setting) -> str:
@@ -22,6 +22,8 @@ def _rust_value(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}".to_string()'
+    if isinstance(value, float):
+        return repr(value)
     return str(value)
 
 

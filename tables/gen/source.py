@@ -12,7 +12,7 @@ from pathlib import Path
 
 SOURCE = Path("tables/loopwarden.toml")
 
-KINDS = ("switch", "bool", "count", "count_or_off", "gate", "tool_names", "preset", "tool_rules", "choice")
+KINDS = ("switch", "bool", "count", "count_or_off", "gate", "tool_names", "preset", "tool_rules", "choice", "number")
 LEVELS = ("warning", "critical")
 ERROR_KINDS = ("abort", "reject", "internal", "request")
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
@@ -60,8 +60,8 @@ class Setting:
     kind: str
     doc: str
     field: str = ""
-    minimum: int | None = None
-    maximum: int | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
     maximum_name: str = ""
     default: object = None
     after: str = ""
@@ -190,7 +190,7 @@ def load(root: Path) -> Tables:
         row = dict(row)
         maximum_name = row.pop("max", "")
         row["minimum"] = row.pop("min", None)
-        if isinstance(maximum_name, int):
+        if isinstance(maximum_name, (int, float)):
             row["maximum"], maximum_name = maximum_name, ""
         elif maximum_name:
             if maximum_name not in bounds:
@@ -237,6 +237,9 @@ def _check(t: Tables) -> None:
             raise SourceError(f"{where}: {s.block} is not a block")
         if s.kind in ("count", "count_or_off") and (s.minimum is None or s.maximum is None or s.default is None):
             raise SourceError(f"{where}: a {s.kind} needs min, max and default")
+        if s.kind == "number" and (s.minimum is None or s.maximum is None or s.default is None
+                                   or not s.minimum <= s.default <= s.maximum):
+            raise SourceError(f"{where}: a number needs min, max and a default between them")
         if s.kind == "choice" and (len(s.choices) < 2 or s.default not in s.choices):
             raise SourceError(f"{where}: a choice needs two or more choices and a default among them")
         if s.kind in ("gate", "tool_names") and s.field:

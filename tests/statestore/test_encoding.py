@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from loopwarden_server.config import load_default_config
 from tests.reference.engine import ToolCall, ToolOutcome, evaluate, new_run_state
-from loopwarden_server.statestore.encoding import MAGIC, EncodingError, key_parts, run_key
+from loopwarden_server.statestore.encoding import MAGIC, EncodingError, key_parts, run_key, tree_key, tree_key_parts
 from tests.reference.codec import decode_run, encode_run
 from tests.reference.store import RunStore
 
@@ -38,6 +38,23 @@ class TestKeys:
         key = run_key(tenant, run_id)
         assert (tenant, run_id) == key_parts(key)
         assert key.startswith(b"{") and key.endswith(b"}") and key.count(b"{") == 1 and key.count(b"}") == 1
+
+    @given(ids, ids, ids)
+    def test_a_child_runs_key_carries_its_roots_hash_tag(self, tenant, root, run_id):
+        """Run trees: a child run is keyed under its root's tag (one slot for the tree); a root keeps the plain key."""
+        key = tree_key(tenant, root, run_id)
+        assert (tenant, run_id) == key_parts(key)
+        if root in ("", run_id):  # "": the run is its own root
+            assert run_key(tenant, run_id) == key
+        else:
+            assert (tenant, root, run_id) == tree_key_parts(key)
+            assert key.startswith(run_key(tenant, root) + b".") and key.count(b"{") == 1 and key.count(b"}") == 1
+        assert tree_key(tenant, "", run_id) == run_key(tenant, run_id)
+
+    def test_malformed_tree_keys_are_refused(self):
+        for key in (b"{a.b}c", b"{a.b}.c.d", b"{a}.b", b"a.b"):
+            with pytest.raises(EncodingError):
+                tree_key_parts(key)
 
 
 class TestRunValues:

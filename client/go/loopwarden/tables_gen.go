@@ -106,6 +106,43 @@ type EffectiveConfig struct {
 	// run stays aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts
 	// whose user is a simulator).
 	UserTurnResets bool
+	// RunTreeMaxDepth is loopwarden.runTree.maxDepth: Deepest run of a tree (root: depth 0): every
+	// event of a run deeper than this is ABORTed (`tree_too_deep`). The root run's agent settings
+	// apply; false or 0: no limit.
+	RunTreeMaxDepth uint32
+	// RunTreeMaxChildren is loopwarden.runTree.maxChildren: Children ever created under one parent
+	// run: the first event of a child past it is ABORTed (`too_many_children`) and the child is not
+	// counted. The root run's agent settings apply; false or 0: no limit.
+	RunTreeMaxChildren uint32
+	// BudgetToolCallsPerRun is loopwarden.budgets.toolCallsPerRun: Tool calls one run may make (the
+	// run's own agent settings): call N + 1 is ABORTed (`budget_exhausted`); false or 0: off.
+	BudgetToolCallsPerRun uint32
+	// BudgetToolCallsPerTree is loopwarden.budgets.toolCallsPerTree: Tool calls the whole run tree may
+	// make (the root run's agent settings): the call past it, in any run of the tree, is ABORTed;
+	// false or 0: off.
+	BudgetToolCallsPerTree uint32
+	// BudgetToolSecondsPerTree is loopwarden.budgets.toolSecondsPerTree: Seconds of tool time (the sum
+	// of `ToolOutcome.duration_ms`) the tree may spend: the first call after the total passes it is
+	// ABORTed; false or 0: off.
+	BudgetToolSecondsPerTree uint32
+	// BudgetTokensPerTree is loopwarden.budgets.tokensPerTree: Input plus output tokens (`usage`
+	// events) the tree may spend: the first call after the total passes it is ABORTed; false or 0:
+	// off.
+	BudgetTokensPerTree uint32
+	// BudgetCostUsdPerTree is loopwarden.budgets.costUsdPerTree: US dollars (`usage.cost_usd`) the
+	// tree may spend: the first call after the total passes it is ABORTed; false or 0: off.
+	BudgetCostUsdPerTree float64
+	// BudgetWallSecondsPerTree is loopwarden.budgets.wallSecondsPerTree: Seconds since the tree's
+	// first event: the first call after that is ABORTed; false or 0: off.
+	BudgetWallSecondsPerTree uint32
+	// BudgetWarnAt is loopwarden.budgets.warnAt: The fraction of a budget whose reaching warns (once
+	// per budget per run, on a call that would be allowed) with what is used and what is left; false
+	// or 0: no warnings.
+	BudgetWarnAt float64
+	// OnBudget is loopwarden.onBudget: `abort`: the first call past a budget is ABORTed
+	// (`budget_exhausted`). `ask`: it is ASKed (a human decides whether the run goes on; the run is
+	// not aborted) when the event accepts ASK, else ABORTed.
+	OnBudget string
 	// OnCritical is loopwarden.onCritical: `block`: a critical verdict blocks its call. `ask`: the
 	// first critical of a pattern in a run is ACTION_ASK (a person decides whether the call runs) for
 	// callers that set `accepts_ask`; others still get the BLOCK. A denial (or no answer within
@@ -149,6 +186,16 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 	config.CriticalScope = m.GetCriticalScope()
 	config.ProgressResetsRepeats = m.GetProgressResetsRepeats()
 	config.UserTurnResets = m.GetUserTurnResets()
+	config.RunTreeMaxDepth = m.GetRunTreeMaxDepth()
+	config.RunTreeMaxChildren = m.GetRunTreeMaxChildren()
+	config.BudgetToolCallsPerRun = m.GetBudgetToolCallsPerRun()
+	config.BudgetToolCallsPerTree = m.GetBudgetToolCallsPerTree()
+	config.BudgetToolSecondsPerTree = m.GetBudgetToolSecondsPerTree()
+	config.BudgetTokensPerTree = m.GetBudgetTokensPerTree()
+	config.BudgetCostUsdPerTree = m.GetBudgetCostUsdPerTree()
+	config.BudgetWallSecondsPerTree = m.GetBudgetWallSecondsPerTree()
+	config.BudgetWarnAt = m.GetBudgetWarnAt()
+	config.OnBudget = m.GetOnBudget()
 	config.OnCritical = m.GetOnCritical()
 	config.AskTimeoutSeconds = m.GetAskTimeoutSeconds()
 	config.ExemptionTtlSeconds = m.GetExemptionTtlSeconds()

@@ -2455,6 +2455,41 @@ type EffectiveConfig struct {
 	// aborted; duplicateSideEffect's memory stays). False keeps streaks across turns (hosts whose
 	// user is a simulator).
 	UserTurnResets bool `protobuf:"varint,60,opt,name=user_turn_resets,json=userTurnResets,proto3" json:"user_turn_resets,omitempty"`
+	// loopwarden.runTree.maxDepth: Deepest run of a tree (root: depth 0): every event of a run deeper
+	// than this is ABORTed (`tree_too_deep`). The root run's agent settings apply; false or 0: no
+	// limit.
+	RunTreeMaxDepth uint32 `protobuf:"varint,70,opt,name=run_tree_max_depth,json=runTreeMaxDepth,proto3" json:"run_tree_max_depth,omitempty"`
+	// loopwarden.runTree.maxChildren: Children ever created under one parent run: the first event of
+	// a child past it is ABORTed (`too_many_children`) and the child is not counted. The root run's
+	// agent settings apply; false or 0: no limit.
+	RunTreeMaxChildren uint32 `protobuf:"varint,71,opt,name=run_tree_max_children,json=runTreeMaxChildren,proto3" json:"run_tree_max_children,omitempty"`
+	// loopwarden.budgets.toolCallsPerRun: Tool calls one run may make (the run's own agent settings):
+	// call N + 1 is ABORTed (`budget_exhausted`); false or 0: off.
+	BudgetToolCallsPerRun uint32 `protobuf:"varint,72,opt,name=budget_tool_calls_per_run,json=budgetToolCallsPerRun,proto3" json:"budget_tool_calls_per_run,omitempty"`
+	// loopwarden.budgets.toolCallsPerTree: Tool calls the whole run tree may make (the root run's
+	// agent settings): the call past it, in any run of the tree, is ABORTed; false or 0: off.
+	BudgetToolCallsPerTree uint32 `protobuf:"varint,73,opt,name=budget_tool_calls_per_tree,json=budgetToolCallsPerTree,proto3" json:"budget_tool_calls_per_tree,omitempty"`
+	// loopwarden.budgets.toolSecondsPerTree: Seconds of tool time (the sum of
+	// `ToolOutcome.duration_ms`) the tree may spend: the first call after the total passes it is
+	// ABORTed; false or 0: off.
+	BudgetToolSecondsPerTree uint32 `protobuf:"varint,74,opt,name=budget_tool_seconds_per_tree,json=budgetToolSecondsPerTree,proto3" json:"budget_tool_seconds_per_tree,omitempty"`
+	// loopwarden.budgets.tokensPerTree: Input plus output tokens (`usage` events) the tree may spend:
+	// the first call after the total passes it is ABORTed; false or 0: off.
+	BudgetTokensPerTree uint32 `protobuf:"varint,75,opt,name=budget_tokens_per_tree,json=budgetTokensPerTree,proto3" json:"budget_tokens_per_tree,omitempty"`
+	// loopwarden.budgets.costUsdPerTree: US dollars (`usage.cost_usd`) the tree may spend: the first
+	// call after the total passes it is ABORTed; false or 0: off.
+	BudgetCostUsdPerTree float64 `protobuf:"fixed64,76,opt,name=budget_cost_usd_per_tree,json=budgetCostUsdPerTree,proto3" json:"budget_cost_usd_per_tree,omitempty"`
+	// loopwarden.budgets.wallSecondsPerTree: Seconds since the tree's first event: the first call
+	// after that is ABORTed; false or 0: off.
+	BudgetWallSecondsPerTree uint32 `protobuf:"varint,77,opt,name=budget_wall_seconds_per_tree,json=budgetWallSecondsPerTree,proto3" json:"budget_wall_seconds_per_tree,omitempty"`
+	// loopwarden.budgets.warnAt: The fraction of a budget whose reaching warns (once per budget per
+	// run, on a call that would be allowed) with what is used and what is left; false or 0: no
+	// warnings.
+	BudgetWarnAt float64 `protobuf:"fixed64,78,opt,name=budget_warn_at,json=budgetWarnAt,proto3" json:"budget_warn_at,omitempty"`
+	// loopwarden.onBudget: `abort`: the first call past a budget is ABORTed (`budget_exhausted`).
+	// `ask`: it is ASKed (a human decides whether the run goes on; the run is not aborted) when the
+	// event accepts ASK, else ABORTed.
+	OnBudget string `protobuf:"bytes,79,opt,name=on_budget,json=onBudget,proto3" json:"on_budget,omitempty"`
 	// loopwarden.onCritical: `block`: a critical verdict blocks its call. `ask`: the first critical
 	// of a pattern in a run is ACTION_ASK (a person decides whether the call runs) for callers that
 	// set `accepts_ask`; others still get the BLOCK. A denial (or no answer within
@@ -2697,6 +2732,76 @@ func (x *EffectiveConfig) GetUserTurnResets() bool {
 	return false
 }
 
+func (x *EffectiveConfig) GetRunTreeMaxDepth() uint32 {
+	if x != nil {
+		return x.RunTreeMaxDepth
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetRunTreeMaxChildren() uint32 {
+	if x != nil {
+		return x.RunTreeMaxChildren
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetBudgetToolCallsPerRun() uint32 {
+	if x != nil {
+		return x.BudgetToolCallsPerRun
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetBudgetToolCallsPerTree() uint32 {
+	if x != nil {
+		return x.BudgetToolCallsPerTree
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetBudgetToolSecondsPerTree() uint32 {
+	if x != nil {
+		return x.BudgetToolSecondsPerTree
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetBudgetTokensPerTree() uint32 {
+	if x != nil {
+		return x.BudgetTokensPerTree
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetBudgetCostUsdPerTree() float64 {
+	if x != nil {
+		return x.BudgetCostUsdPerTree
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetBudgetWallSecondsPerTree() uint32 {
+	if x != nil {
+		return x.BudgetWallSecondsPerTree
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetBudgetWarnAt() float64 {
+	if x != nil {
+		return x.BudgetWarnAt
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetOnBudget() string {
+	if x != nil {
+		return x.OnBudget
+	}
+	return ""
+}
+
 func (x *EffectiveConfig) GetOnCritical() string {
 	if x != nil {
 		return x.OnCritical
@@ -2892,7 +2997,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vignore_args\x18\x03 \x03(\tR\n" +
 	"ignoreArgs\x12\x1b\n" +
 	"\tkeep_args\x18\x04 \x03(\tR\bkeepArgs\x12#\n" +
-	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xd6\v\n" +
+	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xdc\x0f\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -2924,7 +3029,17 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x10parallel_batches\x182 \x01(\bR\x0fparallelBatches\x12%\n" +
 	"\x0ecritical_scope\x183 \x01(\tR\rcriticalScope\x126\n" +
 	"\x17progress_resets_repeats\x184 \x01(\bR\x15progressResetsRepeats\x12(\n" +
-	"\x10user_turn_resets\x18< \x01(\bR\x0euserTurnResets\x12\x1f\n" +
+	"\x10user_turn_resets\x18< \x01(\bR\x0euserTurnResets\x12+\n" +
+	"\x12run_tree_max_depth\x18F \x01(\rR\x0frunTreeMaxDepth\x121\n" +
+	"\x15run_tree_max_children\x18G \x01(\rR\x12runTreeMaxChildren\x128\n" +
+	"\x19budget_tool_calls_per_run\x18H \x01(\rR\x15budgetToolCallsPerRun\x12:\n" +
+	"\x1abudget_tool_calls_per_tree\x18I \x01(\rR\x16budgetToolCallsPerTree\x12>\n" +
+	"\x1cbudget_tool_seconds_per_tree\x18J \x01(\rR\x18budgetToolSecondsPerTree\x123\n" +
+	"\x16budget_tokens_per_tree\x18K \x01(\rR\x13budgetTokensPerTree\x126\n" +
+	"\x18budget_cost_usd_per_tree\x18L \x01(\x01R\x14budgetCostUsdPerTree\x12>\n" +
+	"\x1cbudget_wall_seconds_per_tree\x18M \x01(\rR\x18budgetWallSecondsPerTree\x12$\n" +
+	"\x0ebudget_warn_at\x18N \x01(\x01R\fbudgetWarnAt\x12\x1b\n" +
+	"\ton_budget\x18O \x01(\tR\bonBudget\x12\x1f\n" +
 	"\von_critical\x18P \x01(\tR\n" +
 	"onCritical\x12.\n" +
 	"\x13ask_timeout_seconds\x18Q \x01(\rR\x11askTimeoutSeconds\x122\n" +

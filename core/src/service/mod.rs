@@ -14,12 +14,14 @@ use crate::engine::{Settings, Verdict};
 use crate::fingerprint::Catalog;
 use crate::json::py_isspace;
 
+mod budgets;
 mod exemptions;
 mod persist;
 mod request;
 mod retries;
 mod store;
 mod summary;
+mod trees;
 mod views;
 mod wire;
 
@@ -29,6 +31,7 @@ pub use request::{count_events, py_repr, Limits, Refusal};
 pub use retries::{content_digest, content_digest_of, RETRY_WINDOW};
 pub use store::{Entry, RunKey, Store, RECENT_DECISIONS};
 pub use summary::{counter, LogLine, Summary, DEBUG, ERROR, INFO, WARNING};
+pub use trees::{Notice, Totals, TreeLink};
 pub use views::{evaluate_response, verdict_message};
 pub use wire::{decode_in_place, EventRef, Events, KindRef, OutcomeRef};
 

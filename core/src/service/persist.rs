@@ -46,6 +46,7 @@ impl Core {
             events_evaluated: entry.events_evaluated,
             state,
             retries,
+            tree: entry.tree.as_deref().map(|link| (link, wall_now - (now - link.started))),
         }))
     }
 
@@ -83,6 +84,12 @@ impl Core {
             recent: None,
             retries,
             dirty: false,
+            // `started` is stored as wall-clock seconds: back on the store's clock.
+            tree: d.tree.map(|mut link| {
+                link.started = now - (wall_now - link.started);
+                Box::new(link)
+            }),
+            unlinked_calls: 0,
         };
         self.store.restore(entry, idle, now, evictions);
         Ok(Loaded::Restored)

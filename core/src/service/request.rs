@@ -11,6 +11,7 @@ use prost::Message;
 use super::retries::content_digest_of;
 use super::store::RECENT_DECISIONS;
 use super::summary::{counter, LogLine, Summary, ERROR};
+use super::budgets::shadowed;
 use super::views::evaluate_response;
 use super::wire::{decode_in_place, EventRef, Events, KindRef, OutcomeRef};
 use super::{Core, Decision};
@@ -54,8 +55,9 @@ pub enum Refusal {
     Undecodable,
     TooManyEvents,
     /// Not a refusal: with a shared state store, the request names runs not in memory (their
-    /// ids) and nothing was evaluated; Python loads them and asks again (keeper.py).
-    NotLoaded(Vec<String>),
+    /// ids, each with its tree's root, which its stored key names) and nothing was evaluated;
+    /// Python loads them and asks again (keeper.py).
+    NotLoaded(Vec<(String, String)>),
 }
 
 const MAX_OTHER_FIELDS: usize = 64;
@@ -169,7 +171,7 @@ impl Core {
     }
 
     /// The runs `events` name that are not in memory (a shared state store loads them first).
-    pub fn missing_runs(&self, events: &[EventRef], tenant: &str, routed: &str, summary: &mut Summary) -> Vec<String> {
+    pub fn missing_runs(&self, events: &[EventRef], tenant: &str, routed: &str, summary: &mut Summary) -> Vec<(String, String)> {
         match self.not_loaded(events, tenant, routed, summary) {
             Err(Refusal::NotLoaded(ids)) => ids,
             _ => Vec::new(),
@@ -188,33 +190,58 @@ impl Core {
         events.iter().map(|event| self.evaluate_timed(event, tenant, routed, now, summary)).collect()
     }
 
-    /// keeper.py's `missing`: the request's run ids (trimmed, run_end and misrouted events
-    /// aside) not held in memory, each once; the held ones are counted in the summary.
+    /// keeper.py's `missing`: the request's runs (trimmed, run_end and misrouted events aside)
+    /// not held in memory, each once with its tree's root: the run, and for a new child its
+    /// parent and its root; the held ones are counted in the summary.
     fn not_loaded(&self, events: &[EventRef], tenant: &str, routed: &str, summary: &mut Summary) -> Result<(), Refusal> {
-        let mut missing: Vec<String> = Vec::new();
+        let mut missing: Vec<(String, String)> = Vec::new();
+        let mut need = |id: &str, root: &str| {
+            if !id.is_empty() && self.store.get(tenant, id).is_none() && !missing.iter().any(|(m, _)| m == id) {
+                missing.push((id.to_string(), root.to_string()));
+            }
+        };
         for event in events {
             if let Some(KindRef::RunEnd) = event.kind {
                 continue;
             }
             let run_id = event.run_id.trim_matches(py_isspace);
-            if !routed.is_empty() && run_id != routed {
+            let parent = event.parent_run_id.trim_matches(py_isspace);
+            let root = self.tree_root(tenant, run_id, parent, routed);
+            if !routed.is_empty() && root != routed {
+                // A later event of a child (no parent named) held only in the store: it is keyed
+                // under the header's root, so it is looked for there (not found: a new run, refused).
+                if parent.is_empty() && !run_id.is_empty() && self.store.get(tenant, run_id).is_none() {
+                    need(run_id, routed);
+                    need(routed, routed);
+                }
                 continue;
             }
             if self.store.get(tenant, run_id).is_some() {
                 summary.held_runs += 1;
-            } else if !run_id.is_empty() && !missing.iter().any(|m| m == run_id) {
-                missing.push(run_id.to_string());
+                continue;
+            }
+            need(run_id, &root);
+            if !parent.is_empty() && parent != run_id {
+                need(parent, &root);
+                need(&root, &root);
             }
         }
         if missing.is_empty() { Ok(()) } else { Err(Refusal::NotLoaded(missing)) }
     }
 
-    fn evaluate_timed(&mut self, event: &EventRef, tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Decision {
+    pub(super) fn evaluate_timed(&mut self, event: &EventRef, tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Decision {
         let started = std::time::Instant::now();
-        let decision = if !routed.is_empty() && event.run_id.trim_matches(py_isspace) != routed {
+        let run_id = event.run_id.trim_matches(py_isspace);
+        // Routed: the header names the run's tree root (a root run: the run itself).
+        // A run_end of a run not held here is taken as one of the header's tree (it frees nothing
+        // here; with a shared store it deletes the run's key under that root).
+        let ends_unheld = matches!(event.kind, Some(KindRef::RunEnd)) && self.store.get(tenant, run_id).is_none();
+        let misrouted = !routed.is_empty() && run_id != routed && !ends_unheld
+            && self.tree_root(tenant, run_id, event.parent_run_id.trim_matches(py_isspace), routed) != routed;
+        let decision = if misrouted {
             self.misrouted(event, routed, summary)
         } else {
-            self.evaluate_ref(event, tenant, now, summary)
+            self.evaluate_ref(event, tenant, routed, now, summary)
         };
         let seconds = started.elapsed().as_secs_f64();
         let bucket = self.latency_bounds.iter().position(|b| seconds <= *b).unwrap_or(self.latency_bounds.len());
@@ -294,7 +321,7 @@ impl Core {
         let run_id = event.run_id.trim_matches(py_isspace);
         let head = |s: &str| py_repr(&s.chars().take(80).collect::<String>());
         let message = format!(
-            "run_id {} differs from this stream's x-loopwarden-run-id {}; open one Evaluate stream per run (the header routes the stream to the run's replica)",
+            "run_id {} differs from this stream's x-loopwarden-run-id {} and is not in its run tree; the header must name the run's tree root (the run itself for a run without a parent): open one Evaluate stream per run tree (the header routes the stream to the tree's replica)",
             head(run_id), head(routed)
         );
         self.rejected(event, run_id, Verdict::reject(error_codes::RUN_ID_MISMATCH, message), summary)
@@ -309,18 +336,21 @@ impl Core {
 
     pub fn evaluate_event(&mut self, event: &pb::Event, tenant: &str, now: f64, summary: &mut Summary) -> Decision {
         self.requests += 1;
-        self.evaluate_ref(&EventRef::from(event), tenant, now, summary)
+        self.evaluate_ref(&EventRef::from(event), tenant, "", now, summary)
     }
 
-    fn evaluate_ref(&mut self, event: &EventRef, tenant: &str, now: f64, summary: &mut Summary) -> Decision {
+    fn evaluate_ref(&mut self, event: &EventRef, tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Decision {
         let kind = kind_name(&event.kind);
         summary.count(counter::EVENTS, [kind, ""], "");
         let run_id: &str = event.run_id.trim_matches(py_isspace);
         if let Some(invalid) = self.envelope_error(event, run_id) {
             return self.rejected(event, run_id, invalid, summary);
         }
+        let parent = event.parent_run_id.trim_matches(py_isspace);
         if let Some(KindRef::RunEnd) = event.kind {
-            self.store.remove(tenant, run_id);
+            let held = self.store.get(tenant, run_id).is_some();
+            let root = if !held && !routed.is_empty() { routed.to_string() } else { self.tree_root(tenant, run_id, parent, routed) };
+            self.end_run(tenant, run_id, &root);
             let agent = self.config.agent_label(event.agent_id).to_string();
             summary.count(counter::VERDICTS, ["allow", "none"], &agent);
             return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: Verdict::allow(""), decision_id: String::new() };
@@ -360,16 +390,35 @@ impl Core {
         } else {
             String::new()
         };
+        if let Some(invalid) = self.parent_error(tenant, run_id, parent) {
+            return self.rejected(event, run_id, invalid, summary);
+        }
         let created = !held;
+        if created && !parent.is_empty() {
+            self.ensure_parent(tenant, run_id, parent, routed, now, summary);
+        }
         if created {
             let capacity = self.config.settings_for(&agent_id).history_size;
             self.store.create(tenant, run_id, RunState::new(capacity), now, &mut summary.evictions);
         }
+        let tree_abort = if created && !parent.is_empty() { self.join_tree(tenant, run_id, parent, now) } else { None };
+        let (was_aborted, blocks_before) = {
+            let entry = self.store.get(tenant, run_id).expect("created");
+            (entry.state.abort.is_some(), entry.state.blocks)
+        };
+        let shadow = self.config.settings_for(&agent_id).shadow;
+        if let Some(abort) = &tree_abort {
+            if !shadow {
+                self.store.get_mut(tenant, run_id).expect("created").state.abort = Some(Box::new(abort.clone()));
+            }
+        }
+        let tree_root = self.keep_totals(event, tenant, run_id, &agent_id, now, &mut summary.evictions);
+        let root = if tree_root.is_empty() { run_id } else { tree_root.as_str() };
+        let pre = self.budget_stop(event, tenant, run_id, root, &agent_id, now);
         let config = &self.config;
         let settings = config.settings_for(&agent_id);
         let max_depth = self.limits.max_json_depth;
         let entry = self.store.get_mut(tenant, run_id).expect("created");
-        let was_aborted = entry.state.abort.is_some();
         let state = &mut entry.state;
         if let Some(KindRef::ToolCall { .. }) = event.kind {
             // The call's batch: its batch id, else its request (engine::batches).
@@ -412,15 +461,26 @@ impl Core {
                 }
                 _ => Event::RunEnd,
             };
+            if let Some(stop) = pre {
+                return stop;
+            }
             evaluate_with(state, &engine_event, settings, &config.catalog, max_depth, &mut io)
         }));
         let (granted, answer, timed_out) = (io.granted.take(), io.answer, io.timed_out);
-        let verdict = match outcome {
+        let mut verdict = match outcome {
             Ok(v) => v,
             Err(_) => return self.internal_error(event, tenant, run_id, created, kind, summary),
         };
         if let Some(grant) = granted {
             self.exemptions.grant(tenant, &agent_id, run_id, grant, now);
+        }
+        if verdict.action != Action::Reject {
+            if let (Some(abort), true) = (tree_abort, shadow) {
+                if verdict.action == Action::Allow && verdict.shadow_action.is_none() {
+                    verdict = shadowed(abort);
+                }
+            }
+            self.after_verdict(event, tenant, run_id, root, &agent_id, now, &mut verdict, blocks_before, was_aborted);
         }
         let entry = self.store.get_mut(tenant, run_id).expect("held");
         if entry.agent_id != agent_id {
@@ -598,10 +658,20 @@ mod tests {
         let mut summary = Summary::default();
         let bytes = pb::EvaluateRequest { events: vec![event("a", "t"), event("b", "t"), event("a", "t")] }.encode_to_vec();
         match core.evaluate_request(&bytes, "t", "", 0.0, &mut summary, true) {
-            Err(Refusal::NotLoaded(ids)) => assert_eq!(ids, ["a", "b"]),
+            Err(Refusal::NotLoaded(ids)) => assert_eq!(ids, [("a".to_string(), "a".to_string()), ("b".to_string(), "b".to_string())]),
             _ => panic!("expected NotLoaded"),
         }
         assert!(core.store.is_empty(), "nothing evaluated");
+        // Run trees: a new child names its parent and root; a later event of a child (no parent
+        // named) on a stream routed to its root is looked for under that root.
+        let mut child = event("c", "t");
+        child.parent_run_id = "p".into();
+        let bytes = pb::EvaluateRequest { events: vec![child, event("later", "t")] }.encode_to_vec();
+        let owned = |pairs: &[(&str, &str)]| pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+        match core.evaluate_request(&bytes, "t", "root", 0.0, &mut summary, true) {
+            Err(Refusal::NotLoaded(ids)) => assert_eq!(ids, owned(&[("c", "root"), ("p", "root"), ("root", "root"), ("later", "root")])),
+            _ => panic!("expected NotLoaded"),
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! calls in from its one event loop thread, holding the GIL, so no lock is needed. An evicted or
 //! ended run is gone entirely: a later event with its id starts from zero.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use super::retries::Retries;
 use super::Decision;
@@ -31,6 +31,10 @@ pub struct Entry {
     pub(super) retries: Option<Box<Retries>>,
     /// Changed since the last flush (only while a state store tracks changes).
     pub(super) dirty: bool,
+    /// Its place in a run tree and its budget totals (service/trees.rs); None for a plain run.
+    pub tree: Option<Box<super::trees::TreeLink>>,
+    /// Tool calls evaluated while the run had no link: its totals begin from them when it gets one.
+    pub(super) unlinked_calls: u64,
 }
 
 /// FNV-1a of (tenant, run_id): the map key, so a lookup allocates nothing; entries with the same
@@ -83,7 +87,8 @@ pub struct Store {
 struct Changes {
     listed: Vec<(String, String)>,
     flagged: usize,
-    deleted: HashSet<(String, String)>,
+    /// Deleted runs -> their tree's root (a non-root run's stored key names its root).
+    deleted: HashMap<(String, String), String>,
     evictions_delete: bool,
 }
 
@@ -97,7 +102,7 @@ impl Store {
         }
     }
     pub fn track_changes(&mut self, evictions_delete: bool) {
-        let changes = self.changes.get_or_insert_with(|| Changes { listed: Vec::new(), flagged: 0, deleted: HashSet::new(), evictions_delete });
+        let changes = self.changes.get_or_insert_with(|| Changes { listed: Vec::new(), flagged: 0, deleted: HashMap::new(), evictions_delete });
         changes.evictions_delete = evictions_delete;
     }
     pub fn dirty_count(&self) -> usize {
@@ -118,25 +123,39 @@ impl Store {
         }
         changes.listed.push(key);
     }
-    fn mark_deleted(&mut self, tenant: &str, run_id: &str, eviction: bool) {
+    fn mark_deleted(&mut self, tenant: &str, run_id: &str, root: &str, eviction: bool) {
         if let Some(changes) = self.changes.as_mut() {
             if !eviction || changes.evictions_delete {
-                changes.deleted.insert((tenant.to_string(), run_id.to_string()));
+                changes.deleted.insert((tenant.to_string(), run_id.to_string()), root.to_string());
             }
+        }
+    }
+    /// Flag a held run as changed (a child's notice or count reached it).
+    pub(super) fn changed(&mut self, tenant: &str, run_id: &str) {
+        if let Some(slot) = self.find(tenant, run_id) {
+            self.mark(slot);
         }
     }
     /// The runs changed since the last call, (key, still held), each once: deletes first, then
     /// the held runs in the order they first changed.
     pub fn take_dirty(&mut self) -> Vec<(RunKey, bool)> {
+        self.take_dirty_rooted().into_iter().map(|(key, live, _)| (key, live)).collect()
+    }
+    /// `take_dirty` with each run's tree root (the run itself for a root), which its stored key names.
+    pub fn take_dirty_rooted(&mut self) -> Vec<(RunKey, bool, String)> {
         let Some(changes) = self.changes.as_mut() else { return Vec::new() };
         let listed = std::mem::take(&mut changes.listed);
-        let mut taken: Vec<(RunKey, bool)> = changes.deleted.drain().map(|k| (k, false)).collect();
+        let mut taken: Vec<(RunKey, bool, String)> = changes.deleted.drain().map(|(k, root)| {
+            let root = if root.is_empty() { k.1.clone() } else { root };
+            (k, false, root)
+        }).collect();
         changes.flagged = 0;
         for key in listed {
             if let Some(entry) = self.get_mut(&key.0, &key.1) {
                 if entry.dirty {
                     entry.dirty = false;
-                    taken.push((key, true));
+                    let root = entry.root_id().to_string();
+                    taken.push((key, true, root));
                 }
             }
         }
@@ -144,14 +163,17 @@ impl Store {
     }
     /// Put back runs a failed flush did not write; a run changed again since keeps its mark.
     pub fn redirty(&mut self, items: Vec<(RunKey, bool)>) {
+        self.redirty_rooted(items.into_iter().map(|(key, live)| (key, live, String::new())).collect())
+    }
+    pub fn redirty_rooted(&mut self, items: Vec<(RunKey, bool, String)>) {
         if self.changes.is_none() {
             return;
         }
-        for ((tenant, run_id), live) in items {
+        for ((tenant, run_id), live, root) in items {
             if let Some(slot) = self.find(&tenant, &run_id) {
                 self.mark(slot);
             } else if !live {
-                self.mark_deleted(&tenant, &run_id, false);
+                self.mark_deleted(&tenant, &run_id, &root, false);
             }
         }
     }
@@ -282,7 +304,7 @@ impl Store {
     /// An eviction (idle TTL, max runs): a delete for the state store when evictions delete.
     fn evict(&mut self, slot: u32) {
         if let Some(evicted) = self.release(slot) {
-            self.mark_deleted(&evicted.tenant, &evicted.run_id, true);
+            self.mark_deleted(&evicted.tenant, &evicted.run_id, evicted.root_id(), true);
         }
     }
     /// The run marked most recently used; false when none is held (or it idled past its TTL).
@@ -324,6 +346,8 @@ impl Store {
             recent: None,
             retries: None,
             dirty: false,
+            tree: None,
+            unlinked_calls: 0,
         };
         let slot = self.insert(entry);
         self.mark(slot);
@@ -353,7 +377,12 @@ impl Store {
     /// run_end: free the run at once (not an eviction); a delete for the state store even when
     /// the run is held only there.
     pub fn remove(&mut self, tenant: &str, run_id: &str) -> bool {
-        self.mark_deleted(tenant, run_id, false);
+        self.remove_rooted(tenant, run_id, "")
+    }
+    /// `remove`, naming the run's tree root for a run not held here ("" = the run itself).
+    pub fn remove_rooted(&mut self, tenant: &str, run_id: &str, root: &str) -> bool {
+        let root = self.get(tenant, run_id).map(|e| e.root_id().to_string()).unwrap_or_else(|| root.to_string());
+        self.mark_deleted(tenant, run_id, &root, false);
         match self.find(tenant, run_id) {
             Some(slot) => self.release(slot).is_some(),
             None => false,

@@ -44,6 +44,7 @@ pub mod counter {
     pub const GUARD_ABORTS: u8 = 8; // agent (+tenant)
     pub const ASKS: u8 = 9; // detector, agent
     pub const APPROVALS: u8 = 10; // answer (approved_once, approved_always, denied, timed_out), agent
+    pub const LIMIT_ABORTS: u8 = 11; // error code (budget_exhausted, tree_too_deep, too_many_children), agent (+tenant)
 }
 
 pub const DEBUG: u8 = 10;
@@ -125,6 +126,8 @@ impl Core {
                 }
                 if v.error_code == "tool_loop_persisted" {
                     summary.count(counter::ESCALATION_ABORTS, [detector, ""], agent);
+                } else if matches!(v.error_code, "budget_exhausted" | "tree_too_deep" | "too_many_children") {
+                    summary.count(counter::LIMIT_ABORTS, [v.error_code, ""], agent);
                 } else {
                     summary.count(counter::GUARD_ABORTS, ["", ""], agent);
                 }

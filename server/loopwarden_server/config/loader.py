@@ -201,14 +201,36 @@ def _choice(choices: tuple[str, ...]) -> Parser:
     return parse
 
 
-def _blocks_limit(value: Any, path: str) -> int:
-    """abortAfterBlocks: a positive count, or false (0) to switch an inherited limit off."""
-    if value is False or (isinstance(value, int) and not isinstance(value, bool) and value == 0):
-        return 0
-    try:
-        return _positive_int(MAX_THRESHOLD)(value, path)
-    except ConfigError:
-        raise ConfigError(path, f"must be a positive integer or false, got {_render(value)}") from None
+def _limit_or_off(maximum: int) -> Parser:
+    """A positive count up to `maximum` (budgets go past MAX_THRESHOLD), or false (0): off."""
+    positive = _positive_int(maximum)
+
+    def parse(value: Any, path: str) -> int:
+        if value is False or (isinstance(value, int) and not isinstance(value, bool) and value == 0):
+            return 0
+        try:
+            return positive(value, path)
+        except ConfigError as error:
+            if "at most" in error.problem:
+                raise
+            raise ConfigError(path, f"must be a positive integer or false, got {_render(value)}") from None
+
+    return parse
+
+
+def _number(minimum: float, maximum: float) -> Parser:
+    """A number in [minimum, maximum]; where the minimum is 0, false means 0 (off)."""
+    def parse(value: Any, path: str) -> float:
+        if value is False and minimum == 0:
+            return 0.0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            off = " or false" if minimum == 0 else ""
+            raise ConfigError(path, f"must be a number{off}, got {_render(value)}")
+        if not minimum <= value <= maximum:
+            raise ConfigError(path, f"must be between {minimum:g} and {maximum:g}, got {_render(value)}")
+        return float(value)
+
+    return parse
 
 
 def _tool_names(value: Any, path: str) -> frozenset[str]:
@@ -253,7 +275,9 @@ def _parser(row: SettingRow) -> Parser:
     if row.kind == "count":
         return _positive_int(row.maximum) if row.minimum == 1 else _at_least(row.minimum, row.maximum)
     if row.kind == "count_or_off":
-        return _blocks_limit if row.minimum == 1 else _optional_count(row.minimum)
+        return _limit_or_off(row.maximum) if row.minimum == 1 else _optional_count(row.minimum)
+    if row.kind == "number":
+        return _number(row.minimum, row.maximum)
     if row.kind == "tool_names":
         return _tool_names
     if row.kind == "preset":

@@ -14,6 +14,7 @@ from .tool_rules import ToolRules
 MAX_HISTORY_SIZE = 1000
 MAX_WINDOW_SIZE = 1000
 MAX_THRESHOLD = 1000000
+MAX_BUDGET = 4000000000
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,31 @@ class FailureCascadeBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class RunTreeBlock:
+    """`loopwarden.runTree` as written; None = not set in this block. Bounds of a run tree (runs
+    made children of another by `Event.parent_run_id`): how deep and how wide it may grow.
+    """
+
+    max_depth: int | None = None
+    max_children: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetsBlock:
+    """`loopwarden.budgets` as written; None = not set in this block. Spending caps per run and per
+    run tree: tool calls, tool time, tokens, dollars, wall time; off unless set.
+    """
+
+    tool_calls_per_run: int | None = None
+    tool_calls_per_tree: int | None = None
+    tool_seconds_per_tree: int | None = None
+    tokens_per_tree: int | None = None
+    cost_usd_per_tree: float | None = None
+    wall_seconds_per_tree: int | None = None
+    warn_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ExtensionsBlock:
     """`loopwarden` as written; None = not set in this block. loopwarden's own settings: the tool
     catalog (global only) and opt-in behaviour beyond the reference (global and per agent).
@@ -137,6 +163,7 @@ class ExtensionsBlock:
     critical_scope: str | None = None
     progress_resets_repeats: bool | None = None
     user_turn_resets: bool | None = None
+    on_budget: str | None = None
     on_critical: str | None = None
     ask_timeout_seconds: int | None = None
     exemption_ttl_seconds: int | None = None
@@ -147,6 +174,8 @@ class ExtensionsBlock:
     cycles: CyclesBlock = field(default_factory=CyclesBlock)
     exec_failure_streak: ExecFailureStreakBlock = field(default_factory=ExecFailureStreakBlock)
     failure_cascade: FailureCascadeBlock = field(default_factory=FailureCascadeBlock)
+    run_tree: RunTreeBlock = field(default_factory=RunTreeBlock)
+    budgets: BudgetsBlock = field(default_factory=BudgetsBlock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +274,37 @@ class ResolvedSettings:
     # and batch recovery are cleared (an aborted run stays aborted; duplicateSideEffect's memory
     # stays). False keeps streaks across turns (hosts whose user is a simulator).
     user_turn_resets: bool = True
+    # Deepest run of a tree (root: depth 0): every event of a run deeper than this is ABORTed
+    # (`tree_too_deep`). The root run's agent settings apply; false or 0: no limit.
+    run_tree_max_depth: int = 8
+    # Children ever created under one parent run: the first event of a child past it is ABORTed
+    # (`too_many_children`) and the child is not counted. The root run's agent settings apply; false
+    # or 0: no limit.
+    run_tree_max_children: int = 100
+    # Tool calls one run may make (the run's own agent settings): call N + 1 is ABORTed
+    # (`budget_exhausted`); false or 0: off.
+    budget_tool_calls_per_run: int = 0
+    # Tool calls the whole run tree may make (the root run's agent settings): the call past it, in
+    # any run of the tree, is ABORTed; false or 0: off.
+    budget_tool_calls_per_tree: int = 0
+    # Seconds of tool time (the sum of `ToolOutcome.duration_ms`) the tree may spend: the first call
+    # after the total passes it is ABORTed; false or 0: off.
+    budget_tool_seconds_per_tree: int = 0
+    # Input plus output tokens (`usage` events) the tree may spend: the first call after the total
+    # passes it is ABORTed; false or 0: off.
+    budget_tokens_per_tree: int = 0
+    # US dollars (`usage.cost_usd`) the tree may spend: the first call after the total passes it is
+    # ABORTed; false or 0: off.
+    budget_cost_usd_per_tree: float = 0.0
+    # Seconds since the tree's first event: the first call after that is ABORTed; false or 0: off.
+    budget_wall_seconds_per_tree: int = 0
+    # The fraction of a budget whose reaching warns (once per budget per run, on a call that would
+    # be allowed) with what is used and what is left; false or 0: no warnings.
+    budget_warn_at: float = 0.8
+    # `abort`: the first call past a budget is ABORTed (`budget_exhausted`). `ask`: it is ASKed (a
+    # human decides whether the run goes on; the run is not aborted) when the event accepts ASK,
+    # else ABORTed.
+    on_budget: str = 'abort'
     # `block`: a critical verdict blocks its call. `ask`: the first critical of a pattern in a run
     # is ACTION_ASK (a person decides whether the call runs) for callers that set `accepts_ask`;
     # others still get the BLOCK. A denial (or no answer within `askTimeoutSeconds`) makes the
@@ -268,8 +328,8 @@ class SettingRow:
     attribute: str  # the block dataclass attribute it fills
     kind: str  # see tables/loopwarden.toml
     field: str  # the resolved setting ('' for gates and the tool catalog)
-    minimum: int | None
-    maximum: int | None
+    minimum: int | float | None
+    maximum: int | float | None
     default: Any  # when written nowhere (and its gate, if any, is on)
     after: str  # sibling key this value must stay greater than ('' for none)
     after_attribute: str  # that sibling's attribute
@@ -315,6 +375,16 @@ SETTINGS: tuple[SettingRow, ...] = (
     SettingRow('loopwarden.criticalScope', 'criticalScope', 'loopwarden', 'critical_scope', 'choice', 'critical_scope', None, None, 'call', '', '', '', '', 'critical_scope', ('call', 'batch')),
     SettingRow('loopwarden.progressResetsRepeats', 'progressResetsRepeats', 'loopwarden', 'progress_resets_repeats', 'bool', 'progress_resets_repeats', None, None, False, '', '', '', '', 'progress_resets_repeats'),
     SettingRow('loopwarden.userTurnResets', 'userTurnResets', 'loopwarden', 'user_turn_resets', 'bool', 'user_turn_resets', None, None, True, '', '', '', '', 'user_turn_resets'),
+    SettingRow('loopwarden.runTree.maxDepth', 'maxDepth', 'loopwarden.runTree', 'max_depth', 'count_or_off', 'run_tree_max_depth', 1, 1000000, 8, '', '', '', '', 'run_tree_max_depth'),
+    SettingRow('loopwarden.runTree.maxChildren', 'maxChildren', 'loopwarden.runTree', 'max_children', 'count_or_off', 'run_tree_max_children', 1, 1000000, 100, '', '', '', '', 'run_tree_max_children'),
+    SettingRow('loopwarden.budgets.toolCallsPerRun', 'toolCallsPerRun', 'loopwarden.budgets', 'tool_calls_per_run', 'count_or_off', 'budget_tool_calls_per_run', 1, 4000000000, 0, '', '', '', '', 'budget_tool_calls_per_run'),
+    SettingRow('loopwarden.budgets.toolCallsPerTree', 'toolCallsPerTree', 'loopwarden.budgets', 'tool_calls_per_tree', 'count_or_off', 'budget_tool_calls_per_tree', 1, 4000000000, 0, '', '', '', '', 'budget_tool_calls_per_tree'),
+    SettingRow('loopwarden.budgets.toolSecondsPerTree', 'toolSecondsPerTree', 'loopwarden.budgets', 'tool_seconds_per_tree', 'count_or_off', 'budget_tool_seconds_per_tree', 1, 4000000000, 0, '', '', '', '', 'budget_tool_seconds_per_tree'),
+    SettingRow('loopwarden.budgets.tokensPerTree', 'tokensPerTree', 'loopwarden.budgets', 'tokens_per_tree', 'count_or_off', 'budget_tokens_per_tree', 1, 4000000000, 0, '', '', '', '', 'budget_tokens_per_tree'),
+    SettingRow('loopwarden.budgets.costUsdPerTree', 'costUsdPerTree', 'loopwarden.budgets', 'cost_usd_per_tree', 'number', 'budget_cost_usd_per_tree', 0.0, 4000000000, 0.0, '', '', '', '', 'budget_cost_usd_per_tree'),
+    SettingRow('loopwarden.budgets.wallSecondsPerTree', 'wallSecondsPerTree', 'loopwarden.budgets', 'wall_seconds_per_tree', 'count_or_off', 'budget_wall_seconds_per_tree', 1, 4000000000, 0, '', '', '', '', 'budget_wall_seconds_per_tree'),
+    SettingRow('loopwarden.budgets.warnAt', 'warnAt', 'loopwarden.budgets', 'warn_at', 'number', 'budget_warn_at', 0.0, 1.0, 0.8, '', '', '', '', 'budget_warn_at'),
+    SettingRow('loopwarden.onBudget', 'onBudget', 'loopwarden', 'on_budget', 'choice', 'on_budget', None, None, 'abort', '', '', '', '', 'on_budget', ('abort', 'ask')),
     SettingRow('loopwarden.onCritical', 'onCritical', 'loopwarden', 'on_critical', 'choice', 'on_critical', None, None, 'block', '', '', '', '', 'on_critical', ('block', 'ask')),
     SettingRow('loopwarden.askTimeoutSeconds', 'askTimeoutSeconds', 'loopwarden', 'ask_timeout_seconds', 'count', 'ask_timeout_seconds', 1, 86400, 300, '', '', '', '', 'ask_timeout_seconds'),
     SettingRow('loopwarden.exemptionTtlSeconds', 'exemptionTtlSeconds', 'loopwarden', 'exemption_ttl_seconds', 'count', 'exemption_ttl_seconds', 1, 2592000, 86400, '', '', '', '', 'exemption_ttl_seconds'),
@@ -333,6 +403,8 @@ BLOCKS: dict[str, type] = {
     'loopwarden.cycles': CyclesBlock,
     'loopwarden.execFailureStreak': ExecFailureStreakBlock,
     'loopwarden.failureCascade': FailureCascadeBlock,
+    'loopwarden.runTree': RunTreeBlock,
+    'loopwarden.budgets': BudgetsBlock,
 }
 
 # Block path -> its child blocks as (key, attribute, child block path).
@@ -340,7 +412,7 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
     'tools.loopDetection': (('detectors', 'detectors', 'tools.loopDetection.detectors'), ('postCompactionGuard', 'post_compaction_guard', 'tools.loopDetection.postCompactionGuard')),
     'tools.loopDetection.detectors': (),
     'tools.loopDetection.postCompactionGuard': (),
-    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat'), ('duplicateSideEffect', 'duplicate_side_effect', 'loopwarden.duplicateSideEffect'), ('cycles', 'cycles', 'loopwarden.cycles'), ('execFailureStreak', 'exec_failure_streak', 'loopwarden.execFailureStreak'), ('failureCascade', 'failure_cascade', 'loopwarden.failureCascade')),
+    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat'), ('duplicateSideEffect', 'duplicate_side_effect', 'loopwarden.duplicateSideEffect'), ('cycles', 'cycles', 'loopwarden.cycles'), ('execFailureStreak', 'exec_failure_streak', 'loopwarden.execFailureStreak'), ('failureCascade', 'failure_cascade', 'loopwarden.failureCascade'), ('runTree', 'run_tree', 'loopwarden.runTree'), ('budgets', 'budgets', 'loopwarden.budgets')),
     'loopwarden.runWideBreaker': (),
     'loopwarden.argumentChurn': (),
     'loopwarden.errorRepeat': (),
@@ -348,6 +420,8 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
     'loopwarden.cycles': (),
     'loopwarden.execFailureStreak': (),
     'loopwarden.failureCascade': (),
+    'loopwarden.runTree': (),
+    'loopwarden.budgets': (),
 }
 
 # Preset name -> {setting path: value}: defaults beneath everything written.

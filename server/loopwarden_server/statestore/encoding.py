@@ -27,7 +27,10 @@ engine's record (tests/reference/codec.py).
 Key: b"{" + base64url(tenant) + b"." + base64url(run_id) + b"}" (base64url without padding, of
 the UTF-8 bytes). '.' is not in the base64url alphabet, so no two (tenant, run_id) pairs share a
 key; the braces are a Redis Cluster hash tag, so a run's key always lands on one slot whatever
-prefix a deployment puts in front of it.
+prefix a deployment puts in front of it. A run of a run tree that is not its root (a child run)
+is keyed under its root: b"{" + base64url(tenant) + b"." + base64url(root) + b"}." +
+base64url(run_id), so the hash tag is the root's and one owner (one Redis slot) holds the whole
+tree, while a root run's key stays exactly the plain key (stored runs keep their keys).
 
 A tenant's standing exemptions (ASK's "always" answers, core/src/service/exemptions.rs) are one
 more value beside its runs, never mistaken for one:
@@ -58,12 +61,29 @@ def run_key(tenant: str, run_id: str) -> bytes:
     return b"{" + _b64(tenant) + b"." + _b64(run_id) + b"}"
 
 
-def key_parts(key: bytes) -> tuple[str, str]:
-    """The (tenant, run_id) a key names."""
-    if not (key.startswith(b"{") and key.endswith(b"}")) or key.count(b".") != 1:
+def tree_key(tenant: str, root: str, run_id: str) -> bytes:
+    """The key of a run of a run tree: the plain key for the root, else under the root's tag."""
+    if not root or root == run_id:
+        return run_key(tenant, run_id)
+    return run_key(tenant, root) + b"." + _b64(run_id)
+
+
+def tree_key_parts(key: bytes) -> tuple[str, str, str]:
+    """The (tenant, root, run_id) a key names (root == run_id for a root's or a plain run's key)."""
+    if not key.startswith(b"{") or key.count(b"}") != 1:
         raise EncodingError(f"not a run key: {key[:80]!r}")
-    tenant, run_id = key[1:-1].split(b".")
-    return _unb64(tenant), _unb64(run_id)
+    tag, _, tail = key[1:].partition(b"}")
+    if tag.count(b".") != 1 or (tail and (not tail.startswith(b".") or tail.count(b".") != 1)):
+        raise EncodingError(f"not a run key: {key[:80]!r}")
+    tenant, root = tag.split(b".")
+    root_id = _unb64(root)
+    return _unb64(tenant), root_id, _unb64(tail[1:]) if tail else root_id
+
+
+def key_parts(key: bytes) -> tuple[str, str]:
+    """The (tenant, run_id) a key names (a root's, a plain run's or a child run's key)."""
+    tenant, _root, run_id = tree_key_parts(key)
+    return tenant, run_id
 
 
 def _b64(text: str) -> bytes:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
 from .base import StateStore, StateStoreError
-from .encoding import EncodingError, exemptions_key, frame, is_exemptions, run_key
+from .encoding import EncodingError, exemptions_key, frame, is_exemptions, run_key, tree_key
 from .file import FileStateStore, NotAStateFile
 from .metrics import StateMetrics
 from .runs import RESTORED, CoreRuns, RunKey
@@ -181,11 +181,15 @@ class StateKeeper:
         self._task = asyncio.create_task(self._flush_loop())
 
     # ------------------------------------------------------------------ first event
-    async def ensure_loaded(self, tenant: str, run_ids: list[str]) -> None:
+    async def ensure_loaded(self, tenant: str, runs: list[str | tuple[str, str]]) -> None:
         """Fetch these runs from the shared store into memory (at most one GET per run), and the
         tenant's exemption table with them: a replica meets a tenant through a run it does not
-        hold, so another replica's "always" answers arrive with it (staleness: see docs/ask.md)."""
-        await asyncio.gather(self.load_exemptions(tenant), *(self._load_one(tenant, run_id) for run_id in run_ids))
+        hold, so another replica's "always" answers arrive with it (staleness: see docs/ask.md).
+        Each run is a run id, or (run id, its tree's root): a child run is stored under its
+        root's key."""
+        await asyncio.gather(self.load_exemptions(tenant),
+                             *(self._load_one(tenant, *(run if isinstance(run, tuple) else (run, run)))
+                               for run in runs))
 
     def load_exemptions(self, tenant: str) -> asyncio.Future:
         """Fetch the tenant's exemption table from a shared store (coalesced per tenant); an
@@ -210,20 +214,20 @@ class StateKeeper:
         else:
             self._take_in_exemptions(value)
 
-    def _load_one(self, tenant: str, run_id: str) -> asyncio.Future:
+    def _load_one(self, tenant: str, run_id: str, root: str) -> asyncio.Future:
         key = (tenant, run_id)
         pending = self._loading.get(key)
         if pending is None:
-            pending = self._loading[key] = asyncio.ensure_future(self._fetch(tenant, run_id))
+            pending = self._loading[key] = asyncio.ensure_future(self._fetch(tenant, run_id, root))
             pending.add_done_callback(lambda _f: self._loading.pop(key, None))
         return pending
 
-    async def _fetch(self, tenant: str, run_id: str) -> None:
+    async def _fetch(self, tenant: str, run_id: str, root: str) -> None:
         if time.monotonic() < self._load_paused_until:
             self.metrics.runs_loaded.labels("new").inc()  # the store is away: fail open, start fresh
             return
         try:
-            value = await self.store.load(run_key(tenant, run_id))
+            value = await self.store.load(tree_key(tenant, root, run_id))
         except StateStoreError as exc:
             self.metrics.store_errors.labels("load").inc()
             self.metrics.store_up.set(0)
@@ -300,8 +304,10 @@ class StateKeeper:
             chunk = keys[start:start + BATCH]
             wall = self._wall()
             encode = self.runs.encode
-            items = [(run_key(tenant, run_id), encode(tenant, run_id, wall) if live else None, ttl)
-                     for (tenant, run_id), live in chunk]
+            # Each item is ((tenant, run_id), held, root); the root names a child run's key.
+            items = [(tree_key(tenant, item[2] if len(item) > 2 else run_id, run_id),
+                      encode(tenant, run_id, wall) if item[1] else None, ttl)
+                     for item in chunk for tenant, run_id in (item[0],)]
             try:
                 await self.store.flush(items)
             except StateStoreError as exc:

@@ -1,7 +1,8 @@
 """`redis://` / `rediss://`: a state store shared by replicas, written behind the hot path.
 
-Each run is one key, PREFIX + encoding.run_key(tenant, run_id), holding encoding's bytes, with
-the run's idle TTL as its expiry (PX), so Redis forgets a run when the daemon would. A flush is
+Each run is one key, PREFIX + encoding.tree_key(tenant, root, run_id) (a root run's is
+encoding.run_key(tenant, run_id); a child run's carries its root's hash tag), holding encoding's
+bytes, with the run's idle TTL as its expiry (PX), so Redis forgets a run when the daemon would. A flush is
 one pipeline (no MULTI: keys are independent) of SET ... PX / DEL. A load is one GET.
 
 Timeouts are short and redis-py's own retries are off: an unreachable Redis must cost an event

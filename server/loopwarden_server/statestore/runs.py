@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 RESTORED, EXPIRED, MISMATCH = "restored", "expired", "mismatch"
 
 RunKey = tuple[str, str]  # (tenant, run_id)
+# A changed run: (key, still held, its tree's root: the run itself unless it is a child run).
+Dirty = tuple[RunKey, bool, str]
 
 
 class CoreRuns:
@@ -40,10 +42,10 @@ class CoreRuns:
     def dirty_count(self) -> int:
         return self.core.native.dirty_count()
 
-    def take_dirty(self) -> list[tuple[RunKey, bool]]:
+    def take_dirty(self) -> list[Dirty]:
         return self.core.native.take_dirty()
 
-    def redirty(self, items: list[tuple[RunKey, bool]]) -> None:
+    def redirty(self, items: list[Dirty]) -> None:
         self.core.native.redirty(items)
 
     def held(self, tenant: str, run_id: str) -> bool:

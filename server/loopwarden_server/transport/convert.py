@@ -6,7 +6,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from ..config.detection import LoopDetectionSettings
 from ..config.tables import SETTINGS
 from ..config.tool_rules import ToolRules
-from ..core import ExemptionView, RunView
+from ..core import ExemptionView, RunView, TotalsView
 
 
 # resolved field -> EffectiveConfig field, from the one table (the proto's fields are generated too).
@@ -47,4 +47,14 @@ def inspect_response(view: RunView, settings: LoopDetectionSettings) -> pb.Inspe
         blocks=view.blocks, aborted=view.aborted, abort_error_code=view.abort_error_code,
         effective_config=effective_config(settings), events_evaluated=view.events_evaluated,
         recent_verdicts=[pb.Verdict.FromString(raw) for raw in view.recent_verdicts], agent_label=view.agent_label,
+        parent_run_id=view.parent_run_id, children=view.children, root_run_id=view.root_run_id, depth=view.depth,
+        tree_totals=_totals(view.tree_totals), run_totals=_totals(view.run_totals),
     )
+
+
+def _totals(view: TotalsView | None) -> pb.Totals | None:
+    if view is None:
+        return None
+    return pb.Totals(tool_calls=view.tool_calls, tool_ms=view.tool_ms, input_tokens=view.input_tokens,
+                     output_tokens=view.output_tokens, cost_usd=view.cost_usd, wall_seconds=view.wall_seconds,
+                     runs=view.runs)

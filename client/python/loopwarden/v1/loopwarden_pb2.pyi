@@ -405,7 +405,7 @@ class ToolRule(_message.Message):
     def __init__(self, tool: _Optional[str] = ..., tool_class: _Optional[_Union[ToolClass, str]] = ..., ignore_args: _Optional[_Iterable[str]] = ..., keep_args: _Optional[_Iterable[str]] = ..., ignore_result: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EffectiveConfig(_message.Message):
-    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers", "duplicate_side_effect", "tool_rules", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds")
+    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers", "duplicate_side_effect", "tool_rules", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "run_tree_max_depth", "run_tree_max_children", "budget_tool_calls_per_run", "budget_tool_calls_per_tree", "budget_tool_seconds_per_tree", "budget_tokens_per_tree", "budget_cost_usd_per_tree", "budget_wall_seconds_per_tree", "budget_warn_at", "on_budget", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     HISTORY_SIZE_FIELD_NUMBER: _ClassVar[int]
     WARNING_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
@@ -434,6 +434,16 @@ class EffectiveConfig(_message.Message):
     CRITICAL_SCOPE_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_RESETS_REPEATS_FIELD_NUMBER: _ClassVar[int]
     USER_TURN_RESETS_FIELD_NUMBER: _ClassVar[int]
+    RUN_TREE_MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    RUN_TREE_MAX_CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_TOOL_CALLS_PER_RUN_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_TOOL_CALLS_PER_TREE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_TOOL_SECONDS_PER_TREE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_TOKENS_PER_TREE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_COST_USD_PER_TREE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_WALL_SECONDS_PER_TREE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_WARN_AT_FIELD_NUMBER: _ClassVar[int]
+    ON_BUDGET_FIELD_NUMBER: _ClassVar[int]
     ON_CRITICAL_FIELD_NUMBER: _ClassVar[int]
     ASK_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     EXEMPTION_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -465,7 +475,17 @@ class EffectiveConfig(_message.Message):
     critical_scope: str
     progress_resets_repeats: bool
     user_turn_resets: bool
+    run_tree_max_depth: int
+    run_tree_max_children: int
+    budget_tool_calls_per_run: int
+    budget_tool_calls_per_tree: int
+    budget_tool_seconds_per_tree: int
+    budget_tokens_per_tree: int
+    budget_cost_usd_per_tree: float
+    budget_wall_seconds_per_tree: int
+    budget_warn_at: float
+    on_budget: str
     on_critical: str
     ask_timeout_seconds: int
     exemption_ttl_seconds: int
-    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ..., duplicate_side_effect: _Optional[bool] = ..., tool_rules: _Optional[_Iterable[_Union[ToolRule, _Mapping]]] = ..., cycle_warn_after: _Optional[int] = ..., cycle_block_after: _Optional[int] = ..., exec_failure_streak: _Optional[bool] = ..., failure_cascade_threshold: _Optional[int] = ..., parallel_batches: _Optional[bool] = ..., critical_scope: _Optional[str] = ..., progress_resets_repeats: _Optional[bool] = ..., user_turn_resets: _Optional[bool] = ..., on_critical: _Optional[str] = ..., ask_timeout_seconds: _Optional[int] = ..., exemption_ttl_seconds: _Optional[int] = ...) -> None: ...
+    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ..., duplicate_side_effect: _Optional[bool] = ..., tool_rules: _Optional[_Iterable[_Union[ToolRule, _Mapping]]] = ..., cycle_warn_after: _Optional[int] = ..., cycle_block_after: _Optional[int] = ..., exec_failure_streak: _Optional[bool] = ..., failure_cascade_threshold: _Optional[int] = ..., parallel_batches: _Optional[bool] = ..., critical_scope: _Optional[str] = ..., progress_resets_repeats: _Optional[bool] = ..., user_turn_resets: _Optional[bool] = ..., run_tree_max_depth: _Optional[int] = ..., run_tree_max_children: _Optional[int] = ..., budget_tool_calls_per_run: _Optional[int] = ..., budget_tool_calls_per_tree: _Optional[int] = ..., budget_tool_seconds_per_tree: _Optional[int] = ..., budget_tokens_per_tree: _Optional[int] = ..., budget_cost_usd_per_tree: _Optional[float] = ..., budget_wall_seconds_per_tree: _Optional[int] = ..., budget_warn_at: _Optional[float] = ..., on_budget: _Optional[str] = ..., on_critical: _Optional[str] = ..., ask_timeout_seconds: _Optional[int] = ..., exemption_ttl_seconds: _Optional[int] = ...) -> None: ...

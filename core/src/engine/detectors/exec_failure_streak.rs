@@ -155,7 +155,7 @@ mod tests {
         let failure = failing("Traceback: missing package");
         rounds(&mut run, 20, |i| command(&format!("python job-{i}.py")), |_| failure.clone());
         let record = RunRecord { tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 40,
-                                 state: &run.state, retries: None };
+                                 state: &run.state, retries: None, tree: None };
         let bytes = encode(&record);
         assert!(String::from_utf8_lossy(&bytes).contains("\"failure_keys\""));
         // Without any, the key is not written at all.
