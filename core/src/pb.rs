@@ -549,6 +549,51 @@ pub struct EffectiveConfig {
     /// user is a simulator).
     #[prost(bool, tag = "60")]
     pub user_turn_resets: bool,
+    /// loopwarden.runTree.maxDepth: Deepest run of a tree (root: depth 0): every event of a run deeper
+    /// than this is ABORTed (`tree_too_deep`). The root run's agent settings apply; false or 0: no
+    /// limit.
+    #[prost(uint32, tag = "70")]
+    pub run_tree_max_depth: u32,
+    /// loopwarden.runTree.maxChildren: Children ever created under one parent run: the first event of
+    /// a child past it is ABORTed (`too_many_children`) and the child is not counted. The root run's
+    /// agent settings apply; false or 0: no limit.
+    #[prost(uint32, tag = "71")]
+    pub run_tree_max_children: u32,
+    /// loopwarden.budgets.toolCallsPerRun: Tool calls one run may make (the run's own agent settings):
+    /// call N + 1 is ABORTed (`budget_exhausted`); false or 0: off.
+    #[prost(uint32, tag = "72")]
+    pub budget_tool_calls_per_run: u32,
+    /// loopwarden.budgets.toolCallsPerTree: Tool calls the whole run tree may make (the root run's
+    /// agent settings): the call past it, in any run of the tree, is ABORTed; false or 0: off.
+    #[prost(uint32, tag = "73")]
+    pub budget_tool_calls_per_tree: u32,
+    /// loopwarden.budgets.toolSecondsPerTree: Seconds of tool time (the sum of
+    /// `ToolOutcome.duration_ms`) the tree may spend: the first call after the total passes it is
+    /// ABORTed; false or 0: off.
+    #[prost(uint32, tag = "74")]
+    pub budget_tool_seconds_per_tree: u32,
+    /// loopwarden.budgets.tokensPerTree: Input plus output tokens (`usage` events) the tree may spend:
+    /// the first call after the total passes it is ABORTed; false or 0: off.
+    #[prost(uint32, tag = "75")]
+    pub budget_tokens_per_tree: u32,
+    /// loopwarden.budgets.costUsdPerTree: US dollars (`usage.cost_usd`) the tree may spend: the first
+    /// call after the total passes it is ABORTed; false or 0: off.
+    #[prost(double, tag = "76")]
+    pub budget_cost_usd_per_tree: f64,
+    /// loopwarden.budgets.wallSecondsPerTree: Seconds since the tree's first event: the first call
+    /// after that is ABORTed; false or 0: off.
+    #[prost(uint32, tag = "77")]
+    pub budget_wall_seconds_per_tree: u32,
+    /// loopwarden.budgets.warnAt: The fraction of a budget whose reaching warns (once per budget per
+    /// run, on a call that would be allowed) with what is used and what is left; false or 0: no
+    /// warnings.
+    #[prost(double, tag = "78")]
+    pub budget_warn_at: f64,
+    /// loopwarden.onBudget: `abort`: the first call past a budget is ABORTed (`budget_exhausted`).
+    /// `ask`: it is ASKed (a human decides whether the run goes on; the run is not aborted) when the
+    /// event accepts ASK, else ABORTed.
+    #[prost(string, tag = "79")]
+    pub on_budget: ::prost::alloc::string::String,
     /// loopwarden.onCritical: `block`: a critical verdict blocks its call. `ask`: the first critical
     /// of a pattern in a run is ACTION_ASK (a person decides whether the call runs) for callers that
     /// set `accepts_ask`; others still get the BLOCK. A denial (or no answer within
