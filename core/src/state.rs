@@ -26,7 +26,8 @@
 //!  "tree" (optional: runs of a run tree or under a budget, service/trees.rs): {"parent", "root"
 //!         ("" = the run is its root), "depth", "children": [..], "children_created",
 //!         "started": wall-clock seconds, "totals": T, "tree_totals": null | T (the root's),
-//!         "notices": [[child, detector, tool, head], ..], "warned"}}
+//!         "notices": [[child, detector, tool, head], ..], "warned", "extensions" (optional:
+//!         [n, ..] per budget, written only when a person extended one)}}
 //!   T = {"tool_calls", "tool_ms", "input_tokens", "output_tokens", "cost_usd", "runs"}
 //! ```
 //!
@@ -403,6 +404,9 @@ fn write_tree(w: &mut Writer, link: &TreeLink, started: f64) {
         w.0.push(b']');
     });
     o.key("warned").uint(link.warned as u64);
+    if link.extensions.iter().any(|&n| n > 0) {
+        o.key("extensions").list(&link.extensions, |w, &n| w.uint(n as u64));
+    }
     o.end();
 }
 
@@ -954,6 +958,16 @@ fn read_tree(run: &At) -> Result<Option<TreeLink>, String> {
         notices.push(Notice { child: parts[0].str()?.to_string(), detector, tool: parts[2].str()?.to_string(), head: parts[3].str()?.to_string() });
     }
     let warned = at.field("warned")?.u64()?;
+    let mut extensions = [0u32; 6];
+    if let Some(list) = at.absent_or_null("extensions")? {
+        let items = list.items()?;
+        if items.len() != extensions.len() {
+            return Err(format!("{} is not {} budget extensions", list.path, extensions.len()));
+        }
+        for (slot, item) in extensions.iter_mut().zip(&items) {
+            *slot = item.u32()?;
+        }
+    }
     Ok(Some(TreeLink {
         parent: at.field("parent")?.str()?.to_string(),
         root: at.field("root")?.str()?.to_string(),
@@ -968,6 +982,7 @@ fn read_tree(run: &At) -> Result<Option<TreeLink>, String> {
         },
         notices,
         warned: u8::try_from(warned).map_err(|_| format!("{}.warned is out of range", at.path))?,
+        extensions,
     }))
 }
 
@@ -1200,6 +1215,7 @@ mod tests {
         link.tree = Some(Box::new(Totals { tool_calls: 5_000_000_000, runs: 4, ..Default::default() }));
         link.notices = vec![Notice { child: "c1".into(), detector: Detector::GenericRepeat, tool: "read".into(), head: "read was \"called\"".into() }];
         link.warned = 0b101;
+        link.extensions = [0, 2, 0, 0, 1, 0];
         let record = |tree| encode(&RunRecord {
             tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 3, state: &state, retries: None, tree,
         });
@@ -1209,6 +1225,14 @@ mod tests {
         assert_eq!(back.totals, link.totals);
         assert_eq!(back.tree.as_deref(), link.tree.as_deref());
         assert_eq!((back.notices.clone(), back.warned, back.started), (link.notices.clone(), 0b101, 1234.5));
+        assert_eq!(back.extensions, [0, 2, 0, 0, 1, 0]);
+        let plain_link = TreeLink { extensions: [0; 6], ..link.clone() };
+        let unextended = encode(&RunRecord {
+            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 3, state: &state, retries: None,
+            tree: Some((&plain_link, 1.0)),
+        });
+        assert!(!String::from_utf8_lossy(&unextended).contains("extensions"), "written only when a person extended one");
+        assert_eq!(decode(&unextended, 16).ok().unwrap().tree.unwrap().extensions, [0; 6]);
         let plain = record(None);
         assert!(!String::from_utf8_lossy(&plain).contains("tree"));
         assert!(decode(&plain, 16).ok().unwrap().tree.is_none());

@@ -146,6 +146,34 @@ def test_on_budget_ask_asks_callers_that_accept_it_and_aborts_the_others(daemon,
     assert _is_exhausted(aborted)
 
 
+def _approval(run: str, tool_call_id: str, approved: bool) -> pb.Event:
+    return pb.Event(run_id=run, approval=pb.Approval(tool_call_id=tool_call_id, approved=approved,
+                                                     scope=pb.APPROVAL_SCOPE_ONCE))
+
+
+def test_an_approved_budget_ask_gives_another_allowance_and_a_denial_ends_the_run(daemon, run_id):
+    """toolCallsPerRun 3 with onBudget ask: the 4th call is ASKed; approving it lets the run go on
+    for another 3 calls (the 4th counted among them), the 7th is ASKed again; a denial ends the
+    run at its next call (ABORT budget_exhausted)."""
+    ask = {"agent_id": "asks", "accepts_ask": True}
+    with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
+        first = [stream.one(call(run_id, "read", _step(n), tool_call_id=f"c{n}", **ask)) for n in range(1, 5)]
+        approved = stream.one(_approval(run_id, "c4", True))
+        more = [stream.one(call(run_id, "read", _step(n), tool_call_id=f"c{n}", **ask)) for n in range(5, 8)]
+        denied = stream.one(_approval(run_id, "c7", False))
+        after = stream.one(call(run_id, "read", _step(8), tool_call_id="c8", **ask))
+        stale = stream.one(_approval(run_id, "c4", True))
+    assert [(pb.ACTION_ALLOW, 0), (pb.ACTION_ALLOW, 0), (pb.ACTION_WARN, pb.DETECTOR_BUDGET),
+            (pb.ACTION_ASK, pb.DETECTOR_BUDGET)] == [(v.action, v.detector) for v in first]
+    assert pb.ACTION_ALLOW == approved.action
+    assert [pb.ACTION_ALLOW, pb.ACTION_ALLOW, pb.ACTION_ASK] == [v.action for v in more], [v.message for v in more]
+    assert (pb.ACTION_ASK, pb.DETECTOR_BUDGET) == (more[2].action, more[2].detector)
+    assert pb.ACTION_ALLOW == denied.action
+    assert _is_exhausted(after), after
+    assert _inspect(daemon.grpc_target, run_id).aborted
+    assert _is_exhausted(stale), "an aborted run answers any later event with its ABORT"
+
+
 def test_user_turn_leaves_the_budget_counters_unchanged(daemon, run_id):
     with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
         for n in range(5):

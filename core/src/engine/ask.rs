@@ -139,6 +139,9 @@ pub struct AskIo<'a> {
     pub timed_out: u32,
     /// Out: the exemption that let a critical through.
     pub exempted_by: Option<String>,
+    /// Out: an approved budget ask's pattern (`budget:<name>`): that budget gets another
+    /// allowance of its size (service/budgets.rs).
+    pub extended: Option<Box<str>>,
 }
 
 /// The answer of an `approval` event, as the engine reads it.
@@ -205,6 +208,15 @@ fn deny(asks: &mut Asks, key: Box<str>) {
         asks.denied.remove(0);
     }
     asks.denied.push(key);
+}
+
+/// Whether a person denied the pattern `key` in this run, or left an ask of it unanswered past
+/// askTimeoutSeconds (which counts as a denial, though `expire` marks it only later).
+pub fn is_denied(state: &RunState, key: &str, now: f64, timeout_seconds: u32) -> bool {
+    state.asks.as_ref().is_some_and(|a| {
+        a.denied.iter().any(|k| **k == *key)
+            || a.pending.iter().any(|p| *p.warning_key == *key && now - p.asked_at >= timeout_seconds as f64)
+    })
 }
 
 /// A user turn: a new instruction makes the denials moot (pending asks may still be answered).
@@ -295,6 +307,16 @@ pub(super) fn on_approval(state: &mut RunState, s: &crate::engine::Settings, io:
     let asks = state.asks.as_mut().expect("found");
     let ask = asks.pending.remove(index);
     let tool = ask.tool.to_string();
+    if ask.cause == AskCause::Budget && a.approved {
+        // A person let the run go on past a budget: it gets another allowance of the budget's
+        // size (once or always alike: an exemption from a budget would be no budget at all).
+        io.extended = Some(ask.warning_key.clone());
+        io.answer = Some(Answer::ApprovedOnce);
+        if asks.is_empty() {
+            state.asks = None;
+        }
+        return Verdict::allow(&tool);
+    }
     io.answer = Some(if !a.approved {
         deny(asks, ask.warning_key.clone());
         Answer::Denied

@@ -11,7 +11,7 @@
 use super::trees::Totals;
 use super::wire::{EventRef, KindRef};
 use super::Core;
-use crate::engine::{Action, Detector, Level, Settings, Verdict};
+use crate::engine::{ask, Action, Detector, Level, Settings, Verdict};
 use crate::tables::{error_codes, messages};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +80,9 @@ pub struct Spent<'a> {
     pub tree: &'a Totals,
     /// Seconds since the tree's first event.
     pub wall_seconds: f64,
+    /// Allowances a person added per budget (index: Budget) by approving its ASK: the cap in
+    /// force is cap x (1 + extensions).
+    pub extensions: [u32; 6],
 }
 
 impl Spent<'_> {
@@ -99,7 +102,7 @@ impl Spent<'_> {
 /// before this one: this one is added to the call-count budgets.
 pub fn exhausted(run: &Settings, root: &Settings, spent: &Spent) -> Option<(Budget, f64, f64)> {
     Budget::ALL.into_iter().find_map(|b| {
-        let cap = b.cap(run, root);
+        let cap = b.cap(run, root) * (1.0 + spent.extensions[b as usize] as f64);
         let used = spent.used(b) + if b.counts_calls() { 1.0 } else { 0.0 };
         (cap > 0.0 && used > cap).then_some((b, used, cap))
     })
@@ -189,34 +192,66 @@ impl Core {
         root
     }
 
-    /// What the run and its tree spent, with the settings that judge it: (run's, root's).
-    fn spent(&self, tenant: &str, run_id: &str, root: &str, agent_id: &str, now: f64) -> Option<(Totals, Totals, f64, u8, &Settings, &Settings)> {
+    /// What the run and its tree spent, with the settings that judge it: (run's, root's), and
+    /// the allowances added to each budget (the run's for its own budget, the root's for the tree's).
+    #[allow(clippy::type_complexity)]
+    fn spent(&self, tenant: &str, run_id: &str, root: &str, agent_id: &str, now: f64) -> Option<(Totals, Totals, f64, u8, &Settings, &Settings, [u32; 6])> {
         let link = self.store.get(tenant, run_id)?.tree.as_ref()?;
         let root_entry = self.store.get(tenant, root)?;
         let root_link = root_entry.tree.as_ref()?;
         let tree = root_link.tree.as_deref().cloned().unwrap_or_default();
         let root_agent = if root == run_id { agent_id } else { root_entry.agent_id.as_str() };
+        let mut extensions = root_link.extensions;
+        extensions[Budget::ToolCallsPerRun as usize] = link.extensions[Budget::ToolCallsPerRun as usize];
         Some((link.totals.clone(), tree, (now - root_link.started).max(0.0), link.warned,
-              self.config.settings_for(agent_id), self.config.settings_for(root_agent)))
+              self.config.settings_for(agent_id), self.config.settings_for(root_agent), extensions))
+    }
+
+    /// An approved budget ASK (`key` = "budget:<name>"): that budget gets another allowance of
+    /// its size, on the run for its own budget, on the tree's root for a tree budget.
+    pub(super) fn extend_budget(&mut self, tenant: &str, run_id: &str, root: &str, key: &str) {
+        let Some(budget) = Budget::ALL.into_iter().find(|b| key.strip_prefix("budget:") == Some(b.name())) else { return };
+        let holder = if budget == Budget::ToolCallsPerRun { run_id } else { root };
+        if let Some(link) = self.store.get_mut(tenant, holder).and_then(|e| e.tree.as_mut()) {
+            link.extensions[budget as usize] = link.extensions[budget as usize].saturating_add(1);
+        }
+        self.store.changed(tenant, holder);
     }
 
     /// Before the engine, on a tool call of a run not aborted: the ABORT (or ASK) of a call
     /// past a budget; an ABORT is kept as the run's (shadow mode: reported, not enforced).
     pub(super) fn budget_stop(&mut self, event: &EventRef, tenant: &str, run_id: &str, root: &str, agent_id: &str, now: f64) -> Option<Verdict> {
-        let Some(KindRef::ToolCall { tool_name, .. }) = event.kind else { return None };
+        let Some(KindRef::ToolCall { tool_name, tool_call_id, .. }) = event.kind else { return None };
         if self.store.get(tenant, run_id)?.state.abort.is_some() {
             return None;
         }
-        let (run, tree, wall, _, run_s, root_s) = self.spent(tenant, run_id, root, agent_id, now)?;
-        let past = exhausted(run_s, root_s, &Spent { run: &run, tree: &tree, wall_seconds: wall })?;
-        let ask = run_s.on_budget == "ask" && event.accepts_ask;
+        let (run, tree, wall, _, run_s, root_s, extensions) = self.spent(tenant, run_id, root, agent_id, now)?;
+        let past = exhausted(run_s, root_s, &Spent { run: &run, tree: &tree, wall_seconds: wall, extensions })?;
+        let key = format!("budget:{}", past.0.name());
+        let state = &self.store.get(tenant, run_id)?.state;
+        // A person who said no (or did not answer in time) to going on past this budget: ABORT.
+        let ask = run_s.on_budget == "ask" && event.accepts_ask && !ask::is_denied(state, &key, now, run_s.ask_timeout_seconds);
         let shadow = run_s.shadow;
-        let v = stop(&crate::toolnames::normalize_tool_name(tool_name), past, ask);
+        let tool = crate::toolnames::normalize_tool_name(tool_name);
+        let v = stop(&tool, past, ask);
         if shadow {
             return Some(shadowed(v));
         }
+        let state = &mut self.store.get_mut(tenant, run_id)?.state;
         if v.action == Action::Abort {
-            self.store.get_mut(tenant, run_id)?.state.abort = Some(Box::new(v.clone()));
+            state.abort = Some(Box::new(v.clone()));
+        } else if v.action == Action::Ask {
+            // Held for the person's answer: an approval extends the budget (extend_budget).
+            ask::hold(state, ask::PendingAsk {
+                tool_call_id: tool_call_id.into(),
+                decision_id: "".into(),
+                warning_key: key.into(),
+                tool: tool.into(),
+                args: [0; 32],
+                outcome: None,
+                asked_at: now,
+                cause: ask::AskCause::Budget,
+            });
         }
         Some(v)
     }
@@ -263,8 +298,8 @@ impl Core {
                 let tool = verdict.tool_name.clone();
                 if let Some(warn) = self.take_notice(tenant, run_id, &tool) {
                     *verdict = warn;
-                } else if let Some((run, tree, wall, warned, run_s, root_s)) = self.spent(tenant, run_id, root, agent_id, now) {
-                    if let Some(reached) = to_warn(run_s, root_s, &Spent { run: &run, tree: &tree, wall_seconds: wall }, warned) {
+                } else if let Some((run, tree, wall, warned, run_s, root_s, _)) = self.spent(tenant, run_id, root, agent_id, now) {
+                    if let Some(reached) = to_warn(run_s, root_s, &Spent { run: &run, tree: &tree, wall_seconds: wall, extensions: [0; 6] }, warned) {
                         *verdict = warning(&tool, reached);
                         if let Some(link) = self.store.get_mut(tenant, run_id).and_then(|e| e.tree.as_mut()) {
                             link.warned |= reached.0.bit();
@@ -289,13 +324,13 @@ mod tests {
         let mut first_warn = None;
         let mut warned = 0u8;
         for call in 1..=31u64 {
-            let before = Spent { run: &run, tree: &tree, wall_seconds: 0.0 };
+            let before = Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] };
             if let Some((b, used, cap)) = exhausted(&s, &s, &before) {
                 assert_eq!((call, b, used, cap), (31, Budget::ToolCallsPerRun, 31.0, 30.0));
                 return;
             }
             run.tool_calls += 1;
-            let after = Spent { run: &run, tree: &tree, wall_seconds: 0.0 };
+            let after = Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] };
             if let Some(w) = to_warn(&s, &s, &after, warned) {
                 warned |= w.0.bit();
                 first_warn.get_or_insert(call);
@@ -304,6 +339,19 @@ mod tests {
         }
         assert_eq!(first_warn, Some(24));
         panic!("call 31 was not stopped");
+    }
+
+    /// An approved budget ASK adds an allowance of the budget's size: the cap in force doubles.
+    #[test]
+    fn an_extension_adds_an_allowance_of_the_budgets_size() {
+        let s = Settings { budget_tool_calls_per_run: 3, budget_tokens_per_tree: 100, ..Default::default() };
+        let run = Totals { tool_calls: 3, ..Default::default() };
+        let tree = Totals { input_tokens: 150, ..Default::default() };
+        let spent = |extensions| Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions };
+        assert_eq!(exhausted(&s, &s, &spent([0; 6])).unwrap().0, Budget::ToolCallsPerRun);
+        let calls_extended = exhausted(&s, &s, &spent([1, 0, 0, 0, 0, 0])).unwrap();
+        assert_eq!((calls_extended.0, calls_extended.2), (Budget::TokensPerTree, 100.0), "the 4th call is within 6");
+        assert!(exhausted(&s, &s, &spent([1, 0, 0, 1, 0, 0])).is_none(), "150 tokens are within 200");
     }
 
     #[test]
@@ -318,17 +366,17 @@ mod tests {
         };
         let run = Totals::default();
         let mut tree = Totals { input_tokens: 600, output_tokens: 400, ..Default::default() };
-        assert!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0 }).is_none(), "exactly the cap");
+        assert!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }).is_none(), "exactly the cap");
         tree.output_tokens = 401;
-        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0 }).unwrap().0, Budget::TokensPerTree);
+        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }).unwrap().0, Budget::TokensPerTree);
         tree.output_tokens = 0;
         tree.cost_usd = 0.51;
-        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0 }).unwrap().0, Budget::CostUsdPerTree);
+        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }).unwrap().0, Budget::CostUsdPerTree);
         tree.cost_usd = 0.0;
         tree.tool_ms = 2001;
-        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0 }).unwrap().0, Budget::ToolSecondsPerTree);
+        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }).unwrap().0, Budget::ToolSecondsPerTree);
         tree.tool_ms = 0;
-        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 61.0 }).unwrap().0, Budget::WallSecondsPerTree);
+        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 61.0, extensions: [0; 6] }).unwrap().0, Budget::WallSecondsPerTree);
         let s = stop("read", (Budget::CostUsdPerTree, 0.51, 0.5), false);
         assert_eq!((s.action, s.error_code, s.detector), (Action::Abort, "budget_exhausted", Detector::Budget));
         assert!(s.message.contains("$0.50"), "{}", s.message);
@@ -340,12 +388,12 @@ mod tests {
     fn off_budgets_and_a_zero_warn_at_say_nothing() {
         let s = Settings::default();
         let big = Totals { tool_calls: u64::MAX / 2, input_tokens: 1 << 40, ..Default::default() };
-        let spent = Spent { run: &big, tree: &big, wall_seconds: 1e9 };
+        let spent = Spent { run: &big, tree: &big, wall_seconds: 1e9, extensions: [0; 6] };
         assert!(!any_on(&s, &s));
         assert!(exhausted(&s, &s, &spent).is_none());
         let s = Settings { budget_tool_calls_per_run: 10, budget_warn_at: 0.0, ..Default::default() };
         let few = Totals { tool_calls: 9, ..Default::default() };
-        assert!(to_warn(&s, &s, &Spent { run: &few, tree: &few, wall_seconds: 0.0 }, 0).is_none());
+        assert!(to_warn(&s, &s, &Spent { run: &few, tree: &few, wall_seconds: 0.0, extensions: [0; 6] }, 0).is_none());
     }
 }
 

@@ -466,13 +466,16 @@ impl Core {
             }
             evaluate_with(state, &engine_event, settings, &config.catalog, max_depth, &mut io)
         }));
-        let (granted, answer, timed_out) = (io.granted.take(), io.answer, io.timed_out);
+        let (granted, answer, timed_out, extended) = (io.granted.take(), io.answer, io.timed_out, io.extended.take());
         let mut verdict = match outcome {
             Ok(v) => v,
             Err(_) => return self.internal_error(event, tenant, run_id, created, kind, summary),
         };
         if let Some(grant) = granted {
             self.exemptions.grant(tenant, &agent_id, run_id, grant, now);
+        }
+        if let Some(key) = extended {
+            self.extend_budget(tenant, run_id, root, &key);
         }
         if verdict.action != Action::Reject {
             if let (Some(abort), true) = (tree_abort, shadow) {

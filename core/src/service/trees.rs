@@ -74,6 +74,9 @@ pub struct TreeLink {
     pub notices: Vec<Notice>,
     /// Budgets (budgets::Budget bits) already warned about in this run.
     pub warned: u8,
+    /// Extra allowances a person granted per budget (index: budgets::Budget), by approving a
+    /// budget ASK: the per-run budget's on the run, the tree budgets' on the root.
+    pub extensions: [u32; 6],
 }
 
 impl TreeLink {
