@@ -23,8 +23,8 @@ class Variant:
     # Set for scenarios of an opt-in extension (its name): they need it on, so they are left out
     # of the checks that every spec example is unchanged with the extensions off.
     extension: str = ""
-    # Daemon features beyond the spec the scenario needs (FEATURES' keys): the reference oracle
-    # has none of them, and a daemon without one cannot run the scenario (see missing_features).
+    # Daemon features beyond the spec the scenario needs (runTrees, budgets, ask): the reference
+    # oracle has none of them, so it leaves such scenarios out.
     requires: tuple[str, ...] = ()
 
     @property
@@ -64,20 +64,8 @@ def load_variants() -> list[Variant]:
     return variants
 
 
-# Each feature a scenario may require, by the setting whose presence in the config tables says the
-# daemon (and the core) has it: run trees, budgets and the ASK verdict (issue 25).
-FEATURES = {
-    "runTrees": "loopwarden.runTree.maxDepth",
-    "budgets": "loopwarden.budgets.toolCallsPerRun",
-    "ask": "loopwarden.onCritical",
-}
-
-
-def missing_features(variant: Variant) -> list[str]:
-    """The features the variant requires that this tree's daemon lacks, each with its setting."""
-    from loopwarden_server.config.tables import SETTINGS
-    known = {row.path for row in SETTINGS}
-    return [f"{name} ({FEATURES[name]})" for name in variant.requires if FEATURES[name] not in known]
+# The features beyond the spec a scenario may require (issue 25): the oracle has none of them.
+FEATURES = ("runTrees", "budgets", "ask")
 
 
 def _fill(value: Any, i: int) -> Any:

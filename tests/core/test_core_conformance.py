@@ -7,7 +7,7 @@ import json
 import pytest
 from google.protobuf.json_format import MessageToDict
 
-from tests.conformance.scenarios import check, expand, load_variants, missing_features
+from tests.conformance.scenarios import check, expand, load_variants
 from tests.core.harness import CoreEngine, pb_event
 
 VARIANTS = load_variants()
@@ -26,9 +26,6 @@ def _as_dict(verdict) -> dict:
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.id for v in VARIANTS])
 def test_conformance_variant_on_the_core(variant):
     """The core gives every verdict the shared scenario expects."""
-    missing = missing_features(variant)
-    if missing:
-        pytest.skip(f"this tree's core lacks {', '.join(missing)}")
     engine = CoreEngine(json.dumps(variant.config))
     for event in expand(variant):
         message = pb_event({

@@ -7,14 +7,14 @@ import pytest
 from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
-from tests.conformance.scenarios import check, expand, load_variants, missing_features
+from tests.conformance.scenarios import check, expand, load_variants
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import Stream, channel, event_message, verdict_dict
 
 VARIANTS = load_variants()
 # A daemon lacking a feature a scenario requires may refuse its config: no daemon for it (the
 # variant's test says why it is skipped).
-CONFIGS = sorted({json.dumps(v.config, sort_keys=True) for v in VARIANTS if not missing_features(v)})
+CONFIGS = sorted({json.dumps(v.config, sort_keys=True) for v in VARIANTS})
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +28,6 @@ def daemons():
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.id for v in VARIANTS])
 def test_conformance_over_evaluate_stream(daemons, variant):
     """The daemon answers each scenario event with the expected verdict, seq and run id echoed."""
-    missing = missing_features(variant)
-    if missing:
-        pytest.skip(f"this tree's daemon lacks {', '.join(missing)}")
     daemon = daemons[json.dumps(variant.config, sort_keys=True)]
     with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
         for event in expand(variant):

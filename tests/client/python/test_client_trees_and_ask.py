@@ -3,8 +3,7 @@ their tree's root, usage and approval events, duration_ms, the ASK action (and a
 client does not know read as BLOCK), and InspectRun's tree fields.
 
 Two halves. Against a scripted gRPC service (ScriptedDaemon): what the client puts on the wire and
-how it reads what comes back, whatever the daemon of this tree can do. Against the real daemon:
-the issue's semantics, skipped (saying which feature) while this tree's daemon lacks them.
+how it reads what comes back. Against the real daemon: the issue's semantics through the client.
 """
 from __future__ import annotations
 
@@ -24,7 +23,6 @@ from loopwarden.trees import RunTrees
 from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
-from tests.conformance.scenarios import FEATURES
 
 SAME = {"content": [{"type": "text", "text": "same"}], "details": {"ok": True}}
 UNKNOWN_ACTION = 99  # an action a newer daemon might send
@@ -372,25 +370,12 @@ class TestInspection:
 
 # ------------------------------------------------------------------------------ the real daemon
 
-def _lacks(*features: str) -> list[str]:
-    from loopwarden_server.config.tables import SETTINGS
-    known = {row.path for row in SETTINGS}
-    return [f"{name} ({FEATURES[name]})" for name in features if FEATURES[name] not in known]
-
-
-def needs(*features: str):
-    missing = _lacks(*features)
-    return pytest.mark.skipif(bool(missing), reason=f"this tree's daemon lacks {', '.join(missing)}")
-
-
 @pytest.fixture(scope="module")
 def daemon_config() -> str:
     return json.dumps({"tools": {"loopDetection": {"enabled": True}},
-                       "agents": {"list": [{"id": "asker", "loopwarden": {"onCritical": "ask"}}]}}
-                      if not _lacks("ask") else {"tools": {"loopDetection": {"enabled": True}}})
+                       "agents": {"list": [{"id": "asker", "loopwarden": {"onCritical": "ask"}}]}})
 
 
-@needs("runTrees")
 class TestRunTreesOnTheDaemon:
     def test_children_keep_their_own_history_and_the_parent_lists_them(self, daemon, run_id):
         """Three children × 8 identical reads: all ALLOW; InspectRun of the parent lists them."""
@@ -410,7 +395,6 @@ class TestRunTreesOnTheDaemon:
         assert 25 == view.tree_totals.tool_calls
 
 
-@needs("ask")
 class TestAskOnTheDaemon:
     def test_always_approval_lets_the_next_identical_calls_run(self, daemon, run_id):
         """onCritical ask: the 21st identical call asks the guard's handler; "always" runs it and the
@@ -440,14 +424,18 @@ class TestAskOnTheDaemon:
         assert (Action.REJECT, "no_pending_ask") == (verdict.action, verdict.error_code)
 
 
-@needs("budgets")
+@pytest.fixture(scope="module")
+def budget_daemon():
+    from tests.support.daemon import running_daemon
+    config = {"tools": {"loopDetection": {"enabled": True}}, "loopwarden": {"budgets": {"tokensPerTree": 1000}}}
+    with running_daemon(json.dumps(config)) as handle:
+        yield handle
+
+
 class TestBudgetsOnTheDaemon:
-    @pytest.fixture(scope="class")
-    def daemon(self):
-        from tests.support.daemon import running_daemon
-        config = {"tools": {"loopDetection": {"enabled": True}}, "loopwarden": {"budgets": {"tokensPerTree": 1000}}}
-        with running_daemon(json.dumps(config)) as handle:
-            yield handle
+    @pytest.fixture
+    def daemon(self, budget_daemon):
+        return budget_daemon
 
     def test_usage_past_the_token_budget_aborts_the_next_call(self, daemon, run_id):
         """usage events add up over the tree (a child's included): the guard's next call raises RunAborted."""
