@@ -261,6 +261,10 @@ class TestInspect:
             "cycle_warn_after": 0, "cycle_block_after": 0, "exec_failure_streak": False, "failure_cascade_threshold": 0,
             "parallel_batches": False, "critical_scope": "call", "progress_resets_repeats": False,
             "user_turn_resets": True, "on_critical": "block", "ask_timeout_seconds": 300, "exemption_ttl_seconds": 86400,
+            "run_tree_max_depth": 8, "run_tree_max_children": 100, "budget_tool_calls_per_run": 0,
+            "budget_tool_calls_per_tree": 0, "budget_tool_seconds_per_tree": 0, "budget_tokens_per_tree": 0,
+            "budget_cost_usd_per_tree": 0.0, "budget_wall_seconds_per_tree": 0, "budget_warn_at": 0.8,
+            "on_budget": "abort",
         } == config
 
     def test_guard_state_after_compaction(self, client, run_id):
