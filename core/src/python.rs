@@ -415,27 +415,64 @@ struct PyCore {
     core: Core,
 }
 
-/// A hook's or an in-process caller's event, built without a protobuf round trip.
-fn event_from(kind: &str, run_id: String, agent_id: String, session_id: String, seq: u64, tool_name: String,
-              params_json: String, tool_call_id: String, result_json: Option<String>, error: Option<String>,
-              tool_class: i32, batch_id: String, prompt_id: String, parent_run_id: String) -> pb::Event {
+/// A hook's or an in-process caller's event fields (`decide`'s keywords), whatever its kind.
+#[derive(Default)]
+struct EventFields {
+    run_id: String,
+    agent_id: String,
+    session_id: String,
+    seq: u64,
+    parent_run_id: String,
+    accepts_ask: bool,
+    tool_name: String,
+    params_json: String,
+    tool_call_id: String,
+    result_json: Option<String>,
+    error: Option<String>,
+    duration_ms: u64,
+    tool_class: i32,
+    batch_id: String,
+    prompt_id: String,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost_usd: f64,
+    model: String,
+    decision_id: String,
+    approved: bool,
+    scope: i32,
+    ttl_seconds: u32,
+}
+
+/// The event of `kind` from its fields, built without a protobuf round trip.
+fn event_from(kind: &str, f: EventFields) -> pb::Event {
     use pb::event::Kind;
     let kind = match kind {
-        "tool_call" => Some(Kind::ToolCall(pb::ToolCall { tool_name, params_json, tool_call_id, tool_class, batch_id })),
+        "tool_call" => Some(Kind::ToolCall(pb::ToolCall {
+            tool_name: f.tool_name, params_json: f.params_json, tool_call_id: f.tool_call_id, tool_class: f.tool_class, batch_id: f.batch_id,
+        })),
         "tool_outcome" => {
-            let outcome = match (error, result_json) {
+            let outcome = match (f.error, f.result_json) {
                 (Some(e), _) => Some(pb::tool_outcome::Outcome::Error(e)),
                 (None, Some(r)) => Some(pb::tool_outcome::Outcome::ResultJson(r)),
                 (None, None) => None,
             };
-            Some(Kind::ToolOutcome(pb::ToolOutcome { tool_name, params_json, tool_call_id, outcome, duration_ms: 0 }))
+            Some(Kind::ToolOutcome(pb::ToolOutcome {
+                tool_name: f.tool_name, params_json: f.params_json, tool_call_id: f.tool_call_id, outcome, duration_ms: f.duration_ms,
+            }))
         }
         "compaction_retry" => Some(Kind::CompactionRetry(pb::CompactionRetry {})),
         "run_end" => Some(Kind::RunEnd(pb::RunEnd {})),
-        "user_turn" => Some(Kind::UserTurn(pb::UserTurn { prompt_id })),
+        "user_turn" => Some(Kind::UserTurn(pb::UserTurn { prompt_id: f.prompt_id })),
+        "usage" => Some(Kind::Usage(pb::Usage { input_tokens: f.input_tokens, output_tokens: f.output_tokens, cost_usd: f.cost_usd, model: f.model })),
+        "approval" => Some(Kind::Approval(pb::Approval {
+            tool_call_id: f.tool_call_id, decision_id: f.decision_id, approved: f.approved, scope: f.scope, ttl_seconds: f.ttl_seconds,
+        })),
         _ => None,
     };
-    pb::Event { run_id, agent_id, session_id, seq, kind, parent_run_id, ..Default::default() }
+    pb::Event {
+        run_id: f.run_id, agent_id: f.agent_id, session_id: f.session_id, seq: f.seq, kind, parent_run_id: f.parent_run_id,
+        accepts_ask: f.accepts_ask,
+    }
 }
 
 impl PyCore {
@@ -539,20 +576,27 @@ impl PyCore {
         self.answer(py, Form::Check, vec![event], tenant, now, routed, lazy, report)
     }
 
-    /// One event from its fields (the hook endpoints, offline replay, the MCP proxy's offline
-    /// judge): an Answer whose `verdict` is the decision. `kind`: tool_call, tool_outcome,
-    /// compaction_retry, user_turn (`prompt_id`: its UserTurn.prompt_id) or run_end (anything
-    /// else is REJECTed `missing_event_kind`). `tool_class`: a call's class as its caller knows it ("", "readOnly", "mutating", "poll"). `batch_id`: a
-    /// call's ToolCall.batch_id (the hook endpoint's batch up to Claude Code's PostToolBatch).
-    /// `parent_run_id`: Event.parent_run_id (a sub-agent's run names its parent's).
+    /// One event from its fields (offline replay, the MCP proxy's offline judge): an Answer whose
+    /// `verdict` is the decision. `kind`: tool_call, tool_outcome, compaction_retry, user_turn
+    /// (`prompt_id`), usage (`input_tokens`, `output_tokens`, `cost_usd`, `model`), approval
+    /// (`tool_call_id` or `decision_id`, `approved`, `scope` "once" | "always", `ttl_seconds`) or
+    /// run_end (anything else is REJECTed `missing_event_kind`). `tool_class`: a call's class as
+    /// its caller knows it ("", "readOnly", "mutating", "poll"). `batch_id`: a call's
+    /// ToolCall.batch_id. `parent_run_id`, `accepts_ask`: the Event's; `duration_ms`: an outcome's.
     #[pyo3(signature = (kind, run_id, *, tenant = "", now = 0.0, agent_id = String::new(), session_id = String::new(),
                         seq = 0, tool_name = String::new(), params_json = String::new(), tool_call_id = String::new(),
                         result_json = None, error = None, lazy = false, report = false, tool_class = "",
-                        batch_id = String::new(), prompt_id = String::new(), parent_run_id = String::new()))]
+                        batch_id = String::new(), prompt_id = String::new(), parent_run_id = String::new(),
+                        accepts_ask = false, duration_ms = 0, input_tokens = 0, output_tokens = 0, cost_usd = 0.0,
+                        model = String::new(), decision_id = String::new(), approved = false, scope = "",
+                        ttl_seconds = 0))]
+    #[allow(clippy::too_many_arguments)]
     fn decide(&mut self, py: Python<'_>, kind: &str, run_id: String, tenant: &str, now: f64, agent_id: String,
               session_id: String, seq: u64, tool_name: String, params_json: String, tool_call_id: String,
               result_json: Option<String>, error: Option<String>, lazy: bool, report: bool, tool_class: &str,
-              batch_id: String, prompt_id: String, parent_run_id: String) -> PyResult<Answer> {
+              batch_id: String, prompt_id: String, parent_run_id: String, accepts_ask: bool, duration_ms: u64,
+              input_tokens: u64, output_tokens: u64, cost_usd: f64, model: String, decision_id: String, approved: bool,
+              scope: &str, ttl_seconds: u32) -> PyResult<Answer> {
         use crate::tool_rules::ToolClass;
         let class = match ToolClass::from_name(tool_class) {
             Some(ToolClass::ReadOnly) => pb::ToolClass::ReadOnly,
@@ -561,8 +605,17 @@ impl PyCore {
             Some(ToolClass::Unknown) => pb::ToolClass::Unspecified,
             None => return Err(PyValueError::new_err(format!("tool_class: unknown class {tool_class:?}"))),
         };
-        let event = event_from(kind, run_id, agent_id, session_id, seq, tool_name, params_json, tool_call_id, result_json,
-                               error, class as i32, batch_id, prompt_id, parent_run_id);
+        let scope = match scope {
+            "" => pb::ApprovalScope::Unspecified,
+            "once" => pb::ApprovalScope::Once,
+            "always" => pb::ApprovalScope::Always,
+            other => return Err(PyValueError::new_err(format!("scope: {other:?} is not once or always"))),
+        };
+        let event = event_from(kind, EventFields {
+            run_id, agent_id, session_id, seq, parent_run_id, accepts_ask, tool_name, params_json, tool_call_id, result_json, error,
+            duration_ms, tool_class: class as i32, batch_id, prompt_id, input_tokens, output_tokens, cost_usd, model, decision_id,
+            approved, scope: scope as i32, ttl_seconds,
+        });
         self.answer(py, Form::Decide, vec![event], tenant, now, "", lazy, report)
     }
 

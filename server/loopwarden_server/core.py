@@ -126,7 +126,10 @@ class CoreService:
             session_id=record.session_id, seq=record.seq, tool_name=record.tool_name,
             params_json=record.params_json, tool_call_id=record.tool_call_id, result_json=record.result_json,
             error=record.error, lazy=lazy, tool_class=record.tool_class, batch_id=record.batch_id,
-            prompt_id=record.prompt_id)
+            prompt_id=record.prompt_id, parent_run_id=record.parent_run_id, accepts_ask=record.accepts_ask,
+            duration_ms=record.duration_ms, input_tokens=record.input_tokens, output_tokens=record.output_tokens,
+            cost_usd=record.cost_usd, model=record.model, decision_id=record.decision_id, approved=record.approved,
+            scope=record.scope, ttl_seconds=record.ttl_seconds)
         return self._applied(answer, tenant)
 
     def resume(self, pending: Pending, tenant: str = "", routed: str = "", *, report: bool = False) -> Answer:
