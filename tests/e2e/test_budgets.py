@@ -4,6 +4,7 @@ untouched by user_turn, and budgets that survive kill -9 with the file state sto
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 from loopwarden.v1 import loopwarden_pb2 as pb
@@ -26,6 +27,7 @@ def daemon_config() -> str:
         {id: "tokens", loopwarden: {budgets: {tokensPerTree: 1000}}},
         {id: "cost", loopwarden: {budgets: {costUsdPerTree: 0.5}}},
         {id: "tool-time", loopwarden: {budgets: {toolSecondsPerTree: 2}}},
+        {id: "wall", loopwarden: {budgets: {wallSecondsPerTree: 1}}},
         {id: "asks", loopwarden: {budgets: {toolCallsPerRun: 3}, onBudget: "ask"}},
       ]},
     }"""
@@ -128,6 +130,17 @@ def test_tool_seconds_per_tree_sums_outcome_durations(daemon, run_id):
     assert pb.ACTION_ABORT != under.action
     assert _is_exhausted(past), past
     assert 2100 == _inspect(daemon.grpc_target, run_id).run_totals.tool_ms
+
+
+def test_wall_seconds_per_tree_aborts_the_first_call_after_the_tree_is_that_old(daemon, run_id):
+    with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
+        first = stream.one(call(run_id, "read", _step(1), agent_id="wall"))
+        child = stream.one(call(f"{run_id}/child", "read", _step(2), parent_run_id=run_id))
+        time.sleep(1.3)
+        late = stream.one(call(f"{run_id}/child", "read", _step(3), parent_run_id=run_id))
+    assert (pb.ACTION_ALLOW, pb.ACTION_ALLOW) == (first.action, child.action)
+    assert _is_exhausted(late), late
+    assert "wallSecondsPerTree" in late.message, late.message
 
 
 def test_on_budget_ask_asks_callers_that_accept_it_and_aborts_the_others(daemon, run_id):
