@@ -413,8 +413,12 @@ impl Core {
             }
         }
         let tree_root = self.keep_totals(event, tenant, run_id, &agent_id, now, &mut summary.evictions);
-        let root = if tree_root.is_empty() { run_id } else { tree_root.as_str() };
-        let pre = self.budget_stop(event, tenant, run_id, root, &agent_id, now);
+        // A plain run (no tree, no budget, nothing budgets count): no tree or budget bookkeeping
+        // on its path but the count of its calls (service/budgets.rs: a later child's parent
+        // brings them into its tree).
+        let plain = tree_root.is_empty();
+        let root = if plain { run_id } else { tree_root.as_str() };
+        let pre = if plain { None } else { self.budget_stop(event, tenant, run_id, root, &agent_id, now) };
         let config = &self.config;
         let settings = config.settings_for(&agent_id);
         let max_depth = self.limits.max_json_depth;
@@ -483,9 +487,14 @@ impl Core {
                     verdict = shadowed(abort);
                 }
             }
-            self.after_verdict(event, tenant, run_id, root, &agent_id, now, &mut verdict, blocks_before, was_aborted);
+            if !plain {
+                self.after_verdict(event, tenant, run_id, root, &agent_id, now, &mut verdict, blocks_before, was_aborted);
+            }
         }
         let entry = self.store.get_mut(tenant, run_id).expect("held");
+        if plain && verdict.action != Action::Reject && matches!(event.kind, Some(KindRef::ToolCall { .. })) {
+            entry.unlinked_calls = entry.unlinked_calls.saturating_add(1);
+        }
         if entry.agent_id != agent_id {
             entry.agent_id = agent_id;
         }
