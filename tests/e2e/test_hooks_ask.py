@@ -13,8 +13,9 @@ import pytest
 
 from tests.client.python.hooks import payloads
 from tests.e2e.test_hooks_http import (
-    CRITICAL, claude_code_sender, claude_loop, codex_loop, hook_command, hooks_address, post,
+    CRITICAL, claude_loop, codex_loop, hook_command, hooks_address, post,
 )
+from tests.e2e.test_hooks_http import daemon_args, send  # noqa: F401 - the hook tests' shared fixtures
 from tests.support.metrics import delta
 
 # The embedded default's detection (enabled: true) with ASK on criticals.
@@ -24,16 +25,6 @@ CONFIG = '{tools: {loopDetection: {enabled: true}}, loopwarden: {onCritical: "as
 @pytest.fixture(scope="module")
 def daemon_config() -> str:
     return CONFIG
-
-
-@pytest.fixture(scope="module")
-def daemon_args() -> tuple[str, ...]:
-    return ("--hooks-listen", "127.0.0.1:0", "--hooks-agent", "")
-
-
-@pytest.fixture
-def send(daemon):
-    return claude_code_sender(daemon)
 
 
 def decision(answer: dict) -> str:

@@ -8,6 +8,7 @@ import pytest
 
 from tests.client.python.hooks import payloads
 from tests.e2e.test_hooks_http import claude_code_sender, hooks_address, post
+from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the hook tests' shared fixtures
 
 CONFIG = '{loopwarden: {preset: "fast"}}'
 EMPTY = {"content": [{"type": "text", "text": ""}]}  # every search finds nothing
@@ -16,11 +17,6 @@ EMPTY = {"content": [{"type": "text", "text": ""}]}  # every search finds nothin
 @pytest.fixture(scope="module")
 def daemon_config() -> str:
     return CONFIG
-
-
-@pytest.fixture(scope="module")
-def daemon_args() -> tuple[str, ...]:
-    return ("--hooks-listen", "127.0.0.1:0", "--hooks-agent", "")
 
 
 def search(session: str, event: str, index: int) -> dict:

@@ -57,9 +57,15 @@ def hook_command(daemon, dialect: str, payload: dict, *extra: str) -> tuple[int,
     return done.returncode, done.stdout, done.stderr
 
 
+# The hook tests' daemon and sender (the other test_hooks_* modules import these two fixtures).
 @pytest.fixture(scope="module")
 def daemon_args() -> tuple[str, ...]:
     return ("--hooks-listen", "127.0.0.1:0", "--hooks-agent", "")
+
+
+@pytest.fixture
+def send(daemon):
+    return claude_code_sender(daemon)
 
 
 def reference_messages(client: LoopwardenClient, run_id: str) -> tuple[str, str]:

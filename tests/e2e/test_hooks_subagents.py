@@ -14,20 +14,11 @@ import pytest
 from loopwarden import LoopwardenClient
 from loopwarden.hooks import child_run_id
 from tests.client.python.hooks import payloads
-from tests.e2e.test_hooks_http import CRITICAL, claude_code_sender, hook_command
+from tests.e2e.test_hooks_http import CRITICAL, hook_command
+from tests.e2e.test_hooks_http import daemon_args, send  # noqa: F401 - the hook tests' shared fixtures
 
 README = {"file_path": "/home/dev/demo/README.md"}
 README_TEXT = {"type": "text", "file": {"filePath": "/home/dev/demo/README.md", "content": "# demo\n"}}
-
-
-@pytest.fixture(scope="module")
-def daemon_args() -> tuple[str, ...]:
-    return ("--hooks-listen", "127.0.0.1:0", "--hooks-agent", "")
-
-
-@pytest.fixture
-def send(daemon):
-    return claude_code_sender(daemon)
 
 
 def read(session: str, event: str, tool_use_id: str, agent_id: str) -> dict:

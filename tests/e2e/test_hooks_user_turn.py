@@ -9,17 +9,8 @@ import json
 import pytest
 
 from tests.client.python.hooks import payloads
-from tests.e2e.test_hooks_http import claude_code_sender, claude_loop, hook_command
-
-
-@pytest.fixture(scope="module")
-def daemon_args() -> tuple[str, ...]:
-    return ("--hooks-listen", "127.0.0.1:0", "--hooks-agent", "")
-
-
-@pytest.fixture
-def send(daemon):
-    return claude_code_sender(daemon)
+from tests.e2e.test_hooks_http import claude_loop, hook_command
+from tests.e2e.test_hooks_http import daemon_args, send  # noqa: F401 - the hook tests' shared fixtures
 
 
 def is_denied(answer: dict) -> bool:
