@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from ..connection import Connection, ConnectionSettingsError, connection_from
 
@@ -59,3 +61,23 @@ def report_failure(exc: BaseException | str, connection: Connection, *, what: st
     if advice:
         print(f"hint: {advice}", file=sys.stderr)
     return EXIT_ERROR
+
+
+def call_daemon(args: argparse.Namespace, call: Callable[[Any], Any], *,
+                not_found: type[Exception] | None = None, **client_kwargs) -> tuple[Any, int | None]:
+    """`call(client)` on a client the flags describe: (its result, None), or (None, the exit
+    status) once what went wrong is said: 1 when it raised `not_found` (the daemon holds no such
+    thing), 2 for unusable flags or a failed call."""
+    from ..types import LoopwardenError
+
+    connection = connection_or_none(args)
+    if connection is None:
+        return None, EXIT_ERROR
+    with open_client(connection, **client_kwargs) as client:
+        try:
+            return call(client), None
+        except LoopwardenError as exc:
+            if not_found is not None and isinstance(exc, not_found):
+                print(f"not found: {exc}", file=sys.stderr)
+                return None, 1
+            return None, report_failure(exc, connection)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import time
 
 from ..connection import add_connection_arguments
 from ..types import Exemption
-from .common import EXIT_ERROR, connection_or_none, open_client, report_failure
+from .common import call_daemon
 
 HASH_CHARS = 12
 DEFAULT_AGENT = "default"  # how an exemption of the global config's agent (no agent id) is shown
@@ -39,16 +38,9 @@ def add(commands) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ..types import LoopwardenError
-
-    connection = connection_or_none(args)
-    if connection is None:
-        return EXIT_ERROR
-    with open_client(connection) as client:
-        try:
-            found = client.list_exemptions(agent_id=args.agent, tool_name=args.tool)
-        except LoopwardenError as exc:
-            return report_failure(exc, connection)
+    found, failed = call_daemon(args, lambda client: client.list_exemptions(agent_id=args.agent, tool_name=args.tool))
+    if failed is not None:
+        return failed
     if args.json:
         print(json.dumps([dataclasses.asdict(e) for e in found], indent=2))
     else:
@@ -57,19 +49,12 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    from ..types import ExemptionNotFound, LoopwardenError
+    from ..types import ExemptionNotFound
 
-    connection = connection_or_none(args)
-    if connection is None:
-        return EXIT_ERROR
-    with open_client(connection) as client:
-        try:
-            revoked = client.revoke_exemption(args.exemption_id)
-        except ExemptionNotFound as exc:
-            print(f"not found: {exc}", file=sys.stderr)
-            return 1
-        except LoopwardenError as exc:
-            return report_failure(exc, connection)
+    revoked, failed = call_daemon(args, lambda client: client.revoke_exemption(args.exemption_id),
+                                  not_found=ExemptionNotFound)
+    if failed is not None:
+        return failed
     if args.json:
         print(json.dumps(dataclasses.asdict(revoked), indent=2))
     else:

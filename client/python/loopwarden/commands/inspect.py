@@ -9,11 +9,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 
 from ..connection import add_connection_arguments
 from ..types import RunInspection, Verdict
-from .common import EXIT_ERROR, connection_or_none, open_client, report_failure
+from .common import call_daemon
 
 DEFAULT_AGENT = "default"  # the metrics' `agent` label for a run without an agent id
 DEFAULT_RECORDS = 10
@@ -40,19 +39,11 @@ def add(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..types import LoopwardenError, RunNotFound
+    from ..types import RunNotFound
 
-    connection = connection_or_none(args)
-    if connection is None:
-        return EXIT_ERROR
-    with open_client(connection) as client:
-        try:
-            inspection = client.inspect(args.run_id)
-        except RunNotFound as exc:
-            print(f"not found: {exc}", file=sys.stderr)
-            return 1
-        except LoopwardenError as exc:
-            return report_failure(exc, connection)
+    inspection, failed = call_daemon(args, lambda client: client.inspect(args.run_id), not_found=RunNotFound)
+    if failed is not None:
+        return failed
     if args.json:
         print(json.dumps(dataclasses.asdict(inspection), indent=2, default=str))
     else:
