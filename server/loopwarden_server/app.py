@@ -126,7 +126,8 @@ class Daemon:
             security=security, tokens=self._current_tokens if security.auth_token_file is not None else None,
             default_agent=settings.hooks_agent, fail_closed=settings.hooks_fail_closed,
             max_body_bytes=settings.hooks_max_body_bytes, max_params_bytes=settings.limits.max_params_bytes,
-            max_result_bytes=settings.limits.max_result_bytes)
+            max_result_bytes=settings.limits.max_result_bytes,
+            port_hint=os.environ.get("LOOPWARDEN_PORT_HINT", "").strip() or None)
             if settings.hooks_listen is not None else None)
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task] = []

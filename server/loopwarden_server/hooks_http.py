@@ -28,6 +28,7 @@ the loop's other work (gRPC streams included) while it is parsed.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import re
@@ -52,7 +53,7 @@ from .filewatch import FileWatch
 from .hook_asks import HookAsks
 from .hook_batches import HookBatches
 from .integration import current_integration
-from .lifecycle import Lifecycle, StartupError, split_address
+from .lifecycle import Lifecycle, StartupError, address_in_use, split_address
 from .metrics import Metrics
 from .settings import Security
 from .transport.hook_requests import evaluate_request, verdicts
@@ -391,10 +392,11 @@ class HooksListener:
     """The HTTP listener: its socket bound (and listening, so early connections queue) with the
     daemon's other ports, served by aiohttp on the daemon's loop once the daemon has started."""
 
-    def __init__(self, listen: str, endpoint: HooksEndpoint, security: Security) -> None:
+    def __init__(self, listen: str, endpoint: HooksEndpoint, security: Security, port_hint: str | None = None) -> None:
         self._listen = listen
         self.endpoint = endpoint
         self._security = security
+        self._port_hint = port_hint  # what moves a busy port where the daemon was started (`make serve`)
         self._socket: socket.socket | None = None
         self._tls: _TlsContexts | None = None
         self._runner: web.ServerRunner | None = None
@@ -417,6 +419,8 @@ class HooksListener:
                 sock.close()
                 raise
         except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise address_in_use(self._listen, "--hooks-listen", "LOOPWARDEN_HOOKS_LISTEN", self._port_hint) from None
             raise StartupError(f"cannot serve hooks on {self._listen}: {exc.strerror or exc}") from None
         sock.setblocking(False)
         self._socket = sock
@@ -448,8 +452,8 @@ class HooksListener:
 def hooks_listener(listen: str, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics, *,
                    security: Security, tokens: Callable[[], TokenTable | None] | None, default_agent: str,
                    fail_closed: bool, max_body_bytes: int, max_params_bytes: int = DEFAULT_LIMIT_BYTES,
-                   max_result_bytes: int = DEFAULT_LIMIT_BYTES) -> HooksListener:
+                   max_result_bytes: int = DEFAULT_LIMIT_BYTES, port_hint: str | None = None) -> HooksListener:
     endpoint = HooksEndpoint(evaluator, lifecycle, metrics, tokens=tokens, default_agent=default_agent,
                              fail_closed=fail_closed, max_body_bytes=max_body_bytes,
                              max_params_bytes=max_params_bytes, max_result_bytes=max_result_bytes)
-    return HooksListener(listen, endpoint, security)
+    return HooksListener(listen, endpoint, security, port_hint)
