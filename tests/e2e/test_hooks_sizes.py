@@ -81,6 +81,19 @@ def test_the_command_form_reduces_too_and_reports_no_silent_daemon(daemon, clien
 
     assert (0, {}) == (code, json.loads(stdout))
     assert "did not answer" not in stderr
+    assert f"tool_response of {len(json.dumps(big_response(5 * MIB)))} bytes judged by its sha256" in stderr
+    assert client.inspect(run_id).records[0].result_hash
+
+
+def test_the_command_form_reduces_at_the_limits_it_is_given(daemon, client, run_id):
+    """`--max-result-bytes` set below the output's size (a daemon with smaller limits): reduced too."""
+    payload = payloads.claude_post_tool_use(run_id, "toolu_1", response=big_response(4096))
+    hook_command(daemon, "claude-code", payloads.claude_pre_tool_use(run_id, "toolu_1"))
+
+    code, _stdout, stderr = hook_command(daemon, "claude-code", payload, "--max-result-bytes", "2048")
+
+    assert 0 == code
+    assert "tool_response of" in stderr and "judged by its sha256" in stderr
     assert client.inspect(run_id).records[0].result_hash
 
 
