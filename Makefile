@@ -33,17 +33,21 @@ $(TEST_STAMP): $(DISTRIBUTIONS) $(CORE_STAMP) | $(BIN)/python
 # `make serve SERVE_STATE=` (memory only) or another file:/redis:// URL.
 SERVE_STATE ?= file:.loopwarden/runs.state
 
-# `make serve` listens on 127.0.0.1: gRPC on GRPC_PORT, Prometheus metrics on METRICS_PORT. A port
-# another process holds moves with `make serve GRPC_PORT=50061 METRICS_PORT=9474`; the daemon's own
-# variables LOOPWARDEN_LISTEN and LOOPWARDEN_METRICS_LISTEN (HOST:PORT), when set, win over both.
+# `make serve` listens on 127.0.0.1: gRPC on GRPC_PORT, Prometheus metrics on METRICS_PORT, the
+# agent-hook endpoints (Claude Code's and Codex's hooks: docs/integrations/hooks.md) on HOOKS_PORT.
+# A port another process holds moves with `make serve GRPC_PORT=50061 METRICS_PORT=9474
+# HOOKS_PORT=50062`; the daemon's own variables LOOPWARDEN_LISTEN, LOOPWARDEN_METRICS_LISTEN and
+# LOOPWARDEN_HOOKS_LISTEN (HOST:PORT), when set, win over them.
 GRPC_PORT ?= 50051
 METRICS_PORT ?= 9464
+HOOKS_PORT ?= 50052
 SERVE_LISTEN = $(or $(LOOPWARDEN_LISTEN),127.0.0.1:$(GRPC_PORT))
 SERVE_METRICS_LISTEN = $(or $(LOOPWARDEN_METRICS_LISTEN),127.0.0.1:$(METRICS_PORT))
+SERVE_HOOKS_LISTEN = $(or $(LOOPWARDEN_HOOKS_LISTEN),127.0.0.1:$(HOOKS_PORT))
 SERVE_FLAGS = --listen $(SERVE_LISTEN) --metrics-listen $(SERVE_METRICS_LISTEN) \
-  $(if $(SERVE_STATE),--state-store $(SERVE_STATE))
+  --hooks-listen $(SERVE_HOOKS_LISTEN) $(if $(SERVE_STATE),--state-store $(SERVE_STATE))
 # The daemon adds this to its "address already in use" line, after its own flag and variable.
-serve: export LOOPWARDEN_PORT_HINT = make serve GRPC_PORT=PORT METRICS_PORT=PORT moves them
+serve: export LOOPWARDEN_PORT_HINT = make serve GRPC_PORT=PORT METRICS_PORT=PORT HOOKS_PORT=PORT moves them
 
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
 	@echo "==> building loopwarden-core (Rust) into $(VENV)"
@@ -60,8 +64,9 @@ wheel: | $(BIN)/python
 
 ## serve: create .venv, install the daemon, start it on its embedded default config
 serve: $(RUNTIME_STAMP)
-	@echo "==> loopwarden serve: gRPC on $(SERVE_LISTEN), metrics on http://$(SERVE_METRICS_LISTEN)/metrics"
-	@echo "    (to move them: make serve GRPC_PORT=PORT METRICS_PORT=PORT)"
+	@echo "==> loopwarden serve: gRPC on $(SERVE_LISTEN), metrics on http://$(SERVE_METRICS_LISTEN)/metrics,"
+	@echo "    agent hooks on http://$(SERVE_HOOKS_LISTEN)/v1/hooks/claude-code and /v1/hooks/codex"
+	@echo "    (to move them: make serve GRPC_PORT=PORT METRICS_PORT=PORT HOOKS_PORT=PORT)"
 	$(BIN)/loopwarden serve $(SERVE_FLAGS)
 
 ## test: check prerequisites, install everything the tests need, run the whole suite

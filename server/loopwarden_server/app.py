@@ -125,7 +125,9 @@ class Daemon:
             settings.hooks_listen, CoreHookEvaluator(self.core, loader), self.servers.lifecycle, self.metrics,
             security=security, tokens=self._current_tokens if security.auth_token_file is not None else None,
             default_agent=settings.hooks_agent, fail_closed=settings.hooks_fail_closed,
-            max_body_bytes=settings.limits.max_message_bytes)
+            max_body_bytes=settings.hooks_max_body_bytes, max_params_bytes=settings.limits.max_params_bytes,
+            max_result_bytes=settings.limits.max_result_bytes,
+            port_hint=os.environ.get("LOOPWARDEN_PORT_HINT", "").strip() or None)
             if settings.hooks_listen is not None else None)
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
@@ -151,7 +153,7 @@ class Daemon:
         if self.state is not None:
             self.state.start()
         if self.hooks is not None:
-            self.hooks.start(asyncio.get_running_loop())
+            await self.hooks.start()
         security = self.settings.security
         log.info("listening", extra={
             "grpc_address": listeners.grpc_address,
@@ -215,7 +217,7 @@ class Daemon:
         # No RPC can touch the store any more: the final flush writes every run's last state.
         flushed = await self.state.stop() if self.state is not None else True
         if self.hooks is not None:
-            self.hooks.close()
+            await self.hooks.close()
         await self.servers.close()
         if self.tracing is not None:
             await asyncio.to_thread(self.tracing.shutdown)

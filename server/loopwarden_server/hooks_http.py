@@ -2,45 +2,58 @@
 `type: "http"` hooks POST to `/v1/hooks/claude-code`, Codex's hook commands to `/v1/hooks/codex`.
 
 The mapping between hook JSON and events is `loopwarden.hooks.protocol`, shared with the command
-form (`loopwarden hook`). This module is the HTTP edge: TLS, bearer tokens, body limits, and the
-hand-over to the event loop, plus what needs memory across hooks: Claude Code's batches
-(hook_batches) and its asked calls (hook_asks), whose later PostToolUse or PermissionDenied is sent
-as the ask's `approval` ahead of the hook's own event, in the same request. Every event of a
-session goes on a request routed by the session's run (the root of its run tree, sub-agents being
-child runs), as a routed gRPC stream would be.
+form (`loopwarden hook`). This module is the HTTP edge: TLS, bearer tokens, body limits, plus what
+needs memory across hooks: Claude Code's batches (hook_batches) and its asked calls (hook_asks),
+whose later PostToolUse or PermissionDenied is sent as the ask's `approval` ahead of the hook's own
+event, in the same request. Every event of a session goes on a request routed by the session's run
+(the root of its run tree, sub-agents being child runs), as a routed gRPC stream would be.
 
-NOTE: the core and its run store live on the daemon's asyncio loop and are not thread-safe.
-HTTP is served by the standard library's threaded server (one thread per connection, TLS
-handshakes on that thread, not in the accept loop); a request is read, authenticated and parsed
-on its thread, and only its evaluation is handed to the loop (`run_coroutine_threadsafe`), waited
-for at most ANSWER_TIMEOUT_SECONDS. A loop that does not answer in time, too many requests at
-once, or a draining daemon get the hook's "unavailable" answer: the agent's call runs (the user is
-told it was not checked) unless the operator chose `--hooks-fail-closed`. A guard outage never
-blocks the agent by accident.
+HTTP is served by aiohttp on the daemon's own asyncio loop, where the core and its run store live
+(they are not thread-safe): no hand-over between threads. The listening socket has a backlog of
+BACKLOG (the kernel caps it at net.core.somaxconn), so a burst of connections waits to be accepted
+instead of being reset; for Claude Code a reset lets the call run unchecked. Past MAX_CONNECTIONS
+open connections, answers close their connection instead of keeping it alive. A request's
+evaluation is waited for at most ANSWER_TIMEOUT_SECONDS; a slow evaluation, more than MAX_IN_FLIGHT
+requests at once, or a draining daemon get the hook's "unavailable" answer: the agent's call runs
+(the user is told it was not checked) unless the operator chose `--hooks-fail-closed`. A guard
+outage never blocks the agent by accident, and no hook request is answered with a 5xx.
+
+Sizes: a hook input up to `--hooks-max-body-bytes` is read whole; a tool input or output in it over
+the daemon's event limits is reduced to its stand-in (loopwarden.hooks.reduction) and judged like a
+small one (the reduction is logged). A larger input is not read: it gets a 200 in the host's format
+saying the call was not checked (a deny under `--hooks-fail-closed`). Inputs over
+PARSE_IN_THREAD_BYTES are decoded and reduced on a worker thread, so a 16 MiB body does not stall
+the loop's other work (gRPC streams included) while it is parsed.
 """
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import re
+import socket
 import ssl
-import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+from aiohttp import web
+
 from loopwarden.eventformat import EventKind, EventRecord
-from loopwarden.hooks import Dialect, HookPayloadError, HookRequest, VerdictLike, answer, parse, unavailable_answer
+from loopwarden.hooks import (
+    Dialect, HookPayloadError, HookRequest, VerdictLike, answer, parse, unavailable_answer, unchecked_answer,
+)
+from loopwarden.hooks.reduction import DEFAULT_LIMIT_BYTES
 
 from .core import CoreService
 from .filewatch import FileWatch
 from .hook_asks import HookAsks
 from .hook_batches import HookBatches
 from .integration import current_integration
-from .lifecycle import Lifecycle, StartupError, split_address
+from .lifecycle import Lifecycle, StartupError, address_in_use, split_address
 from .metrics import Metrics
 from .settings import Security
 from .transport.hook_requests import evaluate_request, verdicts
@@ -53,13 +66,20 @@ log = logging.getLogger("loopwarden.hooks")
 PATHS = {f"/v1/hooks/{dialect.value}": dialect for dialect in Dialect}
 ANSWER_TIMEOUT_SECONDS = 5.0
 MAX_IN_FLIGHT = 64  # requests being evaluated at once; more get the busy answer at once
+BACKLOG = 1024  # connections the kernel queues before they are accepted
+MAX_CONNECTIONS = 1024  # open connections past which answers close theirs instead of keeping it alive
 IDLE_CONNECTION_SECONDS = 30.0  # a kept-alive connection that sends nothing is closed
-TLS_HANDSHAKE_SECONDS = 10.0
+PARSE_IN_THREAD_BYTES = 256 * 1024
+READ_CHUNK_BYTES = 256 * 1024
+# Where the event's name is looked for in an input too large to read: hosts send it near the top.
+EVENT_NAME_PREFIX_BYTES = 64 * 1024
+_EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
 
 
 class _TlsContexts:
     """The server's TLS context, rebuilt when the certificate, key or client CA files change
-    (checked at most once a second, on a new connection): renewals apply to new handshakes."""
+    (checked at most once a second, on a new handshake): renewals apply to new handshakes. The
+    listener's context hands each handshake to the current one (its SNI callback)."""
 
     def __init__(self, security: Security) -> None:
         self._security = security
@@ -86,11 +106,20 @@ class _TlsContexts:
             self._watch.loaded()
         return self._context
 
+    def listener_context(self) -> ssl.SSLContext:
+        listener = self._load()
 
-def _common_name(sock) -> str:
+        def switch(ssl_object: ssl.SSLObject, _server_name: str | None, _context: ssl.SSLContext) -> None:
+            current = self.current()
+            if current is not listener:
+                ssl_object.context = current
+
+        listener.sni_callback = switch
+        return listener
+
+
+def _common_name(certificate: dict | None) -> str:
     """The client certificate's subject CN (mTLS), else ""."""
-    getpeercert = getattr(sock, "getpeercert", None)
-    certificate = getpeercert() if getpeercert is not None else None
     for rdn in (certificate or {}).get("subject", ()):
         for key, value in rdn:
             if key == "commonName":
@@ -98,59 +127,10 @@ def _common_name(sock) -> str:
     return ""
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], endpoint: HooksEndpoint, tls: _TlsContexts | None) -> None:
-        self.endpoint = endpoint
-        self._tls = tls
-        super().__init__(address, _Handler)
-
-    def finish_request(self, request, client_address) -> None:
-        if self._tls is None:
-            super().finish_request(request, client_address)
-            return
-        request.settimeout(TLS_HANDSHAKE_SECONDS)
-        try:
-            secure = self._tls.current().wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError) as exc:
-            log.debug("hooks listener: TLS handshake failed", extra={"error": str(exc)})
-            return
-        try:
-            super().finish_request(secure, client_address)
-        finally:
-            secure.close()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "loopwarden"
-    sys_version = ""
-    timeout = IDLE_CONNECTION_SECONDS
-    server: _Server
-
-    def do_POST(self) -> None:  # noqa: N802 - the http.server spelling
-        status, body = self.server.endpoint.handle(self)
-        self._send(status, body)
-
-    def _not_allowed(self) -> None:
-        self._send(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "hook endpoints take POST"}, allow="POST")
-
-    do_GET = do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815
-
-    def _send(self, status: int, body: dict, **headers: str) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name.replace("_", "-").title(), value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the http.server signature
-        log.debug("hooks request", extra={"request": format % args})
+def _event_name(prefix: bytes) -> str:
+    """The hook's event name as read from the start of an input too large to parse ("" if absent)."""
+    found = _EVENT_NAME.search(prefix)
+    return found.group(1).decode() if found else ""
 
 
 class HookEvaluator(Protocol):
@@ -185,11 +165,12 @@ class CoreHookEvaluator:
 
 
 class HooksEndpoint:
-    """Answers one hook request (on its HTTP thread): (status, JSON body)."""
+    """Answers one hook request (on the event loop): (status, JSON body)."""
 
-    def __init__(self, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics, *,
+    def __init__(self, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics | None, *,
                  tokens: Callable[[], TokenTable | None] | None, default_agent: str, fail_closed: bool,
-                 max_body_bytes: int, answer_timeout: float = ANSWER_TIMEOUT_SECONDS) -> None:
+                 max_body_bytes: int, max_params_bytes: int = DEFAULT_LIMIT_BYTES,
+                 max_result_bytes: int = DEFAULT_LIMIT_BYTES, answer_timeout: float = ANSWER_TIMEOUT_SECONDS) -> None:
         self._evaluator = evaluator
         self._answer_timeout = answer_timeout
         self._lifecycle = lifecycle
@@ -197,39 +178,68 @@ class HooksEndpoint:
         self._tokens = tokens
         self._default_agent = default_agent
         self._fail_closed = fail_closed
-        self._max_body_bytes = max_body_bytes
-        self._in_flight = threading.BoundedSemaphore(MAX_IN_FLIGHT)
+        self.max_body_bytes = max_body_bytes
+        self._max_params_bytes = max_params_bytes
+        self._max_result_bytes = max_result_bytes
+        self._in_flight = 0
         self.batches = HookBatches()
         self.asks = HookAsks()
-        self.loop: asyncio.AbstractEventLoop | None = None
 
-    def handle(self, request: _Handler) -> tuple[int, dict]:
-        # The body is read first, whatever the answer: a response sent over an unread body makes
-        # the close that follows a TCP reset, which can destroy the response on its way.
-        body = self._body(request)
-        if isinstance(body, tuple):
-            return body
-        url = urlsplit(request.path)
+    def route(self, target: str, authorization: str, common_name: str) -> tuple[Dialect, str, str] | tuple[int, dict]:
+        """Who may send what where, before the body is judged: (dialect, tenant, agent), or the
+        error answer (404 unknown path, 401 missing or wrong token)."""
+        url = urlsplit(target)
         dialect = PATHS.get(url.path)
         if dialect is None:
             return HTTPStatus.NOT_FOUND, {"error": f"no hook endpoint at {url.path}; use one of {sorted(PATHS)}"}
-        tenant = self._tenant(request)
+        tenant = self._tenant(authorization, common_name)
         if tenant is None:
             return HTTPStatus.UNAUTHORIZED, {"error": "missing or invalid bearer token (Authorization: Bearer …)"}
-        try:
-            payload = json.loads(body)
-        except ValueError as exc:  # UnicodeDecodeError included
-            return HTTPStatus.BAD_REQUEST, {"error": f"the request body is not JSON: {exc}"}
-        agent_id = parse_qs(url.query).get("agent", [self._default_agent])[-1]
-        try:
-            hook = parse(dialect, payload, agent_id=agent_id)
-        except HookPayloadError as exc:
-            return HTTPStatus.BAD_REQUEST, {"error": f"not a {dialect.value} hook input: {exc}"}
+        return dialect, tenant, parse_qs(url.query).get("agent", [self._default_agent])[-1]
+
+    async def respond(self, target: str, body: bytes, authorization: str = "", common_name: str = "") -> tuple[int, dict]:
+        """The answer to one hook request whose whole body was read."""
+        routed = self.route(target, authorization, common_name)
+        if not isinstance(routed[0], Dialect):
+            return routed  # type: ignore[return-value]
+        dialect, tenant, agent_id = routed  # type: ignore[misc]
+        if len(body) > PARSE_IN_THREAD_BYTES:
+            hook = await asyncio.to_thread(self._parse, dialect, body, agent_id)
+        else:
+            hook = self._parse(dialect, body, agent_id)
+        if isinstance(hook, tuple):
+            return hook
+        for reduced in hook.reduced:
+            log.info("hook input reduced: judged by its sha256, length and prefix", extra={
+                "hook_event": hook.hook_event_name, "field": reduced.field, "bytes": reduced.size_bytes,
+                "sha256": reduced.sha256, "run_id": hook.run.run_id if hook.run else ""})
         hook = self._batched(hook, tenant)
         approval = self._approval(hook, tenant)
         if hook.event is None and approval is None:
             return HTTPStatus.OK, {}
-        return HTTPStatus.OK, self.decide(hook, tenant, approval)
+        return HTTPStatus.OK, await self.decide(hook, tenant, approval)
+
+    def _parse(self, dialect: Dialect, body: bytes, agent_id: str) -> HookRequest | tuple[int, dict]:
+        """The body decoded and mapped (any thread: pure), or the 400 that says what is wrong."""
+        try:
+            payload = json.loads(body)
+        except ValueError as exc:  # UnicodeDecodeError included
+            return HTTPStatus.BAD_REQUEST, {"error": f"the request body is not JSON: {exc}"}
+        try:
+            return parse(dialect, payload, agent_id=agent_id, max_params_bytes=self._max_params_bytes,
+                         max_result_bytes=self._max_result_bytes)
+        except HookPayloadError as exc:
+            return HTTPStatus.BAD_REQUEST, {"error": f"not a {dialect.value} hook input: {exc}"}
+
+    def too_large(self, dialect: Dialect, prefix: bytes, size: int | None) -> dict:
+        """The answer to an input over --hooks-max-body-bytes (unread past its prefix): a 200 in the
+        host's format saying the call was not checked, a deny for a PreToolUse when fail-closed."""
+        name = _event_name(prefix)
+        log.warning("hook input over --hooks-max-body-bytes: not checked",
+                    extra={"hook_event": name, "bytes": size, "limit": self.max_body_bytes})
+        stated = f" ({size} bytes)" if size is not None else ""  # a chunked body states no size
+        reason = f"the hook input{stated} is over the limit of {self.max_body_bytes} bytes (--hooks-max-body-bytes)"
+        return unchecked_answer(dialect, name, reason, fail_closed=self._fail_closed)
 
     def _approval(self, hook: HookRequest, tenant: str) -> EventRecord | None:
         """The person's answer to an ask of this hook's call, when this endpoint asked it: the
@@ -266,13 +276,13 @@ class HooksEndpoint:
                 return hook.in_batch(batch_id)
         return hook
 
-    def _tenant(self, request: _Handler) -> str | None:
-        """The caller's tenant ("" without authentication), None when the token is missing or wrong."""
+    def _tenant(self, authorization: str, common_name: str) -> str | None:
+        """The caller's tenant ("" without authentication: the mTLS CN if any), None when the token
+        is missing or wrong."""
         if self._tokens is None:
-            return _common_name(request.connection)
+            return common_name
         table = self._tokens()
-        header = request.headers.get("Authorization", "")
-        supplied = header[len("Bearer "):].strip() if header.startswith("Bearer ") else ""
+        supplied = authorization[len("Bearer "):].strip() if authorization.startswith("Bearer ") else ""
         if table is None:
             reason = "token_file_unusable"
         elif not supplied:
@@ -282,43 +292,28 @@ class HooksEndpoint:
             if tenant is not None:
                 return tenant
             reason = "invalid_token"
-        self._metrics.auth_failures.labels(reason).inc()
+        if self._metrics is not None:
+            self._metrics.auth_failures.labels(reason).inc()
         return None
 
-    def _body(self, request: _Handler) -> bytes | tuple[int, dict]:
-        length = request.headers.get("Content-Length")
-        if length is None or not length.strip().isdigit():
-            request.close_connection = True
-            return HTTPStatus.LENGTH_REQUIRED, {"error": "a hook request needs a Content-Length"}
-        size = int(length)
-        if size > self._max_body_bytes:
-            request.close_connection = True  # the unread body must not be taken for the next request
-            return HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {
-                "error": f"the hook input is {size} bytes; the limit is {self._max_body_bytes}"}
-        return request.rfile.read(size)
-
-    def decide(self, hook: HookRequest, tenant: str, approval: EventRecord | None = None) -> dict:
-        """The answer to one parsed hook request (and the approval to send ahead of its event),
-        from the event loop or, when it cannot give one in time (or the daemon drains), the
-        unavailable answer."""
-        loop = self.loop
-        if self._lifecycle.draining or loop is None:
+    async def decide(self, hook: HookRequest, tenant: str, approval: EventRecord | None = None) -> dict:
+        """The answer to one parsed hook request (and the approval to send ahead of its event), or,
+        when it cannot be given in time (or the daemon drains, or is busy), the unavailable answer."""
+        if self._lifecycle.draining:
             return unavailable_answer(hook, "loopwarden is shutting down", fail_closed=self._fail_closed)
-        if not self._in_flight.acquire(blocking=False):
+        if self._in_flight >= MAX_IN_FLIGHT:
             return unavailable_answer(hook, "loopwarden is busy", fail_closed=self._fail_closed)
+        self._in_flight += 1
         try:
-            future = asyncio.run_coroutine_threadsafe(self._evaluate(hook, tenant, approval), loop)
-            try:
-                return future.result(timeout=self._answer_timeout)
-            except TimeoutError:
-                future.cancel()
-                return unavailable_answer(hook, f"loopwarden did not answer within {self._answer_timeout:g} s",
-                                          fail_closed=self._fail_closed)
-            except Exception:  # noqa: BLE001 - the agent gets an answer; the log gets the details
-                log.exception("hook request failed", extra={"hook_event": hook.hook_event_name})
-                return unavailable_answer(hook, "loopwarden failed on this request", fail_closed=self._fail_closed)
+            return await asyncio.wait_for(self._evaluate(hook, tenant, approval), self._answer_timeout)
+        except TimeoutError:
+            return unavailable_answer(hook, f"loopwarden did not answer within {self._answer_timeout:g} s",
+                                      fail_closed=self._fail_closed)
+        except Exception:  # noqa: BLE001 - the agent gets an answer; the log gets the details
+            log.exception("hook request failed", extra={"hook_event": hook.hook_event_name})
+            return unavailable_answer(hook, "loopwarden failed on this request", fail_closed=self._fail_closed)
         finally:
-            self._in_flight.release()
+            self._in_flight -= 1
 
     async def _evaluate(self, hook: HookRequest, tenant: str, approval: EventRecord | None) -> dict:
         """On the loop: the approval (if any) and the hook's event in one request, and after a
@@ -345,44 +340,120 @@ def _action(verdict: VerdictLike) -> str:
     return str(getattr(verdict.action, "value", verdict.action))
 
 
-class HooksListener:
-    """The HTTP listener: bound with the daemon's other ports, served on its own threads."""
+async def _read_body(request: web.BaseRequest, limit: int) -> tuple[bytes, bool]:
+    """The body, or (its first bytes, True) when it is longer than `limit`: what is past them is
+    left unread (aiohttp reads and drops it before closing, so the answer is not lost to a reset)."""
+    length = request.content_length
+    if length is not None and length > limit:
+        return await request.content.read(EVENT_NAME_PREFIX_BYTES), True
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await request.content.read(READ_CHUNK_BYTES)
+        if not chunk:
+            return b"".join(chunks), False
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:  # chunked, without a Content-Length
+            return b"".join(chunks)[:EVENT_NAME_PREFIX_BYTES], True
 
-    def __init__(self, listen: str, endpoint: HooksEndpoint, security: Security) -> None:
+
+class _HttpFront:
+    """The aiohttp request handler: the method, the body and the caller's credentials read from the
+    request, the answer from the endpoint, sent as JSON."""
+
+    def __init__(self, endpoint: HooksEndpoint) -> None:
+        self._endpoint = endpoint
+        self.server: web.Server | None = None
+
+    async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method != "POST":
+            return self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "hook endpoints take POST"}, Allow="POST")
+        authorization = request.headers.get("Authorization", "")
+        common_name = _common_name(request.transport.get_extra_info("peercert") if request.transport else None)
+        routed = self._endpoint.route(request.path_qs, authorization, common_name)
+        if not isinstance(routed[0], Dialect):
+            return self._json(*routed)  # type: ignore[arg-type]
+        body, over = await _read_body(request, self._endpoint.max_body_bytes)
+        if over:
+            return self._json(HTTPStatus.OK, self._endpoint.too_large(routed[0], body, request.content_length))
+        status, answer_body = await self._endpoint.respond(request.path_qs, body, authorization, common_name)
+        return self._json(status, answer_body)
+
+    def _json(self, status: int, body: dict, **headers: str) -> web.Response:
+        response = web.Response(status=status, body=json.dumps(body).encode(), content_type="application/json",
+                                headers={"Server": "loopwarden", **headers})
+        if self.server is not None and len(self.server.connections) > MAX_CONNECTIONS:
+            response.force_close()  # too many open connections: this one is not kept alive
+        return response
+
+
+class HooksListener:
+    """The HTTP listener: its socket bound (and listening, so early connections queue) with the
+    daemon's other ports, served by aiohttp on the daemon's loop once the daemon has started."""
+
+    def __init__(self, listen: str, endpoint: HooksEndpoint, security: Security, port_hint: str | None = None) -> None:
         self._listen = listen
         self.endpoint = endpoint
         self._security = security
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._port_hint = port_hint  # what moves a busy port where the daemon was started (`make serve`)
+        self._socket: socket.socket | None = None
+        self._tls: _TlsContexts | None = None
+        self._runner: web.ServerRunner | None = None
 
     def bind(self) -> str:
         """Bind the port; the bound HOST:PORT. StartupError says what failed."""
         try:
-            tls = _TlsContexts(self._security) if self._security.tls else None
+            self._tls = _TlsContexts(self._security) if self._security.tls else None
         except (OSError, ssl.SSLError) as exc:
             raise StartupError(f"--hooks-listen: cannot load TLS files (--tls-cert/--tls-key): {exc}") from None
         host, port = split_address(self._listen)
         try:
-            self._server = _Server((host, port), self.endpoint, tls)
+            family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+                sock.listen(BACKLOG)
+            except OSError:
+                sock.close()
+                raise
         except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise address_in_use(self._listen, "--hooks-listen", "LOOPWARDEN_HOOKS_LISTEN", self._port_hint) from None
             raise StartupError(f"cannot serve hooks on {self._listen}: {exc.strerror or exc}") from None
-        return f"{host}:{self._server.server_port}"
+        sock.setblocking(False)
+        self._socket = sock
+        return f"{host}:{sock.getsockname()[1]}"
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.endpoint.loop = loop
-        assert self._server is not None
-        self._thread = threading.Thread(target=self._server.serve_forever, name="hooks-http", daemon=True)
-        self._thread.start()
+    async def start(self) -> None:
+        assert self._socket is not None
+        front = _HttpFront(self.endpoint)
+        server = web.Server(front, access_log=None, keepalive_timeout=IDLE_CONNECTION_SECONDS,
+                            handler_cancellation=False)
+        front.server = server
+        # shutdown_timeout: at stop, requests still being answered get this long (they are
+        # answered "shutting down" at once: the daemon is draining by then).
+        self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=ANSWER_TIMEOUT_SECONDS)
+        await self._runner.setup()
+        ssl_context = self._tls.listener_context() if self._tls is not None else None
+        # TLS handshakes run on the loop (asyncio's SSL protocol, 60 s handshake timeout), never
+        # blocking the accept of other connections.
+        site = web.SockSite(self._runner, self._socket, ssl_context=ssl_context, backlog=BACKLOG)
+        await site.start()
 
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        elif self._socket is not None:
+            self._socket.close()
 
 
 def hooks_listener(listen: str, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics, *,
                    security: Security, tokens: Callable[[], TokenTable | None] | None, default_agent: str,
-                   fail_closed: bool, max_body_bytes: int) -> HooksListener:
+                   fail_closed: bool, max_body_bytes: int, max_params_bytes: int = DEFAULT_LIMIT_BYTES,
+                   max_result_bytes: int = DEFAULT_LIMIT_BYTES, port_hint: str | None = None) -> HooksListener:
     endpoint = HooksEndpoint(evaluator, lifecycle, metrics, tokens=tokens, default_agent=default_agent,
-                             fail_closed=fail_closed, max_body_bytes=max_body_bytes)
-    return HooksListener(listen, endpoint, security)
+                             fail_closed=fail_closed, max_body_bytes=max_body_bytes,
+                             max_params_bytes=max_params_bytes, max_result_bytes=max_result_bytes)
+    return HooksListener(listen, endpoint, security, port_hint)

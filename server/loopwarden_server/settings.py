@@ -79,6 +79,9 @@ class DaemonSettings:
     hooks_listen: str | None = None
     hooks_fail_closed: bool = False
     hooks_agent: str = ""
+    # The largest hook input read (16 MiB): over the event limits it is reduced (hooks/reduction),
+    # over this it is answered "not checked" without being read.
+    hooks_max_body_bytes: int = 16 * 1024 * 1024
     # Metrics carry a `tenant` label (for the tenants the token file names; others "other").
     tenant_label: bool = False
     limits: Limits = Limits()
@@ -168,6 +171,7 @@ _OPTIONS = (
     ("--hooks-listen", "LOOPWARDEN_HOOKS_LISTEN", "hooks_listen", _address, "HTTP HOST:PORT for the agent-hook endpoints /v1/hooks/claude-code and /v1/hooks/codex, with the gRPC port's TLS and token (default: off)"),
     ("--hooks-fail-closed", "LOOPWARDEN_HOOKS_FAIL_CLOSED", "hooks_fail_closed", _boolean, "true: a hooked tool call the daemon cannot decide (busy, draining) is denied instead of run unchecked (default false)"),
     ("--hooks-agent", "LOOPWARDEN_HOOKS_AGENT", "hooks_agent", str, "agent id of hook events whose URL names none (?agent=ID) (default: the global config)"),
+    ("--hooks-max-body-bytes", "LOOPWARDEN_HOOKS_MAX_BODY_BYTES", "hooks_max_body_bytes", _positive_int, "largest hook input read; a tool input or output over --max-params-bytes/--max-result-bytes is judged by its sha256, length and prefix, a larger input is answered 200 'not checked' (a deny with --hooks-fail-closed) (default 16 MiB)"),
     ("--tls-cert", "LOOPWARDEN_TLS_CERT", "tls_cert", str, "PEM certificate chain: serve gRPC over TLS"),
     ("--tls-key", "LOOPWARDEN_TLS_KEY", "tls_key", str, "PEM private key for --tls-cert"),
     ("--tls-client-ca", "LOOPWARDEN_TLS_CLIENT_CA", "tls_client_ca", str, "PEM CA bundle: require client certificates it signed (mTLS)"),

@@ -112,9 +112,8 @@ def endpoint():
 
 def post(endpoint, body: dict) -> dict:
     data = json.dumps(body).encode()
-    request = types.SimpleNamespace(headers={"Content-Length": str(len(data))}, rfile=io.BytesIO(data),
-                                    path="/v1/hooks/claude-code", connection=None, close_connection=False)
-    status, answer = endpoint.handle(request)
+    answering = endpoint.respond("/v1/hooks/claude-code", data)
+    status, answer = asyncio.run_coroutine_threadsafe(answering, endpoint.loop).result()
     assert 200 == status, answer
     return answer
 

@@ -149,14 +149,12 @@ class TestEndpoint:
 
     @staticmethod
     def post(endpoint, dialect: str, body: dict) -> dict:
-        import io
+        import asyncio
         import json
-        import types
 
         data = json.dumps(body).encode()
-        request = types.SimpleNamespace(headers={"Content-Length": str(len(data))}, rfile=io.BytesIO(data),
-                                        path=f"/v1/hooks/{dialect}", connection=None, close_connection=False)
-        status, answer = endpoint.handle(request)
+        answering = endpoint.respond(f"/v1/hooks/{dialect}", data)
+        status, answer = asyncio.run_coroutine_threadsafe(answering, endpoint.loop).result()
         assert 200 == status, answer
         return answer
 

@@ -339,28 +339,31 @@ class TestUnavailable:
             assert "deny" == answer["hookSpecificOutput"]["permissionDecision"]
 
 
-class TestBusyLoop:
-    def test_a_loop_that_does_not_answer_in_time_lets_the_call_run_unless_fail_closed(self):
-        """The endpoint waits a bounded time for the event loop: past it, the call runs with a note
-        to the user (or is denied when fail-closed), and the agent is never left hanging."""
+class TestSlowEvaluation:
+    def test_an_evaluation_that_does_not_answer_in_time_lets_the_call_run_unless_fail_closed(self):
+        """The endpoint waits a bounded time for the engine: past it, the call runs with a note to
+        the user (or is denied when fail-closed), and the agent is never left hanging."""
         import asyncio
 
         from loopwarden.hooks import Dialect, parse
         from loopwarden_server.hooks_http import HooksEndpoint
         from loopwarden_server.lifecycle import Lifecycle
 
-        stalled = asyncio.new_event_loop()  # never running: what it is handed is never evaluated
-        hook = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "t"))
-        try:
-            answers = []
-            for fail_closed in (False, True):
-                endpoint = HooksEndpoint(None, Lifecycle(), None, tokens=None, default_agent="", fail_closed=fail_closed,
-                                         max_body_bytes=1024, answer_timeout=0.2)
-                endpoint.loop = stalled
-                answers.append(endpoint.decide(hook, ""))
-        finally:
-            stalled.run_until_complete(asyncio.sleep(0.01))  # the handed-over calls, cancelled, wind down
-            stalled.close()
+        class Stalled:  # an engine call that never ends (a state store that does not answer)
+            async def evaluate(self, records, integration, tenant, routed):
+                await asyncio.Event().wait()
 
-        assert "did not answer within 0.2 s" in answers[0]["systemMessage"]
-        assert "deny" == answers[1]["hookSpecificOutput"]["permissionDecision"]
+        hook = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "t"))
+
+        async def answers() -> list[dict]:
+            out = []
+            for fail_closed in (False, True):
+                endpoint = HooksEndpoint(Stalled(), Lifecycle(), None, tokens=None, default_agent="",
+                                         fail_closed=fail_closed, max_body_bytes=1024, answer_timeout=0.2)
+                out.append(await endpoint.decide(hook, ""))
+            return out
+
+        open_answer, closed_answer = asyncio.run(answers())
+
+        assert "did not answer within 0.2 s" in open_answer["systemMessage"]
+        assert "deny" == closed_answer["hookSpecificOutput"]["permissionDecision"]

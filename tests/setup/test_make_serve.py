@@ -1,6 +1,7 @@
-"""`make serve`, the README's first set-up command: it prints the gRPC and metrics addresses it uses
-before it starts, listens on them, and a port another process holds is named with the variables
-that move it (GRPC_PORT, METRICS_PORT, and the daemon's own flag and variable).
+"""`make serve`, the README's first set-up command: it prints the gRPC, metrics and agent-hook
+addresses it uses before it starts, listens on them, and a port another process holds is named with
+the variables that move it (GRPC_PORT, METRICS_PORT, HOOKS_PORT, and the daemon's own flag and
+variable).
 
 `make` really runs here, with VENV set to the environment running the tests and its install stamp
 taken as up to date (`-o`), so nothing is installed or rebuilt."""
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,21 +23,24 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 VENV = pathlib.Path(sys.prefix)
-HINT = "make serve GRPC_PORT=PORT METRICS_PORT=PORT moves them"
+HINT = "make serve GRPC_PORT=PORT METRICS_PORT=PORT HOOKS_PORT=PORT moves them"
 
 pytestmark = pytest.mark.skipif(not (VENV / "bin" / "loopwarden").exists(),
                                 reason="the tests do not run from a venv with the daemon installed")
 
 
 def _make_serve(*variables: str) -> list[str]:
+    """`make serve` with the given variables; HOOKS_PORT a free one unless given (tests run side by side)."""
     stamp = VENV / ".installed-runtime"
-    return ["make", "--no-print-directory", "-o", str(stamp), "serve", f"VENV={VENV}", "SERVE_STATE=", *variables]
+    hooks = () if any(v.startswith("HOOKS_PORT=") for v in variables) else (f"HOOKS_PORT={_free_port()}",)
+    return ["make", "--no-print-directory", "-o", str(stamp), "serve", f"VENV={VENV}", "SERVE_STATE=", *hooks,
+            *variables]
 
 
 def _env() -> dict[str, str]:
     """This environment without make's own variables or anything that would move the ports."""
     return {key: value for key, value in os.environ.items()
-            if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GRPC_PORT", "METRICS_PORT")
+            if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GRPC_PORT", "METRICS_PORT", "HOOKS_PORT")
             and not key.startswith("LOOPWARDEN_")}
 
 
@@ -70,9 +75,9 @@ def test_a_busy_grpc_port_is_named_with_the_variables_that_move_it():
                               env=_env(), capture_output=True, text=True, timeout=90)
 
     assert 0 != done.returncode
-    assert (f"==> loopwarden serve: gRPC on 127.0.0.1:{grpc_port}, metrics on http://127.0.0.1:{metrics}/metrics"
+    assert (f"==> loopwarden serve: gRPC on 127.0.0.1:{grpc_port}, metrics on http://127.0.0.1:{metrics}/metrics,"
             in done.stdout.splitlines())
-    assert "make serve GRPC_PORT=PORT METRICS_PORT=PORT" in done.stdout
+    assert "make serve GRPC_PORT=PORT METRICS_PORT=PORT HOOKS_PORT=PORT" in done.stdout
     assert (f"cannot listen: address already in use: 127.0.0.1:{grpc_port} "
             f"(--listen HOST:PORT or LOOPWARDEN_LISTEN moves it; {HINT})") == _cannot_start(done.stderr)
 
@@ -89,10 +94,24 @@ def test_a_busy_metrics_port_is_named_with_the_variables_that_move_it():
             f"(--metrics-listen HOST:PORT or LOOPWARDEN_METRICS_LISTEN moves it; {HINT})") == _cannot_start(done.stderr)
 
 
-def test_make_serve_listens_where_it_says():
-    """On free ports, the daemon `make serve` starts listens on the two addresses it printed."""
+def test_a_busy_hooks_port_is_named_with_the_variables_that_move_it():
+    """The same for the agent-hook port: --hooks-listen, LOOPWARDEN_HOOKS_LISTEN and the make variables."""
     grpc_port, metrics = _free_port(), _free_port()
-    process = subprocess.Popen(_make_serve(f"GRPC_PORT={grpc_port}", f"METRICS_PORT={metrics}"), cwd=REPO,
+    with _busy_port() as hooks:
+        done = subprocess.run(_make_serve(f"GRPC_PORT={grpc_port}", f"METRICS_PORT={metrics}", f"HOOKS_PORT={hooks}"),
+                              cwd=REPO, env=_env(), capture_output=True, text=True, timeout=90)
+
+    assert 0 != done.returncode
+    assert (f"cannot listen: address already in use: 127.0.0.1:{hooks} "
+            f"(--hooks-listen HOST:PORT or LOOPWARDEN_HOOKS_LISTEN moves it; {HINT})") == _cannot_start(done.stderr)
+
+
+def test_make_serve_listens_where_it_says():
+    """On free ports, the daemon `make serve` starts listens on the three addresses it printed, the
+    agent hooks included (they answer a hook)."""
+    grpc_port, metrics, hooks = _free_port(), _free_port(), _free_port()
+    process = subprocess.Popen(_make_serve(f"GRPC_PORT={grpc_port}", f"METRICS_PORT={metrics}", f"HOOKS_PORT={hooks}"),
+                               cwd=REPO,
                                env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     try:
@@ -104,6 +123,8 @@ def test_make_serve_listens_where_it_says():
                 break
             if line.startswith("{") and json.loads(line).get("msg") == "listening":
                 listening = json.loads(line)
+        if listening is not None:
+            hook_answer = _post_hook(f"127.0.0.1:{hooks}")
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         stdout, _ = process.communicate(timeout=30)
@@ -112,3 +133,17 @@ def test_make_serve_listens_where_it_says():
     assert (f"127.0.0.1:{grpc_port}", f"127.0.0.1:{metrics}") == (listening["grpc_address"],
                                                                    listening["metrics_address"])
     assert f"==> loopwarden serve: gRPC on 127.0.0.1:{grpc_port}" in stdout
+    assert f"127.0.0.1:{hooks}" == listening["hooks_address"]
+    assert f"    agent hooks on http://127.0.0.1:{hooks}/v1/hooks/claude-code and /v1/hooks/codex" in stdout.splitlines()
+    assert (200, {}) == hook_answer  # a first call of a session: allowed
+
+
+def _post_hook(address: str) -> tuple[int, dict]:
+    """One Claude Code PreToolUse to the listener `make serve` started."""
+    from tests.client.python.hooks import payloads
+
+    request = urllib.request.Request(f"http://{address}/v1/hooks/claude-code", method="POST",
+                                     data=json.dumps(payloads.claude_pre_tool_use("make-serve", "toolu_1")).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status, json.loads(response.read())

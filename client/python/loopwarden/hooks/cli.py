@@ -17,6 +17,7 @@ import sys
 
 from ..connection import ConnectionSettingsError, add_connection_arguments, connection_from
 from .asked_calls import AskedCallFiles, default_state_dir
+from .reduction import DEFAULT_LIMIT_BYTES
 from .protocol import (
     INTEGRATION_HEADER, Dialect, HookPayloadError, answer, parse, unavailable_answer, unremembered_ask_answer,
 )
@@ -35,8 +36,26 @@ def add_hook_command(commands) -> None:
                       help="deny tool calls while the daemon cannot be asked (default: they run, unchecked)")
     hook.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
                       help=f"seconds to wait for the daemon (default {DEFAULT_TIMEOUT_SECONDS:g})")
+    # The daemon's event limits (its --max-params-bytes / --max-result-bytes): a tool input or
+    # output over them is sent as its sha256, length and prefix (reduction), never refused.
+    hook.add_argument("--max-params-bytes", type=_positive, default=DEFAULT_LIMIT_BYTES, metavar="N",
+                      help="the daemon's --max-params-bytes: a larger tool_input is judged by its sha256, length "
+                           "and prefix (default 1 MiB)")
+    hook.add_argument("--max-result-bytes", type=_positive, default=DEFAULT_LIMIT_BYTES, metavar="N",
+                      help="the daemon's --max-result-bytes: a larger tool_response or error is judged by its "
+                           "sha256, length and prefix (default 1 MiB)")
     add_connection_arguments(hook)
     hook.set_defaults(handler=_hook)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of bytes, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
 
 
 def _fail(message: str) -> int:
@@ -51,9 +70,13 @@ def _hook(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(f"the hook input on stdin is not JSON: {exc}")
     try:
-        request = parse(dialect, payload, agent_id=args.agent)
+        request = parse(dialect, payload, agent_id=args.agent, max_params_bytes=args.max_params_bytes,
+                        max_result_bytes=args.max_result_bytes)
     except HookPayloadError as exc:
         return _fail(f"not a {dialect.value} hook input: {exc}")
+    for reduced in request.reduced:
+        print(f"loopwarden hook: {reduced.field} of {reduced.size_bytes} bytes judged by its sha256 "
+              f"{reduced.sha256}, length and prefix", file=sys.stderr)
     if request.event is None and request.settles_ask is None:
         print("{}")
         return 0

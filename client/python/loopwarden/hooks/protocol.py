@@ -64,6 +64,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..eventformat import EventKind, EventRecord, json_text
+from .reduction import DEFAULT_LIMIT_BYTES, Reduction, bounded_json, bounded_text
 
 INTEGRATION_HEADER = "x-loopwarden-integration"
 
@@ -154,6 +155,7 @@ class HookRequest:
     subagent: str = ""
     run: HookRun | None = None  # the run of the hook's event (None: a hook of no run)
     tool_call_id: str = ""  # a tool hook's tool_use_id
+    reduced: tuple[Reduction, ...] = ()  # fields over the event limits, judged by their stand-in (reduction)
 
     @property
     def before_tool(self) -> bool:
@@ -255,9 +257,12 @@ def _run(dialect: Dialect, payload: Mapping[str, Any], name: str, session_id: st
                    session_id=agent_type or session_id)
 
 
-def parse(dialect: Dialect, payload: Any, *, agent_id: str = "") -> HookRequest:
+def parse(dialect: Dialect, payload: Any, *, agent_id: str = "", max_params_bytes: int = DEFAULT_LIMIT_BYTES,
+          max_result_bytes: int = DEFAULT_LIMIT_BYTES) -> HookRequest:
     """Read one hook input (the decoded JSON). The run is the hook's `session_id`, or a
-    sub-agent's child run of it.
+    sub-agent's child run of it. A `tool_input` over `max_params_bytes`, or a `tool_response` or
+    `error` over `max_result_bytes` (the daemon's event limits), is reduced to its stand-in
+    (reduction), named in `HookRequest.reduced`.
 
     HookPayloadError names the field when a mapped event lacks what its host always sends."""
     if not isinstance(payload, Mapping):
@@ -288,17 +293,23 @@ def parse(dialect: Dialect, payload: Any, *, agent_id: str = "") -> HookRequest:
     scope["tool_call_id"] = tool_call_id
     if name == PERMISSION_DENIED:
         return HookRequest(dialect, name, **scope)  # an approval, when the call was asked; else nothing
-    tool = {"tool_name": _string(payload, "tool_name"), "tool_call_id": tool_call_id,
-            "params_json": json_text(payload.get("tool_input", {}))}
+    params_json, params_reduced = bounded_json("tool_input", json_text(payload.get("tool_input", {})),
+                                               max_params_bytes)
+    tool = {"tool_name": _string(payload, "tool_name"), "tool_call_id": tool_call_id, "params_json": params_json}
+    scope["reduced"] = tuple(r for r in (params_reduced,) if r is not None)
     if name == PRE_TOOL_USE:
         accepts_ask = dialect is Dialect.CLAUDE_CODE  # Claude Code can ask the person; Codex cannot
         return HookRequest(dialect, name, run.event(EventKind.TOOL_CALL, **tool, accepts_ask=accepts_ask), **scope)
     duration_ms = _duration_ms(payload)
     if name == POST_TOOL_USE:
-        return HookRequest(dialect, name, run.event(EventKind.TOOL_OUTCOME, **tool, duration_ms=duration_ms,
-                                                    result_json=json_text(payload.get("tool_response"))), **scope)
+        outcome, reduced = bounded_json("tool_response", json_text(payload.get("tool_response")), max_result_bytes)
+        outcome_fields = {"result_json": outcome}
+    else:
+        error, reduced = bounded_text("error", _string(payload, "error"), max_result_bytes)
+        outcome_fields = {"error": error}
+    scope["reduced"] += tuple(r for r in (reduced,) if r is not None)
     return HookRequest(dialect, name, run.event(EventKind.TOOL_OUTCOME, **tool, duration_ms=duration_ms,
-                                                error=_string(payload, "error")), **scope)
+                                                **outcome_fields), **scope)
 
 
 def _action(verdict: VerdictLike) -> str:
@@ -357,6 +368,16 @@ def unremembered_ask_answer(verdict: VerdictLike, reason: str) -> dict[str, Any]
     return {"hookSpecificOutput": _deny(
         f"{_message(verdict)} (loopwarden could not keep this question open for you: {reason}; the call was "
         "denied instead)")}
+
+
+def unchecked_answer(dialect: Dialect, hook_event_name: str, reason: str, *, fail_closed: bool) -> dict[str, Any]:
+    """The answer to a hook input the daemon will not read (over `--hooks-max-body-bytes`), of
+    which only the event's name is known: a PreToolUse gets the unavailable answer (the call runs
+    with a note to the user, or is denied when fail-closed); any other event (its call has already
+    run, or the name could not be read) tells the user that it was not checked."""
+    if hook_event_name == PRE_TOOL_USE:
+        return unavailable_answer(HookRequest(dialect, hook_event_name), reason, fail_closed=fail_closed)
+    return {"systemMessage": f"loopwarden: {reason}; this hook event was not checked."}
 
 
 def unavailable_answer(request: HookRequest, reason: str, *, fail_closed: bool) -> dict[str, Any]:

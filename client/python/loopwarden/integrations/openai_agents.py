@@ -3,7 +3,10 @@ a tool output guardrail reports what it returned.
 
     guard = LoopwardenGuardrails("127.0.0.1:50051", agent_id="coder")
     agent = guard.protect(Agent(name="coder", tools=[read_file]))
-    result = await Runner.run(agent, "fix the build")
+    result = await Runner.run(agent, "fix the build", max_turns=50)
+
+`max_turns` above the critical threshold (the SDK's default of 10 ends the run before loopwarden's
+warning at the 11th identical call and its block at the 21st: docs/integrations/openai-agents.md).
 
 `protect` adds both guardrails to every function tool of an agent (and of the agents it hands off
 to), of a tool, or of a list of tools; `guard.tool_input_guardrail` and `guard.tool_output_guardrail`

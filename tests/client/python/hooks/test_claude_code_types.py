@@ -17,7 +17,7 @@ import tempfile
 import pytest
 
 from loopwarden import Action, Verdict
-from loopwarden.hooks import Dialect, answer, parse, unavailable_answer
+from loopwarden.hooks import Dialect, answer, parse, unavailable_answer, unchecked_answer
 from loopwarden.hooks.protocol import unremembered_ask_answer
 
 from . import payloads
@@ -55,6 +55,10 @@ def _answers() -> list[dict]:
                                                    announce=announce, error_code="compaction_loop_persisted")))
         for fail_closed in (False, True):
             out.append(unavailable_answer(request, "loopwarden is busy", fail_closed=fail_closed))
+            # an input over --hooks-max-body-bytes, of which only the event name was read (or none)
+            for name in (request.hook_event_name, ""):
+                out.append(unchecked_answer(Dialect.CLAUDE_CODE, name, "the hook input is too large",
+                                            fail_closed=fail_closed))
     start = parse(Dialect.CLAUDE_CODE, payloads.claude_subagent_start("s-1", "a1"))
     out.append(answer(start, Verdict(0, "s-1/a1", Action.ABORT, message="too many children",
                                      error_code="too_many_children")))
@@ -107,12 +111,13 @@ class TestAgainstTheSdk:
         assert 0 == result.returncode, result.stdout + result.stderr
 
     def test_the_guides_claude_code_settings_are_the_sdks_settings_type(self, tsc):
-        """The settings.json blocks of the Claude Code guide (HTTP and command hooks) compile as the SDK's Settings."""
+        """The settings.json blocks of the Claude Code guide (HTTP and command hooks, and the fail-closed
+        PreToolUse with onFailure) compile as the SDK's Settings."""
         settings = guide_settings()
 
         result = _check(tsc, _source({"Settings": settings}))
 
-        assert 2 == len(settings)
+        assert 3 == len(settings)
         assert 0 == result.returncode, result.stdout + result.stderr
 
     def test_the_check_catches_a_field_the_sdk_does_not_know(self, tsc):
