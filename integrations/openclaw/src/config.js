@@ -35,6 +35,14 @@ export const DEFAULT_SETTINGS = Object.freeze({
   abortRun: true,
 });
 
+/**
+ * The largest `timeoutMs` accepted. OpenClaw 2026.9 gives a before_tool_call handler 15 s and
+ * treats that hook as fail-closed: past 15 s it blocks the call ("Tool call blocked because
+ * before_tool_call hook failed") whatever failOpen says. 10 s leaves the plugin's own deadline
+ * room for the event loop and the handlers around it, so failOpen stays the plugin's decision.
+ */
+export const MAX_TIMEOUT_MS = 10_000;
+
 const WARNING_DELIVERIES = ['tool-result', 'log', 'off'];
 const KEYS = ['target', 'agentId', 'token', 'tokenFile', 'failOpen', 'timeoutMs', 'warnings', 'abortRun'];
 
@@ -96,6 +104,10 @@ export function parseSettings(raw, env = process.env) {
   const timeoutMs = config.timeoutMs;
   if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || /** @type {number} */ (timeoutMs) <= 0)) {
     throw new PluginConfigError('timeoutMs', 'must be a positive integer (milliseconds)');
+  }
+  if (/** @type {number | undefined} */ (timeoutMs) !== undefined && /** @type {number} */ (timeoutMs) > MAX_TIMEOUT_MS) {
+    throw new PluginConfigError('timeoutMs', `must be at most ${MAX_TIMEOUT_MS}: OpenClaw blocks a call whose before_tool_call `
+      + 'handler outlives its 15 s budget, whatever failOpen says');
   }
   const warnings = config.warnings;
   if (warnings !== undefined && !WARNING_DELIVERIES.includes(/** @type {string} */ (warnings))) {

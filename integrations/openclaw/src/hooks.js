@@ -108,14 +108,51 @@ function describe(err) {
  * @property {string} [appended] the warning text that was appended to the result
  */
 
-/** @param {HookDeps} deps */
-export function createHooks({ client, settings, logger, abortRun }) {
-  /** @type {RecentMap<string, PendingCall>} */
-  const calls = new RecentMap(MEMORY_LIMIT);
-  /** @type {RecentMap<string, Set<string>>} session (key or id) -> the runs seen in it */
-  const runsOfSession = new RecentMap(MEMORY_LIMIT);
-  /** @type {RecentMap<string, true>} runs this plugin saw aborted (and ended in OpenClaw) */
-  const endedRuns = new RecentMap(MEMORY_LIMIT);
+/**
+ * What the hooks remember between events: the calls in flight, the runs of each session, the runs
+ * already ended.
+ * @typedef {object} HookMemory
+ * @property {RecentMap<string, PendingCall>} calls (run, tool, toolCallId) -> the call in flight
+ * @property {RecentMap<string, Set<string>>} runsOfSession session (key or id) -> the runs seen in it
+ * @property {RecentMap<string, true>} endedRuns runs this plugin saw aborted (and ended in OpenClaw)
+ */
+
+/** @returns {HookMemory} */
+export function createMemory() {
+  return { calls: new RecentMap(MEMORY_LIMIT), runsOfSession: new RecentMap(MEMORY_LIMIT), endedRuns: new RecentMap(MEMORY_LIMIT) };
+}
+
+/**
+ * Where the process keeps one HookMemory per plugin configuration. On globalThis, under a
+ * registered symbol, because a module-level Map is not enough: OpenClaw 2026.9 registers a plugin
+ * several times in one process (a "full" registration and "discovery" ones), each from its own
+ * captured copy of the plugin's files, so each registration has its own module instance. It
+ * dispatches the tool hooks to one registration and the tool-result middleware to another: with
+ * memory per registration, the middleware never saw the warning before_tool_call had left for it.
+ * The `v1` names the shape of HookMemory, so a different plugin version never shares it.
+ */
+const SHARED_MEMORY = Symbol.for('loopwarden.openclaw.hook-memory.v1');
+
+/**
+ * The process-wide memory of every registration with this configuration key (the daemon address
+ * and agent id: two registrations that talk to one daemon about the same runs must agree).
+ * @param {string} key
+ * @returns {HookMemory}
+ */
+export function sharedMemory(key) {
+  const holder = /** @type {Record<symbol, Map<string, HookMemory> | undefined>} */ (/** @type {unknown} */ (globalThis));
+  const byKey = holder[SHARED_MEMORY] ?? (holder[SHARED_MEMORY] = new Map());
+  let memory = byKey.get(key);
+  if (!memory) {
+    memory = createMemory();
+    byKey.set(key, memory);
+  }
+  return memory;
+}
+
+/** @param {HookDeps & { memory?: HookMemory }} deps memory: shared with other registrations, else this instance's own */
+export function createHooks({ client, settings, logger, abortRun, memory = createMemory() }) {
+  const { calls, runsOfSession, endedRuns } = memory;
   let outage = { since: 0, lastLog: 0, suppressed: 0 };
 
   /**

@@ -6,10 +6,10 @@
  */
 import { LoopwardenClient } from '@loopwarden/client';
 import { PLUGIN_ID, parseSettings } from './config.js';
-import { createHooks } from './hooks.js';
+import { createHooks, sharedMemory } from './hooks.js';
 
 export { DEFAULT_SETTINGS, PluginConfigError, parseSettings } from './config.js';
-export { createHooks } from './hooks.js';
+export { createHooks, createMemory, sharedMemory } from './hooks.js';
 
 /** @typedef {import('openclaw/plugin-sdk/plugin-entry').OpenClawPluginApi} OpenClawPluginApi */
 /** @typedef {import('openclaw/plugin-sdk/plugin-entry').OpenClawPluginDefinition} OpenClawPluginDefinition */
@@ -49,7 +49,10 @@ export function createLoopwardenPlugin(options = {}) {
     register(api) {
       const settings = parseSettings(api.pluginConfig);
       const client = (options.createClient ?? connect)(settings);
-      const hooks = createHooks({ client, settings, logger: api.logger, abortRun: options.abortRun ?? abortOpenClawRun });
+      // OpenClaw registers the plugin more than once per process and may call the tool hooks on
+      // one registration and the middleware on another: they share one memory (hooks.js).
+      const memory = sharedMemory(JSON.stringify([settings.target, settings.agentId]));
+      const hooks = createHooks({ client, settings, logger: api.logger, abortRun: options.abortRun ?? abortOpenClawRun, memory });
       api.on('before_tool_call', (event, ctx) => hooks.beforeToolCall(event, ctx));
       api.on('after_tool_call', (event, ctx) => hooks.afterToolCall(event, ctx));
       api.on('after_compaction', (event, ctx) => hooks.afterCompaction(event, ctx));

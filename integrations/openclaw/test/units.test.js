@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { DEFAULT_SETTINGS, PluginConfigError, parseSettings } from '../src/config.js';
+import { DEFAULT_SETTINGS, MAX_TIMEOUT_MS, PluginConfigError, parseSettings } from '../src/config.js';
 import { callKey, outcomeOf, resultForDaemon, runIdOf, withNote } from '../src/mapping.js';
 
 const manifest = JSON.parse(fs.readFileSync(new URL('../openclaw.plugin.json', import.meta.url), 'utf8'));
@@ -31,6 +31,13 @@ describe('settings (plugins.entries.loopwarden.config)', () => {
     assert.throws(() => parseSettings({ timeoutMs: 0 }, {}), /config\.timeoutMs: must be a positive integer/);
     assert.throws(() => parseSettings({ warnings: 'model' }, {}), /config\.warnings: must be one of tool-result, log, off/);
     assert.throws(() => parseSettings({ target: ' ' }, {}), /config\.target: must be a non-empty string/);
+  });
+
+  test('timeoutMs stays inside OpenClaw\'s 15 s before_tool_call budget, in the parser and the manifest', () => {
+    assert.equal(10_000, MAX_TIMEOUT_MS);
+    assert.equal(MAX_TIMEOUT_MS, parseSettings({ timeoutMs: MAX_TIMEOUT_MS }, {}).timeoutMs);
+    assert.throws(() => parseSettings({ timeoutMs: 15_000 }, {}), /config\.timeoutMs: must be at most 10000/);
+    assert.equal(MAX_TIMEOUT_MS, manifest.configSchema.properties.timeoutMs.maximum);
   });
 
   test('tokenFile is read and trimmed; token and tokenFile together are an error', () => {
