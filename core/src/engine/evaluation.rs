@@ -439,14 +439,17 @@ fn on_tool_outcome(
     Ok(allow_owned(tool, raw_tool))
 }
 
-/// `Verdict::allow` naming the tool as the host spelled it (`raw`); the normalised name it is
-/// given is moved in, not copied, when the two agree (most hosts' names normalise to themselves).
-fn allow_owned(tool: String, raw: &str) -> Verdict {
+/// `Verdict::allow` naming the tool as the host spelled it (`raw`, as `spelling_of` trims it),
+/// in the normalised name's buffer: no allocation when the two agree (most hosts' names) nor,
+/// mostly, when they differ (`Bash` fits where `exec` was, as does any name only lower-cased).
+fn allow_owned(mut tool: String, raw: &str) -> Verdict {
+    let trimmed = raw.trim_matches(py_isspace);
+    if !trimmed.is_empty() && trimmed != tool {
+        tool.clear();
+        tool.push_str(trimmed);
+    }
     let mut v = Verdict::allow("");
-    v.tool_name = match spelling_of(raw, &tool) {
-        spelled if spelled == tool => tool,
-        spelled => spelled.to_string(),
-    };
+    v.tool_name = tool;
     v
 }
 
