@@ -8,6 +8,7 @@
 //! interned Arc<str>s before them did (the table never shrank).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Ids 0..MAX_TOOL_IDS name a table entry; OVERFLOW says "the name is in the record's extras".
@@ -19,17 +20,54 @@ const SEGMENT: usize = 256;
 static SEGMENTS: [OnceLock<Box<[OnceLock<&'static str>]>>; MAX_TOOL_IDS / SEGMENT + 1] =
     [const { OnceLock::new() }; MAX_TOOL_IDS / SEGMENT + 1];
 static IDS: OnceLock<Mutex<HashMap<&'static str, u16>>> = OnceLock::new();
+/// id -> 1 + the id of the normalised name it spells (0: the name is itself normalised). A
+/// record keeps the id of its host's spelling (`Bash`) and matches by this (`exec`): one load.
+static CANONICAL: [AtomicU16; MAX_TOOL_IDS] = [const { AtomicU16::new(0) }; MAX_TOOL_IDS];
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The id of a (normalised) tool name, interning it while there is room; OVERFLOW after.
+/// The id of a (normalised) tool name, interning it while there is room; OVERFLOW after (and
+/// for a name already interned as the spelling of another normalised name, which only a
+/// normalisation that is not idempotent could give: records of it then compare by name).
 pub fn tool_id(name: &str) -> u16 {
     let mut ids = locked(IDS.get_or_init(Default::default));
     if let Some(&id) = ids.get(name) {
-        return id;
+        return if canonical(id) == id { id } else { OVERFLOW };
     }
+    insert(&mut ids, name)
+}
+
+/// The id of a host's spelling of the normalised name `canonical_id` names (`Bash` of `exec`),
+/// interning it while there is room. `canonical_id` itself when the spelling is the normalised
+/// name, when there is no room, or when the spelling is already interned as another name.
+pub fn spelling_id(spelling: &str, canonical_id: u16) -> u16 {
+    if canonical_id == OVERFLOW || tool_name(canonical_id) == Some(spelling) {
+        return canonical_id;
+    }
+    let mut ids = locked(IDS.get_or_init(Default::default));
+    if let Some(&id) = ids.get(spelling) {
+        return if canonical(id) == canonical_id { id } else { canonical_id };
+    }
+    let id = insert(&mut ids, spelling);
+    if id == OVERFLOW {
+        return canonical_id;
+    }
+    CANONICAL[id as usize].store(canonical_id + 1, Ordering::Release);
+    id
+}
+
+/// The id of the normalised name an id spells (itself for a normalised name and OVERFLOW).
+#[inline]
+pub fn canonical(id: u16) -> u16 {
+    match CANONICAL.get(id as usize).map_or(0, |c| c.load(Ordering::Acquire)) {
+        0 => id,
+        c => c - 1,
+    }
+}
+
+fn insert(ids: &mut HashMap<&'static str, u16>, name: &str) -> u16 {
     let id = ids.len();
     if id >= MAX_TOOL_IDS {
         return OVERFLOW;
@@ -150,6 +188,20 @@ mod tests {
         assert_eq!(tool_id("intern-test-read"), a);
         assert_ne!(tool_id("intern-test-write"), a);
         assert_eq!(tool_name(a), Some("intern-test-read"));
+    }
+
+    #[test]
+    fn a_spelling_has_an_id_of_its_own_that_folds_to_its_normalised_name() {
+        let exec = tool_id("intern-test-exec");
+        let bash = spelling_id("Intern-Test-Bash", exec);
+        assert_ne!(bash, exec);
+        assert_eq!((canonical(bash), canonical(exec)), (exec, exec));
+        assert_eq!(spelling_id("Intern-Test-Bash", exec), bash, "interned once");
+        assert_eq!(spelling_id("intern-test-exec", exec), exec, "the normalised name is its own spelling");
+        let other = tool_id("intern-test-other");
+        assert_eq!(spelling_id("Intern-Test-Bash", other), other, "a spelling of another name is not kept");
+        assert_eq!(tool_id("Intern-Test-Bash"), OVERFLOW, "nor used as a normalised name: those compare by name");
+        assert_eq!(spelling_id("x", OVERFLOW), OVERFLOW);
     }
 
     #[test]

@@ -214,7 +214,7 @@ pub struct Verdict {
     /// A warning that is first in its decade for this key and run; BLOCK and ABORT are always announced.
     #[prost(bool, tag = "9")]
     pub announce: bool,
-    /// Ping-pong partner.
+    /// Ping-pong partner, as its call spelled it.
     #[prost(string, tag = "10")]
     pub paired_tool_name: ::prost::alloc::string::String,
     /// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
@@ -228,7 +228,8 @@ pub struct Verdict {
     /// generated:error-codes:end
     #[prost(string, tag = "11")]
     pub error_code: ::prost::alloc::string::String,
-    /// The normalised tool name the verdict is about (empty for events without one).
+    /// The tool the verdict is about as the event spelled it (`Bash`; matching and warning_key use the
+    /// normalised name, `exec`); empty for events without one.
     #[prost(string, tag = "12")]
     pub tool_name: ::prost::alloc::string::String,
     /// Why: the records that formed the pattern (WARN, BLOCK and ABORT verdicts).
@@ -389,6 +390,7 @@ pub struct RunRecord {
     /// Seq of the event that created the record.
     #[prost(uint64, tag = "1")]
     pub seq: u64,
+    /// As the call that formed the record spelled it; args_hash is over the normalised name.
     #[prost(string, tag = "2")]
     pub tool_name: ::prost::alloc::string::String,
     #[prost(string, tag = "3")]

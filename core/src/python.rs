@@ -328,7 +328,8 @@ fn refusal_reason(r: Refusal) -> &'static str {
     }
 }
 
-/// One record of a run's history, as InspectRun shows it.
+/// One record of a run's history, as InspectRun shows it (`tool_name` as the host spelled it in
+/// the call that formed the record; `args_hash` over the normalised name, as matching hashes it).
 #[pyclass(module = "loopwarden_core", frozen, get_all)]
 struct RecordView {
     seq: u64,
@@ -699,7 +700,7 @@ impl PyCore {
         for r in state.history.iter() {
             records.push(Py::new(py, RecordView {
                 seq: r.seq,
-                tool_name: r.tool().to_string(),
+                tool_name: r.spelling().to_string(),
                 args_hash: args_hash_text(r.tool(), &r.args),
                 tool_call_id: r.call_id().unwrap_or("").to_string(),
                 result_hash: result_hash_text(r.status, &r.result).unwrap_or_default(),

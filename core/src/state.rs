@@ -21,6 +21,9 @@
 //!            "denied": [warning key, ..]}},
 //!  (history's optional "flags": hex, one byte per record: engine::batches; both written only
 //!   when set, and absent = none, so records without batches are unchanged)
+//!  (history's optional "spellings": [null | name, ..], the tool as the host spelled it where that
+//!   differs from "tools" (`Bash` of `exec`); written only when one differs, absent/null = the
+//!   normalised name)
 //!  "retries": null | {"seqs", "digests": hex, "next_slot", "decisions": {"slot": {"seq",
 //!                     "decision_id", "verdict"}}},
 //!  "tree" (optional: runs of a run tree or under a budget, service/trees.rs): {"parent", "root"
@@ -37,7 +40,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use crate::engine::{hex, Action, Detector, Guard, Level, Record, RunState, SideEffect, Verdict, MAX_SIDE_EFFECTS};
+use crate::engine::{hex, Action, Detector, Guard, Level, Record, RunState, SideEffect, Tool, Verdict, MAX_SIDE_EFFECTS};
 use crate::service::{Notice, Totals, TreeLink};
 
 pub const MAX_RECORD_DEPTH: usize = 16;
@@ -186,6 +189,12 @@ fn write_history(w: &mut Writer, state: &RunState) {
         o.key("failure_keys").list(h, |w, r| match r.failure_key() {
             Some(key) => w.str(&hex(key)),
             None => w.null(),
+        });
+    }
+    if h.iter().any(|r| r.spelling() != r.tool()) {
+        o.key("spellings").list(h, |w, r| match r.spelling() {
+            spelled if spelled != r.tool() => w.str(spelled),
+            _ => w.null(),
         });
     }
     if h.iter().any(|r| r.flags != 0) {
@@ -759,7 +768,14 @@ fn read_state(at: &At) -> Result<RunState, String> {
         None => None,
         Some(f) => Some(f.hex()?),
     };
+    let spellings = match h.absent_or_null("spellings")? {
+        None => None,
+        Some(s) => Some(s.items()?),
+    };
     let size = tools.len();
+    if spellings.as_ref().is_some_and(|s| s.len() != size) {
+        return Err(format!("{} columns disagree in length", h.path));
+    }
     if failure_keys.as_ref().is_some_and(|f| f.len() != size) || flags.as_ref().is_some_and(|f| f.len() != size) {
         return Err(format!("{} columns disagree in length", h.path));
     }
@@ -778,9 +794,20 @@ fn read_state(at: &At) -> Result<RunState, String> {
         if status[i] > 2 {
             return Err(format!("{}.status[{i}] is not a result status", h.path));
         }
-        history.push_back(Record::new(
+        let tool = tools[i].str()?;
+        let spelled = match &spellings {
+            Some(s) if !s[i].is_null() => {
+                let spelled = s[i].str()?;
+                if crate::toolnames::normalize_tool_name(spelled) != tool {
+                    return Err(format!("{}.spellings[{i}] is not a spelling of {tool:?}", h.path));
+                }
+                spelled
+            }
+            _ => tool,
+        };
+        history.push_back(Record::of(
             seqs[i].u64()?,
-            tools[i].str()?,
+            Tool::spelled(tool, spelled),
             digest32(&args[i * 32..(i + 1) * 32]),
             digest32(&results[i * 32..(i + 1) * 32]),
             status[i],
@@ -1169,6 +1196,28 @@ mod tests {
 
     /// A run's batches (record flags, the current batch, the first critical) survive a store,
     /// and a record written without them (absent keys) reads as none.
+    #[test]
+    fn spellings_round_trip_and_are_optional() {
+        use crate::engine::Tool;
+        let mut state = RunState::new(4);
+        state.history.push_back(Record::of(1, Tool::spelled("exec", "Bash"), [1; 32], [0; 32], 1, None, None));
+        state.history.push_back(Record::new(2, "exec", [1; 32], [0; 32], 1, None, None));
+        let record = |state: &RunState| encode(&RunRecord {
+            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 2, state, retries: None, tree: None,
+        });
+        let text = String::from_utf8(record(&state)).unwrap();
+        assert!(text.contains(r#""spellings":["Bash",null]"#), "{text}");
+        let back = decode(&record(&state), 16).ok().unwrap().state;
+        let names: Vec<_> = back.history.iter().map(|r| (r.tool(), r.spelling())).collect();
+        assert_eq!(names, [("exec", "Bash"), ("exec", "exec")]);
+        assert!(back.history[0].same_tool(&back.history[1]));
+        let plain = String::from_utf8(record(&RunState::new(4))).unwrap();
+        assert!(!plain.contains("spellings"), "{plain}");
+        let wrong = text.replace(r#""spellings":["Bash",null]"#, r#""spellings":["Read",null]"#);
+        let err = decode(wrong.as_bytes(), 16).err().unwrap();
+        assert!(err.contains("spellings[0] is not a spelling of \"exec\""), "{err}");
+    }
+
     #[test]
     fn batches_round_trip_and_are_optional() {
         use crate::engine::batches::{Batch, FirstCritical};

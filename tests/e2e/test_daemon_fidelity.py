@@ -152,8 +152,9 @@ class TestShapesAndSpellings:
         assert (21, 20) == (number, verdict.count)
 
     def test_zero_width_and_fullwidth_spellings_are_one_tool(self, daemon, run_id):
-        """Rotating read / re\u200bad / ｒｅａｄ: the 11th call is warned as read (count 10)."""
+        """Rotating read / re\u200bad / ｒｅａｄ: the 11th call is warned (count 10), named as it spelled itself."""
         spellings = ["read", "re\u200bad", "ｒｅａｄ"]
         with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
             verdicts = [stream.one(call(run_id, spellings[i % 3], '{"path":"/x"}')) for i in range(11)]
-        assert (pb.ACTION_WARN, 10, "read") == (verdicts[-1].action, verdicts[-1].count, verdicts[-1].tool_name)
+        assert (pb.ACTION_WARN, 10, "re\u200bad") == (verdicts[-1].action, verdicts[-1].count, verdicts[-1].tool_name)
+        assert verdicts[-1].warning_key.startswith("generic:read:"), "the key folds the spellings"

@@ -92,4 +92,5 @@ def test_the_command_form_sends_a_subagents_calls_to_its_child_run(daemon, run_i
     with LoopwardenClient(daemon.grpc_target) as client:
         child = client.inspect(child_run_id(run_id, "a1"))
 
-    assert ["exec"] == [record.tool_name for record in child.records], "recorded under its normalised name"
+    assert ["Bash"] == [record.tool_name for record in child.records], "shown as Claude Code spelled it"
+    assert child.records[0].args_hash.startswith("exec:"), "matched under its normalised name"

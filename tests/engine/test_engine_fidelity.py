@@ -43,14 +43,17 @@ class TestToolNameSpellings:
         assert "exec" == normalize_tool_name("Ｂａｓｈ")
 
     def test_rotating_spellings_count_as_one_tool(self):
-        """Ten calls spelled four ways are ten calls of one tool: the eleventh is warned with count 10."""
+        """Ten calls spelled four ways are ten calls of one tool: the eleventh is warned with count 10,
+        naming the tool as that call spelled it while the key folds it (issue 26 item 8)."""
         run = Run(DEFAULTS)
         spellings = ["read", "re\u200bad", "ｒｅａｄ", " READ\u200c"]
         for index in range(10):
             assert Action.ALLOW == run.call(spellings[index % 4], {"path": "/x"}).action
         verdict = run.call("ｒｅ\u200bａｄ", {"path": "/x"})
-        assert (Action.WARN, Detector.GENERIC_REPEAT, 10, "read") == (
+        assert (Action.WARN, Detector.GENERIC_REPEAT, 10, "ｒｅ\u200bａｄ") == (
             verdict.action, verdict.detector, verdict.count, verdict.tool_name)
+        assert verdict.message.startswith("WARNING: ｒｅ\u200bａｄ has been called 10 times")
+        assert verdict.warning_key.startswith("generic:read:")
 
     def test_other_letters_are_kept(self):
         """Normalisation folds spellings, not letters: é stays é."""

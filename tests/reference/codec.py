@@ -33,7 +33,10 @@ def encode_state(state: RunState) -> dict:
                     "seqs": list(history.seqs),
                     # null once no record names a missing tool (as the core writes it)
                     "unknown": None if history.unknown is None or all(u is None for u in history.unknown)
-                    else history.unknown},
+                    else history.unknown,
+                    # optional, as the core writes it: only when a record's spelling differs
+                    **({} if history.spellings is None or all(s is None for s in history.spellings)
+                       else {"spellings": history.spellings})},
         "announced": state.announced,
         "guard": None if guard is None else {
             "window_size": guard.window_size, "observed": guard.observed, "all_identical": guard.all_identical,
@@ -100,7 +103,11 @@ def decode_state(data: dict) -> RunState:
     history.call_ids = [str(call_id) for call_id in columns["call_ids"]]
     history.seqs = array("Q", (int(seq) for seq in columns["seqs"]))
     history.unknown = None if columns["unknown"] is None else [None if u is None else str(u) for u in columns["unknown"]]
+    spellings = columns.get("spellings")
+    history.spellings = None if spellings is None else [None if s is None else str(s) for s in spellings]
     size = len(history.tools)
+    if history.spellings is not None and len(history.spellings) != size:
+        raise ValueError("history columns disagree in length")
     if not (len(history.args) == len(history.results) == size * DIGEST and len(history.status) == len(history.call_ids)
             == len(history.seqs) == size and (history.unknown is None or len(history.unknown) == size)):
         raise ValueError("history columns disagree in length")

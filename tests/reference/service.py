@@ -242,7 +242,9 @@ class LoopwardenService:
         kept = entry.retries.decision_at(slot)
         if kept is not None:
             return Decision(event.seq, run_id, kept.verdict, kept.decision_id)
-        tool_name = normalize_tool_name(event.payload.tool_name) if isinstance(event.payload, (ToolCall, ToolOutcome)) else ""
+        tool_name = ""
+        if isinstance(event.payload, (ToolCall, ToolOutcome)):  # as the host spelled it (blank: normalised)
+            tool_name = event.payload.tool_name.strip() or normalize_tool_name(event.payload.tool_name)
         return Decision(event.seq, run_id, Verdict(action=Action.ALLOW, tool_name=tool_name))
 
     def _internal_error(self, event: EventInput, run_id: str, entry: RunEntry, created: bool, config: Config) -> Decision:

@@ -1284,7 +1284,7 @@ type Verdict struct {
 	WarningKey string `protobuf:"bytes,8,opt,name=warning_key,json=warningKey,proto3" json:"warning_key,omitempty"`
 	// A warning that is first in its decade for this key and run; BLOCK and ABORT are always announced.
 	Announce bool `protobuf:"varint,9,opt,name=announce,proto3" json:"announce,omitempty"`
-	// Ping-pong partner.
+	// Ping-pong partner, as its call spelled it.
 	PairedToolName string `protobuf:"bytes,10,opt,name=paired_tool_name,json=pairedToolName,proto3" json:"paired_tool_name,omitempty"`
 	// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
 	// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed, tree_too_deep,
@@ -1296,7 +1296,8 @@ type Verdict struct {
 	// when the daemon failed on this event (it changed nothing): internal_error.
 	// generated:error-codes:end
 	ErrorCode string `protobuf:"bytes,11,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
-	// The normalised tool name the verdict is about (empty for events without one).
+	// The tool the verdict is about as the event spelled it (`Bash`; matching and warning_key use the
+	// normalised name, `exec`); empty for events without one.
 	ToolName string `protobuf:"bytes,12,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	// Why: the records that formed the pattern (WARN, BLOCK and ABORT verdicts).
 	Evidence *Evidence `protobuf:"bytes,13,opt,name=evidence,proto3" json:"evidence,omitempty"`
@@ -2138,7 +2139,8 @@ func (x *RevokeExemptionResponse) GetRevoked() *Exemption {
 type RunRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Seq of the event that created the record.
-	Seq        uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// As the call that formed the record spelled it; args_hash is over the normalised name.
 	ToolName   string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	ArgsHash   string `protobuf:"bytes,3,opt,name=args_hash,json=argsHash,proto3" json:"args_hash,omitempty"`
 	ToolCallId string `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`

@@ -20,7 +20,8 @@ pub(crate) fn arm(state: &mut RunState, s: &Settings) -> Verdict {
     v
 }
 
-pub(crate) fn observe_outcome(state: &mut RunState, tool: &str, args: [u8; 32], status: u8, result: [u8; 32], seq: u64) -> Option<Verdict> {
+/// `tool` the normalised name (the triple, the key), `spelled` the host's (the message, the verdict).
+pub(crate) fn observe_outcome(state: &mut RunState, tool: &str, spelled: &str, args: [u8; 32], status: u8, result: [u8; 32], seq: u64) -> Option<Verdict> {
     let guard = state.guard.as_mut()?;
     let triple = (Box::<str>::from(tool), args, status, result);
     match &guard.first {
@@ -38,12 +39,12 @@ pub(crate) fn observe_outcome(state: &mut RunState, tool: &str, args: [u8; 32], 
         return None;
     }
     let observed = guard.observed;
-    let mut v = Verdict::allow(tool);
+    let mut v = Verdict::allow(spelled);
     v.action = Action::Abort;
     v.detector = Detector::PostCompactionGuard;
     v.level = Level::Critical;
     v.count = observed;
-    v.message = messages::compaction_guard_abort(tool, observed);
+    v.message = messages::compaction_guard_abort(spelled, observed);
     v.warning_key = format!(
         "compaction:{tool}:{}:{}",
         args_hash_text(tool, &args),

@@ -15,6 +15,7 @@ use super::batches;
 use super::compaction_guard::{arm, observe_outcome};
 use super::detectors::{detect, track_outcome, Context};
 use super::side_effects::{class_of, remember_call, settle, succeeded};
+use super::run_state::spelling_of;
 use super::{same, Action, Level, Record, RunState, Settings, Tool, Verdict, MAX_ANNOUNCED_KEYS};
 
 /// One event as the engine sees it (JSON still as text).
@@ -183,20 +184,22 @@ fn on_tool_call(
     s: &Settings, catalog: &Catalog, max_depth: usize, io: &mut AskIo,
 ) -> Result<Verdict, Invalid> {
     let tool = normalize_tool_name(raw_tool);
+    // Messages and the verdict name the tool as the host spelled it; everything else folds it.
+    let spelled = spelling_of(raw_tool, &tool);
     let params = decode_params(params_json, max_depth)?;
-    if let Some(v) = gate(state, s, &tool) {
+    if let Some(v) = gate(state, s, spelled) {
         return Ok(v);
     }
     let rule = s.tool_rules.find(&tool);
     let class = class_of(rule, sent_class);
     let digest = rule_digest(rule, &tool, params_json, &params);
-    let t = Tool::new(&tool);
+    let t = Tool::spelled(&tool, spelled);
     // duplicate_side_effect remembers a mutating call once it is let through (or shadowed).
     let side_effect = s.duplicate_side_effect && class == ToolClass::Mutating;
     let batched = batches::tracking(s);
     let link = if batched { batches::place_call(state) } else { 0 };
     if batched && batches::scope_is_batch(s) {
-        if let Some(v) = sibling_of_critical(state, &tool) {
+        if let Some(v) = sibling_of_critical(state, spelled) {
             return Ok(if s.shadow { shadowed(v) } else { v });
         }
     }
@@ -211,6 +214,7 @@ fn on_tool_call(
         let mut ctx = Context {
             history: &state.history,
             tool: &tool,
+            spelled,
             t,
             args: digest,
             known_poll: class == ToolClass::Poll || is_known_poll(&tool, &params, catalog),
@@ -232,7 +236,7 @@ fn on_tool_call(
         if side_effect {
             remember_call(state, &tool, digest, seq, call_id);
         }
-        return Ok(allow_owned(tool));
+        return Ok(allow_owned(tool, raw_tool));
     };
     let (seqs, ids) = match det.cited.take() {
         Some(cited) => cited,
@@ -248,7 +252,7 @@ fn on_tool_call(
         announce: false,
         paired_tool_name: det.paired_tool_name,
         error_code: "",
-        tool_name: tool.clone(),
+        tool_name: spelled.to_string(),
         evidence_seqs: seqs,
         evidence_call_ids: ids,
         shadow_action: None,
@@ -263,7 +267,7 @@ fn on_tool_call(
                 if side_effect {
                     remember_call(state, &tool, digest, seq, call_id);
                 }
-                return Ok(allow_owned(tool));
+                return Ok(allow_owned(tool, raw_tool));
             }
             // Not a block: not counted toward abortAfterBlocks, the call not recorded (it runs,
             // if at all, after an approval; its outcome arrives as any call's does).
@@ -355,6 +359,7 @@ fn on_tool_outcome(
     error: Option<&str>, seq: u64, s: &Settings, catalog: &Catalog, max_depth: usize,
 ) -> Result<Verdict, Invalid> {
     let tool = normalize_tool_name(raw_tool);
+    let spelled = spelling_of(raw_tool, &tool);
     let params = decode_params(params_json, max_depth)?;
     let has_result = error.is_none() && matches!(result_json, Some(r) if !r.is_empty());
     let mut result = if has_result {
@@ -362,7 +367,7 @@ fn on_tool_outcome(
     } else {
         None
     };
-    if let Some(v) = gate(state, s, &tool) {
+    if let Some(v) = gate(state, s, spelled) {
         return Ok(v);
     }
     let rule = s.tool_rules.find(&tool);
@@ -375,10 +380,10 @@ fn on_tool_outcome(
     let wrapped = matches!(raw, Some(r) if r.contains(MARKER));
     let fp = outcome_fingerprint(&tool, &params, result.as_ref(), error, catalog, wrapped);
     if fp.status == PENDING {
-        return Ok(allow_owned(tool));
+        return Ok(allow_owned(tool, raw_tool));
     }
     let digest = rule_digest(rule, &tool, params_json, &params);
-    let t = Tool::new(&tool);
+    let t = Tool::spelled(&tool, spelled);
     if s.duplicate_side_effect {
         let mutating = class_of(rule, ToolClass::Unknown) == ToolClass::Mutating;
         settle(state, &tool, &digest, call_id, seq, ok, mutating);
@@ -424,18 +429,25 @@ fn on_tool_outcome(
             state.no_new_streak = before;
         }
     }
-    if let Some(abort) = observe_outcome(state, &tool, digest, fp.status, fp.digest, seq) {
+    if let Some(abort) = observe_outcome(state, &tool, spelled, digest, fp.status, fp.digest, seq) {
         if s.shadow {
             return Ok(shadowed(abort));
         }
         state.abort = Some(Box::new(abort.clone()));
         return Ok(abort);
     }
-    Ok(allow_owned(tool))
+    Ok(allow_owned(tool, raw_tool))
 }
 
-/// `Verdict::allow` taking the normalised name it is given (no second copy of it).
-fn allow_owned(tool: String) -> Verdict {
+/// `Verdict::allow` naming the tool as the host spelled it (`raw`, as `spelling_of` trims it),
+/// in the normalised name's buffer: no allocation when the two agree (most hosts' names) nor,
+/// mostly, when they differ (`Bash` fits where `exec` was, as does any name only lower-cased).
+fn allow_owned(mut tool: String, raw: &str) -> Verdict {
+    let trimmed = raw.trim_matches(py_isspace);
+    if !trimmed.is_empty() && trimmed != tool {
+        tool.clear();
+        tool.push_str(trimmed);
+    }
     let mut v = Verdict::allow("");
     v.tool_name = tool;
     v
@@ -444,7 +456,44 @@ fn allow_owned(tool: String) -> Verdict {
 #[cfg(test)]
 mod tests {
     use crate::engine::testing::{seen, small, Run, ALLOW};
-    use crate::engine::{Action, Detector, Event, Settings};
+    use crate::engine::{Action, Detector, Event, Settings, Verdict};
+
+    /// Issue 26 item 8: a host's spelling (`Bash`) is what messages and the verdict name, while
+    /// matching, keys and hashes fold it (`exec`), so a loop spelled two ways is one loop.
+    #[test]
+    fn messages_name_the_tool_as_the_host_spelled_it_and_matching_folds_it() {
+        let mut run = Run::new(small());
+        let cmd = r#"{"command": "ls"}"#;
+        run.round("Bash", cmd, r#""a""#);
+        run.round("exec", cmd, r#""a""#);
+        run.round("BASH", cmd, r#""a""#);
+        let v = run.call(" Bash ", cmd);
+        assert_eq!(seen(&v), (Action::Warn, Detector::GenericRepeat, 3), "the calls are one loop");
+        assert_eq!(v.tool_name, "Bash", "the event's own spelling, trimmed");
+        assert!(v.message.starts_with("WARNING: Bash has been called 3 times"), "{}", v.message);
+        assert!(v.warning_key.starts_with("generic:exec:"), "keys keep the normalised name: {}", v.warning_key);
+        run.result("Bash", cmd, r#""a""#);
+        let v = run.call("exec", cmd);
+        assert!(v.message.starts_with("WARNING: exec has been called 4 times"), "the current call's spelling: {}", v.message);
+        let spellings: Vec<_> = run.state.history.iter().map(|r| (r.tool(), r.spelling())).collect();
+        assert_eq!(spellings, [("exec", "Bash"), ("exec", "exec"), ("exec", "BASH"), ("exec", "Bash"), ("exec", "exec")]);
+        assert_eq!(run.call("  ", "{}").tool_name, "tool", "a blank name is shown as its normalised name");
+    }
+
+    #[test]
+    fn a_ping_pong_names_the_other_tool_as_its_call_spelled_it() {
+        let mut run = Run::new(small());
+        let (a, b) = (("Bash", r#"{"command": "make"}"#), ("Read", r#"{"path": "x"}"#));
+        let mut last = Verdict::allow("");
+        for i in 0..4 {
+            let (tool, params) = if i % 2 == 0 { a } else { b };
+            last = run.round(tool, params, &format!(r#""{i}""#));
+        }
+        assert_eq!(last.detector, Detector::PingPong);
+        assert_eq!((last.tool_name.as_str(), last.paired_tool_name.as_str()), ("Read", "Bash"));
+        assert!(last.message.contains("between Read and Bash"), "{}", last.message);
+        assert!(!last.warning_key.contains("Bash"), "{}", last.warning_key);
+    }
 
     const CALL: (&str, &str) = ("fetch", r#"{"url": "x"}"#);
 

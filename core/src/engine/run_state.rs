@@ -6,7 +6,7 @@
 use std::collections::{HashSet, VecDeque};
 
 use crate::fingerprint::{ERROR, PENDING};
-use crate::intern::{tool_id, tool_name, ExtraHandle, OVERFLOW};
+use crate::intern::{canonical, spelling_id, tool_id, tool_name, ExtraHandle, OVERFLOW};
 pub use crate::intern::RecordExtra;
 
 use super::Verdict;
@@ -18,16 +18,35 @@ pub const MAX_SEEN_TRIPLES: usize = 4096;
 /// Bound of `RunState::side_effects` (the oldest goes first).
 pub const MAX_SIDE_EFFECTS: usize = 256;
 
-/// A tool name as records compare it: its interned id (OVERFLOW: compare names) and the name.
+/// A tool name as records compare it: its interned id (OVERFLOW: compare names) and the name,
+/// both normalised; and the id of the host's spelling a new record keeps (`spelled`: `Bash`
+/// where `name` is `exec`; `id` itself when they agree or the spelling could not be kept).
 #[derive(Clone, Copy)]
 pub struct Tool<'a> {
     pub id: u16,
     pub name: &'a str,
+    pub spelled: u16,
 }
 
 impl<'a> Tool<'a> {
     pub fn new(name: &'a str) -> Tool<'a> {
-        Tool { id: tool_id(name), name }
+        let id = tool_id(name);
+        Tool { id, name, spelled: id }
+    }
+    /// `name` as the host spelled it (`spelling`): only a spelling that differs costs a lookup.
+    pub fn spelled(name: &'a str, spelling: &str) -> Tool<'a> {
+        let id = tool_id(name);
+        let spelled = if spelling == name { id } else { spelling_id(spelling, id) };
+        Tool { id, name, spelled }
+    }
+}
+
+/// The name a host sent, as messages and InspectRun show it: trimmed as normalisation trims it;
+/// a blank one is the normalised name ("tool").
+pub fn spelling_of<'a>(raw: &'a str, normalised: &'a str) -> &'a str {
+    match raw.trim_matches(crate::json::py_isspace) {
+        "" => normalised,
+        trimmed => trimmed,
     }
 }
 
@@ -38,6 +57,7 @@ pub struct Record {
     pub seq: u64,
     pub args: [u8; 32],
     pub result: [u8; 32],
+    /// The id of the tool as the host spelled it; matching uses `canonical` of it.
     tool: u16,
     pub status: u8,
     /// Batch links and progress (engine::batches: LINK_*, NEW_TRIPLE); 0 unless parallelBatches,
@@ -69,25 +89,40 @@ impl Record {
     }
     pub(crate) fn of(seq: u64, tool: Tool, args: [u8; 32], result: [u8; 32], status: u8, call_id: Option<&str>,
           unknown: Option<&str>) -> Record {
-        let mut r = Record { seq, args, result, tool: tool.id, status, flags: 0, extra: ExtraHandle::default() };
+        let id = if tool.id == OVERFLOW { OVERFLOW } else { tool.spelled };
+        let mut r = Record { seq, args, result, tool: id, status, flags: 0, extra: ExtraHandle::default() };
         let own_name = (tool.id == OVERFLOW).then(|| tool.name.into());
         r.extra = ExtraHandle::new(RecordExtra { call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name, failure: None });
         r
     }
+    /// The normalised name (what matching, keys and hashes use).
     pub fn tool(&self) -> &str {
         if self.tool == OVERFLOW {
             return self.extra.get().and_then(|e| e.tool.as_deref()).unwrap_or("");
+        }
+        tool_name(canonical(self.tool)).unwrap_or("")
+    }
+    /// The name as the host spelled it in the call that formed the record (messages, InspectRun);
+    /// the normalised name when the spelling was not kept (past the name table's bound).
+    pub fn spelling(&self) -> &str {
+        if self.tool == OVERFLOW {
+            return self.tool();
         }
         tool_name(self.tool).unwrap_or("")
     }
     /// Is this a record of `tool`? (An id comparison, but for names past the table's bound.)
     #[inline]
     pub fn is_tool(&self, tool: Tool) -> bool {
-        self.tool == tool.id && (tool.id != OVERFLOW || self.tool() == tool.name)
+        self.canonical_id() == tool.id && (tool.id != OVERFLOW || self.tool() == tool.name)
     }
     #[inline]
     pub fn same_tool(&self, other: &Record) -> bool {
-        self.tool == other.tool && (self.tool != OVERFLOW || self.tool() == other.tool())
+        let id = self.canonical_id();
+        id == other.canonical_id() && (id != OVERFLOW || self.tool() == other.tool())
+    }
+    #[inline]
+    fn canonical_id(&self) -> u16 {
+        canonical(self.tool)
     }
     pub fn call_id(&self) -> Option<&str> {
         self.extra.get().and_then(|e| e.call_id.as_deref())

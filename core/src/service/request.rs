@@ -374,7 +374,8 @@ impl Core {
                     }
                     let tool = match event.kind {
                         Some(KindRef::ToolCall { tool_name, .. } | KindRef::ToolOutcome { tool_name, .. }) => {
-                            crate::toolnames::normalize_tool_name(tool_name)
+                            let normalised = crate::toolnames::normalize_tool_name(tool_name);
+                            crate::engine::spelling_of(tool_name, &normalised).to_string()
                         }
                         _ => String::new(),
                     };

@@ -50,7 +50,7 @@ def arm(state: RunState, settings: LoopDetectionSettings) -> Verdict:
 
 
 def observe_outcome(state: RunState, tool_name: str, call_digest: bytes, status: int, result_digest: bytes,
-                    result_hash: str, seq: int) -> Verdict | None:
+                    result_hash: str, seq: int, spelled: str | None = None) -> Verdict | None:
     """A recorded outcome while the guard is armed: the abort verdict when the window filled
     with one triple (not yet enforced: the caller applies shadow mode), else None."""
     guard = state.guard
@@ -62,13 +62,14 @@ def observe_outcome(state: RunState, tool_name: str, call_digest: bytes, status:
     state.guard = None
     if not guard.all_identical:
         return None
+    spelled = tool_name if spelled is None else spelled  # the message's and verdict's name
     return Verdict(
         action=Action.ABORT, detector=Detector.POST_COMPACTION_GUARD, level=Level.CRITICAL,
         count=guard.observed,
-        message=f"CRITICAL: compaction did not break the loop: after compaction, {tool_name} was "
+        message=f"CRITICAL: compaction did not break the loop: after compaction, {spelled} was "
                 f"called {guard.observed} times with the same arguments and returned the same result "
                 "each time, so the run was aborted (compaction_loop_persisted). Report the task as failed.",
         warning_key=f"compaction:{tool_name}:{args_hash_text(tool_name, call_digest)}:{result_hash}",
         announce=True, error_code=ErrorCode.COMPACTION_LOOP_PERSISTED.value,
-        tool_name=tool_name, evidence_seqs=tuple(guard.seqs),
+        tool_name=spelled, evidence_seqs=tuple(guard.seqs),
     )

@@ -110,12 +110,19 @@ def _gate(state: RunState, settings: LoopDetectionSettings, tool_name: str) -> V
     return None
 
 
+def _spelling(raw: str, tool_name: str) -> str:
+    """The name as the host sent it, trimmed (a blank one: the normalised name): what messages,
+    verdicts and InspectRun show, while matching, keys and hashes use the normalised name."""
+    return raw.strip() or tool_name
+
+
 def _on_tool_call(
     state: RunState, event: ToolCall, settings: LoopDetectionSettings, catalog: ToolCatalog, max_depth: int
 ) -> Verdict:
     tool_name = normalize_tool_name(event.tool_name)
+    spelled = _spelling(event.tool_name, tool_name)
     params = _decode_params(event.params_json, max_depth)
-    gated = _gate(state, settings, tool_name)
+    gated = _gate(state, settings, spelled)
     if gated is not None:
         return gated
     call_digest = args_digest(tool_name, params)
@@ -124,7 +131,7 @@ def _on_tool_call(
     detection = None
     if settings.rolling_detectors_on:
         known_poll = is_known_poll(tool_name, params, catalog)
-        detection = detect(history, tool_name, call_digest, known_poll, settings, state.no_new_streak)
+        detection = detect(history, tool_name, call_digest, known_poll, settings, state.no_new_streak, spelled)
 
     if detection is not None and detection.level is Level.CRITICAL:
         state.blocks += 1
@@ -132,14 +139,14 @@ def _on_tool_call(
         verdict = Verdict(
             action=Action.BLOCK, detector=detection.detector, level=detection.level, count=detection.count,
             message=detection.message, warning_key=detection.warning_key, announce=True,
-            paired_tool_name=detection.paired_tool_name, tool_name=tool_name,
+            paired_tool_name=detection.paired_tool_name, tool_name=spelled,
             evidence_seqs=seqs, evidence_call_ids=call_ids,
         )
         if settings.abort_after_blocks and state.blocks >= settings.abort_after_blocks:
             verdict = _escalate(verdict, state.blocks)
         if settings.shadow:
             # Not enforced: the call runs, so it is recorded like any allowed call.
-            history.append(event.seq, tool_name, call_digest, event.tool_call_id)
+            history.append(event.seq, tool_name, call_digest, event.tool_call_id, spelled=spelled)
             return _shadowed(verdict)
         if verdict.action is Action.ABORT:
             state.abort = verdict
@@ -147,15 +154,15 @@ def _on_tool_call(
         return verdict
 
     if detection is None:
-        history.append(event.seq, tool_name, call_digest, event.tool_call_id)
-        return Verdict(action=Action.ALLOW, tool_name=tool_name)
+        history.append(event.seq, tool_name, call_digest, event.tool_call_id, spelled=spelled)
+        return Verdict(action=Action.ALLOW, tool_name=spelled)
     seqs, call_ids = _evidence(history, detection.evidence)
-    history.append(event.seq, tool_name, call_digest, event.tool_call_id)
+    history.append(event.seq, tool_name, call_digest, event.tool_call_id, spelled=spelled)
     return Verdict(
         action=Action.WARN, detector=detection.detector, level=detection.level, count=detection.count,
         message=detection.message, warning_key=detection.warning_key,
         announce=_announce(state, detection.warning_key, detection.count),
-        paired_tool_name=detection.paired_tool_name, tool_name=tool_name,
+        paired_tool_name=detection.paired_tool_name, tool_name=spelled,
         evidence_seqs=seqs, evidence_call_ids=call_ids,
     )
 
@@ -199,6 +206,7 @@ def _on_tool_outcome(
     state: RunState, event: ToolOutcome, settings: LoopDetectionSettings, catalog: ToolCatalog, max_depth: int
 ) -> Verdict:
     tool_name = normalize_tool_name(event.tool_name)
+    spelled = _spelling(event.tool_name, tool_name)
     params = _decode_params(event.params_json, max_depth)
     has_result = event.error is None and event.result_json is not None and event.result_json != ""
     result = (
@@ -206,7 +214,7 @@ def _on_tool_outcome(
         if has_result
         else None
     )
-    gated = _gate(state, settings, tool_name)
+    gated = _gate(state, settings, spelled)
     if gated is not None:
         return gated
 
@@ -216,20 +224,20 @@ def _on_tool_outcome(
         wrapped=raw is not None and WRAPPER_MARKER in raw,
     )
     if fingerprint.status == PENDING:
-        return Verdict(action=Action.ALLOW, tool_name=tool_name)
+        return Verdict(action=Action.ALLOW, tool_name=spelled)
     call_digest = args_digest(tool_name, params)
     _record_outcome(state.history, event, tool_name, call_digest, fingerprint.status, fingerprint.digest,
-                    fingerprint.unknown_tool_name)
+                    fingerprint.unknown_tool_name, spelled)
     if settings.run_wide_breaker_threshold:
         run_wide.track_outcome(state, tool_name, call_digest, fingerprint.status, fingerprint.digest)
     abort = compaction_guard.observe_outcome(state, tool_name, call_digest, fingerprint.status, fingerprint.digest,
-                                             fingerprint.result_hash, event.seq)
+                                             fingerprint.result_hash, event.seq, spelled)
     if abort is not None:
         if settings.shadow:
             return _shadowed(abort)
         state.abort = abort
         return abort
-    return Verdict(action=Action.ALLOW, tool_name=tool_name)
+    return Verdict(action=Action.ALLOW, tool_name=spelled)
 
 
 def _record_outcome(
@@ -240,6 +248,7 @@ def _record_outcome(
     status: int,
     result_digest: bytes,
     unknown_tool_name: str | None,
+    spelled: str | None = None,
 ) -> None:
     """Fill the newest matching pending call, or append a completed record."""
     call_id = event.tool_call_id
@@ -250,4 +259,4 @@ def _record_outcome(
             continue
         history.set_result(index, status, result_digest, unknown_tool_name)
         return
-    history.append(event.seq, tool_name, call_digest, call_id, status, result_digest, unknown_tool_name)
+    history.append(event.seq, tool_name, call_digest, call_id, status, result_digest, unknown_tool_name, spelled)

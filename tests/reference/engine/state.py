@@ -64,7 +64,7 @@ def result_hash_text(status: int, result_digest: bytes) -> str | None:
 class History:
     """The newest `capacity` records of a run, oldest first, one column per field."""
 
-    __slots__ = ("capacity", "args", "results", "status", "tools", "call_ids", "seqs", "unknown")
+    __slots__ = ("capacity", "args", "results", "status", "tools", "call_ids", "seqs", "unknown", "spellings")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -76,12 +76,16 @@ class History:
         self.seqs = array("Q")
         # Allocated on the first record that names a missing tool: most runs never need it.
         self.unknown: list[str | None] | None = None
+        # The tool as the host spelled it where that differs from `tools` (`Bash` of `exec`):
+        # allocated on the first such record, as `unknown` is.
+        self.spellings: list[str | None] | None = None
 
     def __len__(self) -> int:
         return len(self.tools)
 
     def append(self, seq: int, tool_name: str, args_digest: bytes, call_id: str = "",
-               status: int = PENDING, result_digest: bytes = _NO_DIGEST, unknown: str | None = None) -> None:
+               status: int = PENDING, result_digest: bytes = _NO_DIGEST, unknown: str | None = None,
+               spelled: str | None = None) -> None:
         if len(self.tools) >= self.capacity:
             self._drop_oldest(len(self.tools) - self.capacity + 1)
         self.args += args_digest
@@ -94,6 +98,16 @@ class History:
             if self.unknown is None:
                 self.unknown = [None] * (len(self.tools) - 1)
             self.unknown.append(unknown)
+        spelled = None if spelled == tool_name else spelled
+        if spelled is not None or self.spellings is not None:
+            if self.spellings is None:
+                self.spellings = [None] * (len(self.tools) - 1)
+            self.spellings.append(spelled)
+
+    def spelling_at(self, index: int) -> str:
+        """The record's tool as the host spelled it (messages, InspectRun)."""
+        spelled = None if self.spellings is None else self.spellings[index]
+        return self.tools[index] if spelled is None else spelled
 
     def set_result(self, index: int, status: int, result_digest: bytes, unknown: str | None) -> None:
         self.results[index * DIGEST:(index + 1) * DIGEST] = result_digest
@@ -120,6 +134,8 @@ class History:
         del self.seqs[:count]
         if self.unknown is not None:
             del self.unknown[:count]
+        if self.spellings is not None:
+            del self.spellings[:count]
 
     def args_digest(self, index: int) -> bytes:
         return bytes(self.args[index * DIGEST:(index + 1) * DIGEST])
@@ -146,7 +162,8 @@ class History:
                 yield index
 
     def record(self, index: int) -> Record:
-        return Record(self.seqs[index], self.tools[index], args_hash_text(self.tools[index], self.args_digest(index)),
+        # InspectRun's tool_name is the spelling; the args hash is over the normalised name.
+        return Record(self.seqs[index], self.spelling_at(index), args_hash_text(self.tools[index], self.args_digest(index)),
                       self.call_ids[index], result_hash_text(self.status[index], self.result_digest(index)),
                       self.unknown_at(index))
 

@@ -60,7 +60,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::ArgumentChurn,
             Level::Critical,
             streak,
-            messages::argument_churn_critical(tool, streak),
+            messages::argument_churn_critical(ctx.spelled, streak),
             key,
             indexes,
         ));
@@ -70,7 +70,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::ArgumentChurn,
             Level::Warning,
             streak,
-            messages::argument_churn_warning(tool, streak),
+            messages::argument_churn_warning(ctx.spelled, streak),
             key,
             indexes,
         ));

@@ -37,7 +37,9 @@ pub(crate) struct Counts {
 
 pub(crate) struct Context<'a> {
     pub(crate) history: &'a VecDeque<Record>,
+    /// The normalised name (keys, matching) and the host's spelling of it (messages).
     pub(crate) tool: &'a str,
+    pub(crate) spelled: &'a str,
     pub(crate) t: Tool<'a>,
     pub(crate) args: [u8; 32],
     pub(crate) known_poll: bool,

@@ -55,16 +55,15 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             return None;
         }
         let count = (size - start + 1) as u32;
-        let tool = ctx.tool;
         let mut members: Vec<String> = (size - period..size).map(|i| args_hash_text(h[i].tool(), &h[i].args)).collect();
         members.sort();
         let key = format!("cycle:{period}:{}", members.join("|"));
         let evidence: Vec<usize> = (start..size).collect();
         if block_after > 0 && cycles >= block_after {
-            let message = messages::cycle_critical(tool, period, cycles, count);
+            let message = messages::cycle_critical(ctx.spelled, period, cycles, count);
             return Some(detection(Detector::Cycle, Level::Critical, count, message, key, evidence));
         }
-        let message = messages::cycle_warning(tool, period, cycles, count);
+        let message = messages::cycle_warning(ctx.spelled, period, cycles, count);
         return Some(detection(Detector::Cycle, Level::Warning, count, message, key, evidence));
     }
     None

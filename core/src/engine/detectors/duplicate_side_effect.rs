@@ -24,7 +24,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         Detector::DuplicateSideEffect,
         Level::Critical,
         count,
-        messages::duplicate_side_effect_critical(ctx.tool, first_call),
+        messages::duplicate_side_effect_critical(ctx.spelled, first_call),
         key,
         Vec::new(),
     );

@@ -20,14 +20,13 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         Some((status, _)) if status == ERROR && streak + 1 >= threshold => {}
         _ => return None,
     }
-    let tool = ctx.tool;
     let key = format!("error:{}", ctx.result_key());
     if streak >= threshold {
         return Some(detection(
             Detector::ErrorRepeat,
             Level::Critical,
             streak,
-            messages::error_repeat_critical(tool, streak),
+            messages::error_repeat_critical(ctx.spelled, streak),
             key,
             ctx.streak_evidence(streak),
         ));
@@ -36,7 +35,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         Detector::ErrorRepeat,
         Level::Warning,
         streak,
-        messages::error_repeat_warning(tool, streak),
+        messages::error_repeat_warning(ctx.spelled, streak),
         key,
         ctx.streak_evidence(streak),
     ))

@@ -26,7 +26,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::GenericRepeat,
             Level::Critical,
             streak,
-            messages::generic_repeat_critical(tool, streak),
+            messages::generic_repeat_critical(ctx.spelled, streak),
             format!("generic:{}", ctx.result_key()),
             ctx.streak_evidence(streak),
         ));
@@ -37,7 +37,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Detector::GenericRepeat,
             Level::Warning,
             repeats,
-            messages::generic_repeat_warning(tool, repeats),
+            messages::generic_repeat_warning(ctx.spelled, repeats),
             format!("generic:{tool}:{}", ctx.args_hash()),
             ctx.recent_evidence(),
         ));

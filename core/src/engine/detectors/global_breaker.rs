@@ -10,12 +10,11 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     if streak < s.global_circuit_breaker_threshold {
         return None;
     }
-    let tool = ctx.tool;
     Some(detection(
         Detector::GlobalCircuitBreaker,
         Level::Critical,
         streak,
-        messages::global_breaker_critical(tool, streak),
+        messages::global_breaker_critical(ctx.spelled, streak),
         format!("global:{}", ctx.result_key()),
         ctx.streak_evidence(streak),
     ))

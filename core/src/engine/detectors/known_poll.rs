@@ -21,8 +21,8 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Level::Critical,
             streak,
             match wait {
-                Some(wait) => messages::host_poll_critical(tool, streak, wait),
-                None => messages::known_poll_critical(tool, streak),
+                Some(wait) => messages::host_poll_critical(ctx.spelled, streak, wait),
+                None => messages::known_poll_critical(ctx.spelled, streak),
             },
             format!("poll:{}", ctx.result_key()),
             ctx.streak_evidence(streak),
@@ -34,8 +34,8 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             Level::Warning,
             streak,
             match wait {
-                Some(wait) => messages::host_poll_warning(tool, streak, wait),
-                None => messages::known_poll_warning(tool, streak),
+                Some(wait) => messages::host_poll_warning(ctx.spelled, streak, wait),
+                None => messages::known_poll_warning(ctx.spelled, streak),
             },
             format!("poll:{}", ctx.result_key()),
             ctx.streak_evidence(streak),

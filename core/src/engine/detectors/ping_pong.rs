@@ -69,17 +69,16 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     if count < s.warning_threshold {
         return None;
     }
-    let tool = ctx.tool;
-    let paired = last.tool().to_string();
-    let paired_hash = args_hash_text(&paired, &last.args);
+    let paired = last.spelling().to_string();
+    let paired_hash = args_hash_text(last.tool(), &last.args);
     let mut pair = [ctx.args_hash(), paired_hash];
     pair.sort();
     let key = format!("pingpong:{}|{}", pair[0], pair[1]);
     let evidence: Vec<usize> = (size + 1 - count as usize..size).collect();
     let (level, message) = if count >= s.critical_threshold && evidence_ok && !(silent && s.ping_pong_needs_answers) {
-        (Level::Critical, messages::ping_pong_critical(tool, &paired, count))
+        (Level::Critical, messages::ping_pong_critical(ctx.spelled, &paired, count))
     } else {
-        (Level::Warning, messages::ping_pong_warning(tool, &paired, count))
+        (Level::Warning, messages::ping_pong_warning(ctx.spelled, &paired, count))
     };
     Some(Detection { detector: Detector::PingPong, level, count, message, warning_key: key, paired_tool_name: paired, evidence, cited: None })
 }

@@ -24,13 +24,15 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     if count < s.unknown_tool_threshold {
         return None;
     }
+    // The key folds the tool's spelling, the message keeps it (a missing tool is named as the error named it).
+    let named = missing.unwrap_or(ctx.spelled).to_string();
     let missing = missing.unwrap_or(ctx.tool).to_string();
     let size = ctx.history.len();
     Some(detection(
         Detector::UnknownToolRepeat,
         Level::Critical,
         count,
-        messages::unknown_tool_critical(&missing, count),
+        messages::unknown_tool_critical(&named, count),
         format!("unknown-tool:{}:{missing}", ctx.tool),
         (size - count as usize..size).collect(),
     ))

@@ -44,9 +44,10 @@ def detect(
     known_poll: bool,
     settings: LoopDetectionSettings,
     no_new_triple_streak: int = 0,
+    spelled: str | None = None,
 ) -> Detection | None:
     """The first matching row of the precedence table, or None."""
-    context = CallContext(history, tool_name, args_digest, known_poll, no_new_triple_streak)
+    context = CallContext(history, tool_name, args_digest, known_poll, no_new_triple_streak, spelled)
     found = None
     for detector in PRECEDENCE:
         found = detector.detect(context, settings)

@@ -50,7 +50,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if block_at and streak >= block_at:
         return Detection(
             DETECTOR, Level.CRITICAL, streak,
-            f"CRITICAL: {tool_name} was called {streak} times in a row with changing arguments and "
+            f"CRITICAL: {context.spelled} was called {streak} times in a row with changing arguments and "
             "returned identical outcomes every time, so this call was not run: varying the arguments "
             "is not making progress. Change approach or report the task as failed.",
             key, evidence=evidence,
@@ -58,7 +58,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if warn_at and streak >= warn_at:
         return Detection(
             DETECTOR, Level.WARNING, streak,
-            f"WARNING: {tool_name} was called {streak} times in a row with changing arguments and "
+            f"WARNING: {context.spelled} was called {streak} times in a row with changing arguments and "
             "returned identical outcomes every time. Varying the arguments is not making progress: "
             "try something else or report the task as failed.",
             key, evidence=evidence,

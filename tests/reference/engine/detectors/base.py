@@ -63,12 +63,14 @@ class CallContext:
     """The call being decided and the run's history, with the per-call counts several detectors
     share computed once, on first use."""
 
-    __slots__ = ("history", "tool_name", "args_digest", "known_poll", "no_new_triple_streak", "_counts")
+    __slots__ = ("history", "tool_name", "spelled", "args_digest", "known_poll", "no_new_triple_streak", "_counts")
 
     def __init__(self, history: History, tool_name: str, args_digest: bytes, known_poll: bool,
-                 no_new_triple_streak: int = 0) -> None:
+                 no_new_triple_streak: int = 0, spelled: str | None = None) -> None:
         self.history = history
+        # The normalised name (matching, keys) and the host's spelling of it (messages).
         self.tool_name = tool_name
+        self.spelled = tool_name if spelled is None else spelled
         self.args_digest = args_digest
         self.known_poll = known_poll
         self.no_new_triple_streak = no_new_triple_streak

@@ -29,14 +29,14 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if streak >= threshold:
         return Detection(
             DETECTOR, Level.CRITICAL, streak,
-            f"CRITICAL: {tool_name} failed {streak} times in a row with identical arguments and the "
+            f"CRITICAL: {context.spelled} failed {streak} times in a row with identical arguments and the "
             "identical error, so this call was not run. Fix what the error says before calling it "
             "again, or report the task as failed.",
             key, evidence=context.streak_evidence(streak),
         )
     return Detection(
         DETECTOR, Level.WARNING, streak,
-        f"WARNING: {tool_name} failed {streak} times in a row with identical arguments and the "
+        f"WARNING: {context.spelled} failed {streak} times in a row with identical arguments and the "
         "identical error. Read the error and change the call: one more identical failure and it "
         "will be blocked.",
         key, evidence=context.streak_evidence(streak),

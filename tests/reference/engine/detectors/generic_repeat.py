@@ -18,7 +18,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if streak >= settings.critical_threshold:
         return Detection(
             DETECTOR, Level.CRITICAL, streak,
-            f"CRITICAL: {tool_name} was called {streak} times with identical arguments and "
+            f"CRITICAL: {context.spelled} was called {streak} times with identical arguments and "
             "identical outcomes, so this call was not run: repeating it cannot make progress. Do not "
             "retry it; change approach or report that the task failed.",
             f"generic:{context.result_key}", evidence=context.streak_evidence(streak),
@@ -27,7 +27,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if repeats >= settings.warning_threshold:
         return Detection(
             DETECTOR, Level.WARNING, repeats,
-            f"WARNING: {tool_name} has been called {repeats} times with identical arguments. "
+            f"WARNING: {context.spelled} has been called {repeats} times with identical arguments. "
             "If the result is not changing, stop repeating this call: try something else "
             "or report the task as failed.",
             f"generic:{tool_name}:{context.args_hash}", evidence=context.recent_evidence(),

@@ -15,7 +15,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     tool_name = context.tool_name
     return Detection(
         DETECTOR, Level.CRITICAL, streak,
-        f"CRITICAL: global circuit breaker: {tool_name} returned the identical result "
+        f"CRITICAL: global circuit breaker: {context.spelled} returned the identical result "
         f"{streak} times in a row for the same arguments, so this call was not run. "
         "Stop this loop and report that the task cannot be completed this way.",
         f"global:{context.result_key}", evidence=context.streak_evidence(streak),

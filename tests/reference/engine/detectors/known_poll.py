@@ -18,7 +18,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if wait is not None and streak >= settings.critical_threshold:
         return Detection(
             DETECTOR, Level.CRITICAL, streak,
-            f"CRITICAL: {tool_name} was polled {streak} times with the same arguments and no progress: its "
+            f"CRITICAL: {context.spelled} was polled {streak} times with the same arguments and no progress: its "
             f"output never changed, so this poll was not run. Do not poll again at once: make {wait}; if the "
             "output still has not changed after it, report the process as stuck or failed.",
             f"poll:{context.result_key}", evidence=context.streak_evidence(streak),
@@ -26,7 +26,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if wait is not None and streak >= settings.warning_threshold:
         return Detection(
             DETECTOR, Level.WARNING, streak,
-            f"WARNING: {tool_name} was polled {streak} times with the same arguments and no progress: its "
+            f"WARNING: {context.spelled} was polled {streak} times with the same arguments and no progress: its "
             f"output has not changed. Polling again at once will not change it: make {wait} instead, or "
             "report the process as stuck.",
             f"poll:{context.result_key}", evidence=context.streak_evidence(streak),
@@ -34,7 +34,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if streak >= settings.critical_threshold:
         return Detection(
             DETECTOR, Level.CRITICAL, streak,
-            f"CRITICAL: {tool_name} was polled {streak} times with the same arguments and no "
+            f"CRITICAL: {context.spelled} was polled {streak} times with the same arguments and no "
             "progress: the state never changed, so this poll was not run. Stop polling and "
             "report the process as stuck or failed.",
             f"poll:{context.result_key}", evidence=context.streak_evidence(streak),
@@ -42,7 +42,7 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if streak >= settings.warning_threshold:
         return Detection(
             DETECTOR, Level.WARNING, streak,
-            f"WARNING: {tool_name} was polled {streak} times with the same arguments and no "
+            f"WARNING: {context.spelled} was polled {streak} times with the same arguments and no "
             "progress: the state has not changed. Wait longer between checks, or report the task "
             "as failed if the process is stuck.",
             f"poll:{context.result_key}", evidence=context.streak_evidence(streak),

@@ -90,7 +90,8 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     pong = ping_pong(context.history, context.tool_name, context.args_digest)
     if pong.count < settings.warning_threshold:
         return None
-    tool_name = context.tool_name
+    tool_name = context.spelled  # messages name both tools as their calls spelled them
+    paired = context.history.spelling_at(len(context.history) - 1)
     paired_hash = args_hash_text(pong.paired_tool_name, pong.paired_args_digest)
     pair_key = "pingpong:" + "|".join(sorted((context.args_hash, paired_hash)))
     size = len(context.history)
@@ -100,15 +101,15 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
         return Detection(
             DETECTOR, Level.CRITICAL, pong.count,
             f"CRITICAL: ping-pong loop: you have alternated between {tool_name} and "
-            f"{pong.paired_tool_name} for {pong.count} consecutive calls and both keep "
+            f"{paired} for {pong.count} consecutive calls and both keep "
             "returning the same results, so this call was not run. Stop switching "
             "between them; try a different approach or report the task as failed.",
-            pair_key, pong.paired_tool_name, evidence,
+            pair_key, paired, evidence,
         )
     return Detection(
         DETECTOR, Level.WARNING, pong.count,
-        f"WARNING: you have alternated between {tool_name} and {pong.paired_tool_name} "
+        f"WARNING: you have alternated between {tool_name} and {paired} "
         f"for {pong.count} consecutive calls. This looks like a ping-pong loop: stop "
         "switching between the two, or report the task as failed.",
-        pair_key, pong.paired_tool_name, evidence,
+        pair_key, paired, evidence,
     )

@@ -34,10 +34,11 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     if count < settings.unknown_tool_threshold:
         return None
     missing = missing_tool or context.tool_name
+    named = missing_tool or context.spelled  # the key folds the spelling, the message keeps it
     size = len(context.history)
     return Detection(
         DETECTOR, Level.CRITICAL, count,
-        f"CRITICAL: unavailable tool {missing}: it does not exist here and has been tried "
+        f"CRITICAL: unavailable tool {named}: it does not exist here and has been tried "
         f"{count} times, so this call was not run. Stop calling it and answer without it.",
         f"unknown-tool:{context.tool_name}:{missing}", evidence=tuple(range(size - count, size)),
     )
