@@ -12,7 +12,7 @@ from loopwarden.hooks import Dialect, HookPayloadError, answer, parse, unavailab
 
 from . import payloads
 
-WARNING = "WARNING: exec has been called 10 times with identical arguments."
+WARNING = "WARNING: Bash has been called 10 times with identical arguments."
 BLOCK = "CRITICAL: exec was called 20 times with identical arguments and identical outcomes."
 ABORT = "CRITICAL: exec repeated after a compaction (compaction_loop_persisted)."
 
