@@ -12,6 +12,12 @@ its relay) ends that session alone: it is forgotten (its id answers 404), its tr
 terminated and its server child stopped, each in the session's own task, so nothing of one
 session can end another or the proxy. This follows the SDK's own StreamableHTTPSessionManager,
 which serves an in-process `Server` where this serves a relay to a child process.
+
+The proxy speaks the session revisions of Streamable HTTP (initialize handshake, Mcp-Session-Id:
+2024-11-05 to 2025-11-25, HANDSHAKE_PROTOCOL_VERSIONS). A request of the 2026-07-28 revision
+(self-contained, no session) is answered UNSUPPORTED_PROTOCOL_VERSION naming those, before any
+server is started: the SDK's client (mode "auto") then falls back to the handshake, where a
+proxy that forwarded it would start a server child for every single request.
 """
 from __future__ import annotations
 
@@ -26,6 +32,9 @@ import uvicorn
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .guard import ProxyGuard
 from .relay import Relay
@@ -36,11 +45,19 @@ PATH = "/mcp"
 SESSION_IDLE_SECONDS = 30 * 60
 
 
-async def _reply(send, status: int, message: str) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
+async def _reply(send, status: int, message: str, *, code: int = -32600, data: dict | None = None) -> None:
+    error = {"code": code, "message": message, **({"data": data} if data is not None else {})}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost error of a task group's exception group: what actually went wrong."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 class _Sessions:
@@ -83,7 +100,7 @@ class _Sessions:
         except Exception as exc:  # noqa: BLE001 - one session's failure must not end the others
             if not started:
                 raise  # the opening request reports it (the server could not be started)
-            self._say(f"session {number} ended: {type(exc).__name__}: {exc}")
+            self._say(f"session {number} ended: {_cause(exc)}")
         finally:
             await self._discard(transport)
 
@@ -118,7 +135,13 @@ class _Sessions:
         if scope["path"].rstrip("/") != PATH:
             await _reply(send, 404, f"the MCP endpoint is {PATH}")
             return
-        session_id = dict(scope["headers"]).get(MCP_SESSION_ID_HEADER.encode())
+        headers = dict(scope["headers"])
+        session_id = headers.get(MCP_SESSION_ID_HEADER.encode())
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER.lower().encode())
+        if session_id is None and version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await _reply(send, 400, "Unsupported protocol version", code=UNSUPPORTED_PROTOCOL_VERSION,
+                         data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version.decode("latin-1")})
+            return
         if session_id is None:
             await self._open_session(scope, receive, send)
             return

@@ -89,7 +89,7 @@ class Relay:
             async def client_side() -> None:
                 try:
                     await self._from_client(client_read, client_write, server_write)
-                except _ClientGone:
+                except (_ClientGone, *_GONE):  # a terminated transport closes its read side under us
                     pass
                 self._client_done = True
                 group.cancel_scope.cancel()  # the caller's transport stops the server
@@ -97,6 +97,8 @@ class Relay:
             async def server_side() -> None:
                 try:
                     await self._from_server(server_read, client_write)
+                except _GONE:
+                    pass  # the server's side closed: as good as its end of output
                 except _ClientGone:
                     self._client_done = True
                     group.cancel_scope.cancel()

@@ -15,8 +15,10 @@ import sys
 import time
 
 import anyio
+import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -124,6 +126,26 @@ class TestHttpSessions:
             anyio.run(dropped)
             assert [[ANSWER]] * 8 == anyio.run(many)
             assert process.poll() is None, errlog.read_text()
+
+    def test_a_2026_07_28_request_is_refused_and_the_sdk_client_falls_back(self, daemon, tmp_path):
+        """The proxy speaks the session revisions over HTTP: a 2026-07-28 request (no session) gets
+        UNSUPPORTED_PROTOCOL_VERSION naming them, and the SDK's Client at its default (mode "auto":
+        probe server/discover, fall back to initialize) works through the proxy."""
+        log, errlog = tmp_path / "backend.log", tmp_path / "proxy.err"
+        with listening_proxy("--address", daemon.grpc_target, log=log, errlog=errlog) as (process, url):
+            probe = httpx.post(url, headers={"mcp-protocol-version": "2026-07-28",
+                                             "accept": "application/json, text/event-stream"},
+                               json={"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}})
+
+            async def auto():
+                async with Client(url) as client:
+                    return texts(await client.call_tool("lookup", {"query": "auto"}))
+
+            answer = anyio.run(auto)
+        error = probe.json()["error"]
+        assert (400, -32022) == (probe.status_code, error["code"])
+        assert ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] == error["data"]["supported"]
+        assert [ANSWER] == answer
 
 
 def kill_mid_call(session: ClientSession, log: pathlib.Path):
