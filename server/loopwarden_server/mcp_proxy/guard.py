@@ -182,8 +182,10 @@ def unknown_tool_error(tool_name: str, result: Any) -> str | None:
 
 
 def error_result(message: str) -> dict[str, Any]:
-    """A CallToolResult the client's model reads as a failed call."""
-    return {"content": [{"type": "text", "text": message}], "isError": True}
+    """A CallToolResult the client's model reads as a failed call. `resultType` is required from
+    2026-07-28 on (a client of that revision rejects the result without it); the SDK's own servers
+    send it at every revision, as this does."""
+    return {"content": [{"type": "text", "text": message}], "isError": True, "resultType": "complete"}
 
 
 class ProxyGuard:

@@ -148,6 +148,25 @@ class TestHttpSessions:
         assert [ANSWER] == answer
 
 
+def test_over_stdio_the_sdk_client_speaks_2026_07_28_through_the_proxy(tmp_path):
+    """Over stdio the proxy relays the revision the two ends agree on: the SDK's Client at its default
+    probes server/discover, the server behind the proxy answers it, and calls are still guarded
+    (the 21st identical one is blocked)."""
+    log = tmp_path / "backend.log"
+    command = proxy_command("--offline", log=log)
+    server = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+
+    async def main():
+        async with Client(server) as client:
+            results = [await client.call_tool("lookup", {"query": "same"}) for _ in range(21)]
+            return client.session.discover_result, results
+
+    discovered, results = anyio.run(main)
+    assert discovered is not None and "2026-07-28" in discovered.supported_versions
+    assert [False] * 20 + [True] == [r.is_error for r in results]
+    assert 20 == ran(log, "lookup")
+
+
 def kill_mid_call(session: ClientSession, log: pathlib.Path):
     """Start `wait_forever`, kill the server (SIGKILL) once it runs, then call again; the two
     outcomes (a result or the exception) and the seconds each took."""
