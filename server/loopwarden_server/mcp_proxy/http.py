@@ -33,7 +33,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types import INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .guard import ProxyGuard
@@ -120,8 +120,9 @@ class _Sessions:
             try:
                 await self._group.start(self._run, transport, next(self._counter))
             except Exception as exc:  # noqa: BLE001 - said to the client and on stderr; the proxy goes on
-                self._say(f"cannot start the MCP server for a new session: {exc}")
-                await _reply(send, 502, f"loopwarden mcp-proxy cannot start the MCP server: {exc}")
+                self._say(f"cannot start the MCP server for a new session: {_cause(exc)}")
+                await _reply(send, 502, f"loopwarden mcp-proxy cannot start the MCP server: {_cause(exc)}",
+                             code=INTERNAL_ERROR)
                 return
             await transport.handle_request(scope, receive, watched)
         finally:

@@ -30,8 +30,9 @@ ANSWER = "the same answer"
 FAST = 5.0
 
 
-def proxy_command(*options: str, log: pathlib.Path) -> list[str]:
-    return [sys.executable, "-m", "loopwarden", "mcp-proxy", *options, "--", sys.executable, str(BACKEND), str(log)]
+def proxy_command(*options: str, log: pathlib.Path, server: list[str] | None = None) -> list[str]:
+    server = server or [sys.executable, str(BACKEND), str(log)]
+    return [sys.executable, "-m", "loopwarden", "mcp-proxy", *options, "--", *server]
 
 
 def ran(log: pathlib.Path, tool: str) -> int:
@@ -39,10 +40,10 @@ def ran(log: pathlib.Path, tool: str) -> int:
 
 
 @contextlib.contextmanager
-def listening_proxy(*options: str, log: pathlib.Path, errlog: pathlib.Path):
+def listening_proxy(*options: str, log: pathlib.Path, errlog: pathlib.Path, server: list[str] | None = None):
     """The proxy with --listen on a free port; yields (process, url)."""
     with errlog.open("w") as stderr:
-        process = subprocess.Popen(proxy_command(*options, "--listen", "127.0.0.1:0", log=log),
+        process = subprocess.Popen(proxy_command(*options, "--listen", "127.0.0.1:0", log=log, server=server),
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         url = None
@@ -146,6 +147,19 @@ class TestHttpSessions:
         assert (400, -32022) == (probe.status_code, error["code"])
         assert ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] == error["data"]["supported"]
         assert [ANSWER] == answer
+
+    def test_a_server_that_cannot_start_fails_that_session_only(self, tmp_path):
+        """Each initialize gets a 502 naming why the server did not start; the proxy stays up."""
+        log, errlog = tmp_path / "backend.log", tmp_path / "proxy.err"
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+        with listening_proxy("--offline", log=log, errlog=errlog, server=[str(tmp_path / "no-such-server")]) as (
+                process, url):
+            answers = [httpx.post(url, json=initialize, headers={"accept": "application/json, text/event-stream"})
+                       for _ in range(2)]
+            assert process.poll() is None, errlog.read_text()
+        assert [502, 502] == [a.status_code for a in answers]
+        assert all("FileNotFoundError" in a.json()["error"]["message"] for a in answers)
 
 
 def test_over_stdio_the_sdk_client_speaks_2026_07_28_through_the_proxy(tmp_path):
