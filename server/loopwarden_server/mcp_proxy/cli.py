@@ -143,14 +143,14 @@ async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen) 
         relay = Relay(guard)
         stdout = StdoutLines()
         try:
-            # The SDK's stdio_server ends once stdin does; a server gone first must not wait for that.
+            # The SDK's stdio_server ends once stdin has and its output stream is closed; once the
+            # relay is done (the client ended, or the server is gone) neither is worth waiting for.
             with anyio.CancelScope() as scope:
                 async with stdio_client(server) as (server_read, server_write), \
                         stdio_server(stdin=await stdin_lines(), stdout=stdout) as (client_read, client_write):
                     await relay.run(client_read, client_write, server_read, server_write)
-                    if relay.server_exited:
-                        await client_write.aclose()
-                        scope.cancel()
+                    await client_write.aclose()
+                    scope.cancel()
         finally:
             stdout.drain()  # whatever the cancellation left unwritten: the errors the client is owed
         if relay.server_exited:

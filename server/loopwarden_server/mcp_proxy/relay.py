@@ -53,6 +53,8 @@ REFUSED = -32000
 # What a request gets once the server behind the proxy has exited (a direct client would see the
 # connection close; this is the same condition, said in the one way a proxy still can).
 SERVER_EXITED = "the MCP server behind loopwarden exited"
+# How long, after a stdio client closed its input, the server may take to answer what it was asked.
+HALF_CLOSE_GRACE_SECONDS = 30.0
 # A send to a side that has gone away.
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -85,6 +87,7 @@ class Relay:
     async def run(self, client_read, client_write, server_read, server_write) -> None:
         """Relay until the client ends (or, without `keep_session`, until the server exits);
         `server_exited` then says whether the server went first."""
+        server_done = anyio.Event()
         async with anyio.create_task_group() as group:
             async def client_side() -> None:
                 try:
@@ -92,9 +95,22 @@ class Relay:
                 except (_ClientGone, *_GONE):  # a terminated transport closes its read side under us
                     pass
                 self._client_done = True
-                group.cancel_scope.cancel()  # the caller's transport stops the server
+                # Over stdio a client may close its input and still read the answers (a half close):
+                # what it asked is answered first, for up to HALF_CLOSE_GRACE_SECONDS. An HTTP session
+                # that ended has no one left to read them. The caller then stops the server.
+                if not self._keep_session:
+                    with anyio.move_on_after(HALF_CLOSE_GRACE_SECONDS):
+                        while self._in_flight and not server_done.is_set():
+                            await anyio.sleep(0.02)
+                group.cancel_scope.cancel()
 
             async def server_side() -> None:
+                try:
+                    await server_relay()
+                finally:
+                    server_done.set()
+
+            async def server_relay() -> None:
                 try:
                     await self._from_server(server_read, client_write)
                 except _GONE:

@@ -5,6 +5,7 @@ that answers `Unknown tool: …` as an `isError` result, and a daemon that never
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
 import re
@@ -320,3 +321,18 @@ class TestHungDaemon:
 def daemon_args() -> tuple[str, ...]:
     return ()
 
+
+
+def test_a_client_that_closes_its_input_still_gets_its_answers_and_the_proxy_exits_0(tmp_path):
+    """Over stdio, a half close: the requests written, stdin closed; the answers come, then the
+    proxy exits 0 (before, it waited for a server that never saw end of input)."""
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "count_slowly", "arguments": {"steps": 20}}}]
+    done = subprocess.run(proxy_command("--offline", log=tmp_path / "backend.log"), text=True, timeout=60,
+                          input="".join(json.dumps(line) + "\n" for line in lines), capture_output=True)
+    answers = {answer["id"]: answer for answer in map(json.loads, done.stdout.splitlines())}
+    assert 0 == done.returncode, done.stderr
+    assert "counted to 20" == answers[2]["result"]["content"][0]["text"]
