@@ -1,13 +1,20 @@
 """`loopwarden mcp-proxy [--address ADDR | --offline] [--agent ID] [--run-id ID] [--listen HOST:PORT]
--- COMMAND ARGS…`: the arguments, the judge, and the transports."""
+[--check-timeout SECONDS] -- COMMAND ARGS…`: the arguments, the judge, and the transports.
+
+Exit status: 0 when the client ended the session, 2 for bad arguments or a server that cannot
+be started, and SERVER_EXITED_STATUS over stdio when the MCP server exited first (after every
+request it had not answered got an error): the client sees the connection close, as it would
+with the server itself, and a host that restarts a dead server restarts the proxy with it."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import uuid
 
 INSTALL_HINT = "pip install 'loopwarden[mcp]'"
+SERVER_EXITED_STATUS = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free port)")
     parser.add_argument("--fail-closed", action="store_true",
                         help="refuse tool calls while the daemon cannot be asked (default: they run unguarded)")
+    parser.add_argument("--check-timeout", type=float, default=None, metavar="SECONDS",
+                        help="longest wait for one verdict; past it the call is treated as with the daemon "
+                             "down (default 5)")
     add_connection_arguments(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
                         help="the MCP server to start, over stdio")
@@ -60,7 +70,14 @@ def _judge(args: argparse.Namespace, run_id: str):
     except ConnectionSettingsError as exc:
         return str(exc)
     # NOTE: a factory: a grpc.aio channel belongs to the loop it is made on, which starts later.
-    return lambda: DaemonJudge(connection.address, run_id, agent_id=args.agent, **connection.client_kwargs())
+    return lambda: DaemonJudge(connection.address, run_id, agent_id=args.agent, timeout=_check_timeout(args),
+                               **connection.client_kwargs())
+
+
+def _check_timeout(args: argparse.Namespace) -> float:
+    from .guard import JUDGE_TIMEOUT_SECONDS
+
+    return JUDGE_TIMEOUT_SECONDS if args.check_timeout is None else args.check_timeout
 
 
 def main(args: argparse.Namespace) -> int:
@@ -75,6 +92,9 @@ def main(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         _say("give the MCP server to start after --, e.g. loopwarden mcp-proxy -- npx my-mcp-server")
+        return 2
+    if args.check_timeout is not None and not (math.isfinite(args.check_timeout) and 0 < args.check_timeout <= 300):
+        _say(f"--check-timeout must be a number of seconds above 0 and at most 300, got {args.check_timeout:g}")
         return 2
     run_id = args.run_id or f"mcp-proxy-{uuid.uuid4().hex[:12]}"
     judge = _judge(args, run_id)
@@ -93,32 +113,49 @@ def main(args: argparse.Namespace) -> int:
     where = "in-process (offline)" if args.offline else f"the daemon at {args.address or 'the default address'}"
     _say(f"run {run_id}: guarding {' '.join(command)} with {where}")
     try:
-        anyio.run(_serve, server, judge, args.fail_closed, listen)
+        return anyio.run(_serve, server, judge, args.fail_closed, _check_timeout(args), listen)
     except OSError as exc:
         _say(f"cannot start {command[0]}: {exc.strerror or exc}")
         return 2
     except KeyboardInterrupt:
-        pass
-    return 0
+        return 0
 
 
-async def _serve(server, make_judge, fail_closed: bool, listen) -> None:
+async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen) -> int:
+    """Serve until the client is done; the exit status."""
+    import anyio
+
     from .guard import ProxyGuard
 
-    guard = ProxyGuard(make_judge(), fail_closed=fail_closed)
+    guard = ProxyGuard(make_judge(), fail_closed=fail_closed, timeout=timeout)
     try:
         if listen is not None:
             from .http import serve_http
 
             await serve_http(*listen, server, guard, on_listening=lambda url: _say(f"listening on {url}"))
-            return
+            return 0
         from mcp.client.stdio import stdio_client
         from mcp.server.stdio import stdio_server
 
         from .relay import Relay
+        from .stdio import StdoutLines, stdin_lines
 
-        async with stdio_client(server) as (server_read, server_write), \
-                stdio_server() as (client_read, client_write):
-            await Relay(guard).run(client_read, client_write, server_read, server_write)
+        relay = Relay(guard)
+        stdout = StdoutLines()
+        try:
+            # The SDK's stdio_server ends once stdin has and its output stream is closed; once the
+            # relay is done (the client ended, or the server is gone) neither is worth waiting for.
+            with anyio.CancelScope() as scope:
+                async with stdio_client(server) as (server_read, server_write), \
+                        stdio_server(stdin=await stdin_lines(), stdout=stdout) as (client_read, client_write):
+                    await relay.run(client_read, client_write, server_read, server_write)
+                    await client_write.aclose()
+                    scope.cancel()
+        finally:
+            stdout.drain()  # whatever the cancellation left unwritten: the errors the client is owed
+        if relay.server_exited:
+            _say(f"exiting with status {SERVER_EXITED_STATUS}: the MCP server is gone")
+            return SERVER_EXITED_STATUS
+        return 0
     finally:
         await guard.close()

@@ -4,8 +4,15 @@ One proxy process is one run (the MCP session id is not stable per call). The ju
 over gRPC (integration `mcp_proxy`) or, with --offline, the daemon's compiled core in-process. A BLOCK
 is answered with a CallToolResult of `isError: true` carrying the block message, and reported as
 the call's outcome (the blocked result the model got, spec section 6). Once the run is aborted,
-every later call fails the same way without asking. A daemon that cannot be asked lets calls
-run (fail open, said once per outage on stderr) unless --fail-closed.
+every later call fails the same way without asking. A daemon that cannot be asked, or that
+gives no verdict within the check timeout (--check-timeout), lets calls run (fail open, said once
+per outage on stderr with the reason) unless --fail-closed.
+
+An `isError` result whose text names a missing tool the way the engine recognises an error
+(`Unknown tool: deploy_app`, `Tool deploy_app not found`; the core's own pattern, asked through
+`loopwarden_core.outcome_fingerprint`) is reported as that error, not as a result: it is one, and
+only an error outcome counts toward unknown_tool_repeat. Every other result is reported as it
+came, so its outcome hash stays the one spec section 4.9 defines.
 """
 from __future__ import annotations
 
@@ -17,12 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
+import loopwarden_core
 from loopwarden import Action, AsyncLoopwardenClient, LoopwardenUnavailable, Verdict, blocked_tool_result
 from loopwarden.eventformat import EventKind, EventRecord, json_text
 from loopwarden.hooks import INTEGRATION_HEADER
 
 from ..integration import MCP_PROXY, current_integration
 
+# The default longest wait for one verdict (--check-timeout); past it the call goes on unguarded.
 JUDGE_TIMEOUT_SECONDS = 5.0
 # MCP Tasks polling, reported as a call of this tool (a built-in host poll preset of the core).
 TASKS_GET = "tasks/get"
@@ -88,10 +97,12 @@ class Judge(Protocol):
 class DaemonJudge:
     """The daemon over gRPC; the proxy names itself with x-loopwarden-integration: mcp_proxy."""
 
-    def __init__(self, address: str, run_id: str, *, agent_id: str = "", **client_options: Any) -> None:
+    def __init__(self, address: str, run_id: str, *, agent_id: str = "", timeout: float = JUDGE_TIMEOUT_SECONDS,
+                 **client_options: Any) -> None:
         self.address = address
         self._run_id = run_id
-        self._client = AsyncLoopwardenClient(address, agent_id=agent_id,
+        # The gRPC deadline is a backstop a little past the guard's own wait, which says why it gave up.
+        self._client = AsyncLoopwardenClient(address, agent_id=agent_id, timeout=timeout + 1.0,
                                              metadata=((INTEGRATION_HEADER, MCP_PROXY),), **client_options)
 
     async def tool_call(self, call: ToolCall) -> Verdict:
@@ -154,16 +165,35 @@ class Before:
     warning: str = ""  # an announced warning to add to the call's result for the model
 
 
+def unknown_tool_error(tool_name: str, result: Any) -> str | None:
+    """The text of an `isError` result when it names a missing tool in a form the engine
+    recognises in an error; None for anything else."""
+    if not isinstance(result, dict) or result.get("isError") is not True:
+        return None
+    content = result.get("content")
+    if not isinstance(content, list):
+        return None
+    text = "\n".join(block["text"] for block in content
+                     if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str))
+    if not text:
+        return None
+    _status, _digest, missing = loopwarden_core.outcome_fingerprint(tool_name, "{}", None, text)
+    return text if missing else None
+
+
 def error_result(message: str) -> dict[str, Any]:
-    """A CallToolResult the client's model reads as a failed call."""
-    return {"content": [{"type": "text", "text": message}], "isError": True}
+    """A CallToolResult the client's model reads as a failed call. `resultType` is required from
+    2026-07-28 on (a client of that revision rejects the result without it); the SDK's own servers
+    send it at every revision, as this does."""
+    return {"content": [{"type": "text", "text": message}], "isError": True, "resultType": "complete"}
 
 
 class ProxyGuard:
-    def __init__(self, judge: Judge, *, fail_closed: bool = False, stderr: TextIO = sys.stderr,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, judge: Judge, *, fail_closed: bool = False, timeout: float = JUDGE_TIMEOUT_SECONDS,
+                 stderr: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic) -> None:
         self._judge = judge
         self._fail_closed = fail_closed
+        self._timeout = timeout
         self._stderr = stderr
         self._clock = clock
         self._outage = False
@@ -175,13 +205,15 @@ class ProxyGuard:
     async def _ask(self, ask) -> Verdict | None:
         """The verdict, or None when the daemon could not be asked (said once per outage)."""
         try:
-            verdict = await asyncio.wait_for(ask, JUDGE_TIMEOUT_SECONDS)
+            verdict = await asyncio.wait_for(ask, self._timeout)
         except (LoopwardenUnavailable, TimeoutError) as exc:
             if not self._outage:
                 self._outage = True
                 mode = ("tool calls are refused (fail closed)" if self._fail_closed
                         else "tool calls run unguarded (fail open)")
-                self._say(f"loopwarden is unavailable ({exc or 'no answer in time'}); {mode} until it answers again")
+                reason = (f"no answer within {self._timeout:g} s (--check-timeout)" if isinstance(exc, TimeoutError)
+                          else str(exc) or type(exc).__name__)
+                self._say(f"loopwarden is unavailable ({reason}); {mode} until it answers again")
             return None
         if self._outage:
             self._outage = False
@@ -212,6 +244,8 @@ class ProxyGuard:
 
     async def after(self, call: ToolCall, *, result: Any = None, error: str | None = None) -> None:
         """Report what the server returned for a call that ran."""
+        if error is None:
+            error = unknown_tool_error(call.name, result)
         ask = (self._judge.tool_outcome(call, error=error) if error is not None
                else self._judge.tool_outcome(call, result_json=json_text(result)))
         verdict = await self._ask(ask)

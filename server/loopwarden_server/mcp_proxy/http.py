@@ -5,6 +5,19 @@ relay between the SDK's Streamable HTTP transport and the child's stdio; every s
 proxy is the same run. The transport answers requests of a session it does not know with 404,
 as the specification says, and Host/Origin are checked against the listening address
 (DNS-rebinding protection).
+
+Sessions come and go while the proxy stays: whatever ends one (the client's DELETE, a client
+that vanished and left it idle for SESSION_IDLE_SECONDS, its server child exiting, an error in
+its relay) ends that session alone: it is forgotten (its id answers 404), its transport
+terminated and its server child stopped, each in the session's own task, so nothing of one
+session can end another or the proxy. This follows the SDK's own StreamableHTTPSessionManager,
+which serves an in-process `Server` where this serves a relay to a child process.
+
+The proxy speaks the session revisions of Streamable HTTP (initialize handshake, Mcp-Session-Id:
+2024-11-05 to 2025-11-25, HANDSHAKE_PROTOCOL_VERSIONS). A request of the 2026-07-28 revision
+(self-contained, no session) is answered UNSUPPORTED_PROTOCOL_VERSION naming those, before any
+server is started: the SDK's client (mode "auto") then falls back to the handshake, where a
+proxy that forwarded it would start a server child for every single request.
 """
 from __future__ import annotations
 
@@ -19,58 +32,135 @@ import uvicorn
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .guard import ProxyGuard
 from .relay import Relay
 
 PATH = "/mcp"
+# A session nobody has sent a request to (and with no open GET stream) for this long is ended:
+# a client that vanished without a DELETE does not keep its server child forever. The SDK's default.
+SESSION_IDLE_SECONDS = 30 * 60
 
 
-async def _reply(send, status: int, message: str) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
+async def _reply(send, status: int, message: str, *, code: int = -32600, data: dict | None = None) -> None:
+    error = {"code": code, "message": message, **({"data": data} if data is not None else {})}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
+def _cause(exc: BaseException) -> str:
+    """The innermost error of a task group's exception group: what actually went wrong."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _Sessions:
+    """The open sessions of one listening proxy, each a task of `group`."""
+
+    def __init__(self, group, server: StdioServerParameters, guard: ProxyGuard, bound: list[str],
+                 stderr: TextIO) -> None:
+        self._group = group
+        self._server = server
+        self._guard = guard
+        self._bound = bound
+        self._stderr = stderr
+        self._open: dict[str, StreamableHTTPServerTransport] = {}
+        self._counter = iter(range(1, 2**62))
+
+    def _say(self, text: str) -> None:
+        print(f"loopwarden mcp-proxy: {text}", file=self._stderr, flush=True)
+
+    async def _discard(self, transport: StreamableHTTPServerTransport) -> None:
+        """Forget the session first (its id answers 404 from now on), then terminate its transport."""
+        self._open.pop(transport.mcp_session_id or "", None)
+        if not transport.is_terminated:
+            with anyio.CancelScope(shield=True):
+                await transport.terminate()
+
+    async def _run(self, transport: StreamableHTTPServerTransport, number: int, *,
+                   task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        """One session, start to end; nothing it raises leaves it."""
+        started = False
+        try:
+            async with transport.connect() as (client_read, client_write), \
+                    stdio_client(self._server, errlog=self._stderr) as (server_read, server_write):
+                task_status.started()
+                started = True
+                relay = Relay(self._guard, call_id_prefix=f"s{number}:", keep_session=True, stderr=self._stderr)
+                with transport.idle_scope or anyio.CancelScope() as idle:
+                    await relay.run(client_read, client_write, server_read, server_write)
+                if idle.cancelled_caught:
+                    self._say(f"session {number} ended: idle for {SESSION_IDLE_SECONDS} s")
+        except Exception as exc:  # noqa: BLE001 - one session's failure must not end the others
+            if not started:
+                raise  # the opening request reports it (the server could not be started)
+            self._say(f"session {number} ended: {_cause(exc)}")
+        finally:
+            await self._discard(transport)
+
+    async def _open_session(self, scope, receive, send) -> None:
+        transport = StreamableHTTPServerTransport(
+            mcp_session_id=uuid4().hex, idle_timeout=SESSION_IDLE_SECONDS, security_settings=TransportSecuritySettings(
+                allowed_hosts=self._bound, allowed_origins=[f"http://{address}" for address in self._bound]))
+        self._open[transport.mcp_session_id] = transport
+        status: list[int] = []
+
+        async def watched(message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        try:
+            try:
+                await self._group.start(self._run, transport, next(self._counter))
+            except Exception as exc:  # noqa: BLE001 - said to the client and on stderr; the proxy goes on
+                self._say(f"cannot start the MCP server for a new session: {_cause(exc)}")
+                await _reply(send, 502, f"loopwarden mcp-proxy cannot start the MCP server: {_cause(exc)}",
+                             code=INTERNAL_ERROR)
+                return
+            await transport.handle_request(scope, receive, watched)
+        finally:
+            # Only an initialize can open a session: if this request was refused, nothing was opened.
+            if not status or status[0] >= 400:
+                await self._discard(transport)
+
+    async def app(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"].rstrip("/") != PATH:
+            await _reply(send, 404, f"the MCP endpoint is {PATH}")
+            return
+        headers = dict(scope["headers"])
+        session_id = headers.get(MCP_SESSION_ID_HEADER.encode())
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER.lower().encode())
+        if session_id is None and version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await _reply(send, 400, "Unsupported protocol version", code=UNSUPPORTED_PROTOCOL_VERSION,
+                         data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version.decode("latin-1")})
+            return
+        if session_id is None:
+            await self._open_session(scope, receive, send)
+            return
+        transport = self._open.get(session_id.decode("latin-1"))
+        if transport is None:
+            await _reply(send, 404, "Session not found")
+            return
+        await transport.handle_request(scope, receive, send)
+        if transport.is_terminated:  # the client's DELETE: forget it now, not when its task winds down
+            await self._discard(transport)
+
+
 async def serve_http(host: str, port: int, server: StdioServerParameters, guard: ProxyGuard, *,
                      on_listening: Callable[[str], None], stderr: TextIO = sys.stderr) -> None:
-    sessions: dict[str, StreamableHTTPServerTransport] = {}
     bound: list[str] = []
-    counter = iter(range(1, 2**62))
-
     async with anyio.create_task_group() as group:
-        async def run_session(transport: StreamableHTTPServerTransport, *, task_status=anyio.TASK_STATUS_IGNORED):
-            try:
-                async with transport.connect() as (client_read, client_write), \
-                        stdio_client(server, errlog=stderr) as (server_read, server_write):
-                    task_status.started()
-                    await Relay(guard, call_id_prefix=f"s{next(counter)}:", stderr=stderr).run(
-                        client_read, client_write, server_read, server_write)
-            finally:
-                sessions.pop(transport.mcp_session_id or "", None)
-
-        async def app(scope, receive, send) -> None:
-            if scope["type"] != "http":
-                return
-            if scope["path"].rstrip("/") != PATH:
-                await _reply(send, 404, f"the MCP endpoint is {PATH}")
-                return
-            session_id = dict(scope["headers"]).get(MCP_SESSION_ID_HEADER.encode())
-            if session_id is None:
-                transport = StreamableHTTPServerTransport(
-                    mcp_session_id=uuid4().hex, security_settings=TransportSecuritySettings(
-                        allowed_hosts=bound, allowed_origins=[f"http://{address}" for address in bound]))
-                sessions[transport.mcp_session_id] = transport
-                await group.start(run_session, transport)
-            else:
-                transport = sessions.get(session_id.decode("latin-1"))
-                if transport is None:
-                    await _reply(send, 404, "Session not found")
-                    return
-            await transport.handle_request(scope, receive, send)
-
-        http = uvicorn.Server(uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning",
+        sessions = _Sessions(group, server, guard, bound, stderr)
+        http = uvicorn.Server(uvicorn.Config(sessions.app, host=host, port=port, lifespan="off", interface="asgi3", log_level="warning",
                                              access_log=False))
         group.start_soon(http.serve)
         while not http.started:

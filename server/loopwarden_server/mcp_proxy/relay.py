@@ -25,6 +25,14 @@ Over Streamable HTTP the transport needs to know which of the client's requests 
 message belongs to (which response stream carries it): a progress notification belongs to the
 request that gave its progress token, anything else the server sends to the request in flight
 when there is exactly one, and to the session's standalone stream otherwise.
+
+When the server exits (a crash, or it just ends) while the client is still there, every request
+it had not answered gets a JSON-RPC error at once (CONNECTION_CLOSED, "the MCP server exited"),
+a guarded call's outcome being that error; so does every later request of the session when
+`keep_session` is set (Streamable HTTP: the client ends the session, a new one starts a new
+server), otherwise the relay ends (stdio: the proxy exits non-zero, see cli.py). When the client
+goes away first (its input ends, or its side closes under a send), the relay ends and the caller
+stops the server.
 """
 from __future__ import annotations
 
@@ -35,13 +43,24 @@ from typing import Any, TextIO
 
 import anyio
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
-from mcp_types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp_types import CONNECTION_CLOSED, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from .guard import TASKS_GET, ProxyGuard, ToolCall, tool_classes
 
 log = logging.getLogger("loopwarden.mcp_proxy")
 # The JSON-RPC error code of a refused tasks/get (implementation-defined server error range).
 REFUSED = -32000
+# What a request gets once the server behind the proxy has exited (a direct client would see the
+# connection close; this is the same condition, said in the one way a proxy still can).
+SERVER_EXITED = "the MCP server behind loopwarden exited"
+# How long, after a stdio client closed its input, the server may take to answer what it was asked.
+HALF_CLOSE_GRACE_SECONDS = 30.0
+# A send to a side that has gone away.
+_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+class _ClientGone(Exception):
+    """The client's side closed under a send: the session is over."""
 
 
 @dataclass(slots=True)
@@ -51,27 +70,88 @@ class _Guarded:
 
 
 class Relay:
-    def __init__(self, guard: ProxyGuard, *, call_id_prefix: str = "", stderr: TextIO = sys.stderr) -> None:
+    def __init__(self, guard: ProxyGuard, *, call_id_prefix: str = "", keep_session: bool = False,
+                 stderr: TextIO = sys.stderr) -> None:
         self._guard = guard
         self._prefix = call_id_prefix  # keeps the call ids of several sessions of one run apart
+        self._keep_session = keep_session  # after the server exits, refuse requests until the client ends
         self._stderr = stderr
         self._guarded: dict[Any, _Guarded] = {}  # the client's tools/call requests the server has
         self._in_flight: set[Any] = set()  # every client request the server has not answered yet
         self._progress: dict[Any, Any] = {}  # progress token -> the request that gave it
         self._listing: set[Any] = set()  # the client's tools/list requests not answered yet
         self._classes: dict[str, str] = {}  # tool name -> class its ToolAnnotations gave
+        self._client_done = False
+        self.server_exited = False  # the server went away while the client was still there
 
     async def run(self, client_read, client_write, server_read, server_write) -> None:
-        """Relay until either side closes; then close the other."""
+        """Relay until the client ends (or, without `keep_session`, until the server exits);
+        `server_exited` then says whether the server went first."""
+        server_done = anyio.Event()
         async with anyio.create_task_group() as group:
             async def client_side() -> None:
-                await self._from_client(client_read, client_write, server_write)
-                await server_write.aclose()  # the server sees end of input and exits
+                try:
+                    await self._from_client(client_read, client_write, server_write)
+                except (_ClientGone, *_GONE):  # a terminated transport closes its read side under us
+                    pass
+                self._client_done = True
+                # Over stdio a client may close its input and still read the answers (a half close):
+                # what it asked is answered first, for up to HALF_CLOSE_GRACE_SECONDS. An HTTP session
+                # that ended has no one left to read them. The caller then stops the server.
+                if not self._keep_session:
+                    with anyio.move_on_after(HALF_CLOSE_GRACE_SECONDS):
+                        while self._in_flight and not server_done.is_set():
+                            await anyio.sleep(0.02)
+                group.cancel_scope.cancel()
+
             async def server_side() -> None:
-                await self._from_server(server_read, client_write)
-                group.cancel_scope.cancel()  # the server is gone: so is the session
+                try:
+                    await server_relay()
+                finally:
+                    server_done.set()
+
+            async def server_relay() -> None:
+                try:
+                    await self._from_server(server_read, client_write)
+                except _GONE:
+                    pass  # the server's side closed: as good as its end of output
+                except _ClientGone:
+                    self._client_done = True
+                    group.cancel_scope.cancel()
+                    return
+                if self._client_done:
+                    return
+                self.server_exited = True
+                await self._fail_pending(client_write)
+                if not self._keep_session:
+                    group.cancel_scope.cancel()
+
             group.start_soon(client_side)
             group.start_soon(server_side)
+
+    async def _to_client(self, client_write, item: SessionMessage) -> None:
+        try:
+            await client_write.send(item)
+        except _GONE:
+            raise _ClientGone() from None
+
+    def _exited_error(self, request_id: Any) -> SessionMessage:
+        return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
+            code=CONNECTION_CLOSED, message=f"{SERVER_EXITED}; this request was not answered")))
+
+    async def _fail_pending(self, client_write) -> None:
+        """The server is gone: each request it had not answered gets an error now; a guarded
+        call's outcome is that error."""
+        pending = sorted(self._in_flight, key=str)
+        print(f"loopwarden mcp-proxy: {SERVER_EXITED}; {len(pending)} pending request(s) and every later one "
+              f"{'of this session ' if self._keep_session else ''}get an error", file=self._stderr, flush=True)
+        for request_id in pending:
+            self._settle(request_id)
+            self._listing.discard(request_id)
+            guarded = self._guarded.pop(request_id, None)
+            if guarded is not None:
+                await self._guard.after(guarded.call, error=SERVER_EXITED)
+            await self._to_client(client_write, self._exited_error(request_id))
 
     def _unreadable(self, side: str, exc: Exception) -> None:
         print(f"loopwarden mcp-proxy: dropped an unreadable message from the {side}: {exc}", file=self._stderr,
@@ -83,6 +163,10 @@ class Relay:
                 self._unreadable("client", item)
                 continue
             message = item.message
+            if self.server_exited:
+                if isinstance(message, JSONRPCRequest):
+                    await self._to_client(client_write, self._exited_error(message.id))
+                continue
             if isinstance(message, JSONRPCRequest):
                 if message.method == "tools/list":
                     self._listing.add(message.id)
@@ -90,7 +174,7 @@ class Relay:
                     call = ToolCall.of(f"{self._prefix}{message.id}", message.params, self._classes)
                     before = await self._guard.before(call)
                     if before.refusal is not None:
-                        await client_write.send(SessionMessage(JSONRPCResponse(
+                        await self._to_client(client_write, SessionMessage(JSONRPCResponse(
                             jsonrpc="2.0", id=message.id, result=before.refusal)))
                         continue
                     self._guarded[message.id] = _Guarded(call, before.warning)
@@ -99,10 +183,16 @@ class Relay:
                     before = await self._guard.before(call)
                     if before.refusal is not None:
                         text = " ".join(c.get("text", "") for c in before.refusal.get("content", []))
-                        await client_write.send(SessionMessage(JSONRPCError(
+                        await self._to_client(client_write, SessionMessage(JSONRPCError(
                             jsonrpc="2.0", id=message.id, error=ErrorData(code=REFUSED, message=text))))
                         continue
                     self._guarded[message.id] = _Guarded(call, before.warning)
+                if self.server_exited:  # it went while the call was being judged
+                    guarded = self._guarded.pop(message.id, None)
+                    if guarded is not None:
+                        await self._guard.after(guarded.call, error=SERVER_EXITED)
+                    await self._to_client(client_write, self._exited_error(message.id))
+                    continue
                 self._in_flight.add(message.id)
                 token = ((message.params or {}).get("_meta") or {}).get("progressToken")
                 if token is not None:
@@ -113,7 +203,10 @@ class Relay:
                 guarded = self._guarded.pop(request_id, None)
                 if guarded is not None:
                     await self._guard.after(guarded.call, error="cancelled by the client")
-            await server_write.send(item)
+            try:
+                await server_write.send(item)
+            except _GONE:
+                pass  # the server is gone: its side fails this request with the others pending
 
     async def _from_server(self, server_read, client_write) -> None:
         async for item in server_read:
@@ -130,7 +223,7 @@ class Relay:
                 guarded = self._guarded.pop(message.id, None)
                 if guarded is not None:
                     item = await self._outcome(guarded, message)
-            await client_write.send(self._routed(item))
+            await self._to_client(client_write, self._routed(item))
 
     async def _outcome(self, guarded: _Guarded, message: JSONRPCResponse | JSONRPCError) -> SessionMessage:
         if isinstance(message, JSONRPCError):

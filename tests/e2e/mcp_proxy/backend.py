@@ -5,6 +5,7 @@ often the server really ran a tool behind the proxy.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import anyio
@@ -55,6 +56,12 @@ async def wait_forever(ctx: Context) -> str:
         _note("cancelled")
         raise
     return "woke up"
+
+
+@server.tool()
+async def server_pid() -> str:
+    """The server process's id, so that a test can kill it mid-call."""
+    return str(os.getpid())
 
 
 @server.tool()
