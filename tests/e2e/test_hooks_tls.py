@@ -3,7 +3,6 @@ when --tls-client-ca is set, and renewed certificate files apply to new handshak
 restart, as on the gRPC port."""
 from __future__ import annotations
 
-import shutil
 import ssl
 import time
 import urllib.error
@@ -41,15 +40,9 @@ def test_mtls_requires_a_client_certificate_from_the_ca(certs, run_id):
 
 def test_renewed_certificates_apply_to_new_handshakes(certs, tmp_path, run_id):
     from tests.e2e.test_security import _replace
-    from tests.support.certs import _ca, _leaf
+    from tests.support.certs import served_and_renewed
 
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    shutil.copy(certs / "server.pem", cert)
-    shutil.copy(certs / "server.key", key)
-    renewed = tmp_path / "renewed"
-    renewed.mkdir()
-    _ca("ca2", renewed)
-    _leaf("server2", "ca2", renewed, "IP:127.0.0.1,DNS:localhost")
+    cert, key, renewed = served_and_renewed(certs, tmp_path)
     args = ["--hooks-listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key)]
     with running_daemon(CONFIG, args) as daemon:
         address = hooks_address(daemon)

@@ -125,18 +125,11 @@ def _replace(path, content: bytes) -> None:
 class TestRotation:
     def test_renewed_certificates_apply_to_new_connections(self, certs, tmp_path):
         """Replacing cert and key files (another CA) is picked up without a restart; the old chain stops working."""
-        import shutil
         import time
 
-        from tests.support.certs import _ca, _leaf
+        from tests.support.certs import served_and_renewed
 
-        cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-        shutil.copy(certs / "server.pem", cert)
-        shutil.copy(certs / "server.key", key)
-        renewed = tmp_path / "renewed"
-        renewed.mkdir()
-        _ca("ca2", renewed)
-        _leaf("server2", "ca2", renewed, "IP:127.0.0.1,DNS:localhost")
+        cert, key, renewed = served_and_renewed(certs, tmp_path)
         with running_daemon(extra_args=["--tls-cert", str(cert), "--tls-key", str(key)]) as daemon:
             def check_with(ca: bytes) -> pb.Verdict:
                 with grpc.secure_channel(daemon.grpc_target, grpc.ssl_channel_credentials(ca)) as ch:

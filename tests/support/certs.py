@@ -37,3 +37,19 @@ def certs(tmp_path_factory) -> pathlib.Path:
     _leaf("client", "ca", directory, None)
     _leaf("rogue-client", "rogue-ca", directory, None)
     return directory
+
+
+def served_and_renewed(certs: pathlib.Path, tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
+    """(cert, key, renewed): copies of the server's certificate and key for a daemon to serve
+    from, and a folder holding a renewal signed by another CA (ca2.pem, server2.pem/.key) to
+    put in their place."""
+    import shutil
+
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    shutil.copy(certs / "server.pem", cert)
+    shutil.copy(certs / "server.key", key)
+    renewed = tmp_path / "renewed"
+    renewed.mkdir()
+    _ca("ca2", renewed)
+    _leaf("server2", "ca2", renewed, "IP:127.0.0.1,DNS:localhost")
+    return cert, key, renewed

@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import re
 import signal
-import subprocess
 import sys
-import time
 
 import anyio
 import mcp_types as types
@@ -286,22 +283,10 @@ class TestDaemonOutage:
 class TestStreamableHttp:
     def test_listen_serves_the_same_proxy_over_streamable_http(self, daemon, run_id, tmp_path):
         """--listen: an MCP client over Streamable HTTP gets the same tools, progress and blocks."""
-        log, errlog = tmp_path / "backend.log", tmp_path / "proxy.err"
-        command = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--address", daemon.grpc_target, "--run-id", run_id,
-                   "--listen", "127.0.0.1:0", "--", *backend_command(log)]
-        with errlog.open("w") as stderr:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
-        try:
-            url = None
-            for _ in range(300):
-                found = re.search(r"listening on (\S+)", errlog.read_text())
-                if found:
-                    url = found.group(1)
-                    break
-                assert process.poll() is None, errlog.read_text()
-                time.sleep(0.05)
-            assert url, errlog.read_text()
+        from tests.e2e.mcp_proxy.test_peers import listening_proxy
 
+        log, errlog = tmp_path / "backend.log", tmp_path / "proxy.err"
+        with listening_proxy("--address", daemon.grpc_target, "--run-id", run_id, log=log, errlog=errlog) as (_, url):
             async def main():
                 async with streamable_http_client(url) as (read, write), \
                         ClientSession(read, write, sampling_callback=_answer_sampling) as session:
@@ -318,9 +303,6 @@ class TestStreamableHttp:
                     return tools, progress, asked, results
 
             tools, progress, asked, results = anyio.run(main)
-        finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=15)
 
         assert "lookup" in tools
         assert [1.0, 2.0] == progress
