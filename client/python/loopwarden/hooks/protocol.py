@@ -78,6 +78,9 @@ from ..eventformat import EventKind, EventRecord, json_text
 from .reduction import DEFAULT_LIMIT_BYTES, Reduction, bounded_json, bounded_text
 
 INTEGRATION_HEADER = "x-loopwarden-integration"
+# Appended to an ASK verdict that reaches a hook which cannot ask (the engine gives such events the
+# BLOCK, so this is a safety net): the model is told to put the question to the person itself.
+ASK_THE_USER = "Ask the user whether this call should run before trying it again."
 
 
 class Dialect(str, enum.Enum):
@@ -467,7 +470,9 @@ def _claude_answer(request: HookRequest, verdict: VerdictLike | None) -> dict[st
     if action == "ask" and request.event is not None and request.event.accepts_ask:
         return {"hookSpecificOutput": {"hookEventName": PRE_TOOL_USE, "permissionDecision": "ask",
                                        "permissionDecisionReason": message}}
-    if action in ("block", "ask"):  # an ASK where the host cannot ask is the BLOCK it stands for
+    if action == "ask":  # an ASK where this hook cannot ask: the BLOCK it stands for, and the question
+        return {"hookSpecificOutput": _deny(f"{message} {ASK_THE_USER}")}
+    if action == "block":
         return {"hookSpecificOutput": _deny(message)}
     if action == "abort":
         if request.dialect in (Dialect.CODEX, Dialect.CURSOR):  # no continue/stopReason before a tool

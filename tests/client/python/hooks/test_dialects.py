@@ -9,7 +9,7 @@ import pytest
 from loopwarden import Action, Verdict
 from loopwarden.eventformat import EventKind
 from loopwarden.hooks import Dialect, HookPayloadError, answer, parse, unavailable_answer
-from loopwarden.hooks.protocol import unchecked_answer
+from loopwarden.hooks.protocol import ASK_THE_USER, unchecked_answer
 
 from . import dialect_payloads as p
 
@@ -170,7 +170,8 @@ class TestCursorAnswers:
     def test_ask_on_the_shell_hook_is_a_deny(self):
         shell = parse(Dialect.CURSOR, p.cursor_before_shell_execution("c"))
 
-        assert "deny" == answer(shell, verdict(Action.ASK, BLOCK))["permission"]
+        out = answer(shell, verdict(Action.ASK, BLOCK))
+        assert ("deny", f"{BLOCK} {ASK_THE_USER}") == (out["permission"], out["agent_message"])
 
     def test_an_announced_warning_reaches_model_and_user(self):
         assert {"agent_message": WARNING, "user_message": f"loopwarden: {WARNING}"} == answer(
