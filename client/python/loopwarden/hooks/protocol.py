@@ -1,8 +1,9 @@
 """Agent hook payloads <-> loopwarden events and verdicts, for Claude Code, Codex, Gemini CLI and Cursor.
 
 Pure mapping, shared by the daemon's HTTP endpoints (`POST /v1/hooks/claude-code`, `/codex`,
-`/gemini-cli`, `/cursor`) and the command form (`loopwarden hook claude-code|codex|gemini-cli|cursor`): `parse` turns one hook input into
-the event to evaluate, `answer` turns the verdict into the hook's JSON output.
+`/gemini-cli`, `/cursor`) and the command form (`loopwarden hook claude-code|codex|gemini-cli|cursor`):
+`parse` turns one hook input into the event to evaluate, `answer` turns the verdict into the hook's
+JSON output.
 
 The shapes follow the hosts' own definitions: Claude Code's `PreToolUseHookInput`,
 `PostToolUseHookInput`, `PostToolUseFailureHookInput`, `PostToolBatchHookInput`,
