@@ -18,9 +18,11 @@ from loopwarden.hooks import INTEGRATION_HEADER
 GRPC = "grpc"
 CLAUDE_CODE = "claude_code"
 CODEX = "codex"
+GEMINI_CLI = "gemini_cli"
+CURSOR = "cursor"
 MCP_PROXY = "mcp_proxy"
 OTHER = "other"
-INTEGRATIONS = (GRPC, CLAUDE_CODE, CODEX, MCP_PROXY, OTHER)
+INTEGRATIONS = (GRPC, CLAUDE_CODE, CODEX, GEMINI_CLI, CURSOR, MCP_PROXY, OTHER)
 
 current_integration: ContextVar[str] = ContextVar("loopwarden_integration", default=GRPC)
 
@@ -33,5 +35,6 @@ def integration_label(raw: str | None) -> str:
     return value if value in INTEGRATIONS else OTHER
 
 
-__all__ = ["CLAUDE_CODE", "CODEX", "GRPC", "INTEGRATIONS", "INTEGRATION_HEADER", "MCP_PROXY", "OTHER",
+__all__ = ["CLAUDE_CODE", "CODEX", "CURSOR", "GEMINI_CLI", "GRPC", "INTEGRATIONS", "INTEGRATION_HEADER",
+           "MCP_PROXY", "OTHER",
            "current_integration", "integration_label"]

@@ -179,7 +179,7 @@ class TestClaudeCodeEndpoint:
 
     def test_other_paths_and_methods(self, daemon):
         address = hooks_address(daemon)
-        status, answer = post(address, "/v1/hooks/cursor", {})
+        status, answer = post(address, "/v1/hooks/windsurf", {})
 
         assert 404 == status and "/v1/hooks/claude-code" in answer["error"]
         with pytest.raises(urllib.error.HTTPError) as refused:

@@ -1,4 +1,4 @@
-"""`loopwarden hook claude-code|codex`: the command-hook form of the daemon's hook endpoints.
+"""`loopwarden hook claude-code|codex|gemini-cli|cursor`: the command-hook form of the daemon's hook endpoints.
 
 The host runs the command for each hook event with the hook's JSON on stdin. The command asks the
 daemon over gRPC (Check, with `x-loopwarden-integration` naming the host) and prints the hook's
@@ -29,7 +29,7 @@ def add_hook_command(commands) -> None:
     hook = commands.add_parser(
         "hook", help="answer one agent hook event: hook JSON on stdin, the daemon's verdict as the hook's JSON on stdout")
     hook.add_argument("dialect", choices=[dialect.value for dialect in Dialect], metavar="HOST",
-                      help="whose hook protocol: claude-code or codex")
+                      help="whose hook protocol: claude-code, codex, gemini-cli or cursor")
     hook.add_argument("--agent", default="", metavar="ID",
                       help="agent id for the daemon's per-agent config (default: the global config)")
     hook.add_argument("--fail-closed", action="store_true",
@@ -119,7 +119,7 @@ def _hook(args: argparse.Namespace) -> int:
                 except OSError as exc:
                     print(f"loopwarden hook: cannot remember the asked call in {default_state_dir()}: {exc}",
                           file=sys.stderr)
-                    output = unremembered_ask_answer(verdict, f"{default_state_dir()} is not writable")
+                    output = unremembered_ask_answer(verdict, f"{default_state_dir()} is not writable", dialect)
             blocked = request.blocked_outcome(verdict) if verdict is not None else None
             if blocked is not None:
                 try:

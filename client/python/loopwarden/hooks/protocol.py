@@ -1,8 +1,9 @@
-"""Agent hook payloads <-> loopwarden events and verdicts, for Claude Code and Codex.
+"""Agent hook payloads <-> loopwarden events and verdicts, for Claude Code, Codex, Gemini CLI and Cursor.
 
-Pure mapping, shared by the daemon's HTTP endpoints (`POST /v1/hooks/claude-code`, `/codex`)
-and the command form (`loopwarden hook claude-code|codex`): `parse` turns one hook input into
-the event to evaluate, `answer` turns the verdict into the hook's JSON output.
+Pure mapping, shared by the daemon's HTTP endpoints (`POST /v1/hooks/claude-code`, `/codex`,
+`/gemini-cli`, `/cursor`) and the command form (`loopwarden hook claude-code|codex|gemini-cli|cursor`):
+`parse` turns one hook input into the event to evaluate, `answer` turns the verdict into the hook's
+JSON output.
 
 The shapes follow the hosts' own definitions: Claude Code's `PreToolUseHookInput`,
 `PostToolUseHookInput`, `PostToolUseFailureHookInput`, `PostToolBatchHookInput`,
@@ -55,6 +56,17 @@ Both hosts:
   in a PreToolUse answer (the whole answer would be dropped as invalid), so an ABORT there only
   denies the call; every later call of the run is denied the same way, and the PostToolUse that
   reports the loop's outcome stops the session.
+
+Gemini CLI and Cursor hooks follow the same pattern under other names. `parse` translates their
+input into its Claude Code twin (Gemini CLI: BeforeTool, AfterTool, PreCompress, BeforeAgent,
+SessionEnd; Cursor: preToolUse / beforeShellExecution / beforeMCPExecution, postToolUse /
+afterShellExecution / afterMCPExecution, postToolUseFailure, preCompact, beforeSubmitPrompt,
+sessionEnd) and `answer` writes the verdict in the host's own output (Gemini CLI: `decision` /
+`reason` / `continue` / `systemMessage`; Cursor: `permission` / `agent_message` / `user_message`,
+`additional_context` after a tool). Cursor can ask (`permission: "ask"`) when its input names the
+call (`tool_use_id`, the generic tool hooks), whose later postToolUse is the person's "yes";
+Gemini CLI's hook input names no call, so it is never asked: an ASK is the deny that tells the model
+to ask the person. Cursor's before-tool answer has no `continue`, so an ABORT there denies, as Codex's.
 """
 from __future__ import annotations
 
@@ -67,6 +79,9 @@ from ..eventformat import EventKind, EventRecord, json_text
 from .reduction import DEFAULT_LIMIT_BYTES, Reduction, bounded_json, bounded_text
 
 INTEGRATION_HEADER = "x-loopwarden-integration"
+# Appended to an ASK verdict that reaches a hook which cannot ask (the engine gives such events the
+# BLOCK, so this is a safety net): the model is told to put the question to the person itself.
+ASK_THE_USER = "Ask the user whether this call should run before trying it again."
 
 
 class Dialect(str, enum.Enum):
@@ -74,6 +89,8 @@ class Dialect(str, enum.Enum):
 
     CLAUDE_CODE = "claude-code"
     CODEX = "codex"
+    GEMINI_CLI = "gemini-cli"
+    CURSOR = "cursor"
 
     @property
     def integration(self) -> str:
@@ -85,6 +102,12 @@ class Dialect(str, enum.Enum):
         """The host says when a model turn's tool calls have all resolved (Claude Code's
         PostToolBatch); Codex has no such hook."""
         return self is Dialect.CLAUDE_CODE
+
+    @property
+    def can_ask(self) -> bool:
+        """The host can hold a call for the person and reports the person's "yes" by the call's
+        id (Claude Code's tool_use_id, Cursor's): loopwarden may answer ASK."""
+        return self in (Dialect.CLAUDE_CODE, Dialect.CURSOR)
 
 
 class HookPayloadError(ValueError):
@@ -156,6 +179,7 @@ class HookRequest:
     run: HookRun | None = None  # the run of the hook's event (None: a hook of no run)
     tool_call_id: str = ""  # a tool hook's tool_use_id
     reduced: tuple[Reduction, ...] = ()  # fields over the event limits, judged by their stand-in (reduction)
+    host_event_name: str = ""  # Gemini CLI's / Cursor's own name when hook_event_name is its Claude Code twin
 
     @property
     def before_tool(self) -> bool:
@@ -174,8 +198,8 @@ class HookRequest:
     def settles_ask(self) -> bool | None:
         """After this hook an asked call of its tool_use_id is settled: True (it ran: approved),
         False (denied), None (this hook says nothing about it)."""
-        if self.dialect is not Dialect.CLAUDE_CODE or not self.tool_call_id or self.run is None:
-            return None  # Codex is never asked
+        if not self.dialect.can_ask or not self.tool_call_id or self.run is None:
+            return None  # Codex and Gemini CLI are never asked
         return _SETTLES_ASK.get(self.hook_event_name)
 
     def asked(self, verdict: VerdictLike) -> bool:
@@ -257,6 +281,88 @@ def _run(dialect: Dialect, payload: Mapping[str, Any], name: str, session_id: st
                    session_id=agent_type or session_id)
 
 
+# Gemini CLI's hook events (its docs/hooks/reference.md and HookEventName in @google/gemini-cli
+# 0.61.0) and their Claude Code twins. Gemini CLI has no tool call id, no failure event (a failed
+# call is an AfterTool whose tool_response carries `error`) and no sub-agents.
+_GEMINI_EVENTS = {"BeforeTool": PRE_TOOL_USE, "AfterTool": POST_TOOL_USE, "PreCompress": PRE_COMPACT,
+                  "BeforeAgent": USER_PROMPT_SUBMIT, "SessionEnd": SESSION_END}
+GEMINI_BEFORE_TOOL = "BeforeTool"
+
+# Cursor's agent hooks (cursor.com/docs/agent/hooks, `.cursor/hooks.json` version 1). The generic
+# preToolUse/postToolUse/postToolUseFailure cover every tool; beforeShellExecution/afterShellExecution
+# and beforeMCPExecution/afterMCPExecution are the older per-kind pair. A hooks.json should name one
+# family, not both: a call reported by both would count twice.
+CURSOR_SHELL_TOOL = "Shell"  # the name Cursor's generic tool hooks give the shell tool
+_CURSOR_EVENTS = {"preToolUse": PRE_TOOL_USE, "beforeShellExecution": PRE_TOOL_USE, "beforeMCPExecution": PRE_TOOL_USE,
+                  "postToolUse": POST_TOOL_USE, "afterShellExecution": POST_TOOL_USE,
+                  "afterMCPExecution": POST_TOOL_USE, "postToolUseFailure": POST_TOOL_USE_FAILURE,
+                  "preCompact": PRE_COMPACT, "beforeSubmitPrompt": USER_PROMPT_SUBMIT, "sessionEnd": SESSION_END}
+CURSOR_BEFORE_TOOL = frozenset(name for name, twin in _CURSOR_EVENTS.items() if twin == PRE_TOOL_USE)
+
+
+def _json_object(payload: Mapping[str, Any], key: str) -> Any:
+    """A JSON value the host may send as an object or as its JSON text (Cursor's MCP hooks send
+    `tool_input` and `result_json` as strings): the object, so both spellings hash alike."""
+    import json
+
+    value = payload.get(key)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _gemini(name: str, payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    twin = _GEMINI_EVENTS.get(name)
+    if twin is None:
+        return None
+    out: dict[str, Any] = {"hook_event_name": twin, "session_id": payload.get("session_id")}
+    if twin == USER_PROMPT_SUBMIT or twin in (PRE_COMPACT, SESSION_END):
+        return out
+    out.update(tool_name=payload.get("tool_name"), tool_input=payload.get("tool_input", {}))
+    if twin == POST_TOOL_USE:
+        response = payload.get("tool_response")
+        error = response.get("error") if isinstance(response, Mapping) else None
+        if error:  # a failed call: its error is the outcome, as Claude Code's PostToolUseFailure
+            message = error.get("message") if isinstance(error, Mapping) else error
+            out.update(hook_event_name=POST_TOOL_USE_FAILURE, error=str(message or error))
+        else:  # what the model reads of the result (returnDisplay is the terminal's copy)
+            out["tool_response"] = response.get("llmContent") if isinstance(response, Mapping) else response
+    return out
+
+
+def _cursor(name: str, payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    twin = _CURSOR_EVENTS.get(name)
+    if twin is None:
+        return None  # stop, subagentStart/Stop, beforeReadFile, afterFileEdit, ...: not evaluated
+    # Every Cursor hook input carries conversation_id, the agent conversation (the run).
+    out: dict[str, Any] = {"hook_event_name": twin, "session_id": _string(payload, "conversation_id")}
+    if twin in (USER_PROMPT_SUBMIT, PRE_COMPACT, SESSION_END):
+        return out
+    if name in ("beforeShellExecution", "afterShellExecution"):
+        # The shell pair has no tool_name/tool_input: the command is the call.
+        out.update(tool_name=CURSOR_SHELL_TOOL, tool_input={"command": _string(payload, "command")})
+        if name == "afterShellExecution":
+            out["tool_response"] = payload.get("output")
+        return out
+    out.update(tool_name=payload.get("tool_name"), tool_input=_json_object(payload, "tool_input") or {},
+               tool_use_id=payload.get("tool_use_id"))
+    if payload.get("duration") is not None:
+        out["duration_ms"] = payload.get("duration")
+    if name == "postToolUse":
+        out["tool_response"] = _json_object(payload, "tool_output")
+    elif name == "afterMCPExecution":
+        out["tool_response"] = _json_object(payload, "result_json")
+    elif name == "postToolUseFailure":
+        out["error"] = _string(payload, "error_message")
+    return out
+
+
+_TRANSLATE = {Dialect.GEMINI_CLI: _gemini, Dialect.CURSOR: _cursor}
+
+
 def parse(dialect: Dialect, payload: Any, *, agent_id: str = "", max_params_bytes: int = DEFAULT_LIMIT_BYTES,
           max_result_bytes: int = DEFAULT_LIMIT_BYTES) -> HookRequest:
     """Read one hook input (the decoded JSON). The run is the hook's `session_id`, or a
@@ -267,6 +373,17 @@ def parse(dialect: Dialect, payload: Any, *, agent_id: str = "", max_params_byte
     HookPayloadError names the field when a mapped event lacks what its host always sends."""
     if not isinstance(payload, Mapping):
         raise HookPayloadError(f"the hook input must be a JSON object, got {type(payload).__name__}")
+    if dialect in _TRANSLATE:
+        host_name = _string(payload, "hook_event_name")
+        translated = _TRANSLATE[dialect](host_name, payload)
+        if translated is None:
+            return HookRequest(dialect, host_name)
+        request = parse(Dialect.CLAUDE_CODE, translated,
+                        agent_id=agent_id, max_params_bytes=max_params_bytes, max_result_bytes=max_result_bytes)
+        accepts_ask = dialect.can_ask and bool(request.tool_call_id)
+        if request.event is not None and request.event.kind is EventKind.TOOL_CALL:
+            request = replace(request, event=replace(request.event, accepts_ask=accepts_ask))
+        return replace(request, dialect=dialect, host_event_name=host_name)
     name = _string(payload, "hook_event_name")
     if name not in _EVENTS[dialect]:
         return HookRequest(dialect, name)
@@ -330,6 +447,11 @@ def _deny(reason: str) -> dict[str, Any]:
 
 def answer(request: HookRequest, verdict: VerdictLike | None) -> dict[str, Any]:
     """The hook's JSON output for the verdict on `request.event` (None: the hook had no event)."""
+    return _in_host_format(request.dialect, request.before_tool, request.hook_event_name,
+                           _claude_answer(request, verdict))
+
+
+def _claude_answer(request: HookRequest, verdict: VerdictLike | None) -> dict[str, Any]:
     if verdict is None or request.hook_event_name in (USER_PROMPT_SUBMIT, SUBAGENT_STOP, PERMISSION_DENIED):
         # A new prompt is never held up (an aborted run's next call is denied); a sub-agent is
         # never kept running; a denial is only reported.
@@ -346,13 +468,15 @@ def answer(request: HookRequest, verdict: VerdictLike | None) -> dict[str, Any]:
     if not request.before_tool:
         # PostToolUse(Failure), PreCompact: only an ABORT has something to say.
         return {"continue": False, "stopReason": message} if action == "abort" else {}
-    if action == "ask" and request.dialect is Dialect.CLAUDE_CODE:
+    if action == "ask" and request.event is not None and request.event.accepts_ask:
         return {"hookSpecificOutput": {"hookEventName": PRE_TOOL_USE, "permissionDecision": "ask",
                                        "permissionDecisionReason": message}}
-    if action in ("block", "ask"):  # an ASK where the host cannot ask is the BLOCK it stands for
+    if action == "ask":  # an ASK where this hook cannot ask: the BLOCK it stands for, and the question
+        return {"hookSpecificOutput": _deny(f"{message} {ASK_THE_USER}")}
+    if action == "block":
         return {"hookSpecificOutput": _deny(message)}
     if action == "abort":
-        if request.dialect is Dialect.CODEX:
+        if request.dialect in (Dialect.CODEX, Dialect.CURSOR):  # no continue/stopReason before a tool
             return {"hookSpecificOutput": _deny(message), "systemMessage": f"loopwarden: {message}"}
         return {"hookSpecificOutput": _deny(message), "continue": False, "stopReason": message}
     if action == "warn" and verdict.announce:
@@ -361,13 +485,14 @@ def answer(request: HookRequest, verdict: VerdictLike | None) -> dict[str, Any]:
     return {}  # ALLOW, an unannounced WARN, a REJECT (the call runs unguarded)
 
 
-def unremembered_ask_answer(verdict: VerdictLike, reason: str) -> dict[str, Any]:
+def unremembered_ask_answer(verdict: VerdictLike, reason: str,
+                            dialect: Dialect = Dialect.CLAUDE_CODE) -> dict[str, Any]:
     """The answer to an ASK whose call cannot be remembered for the person's answer (the command
     form's state dir is unusable): the call is denied, as it would be without ASK, since an
     approval that could not be reported would later count as a denial anyway."""
-    return {"hookSpecificOutput": _deny(
+    return _in_host_format(dialect, True, PRE_TOOL_USE, {"hookSpecificOutput": _deny(
         f"{_message(verdict)} (loopwarden could not keep this question open for you: {reason}; the call was "
-        "denied instead)")}
+        "denied instead)")})
 
 
 def unchecked_answer(dialect: Dialect, hook_event_name: str, reason: str, *, fail_closed: bool) -> dict[str, Any]:
@@ -375,9 +500,19 @@ def unchecked_answer(dialect: Dialect, hook_event_name: str, reason: str, *, fai
     which only the event's name is known: a PreToolUse gets the unavailable answer (the call runs
     with a note to the user, or is denied when fail-closed); any other event (its call has already
     run, or the name could not be read) tells the user that it was not checked."""
-    if hook_event_name == PRE_TOOL_USE:
-        return unavailable_answer(HookRequest(dialect, hook_event_name), reason, fail_closed=fail_closed)
-    return {"systemMessage": f"loopwarden: {reason}; this hook event was not checked."}
+    if is_before_tool(dialect, hook_event_name):
+        return unavailable_answer(HookRequest(dialect, PRE_TOOL_USE), reason, fail_closed=fail_closed)
+    return _in_host_format(dialect, False, hook_event_name,
+                           {"systemMessage": f"loopwarden: {reason}; this hook event was not checked."})
+
+
+def is_before_tool(dialect: Dialect, hook_event_name: str) -> bool:
+    """The host's name of its before-a-tool-runs event (the one a deny applies to)."""
+    if dialect is Dialect.GEMINI_CLI:
+        return hook_event_name == GEMINI_BEFORE_TOOL
+    if dialect is Dialect.CURSOR:
+        return hook_event_name in CURSOR_BEFORE_TOOL
+    return hook_event_name == PRE_TOOL_USE
 
 
 def unavailable_answer(request: HookRequest, reason: str, *, fail_closed: bool) -> dict[str, Any]:
@@ -386,6 +521,53 @@ def unavailable_answer(request: HookRequest, reason: str, *, fail_closed: bool) 
     if not request.before_tool:
         return {}
     if fail_closed:
-        return {"hookSpecificOutput": _deny(
+        out = {"hookSpecificOutput": _deny(
             f"loopwarden could not check this call ({reason}) and is set to fail closed, so it was not run.")}
-    return {"systemMessage": f"loopwarden: {reason}; this call ran without a loop check."}
+    else:
+        out = {"systemMessage": f"loopwarden: {reason}; this call ran without a loop check."}
+    return _in_host_format(request.dialect, True, PRE_TOOL_USE, out)
+
+
+def _in_host_format(dialect: Dialect, before_tool: bool, hook_event_name: str, out: dict[str, Any]) -> dict[str, Any]:
+    """Claude Code's answer (which Codex shares) in Gemini CLI's or Cursor's own output format."""
+    if dialect in (Dialect.CLAUDE_CODE, Dialect.CODEX) or not out:
+        return out
+    specific = out.get("hookSpecificOutput", {})
+    decision = specific.get("permissionDecision")
+    reason = specific.get("permissionDecisionReason", "")
+    context = specific.get("additionalContext", "")
+    note = out.get("systemMessage", "")
+    stop = out.get("stopReason", "") if out.get("continue") is False else ""
+    if dialect is Dialect.GEMINI_CLI:
+        # BeforeTool: decision "deny" + reason (the model reads it as the tool's error); continue:
+        # false + stopReason ends the agent loop (BeforeTool and AfterTool); systemMessage is the
+        # user's. Gemini CLI 0.61.0 reads hookSpecificOutput.additionalContext after a tool only, so
+        # a warning before one reaches the user (systemMessage); it is passed as context as well.
+        gemini: dict[str, Any] = {}
+        if decision in ("deny", "ask"):
+            gemini.update(decision="deny", reason=reason)
+        if context:
+            gemini["hookSpecificOutput"] = {"additionalContext": context}
+        if stop:
+            gemini.update({"continue": False, "stopReason": stop})
+        if note:
+            gemini["systemMessage"] = note
+        return gemini
+    # Cursor: before a tool, `permission` ("deny" / "ask"; never "allow", which would skip Cursor's
+    # own approval rules) with `agent_message` for the model and `user_message` for the person.
+    # After a tool, `additional_context` reaches the model; a compaction can only tell the user.
+    if before_tool:
+        cursor: dict[str, Any] = {}
+        if decision in ("deny", "ask"):
+            cursor.update(permission=decision, agent_message=reason, user_message=f"loopwarden: {reason}")
+        elif context:
+            cursor.update(agent_message=context, user_message=note or f"loopwarden: {context}")
+        elif note:
+            cursor["user_message"] = note
+        return cursor
+    message = stop or context or note
+    if not message:
+        return {}
+    if _CURSOR_EVENTS.get(hook_event_name, hook_event_name) in (POST_TOOL_USE, POST_TOOL_USE_FAILURE):
+        return {"additional_context": message}
+    return {"user_message": message if message.startswith("loopwarden") else f"loopwarden: {message}"}
