@@ -172,3 +172,18 @@ def test_the_makefile_installs_it_next_to_loopwarden(tmp_path):
     assert f"{installed}" in done.stdout
     helped = subprocess.run([str(installed), "--help"], capture_output=True, text=True, timeout=30)
     assert 0 == helped.returncode and "usage: loopwarden-hook" in helped.stdout
+
+
+def test_an_input_over_the_body_limit_gets_the_endpoints_answer(run_id):
+    """The endpoint answers an input over --hooks-max-body-bytes (a deny under --hooks-fail-closed)
+    before it has read it all; that answer, not a "did not answer", is what the command prints."""
+    from tests.support.daemon import running_daemon
+
+    body = payloads.claude_pre_tool_use(run_id, "t", command="x" * (4 << 20))
+    with running_daemon(extra_args=["--hooks-listen", "127.0.0.1:0", "--hooks-max-body-bytes", str(1 << 20),
+                                    "--hooks-fail-closed"]) as daemon:
+        done = run_hook("claude-code", body, url=f"http://{hooks_address(daemon)}")
+
+    assert (0, "") == (done.returncode, done.stderr)
+    denied = json.loads(done.stdout)["hookSpecificOutput"]
+    assert "deny" == denied["permissionDecision"] and "--hooks-max-body-bytes" in denied["permissionDecisionReason"]

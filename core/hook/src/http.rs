@@ -51,7 +51,9 @@ pub fn post(url: &Url, target: &str, body: &[u8], token: Option<&str>, timeout: 
     let mut request = head.into_bytes();
     request.extend_from_slice(body);
     stream.set_write_timeout(Some(remaining()?)).map_err(|err| err.to_string())?;
-    stream.write_all(&request).map_err(|err| format!("sending the hook input: {err}"))?;
+    // A listener may answer before it has read all of a large input (the endpoint's "over
+    // --hooks-max-body-bytes" answer) and close: its answer, if it came, still wins.
+    let sent = stream.write_all(&request).map_err(|err| format!("sending the hook input: {err}"));
     let mut received = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     loop {
@@ -63,7 +65,10 @@ pub fn post(url: &Url, target: &str, body: &[u8], token: Option<&str>, timeout: 
             Err(err) if matches!(err.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                 return Err(format!("no answer within {:.3} s", timeout.as_secs_f64()))
             }
-            Err(err) => return Err(format!("reading the answer: {err}")),
+            Err(err) => {
+                sent.clone()?;
+                return Err(format!("reading the answer: {err}"));
+            }
         }
         if received.len() > MAX_ANSWER_BYTES {
             return Err(format!("an answer over {MAX_ANSWER_BYTES} bytes"));
@@ -72,7 +77,10 @@ pub fn post(url: &Url, target: &str, body: &[u8], token: Option<&str>, timeout: 
             return Ok(answer);
         }
     }
-    complete(&received)?.ok_or_else(|| "the connection closed before the whole answer".to_string())
+    match complete(&received)? {
+        Some(answer) => Ok(answer),
+        None => sent.and(Err("the connection closed before the whole answer".to_string())),
+    }
 }
 
 /// The answer once `received` holds all of it (by Content-Length, or chunked to its last chunk),
