@@ -11,6 +11,10 @@ DISTRIBUTIONS := client/python/pyproject.toml server/pyproject.toml
 CORE_STAMP := $(VENV)/.installed-core
 CORE_SOURCES := core/Cargo.toml core/Cargo.lock core/pyproject.toml core/loopwarden_core.pyi $(shell find core/src -name '*.rs')
 
+# loopwarden-hook (core/hook/): the compiled command hook, installed next to `loopwarden`.
+HOOK_COMMAND := $(BIN)/loopwarden-hook
+HOOK_SOURCES := core/Cargo.toml core/Cargo.lock core/hook/Cargo.toml $(shell find core/hook/src -name '*.rs')
+
 .PHONY: serve test test-fast core wheel prereqs tools proto tables clean
 
 $(BIN)/python:
@@ -54,6 +58,10 @@ $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
 	bash scripts/build-core.sh
 	touch $@
 
+# Built by cargo (it is in the core's workspace); `loopwarden hook` stays the fallback without it.
+$(HOOK_COMMAND): $(HOOK_SOURCES) | $(BIN)/python
+	@bash scripts/build-hook-command.sh $(VENV)
+
 ## core: build the compiled engine (loopwarden-core) into .venv
 core: $(CORE_STAMP)
 
@@ -63,10 +71,11 @@ wheel: | $(BIN)/python
 	@bash scripts/build-wheels.sh $(WHEEL_DIR)
 
 ## serve: create .venv, install the daemon, start it on its embedded default config
-serve: $(RUNTIME_STAMP)
+serve: $(RUNTIME_STAMP) $(HOOK_COMMAND)
 	@echo "==> loopwarden serve: gRPC on $(SERVE_LISTEN), metrics on http://$(SERVE_METRICS_LISTEN)/metrics,"
 	@echo "    agent hooks on http://$(SERVE_HOOKS_LISTEN)/v1/hooks/claude-code and /v1/hooks/codex"
 	@echo "    (to move them: make serve GRPC_PORT=PORT METRICS_PORT=PORT HOOKS_PORT=PORT)"
+	@echo "    command hooks: $(abspath $(HOOK_COMMAND)) claude-code|codex --url http://$(SERVE_HOOKS_LISTEN)"
 	$(BIN)/loopwarden serve $(SERVE_FLAGS)
 
 ## test: check prerequisites, install everything the tests need, run the whole suite

@@ -22,8 +22,8 @@ trap report EXIT
 
 phase "core build (maturin)" make --no-print-directory .venv/.installed-core
 phase "python install" make --no-print-directory .venv/.installed-test
-phase "core cargo test" cargo test --locked --manifest-path core/Cargo.toml -q
-phase "core cargo clippy" cargo clippy --locked --manifest-path core/Cargo.toml --all-targets -q -- -D warnings
+phase "core cargo test" cargo test --locked --manifest-path core/Cargo.toml --workspace -q
+phase "core cargo clippy" cargo clippy --locked --manifest-path core/Cargo.toml --workspace --all-targets -q -- -D warnings
 phase "test tools install" bash scripts/install-test-tools.sh
 status=0
 phase "pytest (whole suite)" .venv/bin/python -m pytest || status=$?

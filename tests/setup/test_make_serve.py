@@ -4,7 +4,8 @@ the variables that move it (GRPC_PORT, METRICS_PORT, HOOKS_PORT, and the daemon'
 variable).
 
 `make` really runs here, with VENV set to the environment running the tests and its install stamp
-taken as up to date (`-o`), so nothing is installed or rebuilt."""
+taken as up to date (`-o`), so nothing is installed or rebuilt but the compiled hook command
+(loopwarden-hook), which `make serve` builds with cargo when its sources changed and installs in the venv."""
 from __future__ import annotations
 
 import json
@@ -125,6 +126,7 @@ def test_make_serve_listens_where_it_says():
                 listening = json.loads(line)
         if listening is not None:
             hook_answer = _post_hook(f"127.0.0.1:{hooks}")
+            command_answer = _run_hook_command(f"127.0.0.1:{hooks}")
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         stdout, _ = process.communicate(timeout=30)
@@ -136,6 +138,20 @@ def test_make_serve_listens_where_it_says():
     assert f"127.0.0.1:{hooks}" == listening["hooks_address"]
     assert f"    agent hooks on http://127.0.0.1:{hooks}/v1/hooks/claude-code and /v1/hooks/codex" in stdout.splitlines()
     assert (200, {}) == hook_answer  # a first call of a session: allowed
+    installed = VENV / "bin" / "loopwarden-hook"
+    assert (f"    command hooks: {installed} claude-code|codex --url http://127.0.0.1:{hooks}"
+            in stdout.splitlines())
+    assert (0, {}) == command_answer  # the installed command, through the listener make serve started
+
+
+def _run_hook_command(address: str) -> tuple[int, dict]:
+    """One Claude Code PreToolUse through the loopwarden-hook `make serve` installed."""
+    from tests.client.python.hooks import payloads
+
+    done = subprocess.run([str(VENV / "bin" / "loopwarden-hook"), "claude-code", "--url", f"http://{address}"],
+                          input=json.dumps(payloads.claude_pre_tool_use("make-serve-command", "toolu_1")),
+                          capture_output=True, text=True, timeout=30)
+    return done.returncode, json.loads(done.stdout or "null")
 
 
 def _post_hook(address: str) -> tuple[int, dict]:

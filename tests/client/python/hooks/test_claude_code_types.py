@@ -117,8 +117,13 @@ class TestAgainstTheSdk:
 
         result = _check(tsc, _source({"Settings": settings}))
 
-        assert 3 == len(settings)
+        assert 4 == len(settings)  # HTTP, HTTP fail-closed, loopwarden-hook, loopwarden hook
         assert 0 == result.returncode, result.stdout + result.stderr
+        commands = [hook["command"] for block in settings for matchers in block["hooks"].values()
+                    for matcher in matchers for hook in matcher["hooks"] if hook["type"] == "command"]
+        assert any("/loopwarden-hook claude-code" in command for command in commands)
+        # Claude Code runs command hooks with its own PATH: a bare name may be "not found" (exit 127).
+        assert all(command.startswith("/") for command in commands), commands
 
     def test_the_check_catches_a_field_the_sdk_does_not_know(self, tsc):
         """The check is real: an input with a made-up field, and a made-up decision, fail to compile."""
