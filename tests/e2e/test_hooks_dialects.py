@@ -10,7 +10,7 @@ import pytest
 
 from loopwarden import LoopwardenClient
 from tests.client.python.hooks import dialect_payloads as p
-from tests.e2e.test_hooks_http import hook_command, hooks_address, post
+from tests.e2e.test_hooks_http import hook_command, hook_sender, hooks_address, post
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the hook tests' shared daemon
 
 CRITICAL = 20
@@ -91,23 +91,12 @@ LIFECYCLE = {
 }
 
 
-def endpoint_sender(daemon, dialect):
-    address = hooks_address(daemon)
-
-    def send(body):
-        status, answer = post(address, f"/v1/hooks/{dialect}", body)
-        assert 200 == status, answer
-        return answer
-
-    return send
-
-
 @pytest.mark.parametrize("dialect", sorted(HOSTS))
 def test_a_loop_that_persists_after_compaction_is_stopped(daemon, run_id, dialect):
     """The host's compaction event, then three identical call/outcome pairs: the third outcome's
     answer stops the loop in the host's words, and the next call is denied."""
     host, (compaction, _, _, stopped) = HOSTS[dialect], LIFECYCLE[dialect]
-    send = endpoint_sender(daemon, dialect)
+    send = hook_sender(daemon, dialect)
 
     assert {} == send(compaction(run_id))
     outcomes = []
@@ -122,7 +111,7 @@ def test_a_loop_that_persists_after_compaction_is_stopped(daemon, run_id, dialec
 @pytest.mark.parametrize("dialect", sorted(HOSTS))
 def test_a_new_prompt_lifts_the_block_and_session_end_frees_the_run(daemon, client, run_id, dialect):
     host, (_, prompt, end, _) = HOSTS[dialect], LIFECYCLE[dialect]
-    send = endpoint_sender(daemon, dialect)
+    send = hook_sender(daemon, dialect)
 
     for index in range(1, CRITICAL + 2):
         answer = send(host["before"](run_id, index))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.client.python.hooks import dialect_payloads as p
-from tests.e2e.test_hooks_http import CRITICAL, hooks_address, post
+from tests.e2e.test_hooks_http import CRITICAL, hook_sender
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the hook tests' shared daemon
 from tests.e2e.test_hooks_ask import CONFIG
 
@@ -18,19 +18,8 @@ def daemon_config() -> str:
     return CONFIG
 
 
-def sender(daemon, dialect):
-    address = hooks_address(daemon)
-
-    def send(body):
-        status, answer = post(address, f"/v1/hooks/{dialect}", body)
-        assert 200 == status, answer
-        return answer
-
-    return send
-
-
 def test_cursor_asks_and_an_approved_call_asks_again(daemon, run_id):
-    send = sender(daemon, "cursor")
+    send = hook_sender(daemon, "cursor")
     answers = []
     for index in range(1, CRITICAL + 2):
         answers.append(send(p.cursor_pre_tool_use(run_id, f"tu-{index}")))
@@ -45,7 +34,7 @@ def test_cursor_asks_and_an_approved_call_asks_again(daemon, run_id):
 
 @pytest.mark.parametrize("dialect", ["gemini-cli", "cursor"])
 def test_a_host_hook_without_a_call_id_gets_the_deny(daemon, run_id, dialect):
-    send = sender(daemon, dialect)
+    send = hook_sender(daemon, dialect)
     before = p.gemini_before_tool if dialect == "gemini-cli" else p.cursor_before_shell_execution
     after = p.gemini_after_tool if dialect == "gemini-cli" else (
         lambda run: {**p.cursor_before_shell_execution(run), "hook_event_name": "afterShellExecution",

@@ -38,17 +38,21 @@ def post(address: str, path: str, body, *, headers: dict | None = None, scheme: 
             return error.code, json.loads(error.read())
 
 
-def claude_code_sender(daemon):
-    """A function that posts one Claude Code hook input to the daemon's endpoint and returns its
+def hook_sender(daemon, dialect: str):
+    """A function that posts one hook input of `dialect` to the daemon's endpoint and returns its
     answer, asserting the 200 every answer of the endpoint has."""
     address = hooks_address(daemon)
 
     def send(body: dict) -> dict:
-        status, answer = post(address, "/v1/hooks/claude-code", body)
+        status, answer = post(address, f"/v1/hooks/{dialect}", body)
         assert 200 == status, answer
         return answer
 
     return send
+
+
+def claude_code_sender(daemon):
+    return hook_sender(daemon, "claude-code")
 
 
 def hook_command(daemon, dialect: str, payload: dict, *extra: str) -> tuple[int, str, str]:
