@@ -10,7 +10,8 @@
 //! (HTTP 400), a non-blocking error the host reports and goes on from. When the daemon cannot answer
 //! (unreachable, timed out, any other non-200), it prints the host's own "daemon unavailable"
 //! answer, the JSON `loopwarden hook` prints: fail open (the default) tells the user the call ran
-//! unchecked, `--fail-closed` denies a PreToolUse.
+//! unchecked, `--fail-closed` denies a call about to run (fallback.rs: each dialect's before-tool
+//! hooks, in its own format).
 
 mod args;
 mod fallback;
