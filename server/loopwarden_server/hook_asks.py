@@ -6,7 +6,8 @@ asked sends no approval (no REJECT `no_pending_ask` for every outcome).
 Held in memory per (tenant, session), for at most MAX_SESSIONS sessions and MAX_PER_SESSION asked
 calls each (the least recently used go first); SessionEnd frees a session. An ask forgotten that
 way (or by a daemon restart) gets no approval: the daemon's `loopwarden.askTimeoutSeconds` then
-counts it as a denial. The endpoint serves requests on many threads, so every change holds a lock.
+counts it as a denial. The endpoint uses it from the daemon's event loop; every change still
+holds a lock, so a caller on another thread is safe too.
 """
 from __future__ import annotations
 

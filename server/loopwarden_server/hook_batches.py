@@ -19,7 +19,8 @@ ones are pending) until a PostToolBatch of it arrives. A distinct fan-out in a s
 turn is grouped at once; a loop at its start is counted from its first repeat.
 
 Held in memory, for at most MAX_SESSIONS sessions (the least recently used go first); SessionEnd
-frees a session. The hook endpoint serves requests on many threads, so every change holds a lock.
+frees a session. The endpoint uses it from the daemon's event loop; every change still holds a
+lock, so a caller on another thread is safe too.
 """
 from __future__ import annotations
 

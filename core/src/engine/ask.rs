@@ -247,7 +247,7 @@ pub(super) fn on_critical(state: &mut RunState, s: &crate::engine::Settings, io:
     if s.on_critical != "ask" || !io.accepts_ask || would_abort {
         return Turn::Block;
     }
-    if state.asks.as_ref().is_some_and(|a| a.denied.iter().any(|k| **k == *v.warning_key)) {
+    if is_denied(state, &v.warning_key, io.now, s.ask_timeout_seconds) {
         return Turn::Block;
     }
     ask(v);

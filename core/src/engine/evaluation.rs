@@ -110,13 +110,6 @@ fn evidence(state: &RunState, indexes: &[usize]) -> (Vec<u64>, Vec<String>) {
     (seqs, ids)
 }
 
-fn shadowed(mut v: Verdict) -> Verdict {
-    v.shadow_action = Some(v.action);
-    v.action = Action::Allow;
-    v.announce = true;
-    v
-}
-
 fn announce(state: &mut RunState, key: &str, count: u32) -> bool {
     let decade = count / 10;
     let announced = state.announced.get_or_insert_with(Default::default);
@@ -200,9 +193,17 @@ fn on_tool_call(
     let link = if batched { batches::place_call(state) } else { 0 };
     if batched && batches::scope_is_batch(s) {
         if let Some(v) = sibling_of_critical(state, spelled) {
-            return Ok(if s.shadow { shadowed(v) } else { v });
+            return Ok(if s.shadow { v.shadowed() } else { v });
         }
     }
+    // The call as it runs (allowed, warned, exempt or shadowed): recorded pending, linked to its
+    // batch, and remembered by duplicate_side_effect once let through.
+    let runs = |state: &mut RunState| {
+        append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
+        if side_effect {
+            remember_call(state, &tool, digest, seq, call_id);
+        }
+    };
     let found = if s.rolling_on() {
         let ids = s.parallel_batches.then(|| batches::batch_ids(&state.history, batches::outcomes_seen(state)));
         let this_batch = ids.as_deref().map_or(u32::MAX, |ids| batches::this_batch(state, link, ids));
@@ -232,10 +233,7 @@ fn on_tool_call(
         None
     };
     let Some(mut det) = found else {
-        append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
-        if side_effect {
-            remember_call(state, &tool, digest, seq, call_id);
-        }
+        runs(state);
         return Ok(allow_owned(tool, raw_tool));
     };
     let (seqs, ids) = match det.cited.take() {
@@ -263,21 +261,15 @@ fn on_tool_call(
             Turn::Block => {}
             // An exempt critical runs as an allowed call does (recorded, no message).
             Turn::Exempt => {
-                append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
-                if side_effect {
-                    remember_call(state, &tool, digest, seq, call_id);
-                }
+                runs(state);
                 return Ok(allow_owned(tool, raw_tool));
             }
             // Not a block: not counted toward abortAfterBlocks, the call not recorded (it runs,
             // if at all, after an approval; its outcome arrives as any call's does).
             Turn::Ask => {
                 if s.shadow {
-                    append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
-                    if side_effect {
-                        remember_call(state, &tool, digest, seq, call_id);
-                    }
-                    return Ok(shadowed(v));
+                    runs(state);
+                    return Ok(v.shadowed());
                 }
                 return Ok(v);
             }
@@ -295,21 +287,15 @@ fn on_tool_call(
             critical_in_batch_scope(state, &mut v);
         }
         if s.shadow {
-            append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
-            if side_effect {
-                remember_call(state, &tool, digest, seq, call_id);
-            }
-            return Ok(shadowed(v));
+            runs(state);
+            return Ok(v.shadowed());
         }
         if v.action == Action::Abort {
             state.abort = Some(Box::new(v.clone()));
         }
         return Ok(v);
     }
-    append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
-    if side_effect {
-        remember_call(state, &tool, digest, seq, call_id);
-    }
+    runs(state);
     v.announce = announce(state, &v.warning_key, v.count);
     Ok(v)
 }
@@ -431,7 +417,7 @@ fn on_tool_outcome(
     }
     if let Some(abort) = observe_outcome(state, &tool, spelled, digest, fp.status, fp.digest, seq) {
         if s.shadow {
-            return Ok(shadowed(abort));
+            return Ok(abort.shadowed());
         }
         state.abort = Some(Box::new(abort.clone()));
         return Ok(abort);

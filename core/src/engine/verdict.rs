@@ -83,6 +83,13 @@ impl Verdict {
             guard_armed: false,
         }
     }
+    /// Shadow mode: the verdict reported (`shadow_action`), not enforced (ALLOW), and announced.
+    pub fn shadowed(mut self) -> Verdict {
+        self.shadow_action = Some(self.action);
+        self.action = Action::Allow;
+        self.announce = true;
+        self
+    }
     pub fn reject(code: &'static str, message: String) -> Verdict {
         let mut v = Verdict::allow("");
         v.action = Action::Reject;

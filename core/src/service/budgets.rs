@@ -154,14 +154,6 @@ pub fn stop(tool: &str, (budget, used, cap): (Budget, f64, f64), ask: bool) -> V
     v
 }
 
-/// Shadow mode: the verdict reported, not enforced (as the engine shadows a block).
-pub(super) fn shadowed(mut v: Verdict) -> Verdict {
-    v.shadow_action = Some(v.action);
-    v.action = Action::Allow;
-    v.announce = true;
-    v
-}
-
 impl Core {
     /// Before the engine: give the run a link (and its root the tree's totals) when it is in a
     /// tree, under a budget, or sent what budgets count (usage, a tool's duration); keep the
@@ -176,7 +168,8 @@ impl Core {
             _ => false,
         };
         // A run with no link is its own root: its agent's settings are the root's.
-        if entry.tree.is_none() && !sent && !any_on(self.config.settings_for(agent_id), self.config.settings_for(agent_id)) {
+        let settings = self.config.settings_for(agent_id);
+        if entry.tree.is_none() && !sent && !any_on(settings, settings) {
             return String::new();
         }
         let root = entry.root_id().to_string();
@@ -235,7 +228,7 @@ impl Core {
         let tool = crate::toolnames::normalize_tool_name(tool_name);
         let v = stop(&tool, past, ask);
         if shadow {
-            return Some(shadowed(v));
+            return Some(v.shadowed());
         }
         let state = &mut self.store.get_mut(tenant, run_id)?.state;
         if v.action == Action::Abort {
@@ -272,6 +265,7 @@ impl Core {
             }
             _ => {}
         };
+        // A run without a link counts its calls on its entry instead (request.rs).
         let linked = match self.store.get_mut(tenant, run_id).and_then(|e| e.tree.as_mut()) {
             Some(link) => {
                 add(&mut link.totals);
@@ -279,12 +273,6 @@ impl Core {
             }
             None => false,
         };
-        if !linked && matches!(event.kind, Some(KindRef::ToolCall { .. })) {
-            // Counted even without a link, so a run that joins a tree later brings its calls.
-            if let Some(entry) = self.store.get_mut(tenant, run_id) {
-                entry.unlinked_calls = entry.unlinked_calls.saturating_add(1);
-            }
-        }
         if linked {
             if let Some(tree) = self.store.get_mut(tenant, root).and_then(|e| e.tree.as_mut()).and_then(|l| l.tree.as_mut()) {
                 add(tree);

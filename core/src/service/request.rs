@@ -11,7 +11,6 @@ use prost::Message;
 use super::retries::content_digest_of;
 use super::store::RECENT_DECISIONS;
 use super::summary::{counter, LogLine, Summary, ERROR};
-use super::budgets::shadowed;
 use super::views::evaluate_response;
 use super::wire::{decode_in_place, EventRef, Events, KindRef, OutcomeRef};
 use super::{Core, Decision};
@@ -407,12 +406,14 @@ impl Core {
             let entry = self.store.get(tenant, run_id).expect("created");
             (entry.state.abort.is_some(), entry.state.blocks)
         };
-        let shadow = self.config.settings_for(&agent_id).shadow;
-        if let Some(abort) = &tree_abort {
-            if !shadow {
-                self.store.get_mut(tenant, run_id).expect("created").state.abort = Some(Box::new(abort.clone()));
+        // A run past a tree bound is aborted; in shadow mode its verdict only reports the abort.
+        let tree_abort = match tree_abort {
+            Some(abort) if !self.config.settings_for(&agent_id).shadow => {
+                self.store.get_mut(tenant, run_id).expect("created").state.abort = Some(Box::new(abort));
+                None
             }
-        }
+            shadowed => shadowed,
+        };
         let tree_root = self.keep_totals(event, tenant, run_id, &agent_id, now, &mut summary.evictions);
         // A plain run (no tree, no budget, nothing budgets count): no tree or budget bookkeeping
         // on its path but the count of its calls (service/budgets.rs: a later child's parent
@@ -483,9 +484,9 @@ impl Core {
             self.extend_budget(tenant, run_id, root, &key);
         }
         if verdict.action != Action::Reject {
-            if let (Some(abort), true) = (tree_abort, shadow) {
+            if let Some(abort) = tree_abort {
                 if verdict.action == Action::Allow && verdict.shadow_action.is_none() {
-                    verdict = shadowed(abort);
+                    verdict = abort.shadowed();
                 }
             }
             if !plain {
@@ -493,7 +494,8 @@ impl Core {
             }
         }
         let entry = self.store.get_mut(tenant, run_id).expect("held");
-        if plain && verdict.action != Action::Reject && matches!(event.kind, Some(KindRef::ToolCall { .. })) {
+        if entry.tree.is_none() && verdict.action != Action::Reject && matches!(event.kind, Some(KindRef::ToolCall { .. })) {
+            // Counted without a link, so a run that later becomes a parent brings its calls.
             entry.unlinked_calls = entry.unlinked_calls.saturating_add(1);
         }
         if entry.agent_id != agent_id {
