@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -189,3 +190,77 @@ class TestDashboardSchema:
         assert result.returncode == 1, output
         panel = re.escape(f'(panel id {stat["id"]} "{stat["title"]}").options')
         assert re.search(panel + r"\S*: unexpected field 'colourMode'", output), output
+
+
+# ---------------------------------------------------------------------------------------------
+# The importable copy (deploy/grafana/loopwarden-dashboard.json, scripts/gen_dashboard_import.py)
+
+IMPORTABLE = CHART.parent.parent / "deploy" / "grafana" / "loopwarden-dashboard.json"
+
+
+def load_generator() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_dashboard_import", CHART.parent.parent / "scripts" / "gen_dashboard_import.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class TestImportableDashboard:
+    def test_copy_is_fresh(self) -> None:
+        """The committed copy is what the generator writes from the chart's dashboard today."""
+        assert IMPORTABLE.read_text() == load_generator().render(), "run python3 scripts/gen_dashboard_import.py"
+
+    def test_check_names_a_stale_copy(self, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+        generator = load_generator()
+        stale = tmp_path / "loopwarden-dashboard.json"
+        stale.write_text(IMPORTABLE.read_text().replace('"loopwarden"', '"loopwarden (old)"', 1))
+        monkeypatch.setattr(generator, "TARGET", stale)
+        monkeypatch.setattr(generator, "REPO", tmp_path)
+        assert generator.main(["--check"]) == 1
+        assert "is stale" in capsys.readouterr().err
+        generator.main([])
+        assert generator.main(["--check"]) == 0
+
+    def test_every_placeholder_is_an_input_and_every_input_is_used(self) -> None:
+        """Grafana's import page replaces `${NAME}` of each `__inputs` entry; a placeholder without
+        an input would stay in the dashboard as text, an input without a placeholder asks for
+        nothing."""
+        text = IMPORTABLE.read_text()
+        board = json.loads(text)
+        declared = {entry["name"] for entry in board["__inputs"]}
+        used = set(re.findall(r"\$\{(DS_[A-Z_]+)\}", text))
+        assert declared == used == {"DS_PROMETHEUS"}
+        source = board["__inputs"][0]
+        assert (source["type"], source["pluginId"]) == ("datasource", "prometheus")
+        variable = next(v for v in board["templating"]["list"] if v["name"] == "datasource")
+        assert variable["current"]["value"] == "${DS_PROMETHEUS}"
+
+    def test_requires_lists_grafana_prometheus_and_every_panel_plugin(self) -> None:
+        board = json.loads(IMPORTABLE.read_text())
+        required = {(entry["type"], entry["id"]) for entry in board["__requires"]}
+        panels = {("panel", panel["type"]) for panel in dashboard_panels() if panel["type"] != "row"}
+        assert required == {("grafana", "grafana"), ("datasource", "prometheus")} | panels
+        assert board["__elements"] == {} and board["id"] is None
+
+    def test_the_dashboard_itself_is_the_chart_s(self) -> None:
+        """Only the envelope, the id and the data source variable's default differ from the file
+        the chart ships: one dashboard, two ways in."""
+        board = json.loads(IMPORTABLE.read_text())
+        for key in ("__inputs", "__elements", "__requires", "id"):
+            board.pop(key)
+        source = dashboard()
+        source.pop("id", None)
+        for variables in (board["templating"]["list"], source["templating"]["list"]):
+            next(v for v in variables if v["name"] == "datasource").pop("current")
+        assert board == source
+
+    def test_grafana_sdk_decodes_the_importable_copy(self) -> None:
+        """The Grafana Foundation SDK check passes on the importable copy too (its import envelope
+        taken off, as Grafana's import does)."""
+        result = go_test("-v", "-run", "^TestDashboardMatchesGrafanaSchema$", ".", "-args", f"-dashboard={IMPORTABLE}")
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output
+        assert "--- PASS: TestDashboardMatchesGrafanaSchema" in output, output
