@@ -163,6 +163,25 @@ install_go_tools() {
   ln -sfn "${tools_dir}/helm-unittest" "${plugin}/untt"
 }
 
+# ---------------------------------------------------------------- oci-registry
+# tests/deploy/ociregistry: go-containerregistry's in-memory OCI registry on a loopback port, for
+# the chart's `helm push` / `helm pull` test.
+install_oci_registry() {
+  command -v go >/dev/null || { log "go is required to build oci-registry"; exit 1; }
+  local module="${repo_root}/tests/deploy/ociregistry"
+  local key
+  key="$({ cat "${module}/go.mod" "${module}/go.sum" "${module}/main.go"; GOTOOLCHAIN=local go version; } | sha256sum | cut -c1-16)"
+  local built="${cache}/oci-registry-${key}"
+  if [[ -x "${built}" ]]; then
+    log "oci-registry (${key}) already built"
+  else
+    log "building oci-registry from tests/deploy/ociregistry"
+    (cd "${module}" && GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" go build -o "${built}.tmp" .)
+    mv "${built}.tmp" "${built}"
+  fi
+  ln -sfn "${built}" "${bin}/oci-registry"
+}
+
 # ---------------------------------------------------------------- Grafana Foundation SDK
 warm_grafana_module() {
   command -v go >/dev/null || { log "go is required by tests/deploy/grafana"; exit 1; }
@@ -175,6 +194,7 @@ install_kubectl_layer
 install_prometheus
 install_crd_models
 install_go_tools
+install_oci_registry
 warm_grafana_module
 
 # ---------------------------------------------------------------- report
@@ -187,6 +207,7 @@ printf '  prometheus  %s\n' "$("${bin}/prometheus" --version 2>&1 | first_line)"
 printf '  crd schemas %s@%s (%s/npm)\n' "${CRD_MODELS_PKG}" "${CRD_MODELS_VERSION}" "${cache}"
 printf '  kubeconform %s\n' "$(awk '$1 == "github.com/yannh/kubeconform" { print $2 }' "${repo_root}/tests/deploy/tools/go.mod")"
 printf '  unittest    %s\n' "$(HELM_PLUGINS="${cache}/helm-plugins" "${bin}/helm" plugin list 2>&1 | awk '$1 == "unittest" { print "helm plugin " $2 }')"
+printf '  oci-registry %s\n' "$(awk '$1 == "require" && $2 == "github.com/google/go-containerregistry" { print "go-containerregistry " $3 }' "${repo_root}/tests/deploy/ociregistry/go.mod")"
 printf '  grafana sdk %s\n' "$(awk '$1 == "require" && $2 == "github.com/grafana/grafana-foundation-sdk/go" { print $3 }' "${repo_root}/tests/deploy/grafana/go.mod")"
 
 # ================================================================ polyglot clients (issue 6)
