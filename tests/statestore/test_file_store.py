@@ -83,3 +83,91 @@ class TestCheck:
         (tmp_path / "s").write_bytes(HEADER + b"tail")
         FileStateStore(str(tmp_path / "s")).check()
         assert HEADER + b"tail" == (tmp_path / "s").read_bytes()
+
+
+def _store_with(path, runs: int, flushes: int = 1) -> list[tuple[int, int]]:
+    """A log of `runs` keys written `flushes` times (value k:v<flush>); the (offset, length) of
+    each frame of the last flush, in key order."""
+    store = FileStateStore(str(path))
+    store.check()
+    list(store.restore())
+    for round_ in range(flushes):
+        _flush(store, [(f"{{run-{k:04d}}}".encode(), f"value-{k:04d}-v{round_}-".encode() * 20) for k in range(runs)])
+    return [store._index[f"{{run-{k:04d}}}".encode()] for k in range(runs)]
+
+
+def _flip(path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+class TestDamage:
+    """One flipped byte costs the frame it hits, not the log after it (issue 27: a byte flipped at
+    10% of the file used to truncate it there, 90% of the runs gone)."""
+
+    @pytest.mark.parametrize("where", ["body", "length", "checksum"])
+    def test_a_flipped_byte_costs_only_the_frame_it_hits(self, tmp_path, where):
+        path = tmp_path / "s"
+        frames = _store_with(path, 100)
+        offset, length = frames[10]  # the frame at about 10% of the file
+        _flip(path, offset + {"body": 40, "length": 1, "checksum": 5}[where])
+        damaged = path.read_bytes()
+        damaged_size = len(damaged)
+        store = FileStateStore(str(path))
+        store.check()
+        values = list(store.restore())
+        assert len(values) == 99
+        assert not any(value.startswith(b"value-0010-") for value in values)
+        assert (store.corrupt_ranges, store.corrupt_bytes) == (1, length)
+        corrupt = list(tmp_path.glob("s.corrupt-*"))
+        assert [store.corrupt_path] == [str(p) for p in corrupt]
+        assert corrupt[0].read_bytes() == damaged[offset:offset + length], "the bad bytes, as they were"
+        assert len(path.read_bytes()) == damaged_size - length, "the damaged range left the log"
+        again = FileStateStore(str(path))
+        again.check()
+        assert sorted(list(again.restore())) == sorted(values)
+        assert again.corrupt_bytes == 0, "the rewritten log is clean"
+
+    def test_the_run_comes_back_from_its_previous_frame(self, tmp_path):
+        """Two flushes of every run: the damaged latest frame gives way to the one before."""
+        path = tmp_path / "s"
+        frames = _store_with(path, 20, flushes=2)
+        _flip(path, frames[3][0] + 30)
+        values = _reopen(path)
+        assert len(values) == 20
+        assert [v for v in values if v.startswith(b"value-0003-")][0].startswith(b"value-0003-v0-")
+        assert all(v.split(b"-")[2] == b"v1" for v in values if not v.startswith(b"value-0003-"))
+
+    def test_a_damaged_last_frame_is_a_torn_tail(self, tmp_path):
+        """Nothing intact after it: cut off as a crash's torn tail, no copy kept."""
+        path = tmp_path / "s"
+        frames = _store_with(path, 5)
+        _flip(path, frames[4][0] + 20)
+        assert len(_reopen(path)) == 4
+        assert not list(tmp_path.glob("s.corrupt-*"))
+
+
+class TestPathKind:
+    @pytest.mark.parametrize("make", ["fifo", "socket"])
+    def test_a_path_that_is_no_regular_file_is_refused(self, tmp_path, make):
+        import os
+        import socket
+
+        path = tmp_path / "state"
+        if make == "fifo":
+            os.mkfifo(path)
+        else:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.bind(str(path))
+        with pytest.raises(StateStoreError, match=f"is not a regular file \\(a {'FIFO' if make == 'fifo' else 'socket'}\\)"):
+            FileStateStore(str(path)).check()
+
+    def test_dev_full_is_refused_and_left_a_device(self):
+        """As root, a compaction's rename over `file:/dev/full` replaced the device with a file."""
+        import os
+        import stat
+
+        with pytest.raises(StateStoreError, match="/dev/full is not a regular file \\(a character device\\)"):
+            FileStateStore("/dev/full").check()
+        assert stat.S_ISCHR(os.stat("/dev/full").st_mode)

@@ -9,7 +9,21 @@ last one and fsyncs, so it costs what changed, not what is held, and memory whil
 batch of frames, never the whole state. A frame is only ever appended after every earlier one is
 on disk, so a crash (kill -9, OOM, power) can tear at most the last frames: `restore` reads up to
 the last frame whose length and checksum hold, truncates the torn tail, and every run flushed
-before it is intact. The latest frame of a key wins.
+before it is intact. The latest intact frame of a key wins.
+
+Corruption costs only the frames it touches. A frame that fails its checksum in the middle of the
+log (a flipped byte on disk) does not end the scan: `restore` looks for the next offset where an
+intact frame starts, copies the bad bytes between them aside to PATH.corrupt-<unix time> (never
+deleted), counts them (`corrupt_bytes`, `corrupt_ranges`), logs each range, and rewrites the log
+without them. A run whose latest frame was hit comes back from its previous intact frame, if the
+log still holds one (the state of an earlier flush), else not at all. A bad frame with no intact
+frame after it is a torn tail, as above.
+
+Only a regular file is a state file: a device (`file:/dev/full`), a FIFO or a socket is refused,
+so that the atomic rename of a compaction can never replace one. A disk too full for the start's
+write probe does not stop the daemon: the store starts *degraded* (`degraded` says why; the
+keeper reports the store down), serves from memory, restores what the file holds, and its first
+flush that gets the space back creates or appends to the log as usual.
 
 When the log holds more than twice the bytes of its live frames it is compacted: the live frames
 are copied, streamed, into PATH.compact, fsynced, and renamed over PATH (atomic; the directory is
@@ -22,9 +36,14 @@ aside to PATH.refused by the caller), leaves the stored state for the next start
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import logging
+import mmap
 import os
+import stat
 import struct
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 
@@ -37,10 +56,44 @@ _FRAME = struct.Struct(">II")
 _KEY = struct.Struct(">H")
 COMPACT_MIN_BYTES = 4 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
+# A full disk (or quota) at start degrades the store instead of failing the start.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 class NotAStateFile(StateStoreError):
     """PATH holds something else (perhaps a snapshot from before the state store)."""
+
+
+def _frame_at(data: mmap.mmap, offset: int, size: int) -> int | None:
+    """The body length of the intact frame at offset, or None (short, bad length or checksum)."""
+    if offset + _FRAME.size + _KEY.size > size:
+        return None
+    length, crc = _FRAME.unpack_from(data, offset)
+    body = offset + _FRAME.size
+    if length < _KEY.size or body + length > size:
+        return None
+    if _KEY.size + _KEY.unpack_from(data, body)[0] > length:
+        return None
+    if zlib.crc32(data[body:body + length]) != crc:
+        return None
+    return length
+
+
+def _next_frame(data: mmap.mmap, start: int, size: int) -> int | None:
+    """The first offset at or after start where an intact frame begins (a 32-bit checksum over a
+    plausible length: a false match is about one in four billion per offset tried)."""
+    for offset in range(start, size - _FRAME.size - _KEY.size + 1):
+        if _frame_at(data, offset, size) is not None:
+            return offset
+    return None
+
+
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def frame(key: bytes, value: bytes | None) -> bytes:
@@ -58,6 +111,12 @@ class FileStateStore(StateStore):
         self._live_bytes = 0
         self._lock = asyncio.Lock()
         self.compactions = 0
+        self.degraded = ""  # why the store could not write at start ("" while it can)
+        self._log_created = False
+        # What the last restore found damaged and moved aside (the keeper turns it into metrics).
+        self.corrupt_bytes = 0
+        self.corrupt_ranges = 0
+        self.corrupt_path = ""
 
     def describe(self) -> str:
         return f"file:{self.path}"
@@ -66,43 +125,64 @@ class FileStateStore(StateStore):
         """PATH (or the directory it will be created in) must be writable; nothing is changed."""
         path, directory = self.path, os.path.dirname(self.path)
         try:
-            if os.path.isdir(path):
+            mode = os.stat(path).st_mode if os.path.lexists(path) else None
+            if mode is not None and stat.S_ISDIR(mode):
                 raise StateStoreError(f"state store {path} is a directory; give a file path")
+            if mode is not None and not stat.S_ISREG(mode):
+                raise StateStoreError(f"state store {path} is not a regular file ({_file_type(mode)}); "
+                                      "give the path of a file (it is created when missing)")
             os.makedirs(directory, exist_ok=True)
-            probe = f"{path}.probe-{os.getpid()}"
-            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                os.write(fd, b"x")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-                os.unlink(probe)
-            if os.path.exists(path):
+            if mode is not None:
                 with open(path, "r+b"):
                     pass
+            self._probe(f"{path}.probe-{os.getpid()}")
         except StateStoreError:
             raise
         except OSError as exc:
+            if exc.errno in NO_SPACE:
+                self.degraded = f"{exc.strerror or exc} ({directory})"
+                log.error("state store degraded: no space to write; serving from memory, and its "
+                          "stored runs are still restored; flushes are retried until space is back",
+                          extra={"state_store": path, "error": self.degraded})
+                return
             raise StateStoreError(f"state store {path} is not writable: {exc.strerror or exc}") from None
 
+    @staticmethod
+    def _probe(probe: str) -> None:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"x")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+
     def restore(self) -> Iterator[bytes]:
-        """The live values, oldest write first. A missing or empty file starts a new log."""
+        """The live values, oldest write first. A missing or empty file starts a new log (once
+        there is space for one: a degraded store creates it on its first good flush)."""
         path = self.path
         if not os.path.exists(path) or os.path.getsize(path) == 0:
-            self._new_log()
+            if not self.degraded:
+                self._new_log()
             return
         with open(path, "rb") as handle:
             if handle.read(len(HEADER)) != HEADER:
                 raise NotAStateFile(f"{path} is not a loopwarden state file")
-        good_end = self._scan()
+        self._log_created = True
+        good_end, damaged = self._scan()
         actual = os.path.getsize(path)
+        if damaged:
+            self._move_aside(damaged)
         if good_end < actual:
             log.warning("state file had a torn tail (a crash mid-write); the runs before it are kept",
                         extra={"state_store": path, "kept_bytes": good_end, "dropped_bytes": actual - good_end})
-            with open(path, "r+b") as handle:
-                handle.truncate(good_end)
-                os.fsync(handle.fileno())
+            if not self.degraded:
+                with open(path, "r+b") as handle:
+                    handle.truncate(good_end)
+                    os.fsync(handle.fileno())
         self._size = good_end
+        if damaged and not self.degraded:
+            self._compact()  # the damaged ranges leave the log; their copy is PATH.corrupt-*
         with open(path, "rb") as handle:
             for offset, length in sorted(self._index.values()):
                 handle.seek(offset)
@@ -110,25 +190,26 @@ class FileStateStore(StateStore):
                 key_length = _KEY.unpack_from(raw, _FRAME.size)[0]
                 yield raw[_FRAME.size + _KEY.size + key_length:]
 
-    def _scan(self) -> int:
-        """Index the log; the offset after its last intact frame."""
+    def _scan(self) -> tuple[int, list[tuple[int, int]]]:
+        """Index the log. Returns the offset after its last intact frame and the damaged ranges
+        (offset, length) skipped before it: bytes between two intact frames that are no frame."""
         index: dict[bytes, tuple[int, int]] = {}
+        damaged: list[tuple[int, int]] = []
         live = 0
-        with open(self.path, "rb") as handle:
+        with open(self.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            size = len(data)
             offset = len(HEADER)
-            handle.seek(offset)
-            while True:
-                head = handle.read(_FRAME.size)
-                if len(head) < _FRAME.size:
-                    break
-                length, crc = _FRAME.unpack(head)
-                body = handle.read(length)
-                if len(body) < length or zlib.crc32(body) != crc or length < _KEY.size:
-                    break
-                key_length = _KEY.unpack_from(body)[0]
-                if _KEY.size + key_length > length:
-                    break
-                key = body[_KEY.size:_KEY.size + key_length]
+            while offset < size:
+                length = _frame_at(data, offset, size)
+                if length is None:
+                    following = _next_frame(data, offset + 1, size)
+                    if following is None:
+                        break  # a torn tail: nothing intact after it
+                    damaged.append((offset, following - offset))
+                    offset = following
+                    continue
+                key_length = _KEY.unpack_from(data, offset + _FRAME.size)[0]
+                key = bytes(data[offset + _FRAME.size + _KEY.size:offset + _FRAME.size + _KEY.size + key_length])
                 old = index.pop(key, None)
                 if old is not None:
                     live -= old[1]
@@ -137,10 +218,43 @@ class FileStateStore(StateStore):
                     live += _FRAME.size + length
                 offset += _FRAME.size + length
         self._index, self._live_bytes = index, live
-        return offset
+        return offset, damaged
+
+    def _move_aside(self, damaged: list[tuple[int, int]]) -> None:
+        """Copy the damaged ranges to PATH.corrupt-<time> (raw, in order) and log each one."""
+        target = f"{self.path}.corrupt-{int(time.time())}"
+        total = sum(length for _offset, length in damaged)
+        self.corrupt_bytes, self.corrupt_ranges = total, len(damaged)
+        for offset, length in damaged:
+            log.error("state file damaged: bytes that are no intact frame were skipped; the runs "
+                      "they held come back from an earlier frame, if any",
+                      extra={"state_store": self.path, "offset": offset, "bytes": length, "moved_to": target})
+        try:
+            with open(self.path, "rb") as source, open(target, "ab") as copy:
+                for offset, length in damaged:
+                    source.seek(offset)
+                    copy.write(source.read(length))
+                copy.flush()
+                os.fsync(copy.fileno())
+            self.corrupt_path = target
+        except OSError as exc:  # no space for the copy: the log is not rewritten, so nothing is lost
+            self.degraded = self.degraded or f"cannot keep a copy of damaged bytes: {exc.strerror or exc}"
+            log.error("state file damaged and no copy could be kept; the log is left as it is",
+                      extra={"state_store": self.path, "error": str(exc)})
 
     def _new_log(self) -> None:
         self._write_atomically(iter(()))
+
+    def start_empty(self) -> None:
+        """A new empty log (after the old file was moved aside); on a full disk the store is
+        degraded instead and its first good flush creates the log."""
+        try:
+            self._new_log()
+        except OSError as exc:
+            if exc.errno not in NO_SPACE:
+                raise
+            self.degraded, self._log_created = f"{exc.strerror or exc} ({os.path.dirname(self.path)})", False
+            self._index, self._size, self._live_bytes = {}, 0, 0
 
     def rewrite(self, items: Iterator[tuple[bytes, bytes]]) -> None:
         """Replace the whole log with these (key, value) pairs, atomically (used to convert)."""
@@ -150,19 +264,25 @@ class FileStateStore(StateStore):
         tmp = f"{self.path}.compact"
         index: dict[bytes, tuple[int, int]] = {}
         offset = len(HEADER)
-        with open(tmp, "wb") as handle:
-            handle.write(HEADER)
-            for key, value in frames:
-                data = frame(key, value)
-                handle.write(data)
-                index[key] = (offset, len(data))
-                offset += len(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(HEADER)
+                for key, value in frames:
+                    data = frame(key, value)
+                    handle.write(data)
+                    index[key] = (offset, len(data))
+                    offset += len(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # a full disk must not leave half a log behind to fill it further
+            raise
         os.replace(tmp, self.path)
         self._fsync_directory()
         self._index, self._size = index, offset
         self._live_bytes = offset - len(HEADER)
+        self._log_created = True
 
     def _fsync_directory(self) -> None:
         fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
@@ -176,11 +296,16 @@ class FileStateStore(StateStore):
             return
         async with self._lock:
             try:
+                if not self._log_created:  # degraded at start with no log: create it now
+                    await asyncio.to_thread(self._new_log)
                 await asyncio.to_thread(self._append, items)
                 if self._size > max(COMPACT_MIN_BYTES, 2 * self._live_bytes):
                     await asyncio.to_thread(self._compact)
             except OSError as exc:
                 raise StateStoreError(f"cannot write state store {self.path}: {exc.strerror or exc}") from None
+            if self.degraded:
+                log.info("state store writable again", extra={"state_store": self.path, "was": self.degraded})
+                self.degraded = ""
 
     def _append(self, items: Sequence[FlushItem]) -> None:
         frames = [(key, frame(key, value), value is not None) for key, value, _ttl in items]

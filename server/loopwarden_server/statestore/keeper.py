@@ -108,6 +108,9 @@ class StateKeeper:
         except StateStoreError:
             self.metrics.store_errors.labels("check").inc()
             raise
+        if getattr(self.store, "degraded", ""):  # e.g. a full disk: started, serving from memory
+            self.metrics.store_errors.labels("check").inc()
+            self.metrics.store_up.set(0)
 
     def restore(self) -> None:
         """Take in every stored run (embedded store); called once every listener is bound."""
@@ -132,6 +135,10 @@ class StateKeeper:
         except (OSError, StateStoreError) as exc:
             self.metrics.store_errors.labels("restore").inc()
             self._refuse(str(exc))
+        damaged = getattr(self.store, "corrupt_bytes", 0)
+        if damaged:  # the file store moved them aside (PATH.corrupt-*) and logged each range
+            self.metrics.damaged_bytes.set(damaged)
+            self.metrics.store_errors.labels("restore").inc()
         self.runs.take_dirty()  # restoring changes nothing that is not already stored
         self.tables.take_dirty()
         self.metrics.runs_loaded.labels("store").inc(restored)
@@ -170,7 +177,7 @@ class StateKeeper:
         if isinstance(self.store, FileStateStore) and os.path.exists(self.store.path):
             refused = f"{self.store.path}.refused"
             os.replace(self.store.path, refused)
-            self.store.rewrite(iter(()))
+            self.store.start_empty()
             log.error("state refused; starting with no runs", extra={
                 "state_store": self.store.path, "moved_to": refused, "error": error})
         else:

@@ -38,6 +38,13 @@ class StateMetrics:
         self.store_up = Gauge(
             "loopwarden_state_store_up", "1 while the last state store operation succeeded, else 0.",
             registry=registry)
+        # A gauge, not a counter: it is set before the first scrape can see it, and Prometheus
+        # takes a counter's first sample as its start, so an increase() would never show it.
+        self.damaged_bytes = Gauge(
+            "loopwarden_state_file_damaged_bytes",
+            "Bytes of the state file that were no intact record (a checksum failed between intact "
+            "records) when this process restored it: copied aside to PATH.corrupt-*, and left out "
+            "of the log (0: none).", registry=registry)
         for source in LOAD_SOURCES:
             self.runs_loaded.labels(source)
         for operation in OPERATIONS:
