@@ -146,14 +146,27 @@ class Daemon:
         listeners = self.servers.bind()
         hooks_address = self.hooks.bind() if self.hooks is not None else ""
         # Only now, with every listener bound (and certificates and tokens read), is stored state
-        # taken in: a start that fails earlier has not touched it.
-        if self.state is not None:
-            self.state.restore()
-        await self.servers.start()
-        if self.state is not None:
-            self.state.start()
+        # taken in: a start that fails earlier has not touched it. An embedded store's restore
+        # (a million runs take about a minute) runs in a thread with every port already answering:
+        # health NOT_SERVING, the API and the hook endpoints "restoring", never a silent port.
+        restoring = self.state is not None and not self.state.lazy
+        if self.state is not None and not restoring:
+            self.state.restore()  # a shared store restores nothing: its runs load on first event
+        self.servers.lifecycle.restoring = restoring
+        await self.servers.start(serving=not restoring)
         if self.hooks is not None:
             await self.hooks.start()
+        if restoring:
+            log.info("restoring state; health says NOT_SERVING until it is done",
+                     extra={"state_store": self.state.store.describe(), "grpc_address": listeners.grpc_address,
+                            "health_address": listeners.health_address, "hooks_address": hooks_address})
+            try:
+                await asyncio.to_thread(self.state.restore)
+            finally:
+                self.servers.lifecycle.restoring = False
+            await self.servers.serve()
+        if self.state is not None:
+            self.state.start()
         security = self.settings.security
         log.info("listening", extra={
             "grpc_address": listeners.grpc_address,

@@ -301,6 +301,9 @@ class HooksEndpoint:
         when it cannot be given in time (or the daemon drains, or is busy), the unavailable answer."""
         if self._lifecycle.draining:
             return unavailable_answer(hook, "loopwarden is shutting down", fail_closed=self._fail_closed)
+        if self._lifecycle.restoring:
+            return unavailable_answer(hook, "loopwarden is starting (restoring its stored runs)",
+                                      fail_closed=self._fail_closed)
         if self._in_flight >= MAX_IN_FLIGHT:
             return unavailable_answer(hook, "loopwarden is busy", fail_closed=self._fail_closed)
         self._in_flight += 1

@@ -55,6 +55,9 @@ class Lifecycle:
 
     def __init__(self) -> None:
         self.draining = False
+        # True while a start restores stored runs: the ports answer (health NOT_SERVING), the API
+        # refuses with UNAVAILABLE instead of judging events against a half-restored state.
+        self.restoring = False
         self.active_streams = 0
 
 
@@ -149,13 +152,22 @@ class Servers:
             raise StartupError(f"cannot listen on {address}")
         return port
 
-    async def start(self) -> None:
+    async def start(self, *, serving: bool = True) -> None:
+        """Start every port; health says SERVING, or NOT_SERVING until `serve` (a restore first)."""
         await self.grpc.start()
         if self._health_server is not None:
             self._health_server.start()
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING if serving
+                               else health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    async def serve(self) -> None:
+        """Health says SERVING (after a start with serving=False)."""
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+
+    async def _set_health(self, status: int) -> None:
         for name in ("", *self._service_names):
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-            self._probe_health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            await self.health.set(name, status)
+            self._probe_health.set(name, status)
 
     async def drain(self, grace_seconds: float) -> None:
         """NOT_SERVING at once; refuse new RPCs; let open streams finish within the grace; stop

@@ -13,6 +13,7 @@ import types
 import pytest
 
 from loopwarden.hooks.asked_calls import AskedCallFiles
+from loopwarden_server.lifecycle import Lifecycle
 from loopwarden_server.hook_asks import HookAsks
 from tests.client.python.hooks import payloads
 
@@ -101,7 +102,7 @@ def endpoint():
     loop = asyncio.new_event_loop()
     runner = threading.Thread(target=loop.run_forever, daemon=True)
     runner.start()
-    endpoint = HooksEndpoint(Engine(), types.SimpleNamespace(draining=False), None, tokens=None, default_agent="",
+    endpoint = HooksEndpoint(Engine(), Lifecycle(), None, tokens=None, default_agent="",
                              fail_closed=False, max_body_bytes=1 << 20)
     endpoint.loop = loop
     yield endpoint

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from loopwarden_server.lifecycle import Lifecycle
 from loopwarden_server.hook_batches import MAX_BATCH, HookBatches
 
 
@@ -139,7 +140,7 @@ class TestEndpoint:
         loop = asyncio.new_event_loop()
         runner = threading.Thread(target=loop.run_forever, daemon=True)
         runner.start()
-        endpoint = HooksEndpoint(Recorder(), types.SimpleNamespace(draining=False), None, tokens=None,
+        endpoint = HooksEndpoint(Recorder(), Lifecycle(), None, tokens=None,
                                  default_agent="", fail_closed=False, max_body_bytes=1 << 20)
         endpoint.loop = loop
         yield endpoint

@@ -91,9 +91,11 @@ class Started:
 
 @contextlib.contextmanager
 def started(args: Sequence[str], env: dict[str, str], cwd: str | os.PathLike[str] | None = None,
-            startup_timeout: float = STARTUP_TIMEOUT_SECONDS, stop_timeout: float = 15.0) -> Iterator[Started]:
+            startup_timeout: float = STARTUP_TIMEOUT_SECONDS, stop_timeout: float = 15.0,
+            until: str = "listening") -> Iterator[Started]:
     """Any `loopwarden serve` command line as a process whose JSON log is pumped; yielded once it
-    logged `listening`, stopped with SIGTERM (then SIGKILL) when the block ends."""
+    logged `until` (default `listening`: ready), stopped with SIGTERM (then SIGKILL) when the
+    block ends."""
     process = subprocess.Popen(list(args), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, env=env)
     lines: queue.Queue = queue.Queue()
@@ -111,7 +113,7 @@ def started(args: Sequence[str], env: dict[str, str], cwd: str | os.PathLike[str
             except queue.Empty:
                 continue
             seen.append(line)
-            if line.get("msg") == "listening":
+            if line.get("msg") == until:
                 listening = line
         yield Started(process, listening, seen, lines)
     finally:

@@ -47,6 +47,8 @@ log = logging.getLogger("loopwarden.transport")
 # The one mapping from stream-level failures to gRPC status codes.
 STREAM_FAILURES = {
     "draining": (grpc.StatusCode.UNAVAILABLE, "loopwarden is shutting down; reconnect to another instance"),
+    "restoring": (grpc.StatusCode.UNAVAILABLE, "loopwarden is starting: it is restoring its stored runs (health "
+                                              "says NOT_SERVING until it is done); retry shortly"),
     "unknown_run": (grpc.StatusCode.NOT_FOUND, "no state is held for run {run_id!r}"),
     "missing_run_id": (grpc.StatusCode.INVALID_ARGUMENT, "run_id is required"),
     "missing_event": (grpc.StatusCode.INVALID_ARGUMENT, "event is required"),
@@ -74,6 +76,14 @@ def _routed_run_id(context: grpc.aio.ServicerContext) -> str:
 async def _fail(context: grpc.aio.ServicerContext, failure: str, **fields) -> None:
     code, template = STREAM_FAILURES[failure]
     await context.abort(code, template.format(**fields))
+
+
+async def _admit(context: grpc.aio.ServicerContext, lifecycle: Lifecycle) -> None:
+    """Refuse an RPC while the daemon drains or is still restoring stored runs."""
+    if lifecycle.draining:
+        await _fail(context, "draining")
+    if lifecycle.restoring:
+        await _fail(context, "restoring")
 
 
 async def _refuse(context: grpc.aio.ServicerContext, metrics: Metrics, refusal: Refusal) -> None:
@@ -135,8 +145,7 @@ class LoopDetectionServicer:
         """Admission (draining, the stream cap), the stream gauge, the idle timer and the
         stream-level failures around `_serve_stream`, which reads and answers the requests."""
         lifecycle, metrics = self._lifecycle, self._metrics
-        if lifecycle.draining:
-            await _fail(context, "draining")
+        await _admit(context, lifecycle)
         max_streams = self._core.limits.max_streams
         if lifecycle.active_streams >= max_streams:
             await _fail(context, "too_many_streams", limit=str(max_streams))
@@ -186,8 +195,7 @@ class LoopDetectionServicer:
 
     async def Check(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            if self._lifecycle.draining:
-                await _fail(context, "draining")
+            await _admit(context, self._lifecycle)
             tenant, routed = self._identity.tenant(context), _routed_run_id(context)
             lazy, report = self._loader is not None, self._reporting()
             answer = self._core.check(request, tenant, routed, lazy=lazy, report=report)
@@ -212,6 +220,8 @@ class LoopDetectionServicer:
 
     async def InspectRun(self, request, context: grpc.aio.ServicerContext) -> pb.InspectRunResponse:
         try:
+            if self._lifecycle.restoring:  # read-only, so a drain still answers; a half restore does not
+                await _fail(context, "restoring")
             if type(request) is Refusal:
                 await _refuse(context, self._metrics, request)
             run_id = request.run_id.strip()
@@ -235,6 +245,8 @@ class LoopDetectionServicer:
         """The caller's tenant's standing exemptions, newest first (a shared store's table is
         read first, so another replica's answers are seen)."""
         try:
+            if self._lifecycle.restoring:  # read-only, so a drain still answers; a half restore does not
+                await _fail(context, "restoring")
             if type(request) is Refusal:
                 await _refuse(context, self._metrics, request)
             tenant = self._identity.tenant(context)
@@ -250,6 +262,8 @@ class LoopDetectionServicer:
     async def RevokeExemption(self, request, context: grpc.aio.ServicerContext) -> pb.RevokeExemptionResponse:
         """Withdraw one of the caller's tenant's exemptions; NOT_FOUND for an id it does not hold."""
         try:
+            if self._lifecycle.restoring:  # read-only, so a drain still answers; a half restore does not
+                await _fail(context, "restoring")
             if type(request) is Refusal:
                 await _refuse(context, self._metrics, request)
             exemption_id = request.id.strip()
