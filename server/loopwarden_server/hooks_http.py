@@ -12,11 +12,23 @@ HTTP is served by aiohttp on the daemon's own asyncio loop, where the core and i
 (they are not thread-safe): no hand-over between threads. The listening socket has a backlog of
 BACKLOG (the kernel caps it at net.core.somaxconn), so a burst of connections waits to be accepted
 instead of being reset; for Claude Code a reset lets the call run unchecked. Past MAX_CONNECTIONS
-open connections, answers close their connection instead of keeping it alive. A request's
-evaluation is waited for at most ANSWER_TIMEOUT_SECONDS; a slow evaluation, more than MAX_IN_FLIGHT
-requests at once, or a draining daemon get the hook's "unavailable" answer: the agent's call runs
-(the user is told it was not checked) unless the operator chose `--hooks-fail-closed`. A guard
-outage never blocks the agent by accident, and no hook request is answered with a 5xx.
+open connections, answers close their connection instead of keeping it alive. A connection that
+has not sent a whole request head within HEADER_TIMEOUT_SECONDS is closed (a slow-header client
+holds nothing for long), and so is a kept-alive one idle that long; a body not sent within
+BODY_TIMEOUT_SECONDS gets the "unavailable" answer. A request's evaluation is waited for at most
+ANSWER_TIMEOUT_SECONDS; a slow evaluation, a tenant over its share of concurrent requests, or a
+draining daemon get the hook's "unavailable" answer: the agent's call runs (the user is told it was
+not checked) unless the operator chose `--hooks-fail-closed`. A guard outage never blocks the agent
+by accident, and no hook request is answered with a 5xx. Each such answer is counted by reason
+(`loopwarden_hook_requests_unchecked_total`).
+
+Fairness: MAX_IN_FLIGHT requests are evaluated at once, shared equally by the tenants that have
+requests open (a tenant is the bearer token's, or the mTLS name): alone, a tenant has all of them;
+with another tenant active, half each. A tenant flooding the endpoint gets "busy" answers for its
+excess at once, while another tenant's session is still judged (it never queues behind the flood).
+
+A body nested deeper than the JSON parser goes (Python's recursion limit) is answered like one over
+the size limit: a 200 in the host's format, never a dropped connection.
 
 Sizes: a hook input up to `--hooks-max-body-bytes` is read whole; a tool input or output in it over
 the daemon's event limits is reduced to its stand-in (loopwarden.hooks.reduction) and judged like a
@@ -65,10 +77,13 @@ log = logging.getLogger("loopwarden.hooks")
 
 PATHS = {f"/v1/hooks/{dialect.value}": dialect for dialect in Dialect}
 ANSWER_TIMEOUT_SECONDS = 5.0
-MAX_IN_FLIGHT = 64  # requests being evaluated at once; more get the busy answer at once
+MAX_IN_FLIGHT = 64  # requests being evaluated at once, shared by the active tenants; more get "busy"
 BACKLOG = 1024  # connections the kernel queues before they are accepted
 MAX_CONNECTIONS = 1024  # open connections past which answers close theirs instead of keeping it alive
-IDLE_CONNECTION_SECONDS = 30.0  # a kept-alive connection that sends nothing is closed
+# aiohttp's keep-alive timer runs from a connection's start until a request head is complete, and
+# between requests: one figure is both the header timeout and the idle timeout.
+HEADER_TIMEOUT_SECONDS = 10.0
+BODY_TIMEOUT_SECONDS = 10.0
 PARSE_IN_THREAD_BYTES = 256 * 1024
 READ_CHUNK_BYTES = 256 * 1024
 # Where the event's name is looked for in an input too large to read: hosts send it near the top.
@@ -181,7 +196,7 @@ class HooksEndpoint:
         self.max_body_bytes = max_body_bytes
         self._max_params_bytes = max_params_bytes
         self._max_result_bytes = max_result_bytes
-        self._in_flight = 0
+        self._in_flight: dict[str, int] = {}  # tenant -> requests being evaluated
         self.batches = HookBatches()
         self.asks = HookAsks()
 
@@ -225,21 +240,41 @@ class HooksEndpoint:
             payload = json.loads(body)
         except ValueError as exc:  # UnicodeDecodeError included
             return HTTPStatus.BAD_REQUEST, {"error": f"the request body is not JSON: {exc}"}
+        except RecursionError:  # nested deeper than the parser goes: answered, never a dropped connection
+            return HTTPStatus.OK, self.too_deep(dialect, body[:EVENT_NAME_PREFIX_BYTES])
         try:
             return parse(dialect, payload, agent_id=agent_id, max_params_bytes=self._max_params_bytes,
                          max_result_bytes=self._max_result_bytes)
         except HookPayloadError as exc:
             return HTTPStatus.BAD_REQUEST, {"error": f"not a {dialect.value} hook input: {exc}"}
+        except RecursionError:  # a tool input the parser read but that is too deep to canonicalize
+            return HTTPStatus.OK, self.too_deep(dialect, body[:EVENT_NAME_PREFIX_BYTES])
 
     def too_large(self, dialect: Dialect, prefix: bytes, size: int | None) -> dict:
         """The answer to an input over --hooks-max-body-bytes (unread past its prefix): a 200 in the
         host's format saying the call was not checked, a deny for a PreToolUse when fail-closed."""
         name = _event_name(prefix)
+        self.count_unchecked("too_large")
         log.warning("hook input over --hooks-max-body-bytes: not checked",
                     extra={"hook_event": name, "bytes": size, "limit": self.max_body_bytes})
         stated = f" ({size} bytes)" if size is not None else ""  # a chunked body states no size
         reason = f"the hook input{stated} is over the limit of {self.max_body_bytes} bytes (--hooks-max-body-bytes)"
         return unchecked_answer(dialect, name, reason, fail_closed=self._fail_closed)
+
+    def too_deep(self, dialect: Dialect, prefix: bytes) -> dict:
+        """The answer to an input nested deeper than the JSON parser goes: like one too large."""
+        name = _event_name(prefix)
+        self.count_unchecked("too_deep")
+        log.warning("hook input nested too deep to parse: not checked", extra={"hook_event": name})
+        return unchecked_answer(dialect, name, "the hook input is nested too deep to be read",
+                                fail_closed=self._fail_closed)
+
+    def slow_body(self, dialect: Dialect) -> dict:
+        """The answer to a body not sent within BODY_TIMEOUT_SECONDS."""
+        self.count_unchecked("slow_body")
+        log.warning("hook input not sent in time: not checked", extra={"seconds": BODY_TIMEOUT_SECONDS})
+        return unchecked_answer(dialect, "", f"the hook input was not sent within {BODY_TIMEOUT_SECONDS:g} s",
+                                fail_closed=self._fail_closed)
 
     def _approval(self, hook: HookRequest, tenant: str) -> EventRecord | None:
         """The person's answer to an ask of this hook's call, when this endpoint asked it: the
@@ -300,23 +335,42 @@ class HooksEndpoint:
         """The answer to one parsed hook request (and the approval to send ahead of its event), or,
         when it cannot be given in time (or the daemon drains, or is busy), the unavailable answer."""
         if self._lifecycle.draining:
-            return unavailable_answer(hook, "loopwarden is shutting down", fail_closed=self._fail_closed)
+            return self._unavailable(hook, "draining", "loopwarden is shutting down")
         if self._lifecycle.restoring:
-            return unavailable_answer(hook, "loopwarden is starting (restoring its stored runs)",
-                                      fail_closed=self._fail_closed)
-        if self._in_flight >= MAX_IN_FLIGHT:
-            return unavailable_answer(hook, "loopwarden is busy", fail_closed=self._fail_closed)
-        self._in_flight += 1
+            return self._unavailable(hook, "restoring", "loopwarden is starting (restoring its stored runs)")
+        in_flight = self._in_flight
+        held = in_flight.get(tenant, 0)
+        if held >= self.share(tenant):
+            return self._unavailable(hook, "busy", "loopwarden is busy (this tenant's share of concurrent "
+                                                   "hook requests is taken)")
+        in_flight[tenant] = held + 1
         try:
             return await asyncio.wait_for(self._evaluate(hook, tenant, approval), self._answer_timeout)
         except TimeoutError:
-            return unavailable_answer(hook, f"loopwarden did not answer within {self._answer_timeout:g} s",
-                                      fail_closed=self._fail_closed)
+            return self._unavailable(hook, "timeout", f"loopwarden did not answer within {self._answer_timeout:g} s")
         except Exception:  # noqa: BLE001 - the agent gets an answer; the log gets the details
             log.exception("hook request failed", extra={"hook_event": hook.hook_event_name})
-            return unavailable_answer(hook, "loopwarden failed on this request", fail_closed=self._fail_closed)
+            return self._unavailable(hook, "failed", "loopwarden failed on this request")
         finally:
-            self._in_flight -= 1
+            left = in_flight[tenant] - 1
+            if left:
+                in_flight[tenant] = left
+            else:
+                del in_flight[tenant]
+
+    def share(self, tenant: str) -> int:
+        """How many requests `tenant` may have evaluated at once: an equal share of MAX_IN_FLIGHT
+        among the tenants with requests open (itself included), at least one."""
+        active = len(self._in_flight) + (tenant not in self._in_flight)
+        return max(1, MAX_IN_FLIGHT // active)
+
+    def _unavailable(self, hook: HookRequest, reason: str, text: str) -> dict:
+        self.count_unchecked(reason)
+        return unavailable_answer(hook, text, fail_closed=self._fail_closed)
+
+    def count_unchecked(self, reason: str) -> None:
+        if self._metrics is not None:
+            self._metrics.hooks_unchecked.labels(reason).inc()
 
     async def _evaluate(self, hook: HookRequest, tenant: str, approval: EventRecord | None) -> dict:
         """On the loop: the approval (if any) and the hook's event in one request, and after a
@@ -377,7 +431,13 @@ class _HttpFront:
         routed = self._endpoint.route(request.path_qs, authorization, common_name)
         if not isinstance(routed[0], Dialect):
             return self._json(*routed)  # type: ignore[arg-type]
-        body, over = await _read_body(request, self._endpoint.max_body_bytes)
+        try:
+            body, over = await asyncio.wait_for(_read_body(request, self._endpoint.max_body_bytes),
+                                                BODY_TIMEOUT_SECONDS)
+        except TimeoutError:
+            response = self._json(HTTPStatus.OK, self._endpoint.slow_body(routed[0]))
+            response.force_close()  # the rest of a body that never came is not waited for
+            return response
         if over:
             return self._json(HTTPStatus.OK, self._endpoint.too_large(routed[0], body, request.content_length))
         status, answer_body = await self._endpoint.respond(request.path_qs, body, authorization, common_name)
@@ -432,7 +492,7 @@ class HooksListener:
     async def start(self) -> None:
         assert self._socket is not None
         front = _HttpFront(self.endpoint)
-        server = web.Server(front, access_log=None, keepalive_timeout=IDLE_CONNECTION_SECONDS,
+        server = web.Server(front, access_log=None, keepalive_timeout=HEADER_TIMEOUT_SECONDS,
                             handler_cancellation=False)
         front.server = server
         # shutdown_timeout: at stop, requests still being answered get this long (they are

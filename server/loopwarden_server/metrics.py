@@ -21,6 +21,7 @@ LATENCY_BUCKETS = (
 )
 
 VERSION = "0.1.0"
+HOOK_UNCHECKED_REASONS = ("busy", "timeout", "draining", "restoring", "too_large", "too_deep", "slow_body", "failed")
 DEFAULT_AGENT = "default"
 # The rolling detectors (the guard aborts, it never warns or blocks): label values known up front.
 DETECTORS = tuple(d for d in loopwarden_core.DETECTORS if d != "post_compaction_guard")
@@ -175,6 +176,12 @@ class Metrics:
         self.auth_failures = Counter(
             "loopwarden_auth_failures", "RPCs refused UNAUTHENTICATED, by reason (missing_token, invalid_token, "
             "token_file_unusable).", ["reason"], registry=registry)
+        self.hooks_unchecked = Counter(
+            "loopwarden_hook_requests_unchecked",
+            "Hook requests answered in the host's format without a verdict (the call not checked, or "
+            "denied under --hooks-fail-closed), by reason: busy (the tenant's share of concurrent hook "
+            "requests is taken), timeout, draining, restoring, too_large, too_deep, slow_body, failed.",
+            ["reason"], registry=registry)
         self.token_file_ok = Gauge(
             "loopwarden_token_file_ok", "1 while the bearer token file is readable and holds tokens; 0 while it "
             "fails closed (every authenticated RPC refused).", registry=registry)
@@ -237,6 +244,8 @@ class Metrics:
         for reason in ("missing_token", "invalid_token", "token_file_unusable"):
             self.auth_failures.labels(reason)
         self.token_file_ok.set(1)
+        for reason in HOOK_UNCHECKED_REASONS:
+            self.hooks_unchecked.labels(reason)
         self.config_last_reload_ok.set(1)
         for reason in ("idle_ttl", "max_runs"):
             self.evictions.labels(reason)
