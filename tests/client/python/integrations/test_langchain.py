@@ -53,6 +53,13 @@ def counting_read(runs: list, on_run=None):
 
 
 @pytest.fixture
+def run_id(request) -> str:
+    """The test's class and name: a thread's run outlives its invocations, so two classes' tests
+    of the same name must not share a thread id."""
+    return f"test_langchain/{request.node.nodeid.split('::', 1)[1]}"
+
+
+@pytest.fixture
 def guard(daemon):
     """Makes LoopwardenMiddleware for the test's daemon and closes them after the test (an open
     stream would hold the daemon's shutdown for its drain grace)."""
