@@ -56,7 +56,7 @@ def counting_read(runs: list, on_run=None):
 def run_id(request) -> str:
     """The test's class and name: a thread's run outlives its invocations, so two classes' tests
     of the same name must not share a thread id."""
-    return f"test_langchain/{request.node.nodeid.split('::', 1)[1]}"
+    return f"{request.module.__name__.rsplit('.', 1)[-1]}/{request.node.nodeid.split('::', 1)[1]}"
 
 
 @pytest.fixture

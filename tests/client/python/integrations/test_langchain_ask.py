@@ -15,8 +15,8 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 from tests.client.python.integrations.support import CRITICAL, PARAMS, RESULT, TOOL, counter
-from tests.client.python.integrations.test_langchain import (  # noqa: F401  (guard: a fixture)
-    FINAL, GRAPH_CONFIG, LoopingModel, counting_read, guard, looping_graph, tool_messages,
+from tests.client.python.integrations.test_langchain import (  # noqa: F401  (guard, run_id: fixtures)
+    FINAL, GRAPH_CONFIG, LoopingModel, counting_read, guard, looping_graph, run_id, tool_messages,
 )
 
 ASKED = CRITICAL + 1  # the call the daemon asks about

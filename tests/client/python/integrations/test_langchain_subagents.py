@@ -13,8 +13,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from tests.client.python.integrations.support import CRITICAL, PARAMS, RESULT, TOOL, counter
-from tests.client.python.integrations.test_langchain import (  # noqa: F401  (guard: a fixture)
-    LoopingModel, counting_read, guard, tool_messages,
+from tests.client.python.integrations.test_langchain import (  # noqa: F401  (guard, run_id: fixtures)
+    LoopingModel, counting_read, guard, run_id, tool_messages,
 )
 
 STUCK, FINE = 25, 8  # the stuck sub-agent's identical reads; its sibling's
