@@ -11,11 +11,19 @@ The answer is True / "once" (run this call), "always" (run it, and let the daemo
 exemption for this agent, tool and arguments), False / None (do not run it), or a dict
 `{"approved": bool, "scope": "once" | "always", "ttl_seconds": int}`: the same answers as the
 tool guard's `on_ask` (loopwarden.runner), plus the exemption's lifetime.
+
+The interrupt carries them as its `response_schema` (a UI can render it), and LangGraph validates
+the resume value against it: one that is no answer raises `pydantic.ValidationError` naming the
+field, and nothing is saved, so the interrupt can be answered again (a value the adapter refused
+after LangGraph kept it would stay the answer on every later resume).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import ConfigDict, Field, Strict, with_config
+from typing_extensions import NotRequired, TypedDict
 
 from ..types import Verdict
 
@@ -36,12 +44,23 @@ def payload(verdict: Verdict, *, run_id: str, tool: str, args: Any, tool_call_id
             "decision_id": verdict.decision_id, "detector": verdict.detector, "run_id": run_id}
 
 
+@with_config(ConfigDict(extra="forbid"))
+class AnswerFields(TypedDict):
+    approved: Annotated[bool, Strict()]
+    scope: NotRequired[Literal["once", "always"]]
+    ttl_seconds: NotRequired[Annotated[int, Strict(), Field(ge=0)]]
+
+
+# Strict: pydantic would otherwise read "yes" or 1 as True.
+RESUME_SCHEMA = Union[Annotated[bool, Strict()], Literal["once", "always"], None, AnswerFields]
+
 _PLAIN = {True: Answer(True), "once": Answer(True), "always": Answer(True, "always"), False: Answer(False),
           None: Answer(False)}
 
 
 def answer_of(value: Any) -> Answer:
-    """The person's answer from a resume value; ValueError naming the field when it is not one."""
+    """The person's answer from a resume value (already validated against RESUME_SCHEMA by
+    `interrupt`); ValueError naming the field when it is not one."""
     if isinstance(value, dict):
         return _answer_of_dict(value)
     if (isinstance(value, (bool, str)) or value is None) and value in _PLAIN:

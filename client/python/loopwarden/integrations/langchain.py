@@ -17,10 +17,20 @@ through the asyncio client, `invoke`/`stream` through the blocking one).
 - Daemon unreachable: the tool runs unguarded; with `fail_open=False`, `LoopwardenUnavailable` is
   raised instead.
 
-The run id is the invocation's `run_id` (from its RunnableConfig) when it has one, else its
-`thread_id`; under `create_agent` without either, one is made per invocation. A bare `ToolNode`
-without either uses the id of the first message in the state. The thread id goes along as the
-session id, and `create_agent` sends `run_end` when the invocation ends.
+Runs (see `_langgraph_runs`): the invocation's configured `run_id` (a run per invocation, ended
+with `run_end`), else its `thread_id` (the thread's run, kept across its invocations: a new human
+message is a `user_turn`, which starts the run fresh for loop detection and keeps its budgets),
+else a new id per invocation (a bare `ToolNode`: the id of the first message in the state). A
+graph a guarded tool runs (an agent used as a tool) is the child run `<calling run>/<tool call
+id>`; a compiled graph added as a node, the child `<thread's run>/<its checkpoint namespace>`.
+Under `create_agent` both end with their invocation (a bare `ToolNode` never sends `run_end`).
+
+- ASK (`loopwarden.onCritical: "ask"`, `onBudget: "ask"`; only in a graph with a checkpointer,
+  and unless `ask=False`): the call is held with `interrupt()` (its value describes the call, see
+  `_langgraph_ask`); the `Command(resume=...)` answer goes to the daemon as an `approval`, and the
+  call runs only if approved.
+- Usage: each model response's `usage_metadata` under `create_agent` is a `usage` event, for the
+  tree's token budget (`loopwarden.budgets.tokensPerTree`).
 """
 from __future__ import annotations
 
@@ -40,7 +50,7 @@ from ..client import DEFAULT_TARGET
 from ..eventformat import json_text
 from ..types import RunAborted, Verdict
 from ._gate import Before, Gate, Settings, error_text, result_value
-from ._langgraph_ask import answer_of
+from ._langgraph_ask import RESUME_SCHEMA, answer_of
 from ._langgraph_ask import payload as ask_payload
 from ._langgraph_channel import Channel, GuardedCall
 from ._langgraph_runs import CALLER, Caller, Place, PromptMemory, fresh_run_id, place_of
@@ -145,7 +155,7 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
             self._channel.event("user_turn", call.place, turn, prompt_id=turn)
         before = self._channel.before(call)
         if before.action == "ask":
-            before = self._channel.answer(call, before, answer_of(interrupt(_ask_payload(call, before, request))))
+            before = self._channel.answer(call, before, answer_of(interrupt(_ask_payload(call, before, request), response_schema=RESUME_SCHEMA)))
         if before.action != "run":
             return _refused(request, before)
         caller = CALLER.set(_caller(call))
@@ -169,7 +179,7 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
             await self._channel.aevent("user_turn", call.place, turn, prompt_id=turn)
         before = await self._channel.abefore(call)
         if before.action == "ask":
-            answer = answer_of(interrupt(_ask_payload(call, before, request)))
+            answer = answer_of(interrupt(_ask_payload(call, before, request), response_schema=RESUME_SCHEMA))
             before = await self._channel.aanswer(call, before, answer)
         if before.action != "run":
             return _refused(request, before)
