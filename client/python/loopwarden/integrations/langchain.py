@@ -50,7 +50,7 @@ from ..client import DEFAULT_TARGET
 from ..eventformat import json_text
 from ..types import RunAborted, Verdict
 from ._gate import Before, Gate, Settings, error_text, result_value
-from ._langgraph_ask import RESUME_SCHEMA, answer_of
+from ._langgraph_ask import RESUME_SCHEMA, Answer, answer_of
 from ._langgraph_ask import payload as ask_payload
 from ._langgraph_channel import Channel, GuardedCall
 from ._langgraph_runs import CALLER, Caller, Place, PromptMemory, fresh_run_id, place_of
@@ -107,13 +107,15 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
     def before_agent(self, state: LoopwardenState, runtime: Any) -> dict[str, Any]:
         update, turn = _agent_start(state, runtime)
         if turn is not None:
-            self._channel.event("user_turn", *turn, prompt_id=turn[1])
+            place, prompt = turn
+            self._channel.event("user_turn", place, prompt, prompt_id=prompt)
         return update
 
     async def abefore_agent(self, state: LoopwardenState, runtime: Any) -> dict[str, Any]:
         update, turn = _agent_start(state, runtime)
         if turn is not None:
-            await self._channel.aevent("user_turn", *turn, prompt_id=turn[1])
+            place, prompt = turn
+            await self._channel.aevent("user_turn", place, prompt, prompt_id=prompt)
         return update
 
     @hook_config(can_jump_to=["end"])
@@ -130,12 +132,14 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
     def after_model(self, state: LoopwardenState, runtime: Any) -> None:
         usage = _usage_of(state, runtime)
         if usage is not None:
-            self._channel.event("usage", *usage[:2], **usage[2])
+            place, key, tokens = usage
+            self._channel.event("usage", place, key, **tokens)
 
     async def aafter_model(self, state: LoopwardenState, runtime: Any) -> None:
         usage = _usage_of(state, runtime)
         if usage is not None:
-            await self._channel.aevent("usage", *usage[:2], **usage[2])
+            place, key, tokens = usage
+            await self._channel.aevent("usage", place, key, **tokens)
 
     def after_agent(self, state: LoopwardenState, runtime: Any) -> None:
         place = _stored_place(state)
@@ -155,7 +159,7 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
             self._channel.event("user_turn", call.place, turn, prompt_id=turn)
         before = self._channel.before(call)
         if before.action == "ask":
-            before = self._channel.answer(call, before, answer_of(interrupt(_ask_payload(call, before, request), response_schema=RESUME_SCHEMA)))
+            before = self._channel.answer(call, before, _asked(call, before, request))
         if before.action != "run":
             return _refused(request, before)
         caller = CALLER.set(_caller(call))
@@ -179,8 +183,7 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
             await self._channel.aevent("user_turn", call.place, turn, prompt_id=turn)
         before = await self._channel.abefore(call)
         if before.action == "ask":
-            answer = answer_of(interrupt(_ask_payload(call, before, request), response_schema=RESUME_SCHEMA))
-            before = await self._channel.aanswer(call, before, answer)
+            before = await self._channel.aanswer(call, before, _asked(call, before, request))
         if before.action != "run":
             return _refused(request, before)
         caller = CALLER.set(_caller(call))
@@ -247,7 +250,8 @@ def _tool_node_place(request: ToolCallRequest) -> Place:
     run_id = info.run_id if info is not None and info.run_id is not None else config.get("run_id")
     thread_id = (info.thread_id if info is not None and info.thread_id is not None
                  else (config.get("configurable") or {}).get("thread_id"))
-    place = place_of(info.checkpoint_ns if info else None, run_id, thread_id, fallback=_first_message_run(request.state))
+    place = place_of(info.checkpoint_ns if info else None, run_id, thread_id,
+                     fallback=_first_message_run(request.state))
     if not place.run_id:
         raise ValueError("loopwarden: no run id for this tool call; invoke the graph with a thread_id or a run_id "
                          "in its config")
@@ -287,9 +291,13 @@ def _caller(call: GuardedCall) -> Caller:
     return Caller(place.run_id, call.tool_call_id, place.root_run_id or place.run_id, call.task)
 
 
-def _ask_payload(call: GuardedCall, before: Any, request: ToolCallRequest) -> dict[str, Any]:
-    return ask_payload(before.verdict, run_id=call.place.run_id, tool=call.tool_name,
-                       args=request.tool_call.get("args") or {}, tool_call_id=call.tool_call_id)
+def _asked(call: GuardedCall, before: Before, request: ToolCallRequest) -> Answer:
+    """Hold the call for a person: the first time, interrupt() ends the invocation here; when the
+    graph is resumed, it returns their answer (checked against RESUME_SCHEMA by LangGraph)."""
+    value = interrupt(ask_payload(before.verdict, run_id=call.place.run_id, tool=call.tool_name,
+                                  args=request.tool_call.get("args") or {}, tool_call_id=call.tool_call_id),
+                      response_schema=RESUME_SCHEMA)
+    return answer_of(value)
 
 
 def _usage_of(state: LoopwardenState, runtime: Any) -> tuple[Place, str, dict[str, Any]] | None:
