@@ -38,8 +38,10 @@ class GuardedCall:
                     session_id=self.place.session_id)
 
     def fields(self, kind: str) -> dict[str, Any]:
-        return {"tool_call_id": self.tool_call_id, "accepts_ask": self.accepts_ask, **self.place.ids(),
-                "seq": stable_seq(kind, self.place.run_id, self.task, self.tool_call_id)}
+        # A call without an id gets the client's next seq: two such calls of one task with the same
+        # arguments would otherwise be one event to the daemon (a re-run then counts again).
+        seq = stable_seq(kind, self.place.run_id, self.task, self.tool_call_id) if self.tool_call_id else None
+        return {"tool_call_id": self.tool_call_id, "accepts_ask": self.accepts_ask, **self.place.ids(), "seq": seq}
 
     def call_kwargs(self) -> dict[str, Any]:
         return {"params_json": self.params_json, **self.fields("tool_call")}
