@@ -200,8 +200,9 @@ class TestCreateAgent:
         with pytest.raises(RunNotFound):
             client.inspect(str(configured))
 
-    def test_each_invocation_of_a_thread_is_a_run_of_its_own(self, guard, run_id):
-        """Two invocations on one thread, 15 identical calls each: nothing carries over, all 30 run."""
+    def test_each_invocation_of_a_thread_starts_fresh(self, guard, run_id):
+        """Two invocations on one thread, 15 identical calls each: the second is a user turn of the
+        thread's run, so nothing carries over for loop detection and all 30 run."""
         runs: list = []
         middleware = guard()
         checkpointer = InMemorySaver()

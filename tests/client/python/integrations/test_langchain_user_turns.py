@@ -3,6 +3,8 @@ starts fresh for loop detection, so a call blocked in one turn runs in the next;
 and a StateGraph with a ToolNode, scripted fake chat models, the real daemon."""
 from __future__ import annotations
 
+import asyncio
+
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -44,6 +46,27 @@ class TestCreateAgent:
         assert (CRITICAL + 1, RESULT) == (len(runs), tool_messages(second)[-1].content)
         assert 1 == user_turns(daemon) - before
         assert 1 == len(client.inspect(run_id).records)
+
+    def test_ainvoke_sends_the_user_turn_the_same_way(self, guard, daemon, run_id):
+        """abefore_agent (the asyncio client): the same two turns, the same read running again."""
+        runs: list = []
+        middleware = guard()
+        agent = create_agent(two_turns_model(), [counting_read(runs)], middleware=[middleware],
+                             checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": run_id}}
+        before = user_turns(daemon)
+
+        async def main():
+            try:
+                await agent.ainvoke({"messages": [("user", "read it")]}, config)
+                return await agent.ainvoke({"messages": [("user", "try once more")]}, config)
+            finally:
+                await middleware.aclose()
+
+        second = asyncio.run(main())
+
+        assert (CRITICAL + 1, RESULT) == (len(runs), tool_messages(second)[-1].content)
+        assert 1 == user_turns(daemon) - before
 
     def test_the_first_invocation_of_a_thread_sends_no_user_turn(self, guard, daemon, run_id):
         """A thread's first invocation creates its run: there is no earlier turn to end."""
