@@ -30,7 +30,8 @@ Under `create_agent` both end with their invocation (a bare `ToolNode` never sen
   `_langgraph_ask`); the `Command(resume=...)` answer goes to the daemon as an `approval`, and the
   call runs only if approved.
 - Usage: each model response's `usage_metadata` under `create_agent` is a `usage` event, for the
-  tree's token budget (`loopwarden.budgets.tokensPerTree`).
+  tree's token budget (`loopwarden.budgets.tokensPerTree`); in a graph of your own, the model node
+  reports it with `report_usage`.
 """
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.config import get_config
+from langgraph.runtime import get_runtime
 from langgraph.types import Command, interrupt
 
 from ..client import DEFAULT_TARGET
@@ -137,6 +140,21 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
 
     async def aafter_model(self, state: LoopwardenState, runtime: Any) -> None:
         usage = _usage_of(state, runtime)
+        if usage is not None:
+            place, key, tokens = usage
+            await self._channel.aevent("usage", place, key, **tokens)
+
+    def report_usage(self, message: AIMessage, state: Any = None) -> None:
+        """In a LangGraph graph of your own: send a model response's `usage_metadata` as a `usage`
+        event of the run its tool calls are in. Call it in the node that called the model; `state`:
+        the node's state (needed only when the graph has no thread id and no run id)."""
+        usage = _node_usage(message, state)
+        if usage is not None:
+            place, key, tokens = usage
+            self._channel.event("usage", place, key, **tokens)
+
+    async def areport_usage(self, message: AIMessage, state: Any = None) -> None:
+        usage = _node_usage(message, state)
         if usage is not None:
             place, key, tokens = usage
             await self._channel.aevent("usage", place, key, **tokens)
@@ -245,15 +263,18 @@ def _stored_place(state: Any) -> Place | None:
 def _tool_node_place(request: ToolCallRequest) -> Place:
     """The run of a call in a LangGraph graph of your own (a bare ToolNode)."""
     runtime = request.runtime
-    info = getattr(runtime, "execution_info", None)
-    config = getattr(runtime, "config", None) or {}
+    return _graph_place(getattr(runtime, "execution_info", None), getattr(runtime, "config", None), request.state)
+
+
+def _graph_place(info: Any, config: Any, state: Any) -> Place:
+    """The run of a task of a LangGraph graph of your own, from its execution info and config."""
+    config = config or {}
     run_id = info.run_id if info is not None and info.run_id is not None else config.get("run_id")
     thread_id = (info.thread_id if info is not None and info.thread_id is not None
                  else (config.get("configurable") or {}).get("thread_id"))
-    place = place_of(info.checkpoint_ns if info else None, run_id, thread_id,
-                     fallback=_first_message_run(request.state))
+    place = place_of(info.checkpoint_ns if info else None, run_id, thread_id, fallback=_first_message_run(state))
     if not place.run_id:
-        raise ValueError("loopwarden: no run id for this tool call; invoke the graph with a thread_id or a run_id "
+        raise ValueError("loopwarden: no run id for this graph; invoke the graph with a thread_id or a run_id "
                          "in its config")
     return place
 
@@ -301,18 +322,35 @@ def _asked(call: GuardedCall, before: Before, request: ToolCallRequest) -> Answe
 
 
 def _usage_of(state: LoopwardenState, runtime: Any) -> tuple[Place, str, dict[str, Any]] | None:
-    """The usage event of the model response that just came in, when it says what it used."""
+    """create_agent: the usage event of the model response that just came in, when it says what it used."""
     place = _stored_place(state)
     messages = state.get("messages") or []
-    message = messages[-1] if messages else None
-    usage = getattr(message, "usage_metadata", None) if isinstance(message, AIMessage) else None
-    if place is None or not usage:
+    tokens = _tokens_of(messages[-1] if messages else None)
+    if place is None or tokens is None:
         return None
     info = runtime.execution_info
-    key = message.id or (info.checkpoint_ns if info else "")
-    model = (message.response_metadata or {}).get("model_name") or (message.response_metadata or {}).get("model") or ""
-    return place, key, {"input_tokens": int(usage.get("input_tokens") or 0),
-                        "output_tokens": int(usage.get("output_tokens") or 0), "model": str(model)}
+    return place, messages[-1].id or (info.checkpoint_ns if info else ""), tokens
+
+
+def _node_usage(message: Any, state: Any) -> tuple[Place, str, dict[str, Any]] | None:
+    """A node of your own graph: the usage event of the response it got, in the run its tool calls are in."""
+    tokens = _tokens_of(message)
+    if tokens is None:
+        return None
+    runtime = get_runtime()
+    info = runtime.execution_info
+    return (_graph_place(info, get_config(), state), message.id or (info.checkpoint_ns if info else ""),
+            tokens)
+
+
+def _tokens_of(message: Any) -> dict[str, Any] | None:
+    """The usage event's fields from a model response's usage_metadata (None: it says nothing)."""
+    usage = getattr(message, "usage_metadata", None) if isinstance(message, AIMessage) else None
+    if not usage:
+        return None
+    metadata = message.response_metadata or {}
+    return {"input_tokens": int(usage.get("input_tokens") or 0), "output_tokens": int(usage.get("output_tokens") or 0),
+            "model": str(metadata.get("model_name") or metadata.get("model") or "")}
 
 
 def _elapsed_ms(started: float) -> int:

@@ -11,10 +11,14 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from loopwarden import RunAborted
 
 from tests.client.python.integrations.support import RESULT, TOOL, counter
 from tests.client.python.integrations.test_langchain import (  # noqa: F401  (guard, run_id: fixtures)
-    LoopingModel, counting_read, guard, run_id, tool_messages,
+    GRAPH_CONFIG, LoopingModel, counting_read, guard, run_id, tool_messages,
 )
 
 CAP = 1000  # tokensPerTree
@@ -105,3 +109,31 @@ class TestTokensPerTree:
         assert ("error", "budget_exhausted") == (parents_read.status, parents_read.artifact["error_code"])
         totals = client.inspect(run_id).tree_totals
         assert 3 * (INPUT + OUTPUT) == totals.input_tokens + totals.output_tokens
+
+
+class TestGraphOfYourOwn:
+    def test_report_usage_in_the_model_node_feeds_the_budget_of_the_tool_nodes_run(self, guard, client, run_id):
+        """A StateGraph whose model node calls guard.report_usage: the usage lands in the run of the
+        ToolNode's calls (the thread's), and the 3rd call past the budget raises RunAborted."""
+        runs: list = []
+        middleware = guard()
+        model = spending_model(6)
+
+        def agent(state):
+            response = model.invoke(state["messages"])
+            middleware.report_usage(response, state)
+            return {"messages": [response]}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("agent", agent)
+        graph.add_node("tools", ToolNode([counting_read(runs)], wrap_tool_call=middleware.wrap_tool_call))
+        graph.add_edge(START, "agent")
+        graph.add_conditional_edges("agent", tools_condition)
+        graph.add_edge("tools", "agent")
+
+        with pytest.raises(RunAborted) as raised:
+            graph.compile(checkpointer=InMemorySaver()).invoke(
+                {"messages": [("user", "read them")]}, {**GRAPH_CONFIG, "configurable": {"thread_id": run_id}})
+
+        assert (["/f1", "/f2"], "budget_exhausted") == (runs, raised.value.verdict.error_code)
+        assert 3 * INPUT == client.inspect(run_id).tree_totals.input_tokens
