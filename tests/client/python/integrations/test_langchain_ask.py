@@ -25,7 +25,11 @@ ASKED = CRITICAL + 1  # the call the daemon asks about
 
 @pytest.fixture(scope="module")
 def daemon_config() -> str:
-    return '{tools: {loopDetection: {enabled: true}}, loopwarden: {onCritical: "ask"}}'
+    return """{
+  tools: {loopDetection: {enabled: true}},
+  loopwarden: {onCritical: "ask"},
+  agents: {list: [{id: "budgeted", loopwarden: {budgets: {toolCallsPerRun: 3}, onBudget: "ask"}}]},
+}"""
 
 
 def asks_and_answers(daemon) -> tuple[float, ...]:
@@ -204,3 +208,22 @@ class TestToolNodeAndSubAgents:
 
         assert (f"{run_id}/d1", ASKED) == (ask["run_id"], len(runs))
         assert (FINAL, "done") == (tool_messages(state)[-1].content.split(": ")[-1], state["messages"][-1].content)
+
+
+class TestBudgetAsk:
+    def test_an_approved_budget_ask_gives_the_run_another_allowance(self, guard, run_id):
+        """onBudget "ask", toolCallsPerRun 3, six reads of different files: the 4th call interrupts
+        (detector budget); approved, calls 4 to 6 run (the cap is now 6) and the agent ends normally."""
+        runs: list = []
+        turns = [AIMessage("", tool_calls=[{"name": TOOL, "args": {"path": f"/f{n}"}, "id": f"call-{n}"}])
+                 for n in range(1, 7)]
+        agent = create_agent(LoopingModel(messages=iter([*turns, AIMessage(FINAL)])), [counting_read(runs)],
+                             middleware=[guard(agent_id="budgeted")], checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": run_id}}
+
+        ask = interrupted(agent.invoke({"messages": [("user", "read them")]}, config))
+        assert (3, "budget", "call-4") == (len(runs), ask["detector"], ask["tool_call_id"])
+
+        state = agent.invoke(Command(resume=True), config)
+
+        assert (6, FINAL) == (len(runs), state["messages"][-1].content)
