@@ -43,9 +43,9 @@ from typing import Annotated, Any, NotRequired
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.config import get_config
 from langgraph.runtime import get_runtime
 from langgraph.types import Command, interrupt
 
