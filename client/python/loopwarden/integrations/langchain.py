@@ -17,34 +17,55 @@ through the asyncio client, `invoke`/`stream` through the blocking one).
 - Daemon unreachable: the tool runs unguarded; with `fail_open=False`, `LoopwardenUnavailable` is
   raised instead.
 
-The run id is the invocation's `run_id` (from its RunnableConfig) when it has one, else its
-`thread_id`; under `create_agent` without either, one is made per invocation. A bare `ToolNode`
-without either uses the id of the first message in the state. The thread id goes along as the
-session id, and `create_agent` sends `run_end` when the invocation ends.
+Runs (see `_langgraph_runs`): the invocation's configured `run_id` (a run per invocation, ended
+with `run_end`), else its `thread_id` (the thread's run, kept across its invocations: a new human
+message is a `user_turn`, which starts the run fresh for loop detection and keeps its budgets),
+else a new id per invocation (a bare `ToolNode`: the id of the first message in the state). A
+graph a guarded tool runs (an agent used as a tool) is the child run `<calling run>/<tool call
+id>`; a compiled graph added as a node, the child `<thread's run>/<its checkpoint namespace>`.
+Under `create_agent` both end with their invocation (a bare `ToolNode` never sends `run_end`).
+
+- ASK (`loopwarden.onCritical: "ask"`, `onBudget: "ask"`; only in a graph with a checkpointer,
+  and unless `ask=False`): the call is held with `interrupt()` (its value describes the call, see
+  `_langgraph_ask`); the `Command(resume=...)` answer goes to the daemon as an `approval`, and the
+  call runs only if approved.
+- Usage: each model response's `usage_metadata` under `create_agent` is a `usage` event, for the
+  tree's token budget (`loopwarden.budgets.tokensPerTree`); in a graph of your own, the model node
+  reports it with `report_usage`.
 """
 from __future__ import annotations
 
 import dataclasses
-import uuid
+import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain.agents.middleware.types import PrivateStateAttr
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command
+from langgraph.runtime import get_runtime
+from langgraph.types import Command, interrupt
 
 from ..client import DEFAULT_TARGET
 from ..eventformat import json_text
 from ..types import RunAborted, Verdict
-from ._gate import Before, Call, Gate, Settings, error_text, result_value
+from ._gate import Before, Gate, Settings, error_text, result_value
+from ._langgraph_ask import RESUME_SCHEMA, Answer, answer_of
+from ._langgraph_ask import payload as ask_payload
+from ._langgraph_channel import Channel, GuardedCall
+from ._langgraph_runs import CALLER, Caller, Place, PromptMemory, fresh_run_id, place_of
 
 __all__ = ["LoopwardenMiddleware"]
 
 _RUN_KEY = "loopwarden_run_id"
 _ABORT_KEY = "loopwarden_abort"
+_PLACE_KEY = "loopwarden_place"
+_PROMPT_KEY = "loopwarden_prompt_id"
+# LangGraph's CONFIG_KEY_CHECKPOINTER (langgraph.constants keeps it only for backwards compatibility).
+_CHECKPOINTER_KEY = "__pregel_checkpointer"
 
 ToolResult = ToolMessage | Command
 
@@ -54,6 +75,8 @@ class LoopwardenState(AgentState[Any]):
 
     loopwarden_run_id: NotRequired[Annotated[str, PrivateStateAttr]]
     loopwarden_abort: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    loopwarden_place: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    loopwarden_prompt_id: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
 
 class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
@@ -63,12 +86,18 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
     state_schema = LoopwardenState
 
     def __init__(self, target: str = DEFAULT_TARGET, *, agent_id: str = "", token: str | None = None,
-                 fail_open: bool = True, root_certificates: bytes | None = None, private_key: bytes | None = None,
-                 certificate_chain: bytes | None = None) -> None:
+                 fail_open: bool = True, ask: bool = True, root_certificates: bytes | None = None,
+                 private_key: bytes | None = None, certificate_chain: bytes | None = None) -> None:
+        """`ask`: hold a call the daemon ASKs about with `interrupt()` (only in a graph with a
+        checkpointer, which interrupts need); False: such calls are blocked, as for any caller
+        that cannot ask."""
         super().__init__()
         self._gate = Gate(Settings(target, agent_id=agent_id, token=token, fail_open=fail_open,
                                    root_certificates=root_certificates, private_key=private_key,
                                    certificate_chain=certificate_chain))
+        self._channel = Channel(self._gate)
+        self._ask = ask
+        self._prompts = PromptMemory()
 
     def close(self) -> None:
         self._gate.close()
@@ -76,15 +105,21 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
     async def aclose(self) -> None:
         await self._gate.aclose()
 
-    # -- create_agent: a run id per invocation, the jump to the end, run_end -------------------
+    # -- create_agent: the run of each invocation, user turns, usage, the jump to the end, run_end
 
     def before_agent(self, state: LoopwardenState, runtime: Any) -> dict[str, Any]:
-        info = runtime.execution_info
-        configured = _configured_ids(info.run_id if info else None, info.thread_id if info else None)
-        return {_RUN_KEY: configured[0] if configured else f"langchain-{uuid.uuid4().hex}", _ABORT_KEY: None}
+        update, turn = _agent_start(state, runtime)
+        if turn is not None:
+            place, prompt = turn
+            self._channel.event("user_turn", place, prompt, prompt_id=prompt)
+        return update
 
     async def abefore_agent(self, state: LoopwardenState, runtime: Any) -> dict[str, Any]:
-        return self.before_agent(state, runtime)
+        update, turn = _agent_start(state, runtime)
+        if turn is not None:
+            place, prompt = turn
+            await self._channel.aevent("user_turn", place, prompt, prompt_id=prompt)
+        return update
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: LoopwardenState, runtime: Any) -> dict[str, Any] | None:
@@ -97,94 +132,229 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
     async def abefore_model(self, state: LoopwardenState, runtime: Any) -> dict[str, Any] | None:
         return self.before_model(state, runtime)
 
+    def after_model(self, state: LoopwardenState, runtime: Any) -> None:
+        usage = _usage_of(state, runtime)
+        if usage is not None:
+            place, key, tokens = usage
+            self._channel.event("usage", place, key, **tokens)
+
+    async def aafter_model(self, state: LoopwardenState, runtime: Any) -> None:
+        usage = _usage_of(state, runtime)
+        if usage is not None:
+            place, key, tokens = usage
+            await self._channel.aevent("usage", place, key, **tokens)
+
+    def report_usage(self, message: AIMessage, state: Any = None) -> None:
+        """In a LangGraph graph of your own: send a model response's `usage_metadata` as a `usage`
+        event of the run its tool calls are in. Call it in the node that called the model; `state`:
+        the node's state (needed only when the graph has no thread id and no run id)."""
+        usage = _node_usage(message, state)
+        if usage is not None:
+            place, key, tokens = usage
+            self._channel.event("usage", place, key, **tokens)
+
+    async def areport_usage(self, message: AIMessage, state: Any = None) -> None:
+        usage = _node_usage(message, state)
+        if usage is not None:
+            place, key, tokens = usage
+            await self._channel.aevent("usage", place, key, **tokens)
+
     def after_agent(self, state: LoopwardenState, runtime: Any) -> None:
-        if state.get(_RUN_KEY):
-            self._gate.end(state[_RUN_KEY], session_id=_thread_of(runtime))
+        place = _stored_place(state)
+        if place is not None and place.per_invocation:
+            self._channel.event("run_end", place, "")
 
     async def aafter_agent(self, state: LoopwardenState, runtime: Any) -> None:
-        if state.get(_RUN_KEY):
-            await self._gate.aend(state[_RUN_KEY], session_id=_thread_of(runtime))
+        place = _stored_place(state)
+        if place is not None and place.per_invocation:
+            await self._channel.aevent("run_end", place, "")
 
     # -- every tool call ----------------------------------------------------------------------
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
-        call = _call_of(request)
-        before = self._gate.before(call)
+        call, turn = self._guarded(request)
+        if turn is not None:
+            self._channel.event("user_turn", call.place, turn, prompt_id=turn)
+        before = self._channel.before(call)
+        if before.action == "ask":
+            before = self._channel.answer(call, before, _asked(call, before, request))
         if before.action != "run":
             return _refused(request, before)
+        caller = CALLER.set(_caller(call))
+        started = time.monotonic()
         try:
             result = handler(request)
         except GraphBubbleUp:  # an interrupt, not a failure: the call runs again on resume
             raise
         except Exception as exc:
-            self._gate.after(call, before, error=error_text(exc))
+            self._channel.after(call, before, error=error_text(exc), duration_ms=_elapsed_ms(started))
             raise
-        aborted = self._gate.after(call, before, **_outcome_of(result))
+        finally:
+            CALLER.reset(caller)
+        aborted = self._channel.after(call, before, **_outcome_of(result), duration_ms=_elapsed_ms(started))
         return _delivered(request, result, before.warning, aborted)
 
     async def awrap_tool_call(self, request: ToolCallRequest,
                               handler: Callable[[ToolCallRequest], Awaitable[ToolResult]]) -> ToolResult:
-        call = _call_of(request)
-        before = await self._gate.abefore(call)
+        call, turn = self._guarded(request)
+        if turn is not None:
+            await self._channel.aevent("user_turn", call.place, turn, prompt_id=turn)
+        before = await self._channel.abefore(call)
+        if before.action == "ask":
+            before = await self._channel.aanswer(call, before, _asked(call, before, request))
         if before.action != "run":
             return _refused(request, before)
+        caller = CALLER.set(_caller(call))
+        started = time.monotonic()
         try:
             result = await handler(request)
         except GraphBubbleUp:
             raise
         except Exception as exc:
-            await self._gate.aafter(call, before, error=error_text(exc))
+            await self._channel.aafter(call, before, error=error_text(exc), duration_ms=_elapsed_ms(started))
             raise
-        aborted = await self._gate.aafter(call, before, **_outcome_of(result))
+        finally:
+            CALLER.reset(caller)
+        aborted = await self._channel.aafter(call, before, **_outcome_of(result), duration_ms=_elapsed_ms(started))
         return _delivered(request, result, before.warning, aborted)
 
-
-# -- run ids -------------------------------------------------------------------------------------
-
-def _configured_ids(run_id: Any, thread_id: Any) -> tuple[str, str] | None:
-    """(run id, session id) from what the invocation was configured with, if anything."""
-    thread = "" if thread_id is None else str(thread_id)
-    if run_id is not None:
-        return str(run_id), thread
-    if thread:
-        return thread, thread
-    return None
-
-
-def _thread_of(runtime: Any) -> str:
-    info = getattr(runtime, "execution_info", None)
-    return "" if info is None or info.thread_id is None else str(info.thread_id)
-
-
-def _call_of(request: ToolCallRequest) -> Call:
-    tool_call = request.tool_call
-    run_id, session_id = _run_of(request)
-    return Call(run_id, tool_call["name"], json_text(tool_call.get("args") or {}),
-                tool_call_id=tool_call.get("id") or "", session_id=session_id)
+    def _guarded(self, request: ToolCallRequest) -> tuple[GuardedCall, str | None]:
+        """The call as the daemon sees it, and the prompt id of a user turn to report first (a bare
+        ToolNode in a thread whose latest human message changed)."""
+        tool_call = request.tool_call
+        info = getattr(request.runtime, "execution_info", None)
+        place = _stored_place(request.state) if _in_agent(request) else _tool_node_place(request)
+        turn = None
+        if place.thread_run and not _in_agent(request):
+            prompt = _last_human_id(request.state)
+            if prompt and self._prompts.changed(place.run_id, prompt):
+                turn = prompt
+        accepts_ask = self._ask and _can_interrupt(getattr(request.runtime, "config", None))
+        return GuardedCall(place, tool_call["name"], json_text(tool_call.get("args") or {}),
+                           tool_call_id=tool_call.get("id") or "", task=info.checkpoint_ns if info else "",
+                           accepts_ask=accepts_ask), turn
 
 
-def _run_of(request: ToolCallRequest) -> tuple[str, str]:
+# -- runs ----------------------------------------------------------------------------------------
+
+def _agent_start(state: LoopwardenState, runtime: Any) -> tuple[dict[str, Any], tuple[Place, str] | None]:
+    """create_agent's run for this invocation (kept in its private state), and the user turn to
+    report when the invocation continues the thread's run with a new human message."""
+    info = runtime.execution_info
+    place = place_of(info.checkpoint_ns if info else None, info.run_id if info else None,
+                     info.thread_id if info else None, fallback=fresh_run_id())
+    prompt = _last_human_id(state)
+    continued = place.thread_run and state.get(_RUN_KEY) == place.run_id
+    turn = (place, prompt) if continued and prompt and prompt != state.get(_PROMPT_KEY) else None
+    return {_RUN_KEY: place.run_id, _PLACE_KEY: _stored(place), _PROMPT_KEY: prompt, _ABORT_KEY: None}, turn
+
+
+def _stored(place: Place) -> dict[str, Any]:
+    return {"parent_run_id": place.parent_run_id, "root_run_id": place.root_run_id, "session_id": place.session_id,
+            "per_invocation": place.per_invocation, "thread_run": place.thread_run}
+
+
+def _stored_place(state: Any) -> Place | None:
+    if not isinstance(state, dict) or not state.get(_RUN_KEY):
+        return None
+    return Place(state[_RUN_KEY], **(state.get(_PLACE_KEY) or {}))
+
+
+def _tool_node_place(request: ToolCallRequest) -> Place:
+    """The run of a call in a LangGraph graph of your own (a bare ToolNode)."""
     runtime = request.runtime
-    info = getattr(runtime, "execution_info", None)
-    config = getattr(runtime, "config", None) or {}
+    return _graph_place(getattr(runtime, "execution_info", None), getattr(runtime, "config", None), request.state)
+
+
+def _graph_place(info: Any, config: Any, state: Any) -> Place:
+    """The run of a task of a LangGraph graph of your own, from its execution info and config."""
+    config = config or {}
     run_id = info.run_id if info is not None and info.run_id is not None else config.get("run_id")
     thread_id = (info.thread_id if info is not None and info.thread_id is not None
                  else (config.get("configurable") or {}).get("thread_id"))
-    state = request.state
-    if isinstance(state, dict) and state.get(_RUN_KEY):  # create_agent: chosen by before_agent
-        return state[_RUN_KEY], "" if thread_id is None else str(thread_id)
-    configured = _configured_ids(run_id, thread_id)
-    if configured is not None:
-        return configured
-    messages = (state if isinstance(state, list) else state.get("messages") if isinstance(state, dict)
-                else getattr(state, "messages", None))
+    place = place_of(info.checkpoint_ns if info else None, run_id, thread_id, fallback=_first_message_run(state))
+    if not place.run_id:
+        raise ValueError("loopwarden: no run id for this graph; invoke the graph with a thread_id or a run_id "
+                         "in its config")
+    return place
+
+
+def _messages(state: Any) -> list:
+    return (state if isinstance(state, list) else state.get("messages") if isinstance(state, dict)
+            else getattr(state, "messages", None)) or []
+
+
+def _first_message_run(state: Any) -> str:
+    messages = _messages(state)
     first_id = getattr(messages[0], "id", None) if messages else None
-    if first_id:
-        # NOTE: add_messages gives every message an id, so without a checkpointer (which is when
-        # there is no thread id) the first message's id is fresh for each invocation.
-        return f"langgraph-{first_id}", ""
-    raise ValueError("loopwarden: no run id for this tool call; invoke the graph with a thread_id or a run_id "
-                     "in its config")
+    # NOTE: add_messages gives every message an id, so without a checkpointer (which is when
+    # there is no thread id) the first message's id is fresh for each invocation.
+    return f"langgraph-{first_id}" if first_id else ""
+
+
+def _last_human_id(state: Any) -> str | None:
+    """The id of the latest human message: the prompt a user turn names."""
+    for message in reversed(_messages(state)):
+        if isinstance(message, HumanMessage):
+            return message.id
+    return None
+
+
+def _can_interrupt(config: Any) -> bool:
+    """interrupt() needs a checkpointer; LangGraph puts the graph's own (or its parent's) in the
+    config of every task it runs."""
+    configurable = (config or {}).get("configurable") or {}
+    return configurable.get(_CHECKPOINTER_KEY) is not None
+
+
+def _caller(call: GuardedCall) -> Caller:
+    place = call.place
+    return Caller(place.run_id, call.tool_call_id, place.root_run_id or place.run_id, call.task)
+
+
+def _asked(call: GuardedCall, before: Before, request: ToolCallRequest) -> Answer:
+    """Hold the call for a person: the first time, interrupt() ends the invocation here; when the
+    graph is resumed, it returns their answer (checked against RESUME_SCHEMA by LangGraph)."""
+    value = interrupt(ask_payload(before.verdict, run_id=call.place.run_id, tool=call.tool_name,
+                                  args=request.tool_call.get("args") or {}, tool_call_id=call.tool_call_id),
+                      response_schema=RESUME_SCHEMA)
+    return answer_of(value)
+
+
+def _usage_of(state: LoopwardenState, runtime: Any) -> tuple[Place, str, dict[str, Any]] | None:
+    """create_agent: the usage event of the model response that just came in, when it says what it used."""
+    place = _stored_place(state)
+    messages = state.get("messages") or []
+    tokens = _tokens_of(messages[-1] if messages else None)
+    if place is None or tokens is None:
+        return None
+    info = runtime.execution_info
+    return place, messages[-1].id or (info.checkpoint_ns if info else ""), tokens
+
+
+def _node_usage(message: Any, state: Any) -> tuple[Place, str, dict[str, Any]] | None:
+    """A node of your own graph: the usage event of the response it got, in the run its tool calls are in."""
+    tokens = _tokens_of(message)
+    if tokens is None:
+        return None
+    runtime = get_runtime()
+    info = runtime.execution_info
+    return (_graph_place(info, get_config(), state), message.id or (info.checkpoint_ns if info else ""),
+            tokens)
+
+
+def _tokens_of(message: Any) -> dict[str, Any] | None:
+    """The usage event's fields from a model response's usage_metadata (None: it says nothing)."""
+    usage = getattr(message, "usage_metadata", None) if isinstance(message, AIMessage) else None
+    if not usage:
+        return None
+    metadata = message.response_metadata or {}
+    return {"input_tokens": int(usage.get("input_tokens") or 0), "output_tokens": int(usage.get("output_tokens") or 0),
+            "model": str(metadata.get("model_name") or metadata.get("model") or "")}
+
+
+def _elapsed_ms(started: float) -> int:
+    return max(0, round((time.monotonic() - started) * 1000))
 
 
 def _in_agent(request: ToolCallRequest) -> bool:

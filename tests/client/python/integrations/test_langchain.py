@@ -53,6 +53,13 @@ def counting_read(runs: list, on_run=None):
 
 
 @pytest.fixture
+def run_id(request) -> str:
+    """The test's class and name: a thread's run outlives its invocations, so two classes' tests
+    of the same name must not share a thread id."""
+    return f"{request.module.__name__.rsplit('.', 1)[-1]}/{request.node.nodeid.split('::', 1)[1]}"
+
+
+@pytest.fixture
 def guard(daemon):
     """Makes LoopwardenMiddleware for the test's daemon and closes them after the test (an open
     stream would hold the daemon's shutdown for its drain grace)."""
@@ -193,8 +200,9 @@ class TestCreateAgent:
         with pytest.raises(RunNotFound):
             client.inspect(str(configured))
 
-    def test_each_invocation_of_a_thread_is_a_run_of_its_own(self, guard, run_id):
-        """Two invocations on one thread, 15 identical calls each: nothing carries over, all 30 run."""
+    def test_each_invocation_of_a_thread_starts_fresh(self, guard, run_id):
+        """Two invocations on one thread, 15 identical calls each: the second is a user turn of the
+        thread's run, so nothing carries over for loop detection and all 30 run."""
         runs: list = []
         middleware = guard()
         checkpointer = InMemorySaver()
