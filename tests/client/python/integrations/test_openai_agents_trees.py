@@ -11,10 +11,13 @@ openai-agents Runners driven by the SDK's ScriptedModel (no network) against the
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 
-from agents import Agent, RunConfig, Runner, ToolInputGuardrailTripwireTriggered, Usage
+from agents import (
+    Agent, RunConfig, Runner, ToolInputGuardrailTripwireTriggered, Usage, set_trace_processors,
+)
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from loopwarden.integrations.openai_agents import LoopwardenGuardrails
@@ -214,6 +217,39 @@ class TestAsk:
                             if exemption.run_id == run_id]
 
 
+    def test_a_handoff_target_is_asked_in_its_own_run(self, guard, daemon, run_id):
+        """The worker a triage agent handed off to loops: its 21st call is asked, and the approval
+        names the worker's run (an approval of a run that asked nothing would be REJECTed)."""
+        runs: list = []
+        worker = Agent(name="worker", tools=[counting_read(runs)], model=script(*reads(CRITICAL + 1, "worker")))
+        triage = guard.protect(Agent(name="triage", handoffs=[worker], model=ScriptedModel(
+            [[function_call("transfer_to_worker", {}, call_id="handoff")]])))
+        once = counter(daemon.scrape(), "loopwarden_approvals_total", answer="approved_once", agent="asker")
+
+        first = run(guard, triage, "route it", run_id)
+        state = first.to_state()
+        state.approve(first.interruptions[0])
+        second = run(guard, triage, state, run_id)
+
+        assert (CRITICAL + 1, FINAL) == (len(runs), second.final_output)
+        assert 1 == counter(daemon.scrape(), "loopwarden_approvals_total", answer="approved_once", agent="asker") - once
+
+    def test_a_sub_agent_run_as_a_tool_is_blocked_not_asked(self, guard, daemon, run_id):
+        """Inside Agent.as_tool the SDK would resume the sub-agent without the calling tool's
+        guardrails, so its calls are never asked: the stuck sub-agent gets the BLOCK."""
+        runs: list = []
+        lead = guard.protect(Agent(name="lead", tools=[as_tool(reader("digger", REPEATS, runs))], model=script(
+            [function_call("digger", {"input": "dig"}, call_id="to-digger")])))
+        asks = counter(daemon.scrape(), "loopwarden_asks_total", agent="asker")
+        before = Counters.scrape(daemon)
+
+        result = run(guard, lead, "dig", run_id)
+
+        assert ([], FINAL, CRITICAL) == (result.interruptions, result.final_output, len(runs))
+        assert REPEATS - CRITICAL == (Counters.scrape(daemon) - before).blocks
+        assert asks == counter(daemon.scrape(), "loopwarden_asks_total", agent="asker")
+
+
 class TestBudget:
     def test_token_usage_of_the_responses_ends_the_run(self, daemon, client, run_id):
         """tokensPerTree 1000, 400 tokens a response, fed only by the integration's usage events:
@@ -232,6 +268,24 @@ class TestBudget:
         assert ("abort", "budget", "budget_exhausted") == (info["action"], info["detector"], info["error_code"])
         totals = client.inspect(run_id).tree_totals
         assert (900, 300) == (totals.input_tokens, totals.output_tokens)
+
+
+class TestTracing:
+    def test_with_a_trace_usage_goes_to_the_trace_run_as_it_comes(self, guard, client):
+        """Tracing on: the root run is the trace id, known from the first model response, so the
+        usage of a run that calls no tool is reported too."""
+        trace_id = f"trace_{uuid.uuid4().hex}"
+        agent = guard.protect(Agent(name="coder", model=script(input_tokens=7)))
+        set_trace_processors([])  # traces are made, never exported
+
+        async def main():
+            try:
+                return await Runner.run(agent, "hi", run_config=RunConfig(trace_id=trace_id))
+            finally:
+                await guard.aclose()
+
+        assert FINAL == asyncio.run(main()).final_output
+        assert 7 == client.inspect(trace_id).run_totals.input_tokens
 
 
 class TestUserTurn:
