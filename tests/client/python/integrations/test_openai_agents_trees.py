@@ -22,7 +22,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from loopwarden.integrations.openai_agents import LoopwardenGuardrails
 from tests.client.python.integrations.support import (
-    CRITICAL, PARAMS, REPEATS, RESULT, TOOL, Counters, counter,
+    CRITICAL, PARAMS, REPEATS, RESULT, TOOL, Counters, counter, dead_target,
 )
 from tests.client.python.integrations.test_openai_agents import FINAL, MAX_TURNS, counting_read, outputs
 
@@ -248,6 +248,27 @@ class TestAsk:
         assert ([], FINAL, CRITICAL) == (result.interruptions, result.final_output, len(runs))
         assert REPEATS - CRITICAL == (Counters.scrape(daemon) - before).blocks
         assert asks == counter(daemon.scrape(), "loopwarden_asks_total", agent="asker")
+
+
+    def test_an_unreachable_daemon_fails_closed_without_interrupting(self):
+        """fail_open=False with ask: the daemon cannot be asked, so the input guardrail trips (an
+        error in needs_approval would have made the SDK interrupt the run instead)."""
+        guard = LoopwardenGuardrails(dead_target(), fail_open=False, ask=True)
+        runs: list = []
+        agent = guard.protect(Agent(name="coder", tools=[counting_read(runs)], model=script(*reads(1, "call"))))
+
+        set_trace_processors([])  # tracing on (the run id is known at the approval gate), nothing exported
+
+        async def main():
+            try:
+                return await Runner.run(agent, "read it", run_config=RunConfig(trace_id=f"trace_{uuid.uuid4().hex}"))
+            finally:
+                await guard.aclose()
+
+        with pytest.raises(ToolInputGuardrailTripwireTriggered) as raised:
+            asyncio.run(main())
+
+        assert ([], "unavailable") == (runs, raised.value.output.output_info["action"])
 
 
 class TestBudget:

@@ -233,7 +233,12 @@ class LoopwardenGuardrails:
         # they are sent re-encoded (the guardrail then reports the outcome under the same text).
         call = Call(place.run_id, tool.name, json.dumps(params, separators=(",", ":")), tool_call_id=call_id,
                     session_id=scope.session_id)
-        before = await self._before(place, call, accepts_ask=True)
+        try:
+            before = await self._before(place, call, accepts_ask=True)
+        except LoopwardenUnavailable:
+            # fail_open=False: the input guardrail asks again and trips. (Raised from here, the
+            # SDK would take the error for "needs approval" and interrupt the run instead.)
+            return False
         if before.verdict is not None and before.verdict.action is Action.ASK:
             self._asked[key] = _Asked(place, call, before.verdict)
             _bound(self._asked)
@@ -282,8 +287,10 @@ class LoopwardenGuardrails:
         if asked is not None:
             # The call the daemon asked about runs: the person approved it (RunState.approve).
             always = _decision(context, asked.call, scope_of=True) == "always"
-            await self._event("approval", asked.place, session_id=asked.call.session_id, approved=True,
-                              tool_call_id=asked.call.tool_call_id, scope="always" if always else "once")
+            answer = await self._event("approval", asked.place, session_id=asked.call.session_id, approved=True,
+                                       tool_call_id=asked.call.tool_call_id, scope="always" if always else "once")
+            if answer is not None and answer.action is Action.ABORT:  # the run ended meanwhile
+                return asked.place, asked.call, Before("abort", message=answer.message, verdict=answer)
             return asked.place, asked.call, Before("run", verdict=asked.verdict, report=True)
         decided = self._decided.pop(key, None)
         if decided is not None:
