@@ -186,8 +186,12 @@ class LoopwardenGuardrails:
         that waited for the root."""
         if scope.opened or scope.root is None:
             return
-        scope.opened = True
-        root = scope.root
+        async with scope.opening:  # parallel calls of one turn: none goes ahead of the user turn
+            if not scope.opened:
+                await self._first_events(scope, scope.root, context)
+                scope.opened = True
+
+    async def _first_events(self, scope: Scope, root: Place, context: RunContextWrapper[Any]) -> None:
         tree = self._trees.setdefault(root.run_id, {})
         _bound(self._trees)
         for base_key, agents in scope.handoffs.items():

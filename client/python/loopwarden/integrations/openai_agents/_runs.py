@@ -18,6 +18,7 @@ running task's context variables, which the SDK's own tracing also relies on.
 """
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import uuid
 import weakref
@@ -73,6 +74,7 @@ class Scope:
     root: Place | None = None
     session_id: str = ""
     opened: bool = False  # the root's opening events (user turn, settled asks, buffered usage) are sent
+    opening: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Per base run (key "" for the scope's own root, a child's run id for an agent run as a tool):
     # each agent's name -> the name of the agent that handed off to it ("": it runs in the base run).
     handoffs: dict[str, dict[str, str]] = field(default_factory=dict)
