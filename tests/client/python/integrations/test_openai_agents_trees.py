@@ -21,6 +21,7 @@ from agents import (
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from loopwarden.integrations.openai_agents import LoopwardenGuardrails
+from loopwarden.integrations.openai_agents._runs import Place, Scope, Scopes
 from tests.client.python.integrations.support import (
     CRITICAL, PARAMS, REPEATS, RESULT, TOOL, Counters, counter, dead_target,
 )
@@ -324,3 +325,35 @@ class TestUserTurn:
 
         assert CRITICAL + 1 == len(runs)
         assert [RESULT] == outputs(second)
+
+
+class TestRunPlaces:
+    """The bookkeeping alone (loopwarden.integrations.openai_agents._runs): no daemon."""
+
+    def test_a_handoff_target_is_placed_under_its_source_once(self):
+        scope, root = Scope(), Place("r")
+        scope.started("", "triage")
+        scope.handed_off("", "triage", "worker")
+        scope.handed_off("", "worker", "checker")
+        scope.handed_off("", "worker", "triage")  # back to the root's agent: its run stays the root
+        scope.handed_off("", "checker", "worker")  # worker's parent was fixed by its first handoff
+
+        assert Place("r") == scope.place_in("", root, "triage")
+        assert Place("r/worker", "r", "r") == scope.place_in("", root, "worker")
+        assert Place("r/worker/checker", "r/worker", "r") == scope.place_in("", root, "checker")
+        assert Place("r") == scope.place_in("", root, "someone else")
+
+    def test_bases_keep_their_own_handoffs(self):
+        """An agent run as a tool hands off inside its own child run."""
+        scope, child = Scope(), Place("r/call-1", "r", "r")
+        scope.handed_off("r/call-1", "helper", "worker")
+
+        assert Place("r/call-1/worker", "r/call-1", "r") == scope.place_in("r/call-1", child, "worker")
+        assert Place("r") == scope.place_in("", Place("r"), "worker")
+
+    def test_a_scope_per_usage_object_and_roots_remembered(self):
+        scopes, first, second = Scopes(), Usage(), Usage()
+
+        assert scopes.of(first) is scopes.of(first)
+        assert scopes.of(first) is not scopes.of(second)
+        assert (False, True) == (scopes.seen_before("r"), scopes.seen_before("r"))
