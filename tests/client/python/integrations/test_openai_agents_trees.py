@@ -137,6 +137,27 @@ class TestAgentsAsTools:
         assert f"sub-agent run '{run_id}/to-digger' was stopped" in lead_read
 
 
+    def test_a_streamed_run_places_its_sub_agents_the_same_way(self, guard, client, run_id):
+        """Runner.run_streamed: the stuck sub-agent is its own child run, blocked after 20 reads."""
+        runs: list = []
+        lead = guard.protect(Agent(name="lead", tools=[as_tool(reader("digger", REPEATS, runs))], model=script(
+            [function_call("digger", {"input": "dig"}, call_id="to-digger")])))
+
+        async def main():
+            try:
+                streamed = Runner.run_streamed(lead, "dig", max_turns=MAX_TURNS,
+                                               run_config=RunConfig(tracing_disabled=True, group_id=run_id))
+                async for _event in streamed.stream_events():
+                    pass
+                return streamed
+            finally:
+                await guard.aclose()
+
+        assert FINAL == asyncio.run(main()).final_output
+        assert CRITICAL == len(runs)
+        assert [f"{run_id}/to-digger"] == client.inspect(run_id).children
+
+
 class TestHandoffs:
     def test_a_stuck_handoff_target_is_blocked_and_the_agent_that_handed_off_is_warned(self, guard, client,
                                                                                        daemon, run_id):
