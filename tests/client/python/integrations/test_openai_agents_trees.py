@@ -378,3 +378,26 @@ class TestRunPlaces:
         assert scopes.of(first) is scopes.of(first)
         assert scopes.of(first) is not scopes.of(second)
         assert (False, True) == (scopes.seen_before("r"), scopes.seen_before("r"))
+
+
+class TestOwnApproval:
+    def test_a_tool_that_asks_by_itself_is_still_asked_first(self, daemon, client, run_id):
+        """ask=True on a tool whose own needs_approval says yes: the SDK interrupts for it as
+        before (no daemon ASK involved), and after the person's approval loopwarden guards the call."""
+        guard = LoopwardenGuardrails(daemon.grpc_target, ask=True)
+        runs: list = []
+        read = counting_read(runs)
+
+        async def always(_context, _params, _call_id) -> bool:
+            return True
+        read.needs_approval = always
+        agent = guard.protect(Agent(name="coder", tools=[read], model=script(*reads(1, "call"))))
+
+        first = run(guard, agent, "read it", run_id)
+        assert ([], 1, None) == (runs, len(first.interruptions), guard.question(first.interruptions[0]))
+        state = first.to_state()
+        state.approve(first.interruptions[0])
+        second = run(guard, agent, state, run_id)
+
+        assert ([PARAMS["path"]], FINAL) == (runs, second.final_output)
+        assert [TOOL] == [record.tool_name for record in client.inspect(run_id).records]

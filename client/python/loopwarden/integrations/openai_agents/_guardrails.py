@@ -2,6 +2,7 @@
 connection. What each verdict does to a run is described in the package's docstring."""
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import weakref
@@ -18,7 +19,6 @@ from agents.run_context import RunContextWrapper
 from agents.tool_context import ToolContext
 from agents.tracing import get_current_trace
 from agents.tracing.traces import NoOpTrace
-from agents.util._approvals import evaluate_needs_approval_setting
 
 from ...client import DEFAULT_TARGET
 from ...runner import blocked_tool_result
@@ -410,8 +410,13 @@ class _ApprovalGate:
         self._tool = weakref.ref(tool)
 
     async def __call__(self, context: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
-        if self.own is not False and await evaluate_needs_approval_setting(self.own, context, params, call_id):
-            return True
+        if self.own is not False:
+            # The SDK's own reading of a needs_approval setting: a bool, or a function (maybe async).
+            own = self.own if isinstance(self.own, bool) else self.own(context, params, call_id)
+            if inspect.isawaitable(own):
+                own = await own
+            if own:
+                return True
         tool = self._tool()
         return tool is not None and await self.guard._needs_approval(self, tool, context, params, call_id)
 
