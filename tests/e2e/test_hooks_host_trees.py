@@ -124,9 +124,10 @@ def test_a_new_codex_prompt_lifts_the_block(daemon, run_id, form):
     assert {} == codex_call(send, run_id, "after")
 
 
-def test_a_message_to_a_codex_subagent_lifts_its_block(daemon, run_id):
-    """The parent's message to a sub-agent reaches the child's UserPromptSubmit (with agent_id): a
-    user_turn of the child run, after which the child's blocked call runs again."""
+def test_a_prompt_inside_a_codex_subagent_lifts_its_block(daemon, run_id):
+    """A UserPromptSubmit with agent_id (Codex runs it for user input to any thread, with the
+    sub-agent's identity: hook_runtime.rs inspect_pending_input) is a user_turn of the child run,
+    after which the child's blocked call runs again."""
     send, _ = senders(daemon, "codex", "endpoint")
     answers = [codex_call(send, run_id, f"c{index}", "th-1") for index in range(1, CRITICAL + 2)]
     assert codex_denial(answers[-1])

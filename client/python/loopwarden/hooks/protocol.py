@@ -34,8 +34,8 @@ sub-agent's `agent_type`, the one thing its run id does not say; the config agen
 no tool call counted) and Claude Code's `SubagentStop` ends it (`run_end`); both are answered `{}`.
 Codex's `SubagentStop` ends one turn of the sub-agent, which `send_input` can start again, so it
 ends nothing: a Codex child run is freed with the idle TTL, as Codex's session runs are (Codex has
-no SessionEnd). A message to a Codex sub-agent reaches its `UserPromptSubmit` (with `agent_id`): a
-user turn of the child. Every event of a session is routed by the tree's root, the session's run
+no SessionEnd). A Codex `UserPromptSubmit` with `agent_id` (user input to the sub-agent's thread:
+hook_runtime.rs runs it with the sub-agent's identity) is a user turn of the child. Every event of a session is routed by the tree's root, the session's run
 (`HookRequest.root_run_id`).
 
 ASK: Claude Code can hold a call for the person (`permissionDecision: "ask"`), so its PreToolUse
