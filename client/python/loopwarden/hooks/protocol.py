@@ -24,18 +24,19 @@ Its answer is always `{}` (loopwarden never holds up a prompt; an aborted run's 
 still denied). Codex has the event, so a user turn is never inferred from a change of `turn_id`.
 
 Sub-agents are child runs (run trees): a Claude Code or Codex hook input with `agent_id` (a call
-made inside a sub-agent; Codex's is the child thread's id, openai/codex #22882, and its
-`session_id` is the root session's for every thread, #22268) is an event of the run
-`<session_id>/<agent_id>` (`child_run_id`) whose `parent_run_id` is the session's run, so each
-sub-agent keeps its own history and a stuck one warns its parent (`child_stopped`). Both hosts'
-session ids are UUIDs (no "/"), so a child's run id is never another session's. The child's `session_id` field (logs and inspection only) carries the
-sub-agent's `agent_type`, the one thing its run id does not say; the config agent stays the hook's
-(`?agent=` / `--agent`) for the whole tree. `SubagentStart` creates the child (a `user_turn` of it:
-no tool call counted) and Claude Code's `SubagentStop` ends it (`run_end`); both are answered `{}`.
-Codex's `SubagentStop` ends one turn of the sub-agent, which `send_input` can start again, so it
-ends nothing: a Codex child run is freed with the idle TTL, as Codex's session runs are (Codex has
-no SessionEnd). A Codex `UserPromptSubmit` with `agent_id` (user input to the sub-agent's thread:
-hook_runtime.rs runs it with the sub-agent's identity) is a user turn of the child. Every event of a session is routed by the tree's root, the session's run
+made inside a sub-agent; Codex's is the child thread's id, openai/codex #22882, and its `session_id`
+is the root session's for every thread, #22268) is an event of the run `<session_id>/<agent_id>`
+(`child_run_id`) whose `parent_run_id` is the session's run, so each sub-agent keeps its own history
+and a stuck one warns its parent (`child_stopped`). Both hosts' session ids are UUIDs (no "/"), so a
+child's run id is never another session's. The child's `session_id` field (logs and inspection only)
+carries the sub-agent's `agent_type`, the one thing its run id does not say; the config agent stays
+the hook's (`?agent=` / `--agent`) for the whole tree. `SubagentStart` creates the child (a
+`user_turn` of it: no tool call counted) and Claude Code's `SubagentStop` ends it (`run_end`); both
+are answered `{}`. Codex's `SubagentStop` ends one turn of the sub-agent, which `send_input` can
+start again, so it ends nothing: a Codex child run is freed with the idle TTL, as Codex's session
+runs are (Codex has no SessionEnd). A Codex `UserPromptSubmit` with `agent_id` (user input to the
+sub-agent's thread: hook_runtime.rs runs it with the sub-agent's identity) is a user turn of the
+child. Every event of a session is routed by the tree's root, the session's run
 (`HookRequest.root_run_id`).
 
 ASK: Claude Code can hold a call for the person (`permissionDecision: "ask"`), so its PreToolUse
@@ -44,12 +45,12 @@ verdict's message as `permissionDecisionReason` (shown in the prompt). Codex has
 refuses `permissionDecision: "ask"`): its events never carry `accepts_ask`, and every denial of a
 call that could not be asked (Codex's, Gemini CLI's, Cursor's per-kind hooks') ends with
 ASK_THE_USER, which tells the model to put the question to the person; the person's reply is a new
-prompt, a user turn that lifts the block. The person's answer is no hook of its own: the asked call's later
-`PostToolUse` (or `PostToolUseFailure`: it ran) means "approved once", and `PermissionDenied` (a
-denial Claude Code reports: auto mode, dontAsk, a headless session's unanswerable ask) "denied".
-Which calls were asked needs memory across hooks, so the caller keeps it (the daemon's endpoint in
-memory, `loopwarden hook` on disk) and asks `HookRequest.approval` for the event to send ahead of
-the hook's own; an interactive "No" reaches no hook, and the daemon's
+prompt, a user turn that lifts the block. Claude Code's answer to an ask is no hook of its own: the
+asked call's later `PostToolUse` (or `PostToolUseFailure`: it ran) means "approved once", and
+`PermissionDenied` (a denial Claude Code reports: auto mode, dontAsk, a headless session's
+unanswerable ask) "denied". Which calls were asked needs memory across hooks, so the caller keeps it
+(the daemon's endpoint in memory, `loopwarden hook` on disk) and asks `HookRequest.approval` for the
+event to send ahead of the hook's own; an interactive "No" reaches no hook, and the daemon's
 `loopwarden.askTimeoutSeconds` counts the unanswered ask as a denial.
 
 Both hosts:
