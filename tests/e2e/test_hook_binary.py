@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from loopwarden.hooks.protocol import ASK_THE_USER
 from tests.client.python.hooks import dialect_payloads, payloads
 from tests.client.python.integrations.support import dead_target
 from tests.e2e.test_hooks_http import (
@@ -62,7 +63,7 @@ class TestAnswersAsTheEndpointDoes:
 
         answers = codex_loop(binary_sender(daemon, "codex"), run_id)
 
-        assert_loop_answers(answers, warning, block)
+        assert_loop_answers(answers, warning, f"{block} {ASK_THE_USER}")  # Codex cannot ask
         assert answers == codex_loop(http_sender(daemon, "codex"), f"{run_id}-http")
 
     @pytest.mark.parametrize("dialect,event", [

@@ -2,7 +2,8 @@
 `loopwarden.onCritical: "ask"` (issue 25, item 5): the 21st identical call is answered
 `permissionDecision: "ask"`; its PostToolUse (the person approved, the call ran) is sent as an
 approval-once, so the next identical call asks again; a PermissionDenied of an asked call is a
-denial, after which the pattern is denied. Codex cannot ask: the same loop there is denied.
+denial, after which the pattern is denied. Codex cannot ask: the same loop there is denied, the
+reason telling the model to ask the user, whose reply (a new prompt) lifts the block.
 
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 
 import pytest
 
+from loopwarden.hooks.protocol import ASK_THE_USER
 from tests.client.python.hooks import payloads
 from tests.e2e.test_hooks_http import (
     CRITICAL, claude_loop, codex_loop, hook_command, hooks_address, post,
@@ -63,12 +65,22 @@ def test_a_stuck_subagent_is_asked_too(send, run_id):
     assert "ask" == decision(answers[-1])
 
 
-def test_codex_cannot_ask_so_its_loop_is_denied(daemon, run_id):
+def test_codex_cannot_ask_so_its_deny_tells_the_model_to_ask_the_user(daemon, run_id):
+    """Codex's documented fallback (issue 28): the 21st call is denied with a reason ending in the
+    instruction to ask the user, and the user's reply, a new prompt (UserPromptSubmit), lets the
+    same call run."""
     address = hooks_address(daemon)
 
-    answers = codex_loop(lambda body: post(address, "/v1/hooks/codex", body)[1], run_id)
+    def send(body):
+        return post(address, "/v1/hooks/codex", body)[1]
+
+    answers = codex_loop(send, run_id)
 
     assert "deny" == decision(answers[-1])
+    reason = answers[-1]["hookSpecificOutput"]["permissionDecisionReason"]
+    assert reason.startswith("CRITICAL: ") and reason.endswith(ASK_THE_USER)
+    assert {} == send(payloads.codex_user_prompt_submit(run_id, "yes, run it once more", "turn-2"))
+    assert "" == decision(send(payloads.codex_pre_tool_use(run_id, "call_after")))
 
 
 def test_the_command_form_remembers_its_asks_across_processes(daemon, send, run_id, tmp_path):

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from loopwarden import LoopwardenClient
+from loopwarden.hooks.protocol import ASK_THE_USER
 from tests.client.python.hooks import dialect_payloads as p
 from tests.e2e.test_hooks_http import hook_command, hook_sender, hooks_address, post
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the hook tests' shared daemon
@@ -37,7 +38,7 @@ HOSTS = {
         before=lambda run, i: p.gemini_before_tool(run), after=lambda run, i: p.gemini_after_tool(run),
         tool=p.GEMINI_SHELL, params=p.GEMINI_INPUT,
         denied=lambda a: a.get("decision") == "deny",
-        deny=lambda block: {"decision": "deny", "reason": block},
+        deny=lambda block: {"decision": "deny", "reason": f"{block} {ASK_THE_USER}"},  # it cannot ask
         warn=lambda warning: {"hookSpecificOutput": {"additionalContext": warning},
                               "systemMessage": f"loopwarden: {warning}"}),
     "cursor": dict(

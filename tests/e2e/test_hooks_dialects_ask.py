@@ -2,11 +2,13 @@
 Cursor's preToolUse (which names its call by tool_use_id) is asked (`permission: "ask"`), and the
 asked call's later postToolUse is sent as the person's approval-once, so the next identical call
 asks again; Cursor's beforeShellExecution (no call id) and Gemini CLI (no call id at all) cannot
-ask: their events never accept ASK, so the engine gives the same loop the BLOCK (as Codex's)."""
+ask: their events never accept ASK, so the engine gives the same loop the BLOCK (as Codex's), whose
+reason tells the model to ask the user."""
 from __future__ import annotations
 
 import pytest
 
+from loopwarden.hooks.protocol import ASK_THE_USER
 from tests.client.python.hooks import dialect_payloads as p
 from tests.e2e.test_hooks_http import CRITICAL, hook_sender
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the hook tests' shared daemon
@@ -47,4 +49,5 @@ def test_a_host_hook_without_a_call_id_gets_the_deny(daemon, run_id, dialect):
 
     last = answers[-1]
     assert "deny" == (last.get("decision") or last.get("permission"))
-    assert (last.get("reason") or last.get("agent_message")).startswith("CRITICAL: ")
+    reason = last.get("reason") or last.get("agent_message")
+    assert reason.startswith("CRITICAL: ") and reason.endswith(ASK_THE_USER), "the model is to ask the user"

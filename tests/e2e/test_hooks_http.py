@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from loopwarden import LoopwardenClient
+from loopwarden.hooks.protocol import ASK_THE_USER
 from tests.client.python.hooks import payloads
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import Stream, call, channel
@@ -204,7 +205,7 @@ class TestCodexEndpoint:
 
         answers = codex_loop(lambda body: post(address, "/v1/hooks/codex", body)[1], run_id)
 
-        assert_loop_answers(answers, warning, block)
+        assert_loop_answers(answers, warning, f"{block} {ASK_THE_USER}")  # Codex cannot ask
 
     def test_abort_denies_without_the_fields_codex_refuses_before_a_tool(self, daemon, run_id):
         """Codex drops a PreToolUse answer carrying continue/stopReason: the abort only denies there,
@@ -249,7 +250,7 @@ class TestCommandForm:
 
         answers = codex_loop(lambda body: json.loads(hook_command(daemon, "codex", body)[1]), run_id)
 
-        assert_loop_answers(answers, warning, block)
+        assert_loop_answers(answers, warning, f"{block} {ASK_THE_USER}")
 
     def test_malformed_stdin_exits_1_with_the_reason(self, daemon):
         done = subprocess.run([sys.executable, "-m", "loopwarden", "hook", "claude-code", "--address",

@@ -8,7 +8,8 @@ JSON output.
 The shapes follow the hosts' own definitions: Claude Code's `PreToolUseHookInput`,
 `PostToolUseHookInput`, `PostToolUseFailureHookInput`, `PostToolBatchHookInput`,
 `PreCompactHookInput`, `SessionEndHookInput`, `UserPromptSubmitHookInput` and `SyncHookJSONOutput` (the Claude Agent SDK's
-sdk.d.ts), and Codex's hook schemas (codex-rs/hooks: pre-tool-use, post-tool-use, pre-compact).
+sdk.d.ts), and Codex's hook schemas (codex-rs/hooks/schema/generated: pre-tool-use, post-tool-use,
+pre-compact, user-prompt-submit, subagent-start) and its hook runtime (codex-rs/core/src/hook_runtime.rs).
 
 Claude Code's `PostToolBatch` fires once after every call of a model turn has resolved: it is no
 event to evaluate (its answer is `{}`) but the end of a parallel batch. `parse` only reads which
@@ -16,30 +17,40 @@ batch scope a hook belongs to (`HookRequest.session_id`, `.subagent`); grouping 
 batch under one `ToolCall.batch_id` needs state across hooks, so it is the daemon's endpoint's job
 (loopwarden_server.hook_batches), not this stateless mapping's. Codex has no such event.
 
-Claude Code's `UserPromptSubmit` (a person sent a new prompt; its `prompt_id`, when present, is
-carried along) is a `user_turn` of the session's run: the run starts fresh for loop detection, so
-a call blocked before the prompt runs again after it. Its answer is always `{}` (loopwarden never
-holds up a prompt; an aborted run's next tool call is still denied).
+`UserPromptSubmit` (a person sent a new prompt; Claude Code's `prompt_id` or Codex's `turn_id`, the
+turn the prompt starts, is carried along as the prompt id) is a `user_turn` of the session's run:
+the run starts fresh for loop detection, so a call blocked before the prompt runs again after it.
+Its answer is always `{}` (loopwarden never holds up a prompt; an aborted run's next tool call is
+still denied). Codex has the event, so a user turn is never inferred from a change of `turn_id`.
 
-Claude Code's sub-agents are child runs (run trees): a hook input with `agent_id` (a call made
-inside a sub-agent) is an event of the run `<session_id>/<agent_id>` (`child_run_id`) whose
-`parent_run_id` is the session's run, so each sub-agent keeps its own history and a stuck one warns
-its parent (`child_stopped`). Claude Code's session ids are UUIDs (no "/"), so a child's run id is
-never another session's. The child's `session_id` field (logs and inspection only) carries the
-sub-agent's `agent_type`, the one thing its run id does not say; the config agent stays the hook's
-(`?agent=` / `--agent`) for the whole tree. `SubagentStart` creates the child (a `user_turn` of it:
-no tool call counted) and `SubagentStop` ends it (`run_end`); both are answered `{}`. Every event of
-a session is routed by the tree's root, the session's run (`HookRequest.root_run_id`).
+Sub-agents are child runs (run trees): a Claude Code or Codex hook input with `agent_id` (a call
+made inside a sub-agent; Codex's is the child thread's id, openai/codex #22882, and its `session_id`
+is the root session's for every thread, #22268) is an event of the run `<session_id>/<agent_id>`
+(`child_run_id`) whose `parent_run_id` is the session's run, so each sub-agent keeps its own history
+and a stuck one warns its parent (`child_stopped`). Both hosts' session ids are UUIDs (no "/"), so a
+child's run id is never another session's. The child's `session_id` field (logs and inspection only)
+carries the sub-agent's `agent_type`, the one thing its run id does not say; the config agent stays
+the hook's (`?agent=` / `--agent`) for the whole tree. `SubagentStart` creates the child (a
+`user_turn` of it: no tool call counted) and Claude Code's `SubagentStop` ends it (`run_end`); both
+are answered `{}`. Codex's `SubagentStop` ends one turn of the sub-agent, which `send_input` can
+start again, so it ends nothing: a Codex child run is freed with the idle TTL, as Codex's session
+runs are (Codex has no SessionEnd). A Codex `UserPromptSubmit` with `agent_id` (user input to the
+sub-agent's thread: hook_runtime.rs runs it with the sub-agent's identity) is a user turn of the
+child. Every event of a session is routed by the tree's root, the session's run
+(`HookRequest.root_run_id`).
 
 ASK: Claude Code can hold a call for the person (`permissionDecision: "ask"`), so its PreToolUse
 events carry `accepts_ask`; an ASK verdict is answered `permissionDecision: "ask"` with the
-verdict's message as `permissionDecisionReason` (shown in the prompt). Codex has no ask: its events
-never carry `accepts_ask`. The person's answer is no hook of its own: the asked call's later
-`PostToolUse` (or `PostToolUseFailure`: it ran) means "approved once", and `PermissionDenied` (a
-denial Claude Code reports: auto mode, dontAsk, a headless session's unanswerable ask) "denied".
-Which calls were asked needs memory across hooks, so the caller keeps it (the daemon's endpoint in
-memory, `loopwarden hook` on disk) and asks `HookRequest.approval` for the event to send ahead of
-the hook's own; an interactive "No" reaches no hook, and the daemon's
+verdict's message as `permissionDecisionReason` (shown in the prompt). Codex has no ask (its parser
+refuses `permissionDecision: "ask"`): its events never carry `accepts_ask`, and every denial of a
+call that could not be asked (Codex's, Gemini CLI's, Cursor's per-kind hooks') ends with
+ASK_THE_USER, which tells the model to put the question to the person; the person's reply is a new
+prompt, a user turn that lifts the block. Claude Code's answer to an ask is no hook of its own: the
+asked call's later `PostToolUse` (or `PostToolUseFailure`: it ran) means "approved once", and
+`PermissionDenied` (a denial Claude Code reports: auto mode, dontAsk, a headless session's
+unanswerable ask) "denied". Which calls were asked needs memory across hooks, so the caller keeps it
+(the daemon's endpoint in memory, `loopwarden hook` on disk) and asks `HookRequest.approval` for the
+event to send ahead of the hook's own; an interactive "No" reaches no hook, and the daemon's
 `loopwarden.askTimeoutSeconds` counts the unanswered ask as a denial.
 
 Both hosts:
@@ -65,8 +76,12 @@ sessionEnd) and `answer` writes the verdict in the host's own output (Gemini CLI
 `reason` / `continue` / `systemMessage`; Cursor: `permission` / `agent_message` / `user_message`,
 `additional_context` after a tool). Cursor can ask (`permission: "ask"`) when its input names the
 call (`tool_use_id`, the generic tool hooks), whose later postToolUse is the person's "yes";
-Gemini CLI's hook input names no call, so it is never asked: an ASK is the deny that tells the model
-to ask the person. Cursor's before-tool answer has no `continue`, so an ABORT there denies, as Codex's.
+Gemini CLI's hook input names no call, so it is never asked: its denials tell the model to ask the
+person, as Codex's do. Cursor's before-tool answer has no `continue`, so an ABORT there denies, as
+Codex's. Neither has child runs: Gemini CLI 0.61.0 runs its sub-agents' tools through the session's
+hooks with nothing naming the sub-agent (so they count in the session's run), and a Cursor
+sub-agent's hooks come from a conversation of its own (its own run) that names no parent; their
+subagentStart/subagentStop, fired in the parent's conversation, do not name the child's.
 """
 from __future__ import annotations
 
@@ -79,9 +94,11 @@ from ..eventformat import EventKind, EventRecord, json_text
 from .reduction import DEFAULT_LIMIT_BYTES, Reduction, bounded_json, bounded_text
 
 INTEGRATION_HEADER = "x-loopwarden-integration"
-# Appended to an ASK verdict that reaches a hook which cannot ask (the engine gives such events the
-# BLOCK, so this is a safety net): the model is told to put the question to the person itself.
-ASK_THE_USER = "Ask the user whether this call should run before trying it again."
+# Appended to every denial (BLOCK, or an ASK, which the engine gives such events as the BLOCK) of a
+# call whose hook cannot ask the person: the model is told to put the question to the person
+# itself. Their reply is a new prompt, a user turn, which lifts the block for the same call.
+ASK_THE_USER = ("If this call still has to run, ask the user whether it should, and try it again only after "
+                "they reply.")
 
 
 class Dialect(str, enum.Enum):
@@ -102,6 +119,13 @@ class Dialect(str, enum.Enum):
         """The host says when a model turn's tool calls have all resolved (Claude Code's
         PostToolBatch); Codex has no such hook."""
         return self is Dialect.CLAUDE_CODE
+
+    @property
+    def reports_subagents(self) -> bool:
+        """The host's hook inputs name the sub-agent that made them (`agent_id`): Claude Code's and
+        Codex's. Gemini CLI's name none; a Cursor sub-agent's hooks come from a conversation of its
+        own (its own run) that names no parent."""
+        return self in (Dialect.CLAUDE_CODE, Dialect.CODEX)
 
     @property
     def can_ask(self) -> bool:
@@ -135,19 +159,19 @@ SUBAGENT_STOP = "SubagentStop"
 PERMISSION_DENIED = "PermissionDenied"
 
 # The hook events each host has that loopwarden reads (Codex has no failure event, no batch end,
-# no session end, no sub-agents and no ask).
+# no session end and no ask; its SubagentStop ends a sub-agent's turn, not the sub-agent).
 _EVENTS = {
     Dialect.CLAUDE_CODE: frozenset({PRE_TOOL_USE, POST_TOOL_USE, POST_TOOL_USE_FAILURE, POST_TOOL_BATCH, PRE_COMPACT,
                                     SESSION_END, USER_PROMPT_SUBMIT, SUBAGENT_START, SUBAGENT_STOP,
                                     PERMISSION_DENIED}),
-    Dialect.CODEX: frozenset({PRE_TOOL_USE, POST_TOOL_USE, PRE_COMPACT}),
+    Dialect.CODEX: frozenset({PRE_TOOL_USE, POST_TOOL_USE, PRE_COMPACT, USER_PROMPT_SUBMIT, SUBAGENT_START}),
 }
 # Hooks after which an asked call is settled: it ran (the person approved it), or it was denied.
 _SETTLES_ASK = {POST_TOOL_USE: True, POST_TOOL_USE_FAILURE: True, PERMISSION_DENIED: False}
 
 
 def child_run_id(session_id: str, agent_id: str) -> str:
-    """The run of a Claude Code sub-agent: a child of the session's run."""
+    """The run of a Claude Code or Codex sub-agent: a child of the session's run."""
     return f"{session_id}/{agent_id}"
 
 
@@ -269,9 +293,9 @@ def _duration_ms(payload: Mapping[str, Any]) -> int:
 
 
 def _run(dialect: Dialect, payload: Mapping[str, Any], name: str, session_id: str, agent_id: str) -> HookRun:
-    """The session's run, or for a sub-agent's hook (Claude Code's `agent_id`) its child run.
-    SessionEnd ends the session, whoever sends it."""
-    subagent = _string(payload, "agent_id", required=False) if dialect is Dialect.CLAUDE_CODE else ""
+    """The session's run, or for a sub-agent's hook (Claude Code's or Codex's `agent_id`) its child
+    run. SessionEnd ends the session, whoever sends it."""
+    subagent = _string(payload, "agent_id", required=False) if dialect.reports_subagents else ""
     if name in (SUBAGENT_START, SUBAGENT_STOP) and not subagent.strip():
         raise HookPayloadError(f"agent_id must not be blank in {name}: it names the sub-agent")
     if not subagent.strip() or name == SESSION_END:
@@ -391,7 +415,7 @@ def parse(dialect: Dialect, payload: Any, *, agent_id: str = "", max_params_byte
     if not session_id.strip():
         raise HookPayloadError("session_id must not be blank: it names the run")
     run = _run(dialect, payload, name, session_id, agent_id)
-    subagent = _string(payload, "agent_id", required=False) if dialect is Dialect.CLAUDE_CODE else ""
+    subagent = _string(payload, "agent_id", required=False) if dialect.reports_subagents else ""
     scope = {"session_id": session_id, "subagent": subagent, "run": run}
     if name == POST_TOOL_BATCH:
         return HookRequest(dialect, name, **scope)
@@ -404,7 +428,9 @@ def parse(dialect: Dialect, payload: Any, *, agent_id: str = "", max_params_byte
         # again under the same agent_id gets a new instruction, which a user turn is.
         return HookRequest(dialect, name, run.event(EventKind.USER_TURN), **scope)
     if name == USER_PROMPT_SUBMIT:
-        prompt_id = _string(payload, "prompt_id", required=False)
+        # Codex's turn_id names the turn the prompt starts (a prompt steering a running turn keeps
+        # its id): the prompt id Claude Code spells prompt_id.
+        prompt_id = _string(payload, "turn_id" if dialect is Dialect.CODEX else "prompt_id", required=False)
         return HookRequest(dialect, name, run.event(EventKind.USER_TURN, prompt_id=prompt_id), **scope)
     tool_call_id = _string(payload, "tool_use_id", required=False)
     scope["tool_call_id"] = tool_call_id
@@ -471,10 +497,9 @@ def _claude_answer(request: HookRequest, verdict: VerdictLike | None) -> dict[st
     if action == "ask" and request.event is not None and request.event.accepts_ask:
         return {"hookSpecificOutput": {"hookEventName": PRE_TOOL_USE, "permissionDecision": "ask",
                                        "permissionDecisionReason": message}}
-    if action == "ask":  # an ASK where this hook cannot ask: the BLOCK it stands for, and the question
-        return {"hookSpecificOutput": _deny(f"{message} {ASK_THE_USER}")}
-    if action == "block":
-        return {"hookSpecificOutput": _deny(message)}
+    if action in ("ask", "block"):  # an ASK here is one this hook cannot ask: the BLOCK it stands for
+        can_ask = request.event is not None and request.event.accepts_ask
+        return {"hookSpecificOutput": _deny(message if can_ask else f"{message} {ASK_THE_USER}")}
     if action == "abort":
         if request.dialect in (Dialect.CODEX, Dialect.CURSOR):  # no continue/stopReason before a tool
             return {"hookSpecificOutput": _deny(message), "systemMessage": f"loopwarden: {message}"}

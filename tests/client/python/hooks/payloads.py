@@ -2,7 +2,10 @@
 
 Claude Code's shapes are its SDK's `*HookInput` types (test_claude_code_types.py type-checks
 every builder's output against them with tsc); Codex's follow its hook schemas
-(codex-rs/hooks/schema/generated/*.command.input.schema.json).
+(codex-rs/hooks/schema/generated/*.command.input.schema.json: pre-tool-use, post-tool-use,
+pre-compact, stop, user-prompt-submit, subagent-start, subagent-stop) and the optional `agent_id` /
+`agent_type` its hook runtime adds to a thread-spawned sub-agent's hooks (codex-rs/core/src/
+hook_runtime.rs, `thread_spawn_subagent_hook_context`; openai/codex #22882).
 """
 from __future__ import annotations
 
@@ -86,8 +89,8 @@ def claude_session_start(session_id: str) -> dict[str, Any]:
     return {**_claude_base(session_id, "SessionStart"), "source": "startup", "model": "claude-sonnet-4-5"}
 
 
-def _codex_base(session_id: str, event: str) -> dict[str, Any]:
-    return {"session_id": session_id, "turn_id": "turn-1", "transcript_path": None, "cwd": "/home/dev/demo",
+def _codex_base(session_id: str, event: str, turn_id: str = "turn-1") -> dict[str, Any]:
+    return {"session_id": session_id, "turn_id": turn_id, "transcript_path": None, "cwd": "/home/dev/demo",
             "hook_event_name": event, "model": "gpt-5-codex", "permission_mode": "default"}
 
 
@@ -110,3 +113,25 @@ def codex_pre_compact(session_id: str) -> dict[str, Any]:
 def codex_stop(session_id: str) -> dict[str, Any]:
     """An event loopwarden does not map (a turn ending is not the session ending)."""
     return {**_codex_base(session_id, "Stop"), "stop_hook_active": False, "last_assistant_message": "Done."}
+
+
+def codex_user_prompt_submit(session_id: str, prompt: str, turn_id: str = "turn-2") -> dict[str, Any]:
+    """A prompt starting Codex turn `turn_id` (user-prompt-submit.command.input: prompt, turn_id)."""
+    return {**_codex_base(session_id, "UserPromptSubmit", turn_id), "prompt": prompt}
+
+
+def in_codex_subagent(payload: dict[str, Any], agent_id: str, agent_type: str = "explorer") -> dict[str, Any]:
+    """A Codex hook input from inside a thread-spawned sub-agent: `agent_id` is the child thread's
+    id, `agent_type` its role; `session_id` stays the root session's (openai/codex #22268)."""
+    return {**payload, "agent_id": agent_id, "agent_type": agent_type}
+
+
+def codex_subagent_start(session_id: str, agent_id: str, agent_type: str = "explorer") -> dict[str, Any]:
+    return {**_codex_base(session_id, "SubagentStart"), "agent_id": agent_id, "agent_type": agent_type}
+
+
+def codex_subagent_stop(session_id: str, agent_id: str, agent_type: str = "explorer") -> dict[str, Any]:
+    """The end of one turn of a Codex sub-agent (it runs again on the parent's next send_input)."""
+    return {**_codex_base(session_id, "SubagentStop"), "agent_id": agent_id, "agent_type": agent_type,
+            "agent_transcript_path": f"/home/dev/.codex/sessions/{agent_id}.jsonl", "stop_hook_active": False,
+            "last_assistant_message": "Done."}

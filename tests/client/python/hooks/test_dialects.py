@@ -69,8 +69,10 @@ class TestGeminiCliAnswers:
     def test_allow_is_empty(self):
         assert {} == answer(self.request(), verdict(Action.ALLOW))
 
-    def test_block_is_decision_deny_with_the_reason(self):
-        assert {"decision": "deny", "reason": BLOCK} == answer(self.request(), verdict(Action.BLOCK, BLOCK))
+    def test_block_is_decision_deny_with_the_reason_and_the_question_for_the_user(self):
+        """Gemini CLI cannot ask (its input names no call): the deny tells the model to ask the user."""
+        assert {"decision": "deny", "reason": f"{BLOCK} {ASK_THE_USER}"} == answer(self.request(),
+                                                                                  verdict(Action.BLOCK, BLOCK))
 
     def test_an_announced_warning_tells_the_user_and_passes_the_context(self):
         assert {"hookSpecificOutput": {"additionalContext": WARNING}, "systemMessage": f"loopwarden: {WARNING}"} \
@@ -167,10 +169,12 @@ class TestCursorAnswers:
     def test_ask_is_permission_ask(self):
         assert "ask" == answer(self.request(), verdict(Action.ASK, BLOCK))["permission"]
 
-    def test_ask_on_the_shell_hook_is_a_deny(self):
+    @pytest.mark.parametrize("action", [Action.ASK, Action.BLOCK])
+    def test_a_deny_on_the_shell_hook_tells_the_model_to_ask_the_user(self, action):
+        """beforeShellExecution names no call, so it cannot ask: its denials carry the question."""
         shell = parse(Dialect.CURSOR, p.cursor_before_shell_execution("c"))
 
-        out = answer(shell, verdict(Action.ASK, BLOCK))
+        out = answer(shell, verdict(action, BLOCK))
         assert ("deny", f"{BLOCK} {ASK_THE_USER}") == (out["permission"], out["agent_message"])
 
     def test_an_announced_warning_reaches_model_and_user(self):

@@ -58,7 +58,6 @@ class TestEvents:
         for action in ("allow", "abort"):
             verdict = SimpleNamespace(action=action, message="m", announce=True, error_code="tool_loop_persisted")
             assert {} == answer(request, verdict), "a new prompt is never held up"
-        assert parse(Dialect.CODEX, payloads.claude_user_prompt_submit("s", "x")).event is None
 
     @pytest.mark.parametrize(("dialect", "payload"), [
         (Dialect.CLAUDE_CODE, payloads.claude_session_start("s")),
@@ -239,12 +238,75 @@ class TestSubagents:
         with pytest.raises(HookPayloadError, match="agent_id"):
             parse(Dialect.CLAUDE_CODE, {**build("s", "a1"), "agent_id": " "})
 
-    def test_codex_has_no_subagents(self):
-        """Codex's hooks are the session's run whatever they carry; its SubagentStart is unmapped."""
-        event = parse(Dialect.CODEX, {**payloads.codex_pre_tool_use("s", "c1"), "agent_id": "a1"}).event
+    def test_only_claude_code_and_codex_name_their_subagents(self):
+        """Gemini CLI's and Cursor's hooks name no sub-agent: an agent_id there changes nothing."""
+        from . import dialect_payloads as p
 
-        assert ("s", "") == (event.run_id, event.parent_run_id)
-        assert parse(Dialect.CODEX, payloads.claude_subagent_start("s", "a1")).event is None
+        assert [True, True, False, False] == [dialect.reports_subagents for dialect in Dialect]
+        gemini = parse(Dialect.GEMINI_CLI, {**p.gemini_before_tool("g"), "agent_id": "a1"}).event
+        assert ("g", "") == (gemini.run_id, gemini.parent_run_id)
+
+
+class TestCodex:
+    """Codex's sub-agents, prompts and its missing ask (codex-rs/hooks schemas, hook_runtime.rs)."""
+
+    def test_a_subagents_hooks_are_events_of_its_child_run(self):
+        """agent_id (the child thread's id) makes every mapped hook an event of `<session>/<agent_id>`,
+        parent the session's run; the child's session_id field carries its agent_type."""
+        hooks = [payloads.codex_pre_tool_use("s", "c1"), payloads.codex_post_tool_use("s", "c1"),
+                 payloads.codex_pre_compact("s"), payloads.codex_user_prompt_submit("s", "look again")]
+        for hook in hooks:
+            request = parse(Dialect.CODEX, payloads.in_codex_subagent(hook, "th-7", "worker"), agent_id="coder")
+            event = request.event
+            assert ("s/th-7", "s", "worker", "coder") == (event.run_id, event.parent_run_id, event.session_id,
+                                                          event.agent_id), hook["hook_event_name"]
+            assert "s" == request.root_run_id, "routed by the tree's root"
+
+    def test_subagent_start_creates_the_child_and_subagent_stop_ends_nothing(self):
+        """SubagentStart is a user_turn of the child (no call counted); Codex's SubagentStop ends a
+        turn of the sub-agent, which send_input starts again, so it is not the child's run_end."""
+        start = parse(Dialect.CODEX, payloads.codex_subagent_start("s", "th-7"))
+
+        assert (EventKind.USER_TURN, "s/th-7", "s") == (start.event.kind, start.event.run_id,
+                                                        start.event.parent_run_id)
+        assert {} == answer(start, verdict(Action.ALLOW))
+        assert parse(Dialect.CODEX, payloads.codex_subagent_stop("s", "th-7")).event is None
+        assert parse(Dialect.CODEX, payloads.codex_stop("s")).event is None
+
+    def test_a_refused_subagent_is_told_in_the_shape_codex_accepts(self):
+        """A child past a tree bound: SubagentStart's answer carries the reason as additionalContext
+        under hookEventName SubagentStart (subagent-start.command.output)."""
+        start = parse(Dialect.CODEX, payloads.codex_subagent_start("s", "th-7"))
+
+        out = answer(start, verdict(Action.ABORT, "too many", error_code="too_many_children"))
+        assert {"hookEventName": "SubagentStart", "additionalContext": "too many (too_many_children)"} == \
+            out["hookSpecificOutput"]
+        assert set() == {"continue", "stopReason"} & set(out)
+
+    def test_user_prompt_submit_is_a_user_turn_named_by_its_turn_id(self):
+        request = parse(Dialect.CODEX, payloads.codex_user_prompt_submit("s", "I fixed it, run it again", "turn-9"))
+
+        assert (EventKind.USER_TURN, "s", "", "turn-9") == (request.event.kind, request.event.run_id,
+                                                             request.event.parent_run_id, request.event.prompt_id)
+        assert {} == answer(request, verdict(Action.ABORT, ABORT)), "a prompt is never held up"
+
+    def test_a_change_of_turn_id_alone_is_no_user_turn(self):
+        """Codex has UserPromptSubmit: a tool hook of a new turn is only the call it reports."""
+        request = parse(Dialect.CODEX, {**payloads.codex_pre_tool_use("s", "c9"), "turn_id": "turn-9"})
+
+        assert EventKind.TOOL_CALL == request.event.kind
+
+    def test_a_deny_tells_the_model_to_ask_the_user(self):
+        """Codex cannot ask: a BLOCK (and an ASK, which the engine never gives Codex) is a deny whose
+        reason ends with the instruction to ask the user; an ABORT's reason is the abort's."""
+        from loopwarden.hooks.protocol import ASK_THE_USER
+
+        pre = parse(Dialect.CODEX, payloads.codex_pre_tool_use("s", "c1"))
+        for action in (Action.BLOCK, Action.ASK):
+            reason = answer(pre, verdict(action, BLOCK))["hookSpecificOutput"]["permissionDecisionReason"]
+            assert f"{BLOCK} {ASK_THE_USER}" == reason
+        assert "ask the user" in ASK_THE_USER
+        assert ABORT == answer(pre, verdict(Action.ABORT, ABORT))["hookSpecificOutput"]["permissionDecisionReason"]
 
     def test_a_finished_calls_duration_is_carried(self):
         """PostToolUse's duration_ms is ToolOutcome.duration_ms (budgets.toolSecondsPerTree)."""
