@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 
 import jsonschema
 import pytest
@@ -301,3 +302,22 @@ class TestCodex:
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate({"hooks": {"PreToolUse": [{"hooks": [
                 {"type": "command", "command": "x", "onFailure": "block"}]}]}}, CODEX_SCHEMA)
+
+    def test_the_guides_hooks_json_and_requirements_toml_are_codexs_shapes(self):
+        """The Codex guide's hooks.json blocks, its config.toml [features] and its requirements.toml:
+        the managed [hooks] table is the hooks.json shape plus managed_dir, the features pinned on."""
+        guide = (REPO / "docs" / "integrations" / "codex.md").read_text(encoding="utf-8")
+        blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", guide, re.S)]
+        features, requirements = [tomllib.loads(block) for block in re.findall(r"```toml\n(.*?)```", guide, re.S)]
+
+        assert 2 == len(blocks)
+        for block in blocks:
+            jsonschema.validate(block, CODEX_SCHEMA)
+        managed = dict(requirements["hooks"])
+        assert managed.pop("managed_dir").startswith("/")
+        jsonschema.validate({"hooks": managed}, CODEX_SCHEMA)
+        assert set(managed) == {"PreToolUse", "PostToolUse", "PreCompact"}
+        assert features == {"features": {"hooks": True}} and requirements["features"] == {"hooks": True}
+        assert requirements["allow_managed_hooks_only"] is True
+        commands = [hook["command"] for groups in managed.values() for group in groups for hook in group["hooks"]]
+        assert all(command.startswith("/") and " codex " in command for command in commands)
