@@ -4,6 +4,10 @@ scripts/install-claude-code.sh): `claude plugin validate --strict` on both, then
 marketplace add` of a clone and `claude plugin install loopwarden@loopwarden` in a home directory of
 the test's own, and the installed plugin's hook command (from Claude Code's plugin cache) run as
 Claude Code runs it, against a real daemon: 21 identical Bash calls, the warning at 11, denied at 21.
+Last, real `claude -p` sessions, their model a scripted stand-in for the Messages API on loopback
+that repeats one Bash call: with the plugin installed, and with the settings.json `loopwarden
+install-hooks claude-code --user` writes, Claude Code itself runs the hooks, and the model is warned
+at the 11th call and reads the denial of the 21st.
 
 A clone here is a directory holding the marketplace, the plugin and a `.venv/bin/loopwarden-hook`
 (the compiled command of this checkout), as `make serve` leaves a real clone. Claude Code's
@@ -11,12 +15,15 @@ telemetry and other non-essential traffic are switched off: the machine has no n
 """
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import pathlib
 import re
 import shutil
 import subprocess
+import sys
+import threading
 
 import pytest
 
@@ -24,6 +31,8 @@ from tests.client.python.hooks.test_claude_code_types import guide_settings
 from tests.e2e.test_hooks_http import assert_loop_answers, claude_loop, hooks_address, reference_messages
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the daemon with its hook listener
 from tests.support.hook_binary import hook_binary
+
+CRITICAL = 20  # the default critical threshold: calls 1..20 run, 21 is denied
 
 pytestmark = pytest.mark.node
 
@@ -179,3 +188,157 @@ class TestTheInstalledHooksReachTheDaemon:
         assert 1 == done.returncode and "" == done.stdout
         assert f"loopwarden-hook is not built in {installed['clone']}/.venv/bin" in done.stderr
         assert "make serve" in done.stderr and "LOOPWARDEN_HOOK" in done.stderr
+
+
+class ScriptedModel(http.server.ThreadingHTTPServer):
+    """A stand-in for the Anthropic Messages API on loopback (ANTHROPIC_BASE_URL): while Bash is among
+    the request's tools, it asks for the same Bash call again (a model stuck in a loop), until a call
+    comes back as an error or `limit` calls were made; then it ends the turn. It keeps every tool
+    result Claude Code sends back, in order."""
+
+    COMMAND = {"command": "echo looping", "description": "Print a word"}
+
+    def __init__(self, limit: int):
+        super().__init__(("127.0.0.1", 0), _ScriptedModelHandler)
+        self.limit = limit
+        self.results: list[dict] = []
+        self.requests: list[str] = []  # every request body, as sent
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def reply(self, request: dict) -> dict:
+        results = [block for message in request.get("messages", []) if message["role"] == "user"
+                   and isinstance(message["content"], list) for block in message["content"]
+                   if block.get("type") == "tool_result"]
+        with self.lock:
+            self.requests.append(json.dumps(request))
+            known = {result["tool_use_id"] for result in self.results}
+            self.results += [result for result in results if result["tool_use_id"] not in known]
+            stuck = (any(tool.get("name") == "Bash" for tool in request.get("tools", []))
+                     and not any(result.get("is_error") for result in self.results) and len(self.results) < self.limit)
+            calls = len(self.results)
+        if stuck:
+            block = {"type": "tool_use", "id": f"toolu_{calls + 1:04d}", "name": "Bash", "input": self.COMMAND}
+            return {"content": [block], "stop_reason": "tool_use"}
+        return {"content": [{"type": "text", "text": "I will stop here."}], "stop_reason": "end_turn"}
+
+
+class _ScriptedModelHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: ScriptedModel
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _send(self, body: bytes, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._send(b"{}", "application/json")
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if "count_tokens" in self.path:
+            return self._send(b'{"input_tokens": 10}', "application/json")
+        answer = self.server.reply(request)
+        message = {"id": "msg_scripted", "type": "message", "role": "assistant", "model": request.get("model", ""),
+                   "content": answer["content"], "stop_reason": answer["stop_reason"], "stop_sequence": None,
+                   "usage": {"input_tokens": 10, "output_tokens": 5}}
+        if not request.get("stream"):
+            return self._send(json.dumps(message).encode(), "application/json")
+        events = [("message_start", {"type": "message_start",
+                                     "message": {**message, "content": [], "stop_reason": None}})]
+        for index, block in enumerate(answer["content"]):
+            if block["type"] == "text":
+                start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+            else:
+                start, delta = {**block, "input": {}}, {"type": "input_json_delta",
+                                                        "partial_json": json.dumps(block["input"])}
+            events += [("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}),
+                       ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+                       ("content_block_stop", {"type": "content_block_stop", "index": index})]
+        events += [("message_delta", {"type": "message_delta", "usage": {"output_tokens": 5},
+                                      "delta": {"stop_reason": answer["stop_reason"], "stop_sequence": None}}),
+                   ("message_stop", {"type": "message_stop"})]
+        self._send("".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode(),
+                   "text/event-stream")
+
+
+@pytest.fixture
+def scripted_model():
+    model = ScriptedModel(limit=CRITICAL + 5)
+    thread = threading.Thread(target=model.serve_forever, daemon=True)
+    thread.start()
+    yield model
+    model.shutdown()
+    model.server_close()
+
+
+def result_text(result: dict) -> str:
+    content = result.get("content")
+    if isinstance(content, list):
+        return "".join(block.get("text", "") for block in content)
+    return content or ""
+
+
+def claude_session(claude: pathlib.Path, home: pathlib.Path, model: ScriptedModel, workspace: pathlib.Path,
+                   **env: str) -> subprocess.CompletedProcess:
+    workspace.mkdir(exist_ok=True)
+    return subprocess.run(
+        [str(claude), "-p", "print a word until told to stop", "--allowedTools", "Bash", "--output-format", "json"],
+        capture_output=True, text=True, timeout=300, cwd=workspace,
+        env=quiet_env(home, ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-scripted", **env))
+
+
+def assert_stopped_at_21(done: subprocess.CompletedProcess, model: ScriptedModel, warning: str, block: str) -> None:
+    """Calls 1-20 ran (their output reached the model), the 11th's warning reached the model in a later
+    request (the hook's additionalContext), the 21st came back as an error carrying loopwarden's block
+    message, and the model then ended the turn."""
+    assert 0 == done.returncode, done.stdout[-2000:] + done.stderr[-2000:]
+    results = model.results
+    assert CRITICAL + 1 == len(results), [result_text(result) for result in results]
+    assert all(not result.get("is_error") and "looping" in result_text(result) for result in results[:CRITICAL])
+    assert results[CRITICAL].get("is_error") is True
+    assert block in result_text(results[CRITICAL])
+    assert any(warning in request for request in model.requests)
+    assert json.loads(done.stdout)["result"] == "I will stop here."
+
+
+class TestARealClaudeCodeSession:
+    """`claude -p` with a scripted model that repeats one Bash call: loopwarden's hooks, installed as the
+    plugin or written by install-hooks, warn at the 11th call and deny the 21st."""
+
+    def test_the_plugins_hooks_stop_a_stuck_bash_loop(self, claude, installed, daemon, client, run_id,
+                                                      scripted_model, tmp_path):
+        warning, block = reference_messages(client, f"{run_id}-reference")
+
+        done = claude_session(claude, installed["home"], scripted_model, tmp_path / "workspace",
+                              LOOPWARDEN_HOOK_URL=f"http://{hooks_address(daemon)}")
+
+        assert_stopped_at_21(done, scripted_model, warning, block)
+
+    def test_the_hooks_install_hooks_writes_stop_a_stuck_bash_loop(self, claude, daemon, client, run_id,
+                                                                   scripted_model, tmp_path):
+        """`loopwarden install-hooks claude-code --user` in a fresh home, the compiled loopwarden-hook of
+        this checkout in the bin directory it names: the settings.json it writes is what runs."""
+        warning, block = reference_messages(client, f"{run_id}-reference")
+        home, bin_dir = tmp_path / "home", tmp_path / "bin"
+        home.mkdir()
+        bin_dir.mkdir()
+        (bin_dir / "loopwarden-hook").symlink_to(hook_binary())
+        script = pathlib.Path(sys.executable).parent / "loopwarden"
+        installed = subprocess.run([str(script), "install-hooks", "claude-code", "--user", "--yes", "--bin-dir",
+                                    str(bin_dir), "--url", f"http://{hooks_address(daemon)}"],
+                                   capture_output=True, text=True, timeout=60, cwd=home, env=quiet_env(home))
+        assert 0 == installed.returncode, installed.stderr
+
+        done = claude_session(claude, home, scripted_model, tmp_path / "workspace")
+
+        assert_stopped_at_21(done, scripted_model, warning, block)
