@@ -297,6 +297,7 @@ class TestCommand:
 
         assert 0 == result.returncode, result.stderr
         assert ((moved if variable else places[1]) / relative).is_file()
+        assert ("then: Codex runs a hook only once you have reviewed it" in result.stdout) is (host_name == "codex")
         assert not any(places[0].iterdir())  # nothing in the project
 
     def test_without_the_compiled_command_it_writes_loopwarden_hook_and_says_so(self, places, tmp_path):

@@ -158,4 +158,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {path}" + (f" (the old file is {backup})" if backup else ""))
     if not args.remove:
         print(f"{host.title} reads it when a session starts: start a new session for the hooks to run")
+        if host.next_step:
+            print(f"then: {host.next_step}")
     return 0

@@ -48,6 +48,8 @@ class Host:
     # The key and value that make the host fail closed when the hook itself fails (cannot start,
     # times out), set on the before-tool entry under --fail-closed; None where the host has none.
     fail_closed_key: tuple[str, object] | None = None
+    # What the person still has to do in the host before the hooks run, said after writing.
+    next_step: str = ""
 
     def config_path(self, *, user: bool, project_dir: pathlib.Path, environ: Mapping[str, str] | None = None,
                     home: pathlib.Path | None = None) -> pathlib.Path:
@@ -98,6 +100,8 @@ HOSTS: dict[str, Host] = {host.name: host for host in (
         # commands, apply_patch and MCP tools, the matcher the Codex guide gives.
         name="codex", title="Codex",
         project_file=".codex/hooks.json", user_dir_env="CODEX_HOME", user_dir=".codex", user_file="hooks.json",
+        next_step="Codex runs a hook only once you have reviewed it: start codex, which lists the hooks that need "
+                  "review, and trust them (codex exec runs no unreviewed hook)",
         events=(
             Event("PreToolUse", "Bash|apply_patch|mcp__.*", before_tool=True),
             Event("PostToolUse", "Bash|apply_patch|mcp__.*"),
