@@ -14,7 +14,7 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
-from .commands import check, exemptions, health, inspect, replay
+from .commands import check, exemptions, health, inspect, install_hooks, replay
 
 COMMAND_GROUP = "loopwarden.commands"
 CLIENT_DISTRIBUTION = "loopwarden-client"
@@ -58,6 +58,7 @@ def _add_client_commands(commands) -> None:
     exemptions.add(commands)
     check.add(commands)
     replay.add(commands)
+    install_hooks.add(commands)
     from .hooks.cli import add_hook_command
     add_hook_command(commands)
 

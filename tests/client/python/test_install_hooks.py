@@ -1,0 +1,341 @@
+"""`loopwarden install-hooks`: loopwarden's entries merged into each host's config file, and taken out.
+
+The merge itself (hookinstall.merge) is checked on configs in memory; the command is run as a shell
+would run it, on config files in temporary project and home directories: the diff it shows, the
+confirmation, idempotence, --remove, the .bak, a file that is not JSON, and a written command that
+really runs (the compiled loopwarden-hook, answering for a daemon that is down).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from loopwarden.hookinstall.hosts import HOSTS, HookCommand, is_loopwarden_command, plan
+from loopwarden.hookinstall.merge import ConfigShapeError, install, remove
+
+from ...support.cli import loopwarden
+from ...support.hook_binary import hook_binary
+
+COMPILED = HookCommand(("/opt/lw/.venv/bin/loopwarden-hook",), compiled=True)
+FALLBACK = HookCommand(("/opt/lw/.venv/bin/loopwarden", "hook"), compiled=False)
+
+# A person's Claude Code settings: a model, an audit hook on Bash, and a PreCompact hook of their own.
+PERSONAL_CLAUDE = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(git status)"]},
+    "hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "/usr/local/bin/audit"}]}],
+        "PreCompact": [{"hooks": [{"type": "command", "command": "notify-send compacting"}]}],
+    },
+}
+
+
+def entries(host_name: str, command: HookCommand = COMPILED, flags=(), fail_closed: bool = False):
+    return plan(HOSTS[host_name], command, list(flags), fail_closed=fail_closed)
+
+
+def ours_by_event(config: dict) -> dict[str, list[dict]]:
+    """loopwarden's handlers per event (grouped or flat)."""
+    found: dict[str, list[dict]] = {}
+    for event, items in config.get("hooks", {}).items():
+        for item in items:
+            for handler in item.get("hooks", [item]) if "command" not in item else [item]:
+                if is_loopwarden_command(handler.get("command")):
+                    found.setdefault(event, []).append(handler)
+    return found
+
+
+class TestMerge:
+    @pytest.mark.parametrize("host_name", list(HOSTS))
+    def test_an_empty_config_gets_one_entry_per_event_the_host_guide_wires(self, host_name):
+        host = HOSTS[host_name]
+
+        config = install(host, {}, entries(host_name))
+
+        assert sorted(ours_by_event(config)) == sorted(event.name for event in host.events)
+        assert all(len(handlers) == 1 for handlers in ours_by_event(config).values())
+        command = ours_by_event(config)[host.events[0].name][0]["command"]
+        assert command == f"/opt/lw/.venv/bin/loopwarden-hook {host_name}"
+        if host_name == "cursor":
+            assert config["version"] == 1 and config["hooks"]["preToolUse"] == [{"command": command}]
+
+    def test_a_persons_settings_and_hooks_stay_as_they_were_and_first(self):
+        config = install(HOSTS["claude-code"], PERSONAL_CLAUDE, entries("claude-code"))
+
+        assert config["model"] == "opus" and config["permissions"] == PERSONAL_CLAUDE["permissions"]
+        assert config["hooks"]["PreToolUse"][0] == PERSONAL_CLAUDE["hooks"]["PreToolUse"][0]
+        assert config["hooks"]["PreToolUse"][1]["matcher"] == "*"
+        assert config["hooks"]["PreCompact"][0] == PERSONAL_CLAUDE["hooks"]["PreCompact"][0]
+        assert list(config["hooks"])[:2] == ["PreToolUse", "PreCompact"]  # their order kept, ours appended
+        assert PERSONAL_CLAUDE["hooks"]["PreToolUse"] == [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "/usr/local/bin/audit"}]}]  # input untouched
+
+    @pytest.mark.parametrize("host_name", list(HOSTS))
+    def test_installing_twice_is_installing_once(self, host_name):
+        host = HOSTS[host_name]
+        once = install(host, PERSONAL_CLAUDE if host.grouped else {}, entries(host_name, flags=["--agent", "a"]))
+
+        assert install(host, once, entries(host_name, flags=["--agent", "a"])) == once
+
+    @pytest.mark.parametrize("host_name", list(HOSTS))
+    def test_remove_gives_back_the_config_as_it_was(self, host_name):
+        host = HOSTS[host_name]
+        before = PERSONAL_CLAUDE if host.grouped else {"version": 1, "hooks": {"afterFileEdit": [{"command": "fmt"}]}}
+
+        after = remove(host, install(host, before, entries(host_name)))
+
+        assert after == before
+
+    def test_remove_takes_out_only_loopwaldens_handler_of_a_shared_group(self):
+        shared = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "command", "command": "/usr/local/bin/audit"},
+            {"type": "command", "command": "'/home/a b/.venv/bin/loopwarden' hook claude-code"}]}]}}
+
+        after = remove(HOSTS["claude-code"], shared)
+
+        assert after == {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "command", "command": "/usr/local/bin/audit"}]}]}}
+
+    def test_new_flags_replace_the_entry_in_place_keeping_what_a_person_added(self):
+        host = HOSTS["claude-code"]
+        first = install(host, PERSONAL_CLAUDE, entries("claude-code", flags=["--agent", "a"]))
+        first["hooks"]["PreToolUse"][1]["hooks"][0]["statusMessage"] = "checking for loops"
+
+        second = install(host, first, entries("claude-code", flags=["--agent", "b"], fail_closed=True))
+        third = install(host, second, entries("claude-code", flags=["--agent", "b"]))
+
+        handler = second["hooks"]["PreToolUse"][1]["hooks"][0]
+        assert handler["command"] == "/opt/lw/.venv/bin/loopwarden-hook claude-code --agent b"
+        assert handler["statusMessage"] == "checking for loops" and handler["onFailure"] == "block"
+        assert "onFailure" not in second["hooks"]["PostToolUse"][0]["hooks"][0]  # only the before-tool hook
+        assert "onFailure" not in third["hooks"]["PreToolUse"][1]["hooks"][0]  # --fail-closed's to clear
+        assert len(second["hooks"]["PreToolUse"]) == 2
+
+    def test_cursor_fail_closed_sets_failclosed_on_pretooluse_only(self):
+        config = install(HOSTS["cursor"], {}, entries("cursor", fail_closed=True))
+
+        assert config["hooks"]["preToolUse"][0]["failClosed"] is True
+        assert "failClosed" not in config["hooks"]["postToolUse"][0]
+
+    def test_the_python_fallback_gets_no_posttoolbatch_and_replaces_the_compiled_entries(self):
+        host = HOSTS["claude-code"]
+        compiled = install(host, {}, entries("claude-code"))
+
+        fallback = install(host, compiled, entries("claude-code", FALLBACK))
+
+        assert "PostToolBatch" not in fallback["hooks"]
+        assert ours_by_event(fallback)["PreToolUse"][0]["command"] == "/opt/lw/.venv/bin/loopwarden hook claude-code"
+        assert len(ours_by_event(fallback)) == len(host.events) - 1
+
+    def test_codex_tool_hooks_match_its_shell_patch_and_mcp_tools(self):
+        config = install(HOSTS["codex"], {}, entries("codex"))
+
+        assert config["hooks"]["PreToolUse"][0]["matcher"] == "Bash|apply_patch|mcp__.*"
+        assert config["hooks"]["PostToolUse"][0]["matcher"] == "Bash|apply_patch|mcp__.*"
+        assert "matcher" not in config["hooks"]["PreCompact"][0]
+
+    @pytest.mark.parametrize("config, field", [
+        ([], "list, not an object"),
+        ({"hooks": []}, "`hooks` is a JSON list"),
+        ({"hooks": {"PreToolUse": {"matcher": "*"}}}, "`hooks.PreToolUse` is a JSON dict"),
+        ({"hooks": {"PreToolUse": ["audit"]}}, "`hooks.PreToolUse[0]` is a JSON str"),
+        ({"hooks": {"PreToolUse": [{"hooks": {"type": "command"}}]}}, "`hooks.PreToolUse[0].hooks` is a JSON dict"),
+    ])
+    def test_a_config_of_the_wrong_shape_is_refused_naming_the_field(self, config, field):
+        with pytest.raises(ConfigShapeError, match=field.replace("[", r"\[").replace("]", r"\]")):
+            install(HOSTS["claude-code"], config, entries("claude-code"))
+        with pytest.raises(ConfigShapeError):
+            remove(HOSTS["claude-code"], config)
+
+    @pytest.mark.parametrize("command, ours", [
+        ("/x/.venv/bin/loopwarden-hook claude-code --agent a", True),
+        ("'/home/a b/bin/loopwarden' hook codex", True),
+        ("/usr/bin/python3 -m loopwarden hook cursor", True),
+        ('"${CLAUDE_PLUGIN_ROOT}/scripts/run-loopwarden-hook" claude-code', True),
+        ("/x/bin/loopwarden inspect", False),
+        ("/usr/local/bin/audit loopwarden-hook", False),
+        ("echo 'unbalanced", False),
+        (None, False),
+    ])
+    def test_which_commands_are_loopwardens(self, command, ours):
+        assert is_loopwarden_command(command) is ours
+
+
+@pytest.fixture
+def places(tmp_path):
+    """A project directory (the command's working directory) and a home directory."""
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    return project, home
+
+
+def install_hooks(places, *args: str, stdin: str = "", env: dict | None = None) -> subprocess.CompletedProcess:
+    project, home = places
+    script = pathlib.Path(sys.executable).parent / "loopwarden"
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith("LOOPWARDEN_") and k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME")}
+    return subprocess.run([str(script), "install-hooks", *args], cwd=project, input=stdin, capture_output=True,
+                          text=True, timeout=60, env={**clean, "HOME": str(home), **(env or {})})
+
+
+def fake_bin(tmp_path: pathlib.Path, *, compiled: bool) -> pathlib.Path:
+    """A bin directory holding loopwarden (a stand-in: only its path is written) and, if `compiled`,
+    the real loopwarden-hook."""
+    bin_dir = tmp_path / "venv bin"  # a space: the written command must quote it
+    bin_dir.mkdir()
+    (bin_dir / "loopwarden").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "loopwarden").chmod(0o755)
+    if compiled:
+        (bin_dir / "loopwarden-hook").symlink_to(hook_binary())
+    return bin_dir
+
+
+class TestCommand:
+    def test_writes_merges_and_a_second_run_changes_nothing(self, places, tmp_path):
+        settings = places[0] / ".claude" / "settings.json"
+        settings.parent.mkdir()
+        settings.write_text(json.dumps(PERSONAL_CLAUDE, indent=4) + "\n")
+        original = settings.read_text()
+        bin_dir = fake_bin(tmp_path, compiled=True)
+
+        first = install_hooks(places, "claude-code", "--yes", "--agent", "coder", "--bin-dir", str(bin_dir))
+        written = settings.read_text()
+        second = install_hooks(places, "claude-code", "--yes", "--agent", "coder", "--bin-dir", str(bin_dir))
+
+        assert 0 == first.returncode, first.stderr
+        assert f"+++ {settings}" in first.stdout and '+        "PostToolBatch": [' in first.stdout
+        assert (settings.parent / "settings.json.bak").read_text() == original
+        config = json.loads(written)
+        assert config["model"] == "opus" and config["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
+        command = shlex.split(ours_by_event(config)["PreToolUse"][0]["command"])
+        assert command == [str(bin_dir / "loopwarden-hook"), "claude-code", "--agent", "coder"]
+        assert '\n    "model": "opus"' in written  # the file's own four-space indentation
+        assert 0 == second.returncode
+        assert f"nothing to change: {settings} already has loopwarden's hooks" in second.stdout
+        assert settings.read_text() == written and "---" not in second.stdout
+
+    def test_dry_run_shows_the_diff_and_writes_nothing(self, places, tmp_path):
+        result = install_hooks(places, "codex", "--dry-run", "--bin-dir", str(fake_bin(tmp_path, compiled=True)))
+
+        assert 0 == result.returncode
+        assert "--- /dev/null" in result.stdout and '+        "matcher": "Bash|apply_patch|mcp__.*",' in result.stdout
+        assert "dry run" in result.stdout
+        assert not (places[0] / ".codex").exists()
+
+    def test_without_yes_it_asks_and_writes_only_on_yes(self, places, tmp_path):
+        bin_dir = str(fake_bin(tmp_path, compiled=True))
+        hooks = places[0] / ".cursor" / "hooks.json"
+
+        refused = install_hooks(places, "cursor", "--bin-dir", bin_dir, stdin="n\n")
+        no_answer = install_hooks(places, "cursor", "--bin-dir", bin_dir, stdin="")
+        assert not hooks.exists()
+        accepted = install_hooks(places, "cursor", "--bin-dir", bin_dir, stdin="y\n")
+
+        assert 1 == refused.returncode and "not written" in refused.stdout and "Write " in refused.stdout
+        assert 1 == no_answer.returncode
+        assert 0 == accepted.returncode, accepted.stderr
+        assert json.loads(hooks.read_text())["version"] == 1
+        assert not (hooks.parent / "hooks.json.bak").exists()  # a new file has nothing to back up
+
+    def test_a_file_that_is_not_json_is_refused_with_its_line_and_column(self, places, tmp_path):
+        settings = places[0] / ".gemini" / "settings.json"
+        settings.parent.mkdir()
+        settings.write_text('{\n  // my settings\n  "theme": "dark"\n}\n')
+
+        result = install_hooks(places, "gemini-cli", "--yes", "--bin-dir", str(fake_bin(tmp_path, compiled=True)))
+
+        assert 2 == result.returncode
+        assert f"{settings}:2:3: not valid JSON" in result.stderr and "nothing was written" in result.stderr
+        assert settings.read_text() == '{\n  // my settings\n  "theme": "dark"\n}\n'
+        assert not (settings.parent / "settings.json.bak").exists()
+
+    def test_a_config_of_the_wrong_shape_is_refused_and_left_alone(self, places, tmp_path):
+        settings = places[0] / ".claude" / "settings.json"
+        settings.parent.mkdir()
+        settings.write_text('{"hooks": []}\n')
+
+        result = install_hooks(places, "claude-code", "--yes", "--bin-dir", str(fake_bin(tmp_path, compiled=True)))
+
+        assert 2 == result.returncode and "`hooks` is a JSON list" in result.stderr
+        assert settings.read_text() == '{"hooks": []}\n'
+
+    def test_remove_takes_out_exactly_loopwardens_entries(self, places, tmp_path):
+        settings = places[0] / ".claude" / "settings.json"
+        settings.parent.mkdir()
+        settings.write_text(json.dumps(PERSONAL_CLAUDE, indent=2) + "\n")
+        bin_dir = str(fake_bin(tmp_path, compiled=True))
+        install_hooks(places, "claude-code", "--yes", "--bin-dir", bin_dir)
+
+        removed = install_hooks(places, "claude-code", "--remove", "--yes")
+        again = install_hooks(places, "claude-code", "--remove", "--yes")
+
+        assert 0 == removed.returncode, removed.stderr
+        assert json.loads(settings.read_text()) == PERSONAL_CLAUDE
+        assert "nothing to change" in again.stdout and "has no loopwarden hooks" in again.stdout
+
+    @pytest.mark.parametrize("host_name, variable, relative", [
+        ("claude-code", None, ".claude/settings.json"),
+        ("claude-code", "CLAUDE_CONFIG_DIR", "settings.json"),
+        ("codex", None, ".codex/hooks.json"),
+        ("codex", "CODEX_HOME", "hooks.json"),
+        ("gemini-cli", None, ".gemini/settings.json"),
+        ("cursor", None, ".cursor/hooks.json"),
+    ])
+    def test_user_writes_the_hosts_own_user_config(self, places, tmp_path, host_name, variable, relative):
+        moved = tmp_path / "moved"
+        env = {variable: str(moved)} if variable else {}
+
+        result = install_hooks(places, host_name, "--user", "--yes",
+                               "--bin-dir", str(fake_bin(tmp_path, compiled=True)), env=env)
+
+        assert 0 == result.returncode, result.stderr
+        assert ((moved if variable else places[1]) / relative).is_file()
+        assert ("then: Codex runs a hook only once you have reviewed it" in result.stdout) is (host_name == "codex")
+        assert not any(places[0].iterdir())  # nothing in the project
+
+    def test_without_the_compiled_command_it_writes_loopwarden_hook_and_says_so(self, places, tmp_path):
+        bin_dir = fake_bin(tmp_path, compiled=False)
+
+        result = install_hooks(places, "claude-code", "--yes", "--bin-dir", str(bin_dir), "--address", "10.0.0.1:1")
+
+        assert 0 == result.returncode, result.stderr
+        assert "loopwarden-hook is not in" in result.stdout and "Python fallback" in result.stdout
+        config = json.loads((places[0] / ".claude" / "settings.json").read_text())
+        assert shlex.split(ours_by_event(config)["PreToolUse"][0]["command"]) == [
+            str(bin_dir / "loopwarden"), "hook", "claude-code", "--address", "10.0.0.1:1"]
+        assert "PostToolBatch" not in config["hooks"]
+
+    def test_url_must_be_the_plain_http_listener(self, places):
+        result = install_hooks(places, "codex", "--yes", "--url", "https://127.0.0.1:50052")
+
+        assert 2 == result.returncode and "--url must be" in result.stderr
+
+    def test_the_written_command_runs_and_answers_for_a_daemon_that_is_down(self, places, tmp_path):
+        """The entry's command is the real loopwarden-hook by its absolute (quoted) path: run as Claude
+        Code would run it (a shell, the hook JSON on stdin), it answers with the unchecked message."""
+        bin_dir = fake_bin(tmp_path, compiled=True)
+        install_hooks(places, "claude-code", "--yes", "--bin-dir", str(bin_dir), "--url", "http://127.0.0.1:9")
+        config = json.loads((places[0] / ".claude" / "settings.json").read_text())
+        command = ours_by_event(config)["PreToolUse"][0]["command"]
+        payload = {"session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": str(places[0]),
+                   "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"},
+                   "tool_use_id": "toolu_1", "permission_mode": "default"}
+
+        result = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(payload), capture_output=True,
+                                text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+
+        assert 0 == result.returncode, result.stderr
+        assert "did not answer; this call ran without a loop check" in json.loads(result.stdout)["systemMessage"]
+
+    def test_help_lists_the_hosts(self):
+        result = loopwarden("install-hooks", "--help")
+
+        assert 0 == result.returncode
+        assert "claude-code, codex, gemini-cli or cursor" in result.stdout and "--remove" in result.stdout
