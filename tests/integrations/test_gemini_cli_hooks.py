@@ -166,11 +166,6 @@ class TestGeminiCliRunsTheInstalledHooks:
         assert block in responses[CRITICAL]["response"]["error"]
         assert f"loopwarden: {warning}" in done.stdout + done.stderr  # the hook's systemMessage, shown
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "Gemini CLI's run_shell_command output (llmContent, the outcome the gemini-cli dialect hashes) ends "
-        "with 'Process Group PGID: N', a new process group every call, so identical shell commands never "
-        "have identical outcomes and are only warned at 10 and 20, never blocked: the dialect should drop "
-        "that line before hashing (issue 26 item 7)"))
     def test_a_repeated_shell_command_is_blocked_at_21(self, gemini, daemon, client, run_id, tmp_path):
         env = gemini_home(tmp_path, f"http://{hooks_address(daemon)}")
         workspace = tmp_path / "workspace"

@@ -86,6 +86,7 @@ subagentStart/subagentStop, fired in the parent's conversation, do not name the 
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -353,8 +354,33 @@ def _gemini(name: str, payload: Mapping[str, Any]) -> dict[str, Any] | None:
             message = error.get("message") if isinstance(error, Mapping) else error
             out.update(hook_event_name=POST_TOOL_USE_FAILURE, error=str(message or error))
         else:  # what the model reads of the result (returnDisplay is the terminal's copy)
-            out["tool_response"] = response.get("llmContent") if isinstance(response, Mapping) else response
+            content = response.get("llmContent") if isinstance(response, Mapping) else response
+            if payload.get("tool_name") == GEMINI_SHELL_TOOL and isinstance(content, str):
+                content = _without_process_ids(content)
+            out["tool_response"] = content
     return out
+
+
+# Gemini CLI's shell tool ends what the model reads with the process ids of the call (its
+# packages/core/src/tools/shell.ts: "Background PIDs: …", "Process Group PGID: N"), new every call:
+# kept, they would make every repetition of a command a different outcome, and an identical shell
+# loop would be warned but never blocked. Only those trailing lines go; the output stays.
+GEMINI_SHELL_TOOL = "run_shell_command"
+_PROCESS_ID_LINE = re.compile(r"(?:Process Group PGID|Background PIDs): [0-9, ]+")
+# Gemini CLI may wrap tool output for the model (`<untrusted_context>` … `</untrusted_context>`):
+# the id lines sit before such closing tags.
+_CLOSING_TAG = re.compile(r"\s*</[A-Za-z_]+>\s*")
+
+
+def _without_process_ids(content: str) -> str:
+    lines = content.split("\n")
+    end = len(lines)
+    while end > 1 and (not lines[end - 1].strip() or _CLOSING_TAG.fullmatch(lines[end - 1])):
+        end -= 1
+    start = end
+    while start > 1 and _PROCESS_ID_LINE.fullmatch(lines[start - 1]):
+        start -= 1
+    return "\n".join(lines[:start] + lines[end:])
 
 
 def _cursor(name: str, payload: Mapping[str, Any]) -> dict[str, Any] | None:

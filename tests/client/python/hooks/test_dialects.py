@@ -35,6 +35,30 @@ class TestGeminiCliEvents:
 
         assert (EventKind.TOOL_OUTCOME, "total 0\n", None) == (event.kind, json.loads(event.result_json), event.error)
 
+    @pytest.mark.parametrize("pgid", ["48211", "48377"])
+    def test_a_shell_outcome_leaves_out_the_process_ids_gemini_appends(self, pgid):
+        """Gemini CLI's shell tool ends what the model reads with the call's process group (and any
+        background PIDs), new every call (packages/core/src/tools/shell.ts): they are left out, so
+        two runs of one command are one outcome; the output itself is kept whole."""
+        content = f"Output: looping\nProcess Group PGID: 4242 (printed)\nBackground PIDs: 7, 9\nProcess Group PGID: {pgid}"
+        response = {"llmContent": content, "returnDisplay": "looping"}
+        event = parse(Dialect.GEMINI_CLI, p.gemini_after_tool("g-1", response)).event
+
+        assert "Output: looping\nProcess Group PGID: 4242 (printed)" == json.loads(event.result_json)
+
+    def test_the_ids_go_inside_gemini_s_untrusted_context_wrapper_too(self):
+        wrapped = "<untrusted_context>\nOutput: looping\nProcess Group PGID: {}\n</untrusted_context>"
+        results = [json.loads(parse(Dialect.GEMINI_CLI, p.gemini_after_tool(
+            "g-1", {"llmContent": wrapped.format(pgid), "returnDisplay": ""})).event.result_json) for pgid in (5, 6)]
+
+        assert ["<untrusted_context>\nOutput: looping\n</untrusted_context>"] * 2 == results
+
+    def test_another_tool_s_outcome_keeps_such_lines(self):
+        response = {"llmContent": "pid list\nProcess Group PGID: 12", "returnDisplay": ""}
+        body = {**p.gemini_after_tool("g-1", response), "tool_name": "read_file"}
+
+        assert "pid list\nProcess Group PGID: 12" == json.loads(parse(Dialect.GEMINI_CLI, body).event.result_json)
+
     def test_after_tool_with_an_error_reports_the_error(self):
         response = {"llmContent": "failed", "returnDisplay": "failed",
                     "error": {"type": "execution_failed", "message": "Unknown tool: deploy_app"}}
