@@ -32,20 +32,26 @@ type RequestSpan interface {
 
 // TracedRequest is what a Tracer is told of one request.
 type TracedRequest struct {
-	Target string // the daemon's gRPC target, as passed to New
-	Method string // "Check" or "Evaluate"
-	Events []TracedEvent
+	Target string        // the daemon's gRPC target, as passed to New
+	Method string        // "Check" or "Evaluate"
+	Events []TracedEvent // the request's events, in order
 }
 
 // TracedEvent is one event of a request: its run, agent, kind as the contract spells it
 // ("tool_call", "tool_outcome", "user_turn", …), and its tool and tool call when it has them.
 type TracedEvent struct {
-	RunID, AgentID, Kind, ToolName, ToolCallID string
+	RunID      string // trimmed
+	AgentID    string // "" when the event names none
+	Kind       string // "tool_call", "tool_outcome", "user_turn", "usage", "approval", "run_end", "compaction_retry"
+	ToolName   string // as the event spelled it; "" for kinds without a tool
+	ToolCallID string // "" when the event carries none
 }
 
 // TracedTool is one tool call a Guard runs.
 type TracedTool struct {
-	RunID, ToolName, ToolCallID string
+	RunID      string // the guard's run
+	ToolName   string // as the guard was asked to call it
+	ToolCallID string // WithToolCallID of the call; "" when none
 }
 
 // WithTracer makes the client report its requests (and its guards' tools) to t; see Tracer.
