@@ -4,20 +4,22 @@ in-memory exporter, and a daemon process exporting its own over OTLP/HTTP to a r
 Without the opt-in, the client adds no span and the daemon's `loopwarden.verdict` events are as before."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from loopwarden import LoopwardenClient, ToolGuard, events
+from loopwarden import AsyncLoopwardenClient, AsyncToolGuard, LoopwardenClient, ToolGuard, events
 from loopwarden.tracing import (
     CONVENTIONS_COMMIT, GUARDRAIL_RESULT_EVENT, GUARDRAIL_SPAN, OPT_IN_VARIABLE, _server, opted_in,
 )
 from loopwarden_server.tracing import VERDICT_EVENT
 from tests.support.daemon import running_daemon
 from tests.support.otlp import http_receiver_running
-from tests.support.tracing import RESULT, until
+from tests.support.tracing import until
 
 CONFIG = "{tools:{loopDetection:{enabled:true}}}"
 AGENT = "genai-agent"
@@ -109,6 +111,28 @@ class TestClientSpans:
                     "gen_ai.guardrail.source": "tool_call", "gen_ai.tool.name": "read",
                     "gen_ai.tool.call.id": f"call-{number}", "gen_ai.conversation.id": run_id,
                     "loopwarden.seq": event["loopwarden.seq"], "loopwarden.count": number - 1} == event
+
+    def test_the_asyncio_client_and_guard_make_the_same_spans(self, monkeypatch, provider, exporter, run_id):
+        """AsyncToolGuard over AsyncLoopwardenClient: an `execute_tool` span holding the call's two guardrail
+        spans, as the blocking client's."""
+        monkeypatch.setenv(OPT_IN_VARIABLE, "gen_ai_latest_experimental")
+
+        async def read(path):
+            return {"content": "same"}
+
+        async def one_call(target):
+            async with AsyncLoopwardenClient(target, tracer_provider=provider) as client:
+                return await AsyncToolGuard(client, run_id).call("read", read, {"path": "/x"}, tool_call_id="a-1")
+
+        with running_daemon(CONFIG) as daemon:
+            assert {"content": "same"} == asyncio.run(one_call(daemon.grpc_target))
+
+        (tool,) = [span for span in exporter.get_finished_spans() if span.name == "execute_tool read"]
+        children = [span for span in exporter.get_finished_spans()
+                    if span.parent is not None and span.parent.span_id == tool.context.span_id]
+        assert [("tool_call", "allow", "a-1"), ("tool_outcome", "allow", "a-1")] == [
+            (span.attributes["gen_ai.guardrail.source"], span.attributes["gen_ai.guardrail.result.value"],
+             span.attributes["gen_ai.tool.call.id"]) for span in children]
 
     def test_a_tool_that_raises_marks_its_span(self, monkeypatch, provider, exporter, run_id):
         """The tool's exception ends its `execute_tool` span with error.type; the guardrail spans stay OK."""
