@@ -29,7 +29,7 @@ $(RUNTIME_STAMP): $(DISTRIBUTIONS) $(CORE_STAMP) | $(BIN)/python
 
 $(TEST_STAMP): $(DISTRIBUTIONS) $(CORE_STAMP) | $(BIN)/python
 	@echo "==> installing the daemon, the client and the test extras into $(VENV)"
-	$(PIP) -e './client/python[langchain,openai-agents]' -e './server[test,redis,otel,mcp]'
+	$(PIP) -e './client/python[langchain,openai-agents,otel]' -e './server[test,redis,otel,mcp]'
 	touch $@ $(RUNTIME_STAMP)
 
 # `make serve` is one replica on a workstation: its runs are checkpointed to a local file (the

@@ -57,6 +57,8 @@ class Verdict:
     evidence_call_ids: list[str]
     loop_started_seq: int
     shadow_action: str | None
+    kind: str  # the event's kind: "tool_call", "tool_outcome", "user_turn", …
+    tool_call_id: str  # the event's tool call id ("" for kinds without one)
 
 @final
 class Summary:

@@ -183,18 +183,21 @@ struct PyVerdict {
     evidence_call_ids: Vec<String>,
     loop_started_seq: u64,
     shadow_action: Option<&'static str>,
+    /// The event's kind and tool call id, for span events in the GenAI conventions (tracing.py).
+    kind: &'static str,
+    tool_call_id: String,
 }
 
 fn label(name: &'static str) -> &'static str {
     if name == "none" { "" } else { name }
 }
 
-fn py_verdict(d: &Decision, agent_id: &str) -> PyVerdict {
+fn py_verdict(d: &Decision, event: &EventRef) -> PyVerdict {
     let v = &d.verdict;
     PyVerdict {
         seq: d.seq,
         run_id: d.run_id.clone(),
-        agent_id: agent_id.to_string(),
+        agent_id: event.agent_id.to_string(),
         action: v.action.name(),
         detector: label(v.detector.name()),
         level: label(v.level.name()),
@@ -210,6 +213,8 @@ fn py_verdict(d: &Decision, agent_id: &str) -> PyVerdict {
         evidence_call_ids: v.evidence_call_ids.clone(),
         loop_started_seq: v.evidence_seqs.first().copied().unwrap_or(0),
         shadow_action: v.shadow_action.map(Action::name),
+        kind: service::kind_name(&event.kind),
+        tool_call_id: event.tool_call_id().to_string(),
     }
 }
 
@@ -500,7 +505,7 @@ impl PyCore {
                  report: bool, mut summary: Summary) -> PyResult<Answer> {
         let decisions = self.core.evaluate_refs(events, tenant, routed, now, &mut summary);
         let reported = if report {
-            decisions.iter().zip(events).filter(|(d, _)| reportable(d)).map(|(d, e)| py_verdict(d, e.agent_id)).collect()
+            decisions.iter().zip(events).filter(|(d, _)| reportable(d)).map(|(d, e)| py_verdict(d, e)).collect()
         } else {
             Vec::new()
         };
@@ -513,7 +518,7 @@ impl PyCore {
                 (Some(PyBytes::new(py, &pb::CheckResponse { verdict }.encode_to_vec()).unbind()), None)
             }
             Form::Decide => {
-                let d = decisions.first().map(|d| py_verdict(d, events[0].agent_id));
+                let d = decisions.first().map(|d| py_verdict(d, &events[0]));
                 (None, d.map(|v| Py::new(py, v)).transpose()?)
             }
         };

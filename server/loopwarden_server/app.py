@@ -119,7 +119,8 @@ class Daemon:
         )
         servicer = LoopDetectionServicer(self.core, self.metrics, self.servers.lifecycle, identity,
                                          settings.limits.stream_idle_timeout_seconds, loader=loader,
-                                         current_span=self.tracing.current_span() if self.tracing is not None else None)
+                                         current_span=self.tracing.current_span() if self.tracing is not None else None,
+                                         verdict_event=self.tracing.verdict_event if self.tracing is not None else None)
         self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(servicer, server))
         self.hooks = (hooks_listener(
             settings.hooks_listen, CoreHookEvaluator(self.core, loader), self.servers.lifecycle, self.metrics,

@@ -13,6 +13,16 @@ otherwise):
   caller's trace not sampled, or OTEL_TRACES_SAMPLER) costs one check per decision.
 Health and reflection are not traced (probes would drown the traces).
 
+In the GenAI conventions: with OTEL_SEMCONV_STABILITY_OPT_IN including `gen_ai_latest_experimental`,
+each of those events is a `gen_ai.guardrail.result` event instead, in the OpenTelemetry GenAI
+guardrail conventions pinned in loopwarden.tracing (the client module, which holds the one mapping
+of a verdict onto them: loopwarden's action names as result values, the detector as the rule id,
+the event's kind as the source, its agent id as the policy id, `gen_ai.tool.name`,
+`gen_ai.tool.call.id`, the run id as `gen_ai.conversation.id`, and loopwarden's decision id, seq and
+count beside them). The conventions' `apply_guardrail` CLIENT span is the caller's: the clients emit
+it and send its trace context, so the daemon's server span, holding these events, is its child.
+Without the opt-in the `loopwarden.verdict` events above are unchanged.
+
 Where spans go: `--otlp-endpoint http(s)://HOST:PORT[/PATH]` exports OTLP/HTTP (protobuf; the path
 defaults to /v1/traces); a bare `HOST:PORT` exports OTLP/gRPC in plaintext, as a collector's 4317
 receiver listens by default. OTEL_EXPORTER_OTLP_PROTOCOL (grpc | http/protobuf) overrides that
@@ -29,6 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+from loopwarden.tracing import GUARDRAIL_RESULT_EVENT, opted_in, result_attributes
 
 OTEL_EXTRA = "pip install 'loopwarden[otel]'"
 VERDICT_EVENT = "loopwarden.verdict"
@@ -125,17 +137,19 @@ def tracing_from(flag_endpoint: str | None, environ: Mapping[str, str], *, versi
     resource = Resource.create({SERVICE_NAME: "loopwarden", SERVICE_VERSION: version or "unknown"})
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    return Tracing(provider, target.describe(), version)
+    return Tracing(provider, target.describe(), version, genai=opted_in(environ))
 
 
 class Tracing:
     """The tracer provider and what the composition root wires in: a server interceptor and a
     service wrapper that adds verdict events to the current span."""
 
-    def __init__(self, provider, description: str, version: str = "") -> None:
+    def __init__(self, provider, description: str, version: str = "", *, genai: bool = False) -> None:
         self.provider = provider
-        self.description = description
         self.available = provider is not None
+        # OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental: verdicts in the GenAI conventions.
+        self.genai = genai
+        self.description = f"{description}; GenAI guardrail conventions" if genai and self.available else description
         self._tracer = provider.get_tracer("loopwarden", version) if provider is not None else None
 
     @classmethod
@@ -157,6 +171,12 @@ class Tracing:
         from opentelemetry.trace import get_current_span
 
         return get_current_span
+
+    def verdict_event(self, verdict) -> tuple[str, dict[str, Any]]:
+        """The span event (name, attributes) for one decision the core reported."""
+        if self.genai:
+            return GUARDRAIL_RESULT_EVENT, core_guardrail_attributes(verdict)
+        return VERDICT_EVENT, core_verdict_attributes(verdict)
 
     def shutdown(self) -> None:
         """Export what is still buffered (bounded by the exporter's timeout)."""
@@ -202,6 +222,15 @@ def core_verdict_attributes(verdict) -> dict[str, Any]:
     return _attributes(verdict.run_id, verdict.seq, verdict.action, verdict.detector or "none", verdict.count,
                        verdict.decision_id, verdict.tool_name, verdict.agent_id, verdict.error_code,
                        verdict.shadow_action)
+
+
+def core_guardrail_attributes(verdict) -> dict[str, Any]:
+    """The `gen_ai.guardrail.result` event's attributes for one decision (the opt-in's form)."""
+    return result_attributes(
+        action=verdict.action, run_id=verdict.run_id, kind=verdict.kind, detector=verdict.detector,
+        tool_name=verdict.tool_name, tool_call_id=verdict.tool_call_id, agent_id=verdict.agent_id,
+        error_code=verdict.error_code, decision_id=verdict.decision_id, seq=verdict.seq, count=verdict.count,
+        shadow_action=verdict.shadow_action)
 
 
 def _attributes(run_id: str, seq: int, action: str, detector: str, count: int, decision_id: str, tool: str,

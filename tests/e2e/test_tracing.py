@@ -5,105 +5,34 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import threading
-from concurrent import futures
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import grpc
 import pytest
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from loopwarden import LoopwardenClient
-from loopwarden_server.tracing import OTEL_EXTRA, VERDICT_EVENT
+from loopwarden_server.tracing import OTEL_EXTRA
 from tests.support.cli import loopwarden
 from tests.support.daemon import running_daemon
-from tests.support.tracing import PARENT_SPAN_ID, SERVICE, TRACE_ID, loop_until_block, traceparent, until
+from tests.support.otlp import grpc_receiver_running, http_receiver_running
+from tests.support.tracing import PARENT_SPAN_ID, TRACE_ID, loop_until_block, traceparent, until
 
 
 # ---------------------------------------------------------------------------------------------
 # End to end: the daemon as a subprocess, exporting to receivers on loopback
 
 
-class Received:
-    """Spans a receiver got, flattened: (name, trace id, parent span id, [event attributes])."""
-
-    def __init__(self) -> None:
-        self.spans: list[dict] = []
-        self._lock = threading.Lock()
-
-    def add(self, request: trace_service_pb2.ExportTraceServiceRequest) -> None:
-        with self._lock:
-            for resource_spans in request.resource_spans:
-                service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}.get("service.name")
-                for scope_spans in resource_spans.scope_spans:
-                    for span in scope_spans.spans:
-                        self.spans.append({
-                            "service": service, "name": span.name, "trace_id": span.trace_id.hex(),
-                            "parent_span_id": span.parent_span_id.hex(),
-                            "events": [{a.key: _value(a.value) for a in event.attributes}
-                                       for event in span.events if event.name == VERDICT_EVENT]})
-
-    def named(self, method: str, trace_id: int) -> list[dict]:
-        with self._lock:
-            return [span for span in self.spans if span["name"] == f"/{SERVICE}/{method}"
-                    and span["trace_id"] == f"{trace_id:032x}"]
-
-
-def _value(value):
-    kind = value.WhichOneof("value")
-    return getattr(value, kind) if kind else None
-
-
 @pytest.fixture
 def http_receiver():
-    """An OTLP/HTTP receiver: POST /v1/traces with an ExportTraceServiceRequest (protobuf)."""
-    received = Received()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - the http.server hook's name
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            if self.path != "/v1/traces":
-                self.send_response(404)
-                self.end_headers()
-                return
-            received.add(trace_service_pb2.ExportTraceServiceRequest.FromString(body))
-            reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-        def log_message(self, *_args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", received
-    server.shutdown()
-    server.server_close()
+    yield from http_receiver_running()
 
 
 @pytest.fixture
 def grpc_receiver():
-    """An OTLP/gRPC receiver (opentelemetry.proto.collector.trace.v1.TraceService) on loopback, plaintext."""
-    received = Received()
-
-    class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request, context):  # noqa: N802 - the service's method name
-            received.add(request)
-            return trace_service_pb2.ExportTraceServiceResponse()
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    yield f"127.0.0.1:{port}", received
-    server.stop(0)
+    yield from grpc_receiver_running()
 
 
-FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
+# Fast export, and the GenAI opt-in unset whatever the caller's environment says: these spans are
+# the default form (the opt-in's: test_tracing_genai.py).
+FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_SEMCONV_STABILITY_OPT_IN": ""}
 
 
 class TestEndToEnd:

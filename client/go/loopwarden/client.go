@@ -91,6 +91,8 @@ type Client struct {
 	timeout     time.Duration
 	dialOptions []grpc.DialOption
 	seq         atomic.Uint64
+	target      string
+	tracer      Tracer // WithTracer; nil: no tracing
 
 	mu     sync.Mutex // guards the streams; held for one request/response pair
 	stream grpc.BidiStreamingClient[pb.EvaluateRequest, pb.EvaluateResponse]
@@ -111,7 +113,7 @@ type runStream struct {
 // transport credentials unless WithDialOptions says otherwise. It connects lazily: the first call
 // dials.
 func New(target string, opts ...Option) (*Client, error) {
-	c := &Client{timeout: 10 * time.Second, trees: newRunTrees(defaultTreeCapacity)}
+	c := &Client{timeout: 10 * time.Second, trees: newRunTrees(defaultTreeCapacity), target: target}
 	for _, opt := range opts {
 		opt.applyToClient(c)
 	}
@@ -172,6 +174,12 @@ func (c *Client) Evaluate(ctx context.Context, events ...Event) ([]Verdict, erro
 	for i, event := range events {
 		messages[i] = event.wire()
 	}
+	return c.traced(ctx, "Evaluate", messages, func(ctx context.Context, _ map[string]string) ([]Verdict, error) {
+		return c.evaluate(ctx, messages)
+	})
+}
+
+func (c *Client) evaluate(ctx context.Context, messages []*pb.Event) ([]Verdict, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.maxRunStreams > 0 {
@@ -379,14 +387,21 @@ func (c *Client) RunEnd(ctx context.Context, runID string, opts ...EventOption) 
 // without a stream, bounded by ctx and by the client's timeout (WithTimeout).
 func (c *Client) Check(ctx context.Context, event Event) (Verdict, error) {
 	message := event.wire()
-	root := c.trees.learn(message.GetRunId(), message.GetParentRunId(), "")
-	ctx, cancel := context.WithTimeout(c.routed(ctx, root), c.timeout)
-	defer cancel()
-	response, err := c.stub.Check(ctx, &pb.CheckRequest{Event: message})
+	verdicts, err := c.traced(ctx, "Check", []*pb.Event{message},
+		func(ctx context.Context, headers map[string]string) ([]Verdict, error) {
+			root := c.trees.learn(message.GetRunId(), message.GetParentRunId(), "")
+			ctx, cancel := context.WithTimeout(withHeaders(c.routed(ctx, root), headers), c.timeout)
+			defer cancel()
+			response, err := c.stub.Check(ctx, &pb.CheckRequest{Event: message})
+			if err != nil {
+				return nil, &unavailable{err}
+			}
+			return []Verdict{verdictFromMessage(response.GetVerdict())}, nil
+		})
 	if err != nil {
-		return Verdict{}, &unavailable{err}
+		return Verdict{}, err
 	}
-	return verdictFromMessage(response.GetVerdict()), nil
+	return verdicts[0], nil
 }
 
 // Inspect is the InspectRun RPC: a read-only view of one run; an ErrRunNotFound error for a run

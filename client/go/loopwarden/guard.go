@@ -125,6 +125,18 @@ func (g *Guard) Call(ctx context.Context, toolName string, params any, fn func(c
 	// accepts_ask only with a handler: a guard that cannot ask gets the BLOCK it would get without.
 	ids = append(ids, WithParentRunID(g.parentRunID), WithRootRunID(g.rootRunID), WithAcceptsAsk(g.onAsk != nil))
 	ids = append(ids, opts...)
+	if tracer := g.client.tracer; tracer != nil {
+		ctx, end := tracer.StartTool(ctx, TracedTool{RunID: g.runID, ToolName: toolName, ToolCallID: fields(ids).toolCallID})
+		result, err := g.call(ctx, toolName, params, fn, ids)
+		end(err)
+		return result, err
+	}
+	return g.call(ctx, toolName, params, fn, ids)
+}
+
+// call is Call once the events' options are set (inside the tracer's tool span, when there is one).
+func (g *Guard) call(ctx context.Context, toolName string, params any, fn func(context.Context) (any, error),
+	ids []EventOption) (any, error) {
 	verdict, err := g.client.ToolCall(ctx, g.runID, toolName, params, ids...)
 	if err != nil {
 		if !errors.Is(err, ErrUnavailable) || !g.failOpen {

@@ -13,6 +13,7 @@ import {
 } from './events.js';
 import { exemptionFromMessage, inspectionFromMessage } from './inspection.js';
 import { createStub } from './stub.js';
+import { guardrailSpans } from './tracing.js';
 import { RunTrees } from './trees.js';
 import { verdictFromMessage } from './verdicts.js';
 
@@ -66,11 +67,14 @@ export class LoopwardenClient {
     this.maxRunStreams = options.maxRunStreams ?? 1024;
     /** @private @type {Map<string, RunStream>} most recently used last */
     this.runStreams = new Map();
+    /** Guardrail spans (tracing.js): null unless @opentelemetry/api is installed and the GenAI opt-in is set. */
+    this.tracing = guardrailSpans(target, options.tracerProvider);
   }
 
-  /** @private @param {string} runId */
-  routed(runId) {
+  /** @private @param {string} runId @param {Record<string, string>} [headers] trace context, in place of the caller's */
+  routed(runId, headers = {}) {
     const metadata = this.metadata.clone();
+    for (const [key, value] of Object.entries(headers)) metadata.set(key, value);
     const id = runId.trim();
     if (id) metadata.set(ROUTING_HEADER, id);
     return metadata;
@@ -115,6 +119,12 @@ export class LoopwardenClient {
    * @returns {Promise<Verdict[]>}
    */
   evaluate(events) {
+    if (!this.tracing) return this.evaluateUntraced(events);
+    return this.tracing.request(events, () => this.evaluateUntraced(events));
+  }
+
+  /** @private @param {object[]} events @returns {Promise<Verdict[]>} */
+  evaluateUntraced(events) {
     if (this.perRun) return this.evaluatePerRun(events);
     return new Promise((resolve, reject) => {
       const call = this.stream();
@@ -238,12 +248,12 @@ export class LoopwardenClient {
 
   /**
    * @private @param {string} method @param {object} request @param {string} runId the tree's root ('' for no header)
-   * @returns {Promise<any>}
+   * @param {Record<string, string>} [headers] @returns {Promise<any>}
    */
-  unary(method, request, runId) {
+  unary(method, request, runId, headers) {
     return new Promise((resolve, reject) => {
       const deadline = new Date(Date.now() + this.timeoutMs);
-      this.stub[method](request, this.routed(runId), { deadline }, (/** @type {any} */ err, /** @type {any} */ response) => {
+      this.stub[method](request, this.routed(runId, headers), { deadline }, (/** @type {any} */ err, /** @type {any} */ response) => {
         if (err) reject(err);
         else resolve(response);
       });
@@ -255,9 +265,17 @@ export class LoopwardenClient {
    * @param {object} event @returns {Promise<Verdict>}
    */
   async check(event) {
+    if (!this.tracing) return this.checkUntraced(event, {});
+    const [verdict] = await this.tracing.request([event], async (headers) => [await this.checkUntraced(event, headers)]);
+    return verdict;
+  }
+
+  /** @private @param {object} event @param {Record<string, string>} headers @returns {Promise<Verdict>} */
+  async checkUntraced(event, headers) {
     try {
       const e = /** @type {any} */ (event);
-      const response = await this.unary('Check', { event }, this.trees.learn(String(e.runId ?? ''), String(e.parentRunId ?? '')));
+      const response = await this.unary('Check', { event }, this.trees.learn(String(e.runId ?? ''), String(e.parentRunId ?? '')),
+        headers);
       return verdictFromMessage(response.verdict);
     } catch (err) {
       throw new LoopwardenUnavailable(describeRpcError(err));

@@ -57,7 +57,8 @@ export function guardTool(client, runId, toolName, fn, options = {}) {
     toolCallId: options.toolCallId, agentId: options.agentId, parentRunId: options.parentRunId,
     rootRunId: options.rootRunId, acceptsAsk: onAsk !== undefined,
   };
-  return async (params = /** @type {P} */ ({})) => {
+  /** @param {P} params */
+  const guarded = async (params) => {
     /** @type {Verdict} */
     let verdict;
     try {
@@ -97,4 +98,8 @@ export function guardTool(client, runId, toolName, fn, options = {}) {
     if (after.action === 'abort') throw new RunAborted(after);
     return result;
   };
+  // With the GenAI tracing opt-in, each call is an execute_tool span holding its guardrail spans.
+  return (params = /** @type {P} */ ({})) => (client.tracing
+    ? client.tracing.executeTool(toolName, ids.toolCallId ?? '', runId, () => guarded(params))
+    : guarded(params));
 }

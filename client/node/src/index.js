@@ -15,3 +15,6 @@ export {
 export { mayRun, verdictFromMessage } from './verdicts.js';
 export { DEFAULT_TARGET, LoopwardenClient } from './client.js';
 export { blockedToolResult, guardTool } from './guard.js';
+export {
+  CONVENTIONS_COMMIT, GUARDRAIL_RESULT_EVENT, GUARDRAIL_SPAN, OPT_IN_VARIABLE, optedIn,
+} from './tracing.js';

@@ -140,6 +140,8 @@ export {};
  * @property {number} [maxRunStreams] per_run mode: most streams kept open (default 1024)
  * @property {boolean} [acceptsAsk] every event says the caller can hold a call for a human (an
  *   event's own acceptsAsk wins), so criticals and budgets configured to ask are answered 'ask'
+ * @property {any} [tracerProvider] the OpenTelemetry TracerProvider of the guardrail spans (default:
+ *   the global one); spans only with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental (tracing.js)
  */
 
 /**

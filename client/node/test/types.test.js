@@ -21,6 +21,8 @@ const PUBLIC_VALUES = [
   'LoopwardenUnavailable', 'PROTO_PATH', 'RunAborted', 'RunNotFound', 'SERVICE_NAME', 'approvalEvent', 'blockedToolResult',
   'compactionRetryEvent', 'guardTool', 'loadService', 'mayRun', 'runEndEvent', 'toolCallEvent', 'toolOutcomeEvent',
   'usageEvent', 'userTurnEvent', 'verdictFromMessage',
+  // tracing.js: the GenAI guardrail conventions' names and opt-in
+  'CONVENTIONS_COMMIT', 'GUARDRAIL_RESULT_EVENT', 'GUARDRAIL_SPAN', 'OPT_IN_VARIABLE', 'optedIn',
 ];
 const PUBLIC_TYPES = [
   'Action', 'ApprovalOptions', 'AskAnswer', 'ClientOptions', 'EffectiveConfig', 'EventOptions', 'Exemption', 'GuardOptions',
@@ -29,6 +31,7 @@ const PUBLIC_TYPES = [
 const CLIENT_MEMBERS = [
   'acceptsAsk', 'agentId', 'approval', 'check', 'close', 'compactionRetry', 'evaluate', 'inspect', 'listExemptions',
   'revokeExemption', 'rootOf', 'runEnd', 'send', 'timeoutMs', 'toolCall', 'toolOutcome', 'usage', 'userTurn',
+  'tracing', // the guardrail spans (tracing.js), null without the GenAI opt-in
 ];
 // The one grpc-js name callers meet: ClientOptions.credentials.
 const GRPC_NAMES = ['ChannelCredentials'];

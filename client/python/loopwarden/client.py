@@ -28,6 +28,7 @@ import grpc
 
 from . import _wire
 from ._wire import MISSING
+from .tracing import GuardrailSpans
 from .trees import RunTrees
 from .types import (
     Exemption, ExemptionNotFound, LoopwardenError, LoopwardenUnavailable, RunInspection, RunNotFound, Verdict,
@@ -183,16 +184,21 @@ class LoopwardenClient(_Verbs):
                  metadata: Sequence[tuple[str, str]] = (), channel: grpc.Channel | None = None,
                  timeout: float = 10.0, token: str | None = None, root_certificates: bytes | None = None,
                  private_key: bytes | None = None, certificate_chain: bytes | None = None,
-                 streams: str = "shared", max_run_streams: int = 1024, accepts_ask: bool = False) -> None:
+                 streams: str = "shared", max_run_streams: int = 1024, accepts_ask: bool = False,
+                 tracer_provider: Any = None) -> None:
         """TLS when root_certificates (the daemon's CA) is given; mTLS adds private_key +
         certificate_chain; `token` is sent as `authorization: Bearer …` on every call;
         `streams="per_run"` for several replicas behind a router (see the module docstring);
         `accepts_ask`: every event says the caller can hold a call for a human (a verb's own
-        accepts_ask wins), so criticals and budgets configured to ask are answered ASK."""
+        accepts_ask wins), so criticals and budgets configured to ask are answered ASK;
+        `tracer_provider`: the OpenTelemetry provider for the guardrail spans (default: the global
+        one; spans only with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental, see
+        loopwarden.tracing)."""
         self._mode = _stream_mode(streams)
         self._max_run_streams = max_run_streams
         self._run_streams: dict[str, tuple[queue.Queue, Any]] = {}
         credentials = _credentials(root_certificates, private_key, certificate_chain)
+        channel_given = channel
         if channel is None:
             channel = (grpc.insecure_channel(target, options=_CHANNEL_OPTIONS) if credentials is None
                        else grpc.secure_channel(target, credentials, options=_CHANNEL_OPTIONS))
@@ -207,6 +213,8 @@ class LoopwardenClient(_Verbs):
         self.accepts_ask = accepts_ask
         self._seq = itertools.count(1)
         self._trees = RunTrees()
+        # None unless OTel is installed and the GenAI opt-in is set: then nothing else per request.
+        self.tracing = GuardrailSpans.create(target if channel_given is None else None, tracer_provider)
 
     def __enter__(self) -> LoopwardenClient:
         return self
@@ -216,6 +224,12 @@ class LoopwardenClient(_Verbs):
 
     def evaluate(self, events: Sequence[pb.Event]) -> list[Verdict]:
         """Send one request carrying several events; one verdict per event, in order."""
+        if self.tracing is None:
+            return self._evaluate(events)
+        with self.tracing.request(events) as request:
+            return request.answered(self._evaluate(events))
+
+    def _evaluate(self, events: Sequence[pb.Event]) -> list[Verdict]:
         if self._mode == "per_run":
             return self._evaluate_per_run(events)
         with self._lock:
@@ -276,9 +290,15 @@ class LoopwardenClient(_Verbs):
     def check(self, event: pb.Event, *, routed: str = "") -> Verdict:
         """The unary Check RPC: the same decision without a stream. `routed`: the run id for the
         routing header, the run tree's root (default: the root this client learned for the run)."""
+        if self.tracing is None:
+            return self._check(event, routed, self._metadata)
+        with self.tracing.request([event]) as request:
+            return request.answered([self._check(event, routed, request.metadata(self._metadata))])[0]
+
+    def _check(self, event: pb.Event, routed: str, metadata: tuple[tuple[str, str], ...]) -> Verdict:
         try:
             response = self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout,
-                                        metadata=_routed(self._metadata, routed or self._trees.learn(
+                                        metadata=_routed(metadata, routed or self._trees.learn(
                                             event.run_id, event.parent_run_id)))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None
@@ -332,16 +352,21 @@ class AsyncLoopwardenClient(_Verbs):
                  metadata: Sequence[tuple[str, str]] = (), channel: grpc.aio.Channel | None = None,
                  timeout: float = 10.0, token: str | None = None, root_certificates: bytes | None = None,
                  private_key: bytes | None = None, certificate_chain: bytes | None = None,
-                 streams: str = "shared", max_run_streams: int = 1024, accepts_ask: bool = False) -> None:
+                 streams: str = "shared", max_run_streams: int = 1024, accepts_ask: bool = False,
+                 tracer_provider: Any = None) -> None:
         """TLS when root_certificates (the daemon's CA) is given; mTLS adds private_key +
         certificate_chain; `token` is sent as `authorization: Bearer …` on every call;
         `streams="per_run"` for several replicas behind a router (see the module docstring);
         `accepts_ask`: every event says the caller can hold a call for a human (a verb's own
-        accepts_ask wins), so criticals and budgets configured to ask are answered ASK."""
+        accepts_ask wins), so criticals and budgets configured to ask are answered ASK;
+        `tracer_provider`: the OpenTelemetry provider for the guardrail spans (default: the global
+        one; spans only with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental, see
+        loopwarden.tracing)."""
         self._mode = _stream_mode(streams)
         self._max_run_streams = max_run_streams
         self._run_calls: dict[str, Any] = {}
         credentials = _credentials(root_certificates, private_key, certificate_chain)
+        channel_given = channel
         if channel is None:
             channel = (grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS) if credentials is None
                        else grpc.aio.secure_channel(target, credentials, options=_CHANNEL_OPTIONS))
@@ -355,6 +380,8 @@ class AsyncLoopwardenClient(_Verbs):
         self.accepts_ask = accepts_ask
         self._seq = itertools.count(1)
         self._trees = RunTrees()
+        # None unless OTel is installed and the GenAI opt-in is set: then nothing else per request.
+        self.tracing = GuardrailSpans.create(target if channel_given is None else None, tracer_provider)
 
     async def __aenter__(self) -> AsyncLoopwardenClient:
         return self
@@ -363,6 +390,13 @@ class AsyncLoopwardenClient(_Verbs):
         await self.close()
 
     async def evaluate(self, events: Sequence[pb.Event]) -> list[Verdict]:
+        """Send one request carrying several events; one verdict per event, in order."""
+        if self.tracing is None:
+            return await self._evaluate(events)
+        with self.tracing.request(events) as request:
+            return request.answered(await self._evaluate(events))
+
+    async def _evaluate(self, events: Sequence[pb.Event]) -> list[Verdict]:
         if self._mode == "per_run":
             return await self._evaluate_per_run(events)
         async with self._lock:
@@ -428,9 +462,15 @@ class AsyncLoopwardenClient(_Verbs):
         return (await self.evaluate([event]))[0]
 
     async def check(self, event: pb.Event, *, routed: str = "") -> Verdict:
+        if self.tracing is None:
+            return await self._check(event, routed, self._metadata)
+        with self.tracing.request([event]) as request:
+            return request.answered([await self._check(event, routed, request.metadata(self._metadata))])[0]
+
+    async def _check(self, event: pb.Event, routed: str, metadata: tuple[tuple[str, str], ...]) -> Verdict:
         try:
             response = await self._stub.Check(pb.CheckRequest(event=event), timeout=self._timeout,
-                                              metadata=_routed(self._metadata, routed or self._trees.learn(
+                                              metadata=_routed(metadata, routed or self._trees.learn(
                                             event.run_id, event.parent_run_id)))
         except grpc.RpcError as exc:
             raise _rpc_error(exc) from None

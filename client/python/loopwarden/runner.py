@@ -135,6 +135,15 @@ class ToolGuard:
 
     def call(self, tool_name: str, fn: Callable[..., Any], params: dict | None = None, *,
              tool_call_id: str = "") -> Any:
+        """Ask, run `fn(**params)` unless stopped, report its outcome. With the GenAI tracing
+        opt-in (loopwarden.tracing) inside an `execute_tool` span, parent of the guardrail spans."""
+        tracing = getattr(self.client, "tracing", None)
+        if tracing is None:
+            return self._call(tool_name, fn, params, tool_call_id)
+        with tracing.execute_tool(tool_name, tool_call_id, self.policy.run_id):
+            return self._call(tool_name, fn, params, tool_call_id)
+
+    def _call(self, tool_name: str, fn: Callable[..., Any], params: dict | None, tool_call_id: str) -> Any:
         params = params or {}
         policy, client = self.policy, self.client
         ids = policy.ids(tool_call_id)
@@ -201,6 +210,15 @@ class AsyncToolGuard:
 
     async def call(self, tool_name: str, fn: Callable[..., Awaitable[Any]], params: dict | None = None, *,
                    tool_call_id: str = "") -> Any:
+        """ToolGuard.call for async tools and the asyncio client."""
+        tracing = getattr(self.client, "tracing", None)
+        if tracing is None:
+            return await self._call(tool_name, fn, params, tool_call_id)
+        with tracing.execute_tool(tool_name, tool_call_id, self.policy.run_id):
+            return await self._call(tool_name, fn, params, tool_call_id)
+
+    async def _call(self, tool_name: str, fn: Callable[..., Awaitable[Any]], params: dict | None,
+                    tool_call_id: str) -> Any:
         params = params or {}
         policy, client = self.policy, self.client
         ids = policy.ids(tool_call_id)

@@ -33,7 +33,7 @@ pub use store::{Entry, RunKey, Store, RECENT_DECISIONS};
 pub use summary::{counter, LogLine, Summary, DEBUG, ERROR, INFO, WARNING};
 pub use trees::{Notice, Totals, TreeLink};
 pub use views::{evaluate_response, verdict_message};
-pub use wire::{decode_in_place, EventRef, Events, KindRef, OutcomeRef};
+pub use wire::{decode_in_place, kind_name, EventRef, Events, KindRef, OutcomeRef};
 
 /// The compiled config: settings per agent id, the defaults, the tool catalog.
 #[derive(Default)]

@@ -12,7 +12,7 @@ use super::retries::content_digest_of;
 use super::store::RECENT_DECISIONS;
 use super::summary::{counter, LogLine, Summary, ERROR};
 use super::views::evaluate_response;
-use super::wire::{decode_in_place, EventRef, Events, KindRef, OutcomeRef};
+use super::wire::{decode_in_place, kind_name, EventRef, Events, KindRef, OutcomeRef};
 use super::{Core, Decision};
 use crate::engine::ask::{Answer, AskIo};
 use crate::engine::{evaluate_with, Action, Event, RunState, Verdict};
@@ -112,19 +112,6 @@ pub fn count_events(data: &[u8], limit: usize) -> Option<usize> {
         return None;
     }
     Some(count)
-}
-
-fn kind_name(kind: &Option<KindRef>) -> &'static str {
-    match kind {
-        Some(KindRef::ToolCall { .. }) => "tool_call",
-        Some(KindRef::ToolOutcome { .. }) => "tool_outcome",
-        Some(KindRef::CompactionRetry) => "compaction_retry",
-        Some(KindRef::RunEnd) => "run_end",
-        Some(KindRef::UserTurn { .. }) => "user_turn",
-        Some(KindRef::Usage { .. }) => "usage",
-        Some(KindRef::Approval { .. }) => "approval",
-        None => "unknown",
-    }
 }
 
 fn too_long(what: &str, chars: usize, limit: usize) -> String {

@@ -59,6 +59,32 @@ impl<'a> From<&'a pb::Event> for EventRef<'a> {
     }
 }
 
+/// The event kind's name as the contract spells it (metrics labels, logs, span events).
+pub fn kind_name(kind: &Option<KindRef>) -> &'static str {
+    match kind {
+        Some(KindRef::ToolCall { .. }) => "tool_call",
+        Some(KindRef::ToolOutcome { .. }) => "tool_outcome",
+        Some(KindRef::CompactionRetry) => "compaction_retry",
+        Some(KindRef::RunEnd) => "run_end",
+        Some(KindRef::UserTurn { .. }) => "user_turn",
+        Some(KindRef::Usage { .. }) => "usage",
+        Some(KindRef::Approval { .. }) => "approval",
+        None => "unknown",
+    }
+}
+
+impl<'a> EventRef<'a> {
+    /// The tool call the event is about, as the caller named it ("" for kinds without one).
+    pub fn tool_call_id(&self) -> &'a str {
+        match self.kind {
+            Some(KindRef::ToolCall { tool_call_id, .. })
+            | Some(KindRef::ToolOutcome { tool_call_id, .. })
+            | Some(KindRef::Approval { tool_call_id, .. }) => tool_call_id,
+            _ => "",
+        }
+    }
+}
+
 pub fn kind_ref(kind: &Option<pb::event::Kind>) -> Option<KindRef<'_>> {
     use pb::event::Kind;
     Some(match kind.as_ref()? {

@@ -131,11 +131,13 @@ def _refusal(reason: str, max_events: int) -> Refusal:
 class LoopDetectionServicer:
     def __init__(self, core: CoreService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
                  stream_idle_timeout_seconds: float, loader: StateKeeper | None = None,
-                 current_span: Callable | None = None) -> None:
+                 current_span: Callable | None = None, verdict_event: Callable | None = None) -> None:
         self._core = core
         self._loader = loader
         # Tracing on: the current span, to add one event per decision other than a plain ALLOW.
         self._current_span = current_span
+        # (name, attributes) of a decision's span event: `loopwarden.verdict`, or the GenAI opt-in's form.
+        self._verdict_event = verdict_event or (lambda verdict: (VERDICT_EVENT, core_verdict_attributes(verdict)))
         self._metrics = metrics
         self._lifecycle = lifecycle
         self._identity = identity
@@ -216,7 +218,7 @@ class LoopDetectionServicer:
     def _trace(self, answer: Answer) -> None:
         span = self._current_span()
         for verdict in answer.summary.reported:
-            span.add_event(VERDICT_EVENT, core_verdict_attributes(verdict))
+            span.add_event(*self._verdict_event(verdict))
 
     async def InspectRun(self, request, context: grpc.aio.ServicerContext) -> pb.InspectRunResponse:
         try:
