@@ -20,6 +20,8 @@ SERVER_EXITED_STATUS = 1
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from loopwarden.connection import add_connection_arguments
 
+    from .listener_auth import add_listener_arguments
+
     judge = parser.add_argument_group("where verdicts come from")
     judge.add_argument("--offline", action="store_true",
                        help="no daemon: the daemon's engine in-process (exactly its decisions; with --config)")
@@ -27,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="with --offline: JSON5 config (default: the embedded default config, detection on)")
     parser.add_argument("--agent", default="", metavar="ID", help="agent id for the per-agent config")
     parser.add_argument("--run-id", default="", metavar="ID",
-                        help="the run's id (default: mcp-proxy-<random>; one proxy process is one run)")
+                        help="the run's id (default: mcp-proxy-<random>): over stdio the session's run; with "
+                             "--listen each session's run is ID-s1, ID-s2, …")
     parser.add_argument("--listen", metavar="HOST:PORT",
                         help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free port)")
     parser.add_argument("--fail-closed", action="store_true",
@@ -36,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="longest wait for one verdict; past it the call is treated as with the daemon "
                              "down (default 5)")
     add_connection_arguments(parser)
+    add_listener_arguments(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
                         help="the MCP server to start, over stdio")
 
@@ -44,7 +48,7 @@ def _say(text: str) -> None:
     print(f"loopwarden mcp-proxy: {text}", file=sys.stderr, flush=True)
 
 
-def _judge(args: argparse.Namespace, run_id: str):
+def _judge(args: argparse.Namespace):
     """The judge (daemon or in-process), or an error message."""
     if args.offline:
         if args.address:
@@ -58,7 +62,7 @@ def _judge(args: argparse.Namespace, run_id: str):
         except (ConfigError, OSError) as exc:
             return f"config: {exc}"
         silence_decision_logs()
-        return lambda: OfflineJudge(config, run_id, agent_id=args.agent)
+        return lambda: OfflineJudge(config, agent_id=args.agent)
     if args.config:
         return "--config needs --offline (a daemon decides on its own config)"
     from loopwarden.connection import ConnectionSettingsError, connection_from
@@ -70,7 +74,7 @@ def _judge(args: argparse.Namespace, run_id: str):
     except ConnectionSettingsError as exc:
         return str(exc)
     # NOTE: a factory: a grpc.aio channel belongs to the loop it is made on, which starts later.
-    return lambda: DaemonJudge(connection.address, run_id, agent_id=args.agent, timeout=_check_timeout(args),
+    return lambda: DaemonJudge(connection.address, agent_id=args.agent, timeout=_check_timeout(args),
                                **connection.client_kwargs())
 
 
@@ -97,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
         _say(f"--check-timeout must be a number of seconds above 0 and at most 300, got {args.check_timeout:g}")
         return 2
     run_id = args.run_id or f"mcp-proxy-{uuid.uuid4().hex[:12]}"
-    judge = _judge(args, run_id)
+    judge = _judge(args)
     if isinstance(judge, str):
         _say(judge)
         return 2
@@ -108,12 +112,25 @@ def main(args: argparse.Namespace) -> int:
             _say(f"--listen must be HOST:PORT, got {args.listen!r}")
             return 2
         listen = (host.strip("[]"), int(port))
+    from .listener_auth import ListenerGate, security_from
+
+    security = security_from(args)
+    if isinstance(security, str):
+        _say(security)
+        return 2
+    gate = None
+    if listen is not None:
+        try:
+            gate = ListenerGate(security)
+        except (OSError, ValueError) as exc:  # ssl.SSLError and TokenFileError are both
+            _say(f"--listen: cannot load its token file or TLS files: {exc}")
+            return 2
     # The child gets the proxy's whole environment (the SDK's default passes only a safe few).
     server = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
     where = "in-process (offline)" if args.offline else f"the daemon at {args.address or 'the default address'}"
     _say(f"run {run_id}: guarding {' '.join(command)} with {where}")
     try:
-        return anyio.run(_serve, server, judge, args.fail_closed, _check_timeout(args), listen)
+        return anyio.run(_serve, server, judge, args.fail_closed, _check_timeout(args), listen, run_id, gate)
     except OSError as exc:
         _say(f"cannot start {command[0]}: {exc.strerror or exc}")
         return 2
@@ -121,18 +138,19 @@ def main(args: argparse.Namespace) -> int:
         return 0
 
 
-async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen) -> int:
+async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen, run_id: str, gate=None) -> int:
     """Serve until the client is done; the exit status."""
     import anyio
 
-    from .guard import ProxyGuard
+    from .guard import ProxyGuard, SessionRun
 
     guard = ProxyGuard(make_judge(), fail_closed=fail_closed, timeout=timeout)
     try:
         if listen is not None:
             from .http import serve_http
 
-            await serve_http(*listen, server, guard, on_listening=lambda url: _say(f"listening on {url}"))
+            await serve_http(*listen, server, guard, run_id=run_id, gate=gate,
+                             on_listening=lambda url: _say(f"listening on {url}"))
             return 0
         from mcp.client.stdio import stdio_client
         from mcp.server.stdio import stdio_server
@@ -140,19 +158,21 @@ async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen) 
         from .relay import Relay
         from .stdio import StdoutLines, stdin_lines
 
-        relay = Relay(guard)
+        run = SessionRun(run_id)
+        relay = Relay(guard, run)
         stdout = StdoutLines()
         try:
             # The SDK's stdio_server ends once stdin has and its output stream is closed; once the
             # relay is done (the client ended, or the server is gone) neither is worth waiting for.
             with anyio.CancelScope() as scope:
                 async with stdio_client(server) as (server_read, server_write), \
-                        stdio_server(stdin=await stdin_lines(), stdout=stdout) as (client_read, client_write):
+                        stdio_server(stdin=await stdin_lines(stdout), stdout=stdout) as (client_read, client_write):
                     await relay.run(client_read, client_write, server_read, server_write)
                     await client_write.aclose()
                     scope.cancel()
         finally:
             stdout.drain()  # whatever the cancellation left unwritten: the errors the client is owed
+            await guard.end(run)
         if relay.server_exited:
             _say(f"exiting with status {SERVER_EXITED_STATUS}: the MCP server is gone")
             return SERVER_EXITED_STATUS

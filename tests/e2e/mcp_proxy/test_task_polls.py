@@ -10,7 +10,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from loopwarden_server.config import load_config_text
-from loopwarden_server.mcp_proxy.guard import OfflineJudge, ProxyGuard
+from loopwarden_server.mcp_proxy.guard import OfflineJudge, ProxyGuard, SessionRun
 from loopwarden_server.mcp_proxy.relay import REFUSED, Relay
 
 CONFIG = '{"tools": {"loopDetection": {"enabled": true}}}'
@@ -20,8 +20,8 @@ def poll_task(polls: int, status_of) -> list:
     """`polls` tasks/get requests through the relay, each answered by a server reporting
     `status_of(i)` for the i-th poll it sees; the client's answers in order."""
     async def main():
-        guard = ProxyGuard(OfflineJudge(load_config_text(CONFIG), "task-run"), stderr=io.StringIO())
-        relay = Relay(guard, stderr=io.StringIO())
+        guard = ProxyGuard(OfflineJudge(load_config_text(CONFIG)), stderr=io.StringIO())
+        relay = Relay(guard, SessionRun("task-run"), stderr=io.StringIO())
         to_proxy, client_read = anyio.create_memory_object_stream(100)
         client_write, from_proxy = anyio.create_memory_object_stream(100)
         server_write, to_server = anyio.create_memory_object_stream(100)
