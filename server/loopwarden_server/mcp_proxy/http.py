@@ -1,8 +1,10 @@
 """--listen: the proxy as a Streamable HTTP MCP server at http://HOST:PORT/mcp.
 
 Each MCP session (one `initialize` without a session id) gets a server child of its own and a
-relay between the SDK's Streamable HTTP transport and the child's stdio; every session of the
-proxy is the same run. The transport answers requests of a session it does not know with 404,
+relay between the SDK's Streamable HTTP transport and the child's stdio, and a run of its own
+(`--run-id` ID gives ID-s1, ID-s2, …). The listener admits only what `listener_auth` allows (a
+bearer token, a client certificate), and a POST body over MAX_MESSAGE_BYTES is answered 413
+unread. The transport answers requests of a session it does not know with 404,
 as the specification says, and Host/Origin are checked against the listening address
 (DNS-rebinding protection).
 
