@@ -33,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--listen each session's run is ID-s1, ID-s2, …")
     parser.add_argument("--listen", metavar="HOST:PORT",
                         help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free port)")
+    parser.add_argument("--max-sessions", type=int, default=None, metavar="N",
+                        help="with --listen: sessions (so server children) open at once; a new one past it is "
+                             "answered 503 (default 32, at most 10000)")
+    parser.add_argument("--session-idle-seconds", type=float, default=None, metavar="SECONDS",
+                        help="with --listen: a session with no request and no open stream this long is ended and "
+                             "its server child stopped (default 1800, 1 to 86400)")
     parser.add_argument("--fail-closed", action="store_true",
                         help="refuse tool calls while the daemon cannot be asked (default: they run unguarded)")
     parser.add_argument("--check-timeout", type=float, default=None, metavar="SECONDS",
@@ -84,6 +90,23 @@ def _check_timeout(args: argparse.Namespace) -> float:
     return JUDGE_TIMEOUT_SECONDS if args.check_timeout is None else args.check_timeout
 
 
+def _session_limits(args: argparse.Namespace, listen):
+    """--max-sessions and --session-idle-seconds (HTTP only), or an error message naming the flag."""
+    from .http import MAX_SESSIONS, SESSION_IDLE_SECONDS, SessionLimits
+
+    if listen is None:
+        given = "--max-sessions" if args.max_sessions is not None else (
+            "--session-idle-seconds" if args.session_idle_seconds is not None else None)
+        return f"{given} needs --listen (over stdio the proxy is one session)" if given else None
+    most = MAX_SESSIONS if args.max_sessions is None else args.max_sessions
+    idle = SESSION_IDLE_SECONDS if args.session_idle_seconds is None else args.session_idle_seconds
+    if not 1 <= most <= 10_000:
+        return f"--max-sessions must be 1 to 10000, got {most}"
+    if not (math.isfinite(idle) and 1 <= idle <= 86_400):
+        return f"--session-idle-seconds must be 1 to 86400, got {idle:g}"
+    return SessionLimits(most, idle)
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         import anyio
@@ -112,6 +135,10 @@ def main(args: argparse.Namespace) -> int:
             _say(f"--listen must be HOST:PORT, got {args.listen!r}")
             return 2
         listen = (host.strip("[]"), int(port))
+    limits = _session_limits(args, listen)
+    if isinstance(limits, str):
+        _say(limits)
+        return 2
     from .listener_auth import ListenerGate, security_from
 
     security = security_from(args)
@@ -130,7 +157,7 @@ def main(args: argparse.Namespace) -> int:
     where = "in-process (offline)" if args.offline else f"the daemon at {args.address or 'the default address'}"
     _say(f"run {run_id}: guarding {' '.join(command)} with {where}")
     try:
-        return anyio.run(_serve, server, judge, args.fail_closed, _check_timeout(args), listen, run_id, gate)
+        return anyio.run(_serve, server, judge, args.fail_closed, _check_timeout(args), listen, run_id, gate, limits)
     except OSError as exc:
         _say(f"cannot start {command[0]}: {exc.strerror or exc}")
         return 2
@@ -138,7 +165,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
 
 
-async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen, run_id: str, gate=None) -> int:
+async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen, run_id: str, gate=None,
+                 limits=None) -> int:
     """Serve until the client is done; the exit status."""
     import anyio
 
@@ -149,7 +177,7 @@ async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen, 
         if listen is not None:
             from .http import serve_http
 
-            await serve_http(*listen, server, guard, run_id=run_id, gate=gate,
+            await serve_http(*listen, server, guard, run_id=run_id, gate=gate, limits=limits,
                              on_listening=lambda url: _say(f"listening on {url}"))
             return 0
         from mcp.client.stdio import stdio_client

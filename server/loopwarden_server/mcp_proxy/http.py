@@ -9,11 +9,12 @@ as the specification says, and Host/Origin are checked against the listening add
 (DNS-rebinding protection).
 
 Sessions come and go while the proxy stays: whatever ends one (the client's DELETE, a client
-that vanished and left it idle for SESSION_IDLE_SECONDS, its server child exiting, an error in
+that vanished and left it idle for --session-idle-seconds, its server child exiting, an error in
 its relay) ends that session alone: it is forgotten (its id answers 404), its transport
 terminated and its server child stopped, each in the session's own task, so nothing of one
-session can end another or the proxy. This follows the SDK's own StreamableHTTPSessionManager,
-which serves an in-process `Server` where this serves a relay to a child process.
+session can end another or the proxy. At most --max-sessions are open at once (a new one past
+it is answered 503 before a server child starts). This follows the SDK's own
+StreamableHTTPSessionManager, which serves an in-process `Server` where this serves a relay to a child process.
 
 The proxy speaks the session revisions of Streamable HTTP (initialize handshake, Mcp-Session-Id:
 2024-11-05 to 2025-11-25, HANDSHAKE_PROTOCOL_VERSIONS). A request of the 2026-07-28 revision
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TextIO
 from uuid import uuid4
 
@@ -45,8 +47,18 @@ from .session_meta import ID_PREFIX_BYTES, MAX_MESSAGE_BYTES, too_large_error
 
 PATH = "/mcp"
 # A session nobody has sent a request to (and with no open GET stream) for this long is ended:
-# a client that vanished without a DELETE does not keep its server child forever. The SDK's default.
+# a client that vanished without a DELETE does not keep its server child forever. The SDK's default
+# (--session-idle-seconds).
 SESSION_IDLE_SECONDS = 30 * 60
+# Sessions open at once, so server children at once (--max-sessions): each session is a process,
+# so this bounds the proxy's memory at about this many times one server's.
+MAX_SESSIONS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    max_sessions: int = MAX_SESSIONS
+    idle_seconds: float = SESSION_IDLE_SECONDS
 
 
 async def _reply(send, status: int, message: str, *, code: int = -32600, data: dict | None = None,
@@ -97,8 +109,9 @@ class _Sessions:
     """The open sessions of one listening proxy, each a task of `group`."""
 
     def __init__(self, group, server: StdioServerParameters, guard: ProxyGuard, bound: list[str],
-                 stderr: TextIO, run_id: str, gate: ListenerGate | None) -> None:
+                 stderr: TextIO, run_id: str, gate: ListenerGate | None, limits: SessionLimits) -> None:
         self._group = group
+        self._limits = limits
         self._gate = gate
         self._run_id = run_id
         self._server = server
@@ -132,7 +145,7 @@ class _Sessions:
                 with transport.idle_scope or anyio.CancelScope() as idle:
                     await relay.run(client_read, client_write, server_read, server_write)
                 if idle.cancelled_caught:
-                    self._say(f"session {number} ended: idle for {SESSION_IDLE_SECONDS} s")
+                    self._say(f"session {number} ended: idle for {self._limits.idle_seconds:g} s")
         except Exception as exc:  # noqa: BLE001 - one session's failure must not end the others
             if not started:
                 raise  # the opening request reports it (the server could not be started)
@@ -145,7 +158,7 @@ class _Sessions:
 
     async def _open_session(self, scope, receive, send) -> None:
         transport = StreamableHTTPServerTransport(
-            mcp_session_id=uuid4().hex, idle_timeout=SESSION_IDLE_SECONDS, security_settings=TransportSecuritySettings(
+            mcp_session_id=uuid4().hex, idle_timeout=self._limits.idle_seconds, security_settings=TransportSecuritySettings(
                 allowed_hosts=self._bound, allowed_origins=[f"{scheme}://{address}" for address in self._bound
                                                       for scheme in ("http", "https")]))
         self._open[transport.mcp_session_id] = transport
@@ -192,6 +205,13 @@ class _Sessions:
                          data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version.decode("latin-1")})
             return
         if session_id is None:
+            if len(self._open) >= self._limits.max_sessions:
+                # Refused before a server child is started: the cap holds under any flood.
+                self._say(f"refused a new session: {len(self._open)} open, at most {self._limits.max_sessions} "
+                          "(--max-sessions)")
+                await _reply(send, 503, f"loopwarden mcp-proxy serves at most {self._limits.max_sessions} sessions "
+                             "at once; end one (DELETE) or retry later", extra_headers=[(b"retry-after", b"5")])
+                return
             await self._open_session(scope, receive, send)
             return
         transport = self._open.get(session_id.decode("latin-1"))
@@ -205,10 +225,10 @@ class _Sessions:
 
 async def serve_http(host: str, port: int, server: StdioServerParameters, guard: ProxyGuard, *, run_id: str,
                      on_listening: Callable[[str], None], stderr: TextIO = sys.stderr,
-                     gate: ListenerGate | None = None) -> None:
+                     gate: ListenerGate | None = None, limits: SessionLimits = SessionLimits()) -> None:
     bound: list[str] = []
     async with anyio.create_task_group() as group:
-        sessions = _Sessions(group, server, guard, bound, stderr, run_id, gate)
+        sessions = _Sessions(group, server, guard, bound, stderr, run_id, gate, limits)
         config = uvicorn.Config(sessions.app, host=host, port=port, lifespan="off", interface="asgi3",
                                 log_level="warning", access_log=False)
         config.load()

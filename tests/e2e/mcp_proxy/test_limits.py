@@ -1,0 +1,121 @@
+"""Issue 27 item 4, the MCP proxy's part: --listen caps its sessions (so its server children) and
+ends idle ones. The real proxy process, real SDK clients over Streamable HTTP, a real MCP server."""
+from __future__ import annotations
+
+import subprocess
+import time
+
+import anyio
+import httpx
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.e2e.mcp_proxy.test_hostile import INITIALIZE
+from tests.e2e.mcp_proxy.test_peers import ANSWER, listening_proxy, texts
+
+
+def children(pid: int) -> int:
+    """The proxy's child processes (one MCP server per session)."""
+    done = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, check=False)
+    return len(done.stdout.split())
+
+
+def test_forty_sessions_start_at_most_the_cap_of_server_children(daemon, tmp_path):
+    """--max-sessions 4, then 40 sessions opened at once and held: 4 are served, 36 are refused
+    503 before any server starts; at most 4 server children ever run; once the 4 end, a new
+    session is served."""
+    log, errlog = tmp_path / "backend.log", tmp_path / "proxy.err"
+    with listening_proxy("--address", daemon.grpc_target, "--max-sessions", "4", log=log, errlog=errlog) as (
+            process, url):
+        most_children = 0
+
+        async def flood():
+            nonlocal most_children
+            served, refused = [], []
+            release = anyio.Event()
+
+            async def one(index):
+                try:
+                    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+                        await session.initialize()
+                        served.append(texts(await session.call_tool("lookup", {"query": f"q{index}"})))
+                        await release.wait()
+                except Exception as exc:  # noqa: BLE001 - a refused session: the SDK raises its own way
+                    refused.append(type(exc).__name__)
+
+            async with anyio.create_task_group() as group:
+                for index in range(40):
+                    group.start_soon(one, index)
+                for _ in range(200):
+                    most_children = max(most_children, children(process.pid))
+                    if len(served) + len(refused) == 40:
+                        break
+                    await anyio.sleep(0.05)
+                most_children = max(most_children, children(process.pid))
+                release.set()
+            return served, refused
+
+        served, refused = anyio.run(flood)
+
+        async def later():
+            async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return texts(await session.call_tool("lookup", {"query": "later"}))
+
+        for _ in range(100):  # the 4 sessions' ends are each their own task: wait for them
+            if children(process.pid) == 0:
+                break
+            time.sleep(0.05)
+        after = anyio.run(later)
+        alive = process.poll() is None
+
+    assert (4, 36) == (len(served), len(refused))
+    assert most_children <= 4
+    assert [ANSWER] == after and alive
+    assert "refused a new session: 4 open, at most 4 (--max-sessions)" in errlog.read_text()
+
+
+def test_an_idle_session_is_ended_and_frees_its_place(daemon, tmp_path):
+    """--session-idle-seconds 1 and --max-sessions 1: a client that vanishes without a DELETE
+    holds its session (and its server child) only until it has been idle that long."""
+    log, errlog = tmp_path / "backend.log", tmp_path / "proxy.err"
+    with listening_proxy("--address", daemon.grpc_target, "--max-sessions", "1", "--session-idle-seconds", "1",
+                         log=log, errlog=errlog) as (process, url):
+        async def vanish():
+            client = httpx2.AsyncClient()
+            async with client, streamable_http_client(url, http_client=client, terminate_on_close=False) as (
+                    read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return texts(await session.call_tool("lookup", {"query": "gone"}))
+
+        first = anyio.run(vanish)
+        full = httpx.post(url, json=INITIALIZE, headers={"accept": "application/json, text/event-stream"})
+        for _ in range(100):
+            if "idle for 1 s" in errlog.read_text():
+                break
+            time.sleep(0.1)
+        second = None
+        for _ in range(20):  # the session is forgotten just after that line is written
+            try:
+                second = anyio.run(vanish)
+                break
+            except Exception:  # noqa: BLE001 - refused while the ended session was being forgotten
+                time.sleep(0.1)
+
+    assert [ANSWER] == first
+    assert 503 == full.status_code
+    assert "session 1 ended: idle for 1 s" in errlog.read_text()
+    assert [ANSWER] == second
+
+
+def test_the_limits_need_listen_and_a_range(tmp_path):
+    from tests.e2e.mcp_proxy.test_peers import proxy_command
+
+    for flags, says in ((["--max-sessions", "3"], "--max-sessions needs --listen"),
+                        (["--listen", "127.0.0.1:0", "--max-sessions", "0"], "--max-sessions must be 1 to 10000"),
+                        (["--listen", "127.0.0.1:0", "--session-idle-seconds", "0.5"],
+                         "--session-idle-seconds must be 1 to 86400")):
+        done = subprocess.run(proxy_command("--offline", *flags, log=tmp_path / "log"), capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert (2, True) == (done.returncode, says in done.stderr), done.stderr
