@@ -33,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--listen each session's run is ID-s1, ID-s2, …")
     parser.add_argument("--listen", metavar="HOST:PORT",
                         help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free port)")
+    parser.add_argument("--max-params-bytes", type=int, default=None, metavar="N",
+                        help="the daemon's --max-params-bytes: larger tool arguments are judged by their sha256, "
+                             "length and prefix (default 1 MiB)")
+    parser.add_argument("--max-result-bytes", type=int, default=None, metavar="N",
+                        help="the daemon's --max-result-bytes: a larger result or error is judged by its sha256, "
+                             "length and prefix (default 1 MiB)")
     parser.add_argument("--max-sessions", type=int, default=None, metavar="N",
                         help="with --listen: sessions (so server children) open at once; a new one past it is "
                              "answered 503 (default 32, at most 10000)")
@@ -135,6 +141,10 @@ def main(args: argparse.Namespace) -> int:
             _say(f"--listen must be HOST:PORT, got {args.listen!r}")
             return 2
         listen = (host.strip("[]"), int(port))
+    for flag, value in (("--max-params-bytes", args.max_params_bytes), ("--max-result-bytes", args.max_result_bytes)):
+        if value is not None and value < 1:
+            _say(f"{flag} must be a positive number of bytes, got {value}")
+            return 2
     limits = _session_limits(args, listen)
     if isinstance(limits, str):
         _say(limits)
@@ -157,7 +167,10 @@ def main(args: argparse.Namespace) -> int:
     where = "in-process (offline)" if args.offline else f"the daemon at {args.address or 'the default address'}"
     _say(f"run {run_id}: guarding {' '.join(command)} with {where}")
     try:
-        return anyio.run(_serve, server, judge, args.fail_closed, _check_timeout(args), listen, run_id, gate, limits)
+        sizes = {name: value for name, value in (("max_params_bytes", args.max_params_bytes),
+                                                 ("max_result_bytes", args.max_result_bytes)) if value is not None}
+        return anyio.run(_serve, server, judge, args.fail_closed, _check_timeout(args), listen, run_id, gate, limits,
+                         sizes)
     except OSError as exc:
         _say(f"cannot start {command[0]}: {exc.strerror or exc}")
         return 2
@@ -166,13 +179,13 @@ def main(args: argparse.Namespace) -> int:
 
 
 async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen, run_id: str, gate=None,
-                 limits=None) -> int:
+                 limits=None, sizes=None) -> int:
     """Serve until the client is done; the exit status."""
     import anyio
 
     from .guard import ProxyGuard, SessionRun
 
-    guard = ProxyGuard(make_judge(), fail_closed=fail_closed, timeout=timeout)
+    guard = ProxyGuard(make_judge(), fail_closed=fail_closed, timeout=timeout, **(sizes or {}))
     try:
         if listen is not None:
             from .http import serve_http

@@ -24,13 +24,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TextIO
 
 import loopwarden_core
 from loopwarden import Action, AsyncLoopwardenClient, LoopwardenUnavailable, Verdict, blocked_tool_result
 from loopwarden.eventformat import EventKind, EventRecord, json_text
 from loopwarden.hooks import INTEGRATION_HEADER
+from loopwarden.hooks.reduction import DEFAULT_LIMIT_BYTES, bounded_json, bounded_text
 
 from ..integration import MCP_PROXY, current_integration
 
@@ -225,8 +226,13 @@ def error_result(message: str) -> dict[str, Any]:
 
 class ProxyGuard:
     def __init__(self, judge: Judge, *, fail_closed: bool = False, timeout: float = JUDGE_TIMEOUT_SECONDS,
-                 stderr: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic) -> None:
+                 stderr: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic,
+                 max_params_bytes: int = DEFAULT_LIMIT_BYTES, max_result_bytes: int = DEFAULT_LIMIT_BYTES) -> None:
         self._judge = judge
+        # The daemon's event limits: larger arguments or results are judged by their sha256, length
+        # and prefix (the hooks' reduction), so a loop of huge identical results is still one.
+        self._max_params_bytes = max_params_bytes
+        self._max_result_bytes = max_result_bytes
         self._fail_closed = fail_closed
         self._timeout = timeout
         self._stderr = stderr
@@ -260,6 +266,7 @@ class ProxyGuard:
         person (`ask`; only a run that accepts asks is ever ASKed)."""
         if run.aborted is not None:
             return Before(refusal=error_result(run.aborted.message or run.aborted.error_code))
+        call = self._bounded(call)
         verdict = await self._ask(self._judge.tool_call(run, call))
         if verdict is None:
             if self._fail_closed:
@@ -284,7 +291,7 @@ class ProxyGuard:
         """A person's answer to an ASK, reported as the call's `approval`: approved, the call runs
         (its outcome is reported as any call's); denied, it is answered with a refusal (the ASK's
         message, said to be a person's denial) and not run."""
-        verdict = await self._ask(self._judge.approval(run, call, approved=approved,
+        verdict = await self._ask(self._judge.approval(run, self._bounded(call), approved=approved,
                                                        scope="always" if always else "once"))
         if verdict is not None and verdict.action is Action.ABORT:
             self._abort(run, verdict)
@@ -303,11 +310,18 @@ class ProxyGuard:
         """Report what the server returned for a call that ran."""
         if error is None:
             error = unknown_tool_error(call.name, result)
-        ask = (self._judge.tool_outcome(run, call, error=error) if error is not None
-               else self._judge.tool_outcome(run, call, result_json=json_text(result)))
+        call = self._bounded(call)
+        ask = (self._judge.tool_outcome(run, call, error=bounded_text("error", error, self._max_result_bytes)[0])
+               if error is not None else
+               self._judge.tool_outcome(run, call, result_json=bounded_json(
+                   "result_json", json_text(result), self._max_result_bytes)[0]))
         verdict = await self._ask(ask)
         if verdict is not None and verdict.action is Action.ABORT:
             self._abort(run, verdict)
+
+    def _bounded(self, call: ToolCall) -> ToolCall:
+        params_json, reduced = bounded_json("params_json", call.params_json, self._max_params_bytes)
+        return replace(call, params_json=params_json) if reduced is not None else call
 
     def _abort(self, run: SessionRun, verdict: Verdict) -> None:
         if run.aborted is None:

@@ -119,3 +119,20 @@ def test_the_limits_need_listen_and_a_range(tmp_path):
         done = subprocess.run(proxy_command("--offline", *flags, log=tmp_path / "log"), capture_output=True,
                               text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert (2, True) == (done.returncode, says in done.stderr), done.stderr
+
+
+def test_25_identical_huge_results_over_stdio_are_blocked_at_21(daemon, run_id, tmp_path):
+    """Results of 2 MiB (over the daemon's 1 MiB --max-result-bytes) are judged by their sha256,
+    length and prefix instead of being refused by the daemon, so the loop is caught: the server
+    runs the tool 20 times, call 21 is the BLOCK."""
+    from tests.e2e.mcp_proxy.test_mcp_proxy import proxy, ran, session_run
+
+    log = tmp_path / "backend.log"
+
+    async def body(session):
+        return [await session.call_tool("big_answer", {"size": 2 * 1024 * 1024}) for _ in range(25)]
+
+    results = session_run(proxy("--address", daemon.grpc_target, "--run-id", run_id, log=log), tmp_path / "err", body)
+
+    assert [False] * 20 + [True] * 5 == [r.is_error for r in results]
+    assert 20 == ran(log, "big_answer")
