@@ -157,10 +157,10 @@ class _Sessions:
                     await self._guard.end(run)
 
     async def _open_session(self, scope, receive, send) -> None:
+        origins = [f"{scheme}://{address}" for address in self._bound for scheme in ("http", "https")]
         transport = StreamableHTTPServerTransport(
-            mcp_session_id=uuid4().hex, idle_timeout=self._limits.idle_seconds, security_settings=TransportSecuritySettings(
-                allowed_hosts=self._bound, allowed_origins=[f"{scheme}://{address}" for address in self._bound
-                                                      for scheme in ("http", "https")]))
+            mcp_session_id=uuid4().hex, idle_timeout=self._limits.idle_seconds,
+            security_settings=TransportSecuritySettings(allowed_hosts=self._bound, allowed_origins=origins))
         self._open[transport.mcp_session_id] = transport
         status: list[int] = []
 

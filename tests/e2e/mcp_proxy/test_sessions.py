@@ -44,7 +44,8 @@ class TestAskThroughElicitation:
         before = daemon.scrape()
 
         results = session_run(proxy("--address", daemon.grpc_target, "--run-id", run_id, log=log),
-                              tmp_path / "err", lambda s: identical_lookups(s, CRITICAL + 1), elicitation_callback=person)
+                              tmp_path / "err", lambda s: identical_lookups(s, CRITICAL + 1),
+                              elicitation_callback=person)
 
         after = daemon.scrape()
         assert [False] * (CRITICAL + 1) == [r.is_error for r in results]
@@ -63,7 +64,8 @@ class TestAskThroughElicitation:
         before = daemon.scrape()
 
         results = session_run(proxy("--address", daemon.grpc_target, "--run-id", run_id, log=log),
-                              tmp_path / "err", lambda s: identical_lookups(s, CRITICAL + 2), elicitation_callback=person)
+                              tmp_path / "err", lambda s: identical_lookups(s, CRITICAL + 2),
+                              elicitation_callback=person)
 
         after = daemon.scrape()
         assert [False] * CRITICAL + [True, True] == [r.is_error for r in results]
@@ -78,11 +80,28 @@ class TestAskThroughElicitation:
         log, person = tmp_path / "backend.log", Person("accept", always=True)
 
         results = session_run(proxy("--address", daemon.grpc_target, "--run-id", run_id, "--agent", "asker", log=log),
-                              tmp_path / "err", lambda s: identical_lookups(s, CRITICAL + 3), elicitation_callback=person)
+                              tmp_path / "err", lambda s: identical_lookups(s, CRITICAL + 3),
+                              elicitation_callback=person)
 
         assert [False] * (CRITICAL + 3) == [r.is_error for r in results]
         assert (CRITICAL + 3, 1) == (ran(log, "lookup"), len(person.asked))
         assert ["lookup"] == [e.tool_name for e in client.list_exemptions(agent_id="asker")]
+
+    def test_over_streamable_http_the_question_comes_on_the_calls_stream(self, daemon, tmp_path):
+        """--listen: the elicitation request goes out on the held call's response stream and the
+        answer comes back as a POST of its own; the call then runs."""
+        log, errlog, person = tmp_path / "backend.log", tmp_path / "proxy.err", Person("accept")
+        with listening_proxy("--address", daemon.grpc_target, log=log, errlog=errlog) as (_, url):
+            async def main():
+                async with streamable_http_client(url) as (read, write), \
+                        ClientSession(read, write, elicitation_callback=person) as session:
+                    await session.initialize()
+                    return await identical_lookups(session, CRITICAL + 1)
+
+            results = anyio.run(main)
+
+        assert [False] * (CRITICAL + 1) == [r.is_error for r in results]
+        assert (CRITICAL + 1, 1) == (ran(log, "lookup"), len(person.asked))
 
     def test_a_client_without_elicitation_gets_the_block(self, daemon, run_id, tmp_path):
         log = tmp_path / "backend.log"
