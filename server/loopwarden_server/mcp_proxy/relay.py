@@ -340,7 +340,11 @@ class Relay:
                 related_request_id=message.id)))
             with anyio.move_on_after(ASK_WAIT_SECONDS):
                 await held.answered.wait()
-        self._asks.pop(held.ask_id, None)
+        if self._asks.pop(held.ask_id, None) is not None:  # unanswered: the client may stop asking
+            await self._to_client(client_write, SessionMessage(JSONRPCNotification(
+                jsonrpc="2.0", method="notifications/cancelled",
+                params={"requestId": held.ask_id,
+                        "reason": "the call it asked about was cancelled or waited too long"})))
         cancelled = self._held.pop(message.id, None) is None
         approved, always = wants_always(held.answer)
         before = await self._guard.answered(self._run, call, asked, approved=approved and not cancelled,

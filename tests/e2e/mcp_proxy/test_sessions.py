@@ -103,6 +103,38 @@ class TestAskThroughElicitation:
         assert [False] * (CRITICAL + 1) == [r.is_error for r in results]
         assert (CRITICAL + 1, 1) == (ran(log, "lookup"), len(person.asked))
 
+    def test_a_call_cancelled_while_held_is_not_run_and_its_question_is_withdrawn(self, daemon, run_id, tmp_path):
+        """The person never answers and the client gives up on call 21 (notifications/cancelled):
+        the call never reaches the server, the ASK is reported denied, the proxy cancels its
+        elicitation request at the client, and the session goes on."""
+        log = tmp_path / "backend.log"
+        withdrawn = anyio.Event()
+
+        async def never_answers(_context, _params):
+            try:
+                await anyio.sleep(60)
+            except anyio.get_cancelled_exc_class():
+                withdrawn.set()
+                raise
+            return types.ElicitResult(action="accept")
+
+        async def body(session):
+            await identical_lookups(session, CRITICAL)
+            with anyio.move_on_after(3):
+                await session.call_tool("lookup", {"query": "same"})
+            with anyio.move_on_after(10):
+                await withdrawn.wait()
+            return withdrawn.is_set(), await session.call_tool("lookup", {"query": "other"})
+
+        before = daemon.scrape()
+        was_withdrawn, other = session_run(proxy("--address", daemon.grpc_target, "--run-id", run_id, log=log),
+                                           tmp_path / "err", body, elicitation_callback=never_answers)
+        after = daemon.scrape()
+
+        assert (True, False, [ANSWER]) == (was_withdrawn, other.is_error, texts(other))
+        assert CRITICAL + 1 == ran(log, "lookup")  # the 20 and "other": never the held call
+        assert 1 == delta(before, after, "loopwarden_approvals_total", answer="denied", agent="default")
+
     def test_a_client_without_elicitation_gets_the_block(self, daemon, run_id, tmp_path):
         log = tmp_path / "backend.log"
 
