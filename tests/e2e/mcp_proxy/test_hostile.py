@@ -206,3 +206,43 @@ class TestListenerAuthentication:
 @pytest.fixture(scope="module")
 def daemon_args() -> tuple[str, ...]:
     return ()
+
+
+def test_a_server_notification_with_an_object_progress_token_is_relayed_not_fatal():
+    """The server side too: a progress notification whose token is an object (no request owns it)
+    reaches the client unrouted, and the relay goes on (the in-process relay, an offline judge)."""
+    import io
+
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+    from loopwarden_server.config import load_config_text
+    from loopwarden_server.mcp_proxy.guard import OfflineJudge, ProxyGuard, SessionRun
+    from loopwarden_server.mcp_proxy.relay import Relay
+
+    async def main():
+        guard = ProxyGuard(OfflineJudge(load_config_text('{"tools": {"loopDetection": {"enabled": true}}}')),
+                           stderr=io.StringIO())
+        relay = Relay(guard, SessionRun("hostile-server"), stderr=io.StringIO())
+        to_proxy, client_read = anyio.create_memory_object_stream(10)
+        client_write, from_proxy = anyio.create_memory_object_stream(10)
+        server_write, to_server = anyio.create_memory_object_stream(10)
+        from_server, server_read = anyio.create_memory_object_stream(10)
+        async with anyio.create_task_group() as group:
+            group.start_soon(relay.run, client_read, client_write, server_read, server_write)
+            await to_proxy.send(SessionMessage(JSONRPCRequest(jsonrpc="2.0", id=1, method="ping",
+                                                              params={"_meta": {"progressToken": 7}})))
+            await to_server.receive()
+            await from_server.send(SessionMessage(JSONRPCNotification(
+                jsonrpc="2.0", method="notifications/progress", params={"progressToken": {"a": 1}, "progress": 1})))
+            await from_server.send(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=1, result={})))
+            received = [(await from_proxy.receive()).message for _ in range(2)]
+            group.cancel_scope.cancel()
+        for stream in (to_proxy, client_read, client_write, from_proxy, server_write, to_server, from_server,
+                       server_read):
+            stream.close()
+        return received
+
+    progress, answer = anyio.run(main)
+    assert {"a": 1} == progress.params["progressToken"]
+    assert (1, {}) == (answer.id, answer.result)
