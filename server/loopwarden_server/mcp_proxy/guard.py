@@ -103,7 +103,7 @@ class SessionRun:
 
 
 class Judge(Protocol):
-    async def tool_call(self, run: SessionRun, call: ToolCall) -> Verdict: ...
+    async def tool_call(self, run: SessionRun, call: ToolCall, *, accepts_ask: bool) -> Verdict: ...
     async def tool_outcome(self, run: SessionRun, call: ToolCall, *, result_json: str | None = None,
                            error: str | None = None) -> Verdict: ...
     async def user_turn(self, run: SessionRun) -> Verdict: ...
@@ -126,9 +126,10 @@ class DaemonJudge:
     def _tree(run: SessionRun) -> dict[str, Any]:
         return {"parent_run_id": run.parent_run_id, "accepts_ask": run.accepts_ask}
 
-    async def tool_call(self, run: SessionRun, call: ToolCall) -> Verdict:
+    async def tool_call(self, run: SessionRun, call: ToolCall, *, accepts_ask: bool) -> Verdict:
         return await self._client.tool_call(run.run_id, call.name, params_json=call.params_json,
-                                            tool_call_id=call.call_id, tool_class=call.tool_class, **self._tree(run))
+                                            tool_call_id=call.call_id, tool_class=call.tool_class,
+                                            **{**self._tree(run), "accepts_ask": accepts_ask})
 
     async def tool_outcome(self, run: SessionRun, call: ToolCall, *, result_json: str | None = None,
                            error: str | None = None) -> Verdict:
@@ -162,8 +163,9 @@ class OfflineJudge:
     def _evaluate(self, run: SessionRun, kind: EventKind, call: ToolCall | None = None, **fields: Any) -> Verdict:
         if call is not None:
             fields = {"tool_name": call.name, "tool_call_id": call.call_id, "params_json": call.params_json, **fields}
+        fields.setdefault("accepts_ask", run.accepts_ask)
         record = EventRecord(kind, run_id=run.run_id, agent_id=self._agent_id, parent_run_id=run.parent_run_id,
-                             accepts_ask=run.accepts_ask, **fields)
+                             **fields)
         token = current_integration.set(MCP_PROXY)
         try:
             verdict = self._engine.decide(record)
@@ -174,8 +176,8 @@ class OfflineJudge:
                        announce=verdict.announce, error_code=verdict.error_code, tool_name=verdict.tool_name,
                        decision_id=verdict.decision_id)
 
-    async def tool_call(self, run: SessionRun, call: ToolCall) -> Verdict:
-        return self._evaluate(run, EventKind.TOOL_CALL, call, tool_class=call.tool_class)
+    async def tool_call(self, run: SessionRun, call: ToolCall, *, accepts_ask: bool) -> Verdict:
+        return self._evaluate(run, EventKind.TOOL_CALL, call, tool_class=call.tool_class, accepts_ask=accepts_ask)
 
     async def tool_outcome(self, run: SessionRun, call: ToolCall, *, result_json: str | None = None,
                            error: str | None = None) -> Verdict:
@@ -260,14 +262,16 @@ class ProxyGuard:
             self._say("loopwarden answers again; tool calls are guarded")
         return verdict
 
-    async def before(self, run: SessionRun, call: ToolCall) -> Before:
+    async def before(self, run: SessionRun, call: ToolCall, *, can_hold: bool = True) -> Before:
         """What to do with one call: answer it with `refusal` instead of running it, run it and
         hand the model `warning` along with its result (an announced WARN), or hold it for a
-        person (`ask`; only a run that accepts asks is ever ASKed)."""
+        person (`ask`; only a call that `can_hold` in a run that accepts asks is ever ASKed: a
+        tasks/get poll is not held, it gets the BLOCK)."""
+        accepts_ask = run.accepts_ask and can_hold
         if run.aborted is not None:
             return Before(refusal=error_result(run.aborted.message or run.aborted.error_code))
         call = self._bounded(call)
-        verdict = await self._ask(self._judge.tool_call(run, call))
+        verdict = await self._ask(self._judge.tool_call(run, call, accepts_ask=accepts_ask))
         if verdict is None:
             if self._fail_closed:
                 return Before(refusal=error_result(
@@ -276,7 +280,7 @@ class ProxyGuard:
         if verdict.action is Action.ABORT:
             self._abort(run, verdict)
             return Before(refusal=error_result(verdict.message or verdict.error_code))
-        if verdict.action is Action.ASK and run.accepts_ask:
+        if verdict.action is Action.ASK and accepts_ask:
             return Before(ask=verdict)
         if verdict.action in (Action.BLOCK, Action.ASK):  # an ASK nobody can answer is a BLOCK
             await self._ask(self._judge.tool_outcome(run, call, result_json=json.dumps(blocked_tool_result(verdict))))

@@ -256,7 +256,7 @@ class Relay:
                     return False
             elif message.method == TASKS_GET:
                 call = ToolCall.task_poll(f"{self._prefix}{message.id}", message.params)
-                before = await self._guard.before(self._run, call)
+                before = await self._guard.before(self._run, call, can_hold=False)
                 if before.refusal is not None:
                     text = " ".join(c.get("text", "") for c in before.refusal.get("content", []))
                     await self._to_client(client_write, self._error(message.id, REFUSED, text))
