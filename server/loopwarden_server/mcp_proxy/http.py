@@ -41,6 +41,7 @@ from mcp_types import INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .guard import ProxyGuard, SessionRun
+from .http_protocol import HeadersInTime
 from .listener_auth import ListenerGate
 from .relay import Relay
 from .session_meta import ID_PREFIX_BYTES, MAX_MESSAGE_BYTES, too_large_error
@@ -230,7 +231,7 @@ async def serve_http(host: str, port: int, server: StdioServerParameters, guard:
     async with anyio.create_task_group() as group:
         sessions = _Sessions(group, server, guard, bound, stderr, run_id, gate, limits)
         config = uvicorn.Config(sessions.app, host=host, port=port, lifespan="off", interface="asgi3",
-                                log_level="warning", access_log=False)
+                                log_level="warning", access_log=False, http=HeadersInTime)
         config.load()
         if gate is not None:
             config.ssl = gate.ssl_context()  # the hook listener's renewing context, not uvicorn's fixed one

@@ -136,3 +136,60 @@ def test_25_identical_huge_results_over_stdio_are_blocked_at_21(daemon, run_id, 
 
     assert [False] * 20 + [True] * 5 == [r.is_error for r in results]
     assert 20 == ran(log, "big_answer")
+
+
+def test_slow_or_silent_connections_are_closed_within_the_header_timeout(daemon, tmp_path):
+    """A connection that says nothing, and one that sends a request's headers a byte a second,
+    are both closed within the header timeout (10 s); the listener serves a session meanwhile."""
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    from loopwarden_server.mcp_proxy.http_protocol import HEADER_TIMEOUT_SECONDS
+
+    log, errlog = tmp_path / "backend.log", tmp_path / "proxy.err"
+    with listening_proxy("--address", daemon.grpc_target, log=log, errlog=errlog) as (_, url):
+        address = urlsplit(url)
+        closed_after: dict[str, float] = {}
+
+        def hold(name: str, trickle: bool) -> None:
+            started = time.monotonic()
+            with socket.create_connection((address.hostname, address.port)) as sock:
+                sock.settimeout(1.0)
+                request = f"POST /mcp HTTP/1.1\r\nHost: {address.netloc}\r\nX-Slow: ".encode() + b"a" * 60
+                for byte in request if trickle else b"":
+                    try:
+                        sock.sendall(bytes([byte]))
+                        if sock.recv(1) == b"":
+                            break
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        break
+                while time.monotonic() - started < 30:
+                    try:
+                        if sock.recv(1) == b"":
+                            break
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        break
+            closed_after[name] = time.monotonic() - started
+
+        threads = [threading.Thread(target=hold, args=(name, trickle)) for name, trickle in
+                   (("silent", False), ("trickle", True))]
+        for thread in threads:
+            thread.start()
+
+        async def meanwhile():
+            async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return texts(await session.call_tool("lookup", {"query": "meanwhile"}))
+
+        served = anyio.run(meanwhile)
+        for thread in threads:
+            thread.join(timeout=60)
+
+    assert [ANSWER] == served
+    assert HEADER_TIMEOUT_SECONDS <= closed_after["silent"] < HEADER_TIMEOUT_SECONDS + 3
+    assert HEADER_TIMEOUT_SECONDS <= closed_after["trickle"] < HEADER_TIMEOUT_SECONDS + 3
