@@ -377,7 +377,12 @@ class Relay:
                         self._classes.update(tool_classes(message.result))
                 guarded = self._guarded.pop(message.id, None)
                 if guarded is not None:
-                    item = await self._outcome(guarded, message)
+                    try:
+                        item = await self._outcome(guarded, message)
+                    except Exception as exc:  # noqa: BLE001 - the answer still reaches the client
+                        log.exception("mcp-proxy: reporting a call's outcome failed")
+                        print(f"loopwarden mcp-proxy: the outcome of call {guarded.call.call_id} was not reported "
+                              f"({type(exc).__name__}: {exc}); its answer is passed on", file=self._stderr, flush=True)
             await self._to_client(client_write, self._routed(item))
 
     def _with_run_id(self, message: JSONRPCResponse) -> SessionMessage:
