@@ -1,12 +1,15 @@
 """The proxy's verdicts: every `tools/call` asked first, every result reported after.
 
-One proxy process is one run (the MCP session id is not stable per call). The judge is the daemon
-over gRPC (integration `mcp_proxy`) or, with --offline, the daemon's compiled core in-process. A BLOCK
+Each client session is one run (`SessionRun`: over stdio the proxy's one session, named by
+--run-id; over Streamable HTTP one per MCP session). The judge is the daemon over gRPC
+(integration `mcp_proxy`) or, with --offline, the daemon's compiled core in-process. A BLOCK
 is answered with a CallToolResult of `isError: true` carrying the block message, and reported as
-the call's outcome (the blocked result the model got, spec section 6). Once the run is aborted,
-every later call fails the same way without asking. A daemon that cannot be asked, or that
-gives no verdict within the check timeout (--check-timeout), lets calls run (fail open, said once
-per outage on stderr with the reason) unless --fail-closed.
+the call's outcome (the blocked result the model got, spec section 6). An ASK (only for a session
+whose client declared elicitation) is held for the relay to ask the person, and their answer is
+the call's `approval`. Once a run is aborted, every later call of its session fails the same way
+without asking. A daemon that cannot be asked, or that gives no verdict within the check timeout
+(--check-timeout), lets calls run (fail open, said once per outage on stderr with the reason)
+unless --fail-closed.
 
 An `isError` result whose text names a missing tool the way the engine recognises an error
 (`Unknown tool: deploy_app`, `Tool deploy_app not found`; the core's own pattern, asked through
@@ -21,13 +24,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TextIO
 
 import loopwarden_core
 from loopwarden import Action, AsyncLoopwardenClient, LoopwardenUnavailable, Verdict, blocked_tool_result
 from loopwarden.eventformat import EventKind, EventRecord, json_text
 from loopwarden.hooks import INTEGRATION_HEADER
+from loopwarden.hooks.reduction import DEFAULT_LIMIT_BYTES, bounded_json, bounded_text
 
 from ..integration import MCP_PROXY, current_integration
 
@@ -86,35 +90,62 @@ class ToolCall:
         return cls(TASKS_GET, json_text(arguments), str(request_id))
 
 
+@dataclass(slots=True)
+class SessionRun:
+    """The run of one client session: its id, the parent the client named (`_meta`
+    io.loopwarden/parentRunId; fixed once given), whether the client declared elicitation (its
+    calls are sent with accepts_ask, so a critical may be ASKed), and the ABORT that ended it."""
+
+    run_id: str
+    parent_run_id: str = ""
+    accepts_ask: bool = False
+    aborted: Verdict | None = None
+
+
 class Judge(Protocol):
-    async def tool_call(self, call: ToolCall) -> Verdict: ...
-    async def tool_outcome(self, call: ToolCall, *, result_json: str | None = None,
+    async def tool_call(self, run: SessionRun, call: ToolCall, *, accepts_ask: bool) -> Verdict: ...
+    async def tool_outcome(self, run: SessionRun, call: ToolCall, *, result_json: str | None = None,
                            error: str | None = None) -> Verdict: ...
-    async def run_end(self) -> None: ...
+    async def user_turn(self, run: SessionRun) -> Verdict: ...
+    async def approval(self, run: SessionRun, call: ToolCall, *, approved: bool, scope: str) -> Verdict: ...
+    async def run_end(self, run: SessionRun) -> None: ...
     async def close(self) -> None: ...
 
 
 class DaemonJudge:
     """The daemon over gRPC; the proxy names itself with x-loopwarden-integration: mcp_proxy."""
 
-    def __init__(self, address: str, run_id: str, *, agent_id: str = "", timeout: float = JUDGE_TIMEOUT_SECONDS,
+    def __init__(self, address: str, *, agent_id: str = "", timeout: float = JUDGE_TIMEOUT_SECONDS,
                  **client_options: Any) -> None:
         self.address = address
-        self._run_id = run_id
         # The gRPC deadline is a backstop a little past the guard's own wait, which says why it gave up.
         self._client = AsyncLoopwardenClient(address, agent_id=agent_id, timeout=timeout + 1.0,
                                              metadata=((INTEGRATION_HEADER, MCP_PROXY),), **client_options)
 
-    async def tool_call(self, call: ToolCall) -> Verdict:
-        return await self._client.tool_call(self._run_id, call.name, params_json=call.params_json,
-                                            tool_call_id=call.call_id, tool_class=call.tool_class)
+    @staticmethod
+    def _tree(run: SessionRun) -> dict[str, Any]:
+        return {"parent_run_id": run.parent_run_id, "accepts_ask": run.accepts_ask}
 
-    async def tool_outcome(self, call: ToolCall, *, result_json: str | None = None, error: str | None = None) -> Verdict:
-        return await self._client.tool_outcome(self._run_id, call.name, params_json=call.params_json,
-                                               tool_call_id=call.call_id, result_json=result_json, error=error)
+    async def tool_call(self, run: SessionRun, call: ToolCall, *, accepts_ask: bool) -> Verdict:
+        return await self._client.tool_call(run.run_id, call.name, params_json=call.params_json,
+                                            tool_call_id=call.call_id, tool_class=call.tool_class,
+                                            **{**self._tree(run), "accepts_ask": accepts_ask})
 
-    async def run_end(self) -> None:
-        await self._client.run_end(self._run_id)
+    async def tool_outcome(self, run: SessionRun, call: ToolCall, *, result_json: str | None = None,
+                           error: str | None = None) -> Verdict:
+        return await self._client.tool_outcome(run.run_id, call.name, params_json=call.params_json,
+                                               tool_call_id=call.call_id, result_json=result_json, error=error,
+                                               **self._tree(run))
+
+    async def user_turn(self, run: SessionRun) -> Verdict:
+        return await self._client.user_turn(run.run_id, **self._tree(run))
+
+    async def approval(self, run: SessionRun, call: ToolCall, *, approved: bool, scope: str) -> Verdict:
+        return await self._client.approval(run.run_id, approved=approved, tool_call_id=call.call_id, scope=scope,
+                                           **self._tree(run))
+
+    async def run_end(self, run: SessionRun) -> None:
+        await self._client.run_end(run.run_id, **self._tree(run))
 
     async def close(self) -> None:
         await self._client.close()
@@ -123,19 +154,18 @@ class DaemonJudge:
 class OfflineJudge:
     """--offline: the daemon's own compiled core in-process (its config, no daemon)."""
 
-    def __init__(self, config, run_id: str, *, agent_id: str = "") -> None:
+    def __init__(self, config, *, agent_id: str = "") -> None:
         from ..replay.offline import OfflineEngine
 
         self._engine = OfflineEngine(config)
-        self._run_id = run_id
         self._agent_id = agent_id
 
-    def _evaluate(self, kind: EventKind, call: ToolCall | None = None, *, result_json: str | None = None,
-                  error: str | None = None) -> Verdict:
-        record = EventRecord(kind, run_id=self._run_id, agent_id=self._agent_id,
-                             tool_name=call.name if call else "", tool_call_id=call.call_id if call else "",
-                             params_json=call.params_json if call else "", result_json=result_json, error=error,
-                             tool_class=call.tool_class if call and kind is EventKind.TOOL_CALL else "")
+    def _evaluate(self, run: SessionRun, kind: EventKind, call: ToolCall | None = None, **fields: Any) -> Verdict:
+        if call is not None:
+            fields = {"tool_name": call.name, "tool_call_id": call.call_id, "params_json": call.params_json, **fields}
+        fields.setdefault("accepts_ask", run.accepts_ask)
+        record = EventRecord(kind, run_id=run.run_id, agent_id=self._agent_id, parent_run_id=run.parent_run_id,
+                             **fields)
         token = current_integration.set(MCP_PROXY)
         try:
             verdict = self._engine.decide(record)
@@ -146,14 +176,21 @@ class OfflineJudge:
                        announce=verdict.announce, error_code=verdict.error_code, tool_name=verdict.tool_name,
                        decision_id=verdict.decision_id)
 
-    async def tool_call(self, call: ToolCall) -> Verdict:
-        return self._evaluate(EventKind.TOOL_CALL, call)
+    async def tool_call(self, run: SessionRun, call: ToolCall, *, accepts_ask: bool) -> Verdict:
+        return self._evaluate(run, EventKind.TOOL_CALL, call, tool_class=call.tool_class, accepts_ask=accepts_ask)
 
-    async def tool_outcome(self, call: ToolCall, *, result_json: str | None = None, error: str | None = None) -> Verdict:
-        return self._evaluate(EventKind.TOOL_OUTCOME, call, result_json=result_json, error=error)
+    async def tool_outcome(self, run: SessionRun, call: ToolCall, *, result_json: str | None = None,
+                           error: str | None = None) -> Verdict:
+        return self._evaluate(run, EventKind.TOOL_OUTCOME, call, result_json=result_json, error=error)
 
-    async def run_end(self) -> None:
-        self._evaluate(EventKind.RUN_END)
+    async def user_turn(self, run: SessionRun) -> Verdict:
+        return self._evaluate(run, EventKind.USER_TURN)
+
+    async def approval(self, run: SessionRun, call: ToolCall, *, approved: bool, scope: str) -> Verdict:
+        return self._evaluate(run, EventKind.APPROVAL, tool_call_id=call.call_id, approved=approved, scope=scope)
+
+    async def run_end(self, run: SessionRun) -> None:
+        self._evaluate(run, EventKind.RUN_END)
 
     async def close(self) -> None:
         return None
@@ -163,6 +200,7 @@ class OfflineJudge:
 class Before:
     refusal: dict[str, Any] | None = None  # the CallToolResult to answer with; None: run the call
     warning: str = ""  # an announced warning to add to the call's result for the model
+    ask: Verdict | None = None  # an ASK: hold the call until a person answers (`ProxyGuard.answered`)
 
 
 def unknown_tool_error(tool_name: str, result: Any) -> str | None:
@@ -190,14 +228,18 @@ def error_result(message: str) -> dict[str, Any]:
 
 class ProxyGuard:
     def __init__(self, judge: Judge, *, fail_closed: bool = False, timeout: float = JUDGE_TIMEOUT_SECONDS,
-                 stderr: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic) -> None:
+                 stderr: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic,
+                 max_params_bytes: int = DEFAULT_LIMIT_BYTES, max_result_bytes: int = DEFAULT_LIMIT_BYTES) -> None:
         self._judge = judge
+        # The daemon's event limits: larger arguments or results are judged by their sha256, length
+        # and prefix (the hooks' reduction), so a loop of huge identical results is still one.
+        self._max_params_bytes = max_params_bytes
+        self._max_result_bytes = max_result_bytes
         self._fail_closed = fail_closed
         self._timeout = timeout
         self._stderr = stderr
         self._clock = clock
         self._outage = False
-        self._aborted: Verdict | None = None
 
     def _say(self, text: str) -> None:
         print(f"loopwarden mcp-proxy: {text}", file=self._stderr, flush=True)
@@ -220,43 +262,80 @@ class ProxyGuard:
             self._say("loopwarden answers again; tool calls are guarded")
         return verdict
 
-    async def before(self, call: ToolCall) -> Before:
-        """What to do with one call: answer it with `refusal` instead of running it, or run it and
-        hand the model `warning` along with its result (an announced WARN)."""
-        if self._aborted is not None:
-            return Before(refusal=error_result(self._aborted.message or self._aborted.error_code))
-        verdict = await self._ask(self._judge.tool_call(call))
+    async def before(self, run: SessionRun, call: ToolCall, *, can_hold: bool = True) -> Before:
+        """What to do with one call: answer it with `refusal` instead of running it, run it and
+        hand the model `warning` along with its result (an announced WARN), or hold it for a
+        person (`ask`; only a call that `can_hold` in a run that accepts asks is ever ASKed: a
+        tasks/get poll is not held, it gets the BLOCK)."""
+        accepts_ask = run.accepts_ask and can_hold
+        if run.aborted is not None:
+            return Before(refusal=error_result(run.aborted.message or run.aborted.error_code))
+        call = self._bounded(call)
+        verdict = await self._ask(self._judge.tool_call(run, call, accepts_ask=accepts_ask))
         if verdict is None:
             if self._fail_closed:
                 return Before(refusal=error_result(
                     "loopwarden is unavailable and set to fail closed: this call was not run."))
             return Before()
         if verdict.action is Action.ABORT:
-            self._abort(verdict)
+            self._abort(run, verdict)
             return Before(refusal=error_result(verdict.message or verdict.error_code))
-        if verdict.action is Action.BLOCK:
-            await self._ask(self._judge.tool_outcome(call, result_json=json.dumps(blocked_tool_result(verdict))))
+        if verdict.action is Action.ASK and accepts_ask:
+            return Before(ask=verdict)
+        if verdict.action in (Action.BLOCK, Action.ASK):  # an ASK nobody can answer is a BLOCK
+            await self._ask(self._judge.tool_outcome(run, call, result_json=json.dumps(blocked_tool_result(verdict))))
             return Before(refusal=error_result(verdict.message))
         if verdict.action is Action.WARN and verdict.announce:
             self._say(verdict.message)
             return Before(warning=verdict.message)
         return Before()
 
-    async def after(self, call: ToolCall, *, result: Any = None, error: str | None = None) -> None:
+    async def answered(self, run: SessionRun, call: ToolCall, asked: Verdict, *, approved: bool,
+                       always: bool = False) -> Before:
+        """A person's answer to an ASK, reported as the call's `approval`: approved, the call runs
+        (its outcome is reported as any call's); denied, it is answered with a refusal (the ASK's
+        message, said to be a person's denial) and not run."""
+        verdict = await self._ask(self._judge.approval(run, self._bounded(call), approved=approved,
+                                                       scope="always" if always else "once"))
+        if verdict is not None and verdict.action is Action.ABORT:
+            self._abort(run, verdict)
+            return Before(refusal=error_result(verdict.message or verdict.error_code))
+        if approved:
+            return Before()
+        return Before(refusal=error_result(f"A person declined this call: {asked.message}"))
+
+    async def user_turn(self, run: SessionRun) -> None:
+        """The client says a person gave the run a new instruction (`_meta` io.loopwarden/userTurn)."""
+        verdict = await self._ask(self._judge.user_turn(run))
+        if verdict is not None and verdict.action is Action.ABORT:
+            self._abort(run, verdict)
+
+    async def after(self, run: SessionRun, call: ToolCall, *, result: Any = None, error: str | None = None) -> None:
         """Report what the server returned for a call that ran."""
         if error is None:
             error = unknown_tool_error(call.name, result)
-        ask = (self._judge.tool_outcome(call, error=error) if error is not None
-               else self._judge.tool_outcome(call, result_json=json_text(result)))
+        call = self._bounded(call)
+        ask = (self._judge.tool_outcome(run, call, error=bounded_text("error", error, self._max_result_bytes)[0])
+               if error is not None else
+               self._judge.tool_outcome(run, call, result_json=bounded_json(
+                   "result_json", json_text(result), self._max_result_bytes)[0]))
         verdict = await self._ask(ask)
         if verdict is not None and verdict.action is Action.ABORT:
-            self._abort(verdict)
+            self._abort(run, verdict)
 
-    def _abort(self, verdict: Verdict) -> None:
-        if self._aborted is None:
-            self._aborted = verdict
-            self._say(f"the run is over, every further tools/call fails: {verdict.message or verdict.error_code}")
+    def _bounded(self, call: ToolCall) -> ToolCall:
+        params_json, reduced = bounded_json("params_json", call.params_json, self._max_params_bytes)
+        return replace(call, params_json=params_json) if reduced is not None else call
+
+    def _abort(self, run: SessionRun, verdict: Verdict) -> None:
+        if run.aborted is None:
+            run.aborted = verdict
+            self._say(f"run {run.run_id} is over, every further tools/call of its session fails: "
+                      f"{verdict.message or verdict.error_code}")
+
+    async def end(self, run: SessionRun) -> None:
+        """The session is over: so is its run."""
+        await self._ask(self._judge.run_end(run))
 
     async def close(self) -> None:
-        await self._ask(self._judge.run_end())
         await self._judge.close()

@@ -43,9 +43,14 @@ from typing import Any, TextIO
 
 import anyio
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
-from mcp_types import CONNECTION_CLOSED, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp_types import (CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, ErrorData, JSONRPCError, JSONRPCNotification,
+                       JSONRPCRequest, JSONRPCResponse)
 
-from .guard import TASKS_GET, ProxyGuard, ToolCall, tool_classes
+from loopwarden import Verdict
+
+from .guard import TASKS_GET, Before, ProxyGuard, SessionRun, ToolCall, tool_classes
+from .session_meta import (ASK_SCHEMA, RUN_ID, MetaError, accepts_elicitation, hashable_id, meta_of, parent_run_id,
+                           progress_token, user_turn, wants_always)
 
 log = logging.getLogger("loopwarden.mcp_proxy")
 # The JSON-RPC error code of a refused tasks/get (implementation-defined server error range).
@@ -55,6 +60,11 @@ REFUSED = -32000
 SERVER_EXITED = "the MCP server behind loopwarden exited"
 # How long, after a stdio client closed its input, the server may take to answer what it was asked.
 HALF_CLOSE_GRACE_SECONDS = 30.0
+# How long a call held for a person waits for their answer; past it the ASK counts as declined
+# (the daemon's own loopwarden.askTimeoutSeconds default, after which it would deny it anyway).
+ASK_WAIT_SECONDS = 300.0
+# The id prefix of the proxy's own requests to the client (elicitations): never the server's.
+ASK_ID_PREFIX = "loopwarden-ask-"
 # A send to a side that has gone away.
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -69,10 +79,22 @@ class _Guarded:
     warning: str = ""
 
 
+@dataclass(slots=True)
+class _Held:
+    """A tools/call held for a person: its elicitation's id, the answer once it came, and the
+    scope that ends the wait when the client cancels the call."""
+
+    ask_id: str
+    scope: anyio.CancelScope
+    answered: anyio.Event
+    answer: Any = None  # the client's ElicitResult (a dict), or None: an error or no answer
+
+
 class Relay:
-    def __init__(self, guard: ProxyGuard, *, call_id_prefix: str = "", keep_session: bool = False,
+    def __init__(self, guard: ProxyGuard, run: SessionRun, *, call_id_prefix: str = "", keep_session: bool = False,
                  stderr: TextIO = sys.stderr) -> None:
         self._guard = guard
+        self._run = run  # this session's run
         self._prefix = call_id_prefix  # keeps the call ids of several sessions of one run apart
         self._keep_session = keep_session  # after the server exits, refuse requests until the client ends
         self._stderr = stderr
@@ -81,6 +103,12 @@ class Relay:
         self._progress: dict[Any, Any] = {}  # progress token -> the request that gave it
         self._listing: set[Any] = set()  # the client's tools/list requests not answered yet
         self._classes: dict[str, str] = {}  # tool name -> class its ToolAnnotations gave
+        self._initializing: set[Any] = set()  # the client's initialize request (its answer gets the run id)
+        self._held: dict[Any, _Held] = {}  # tools/call request id -> the call held for a person
+        self._asks: dict[str, _Held] = {}  # elicitation id -> the held call it asks about
+        self._ask_numbers = iter(range(1, 2**62))
+        self._group = None  # the relay's task group, where held calls wait
+        self._server_write = None
         self._client_done = False
         self.server_exited = False  # the server went away while the client was still there
 
@@ -89,6 +117,8 @@ class Relay:
         `server_exited` then says whether the server went first."""
         server_done = anyio.Event()
         async with anyio.create_task_group() as group:
+            self._group = group
+            self._server_write = server_write
             async def client_side() -> None:
                 try:
                     await self._from_client(client_read, client_write, server_write)
@@ -150,12 +180,15 @@ class Relay:
             self._listing.discard(request_id)
             guarded = self._guarded.pop(request_id, None)
             if guarded is not None:
-                await self._guard.after(guarded.call, error=SERVER_EXITED)
+                await self._guard.after(self._run, guarded.call, error=SERVER_EXITED)
             await self._to_client(client_write, self._exited_error(request_id))
 
     def _unreadable(self, side: str, exc: Exception) -> None:
         print(f"loopwarden mcp-proxy: dropped an unreadable message from the {side}: {exc}", file=self._stderr,
               flush=True)
+
+    def _error(self, request_id: Any, code: int, text: str) -> SessionMessage:
+        return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=text)))
 
     async def _from_client(self, client_read, client_write, server_write) -> None:
         async for item in client_read:
@@ -163,48 +196,166 @@ class Relay:
                 self._unreadable("client", item)
                 continue
             message = item.message
-            if self.server_exited:
+            try:
+                forward = await self._client_message(item, client_write)
+            except MetaError as exc:
                 if isinstance(message, JSONRPCRequest):
-                    await self._to_client(client_write, self._exited_error(message.id))
+                    await self._to_client(client_write, self._error(message.id, INVALID_PARAMS, str(exc)))
+                else:
+                    self._unreadable("client", exc)
                 continue
-            if isinstance(message, JSONRPCRequest):
-                if message.method == "tools/list":
-                    self._listing.add(message.id)
-                if message.method == "tools/call":
-                    call = ToolCall.of(f"{self._prefix}{message.id}", message.params, self._classes)
-                    before = await self._guard.before(call)
-                    if before.refusal is not None:
-                        await self._to_client(client_write, SessionMessage(JSONRPCResponse(
-                            jsonrpc="2.0", id=message.id, result=before.refusal)))
-                        continue
-                    self._guarded[message.id] = _Guarded(call, before.warning)
-                elif message.method == TASKS_GET:
-                    call = ToolCall.task_poll(f"{self._prefix}{message.id}", message.params)
-                    before = await self._guard.before(call)
-                    if before.refusal is not None:
-                        text = " ".join(c.get("text", "") for c in before.refusal.get("content", []))
-                        await self._to_client(client_write, SessionMessage(JSONRPCError(
-                            jsonrpc="2.0", id=message.id, error=ErrorData(code=REFUSED, message=text))))
-                        continue
-                    self._guarded[message.id] = _Guarded(call, before.warning)
-                if self.server_exited:  # it went while the call was being judged
-                    guarded = self._guarded.pop(message.id, None)
-                    if guarded is not None:
-                        await self._guard.after(guarded.call, error=SERVER_EXITED)
-                    await self._to_client(client_write, self._exited_error(message.id))
-                    continue
-                self._in_flight.add(message.id)
-                token = ((message.params or {}).get("_meta") or {}).get("progressToken")
-                if token is not None:
-                    self._progress[token] = message.id
-            elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
-                request_id = (message.params or {}).get("requestId")
-                self._settle(request_id)
-                guarded = self._guarded.pop(request_id, None)
-                if guarded is not None:
-                    await self._guard.after(guarded.call, error="cancelled by the client")
+            except (_ClientGone, *_GONE):
+                raise
+            except Exception as exc:  # noqa: BLE001 - one message the proxy cannot handle fails alone
+                log.exception("mcp-proxy: a client message failed")
+                print(f"loopwarden mcp-proxy: a client message failed ({type(exc).__name__}: {exc}); "
+                      "the session goes on", file=self._stderr, flush=True)
+                if isinstance(message, JSONRPCRequest):
+                    await self._to_client(client_write, self._error(
+                        message.id, INTERNAL_ERROR, f"loopwarden mcp-proxy could not handle this request: {exc}"))
+                continue
+            if not forward:
+                continue
             try:
                 await server_write.send(item)
+            except _GONE:
+                pass  # the server is gone: its side fails this request with the others pending
+
+    async def _client_message(self, item: SessionMessage, client_write) -> bool:
+        """Handle one message of the client; whether it goes on to the server."""
+        message = item.message
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and isinstance(message.id, str) \
+                and message.id in self._asks:
+            held = self._asks.pop(message.id)  # a person's answer to the proxy's own question
+            held.answer = message.result if isinstance(message, JSONRPCResponse) else None
+            held.answered.set()
+            return False
+        if self.server_exited:
+            if isinstance(message, JSONRPCRequest):
+                await self._to_client(client_write, self._exited_error(message.id))
+            return False
+        if isinstance(message, JSONRPCRequest):
+            meta = meta_of(message.params)
+            token = progress_token(meta)
+            if message.method == "initialize":
+                self._run.accepts_ask = accepts_elicitation(message.params)
+                self._set_parent(parent_run_id(meta))
+                self._initializing.add(message.id)
+                self._track(message.id, token)
+            elif message.method == "tools/call":
+                parent, turn = parent_run_id(meta), user_turn(meta)  # both checked before either is used
+                self._set_parent(parent)
+                if turn:
+                    await self._guard.user_turn(self._run)
+                call = ToolCall.of(f"{self._prefix}{message.id}", message.params, self._classes)
+                before = await self._guard.before(self._run, call)
+                if before.ask is not None:
+                    self._hold(item, call, before.ask, token, client_write)
+                    return False
+                if not await self._judged(message, call, before, token, client_write):
+                    return False
+            elif message.method == TASKS_GET:
+                call = ToolCall.task_poll(f"{self._prefix}{message.id}", message.params)
+                before = await self._guard.before(self._run, call, can_hold=False)
+                if before.refusal is not None:
+                    text = " ".join(c.get("text", "") for c in before.refusal.get("content", []))
+                    await self._to_client(client_write, self._error(message.id, REFUSED, text))
+                    return False
+                if not await self._judged(message, call, before, token, client_write):
+                    return False
+            else:
+                self._track(message.id, token)
+            if message.method == "tools/list":
+                self._listing.add(message.id)
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            params = message.params or {}
+            request_id = hashable_id(params.get("requestId"))
+            if request_id is None:
+                raise MetaError("params.requestId of notifications/cancelled must be a string or an integer")
+            held = self._held.pop(request_id, None)
+            if held is not None:  # cancelled while a person was asked: it never reached the server
+                held.scope.cancel()
+                return False
+            self._settle(request_id)
+            guarded = self._guarded.pop(request_id, None)
+            if guarded is not None:
+                await self._guard.after(self._run, guarded.call, error="cancelled by the client")
+        return True
+
+    def _set_parent(self, parent: str) -> None:
+        if not parent or parent == self._run.parent_run_id:
+            return
+        if self._run.parent_run_id:
+            raise MetaError(f"this session's run {self._run.run_id!r} is already a child of "
+                            f"{self._run.parent_run_id!r}; _meta['io.loopwarden/parentRunId'] cannot name another")
+        if parent == self._run.run_id:
+            raise MetaError(f"_meta['io.loopwarden/parentRunId'] names this session's own run {parent!r}")
+        self._run.parent_run_id = parent
+
+    def _track(self, request_id: Any, token: Any) -> None:
+        self._in_flight.add(request_id)
+        if token is not None:
+            self._progress[token] = request_id
+
+    async def _judged(self, message: JSONRPCRequest, call: ToolCall, before: Before, token: Any,
+                      client_write) -> bool:
+        """A judged call: answered with its refusal (False) or remembered and sent on (True)."""
+        if before.refusal is not None:
+            await self._to_client(client_write, SessionMessage(JSONRPCResponse(
+                jsonrpc="2.0", id=message.id, result=before.refusal)))
+            return False
+        self._guarded[message.id] = _Guarded(call, before.warning)
+        if self.server_exited:  # it went while the call was being judged
+            del self._guarded[message.id]
+            await self._guard.after(self._run, call, error=SERVER_EXITED)
+            await self._to_client(client_write, self._exited_error(message.id))
+            return False
+        self._track(message.id, token)
+        return True
+
+    def _hold(self, item: SessionMessage, call: ToolCall, asked: Verdict, token: Any, client_write) -> None:
+        """An ASK: the call waits in a task of its own while the client is asked (its answer comes
+        in through the same reader that must go on reading)."""
+        held = _Held(f"{ASK_ID_PREFIX}{next(self._ask_numbers)}", anyio.CancelScope(), anyio.Event())
+        self._held[item.message.id] = held
+        self._group.start_soon(self._ask_person, item, call, asked, token, held, client_write)
+
+    async def _ask_person(self, item: SessionMessage, call: ToolCall, asked: Verdict, token: Any, held: _Held,
+                          client_write) -> None:
+        try:
+            await self._ask_and_go_on(item, call, asked, token, held, client_write)
+        except (_ClientGone, *_GONE):
+            pass  # the client went away while it was asked: the relay ends with it
+
+    async def _ask_and_go_on(self, item: SessionMessage, call: ToolCall, asked: Verdict, token: Any, held: _Held,
+                             client_write) -> None:
+        """Ask the person; then the call runs (approved) or is answered with a refusal."""
+        message = item.message
+        request = JSONRPCRequest(jsonrpc="2.0", id=held.ask_id, method="elicitation/create",
+                                 params={"message": asked.message, "requestedSchema": ASK_SCHEMA})
+        with held.scope:
+            self._asks[held.ask_id] = held
+            # Related to the held call, so that Streamable HTTP sends it on that call's stream.
+            await self._to_client(client_write, SessionMessage(request, metadata=ServerMessageMetadata(
+                related_request_id=message.id)))
+            with anyio.move_on_after(ASK_WAIT_SECONDS):
+                await held.answered.wait()
+        if self._asks.pop(held.ask_id, None) is not None:  # unanswered: the client may stop asking
+            await self._to_client(client_write, SessionMessage(JSONRPCNotification(
+                jsonrpc="2.0", method="notifications/cancelled",
+                params={"requestId": held.ask_id,
+                        "reason": "the call it asked about was cancelled or waited too long"})))
+        cancelled = self._held.pop(message.id, None) is None
+        approved, always = wants_always(held.answer)
+        before = await self._guard.answered(self._run, call, asked, approved=approved and not cancelled,
+                                            always=always)
+        if cancelled:
+            return
+        if before.refusal is None and self._client_done:
+            return
+        if await self._judged(message, call, before, token, client_write):
+            try:
+                await self._server_write.send(item)
             except _GONE:
                 pass  # the server is gone: its side fails this request with the others pending
 
@@ -216,20 +367,36 @@ class Relay:
             message = item.message
             if isinstance(message, JSONRPCResponse | JSONRPCError):
                 self._settle(message.id)
+                if message.id in self._initializing:
+                    self._initializing.discard(message.id)
+                    if isinstance(message, JSONRPCResponse):
+                        item = self._with_run_id(message)
                 if message.id in self._listing:
                     self._listing.discard(message.id)
                     if isinstance(message, JSONRPCResponse):  # each page adds its tools' classes
                         self._classes.update(tool_classes(message.result))
                 guarded = self._guarded.pop(message.id, None)
                 if guarded is not None:
-                    item = await self._outcome(guarded, message)
+                    try:
+                        item = await self._outcome(guarded, message)
+                    except Exception as exc:  # noqa: BLE001 - the answer still reaches the client
+                        log.exception("mcp-proxy: reporting a call's outcome failed")
+                        print(f"loopwarden mcp-proxy: the outcome of call {guarded.call.call_id} was not reported "
+                              f"({type(exc).__name__}: {exc}); its answer is passed on", file=self._stderr, flush=True)
             await self._to_client(client_write, self._routed(item))
+
+    def _with_run_id(self, message: JSONRPCResponse) -> SessionMessage:
+        """The server's answer to initialize, with the session's run id in its `_meta` (for the
+        client to name as the parent of its sub-agents' sessions)."""
+        meta = message.result.get("_meta")
+        meta = {**(meta if isinstance(meta, dict) else {}), RUN_ID: self._run.run_id}
+        return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=message.id, result={**message.result, "_meta": meta}))
 
     async def _outcome(self, guarded: _Guarded, message: JSONRPCResponse | JSONRPCError) -> SessionMessage:
         if isinstance(message, JSONRPCError):
-            await self._guard.after(guarded.call, error=message.error.message)
+            await self._guard.after(self._run, guarded.call, error=message.error.message)
             return SessionMessage(message)
-        await self._guard.after(guarded.call, result=message.result)
+        await self._guard.after(self._run, guarded.call, result=message.result)
         content = message.result.get("content")
         if guarded.warning and isinstance(content, list):
             result = {**message.result, "content": [*content, {"type": "text", "text": guarded.warning}]}
@@ -248,7 +415,8 @@ class Relay:
             return item
         related = None
         if isinstance(message, JSONRPCNotification) and message.method == "notifications/progress":
-            related = self._progress.get((message.params or {}).get("progressToken"))
+            token = hashable_id((message.params or {}).get("progressToken"))  # anything else has no owner
+            related = self._progress.get(token) if token is not None else None
         elif len(self._in_flight) == 1:
             related = next(iter(self._in_flight))
         if related is None:

@@ -7,46 +7,84 @@ or closed stdin, so the client's calls went unanswered. Here stdin is read on th
 handed to stdout without an await that a cancellation could interrupt, then written out by
 `drain()` at the end whatever was cancelled, so the errors for the calls the server never
 answered still reach the client. A stdin that is not a pipe, socket or terminal (a regular
-file) falls back to the SDK's own reader.
+file) falls back to the SDK's own reader. A line longer than MAX_MESSAGE_BYTES is answered with
+an error and skipped, never held whole in memory.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import sys
 import threading
+from typing import TextIO
 
 import anyio
 
-# The longest line (one JSON-RPC message) read from the client; the SDK's reader has no limit.
-MAX_LINE_BYTES = 256 * 1024 * 1024
-
+from .session_meta import ID_PREFIX_BYTES, MAX_MESSAGE_BYTES, too_large_error
 
 class StdinLines:
-    """`async for line in StdinLines(reader)`: the lines of stdin as text."""
+    """`async for line in StdinLines(reader, stdout)`: the lines of stdin as text. A line longer
+    than MAX_MESSAGE_BYTES is not handed on: it is read through to its end (only its head kept)
+    and answered on stdout with the too-large error, and the next line is read."""
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: asyncio.StreamReader, stdout: StdoutLines | None = None,
+                 stderr: TextIO = sys.stderr) -> None:
         self._reader = reader
+        self._stdout = stdout
+        self._stderr = stderr
 
     def __aiter__(self) -> StdinLines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
+        while True:
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:  # the last line, without its newline
+                line = exc.partial
+                if not line:
+                    raise StopAsyncIteration from None
+            except asyncio.LimitOverrunError as exc:
+                await self._refuse_long_line(exc.consumed)
+                continue
+            return line.decode("utf-8", "replace")
+
+    async def _refuse_long_line(self, consumed: int) -> None:
+        head = b""
+        size = 0
+        while True:
+            # `consumed` bytes hold no newline: take them, then look for the line's end again.
+            chunk = await self._reader.readexactly(consumed)
+            size += len(chunk)
+            if len(head) < ID_PREFIX_BYTES:
+                head += chunk[:ID_PREFIX_BYTES - len(head)]
+            try:
+                size += len(await self._reader.readuntil(b"\n"))
+                break
+            except asyncio.IncompleteReadError as exc:
+                size += len(exc.partial)
+                break
+            except asyncio.LimitOverrunError as exc:
+                consumed = exc.consumed
+        error = too_large_error(head, size)
+        print(f"loopwarden mcp-proxy: refused a message of {size} bytes from the client (at most "
+              f"{MAX_MESSAGE_BYTES}; request id {error['id']!r})", file=self._stderr, flush=True)
+        if self._stdout is not None:
+            await self._stdout.write(json.dumps(error) + "\n")
+            await self._stdout.flush()
 
 
-async def stdin_lines() -> StdinLines | None:
+async def stdin_lines(stdout: StdoutLines | None = None) -> StdinLines | None:
     """Stdin read on the event loop, or None where asyncio cannot watch it."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+    reader = asyncio.StreamReader(limit=MAX_MESSAGE_BYTES)
     try:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
                                      os.fdopen(os.dup(0), "rb", buffering=0))
     except (OSError, ValueError):
         return None
-    return StdinLines(reader)
+    return StdinLines(reader, stdout)
 
 
 class StdoutLines:

@@ -59,6 +59,13 @@ async def wait_forever(ctx: Context) -> str:
 
 
 @server.tool()
+async def big_answer(size: int) -> str:
+    """An answer of `size` characters, always the same."""
+    _note("big_answer")
+    return "x" * size
+
+
+@server.tool()
 async def server_pid() -> str:
     """The server process's id, so that a test can kill it mid-call."""
     return str(os.getpid())

@@ -10,18 +10,18 @@ from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from loopwarden_server.config import load_config_text
-from loopwarden_server.mcp_proxy.guard import OfflineJudge, ProxyGuard
+from loopwarden_server.mcp_proxy.guard import OfflineJudge, ProxyGuard, SessionRun
 from loopwarden_server.mcp_proxy.relay import REFUSED, Relay
 
 CONFIG = '{"tools": {"loopDetection": {"enabled": true}}}'
 
 
-def poll_task(polls: int, status_of) -> list:
+def poll_task(polls: int, status_of, *, config: str = CONFIG, accepts_ask: bool = False) -> list:
     """`polls` tasks/get requests through the relay, each answered by a server reporting
     `status_of(i)` for the i-th poll it sees; the client's answers in order."""
     async def main():
-        guard = ProxyGuard(OfflineJudge(load_config_text(CONFIG), "task-run"), stderr=io.StringIO())
-        relay = Relay(guard, stderr=io.StringIO())
+        guard = ProxyGuard(OfflineJudge(load_config_text(config)), stderr=io.StringIO())
+        relay = Relay(guard, SessionRun("task-run", accepts_ask=accepts_ask), stderr=io.StringIO())
         to_proxy, client_read = anyio.create_memory_object_stream(100)
         client_write, from_proxy = anyio.create_memory_object_stream(100)
         server_write, to_server = anyio.create_memory_object_stream(100)
@@ -64,3 +64,11 @@ def test_a_task_whose_status_moves_on_is_never_refused():
     statuses = ["submitted"] + ["working"] * 9 + ["input_required"] * 9 + ["working"] * 9 + ["completed"] * 3
     answers = poll_task(len(statuses), lambda i: statuses[i])
     assert all(isinstance(a, JSONRPCResponse) for a in answers)
+
+
+def test_a_poll_is_never_held_for_a_person_even_in_a_session_that_accepts_asks():
+    """onCritical "ask" and a client that declared elicitation: poll 21 still gets the BLOCK's
+    JSON-RPC error at once (a poll is sent without accepts_ask), not an elicitation."""
+    config = '{"tools": {"loopDetection": {"enabled": true}}, "loopwarden": {"onCritical": "ask"}}'
+    answers = poll_task(21, lambda i: "working", config=config, accepts_ask=True)
+    assert isinstance(answers[20], JSONRPCError) and answers[20].error.code == REFUSED
