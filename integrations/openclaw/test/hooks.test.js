@@ -28,7 +28,8 @@ describe('against a daemon with detection on', () => {
   test('registers before_tool_call, after_tool_call, after_compaction and session_end, and tool-result middleware', async () => {
     const plugin = loadPlugin({ target: daemon.grpcTarget });
     try {
-      assert.deepEqual(['before_tool_call', 'after_tool_call', 'after_compaction', 'session_end', 'gateway_stop'], plugin.hookNames);
+      assert.deepEqual(['before_tool_call', 'after_tool_call', 'after_compaction', 'session_end', 'subagent_spawned', 'gateway_stop'],
+        plugin.hookNames);
       assert.deepEqual([{ runtimes: ['openclaw', 'codex'] }], plugin.middlewareOptions);
     } finally {
       await plugin.dispose();
@@ -126,16 +127,20 @@ describe('against a daemon with detection on', () => {
     }
   });
 
-  test('runs are OpenClaw runs: a new run id in the same session starts from zero', async () => {
+  test('a session is one run: a new OpenClaw run in it is a user turn, and the call blocked in the last one runs again', async () => {
     const plugin = loadPlugin({ target: daemon.grpcTarget });
+    const inspector = new LoopwardenClient(daemon.grpcTarget);
     const first = newRun();
     try {
       for (let i = 1; i <= 20; i++) await callTool(plugin, first, 'read', { path: 'notes.txt' }, sameResult);
+      assert.equal(true, (await callTool(plugin, first, 'read', { path: 'notes.txt' }, sameResult)).blocked);
       const next = { ...first, runId: `${first.runId}-next` };
       const report = await callTool(plugin, next, 'read', { path: 'notes.txt' }, sameResult);
       assert.equal(false, report.blocked);
-      assert.equal(true, (await callTool(plugin, first, 'read', { path: 'notes.txt' }, sameResult)).blocked);
+      const view = await inspector.inspect(first.sessionId);
+      assert.equal(1, view.records.length, 'the user turn cleared the history; the new turn\'s call is its only record');
     } finally {
+      inspector.close();
       await plugin.dispose();
     }
   });
@@ -185,13 +190,15 @@ describe('against a daemon with detection on', () => {
     const scope = newRun();
     try {
       await callTool(plugin, scope, 'read', { path: 'notes.txt' }, sameResult);
-      const second = { ...scope, runId: `${scope.runId}-b` };
-      await callTool(plugin, second, 'read', { path: 'notes.txt' }, sameResult);
-      assert.equal(2, (await inspector.inspect(scope.runId)).records.length + (await inspector.inspect(second.runId)).records.length);
+      await callTool(plugin, scope, 'read', { path: 'other.txt' }, sameResult);
+      assert.equal(2, (await inspector.inspect(scope.sessionId)).records.length);
+      const outside = { ...scope, sessionId: '', runId: '' };
+      await callTool(plugin, outside, 'read', { path: 'notes.txt' }, sameResult);
+      assert.equal(1, (await inspector.inspect(`session:${scope.sessionKey}`)).records.length, 'a call without a session id: keyed by the session key');
       await plugin.sessionEnd({ sessionId: scope.sessionId, sessionKey: scope.sessionKey, messageCount: 4, reason: 'idle' },
         { sessionId: scope.sessionId, sessionKey: scope.sessionKey, agentId: scope.agentId });
-      await assert.rejects(inspector.inspect(scope.runId), RunNotFound);
-      await assert.rejects(inspector.inspect(second.runId), RunNotFound);
+      await assert.rejects(inspector.inspect(scope.sessionId), RunNotFound);
+      await assert.rejects(inspector.inspect(`session:${scope.sessionKey}`), RunNotFound);
     } finally {
       inspector.close();
       await plugin.dispose();
@@ -209,7 +216,7 @@ describe('against a daemon with detection on', () => {
       // Another plugin rewrote the params in between: the outcome still fills the call's record.
       await plugin.afterToolCall({ toolName: 'exec', params: { command: 'ls', cwd: '/tmp' }, runId: scope.runId, toolCallId: 'c-err',
         error: 'Tool frobnicate not found' }, ctx);
-      const { records } = await inspector.inspect(scope.runId);
+      const { records } = await inspector.inspect(scope.sessionId);
       assert.equal(1, records.length, JSON.stringify(records));
       assert.notEqual('', records[0].resultHash);
     } finally {
