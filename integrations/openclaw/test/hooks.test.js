@@ -168,6 +168,44 @@ describe('against a daemon with detection on', () => {
     }
   });
 
+  test('a session aborted in an earlier OpenClaw run starts over at its next run', async () => {
+    const plugin = loadPlugin({ target: daemon.grpcTarget }, { abortRun: () => true });
+    const scope = newRun();
+    try {
+      await plugin.afterCompaction({ messageCount: 1, compactedCount: 1 }, { runId: scope.runId, sessionId: scope.sessionId });
+      for (let i = 1; i <= 3; i++) await callTool(plugin, scope, 'exec', { command: 'make' }, sameResult);
+      assert.equal(true, (await callTool(plugin, scope, 'read', { path: 'x' }, sameResult)).blocked, 'aborted');
+      const next = { ...scope, runId: `${scope.runId}-next` };
+      assert.equal(false, (await callTool(plugin, next, 'read', { path: 'x' }, sameResult)).blocked);
+      assert.ok(plugin.logs.some((l) => /was aborted in an earlier OpenClaw run; starting it over/.test(l.message)), JSON.stringify(plugin.logs));
+    } finally {
+      await plugin.dispose();
+    }
+  });
+
+  test('a child session known only from OpenClaw\'s session store (parentSessionKey) is a child run of its parent', async () => {
+    const parent = newRun();
+    const child = { ...newRun(), sessionKey: `${parent.sessionKey}:subagent:x` };
+    const orphan = { ...newRun(), sessionKey: `${parent.sessionKey}:subagent:orphan` };
+    const plugin = loadPlugin({ target: daemon.grpcTarget }, {}, {
+      [child.sessionKey]: { parentSessionKey: parent.sessionKey, spawnedBy: parent.sessionKey },
+      // A parent that never made a call here: its incarnation from the store.
+      [orphan.sessionKey]: { parentSessionKey: 'agent:coder:elsewhere', parentSessionId: 'session-elsewhere' },
+    });
+    const inspector = new LoopwardenClient(daemon.grpcTarget);
+    try {
+      await callTool(plugin, parent, 'read', { path: 'plan.md' }, sameResult);
+      await callTool(plugin, child, 'read', { path: 'plan.md' }, sameResult);
+      await callTool(plugin, orphan, 'read', { path: 'plan.md' }, sameResult);
+      assert.equal(parent.sessionId, (await inspector.inspect(child.sessionId)).parentRunId);
+      assert.equal('session-elsewhere', (await inspector.inspect(orphan.sessionId)).parentRunId);
+      assert.equal('', (await inspector.inspect(parent.sessionId)).parentRunId);
+    } finally {
+      inspector.close();
+      await plugin.dispose();
+    }
+  });
+
   test('with abortRun off, an ABORT only blocks', async () => {
     /** @type {string[]} */
     const ended = [];
@@ -219,6 +257,50 @@ describe('against a daemon with detection on', () => {
       const { records } = await inspector.inspect(scope.sessionId);
       assert.equal(1, records.length, JSON.stringify(records));
       assert.notEqual('', records[0].resultHash);
+    } finally {
+      inspector.close();
+      await plugin.dispose();
+    }
+  });
+});
+
+describe('against a daemon with loopwarden.onCritical "ask"', () => {
+  /** @type {Daemon} */
+  let daemon;
+  before(async () => { daemon = await startDaemon({ ...DETECTION_ON, loopwarden: { onCritical: 'ask' } }); });
+  after(async () => { await daemon?.stop(); });
+
+  test('ask false: calls are sent without accepts_ask, so the daemon blocks the loop instead of asking', async () => {
+    const plugin = loadPlugin({ target: daemon.grpcTarget, ask: false });
+    const scope = newRun();
+    try {
+      const reports = [];
+      for (let i = 1; i <= 21; i++) reports.push(await callTool(plugin, scope, 'read', { path: 'notes.txt' }, sameResult));
+      assert.equal(true, reports[20].blocked);
+      assert.match(reports[20].blockReason ?? '', /read.*identical/i);
+    } finally {
+      await plugin.dispose();
+    }
+  });
+
+  test('ask true: the 21st call is answered with requireApproval, and allow-once reaches the daemon before the outcome', async () => {
+    const plugin = loadPlugin({ target: daemon.grpcTarget, approvalTimeoutMs: 30_000 });
+    const inspector = new LoopwardenClient(daemon.grpcTarget);
+    const scope = newRun();
+    try {
+      for (let i = 1; i <= 20; i++) await callTool(plugin, scope, 'read', { path: 'notes.txt' }, sameResult);
+      const ctx = { toolName: 'read', toolCallId: 'asked-1', runId: scope.runId, sessionId: scope.sessionId, sessionKey: scope.sessionKey, agentId: 'coder' };
+      const decision = await plugin.beforeToolCall({ toolName: 'read', params: { path: 'notes.txt' }, runId: scope.runId, toolCallId: 'asked-1' }, ctx);
+      const approval = decision?.requireApproval;
+      assert.ok(approval, JSON.stringify(decision));
+      assert.equal(undefined, decision?.block);
+      assert.equal(30_000, approval.timeoutMs);
+      assert.match(approval.description, /held for a person/);
+      approval.onResolution?.('allow-once');
+      await plugin.afterToolCall({ toolName: 'read', params: { path: 'notes.txt' }, runId: scope.runId, toolCallId: 'asked-1', result: sameResult() }, ctx);
+      const { records } = await inspector.inspect(scope.sessionId);
+      assert.equal(21, records.length, 'the approved call ran and its outcome filled its record');
+      assert.deepEqual([], plugin.logs.filter((l) => /the answer to/.test(l.message)), JSON.stringify(plugin.logs));
     } finally {
       inspector.close();
       await plugin.dispose();
