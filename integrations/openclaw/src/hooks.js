@@ -451,7 +451,9 @@ export function createHooks({ client, settings, logger, abortRun, sessionParent,
         // reported with loopwarden's blocked result, as a blocked call is.
         const vetoed = call?.blockedBy ?? (call?.asked && !call.approved ? call.asked : undefined);
         const outcome = vetoed ? { result: blockedToolResult(vetoed) } : outcomeOf(event, call?.appended);
-        const opts = { ...ids(ctx, toolCallId), parentRunId: parentOf(runId, ctx) || undefined, ...outcome };
+        // How long the tool ran, for the tree's loopwarden.budgets.toolSecondsPerTree.
+        const durationMs = !vetoed && Number.isFinite(event.durationMs) ? Math.max(0, Math.round(/** @type {number} */ (event.durationMs))) : 0;
+        const opts = { ...ids(ctx, toolCallId), parentRunId: parentOf(runId, ctx) || undefined, ...outcome, durationMs };
         const verdict = await within((call?.answered ?? Promise.resolve()).then(() => client.toolOutcome(runId, toolName, params, opts)),
           settings.timeoutMs, `the ${toolName} outcome`);
         daemonAnswered();

@@ -308,6 +308,31 @@ describe('against a daemon with loopwarden.onCritical "ask"', () => {
   });
 });
 
+describe('against a daemon with a toolSecondsPerTree budget', () => {
+  /** @type {Daemon} */
+  let daemon;
+  before(async () => { daemon = await startDaemon({ ...DETECTION_ON, loopwarden: { budgets: { toolSecondsPerTree: 2 } } }); });
+  after(async () => { await daemon?.stop(); });
+
+  test('after_tool_call\'s durationMs feeds the tree\'s tool time: a sub-agent\'s slow tool spends its parent\'s budget', async () => {
+    const parent = newRun();
+    const child = { ...newRun(), sessionKey: `${parent.sessionKey}:subagent:slow` };
+    const plugin = loadPlugin({ target: daemon.grpcTarget }, {}, { [child.sessionKey]: { parentSessionKey: parent.sessionKey } });
+    try {
+      assert.equal(false, (await callTool(plugin, parent, 'read', { path: 'plan.md' }, sameResult)).blocked);
+      const ctx = { toolName: 'exec', toolCallId: 'slow-1', runId: child.runId, sessionId: child.sessionId, sessionKey: child.sessionKey, agentId: 'coder' };
+      await plugin.beforeToolCall({ toolName: 'exec', params: { command: 'make' }, runId: child.runId, toolCallId: 'slow-1' }, ctx);
+      await plugin.afterToolCall({ toolName: 'exec', params: { command: 'make' }, runId: child.runId, toolCallId: 'slow-1',
+        result: sameResult(), durationMs: 2500 }, ctx);
+      const next = await callTool(plugin, parent, 'read', { path: 'other.md' }, sameResult);
+      assert.equal(true, next.blocked, 'the tree spent 2.5 s of its 2');
+      assert.match(next.blockReason ?? '', /budget/i);
+    } finally {
+      await plugin.dispose();
+    }
+  });
+});
+
 describe('when the daemon cannot answer', () => {
   const scope = { runId: 'run-down', sessionId: 'session-down', sessionKey: 'agent:coder:down', agentId: 'coder' };
 
