@@ -497,10 +497,18 @@ export function createHooks({ client, settings, logger, abortRun, sessionParent,
       try {
         const scope = { agentId: ctx.agentId, sessionKey: event.sessionKey ?? ctx.sessionKey, sessionId: event.sessionId || ctx.sessionId };
         /** @type {Set<string>} */
-        const runs = new Set();
-        for (const session of [scope.sessionKey, scope.sessionId]) {
-          if (!session) continue;
-          for (const runId of runsOfSession.take(session) ?? []) runs.add(runId);
+        const runs = new Set(scope.sessionId ? runsOfSession.take(scope.sessionId) ?? [] : []);
+        if (scope.sessionKey) {
+          // The key outlives this incarnation: only its runs end here, not the next incarnation's.
+          const ofKey = runsOfSession.get(scope.sessionKey) ?? new Set();
+          for (const runId of ofKey) {
+            if (runs.has(runId) || runId === scope.sessionId || runId === `session:${scope.sessionKey}`) {
+              runs.add(runId);
+              ofKey.delete(runId);
+            }
+          }
+          if (ofKey.size === 0) runsOfSession.delete(scope.sessionKey);
+          if (runs.has(runOfSessionKey.get(scope.sessionKey) ?? '')) runOfSessionKey.delete(scope.sessionKey);
         }
         if (runs.size === 0) return;
         for (const key of calls.keys()) {

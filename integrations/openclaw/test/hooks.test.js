@@ -233,10 +233,14 @@ describe('against a daemon with detection on', () => {
       const outside = { ...scope, sessionId: '', runId: '' };
       await callTool(plugin, outside, 'read', { path: 'notes.txt' }, sameResult);
       assert.equal(1, (await inspector.inspect(`session:${scope.sessionKey}`)).records.length, 'a call without a session id: keyed by the session key');
-      await plugin.sessionEnd({ sessionId: scope.sessionId, sessionKey: scope.sessionKey, messageCount: 4, reason: 'idle' },
+      // The next incarnation of the same session key (after /new) has begun already.
+      const nextIncarnation = { ...scope, sessionId: `${scope.sessionId}-new`, runId: `${scope.runId}-new` };
+      await callTool(plugin, nextIncarnation, 'read', { path: 'notes.txt' }, sameResult);
+      await plugin.sessionEnd({ sessionId: scope.sessionId, sessionKey: scope.sessionKey, messageCount: 4, reason: 'new' },
         { sessionId: scope.sessionId, sessionKey: scope.sessionKey, agentId: scope.agentId });
       await assert.rejects(inspector.inspect(scope.sessionId), RunNotFound);
       await assert.rejects(inspector.inspect(`session:${scope.sessionKey}`), RunNotFound);
+      assert.equal(1, (await inspector.inspect(nextIncarnation.sessionId)).records.length, 'the next incarnation is not ended with the old one');
     } finally {
       inspector.close();
       await plugin.dispose();
