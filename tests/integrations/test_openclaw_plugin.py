@@ -121,6 +121,7 @@ def test_plugin_test_run_passes(node_run: Completed):
     "nobody answers: OpenClaw denies the call when approvalTimeoutMs runs out, with the loop's reason, and the daemon takes it as a denial",
     "a stuck sub-agent is blocked without its siblings being warned, and its parent's next call carries the child_stopped warning",
     "a new OpenClaw run in the session is a user turn: the call blocked in the last run runs again",
+    "the second message is a user turn: the call blocked in the first message's run runs again",
 ])
 def test_acceptance_test_passed(node_run: Completed, name: str):
     """Each acceptance check of the plugin is a passing Node test."""
