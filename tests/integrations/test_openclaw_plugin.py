@@ -2,9 +2,11 @@
 OpenClaw-shaped payloads against real daemons the Node tests start, the plugin loaded by OpenClaw's
 own plugin loader, the fail-open/fail-closed paths with no daemon, a tsc --strict type check
 against openclaw's published plugin types, the README's install run by OpenClaw's own `plugins
-install`/`enable`/`list` on a fresh copy of the files, and `openclaw agent --local` with a scripted
-model whose 11th identical tool result carries the warning. All of it under Node 24 from the npm `node` package
-(OpenClaw needs Node >= 24.16), installed with openclaw by integrations/openclaw/scripts/setup.sh.
+install`/`enable`/`list` on a fresh copy of the files, `openclaw agent --local` with a scripted
+model whose 11th identical tool result carries the warning, and (issue 28) an ASK answered through
+OpenClaw's own approval flow, sub-agent sessions as child runs and new OpenClaw runs as user turns.
+All of it under Node 24 from the npm `node` package (OpenClaw needs Node >= 24.16), installed with
+openclaw by integrations/openclaw/scripts/setup.sh.
 
 A missing tool (bash, npm) or a failed set-up fails these tests: an integration check that skips
 checks nothing.
@@ -108,11 +110,18 @@ def test_plugin_test_run_passes(node_run: Completed):
     "no daemon listening: every hook fails open, quietly after the first log line",
     "no daemon listening, failOpen false: the call is blocked with a reason",
     "fails open by default: OpenClaw runs every tool, and the plugin logs the outage once",
-    "OpenClaw loads the plugin and registers its four hooks and its tool-result middleware",
+    "OpenClaw loads the plugin and registers its five hooks and its tool-result middleware",
     "the plugin type-checks under tsc --strict against openclaw's plugin-sdk types",
     "plugins install --link --force succeeds on a fresh checkout, and the plugin is listed installed and enabled",
     "without --accept-capabilities and no terminal to ask on, the install stops and names the flag",
     "the 11th identical tool result the model receives carries the warning text",
+    # Issue 28: ASK, sub-agents and user turns through OpenClaw's own loader and approval flow.
+    "allow-always: OpenClaw asks, the call runs, and the answer is an exemption `loopwarden exemptions list` shows",
+    "allow-once runs the call and the next critical asks again; deny blocks it, and the loop's later calls are blocked without asking",
+    "nobody answers: OpenClaw denies the call when approvalTimeoutMs runs out, with the loop's reason, and the daemon takes it as a denial",
+    "a stuck sub-agent is blocked without its siblings being warned, and its parent's next call carries the child_stopped warning",
+    "a new OpenClaw run in the session is a user turn: the call blocked in the last run runs again",
+    "the second message is a user turn: the call blocked in the first message's run runs again",
 ])
 def test_acceptance_test_passed(node_run: Completed, name: str):
     """Each acceptance check of the plugin is a passing Node test."""

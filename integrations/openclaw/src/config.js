@@ -20,6 +20,8 @@ export const CONFIG_PATH = `plugins.entries.${PLUGIN_ID}.config`;
  * @property {number} timeoutMs budget of one daemon answer inside a hook
  * @property {WarningDelivery} warnings where an announced WARN goes
  * @property {boolean} abortRun on ABORT, also end the OpenClaw run (not only block the call)
+ * @property {boolean} ask send accepts_ask: an ASK verdict becomes OpenClaw's requireApproval
+ * @property {number} approvalTimeoutMs how long OpenClaw holds an asked call for a person's answer
  */
 
 /** @type {Readonly<PluginSettings>} */
@@ -33,6 +35,10 @@ export const DEFAULT_SETTINGS = Object.freeze({
   timeoutMs: 2000,
   warnings: 'tool-result',
   abortRun: true,
+  ask: true,
+  // NOTE: OpenClaw's own default for a plugin approval (DEFAULT_PLUGIN_APPROVAL_TIMEOUT_MS), and
+  // inside the daemon's default loopwarden.askTimeoutSeconds (300 s), so OpenClaw gives up first.
+  approvalTimeoutMs: 120_000,
 });
 
 /**
@@ -43,8 +49,16 @@ export const DEFAULT_SETTINGS = Object.freeze({
  */
 export const MAX_TIMEOUT_MS = 10_000;
 
+/**
+ * The bounds of `approvalTimeoutMs`. OpenClaw 2026.9 clamps a requireApproval's timeoutMs to at
+ * most 600 s (MAX_PLUGIN_APPROVAL_TIMEOUT_MS) and denies the call when it runs out; 1 s is the
+ * least that leaves a person any time at all.
+ */
+export const MIN_APPROVAL_TIMEOUT_MS = 1_000;
+export const MAX_APPROVAL_TIMEOUT_MS = 600_000;
+
 const WARNING_DELIVERIES = ['tool-result', 'log', 'off'];
-const KEYS = ['target', 'agentId', 'token', 'tokenFile', 'failOpen', 'timeoutMs', 'warnings', 'abortRun'];
+const KEYS = ['target', 'agentId', 'token', 'tokenFile', 'failOpen', 'timeoutMs', 'warnings', 'abortRun', 'ask', 'approvalTimeoutMs'];
 
 /** A plugin config value that cannot be used; the message names the dotted path. */
 export class PluginConfigError extends Error {
@@ -113,6 +127,13 @@ export function parseSettings(raw, env = process.env) {
   if (warnings !== undefined && !WARNING_DELIVERIES.includes(/** @type {string} */ (warnings))) {
     throw new PluginConfigError('warnings', `must be one of ${WARNING_DELIVERIES.join(', ')}`);
   }
+  const approvalTimeoutMs = config.approvalTimeoutMs;
+  if (approvalTimeoutMs !== undefined && (!Number.isInteger(approvalTimeoutMs)
+      || /** @type {number} */ (approvalTimeoutMs) < MIN_APPROVAL_TIMEOUT_MS
+      || /** @type {number} */ (approvalTimeoutMs) > MAX_APPROVAL_TIMEOUT_MS)) {
+    throw new PluginConfigError('approvalTimeoutMs', `must be an integer from ${MIN_APPROVAL_TIMEOUT_MS} to ${MAX_APPROVAL_TIMEOUT_MS} `
+      + '(milliseconds; OpenClaw holds an approval for at most 600 s)');
+  }
   const envTarget = env.LOOPWARDEN_TARGET?.trim();
   return Object.freeze({
     target: optionalString(config, 'target') ?? (envTarget || DEFAULT_SETTINGS.target),
@@ -122,5 +143,7 @@ export function parseSettings(raw, env = process.env) {
     timeoutMs: /** @type {number | undefined} */ (timeoutMs) ?? DEFAULT_SETTINGS.timeoutMs,
     warnings: /** @type {WarningDelivery | undefined} */ (warnings) ?? DEFAULT_SETTINGS.warnings,
     abortRun: optionalBoolean(config, 'abortRun') ?? DEFAULT_SETTINGS.abortRun,
+    ask: optionalBoolean(config, 'ask') ?? DEFAULT_SETTINGS.ask,
+    approvalTimeoutMs: /** @type {number | undefined} */ (approvalTimeoutMs) ?? DEFAULT_SETTINGS.approvalTimeoutMs,
   });
 }

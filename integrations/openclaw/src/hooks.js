@@ -16,7 +16,8 @@
  * bounded: a call whose `after_tool_call` never comes is forgotten oldest first.
  */
 import { LoopwardenUnavailable, blockedToolResult } from '@loopwarden/client';
-import { callKey, outcomeOf, runIdOf, sessionOf, withNote } from './mapping.js';
+import { approvalAnswer, approvalRequest } from './approvals.js';
+import { callKey, outcomeOf, runIdOf, sessionOf, turnOf, withNote } from './mapping.js';
 
 /** @typedef {import('@loopwarden/client').Verdict} Verdict */
 /** @typedef {import('@loopwarden/client').LoopwardenClient} LoopwardenClient */
@@ -32,12 +33,22 @@ import { callKey, outcomeOf, runIdOf, sessionOf, withNote } from './mapping.js';
 /** @typedef {import('./openclaw.js').MiddlewareEvent} MiddlewareEvent */
 /** @typedef {import('./openclaw.js').MiddlewareContext} MiddlewareContext */
 /** @typedef {import('./openclaw.js').MiddlewareResult} MiddlewareResult */
+/** @typedef {import('./openclaw.js').SubagentSpawnedEvent} SubagentSpawnedEvent */
+/** @typedef {import('./openclaw.js').SubagentContext} SubagentContext */
+/** @typedef {import('./approvals.js').Resolution} Resolution */
 
 /** @typedef {{ debug?: (message: string) => void, info: (message: string) => void, warn: (message: string) => void, error: (message: string) => void }} Logger */
 
 /**
  * The daemon calls the hooks make: the Node client's verbs, so a test can stand in for it.
- * @typedef {Pick<LoopwardenClient, 'toolCall' | 'toolOutcome' | 'compactionRetry' | 'runEnd'>} DaemonClient
+ * @typedef {Pick<LoopwardenClient, 'toolCall' | 'toolOutcome' | 'compactionRetry' | 'runEnd' | 'userTurn' | 'approval'>} DaemonClient
+ */
+
+/**
+ * The parent of a child session, as OpenClaw's session store records it (`parentSessionKey`, and
+ * `parentSessionId`: the parent's incarnation when the child was made). undefined: not a child,
+ * or unknown.
+ * @typedef {(scope: { agentId?: string, sessionKey: string }) => { parentSessionKey?: string, parentSessionId?: string } | undefined} SessionParentLookup
  */
 
 /**
@@ -46,6 +57,7 @@ import { callKey, outcomeOf, runIdOf, sessionOf, withNote } from './mapping.js';
  * @property {Readonly<PluginSettings>} settings
  * @property {Logger} logger
  * @property {(sessionId: string) => boolean | Promise<boolean>} abortRun ends OpenClaw's run of a session
+ * @property {SessionParentLookup} [sessionParent] reads a child session's parent from OpenClaw's session store
  */
 
 /** Calls and sessions remembered at most; past that the oldest are forgotten. */
@@ -106,6 +118,9 @@ function describe(err) {
  * @property {Verdict} [blockedBy] this plugin blocked the call with this verdict
  * @property {string} [note] an announced warning waiting to be appended to the result
  * @property {string} [appended] the warning text that was appended to the result
+ * @property {Verdict} [asked] the daemon asked a person about the call with this ASK verdict
+ * @property {boolean} [approved] the person's answer, once OpenClaw resolved the approval
+ * @property {Promise<void>} [answered] settles when the daemon has the answer (the outcome waits for it)
  */
 
 /**
@@ -115,11 +130,19 @@ function describe(err) {
  * @property {RecentMap<string, PendingCall>} calls (run, tool, toolCallId) -> the call in flight
  * @property {RecentMap<string, Set<string>>} runsOfSession session (key or id) -> the runs seen in it
  * @property {RecentMap<string, true>} endedRuns runs this plugin saw aborted (and ended in OpenClaw)
+ * @property {RecentMap<string, { turn: string, started: Promise<void> }>} turns run -> the OpenClaw run (turn) it is in
+ * @property {RecentMap<string, string>} parents run -> its parent run ('' for a root), fixed at first sight
+ * @property {RecentMap<string, string>} runOfSessionKey session key -> the run its latest event was of
+ * @property {RecentMap<string, string>} spawnedBy child session key -> the session key that spawned it (subagent_spawned)
  */
 
 /** @returns {HookMemory} */
 export function createMemory() {
-  return { calls: new RecentMap(MEMORY_LIMIT), runsOfSession: new RecentMap(MEMORY_LIMIT), endedRuns: new RecentMap(MEMORY_LIMIT) };
+  return {
+    calls: new RecentMap(MEMORY_LIMIT), runsOfSession: new RecentMap(MEMORY_LIMIT), endedRuns: new RecentMap(MEMORY_LIMIT),
+    turns: new RecentMap(MEMORY_LIMIT), parents: new RecentMap(MEMORY_LIMIT), runOfSessionKey: new RecentMap(MEMORY_LIMIT),
+    spawnedBy: new RecentMap(MEMORY_LIMIT),
+  };
 }
 
 /**
@@ -129,9 +152,9 @@ export function createMemory() {
  * captured copy of the plugin's files, so each registration has its own module instance. It
  * dispatches the tool hooks to one registration and the tool-result middleware to another: with
  * memory per registration, the middleware never saw the warning before_tool_call had left for it.
- * The `v1` names the shape of HookMemory, so a different plugin version never shares it.
+ * The `v2` names the shape of HookMemory, so a different plugin version never shares it.
  */
-const SHARED_MEMORY = Symbol.for('loopwarden.openclaw.hook-memory.v1');
+const SHARED_MEMORY = Symbol.for('loopwarden.openclaw.hook-memory.v2');
 
 /**
  * The process-wide memory of every registration with this configuration key (the daemon address
@@ -151,8 +174,8 @@ export function sharedMemory(key) {
 }
 
 /** @param {HookDeps & { memory?: HookMemory }} deps memory: shared with other registrations, else this instance's own */
-export function createHooks({ client, settings, logger, abortRun, memory = createMemory() }) {
-  const { calls, runsOfSession, endedRuns } = memory;
+export function createHooks({ client, settings, logger, abortRun, sessionParent, memory = createMemory() }) {
+  const { calls, runsOfSession, endedRuns, turns, parents, runOfSessionKey, spawnedBy } = memory;
   let outage = { since: 0, lastLog: 0, suppressed: 0 };
 
   /**
@@ -169,12 +192,72 @@ export function createHooks({ client, settings, logger, abortRun, memory = creat
 
   /** @param {string} runId @param {{ sessionKey?: string, sessionId?: string }} ctx */
   function rememberRun(runId, ctx) {
+    const sessionKey = ctx.sessionKey?.trim();
+    if (sessionKey) runOfSessionKey.set(sessionKey, runId);
     for (const session of new Set([ctx.sessionKey, ctx.sessionId])) {
       if (!session) continue;
       const runs = runsOfSession.get(session) ?? new Set();
       runs.add(runId);
       runsOfSession.set(session, runs);
     }
+  }
+
+  /**
+   * The parent run of a run, decided at its first sight and kept: the daemon fixes a run's parent
+   * by its first event. A child session (a sub-agent) is known by subagent_spawned, else by
+   * OpenClaw's session store; its parent run is the run the parent session's events were of, else
+   * the parent's incarnation the store recorded. '' for a root (or a parent this plugin cannot
+   * tell: the session then keeps its own history as a plain run).
+   * @param {string} runId @param {{ agentId?: string, sessionKey?: string }} ctx
+   */
+  function parentOf(runId, ctx) {
+    const known = parents.get(runId);
+    if (known !== undefined) return known;
+    let parent = '';
+    const sessionKey = ctx.sessionKey?.trim();
+    if (sessionKey) {
+      let stored;
+      try {
+        stored = sessionParent?.({ agentId: ctx.agentId, sessionKey });
+      } catch (err) {
+        logger.debug?.(`loopwarden: no session store entry for ${sessionKey}: ${describe(err)}`);
+      }
+      const parentKey = spawnedBy.get(sessionKey) ?? stored?.parentSessionKey?.trim();
+      parent = (parentKey && runOfSessionKey.get(parentKey)) || stored?.parentSessionId?.trim() || '';
+      if (parent === runId) parent = '';
+    }
+    parents.set(runId, parent);
+    return parent;
+  }
+
+  /**
+   * A new OpenClaw run (a user message, a heartbeat or cron prompt, a parent's new instruction to
+   * a sub-agent's session) is a `user_turn` of the session's run, sent once before its first
+   * event; calls of one turn made in parallel wait for the same send. A session whose run the
+   * daemon holds aborted (an earlier turn ended in ABORT) starts over: its run is ended and the
+   * next event makes it anew, as OpenClaw's own guard leaves a new run unaffected by an old one.
+   * @param {string} runId @param {string} turn @param {{ agentId?: string, sessionKey?: string, sessionId?: string }} ctx
+   * @returns {Promise<void>}
+   */
+  function startTurn(runId, turn, ctx) {
+    if (!turn) return Promise.resolve();
+    const current = turns.get(runId);
+    if (current?.turn === turn) return current.started;
+    const opts = { ...ids(ctx), parentRunId: parentOf(runId, ctx) || undefined };
+    const started = (async () => {
+      const verdict = await client.userTurn(runId, { ...opts, promptId: turn });
+      if (verdict.action === 'abort') {
+        logger.info(`loopwarden: run ${runId} was aborted in an earlier OpenClaw run; starting it over for run ${turn}`);
+        await client.runEnd(runId, opts);
+        endedRuns.delete(runId);
+      } else if (verdict.action === 'reject') {
+        logger.warn(`loopwarden: the user turn of run ${runId} was not evaluated (${verdict.errorCode}): ${verdict.message}`);
+      }
+    })();
+    turns.set(runId, { turn, started });
+    // A turn the daemon never heard of is sent again with the next event.
+    started.catch(() => { if (turns.get(runId)?.started === started) turns.delete(runId); });
+    return started;
   }
 
   function daemonAnswered() {
@@ -263,9 +346,38 @@ export function createHooks({ client, settings, logger, abortRun, memory = creat
     if (call) call.note = verdict.message;
   }
 
+  /**
+   * OpenClaw resolved the approval of an asked call: tell the daemon, naming the call by its id
+   * (else by the ASK's decision id). Never throws; the call's outcome waits for it.
+   * @param {PendingCall} call @param {string} runId @param {ToolContext} ctx @param {string | undefined} toolCallId
+   * @param {Resolution} resolution
+   */
+  function answer(call, runId, ctx, toolCallId, resolution) {
+    const asked = /** @type {Verdict} */ (call.asked);
+    const { approved, scope } = approvalAnswer(resolution);
+    call.approved = approved;
+    const opts = {
+      ...ids(ctx, toolCallId), parentRunId: parentOf(runId, ctx) || undefined, approved, scope,
+      decisionId: toolCallId ? undefined : asked.decisionId,
+    };
+    logger.info(`loopwarden: ${ctx.toolName} in run ${runId}: the person's answer is ${resolution} (decision ${asked.decisionId})`);
+    call.answered = within(client.approval(runId, opts), settings.timeoutMs, `the approval of ${ctx.toolName}`)
+      .then((verdict) => {
+        daemonAnswered();
+        if (verdict.action === 'reject') {
+          logger.warn(`loopwarden: the answer to the ${ctx.toolName} call was not taken (${verdict.errorCode}): ${verdict.message}`);
+        } else if (verdict.action === 'abort') endRun(runId, ctx, verdict);
+      })
+      .catch((err) => {
+        if (err instanceof LoopwardenUnavailable) logOutage(`loopwarden: the answer to ${ctx.toolName} not reported: ${describe(err)}`);
+        else logger.error(`loopwarden: the answer to ${ctx.toolName} failed: ${describe(err)}`);
+      });
+  }
+
   return {
     /**
-     * before_tool_call: may the call run? BLOCK and ABORT answer `{ block: true, blockReason }`.
+     * before_tool_call: may the call run? BLOCK and ABORT answer `{ block: true, blockReason }`;
+     * ASK answers `{ requireApproval }`, so OpenClaw asks a person before it runs the call.
      * @param {ToolCallEvent} event @param {ToolContext} ctx
      * @returns {Promise<BlockResult | undefined>}
      */
@@ -279,10 +391,27 @@ export function createHooks({ client, settings, logger, abortRun, memory = creat
         const key = callKey(runId, toolName, toolCallId, params);
         rememberRun(runId, ctx);
         calls.set(key, { params });
-        const verdict = await within(client.toolCall(runId, toolName, params, ids(ctx, toolCallId)),
+        const opts = { ...ids(ctx, toolCallId), parentRunId: parentOf(runId, ctx) || undefined, acceptsAsk: settings.ask };
+        // NOTE: one deadline for the turn and the call: together they stay inside OpenClaw's budget.
+        const verdict = await within(startTurn(runId, turnOf(ctx, event), ctx).then(() => client.toolCall(runId, toolName, params, opts)),
           settings.timeoutMs, `the ${toolName} call`);
         daemonAnswered();
         switch (verdict.action) {
+          case 'ask': {
+            if (toolCallId || verdict.decisionId) {
+              /** @type {PendingCall} */
+              const call = { params, asked: verdict };
+              calls.set(key, call);
+              logger.warn(`loopwarden: ${toolName} held for a person (decision ${verdict.decisionId}): ${verdict.message}`);
+              return {
+                requireApproval: approvalRequest(verdict, toolName, settings.approvalTimeoutMs,
+                  (resolution) => answer(call, runId, ctx, toolCallId, resolution)),
+              };
+            }
+            // An answer could name neither the call nor the decision: the ASK stands as a block.
+            calls.set(key, { params, blockedBy: verdict });
+            return { block: true, blockReason: verdict.message };
+          }
           case 'block':
           case 'abort': {
             calls.set(key, { params, blockedBy: verdict });
@@ -318,8 +447,14 @@ export function createHooks({ client, settings, logger, abortRun, memory = creat
         const key = callKey(runId, toolName, toolCallId, event.params);
         const call = calls.take(key);
         const params = call?.params ?? event.params ?? {};
-        const outcome = call?.blockedBy ? { result: blockedToolResult(call.blockedBy) } : outcomeOf(event, call?.appended);
-        const verdict = await within(client.toolOutcome(runId, toolName, params, { ...ids(ctx, toolCallId), ...outcome }),
+        // An asked call that did not run (denied, unanswered, or held by another plugin's block) is
+        // reported with loopwarden's blocked result, as a blocked call is.
+        const vetoed = call?.blockedBy ?? (call?.asked && !call.approved ? call.asked : undefined);
+        const outcome = vetoed ? { result: blockedToolResult(vetoed) } : outcomeOf(event, call?.appended);
+        // How long the tool ran, for the tree's loopwarden.budgets.toolSecondsPerTree.
+        const durationMs = !vetoed && Number.isFinite(event.durationMs) ? Math.max(0, Math.round(/** @type {number} */ (event.durationMs))) : 0;
+        const opts = { ...ids(ctx, toolCallId), parentRunId: parentOf(runId, ctx) || undefined, ...outcome, durationMs };
+        const verdict = await within((call?.answered ?? Promise.resolve()).then(() => client.toolOutcome(runId, toolName, params, opts)),
           settings.timeoutMs, `the ${toolName} outcome`);
         daemonAnswered();
         if (verdict.action === 'abort') endRun(runId, ctx, verdict);
@@ -343,7 +478,8 @@ export function createHooks({ client, settings, logger, abortRun, memory = creat
         const runId = runIdOf(ctx);
         if (!runId) return;
         rememberRun(runId, ctx);
-        const verdict = await within(client.compactionRetry(runId, ids(ctx)), settings.timeoutMs, 'the compaction');
+        const verdict = await within(client.compactionRetry(runId, { ...ids(ctx), parentRunId: parentOf(runId, ctx) || undefined }),
+          settings.timeoutMs, 'the compaction');
         daemonAnswered();
         if (verdict.message) logger.info(`loopwarden: run ${runId}: ${verdict.message}`);
       } catch (err) {
@@ -361,10 +497,18 @@ export function createHooks({ client, settings, logger, abortRun, memory = creat
       try {
         const scope = { agentId: ctx.agentId, sessionKey: event.sessionKey ?? ctx.sessionKey, sessionId: event.sessionId || ctx.sessionId };
         /** @type {Set<string>} */
-        const runs = new Set();
-        for (const session of [scope.sessionKey, scope.sessionId]) {
-          if (!session) continue;
-          for (const runId of runsOfSession.take(session) ?? []) runs.add(runId);
+        const runs = new Set(scope.sessionId ? runsOfSession.take(scope.sessionId) ?? [] : []);
+        if (scope.sessionKey) {
+          // The key outlives this incarnation: only its runs end here, not the next incarnation's.
+          const ofKey = runsOfSession.get(scope.sessionKey) ?? new Set();
+          for (const runId of ofKey) {
+            if (runs.has(runId) || runId === scope.sessionId || runId === `session:${scope.sessionKey}`) {
+              runs.add(runId);
+              ofKey.delete(runId);
+            }
+          }
+          if (ofKey.size === 0) runsOfSession.delete(scope.sessionKey);
+          if (runs.has(runOfSessionKey.get(scope.sessionKey) ?? '')) runOfSessionKey.delete(scope.sessionKey);
         }
         if (runs.size === 0) return;
         for (const key of calls.keys()) {
@@ -372,12 +516,28 @@ export function createHooks({ client, settings, logger, abortRun, memory = creat
         }
         const opts = ids(scope);
         await within(Promise.all([...runs].map((runId) => client.runEnd(runId, opts))), settings.timeoutMs, 'the session end');
-        for (const runId of runs) endedRuns.delete(runId);
+        for (const runId of runs) {
+          endedRuns.delete(runId);
+          turns.delete(runId);
+          parents.delete(runId);
+        }
         daemonAnswered();
       } catch (err) {
         if (err instanceof LoopwardenUnavailable) logOutage(`loopwarden: session end not reported: ${describe(err)}`);
         else logger.error(`loopwarden: session_end failed: ${describe(err)}`);
       }
+    },
+
+    /**
+     * subagent_spawned: the requester's session spawned a child session (a sub-agent). Its run
+     * becomes a child run of the requester's, so it keeps its own history and a stop of it is
+     * reported to the parent. Nothing is sent: the child's first event carries the parent.
+     * @param {SubagentSpawnedEvent} event @param {SubagentContext} ctx
+     */
+    subagentSpawned(event, ctx) {
+      const child = (event.childSessionKey || ctx.childSessionKey || '').trim();
+      const requester = (ctx.requesterSessionKey || '').trim();
+      if (child && requester && child !== requester) spawnedBy.set(child, requester);
     },
 
     /**

@@ -1,8 +1,10 @@
 // @ts-check
 /**
- * loopwarden as an OpenClaw plugin: registers before_tool_call (BLOCK and ABORT block the call),
- * after_tool_call, after_compaction and session_end, plus tool-result middleware that hands an
- * announced warning to the model. Configured at `plugins.entries.loopwarden.config`.
+ * loopwarden as an OpenClaw plugin: registers before_tool_call (BLOCK and ABORT block the call,
+ * ASK asks a person through OpenClaw's requireApproval), after_tool_call, after_compaction,
+ * session_end and subagent_spawned (a sub-agent's session is a child run), plus tool-result
+ * middleware that hands an announced warning to the model. Configured at
+ * `plugins.entries.loopwarden.config`.
  */
 import { LoopwardenClient } from '@loopwarden/client';
 import { PLUGIN_ID, parseSettings } from './config.js';
@@ -38,6 +40,20 @@ async function abortOpenClawRun(sessionId) {
 }
 
 /**
+ * A child session's parent from OpenClaw's session store (`parentSessionKey`, else `spawnedBy`,
+ * and `parentSessionId`), through the runtime the plugin API hands a plugin.
+ * @param {OpenClawPluginApi} api
+ * @returns {import('./hooks.js').SessionParentLookup}
+ */
+function storedSessionParent(api) {
+  return ({ agentId, sessionKey }) => {
+    const entry = api.runtime?.agent?.session?.getSessionEntry?.({ agentId, sessionKey });
+    if (!entry) return undefined;
+    return { parentSessionKey: entry.parentSessionKey ?? entry.spawnedBy, parentSessionId: entry.parentSessionId };
+  };
+}
+
+/**
  * @param {PluginOptions} [options]
  * @returns {OpenClawPluginDefinition}
  */
@@ -52,11 +68,15 @@ export function createLoopwardenPlugin(options = {}) {
       // OpenClaw registers the plugin more than once per process and may call the tool hooks on
       // one registration and the middleware on another: they share one memory (hooks.js).
       const memory = sharedMemory(JSON.stringify([settings.target, settings.agentId]));
-      const hooks = createHooks({ client, settings, logger: api.logger, abortRun: options.abortRun ?? abortOpenClawRun, memory });
+      const hooks = createHooks({
+        client, settings, logger: api.logger, abortRun: options.abortRun ?? abortOpenClawRun,
+        sessionParent: storedSessionParent(api), memory,
+      });
       api.on('before_tool_call', (event, ctx) => hooks.beforeToolCall(event, ctx));
       api.on('after_tool_call', (event, ctx) => hooks.afterToolCall(event, ctx));
       api.on('after_compaction', (event, ctx) => hooks.afterCompaction(event, ctx));
       api.on('session_end', (event, ctx) => hooks.sessionEnd(event, ctx));
+      api.on('subagent_spawned', (event, ctx) => hooks.subagentSpawned(event, ctx));
       if (settings.warnings === 'tool-result') {
         // NOTE: OpenClaw accepts this only from an explicitly enabled plugin whose manifest
         // declares contracts.agentToolResultMiddleware; otherwise it records a diagnostic and

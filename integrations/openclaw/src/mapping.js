@@ -14,18 +14,33 @@ function text(value) {
 }
 
 /**
- * The loopwarden run of a hook call. OpenClaw's own detector keeps history per run when a run id
- * is available ("fresh runs do not inherit stale loop counts"), so the run id comes first; tool
- * calls outside an agent run (a gateway tool invocation) fall back to the session, so repeats
- * there are still seen. '' when OpenClaw gave nothing to key on.
+ * The loopwarden run of a hook call: the OpenClaw session (its `sessionId`, one incarnation of a
+ * conversation, which OpenClaw ends with session_end on /new, a reset or expiry), so that a
+ * sub-agent's session can be a child run of its parent's and a session's budgets span its turns.
+ * Each OpenClaw run inside it (one user message, heartbeat or cron prompt) is a `user_turn` of
+ * that run (turnOf), which starts detection fresh as OpenClaw's own detector does per run. A call
+ * with no session id falls back to the session key, then to OpenClaw's run id. '' when OpenClaw
+ * gave nothing to key on.
  * @param {RunScope} ctx
  * @param {{ runId?: string }} [event]
  */
 export function runIdOf(ctx, event) {
+  const sessionId = text(ctx.sessionId);
+  if (sessionId) return sessionId;
+  const sessionKey = text(ctx.sessionKey);
+  if (sessionKey) return `session:${sessionKey}`;
   const runId = text(ctx.runId) || text(event?.runId);
-  if (runId) return runId;
-  const session = text(ctx.sessionKey) || text(ctx.sessionId);
-  return session ? `session:${session}` : '';
+  return runId ? `run:${runId}` : '';
+}
+
+/**
+ * The OpenClaw run (the turn) a hook call belongs to: a new one in a session is a user turn of
+ * the session's loopwarden run. '' outside an agent run.
+ * @param {RunScope} ctx
+ * @param {{ runId?: string }} [event]
+ */
+export function turnOf(ctx, event) {
+  return text(ctx.runId) || text(event?.runId);
 }
 
 /** The session named in loopwarden's logs and InspectRun. @param {RunScope} ctx */

@@ -18,6 +18,8 @@ export type CompactionEvent = Parameters<Handler<'after_compaction'>>[0];
 export type AgentContext = Parameters<Handler<'after_compaction'>>[1];
 export type SessionEndEvent = Parameters<Handler<'session_end'>>[0];
 export type SessionContext = Parameters<Handler<'session_end'>>[1];
+export type SubagentSpawnedEvent = Parameters<Handler<'subagent_spawned'>>[0];
+export type SubagentContext = Parameters<Handler<'subagent_spawned'>>[1];
 
 type Middleware = Parameters<OpenClawPluginApi['registerAgentToolResultMiddleware']>[0];
 export type MiddlewareEvent = Parameters<Middleware>[0];

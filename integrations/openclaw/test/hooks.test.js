@@ -28,7 +28,8 @@ describe('against a daemon with detection on', () => {
   test('registers before_tool_call, after_tool_call, after_compaction and session_end, and tool-result middleware', async () => {
     const plugin = loadPlugin({ target: daemon.grpcTarget });
     try {
-      assert.deepEqual(['before_tool_call', 'after_tool_call', 'after_compaction', 'session_end', 'gateway_stop'], plugin.hookNames);
+      assert.deepEqual(['before_tool_call', 'after_tool_call', 'after_compaction', 'session_end', 'subagent_spawned', 'gateway_stop'],
+        plugin.hookNames);
       assert.deepEqual([{ runtimes: ['openclaw', 'codex'] }], plugin.middlewareOptions);
     } finally {
       await plugin.dispose();
@@ -126,16 +127,20 @@ describe('against a daemon with detection on', () => {
     }
   });
 
-  test('runs are OpenClaw runs: a new run id in the same session starts from zero', async () => {
+  test('a session is one run: a new OpenClaw run in it is a user turn, and the call blocked in the last one runs again', async () => {
     const plugin = loadPlugin({ target: daemon.grpcTarget });
+    const inspector = new LoopwardenClient(daemon.grpcTarget);
     const first = newRun();
     try {
       for (let i = 1; i <= 20; i++) await callTool(plugin, first, 'read', { path: 'notes.txt' }, sameResult);
+      assert.equal(true, (await callTool(plugin, first, 'read', { path: 'notes.txt' }, sameResult)).blocked);
       const next = { ...first, runId: `${first.runId}-next` };
       const report = await callTool(plugin, next, 'read', { path: 'notes.txt' }, sameResult);
       assert.equal(false, report.blocked);
-      assert.equal(true, (await callTool(plugin, first, 'read', { path: 'notes.txt' }, sameResult)).blocked);
+      const view = await inspector.inspect(first.sessionId);
+      assert.equal(1, view.records.length, 'the user turn cleared the history; the new turn\'s call is its only record');
     } finally {
+      inspector.close();
       await plugin.dispose();
     }
   });
@@ -163,6 +168,44 @@ describe('against a daemon with detection on', () => {
     }
   });
 
+  test('a session aborted in an earlier OpenClaw run starts over at its next run', async () => {
+    const plugin = loadPlugin({ target: daemon.grpcTarget }, { abortRun: () => true });
+    const scope = newRun();
+    try {
+      await plugin.afterCompaction({ messageCount: 1, compactedCount: 1 }, { runId: scope.runId, sessionId: scope.sessionId });
+      for (let i = 1; i <= 3; i++) await callTool(plugin, scope, 'exec', { command: 'make' }, sameResult);
+      assert.equal(true, (await callTool(plugin, scope, 'read', { path: 'x' }, sameResult)).blocked, 'aborted');
+      const next = { ...scope, runId: `${scope.runId}-next` };
+      assert.equal(false, (await callTool(plugin, next, 'read', { path: 'x' }, sameResult)).blocked);
+      assert.ok(plugin.logs.some((l) => /was aborted in an earlier OpenClaw run; starting it over/.test(l.message)), JSON.stringify(plugin.logs));
+    } finally {
+      await plugin.dispose();
+    }
+  });
+
+  test('a child session known only from OpenClaw\'s session store (parentSessionKey) is a child run of its parent', async () => {
+    const parent = newRun();
+    const child = { ...newRun(), sessionKey: `${parent.sessionKey}:subagent:x` };
+    const orphan = { ...newRun(), sessionKey: `${parent.sessionKey}:subagent:orphan` };
+    const plugin = loadPlugin({ target: daemon.grpcTarget }, {}, {
+      [child.sessionKey]: { parentSessionKey: parent.sessionKey, spawnedBy: parent.sessionKey },
+      // A parent that never made a call here: its incarnation from the store.
+      [orphan.sessionKey]: { parentSessionKey: 'agent:coder:elsewhere', parentSessionId: 'session-elsewhere' },
+    });
+    const inspector = new LoopwardenClient(daemon.grpcTarget);
+    try {
+      await callTool(plugin, parent, 'read', { path: 'plan.md' }, sameResult);
+      await callTool(plugin, child, 'read', { path: 'plan.md' }, sameResult);
+      await callTool(plugin, orphan, 'read', { path: 'plan.md' }, sameResult);
+      assert.equal(parent.sessionId, (await inspector.inspect(child.sessionId)).parentRunId);
+      assert.equal('session-elsewhere', (await inspector.inspect(orphan.sessionId)).parentRunId);
+      assert.equal('', (await inspector.inspect(parent.sessionId)).parentRunId);
+    } finally {
+      inspector.close();
+      await plugin.dispose();
+    }
+  });
+
   test('with abortRun off, an ABORT only blocks', async () => {
     /** @type {string[]} */
     const ended = [];
@@ -185,13 +228,19 @@ describe('against a daemon with detection on', () => {
     const scope = newRun();
     try {
       await callTool(plugin, scope, 'read', { path: 'notes.txt' }, sameResult);
-      const second = { ...scope, runId: `${scope.runId}-b` };
-      await callTool(plugin, second, 'read', { path: 'notes.txt' }, sameResult);
-      assert.equal(2, (await inspector.inspect(scope.runId)).records.length + (await inspector.inspect(second.runId)).records.length);
-      await plugin.sessionEnd({ sessionId: scope.sessionId, sessionKey: scope.sessionKey, messageCount: 4, reason: 'idle' },
+      await callTool(plugin, scope, 'read', { path: 'other.txt' }, sameResult);
+      assert.equal(2, (await inspector.inspect(scope.sessionId)).records.length);
+      const outside = { ...scope, sessionId: '', runId: '' };
+      await callTool(plugin, outside, 'read', { path: 'notes.txt' }, sameResult);
+      assert.equal(1, (await inspector.inspect(`session:${scope.sessionKey}`)).records.length, 'a call without a session id: keyed by the session key');
+      // The next incarnation of the same session key (after /new) has begun already.
+      const nextIncarnation = { ...scope, sessionId: `${scope.sessionId}-new`, runId: `${scope.runId}-new` };
+      await callTool(plugin, nextIncarnation, 'read', { path: 'notes.txt' }, sameResult);
+      await plugin.sessionEnd({ sessionId: scope.sessionId, sessionKey: scope.sessionKey, messageCount: 4, reason: 'new' },
         { sessionId: scope.sessionId, sessionKey: scope.sessionKey, agentId: scope.agentId });
-      await assert.rejects(inspector.inspect(scope.runId), RunNotFound);
-      await assert.rejects(inspector.inspect(second.runId), RunNotFound);
+      await assert.rejects(inspector.inspect(scope.sessionId), RunNotFound);
+      await assert.rejects(inspector.inspect(`session:${scope.sessionKey}`), RunNotFound);
+      assert.equal(1, (await inspector.inspect(nextIncarnation.sessionId)).records.length, 'the next incarnation is not ended with the old one');
     } finally {
       inspector.close();
       await plugin.dispose();
@@ -209,11 +258,80 @@ describe('against a daemon with detection on', () => {
       // Another plugin rewrote the params in between: the outcome still fills the call's record.
       await plugin.afterToolCall({ toolName: 'exec', params: { command: 'ls', cwd: '/tmp' }, runId: scope.runId, toolCallId: 'c-err',
         error: 'Tool frobnicate not found' }, ctx);
-      const { records } = await inspector.inspect(scope.runId);
+      const { records } = await inspector.inspect(scope.sessionId);
       assert.equal(1, records.length, JSON.stringify(records));
       assert.notEqual('', records[0].resultHash);
     } finally {
       inspector.close();
+      await plugin.dispose();
+    }
+  });
+});
+
+describe('against a daemon with loopwarden.onCritical "ask"', () => {
+  /** @type {Daemon} */
+  let daemon;
+  before(async () => { daemon = await startDaemon({ ...DETECTION_ON, loopwarden: { onCritical: 'ask' } }); });
+  after(async () => { await daemon?.stop(); });
+
+  test('ask false: calls are sent without accepts_ask, so the daemon blocks the loop instead of asking', async () => {
+    const plugin = loadPlugin({ target: daemon.grpcTarget, ask: false });
+    const scope = newRun();
+    try {
+      const reports = [];
+      for (let i = 1; i <= 21; i++) reports.push(await callTool(plugin, scope, 'read', { path: 'notes.txt' }, sameResult));
+      assert.equal(true, reports[20].blocked);
+      assert.match(reports[20].blockReason ?? '', /read.*identical/i);
+    } finally {
+      await plugin.dispose();
+    }
+  });
+
+  test('ask true: the 21st call is answered with requireApproval, and allow-once reaches the daemon before the outcome', async () => {
+    const plugin = loadPlugin({ target: daemon.grpcTarget, approvalTimeoutMs: 30_000 });
+    const inspector = new LoopwardenClient(daemon.grpcTarget);
+    const scope = newRun();
+    try {
+      for (let i = 1; i <= 20; i++) await callTool(plugin, scope, 'read', { path: 'notes.txt' }, sameResult);
+      const ctx = { toolName: 'read', toolCallId: 'asked-1', runId: scope.runId, sessionId: scope.sessionId, sessionKey: scope.sessionKey, agentId: 'coder' };
+      const decision = await plugin.beforeToolCall({ toolName: 'read', params: { path: 'notes.txt' }, runId: scope.runId, toolCallId: 'asked-1' }, ctx);
+      const approval = decision?.requireApproval;
+      assert.ok(approval, JSON.stringify(decision));
+      assert.equal(undefined, decision?.block);
+      assert.equal(30_000, approval.timeoutMs);
+      assert.match(approval.description, /held for a person/);
+      approval.onResolution?.('allow-once');
+      await plugin.afterToolCall({ toolName: 'read', params: { path: 'notes.txt' }, runId: scope.runId, toolCallId: 'asked-1', result: sameResult() }, ctx);
+      const { records } = await inspector.inspect(scope.sessionId);
+      assert.equal(21, records.length, 'the approved call ran and its outcome filled its record');
+      assert.deepEqual([], plugin.logs.filter((l) => /the answer to/.test(l.message)), JSON.stringify(plugin.logs));
+    } finally {
+      inspector.close();
+      await plugin.dispose();
+    }
+  });
+});
+
+describe('against a daemon with a toolSecondsPerTree budget', () => {
+  /** @type {Daemon} */
+  let daemon;
+  before(async () => { daemon = await startDaemon({ ...DETECTION_ON, loopwarden: { budgets: { toolSecondsPerTree: 2 } } }); });
+  after(async () => { await daemon?.stop(); });
+
+  test('after_tool_call\'s durationMs feeds the tree\'s tool time: a sub-agent\'s slow tool spends its parent\'s budget', async () => {
+    const parent = newRun();
+    const child = { ...newRun(), sessionKey: `${parent.sessionKey}:subagent:slow` };
+    const plugin = loadPlugin({ target: daemon.grpcTarget }, {}, { [child.sessionKey]: { parentSessionKey: parent.sessionKey } });
+    try {
+      assert.equal(false, (await callTool(plugin, parent, 'read', { path: 'plan.md' }, sameResult)).blocked);
+      const ctx = { toolName: 'exec', toolCallId: 'slow-1', runId: child.runId, sessionId: child.sessionId, sessionKey: child.sessionKey, agentId: 'coder' };
+      await plugin.beforeToolCall({ toolName: 'exec', params: { command: 'make' }, runId: child.runId, toolCallId: 'slow-1' }, ctx);
+      await plugin.afterToolCall({ toolName: 'exec', params: { command: 'make' }, runId: child.runId, toolCallId: 'slow-1',
+        result: sameResult(), durationMs: 2500 }, ctx);
+      const next = await callTool(plugin, parent, 'read', { path: 'other.md' }, sameResult);
+      assert.equal(true, next.blocked, 'the tree spent 2.5 s of its 2');
+      assert.match(next.blockReason ?? '', /budget/i);
+    } finally {
       await plugin.dispose();
     }
   });

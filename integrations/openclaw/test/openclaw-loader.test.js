@@ -26,11 +26,11 @@ describe('loaded by OpenClaw\'s plugin loader', () => {
     await daemon?.stop();
   });
 
-  test('OpenClaw loads the plugin and registers its four hooks and its tool-result middleware', () => {
+  test('OpenClaw loads the plugin and registers its five hooks and its tool-result middleware', () => {
     const record = openclaw.registry.plugins.find((/** @type {any} */ p) => p.id === 'loopwarden');
     assert.equal('loaded', record?.status, JSON.stringify(record?.error ?? openclaw.registry.diagnostics));
     const hooks = openclaw.registry.typedHooks.filter((/** @type {any} */ h) => h.pluginId === 'loopwarden').map((/** @type {any} */ h) => h.hookName);
-    assert.deepEqual(['before_tool_call', 'after_tool_call', 'after_compaction', 'session_end', 'gateway_stop'], hooks);
+    assert.deepEqual(['before_tool_call', 'after_tool_call', 'after_compaction', 'session_end', 'subagent_spawned', 'gateway_stop'], hooks);
     const middlewares = openclaw.registry.agentToolResultMiddlewares.filter((/** @type {any} */ m) => m.pluginId === 'loopwarden');
     assert.equal(1, middlewares.length, JSON.stringify(openclaw.registry.diagnostics));
     assert.deepEqual([], openclaw.registry.diagnostics.filter((/** @type {any} */ d) => d.pluginId === 'loopwarden' && d.level === 'error'));
@@ -75,10 +75,10 @@ describe('loaded by OpenClaw\'s plugin loader', () => {
     await openclaw.callTool(scope, 'read', { path: 'notes.txt' }, same);
     const inspector = new LoopwardenClient(daemon.grpcTarget);
     try {
-      assert.equal(1, (await inspector.inspect(scope.runId)).records.length);
+      assert.equal(1, (await inspector.inspect(scope.sessionId)).records.length, 'the session is the loopwarden run');
       await openclaw.hookRunner.runSessionEnd({ sessionId: scope.sessionId, sessionKey: scope.sessionKey, messageCount: 3, reason: 'reset' },
         { sessionId: scope.sessionId, sessionKey: scope.sessionKey, agentId: 'coder' });
-      await assert.rejects(inspector.inspect(scope.runId), RunNotFound);
+      await assert.rejects(inspector.inspect(scope.sessionId), RunNotFound);
     } finally {
       inspector.close();
     }

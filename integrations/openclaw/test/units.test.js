@@ -5,8 +5,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { DEFAULT_SETTINGS, MAX_TIMEOUT_MS, PluginConfigError, parseSettings } from '../src/config.js';
-import { callKey, outcomeOf, resultForDaemon, runIdOf, withNote } from '../src/mapping.js';
+import { approvalAnswer, approvalRequest } from '../src/approvals.js';
+import { DEFAULT_SETTINGS, MAX_APPROVAL_TIMEOUT_MS, MAX_TIMEOUT_MS, PluginConfigError, parseSettings } from '../src/config.js';
+import { callKey, outcomeOf, resultForDaemon, runIdOf, turnOf, withNote } from '../src/mapping.js';
 
 const manifest = JSON.parse(fs.readFileSync(new URL('../openclaw.plugin.json', import.meta.url), 'utf8'));
 
@@ -51,11 +52,21 @@ describe('settings (plugins.entries.loopwarden.config)', () => {
   test('the manifest\'s configSchema names exactly the keys the plugin reads, with the same defaults', () => {
     const schema = manifest.configSchema;
     assert.equal(false, schema.additionalProperties);
-    assert.deepEqual(['abortRun', 'agentId', 'failOpen', 'target', 'timeoutMs', 'token', 'tokenFile', 'warnings'],
+    assert.deepEqual(['abortRun', 'agentId', 'approvalTimeoutMs', 'ask', 'failOpen', 'target', 'timeoutMs', 'token', 'tokenFile', 'warnings'],
       Object.keys(schema.properties).sort());
-    for (const key of ['failOpen', 'timeoutMs', 'warnings', 'abortRun']) {
+    for (const key of ['failOpen', 'timeoutMs', 'warnings', 'abortRun', 'ask', 'approvalTimeoutMs']) {
       assert.equal(/** @type {any} */ (DEFAULT_SETTINGS)[key], schema.properties[key].default, key);
     }
+  });
+
+  test('approvalTimeoutMs stays within OpenClaw\'s approval bounds (1 s to 600 s), in the parser and the manifest', () => {
+    assert.equal(120_000, parseSettings({}, {}).approvalTimeoutMs, 'OpenClaw\'s own default');
+    assert.equal(600_000, MAX_APPROVAL_TIMEOUT_MS);
+    assert.equal(MAX_APPROVAL_TIMEOUT_MS, manifest.configSchema.properties.approvalTimeoutMs.maximum);
+    assert.throws(() => parseSettings({ approvalTimeoutMs: 600_001 }, {}), /config\.approvalTimeoutMs: must be an integer from 1000 to 600000/);
+    assert.throws(() => parseSettings({ approvalTimeoutMs: 999 }, {}), /config\.approvalTimeoutMs/);
+    assert.throws(() => parseSettings({ ask: 'yes' }, {}), /config\.ask: must be true or false/);
+    assert.equal(false, parseSettings({ ask: false }, {}).ask);
   });
 
   test('the manifest declares the middleware runtimes the plugin registers', () => {
@@ -65,12 +76,29 @@ describe('settings (plugins.entries.loopwarden.config)', () => {
 });
 
 describe('mapping OpenClaw payloads', () => {
-  test('the run is OpenClaw\'s run id, else its session', () => {
-    assert.equal('r1', runIdOf({ runId: ' r1 ', sessionKey: 'k' }));
-    assert.equal('r2', runIdOf({ sessionKey: 'k' }, { runId: 'r2' }));
-    assert.equal('session:agent:main:main', runIdOf({ sessionKey: 'agent:main:main', sessionId: 'uuid' }));
-    assert.equal('session:uuid', runIdOf({ sessionId: 'uuid' }));
+  test('the run is OpenClaw\'s session (its id, else its key, else the OpenClaw run); the OpenClaw run is its turn', () => {
+    assert.equal('uuid', runIdOf({ runId: 'r1', sessionKey: 'agent:main:main', sessionId: ' uuid ' }));
+    assert.equal('session:agent:main:main', runIdOf({ runId: 'r1', sessionKey: 'agent:main:main' }));
+    assert.equal('run:r2', runIdOf({}, { runId: 'r2' }));
     assert.equal('', runIdOf({}));
+    assert.equal('r1', turnOf({ runId: ' r1 ' }));
+    assert.equal('r2', turnOf({}, { runId: 'r2' }));
+    assert.equal('', turnOf({}));
+  });
+
+  test('an ASK becomes a requireApproval within OpenClaw\'s text limits; its resolutions become answers', () => {
+    const verdict = /** @type {any} */ ({ message: `CRITICAL: this call is held for a person ${'x'.repeat(600)}`, decisionId: 'd1' });
+    const request = approvalRequest(verdict, 'read', 60_000, () => {});
+    assert.ok(Array.from(request.title).length <= 80 && Array.from(request.description).length <= 512);
+    assert.equal('critical', request.severity);
+    assert.equal(60_000, request.timeoutMs);
+    assert.deepEqual(['allow-once', 'allow-always', 'deny'], request.allowedDecisions);
+    assert.match(request.timeoutReason ?? '', /Nobody answered within 60 s/);
+    assert.deepEqual({ approved: true, scope: 'once' }, approvalAnswer('allow-once'));
+    assert.deepEqual({ approved: true, scope: 'always' }, approvalAnswer('allow-always'));
+    for (const denial of /** @type {const} */ (['deny', 'timeout', 'cancelled'])) {
+      assert.deepEqual({ approved: false, scope: 'once' }, approvalAnswer(denial), denial);
+    }
   });
 
   test('a call is keyed by its tool call id, else by tool and params', () => {

@@ -22,21 +22,34 @@ function textOf(content) {
 }
 
 /**
- * @param {{ tool: string, args: Record<string, unknown>, calls: number, stopWhen?: (text: string) => boolean }} script
+ * `perTurn`: count only the tool results since the user's last message, so a second message in the
+ * same session (a new OpenClaw run) gets `calls` more tool calls.
+ * @param {{ tool: string, args: Record<string, unknown>, calls: number, stopWhen?: (text: string) => boolean, perTurn?: boolean }} script
  * @returns {Promise<FakeModel>}
  */
 export async function startFakeModel(script) {
   /** @type {any[]} */
   const requests = [];
   /** @param {any} body */
-  const toolMessages = (body) => (body?.messages ?? []).filter((/** @type {any} */ m) => m.role === 'tool').map((/** @type {any} */ m) => textOf(m.content));
+  const turnMessages = (body) => {
+    /** @type {any[]} */
+    const messages = body?.messages ?? [];
+    if (!script.perTurn) return messages;
+    // NOTE: OpenClaw appends its own user-role context block after the tool results; the turn
+    // starts at the last user message that is not one.
+    const lastUser = messages.findLastIndex((m) => m.role === 'user' && !textOf(m.content).includes('<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>'));
+    return messages.slice(lastUser + 1);
+  };
+  /** @param {any} body */
+  const toolMessages = (body) => turnMessages(body).filter((/** @type {any} */ m) => m.role === 'tool').map((/** @type {any} */ m) => textOf(m.content));
 
   /** @param {any} body */
   function reply(body) {
     const seen = toolMessages(body);
     const stop = seen.length >= script.calls || seen.some((/** @type {string} */ text) => script.stopWhen?.(text));
     if (stop) return { content: `done after ${seen.length} tool results` };
-    return { toolCall: { id: `call_${seen.length + 1}`, name: script.tool, arguments: JSON.stringify(script.args) } };
+    // Unique across the session's turns: a repeated id in the history would be a different call.
+    return { toolCall: { id: `call_${requests.length}`, name: script.tool, arguments: JSON.stringify(script.args) } };
   }
 
   const server = http.createServer((req, res) => {

@@ -36,9 +36,11 @@ import { createLoopwardenPlugin } from '../../src/index.js';
  * Register the plugin against a recording API.
  * @param {Record<string, unknown>} pluginConfig `plugins.entries.loopwarden.config`
  * @param {PluginOptions} [options]
+ * @param {Record<string, { parentSessionKey?: string, parentSessionId?: string, spawnedBy?: string }>} [sessionStore]
+ *   what OpenClaw's session store holds, by session key (api.runtime.agent.session.getSessionEntry)
  * @returns {LoadedPlugin}
  */
-export function loadPlugin(pluginConfig, options) {
+export function loadPlugin(pluginConfig, options, sessionStore = {}) {
   /** @type {Map<string, (event: any, ctx: any) => any>} */
   const hooks = new Map();
   /** @type {string[]} */
@@ -60,6 +62,7 @@ export function loadPlugin(pluginConfig, options) {
     registrationMode: 'full',
     pluginConfig,
     logger: { debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error') },
+    runtime: { agent: { session: { getSessionEntry: (/** @type {{ sessionKey: string }} */ { sessionKey }) => sessionStore[sessionKey] } } },
     lifecycle: { onDispose: (/** @type {() => void} */ fn) => { disposers.push(fn); return () => {}; } },
     on: (/** @type {string} */ name, /** @type {(event: any, ctx: any) => any} */ handler) => {
       hookNames.push(name);

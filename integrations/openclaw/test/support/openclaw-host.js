@@ -4,9 +4,9 @@
 // that harness plugins use drives a tool through OpenClaw's own before_tool_call wrapper,
 // tool-result middleware, after_tool_call, after_compaction and session_end dispatch.
 //
-// NOTE: loadOpenClawPlugins and the global hook runner are OpenClaw internals (dist/plugins/*, not
-// in the package's exports); they are pinned by package-lock.json, and this is the only file that
-// reaches for them.
+// NOTE: loadOpenClawPlugins, the global hook runner and the embedded approval broker are OpenClaw
+// internals (dist/*, not in the package's exports); they are pinned by package-lock.json, and this
+// is the only file that reaches for them.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -67,7 +67,12 @@ export async function loadWithOpenClaw(pluginConfig) {
   });
   const hookRunner = getGlobalHookRunner();
 
-  /** @type {OpenClawHost['callTool']} */
+  /**
+   * One tool call the way OpenClaw's runner makes it. A call OpenClaw refuses with a failure
+   * rather than a veto (a denied or unroutable approval) throws from the wrapped tool; the runner
+   * then reports the error to after_tool_call and hands the model the error text, as done here.
+   * @type {OpenClawHost['callTool']}
+   */
   async function callTool(scope, toolName, params, run) {
     const toolCallId = `oc_call_${++callNumber}`;
     const tool = {
@@ -78,7 +83,14 @@ export async function loadWithOpenClaw(pluginConfig) {
       execute: async () => run(),
     };
     const wrapped = harness.wrapToolWithBeforeToolCallHook(/** @type {any} */ (tool), { ...scope });
-    let result = await /** @type {any} */ (wrapped).execute(toolCallId, params);
+    let result;
+    try {
+      result = await /** @type {any} */ (wrapped).execute(toolCallId, params);
+    } catch (err) {
+      const error = err instanceof Error ? err.message : String(err);
+      await harness.runAgentHarnessAfterToolCallHook({ toolName, toolCallId, ...scope, startArgs: params, error });
+      return { content: [{ type: 'text', text: error }], details: { status: 'error', error } };
+    }
     const middleware = harness.createAgentToolResultMiddlewareRunner({ runtime: 'openclaw', ...scope });
     result = await middleware.applyToolResultMiddleware({ toolCallId, toolName, args: params, result });
     await harness.runAgentHarnessAfterToolCallHook({ toolName, toolCallId, ...scope, startArgs: params, result });
@@ -99,4 +111,64 @@ export async function eventually(predicate, ms = 5000) {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
   return true;
+}
+
+/**
+ * The named exports of the OpenClaw chunk that holds `region` (a source file of OpenClaw's, e.g.
+ * `src/infra/embedded-mode.ts`). OpenClaw's build gives chunks hashed names and one-letter export
+ * aliases, so both are read off the built files instead of spelt here.
+ * @param {string} prefix the chunk's file name up to its hash @param {string} region
+ * @returns {Promise<Record<string, any>>}
+ */
+async function openclawChunk(prefix, region) {
+  const name = fs.readdirSync(OPENCLAW_DIST).find((file) => file.startsWith(prefix) && file.endsWith('.mjs')
+    && fs.readFileSync(path.join(OPENCLAW_DIST, file), 'utf8').includes(`//#region ${region}`));
+  if (!name) throw new Error(`no OpenClaw chunk ${prefix}* holds ${region}`);
+  const file = path.join(OPENCLAW_DIST, name);
+  const exportLine = fs.readFileSync(file, 'utf8').split('\n').findLast((line) => line.startsWith('export {')) ?? '';
+  const module = await import(file);
+  /** @type {Record<string, any>} */
+  const named = {};
+  for (const [, local, alias] of exportLine.matchAll(/(\w+) as (\w+)/g)) named[local] = module[alias];
+  return named;
+}
+
+/**
+ * @typedef {object} ApprovalRequestRecord what OpenClaw showed a person
+ * @property {string} id
+ * @property {{ title: string, description: string, severity?: string, toolName?: string, toolCallId?: string,
+ *   pluginId?: string, allowedDecisions?: string[] }} request
+ * @property {number} createdAtMs
+ * @property {number} expiresAtMs
+ */
+
+/**
+ * OpenClaw's own approval surface for an embedded host (the one its TUI's local mode installs):
+ * embedded mode on and an EmbeddedPluginApprovalBroker in place, so a plugin's requireApproval is
+ * shown to it instead of a gateway. Each request is answered with the next scripted decision
+ * ('allow-once' | 'allow-always' | 'deny'; null: never answered, so OpenClaw's timeout decides).
+ * @param {(string | null)[]} decisions
+ */
+export async function embeddedApprovals(decisions) {
+  const mode = await openclawChunk('embedded-mode-', 'src/infra/embedded-mode.ts');
+  const approvals = await openclawChunk('agent-tools.before-tool-call-', 'src/infra/embedded-plugin-approval-broker.ts');
+  const broker = new approvals.EmbeddedPluginApprovalBroker();
+  /** @type {ApprovalRequestRecord[]} */
+  const requests = [];
+  broker.subscribe((/** @type {{ event: string, payload: any }} */ { event, payload }) => {
+    if (event !== 'plugin.approval.requested') return;
+    requests.push(payload);
+    const decision = decisions.shift();
+    if (decision) setImmediate(() => broker.resolve(payload.id, decision));
+  });
+  mode.setEmbeddedMode(true);
+  approvals.setEmbeddedPluginApprovalBroker(broker);
+  return {
+    requests,
+    stop() {
+      approvals.clearEmbeddedPluginApprovalBroker(broker);
+      broker.stop();
+      mode.setEmbeddedMode(false);
+    },
+  };
 }
