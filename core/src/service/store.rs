@@ -78,6 +78,11 @@ pub struct Store {
     size: usize,
     /// Change tracking for a state store (store.py's dirty dict): None when no store is set.
     changes: Option<Changes>,
+    /// Runs whose load from a shared store failed (keeper.py) -> their tree's root: evaluated
+    /// from memory, and never written until merged with the stored copy (persist.rs
+    /// `merge_run`), so a flush cannot replace a stored run it could not read. Empty but after
+    /// an outage; a mark may precede its run (set before the event that creates it).
+    unmerged: HashMap<RunKey, String>,
 }
 
 /// Runs changed since the last flush. A changed run is flagged on its entry and its key listed
@@ -99,6 +104,7 @@ impl Store {
         Store {
             max_runs, idle_ttl, slots: Vec::new(), index: HashMap::new(), free: NIL, oldest: NIL, newest: NIL,
             last: std::sync::atomic::AtomicU32::new(NIL), touches: 0, size: 0, changes: None,
+            unmerged: HashMap::new(),
         }
     }
     pub fn track_changes(&mut self, evictions_delete: bool) {
@@ -150,7 +156,15 @@ impl Store {
             (k, false, root)
         }).collect();
         changes.flagged = 0;
+        let mut kept = Vec::new();
         for key in listed {
+            if !self.unmerged.is_empty() && self.unmerged.contains_key(&key) {
+                // Not read from the store yet: stays dirty until merged, never written over it.
+                if self.get(&key.0, &key.1).is_some_and(|e| e.dirty) {
+                    kept.push(key);
+                }
+                continue;
+            }
             if let Some(entry) = self.get_mut(&key.0, &key.1) {
                 if entry.dirty {
                     entry.dirty = false;
@@ -159,7 +173,30 @@ impl Store {
                 }
             }
         }
+        if let Some(changes) = self.changes.as_mut() {
+            changes.flagged = kept.len();
+            changes.listed = kept;
+        }
         taken
+    }
+    /// Mark a run whose load failed (held or about to be created): see `unmerged`.
+    pub fn mark_unmerged(&mut self, tenant: &str, run_id: &str, root: &str) {
+        let root = if root.is_empty() { run_id } else { root };
+        self.unmerged.insert((tenant.to_string(), run_id.to_string()), root.to_string());
+    }
+    pub fn is_unmerged(&self, tenant: &str, run_id: &str) -> bool {
+        !self.unmerged.is_empty() && self.unmerged.contains_key(&(tenant.to_string(), run_id.to_string()))
+    }
+    /// The mark lifted (merged, or the store holds nothing to merge): the run is flushed again.
+    pub fn clear_unmerged(&mut self, tenant: &str, run_id: &str) -> bool {
+        !self.unmerged.is_empty() && self.unmerged.remove(&(tenant.to_string(), run_id.to_string())).is_some()
+    }
+    /// The marked runs, (tenant, run_id, root), for the keeper's background retry.
+    pub fn unmerged(&self) -> Vec<(String, String, String)> {
+        self.unmerged.iter().map(|((t, r), root)| (t.clone(), r.clone(), root.clone())).collect()
+    }
+    pub fn unmerged_count(&self) -> usize {
+        self.unmerged.len()
     }
     /// Put back runs a failed flush did not write; a run changed again since keeps its mark.
     pub fn redirty(&mut self, items: Vec<(RunKey, bool)>) {
@@ -266,6 +303,10 @@ impl Store {
     /// Take the run in `slot` out of the store (its hash chain, the LRU list) and free the slot.
     fn release(&mut self, slot: u32) -> Option<Entry> {
         let entry = self.slots[slot as usize].entry.take()?;
+        if !self.unmerged.is_empty() {
+            // An ended or evicted run has nothing left to merge (its stored copy stays as it is).
+            self.unmerged.remove(&(entry.tenant.clone(), entry.run_id.clone()));
+        }
         let hash = key_hash(&entry.tenant, &entry.run_id);
         let next = self.slots[slot as usize].chain;
         if let Some(head) = self.index.get_mut(&hash) {
@@ -383,6 +424,7 @@ impl Store {
     pub fn remove_rooted(&mut self, tenant: &str, run_id: &str, root: &str) -> bool {
         let root = self.get(tenant, run_id).map(|e| e.root_id().to_string()).unwrap_or_else(|| root.to_string());
         self.mark_deleted(tenant, run_id, &root, false);
+        self.clear_unmerged(tenant, run_id);
         match self.find(tenant, run_id) {
             Some(slot) => self.release(slot).is_some(),
             None => false,
