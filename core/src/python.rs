@@ -696,8 +696,8 @@ impl PyCore {
     }
 
     /// Mark a run whose load from the shared store failed: evaluated from memory, not written
-    /// until merged (`root`: its tree's root, "" for the run itself).
-    fn mark_unmerged(&mut self, tenant: &str, run_id: &str, root: &str) {
+    /// until merged (`root`: its tree's root, "" for the run itself). True when newly marked.
+    fn mark_unmerged(&mut self, tenant: &str, run_id: &str, root: &str) -> bool {
         self.core.store.mark_unmerged(tenant, run_id, root)
     }
 

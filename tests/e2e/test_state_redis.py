@@ -74,14 +74,17 @@ class TestOutage:
             assert len(runs) == len(stored)
 
     def test_an_unreachable_redis_at_start_does_not_stop_the_daemon(self):
-        """Persistence fails open: the daemon starts, serves, and counts the failed flushes."""
+        """Persistence fails open: the daemon starts, serves, and counts the failed load; the run
+        it could not read is held back from flushes (it is merged once the store answers)."""
         from tests.support.servers import free_port
 
         url = f"redis://127.0.0.1:{free_port()}/0"
         with running_daemon(ENABLED, ["--state-store", url, "--state-flush-interval", "0.1"]) as daemon:
             with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
                 assert pb.ACTION_ALLOW == stream.one(call("nowhere-1", "read")).action
-            _wait_for(lambda: value(daemon.scrape(), "loopwarden_state_store_errors_total", operation="flush") > 0)
+            _wait_for(lambda: value(daemon.scrape(), "loopwarden_state_store_errors_total", operation="load") > 0)
+            assert 1 <= value(daemon.scrape(), "loopwarden_state_runs_unmerged_total")
+            assert 0 == value(daemon.scrape(), "loopwarden_state_runs_flushed_total")
             assert "SERVING" == health_status(daemon.grpc_target)
 
 

@@ -223,7 +223,7 @@ mod tests {
     fn a_merged_history_is_the_stored_records_then_what_arrived_since() {
         let record = stored(4);
         let mut replica = core();
-        replica.store.mark_unmerged("t", "r", "");
+        assert!(replica.store.mark_unmerged("t", "r", ""));
         assert_eq!(round(&mut replica, "r", 10).action, Action::Allow, "from memory: a streak of 0");
         let merged = replica.merge_run(&record, 1000.0, 1.0, ("t", "r"), &mut Vec::new()).unwrap();
         assert!(matches!(merged, Loaded::Merged));
@@ -237,7 +237,7 @@ mod tests {
     #[test]
     fn an_unmerged_run_is_never_flushed_and_is_asked_for_again() {
         let mut replica = core();
-        replica.store.mark_unmerged("t", "r", "");
+        assert!(replica.store.mark_unmerged("t", "r", ""));
         round(&mut replica, "r", 1);
         round(&mut replica, "other", 1);
         assert_eq!(listed(&mut replica), ["other"], "the unmerged run stays out of the flush");
@@ -274,7 +274,7 @@ mod tests {
     fn the_merged_history_keeps_the_newest_capacity_records_and_sums_counters() {
         let record = stored(25);
         let mut replica = core();
-        replica.store.mark_unmerged("t", "r", "");
+        assert!(replica.store.mark_unmerged("t", "r", ""));
         for seq in 100..110 {
             round(&mut replica, "r", seq);
         }
@@ -294,7 +294,7 @@ mod tests {
     #[test]
     fn ending_or_evicting_a_marked_run_lifts_its_mark() {
         let mut replica = core();
-        replica.store.mark_unmerged("t", "r", "");
+        assert!(replica.store.mark_unmerged("t", "r", ""));
         replica.store.mark_unmerged("t", "never-created", "");
         round(&mut replica, "r", 1);
         assert!(replica.store.remove("t", "r"));

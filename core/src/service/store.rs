@@ -179,10 +179,11 @@ impl Store {
         }
         taken
     }
-    /// Mark a run whose load failed (held or about to be created): see `unmerged`.
-    pub fn mark_unmerged(&mut self, tenant: &str, run_id: &str, root: &str) {
+    /// Mark a run whose load failed (held or about to be created): see `unmerged`. True when
+    /// it was not marked yet.
+    pub fn mark_unmerged(&mut self, tenant: &str, run_id: &str, root: &str) -> bool {
         let root = if root.is_empty() { run_id } else { root };
-        self.unmerged.insert((tenant.to_string(), run_id.to_string()), root.to_string());
+        self.unmerged.insert((tenant.to_string(), run_id.to_string()), root.to_string()).is_none()
     }
     pub fn is_unmerged(&self, tenant: &str, run_id: &str) -> bool {
         !self.unmerged.is_empty() && self.unmerged.contains_key(&(tenant.to_string(), run_id.to_string()))

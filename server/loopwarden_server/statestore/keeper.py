@@ -15,6 +15,17 @@ A shared store (`lazy`) is asked for a run the first time a request names it whi
 memory: the transport awaits `ensure_loaded` before the synchronous service evaluates, so the
 run is evaluated with its history even when its previous owner died. Loads of one run are
 coalesced; a run that appeared in memory while its load was in flight keeps the memory copy.
+
+A load that fails (or is skipped while the store is paused after a failure) is remembered: the
+core marks the run unmerged, evaluates it from memory (fail open) and keeps it out of every
+flush, so a flush never replaces a stored run it could not read. The mark is retried on the
+run's next event (the core names a marked run as one to load) and, for every marked run, at
+each flush; when the store answers, the stored copy is merged into memory's (core
+service/merge.rs: stored records then what arrived since, counters summed, sets unioned) and the
+merged run is written at the next flush. A tenant's exemption table whose load failed is held
+back from flushes the same way and merged as the union minus revocations. Counted
+(loopwarden_state_runs_unmerged_total, _merged_total, the loopwarden_state_unmerged_runs gauge)
+and alerted (LoopwardenStateRunsUnmerged).
 """
 from __future__ import annotations
 
@@ -29,7 +40,7 @@ from .base import StateStore, StateStoreError
 from .encoding import EncodingError, exemptions_key, frame, is_exemptions, run_key, tree_key
 from .file import FileStateStore, NotAStateFile
 from .metrics import StateMetrics
-from .runs import RESTORED, CoreRuns, RunKey
+from .runs import HELD, MERGED, RESTORED, CoreRuns, RunKey
 
 log = logging.getLogger("loopwarden.daemon")
 
@@ -83,6 +94,11 @@ class StateKeeper:
         # as dirty (a flush in flight against a dead store must not read as "all flushed").
         self._in_flight = 0
         self.final_flush_ok = True
+        # A runs side that can merge (the core's) remembers failed loads; another (a test-only
+        # engine) starts such a run anew as before.
+        self._merging = store.lazy and hasattr(runs, "merge_in")
+        # Tenants whose exemption table could not be read: not flushed until a load succeeds.
+        self._tables_unmerged: set[str] = set()
         self.runs.track_changes(not store.lazy)
         # The tenants' standing exemptions (ASK's "always" answers) travel with the runs.
         self.tables = getattr(runs, "exemption_tables", None) or _NoExemptionTables()
@@ -91,6 +107,11 @@ class StateKeeper:
         metrics.store_up.set(1)
         metrics.dirty_runs.set_function(self.waiting)
         metrics.flush_lag.set_function(lambda: time.monotonic() - self._last_ok if self.waiting() else 0.0)
+        metrics.unmerged_runs.set_function(self.unmerged)
+
+    def unmerged(self) -> int:
+        """Runs (and exemption tables) whose load failed, waiting to be merged before a write."""
+        return (self.runs.unmerged_count() if self._merging else 0) + len(self._tables_unmerged)
 
     def waiting(self) -> int:
         """Runs (and exemption tables) changed and not yet written: marked dirty, or taken by
@@ -201,14 +222,21 @@ class StateKeeper:
         return pending
 
     async def _fetch_exemptions(self, tenant: str) -> None:
-        if not self.store.lazy or isinstance(self.tables, _NoExemptionTables) or time.monotonic() < self._load_paused_until:
+        if not self.store.lazy or isinstance(self.tables, _NoExemptionTables):
+            return
+        if time.monotonic() < self._load_paused_until:
+            self._tables_unmerged.add(tenant)
             return
         try:
             value = await self.store.load(exemptions_key(tenant))
         except StateStoreError as exc:
             self.metrics.store_errors.labels("load").inc()
+            self.metrics.store_up.set(0)
+            self._load_paused_until = time.monotonic() + self.flush_interval
+            self._tables_unmerged.add(tenant)
             log.warning("state store load of exemptions failed; memory's are used", extra={"error": str(exc)})
             return
+        self._tables_unmerged.discard(tenant)
         if value is None:
             self.tables.absent(tenant)
         else:
@@ -224,7 +252,7 @@ class StateKeeper:
 
     async def _fetch(self, tenant: str, run_id: str, root: str) -> None:
         if time.monotonic() < self._load_paused_until:
-            self.metrics.runs_loaded.labels("new").inc()  # the store is away: fail open, start fresh
+            self._load_failed(tenant, run_id, root)  # the store is away: fail open, from memory
             return
         try:
             value = await self.store.load(tree_key(tenant, root, run_id))
@@ -232,8 +260,11 @@ class StateKeeper:
             self.metrics.store_errors.labels("load").inc()
             self.metrics.store_up.set(0)
             self._load_paused_until = time.monotonic() + self.flush_interval
-            log.warning("state store load failed; the run starts from memory", extra={"error": str(exc)})
-            self.metrics.runs_loaded.labels("new").inc()
+            log.warning("state store load failed; the run is evaluated from memory", extra={"error": str(exc)})
+            self._load_failed(tenant, run_id, root)
+            return
+        if self._merging:
+            self._merge(tenant, run_id, value)
             return
         if value is None or self.runs.held(tenant, run_id):
             self.metrics.runs_loaded.labels("new" if value is None else "memory").inc()
@@ -248,6 +279,51 @@ class StateKeeper:
         # expired, or a value under this key that names another run: the run starts anew
         self.metrics.runs_loaded.labels("store" if outcome == RESTORED else "new").inc()
 
+    def _load_failed(self, tenant: str, run_id: str, root: str) -> None:
+        """The run is evaluated from memory; with a merging runs side it is marked so that no
+        flush writes it before its stored copy is merged in. A run memory already holds as
+        loaded (never marked) needs no mark: memory's copy is the current one."""
+        held = self.runs.held(tenant, run_id)
+        if self._merging and not held and self.runs.mark_unmerged(tenant, run_id, root):
+            self.metrics.runs_unmerged.inc()
+        self.metrics.runs_loaded.labels("memory" if held else "new").inc()
+
+    def _merge(self, tenant: str, run_id: str, value: bytes | None) -> None:
+        """A load that answered: the stored value merged into (or taken in as) the run."""
+        held = self.runs.held(tenant, run_id)
+        if value is None:
+            self.runs.clear_unmerged(tenant, run_id)  # nothing stored: memory's copy is all of it
+            self.metrics.runs_loaded.labels("memory" if held else "new").inc()
+            return
+        try:
+            outcome = self.runs.merge_in(value, self._wall(), expect=(tenant, run_id))
+        except EncodingError as exc:
+            self.runs.clear_unmerged(tenant, run_id)
+            self.metrics.store_errors.labels("load").inc()
+            log.error("stored run unreadable; memory's copy replaces it", extra={"error": str(exc)})
+            self.metrics.runs_loaded.labels("memory" if held else "new").inc()
+            return
+        if outcome == MERGED:
+            self.metrics.runs_merged.inc()
+        self.metrics.runs_loaded.labels("store" if outcome in (MERGED, RESTORED) else
+                                        "memory" if outcome == HELD else "new").inc()
+
+    async def retry_unmerged(self) -> None:
+        """Load every marked run and unread exemption table again (at each flush): those the
+        store now answers for are merged, so their next flush can write them."""
+        if not self.unmerged() or time.monotonic() < self._load_paused_until:
+            return
+        for tenant in list(self._tables_unmerged):
+            await self.load_exemptions(tenant)
+        if not self._merging:
+            return
+        marked = self.runs.unmerged()
+        for start in range(0, len(marked), BATCH):
+            if time.monotonic() < self._load_paused_until:
+                return  # the store failed again: the rest wait for the next flush
+            await asyncio.gather(*(self._load_one(tenant, run_id, root)
+                                   for tenant, run_id, root in marked[start:start + BATCH]))
+
     # ------------------------------------------------------------------ write behind
     async def _flush_loop(self) -> None:
         while not self._stop.is_set():
@@ -261,7 +337,10 @@ class StateKeeper:
             await self.flush_once("flush")
 
     async def flush_once(self, operation: str = "flush") -> bool:
-        """Write every dirty run; False (runs kept dirty, error counted) when the store failed."""
+        """Write every dirty run; False (runs kept dirty, error counted) when the store failed.
+        Runs whose load failed are merged first when the store answers; until then they stay
+        dirty and unwritten (the core leaves them out of take_dirty)."""
+        await self.retry_unmerged()
         if not await self._flush_exemptions(operation):
             return False
         dirty = self.runs.take_dirty()
@@ -279,6 +358,12 @@ class StateKeeper:
     async def _flush_exemptions(self, operation: str) -> bool:
         """Write the changed exemption tables (an emptied one is deleted); kept dirty on failure."""
         tenants = self.tables.take_dirty()
+        if self._tables_unmerged:
+            # A table whose stored copy was not read yet would replace it: held back until merged.
+            held_back = [tenant for tenant in tenants if tenant in self._tables_unmerged]
+            if held_back:
+                self.tables.redirty(held_back)
+                tenants = [tenant for tenant in tenants if tenant not in self._tables_unmerged]
         if not tenants:
             return True
         wall = self._wall()
@@ -346,6 +431,10 @@ class StateKeeper:
                 break
             await asyncio.sleep(0.2)
         self.final_flush_ok = ok
+        if self.unmerged():
+            log.error("runs whose stored copy could not be read are not written; their changes since "
+                      "the failed load are lost rather than overwrite the store",
+                      extra={"state_store": self.store.describe(), "unmerged": self.unmerged()})
         if ok:
             log.info("state flushed", extra={"state_store": self.store.describe(), "runs_held": len(self.runs),
                                              "seconds": round(time.monotonic() - started, 3)})
