@@ -715,6 +715,21 @@ impl PyCore {
         self.core.store.unmerged_count()
     }
 
+    /// The owner generation of a held run's copy (0: none known or not held).
+    fn owner_gen(&self, tenant: &str, run_id: &str) -> u64 {
+        self.core.store.get(tenant, run_id).map_or(0, |e| e.owner_gen)
+    }
+
+    /// Note the owner generation of a held run's copy (after its load or its write).
+    fn set_owner_gen(&mut self, tenant: &str, run_id: &str, gen: u64) {
+        self.core.store.set_owner_gen(tenant, run_id, gen);
+    }
+
+    /// Drop a held run without deleting it from the store (another replica owns it).
+    fn forget(&mut self, tenant: &str, run_id: &str) -> bool {
+        self.core.store.forget(tenant, run_id)
+    }
+
     /// A held run's view, None when the run is not held. `now`: the store's clock (wall times).
     #[pyo3(signature = (tenant, run_id, now = 0.0))]
     fn inspect(&self, py: Python<'_>, tenant: &str, run_id: &str, now: f64) -> PyResult<Option<RunView>> {

@@ -99,7 +99,9 @@ class TestRedisSettings:
                 wait_until_flushed(daemon)
                 listening = daemon.wait_for_log(lambda l: l.get("msg") == "listening")
             keys = redis.keys()
+            with_owner = redis.keys(owner_marks=True)
         assert ["team-a:lw:{.cHctMQ}"] == keys
+        assert ["team-a:lw:{.cHctMQ}", "team-a:lw:{.cHctMQ}#owner"] == with_owner, "its owner mark: same prefix, same slot"
         assert "s3cret-pw" not in str(listening)
 
     def test_a_run_not_in_memory_is_loaded_on_its_first_event(self):

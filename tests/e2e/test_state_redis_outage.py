@@ -44,7 +44,7 @@ def stored_records(redis) -> dict[str, int]:
     try:
         found = {}
         for key in client.keys("loopwarden:*"):
-            if key.endswith(b"}exemptions"):
+            if key.endswith((b"}exemptions", b"#owner")):
                 continue
             record = orjson.loads(unframe(client.get(key)))
             found[tree_key_parts(key[len(b"loopwarden:"):])[2]] = len(record["state"]["history"]["seqs"])

@@ -85,12 +85,14 @@ class RedisServer:
         _stop(self.process)
         self.process = None
 
-    def keys(self, pattern: str = "*") -> list[str]:
+    def keys(self, pattern: str = "*", owner_marks: bool = False) -> list[str]:
+        """The stored keys; the runs' owner marks (KEY#owner, beside each run) only when asked."""
         import redis
 
         client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password or None)
         try:
-            return sorted(key.decode() for key in client.keys(pattern))
+            return sorted(key.decode() for key in client.keys(pattern)
+                          if owner_marks or not key.endswith(b"#owner"))
         finally:
             client.close()
 

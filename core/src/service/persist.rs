@@ -136,6 +136,7 @@ impl Core {
                 Box::new(link)
             }),
             unlinked_calls: 0,
+            owner_gen: 0,
         };
         Ok(Ok((entry, idle)))
     }

@@ -35,6 +35,9 @@ pub struct Entry {
     pub tree: Option<Box<super::trees::TreeLink>>,
     /// Tool calls evaluated while the run had no link: its totals begin from them when it gets one.
     pub(super) unlinked_calls: u64,
+    /// The shared store's owner generation of the copy held here (keeper.py fences writes with
+    /// it: a write is refused once another replica wrote since); 0: none known.
+    pub owner_gen: u64,
 }
 
 /// FNV-1a of (tenant, run_id): the map key, so a lookup allocates nothing; entries with the same
@@ -390,6 +393,7 @@ impl Store {
             dirty: false,
             tree: None,
             unlinked_calls: 0,
+            owner_gen: 0,
         };
         let slot = self.insert(entry);
         self.mark(slot);
@@ -426,6 +430,19 @@ impl Store {
         let root = self.get(tenant, run_id).map(|e| e.root_id().to_string()).unwrap_or_else(|| root.to_string());
         self.mark_deleted(tenant, run_id, &root, false);
         self.clear_unmerged(tenant, run_id);
+        match self.find(tenant, run_id) {
+            Some(slot) => self.release(slot).is_some(),
+            None => false,
+        }
+    }
+    pub fn set_owner_gen(&mut self, tenant: &str, run_id: &str, gen: u64) {
+        if let Some(entry) = self.get_mut(tenant, run_id) {
+            entry.owner_gen = gen;
+        }
+    }
+    /// Drop a held run without a delete for the state store (another replica owns it: the
+    /// next event loads the owner's copy). False when it was not held.
+    pub fn forget(&mut self, tenant: &str, run_id: &str) -> bool {
         match self.find(tenant, run_id) {
             Some(slot) => self.release(slot).is_some(),
             None => false,
@@ -646,6 +663,20 @@ mod tests {
         assert_eq!(store.take_dirty(), []);
         store.redirty(vec![(key("a"), true)]);
         assert_eq!(store.dirty_count(), 0);
+    }
+
+    #[test]
+    fn forget_drops_a_run_without_a_delete() {
+        let mut store = Store::new(10, 100.0);
+        store.track_changes(false);
+        create(&mut store, "a", 0.0);
+        store.take_dirty();
+        store.set_owner_gen("t", "a", 7);
+        assert_eq!(store.get("t", "a").unwrap().owner_gen, 7);
+        assert!(store.forget("t", "a"));
+        assert!(!store.forget("t", "a"));
+        assert!(store.get("t", "a").is_none());
+        assert_eq!(store.take_dirty(), []);
     }
 
     #[test]

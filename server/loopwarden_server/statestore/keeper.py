@@ -26,6 +26,17 @@ merged run is written at the next flush. A tenant's exemption table whose load f
 back from flushes the same way and merged as the union minus revocations. Counted
 (loopwarden_state_runs_unmerged_total, _merged_total, the loopwarden_state_unmerged_runs gauge)
 and alerted (LoopwardenStateRunsUnmerged).
+
+Owners and fencing (a store that is `fenced`: Redis). Each written run has an owner mark beside
+it: the writing replica, a generation counted up by every write, and a lease (3 flush intervals,
+at least 1 s) that the owner's writes renew. A replica notes the generation its copy came from
+(at its load, then at each of its writes) and every write is fenced by it, atomically on the
+store: refused as STALE when another replica wrote since (its copy is dropped from memory, not
+deleted, and its next event loads the owner's), held back as WAITING while another replica's
+lease is live and nobody wrote since (kept dirty: after a failover the survivor writes once the
+dead owner's lease runs out), written otherwise. So a misrouted event never overwrites the
+owner's state. A load that finds another replica's live lease is a misroute (when the daemon can
+know it): counted (loopwarden_state_misrouted_runs_total) and logged once per run.
 """
 from __future__ import annotations
 
@@ -36,7 +47,7 @@ import time
 from collections.abc import Callable
 
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
-from .base import StateStore, StateStoreError
+from .base import STALE, WAITING, WRITTEN, StateStore, StateStoreError
 from .encoding import EncodingError, exemptions_key, frame, is_exemptions, run_key, tree_key
 from .file import FileStateStore, NotAStateFile
 from .metrics import StateMetrics
@@ -73,11 +84,22 @@ class _NoExemptionTables:
 BATCH = 256
 MAX_BACKOFF_SECONDS = 30.0
 FINAL_FLUSH_SECONDS = 5.0
+# Runs whose misroute or refused write was logged, at most (then the set starts over).
+LOGGED_RUNS = 10_000
+
+
+def owner_mark(mark: bytes | None) -> tuple[str, int, float]:
+    """(owner, generation, lease end in wall-clock seconds) of a stored owner mark; ("", 0, 0)
+    when there is none or it is not one."""
+    parts = (mark or b"").split()
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return "", 0, 0.0
+    return parts[0].decode(errors="replace"), int(parts[1]), int(parts[2]) / 1000.0
 
 
 class StateKeeper:
     def __init__(self, store: StateStore, runs: CoreRuns, metrics: StateMetrics, *, flush_interval: float,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time, owner_id: str = "") -> None:
         self.store = store
         self.runs = runs
         self.metrics = metrics
@@ -97,6 +119,11 @@ class StateKeeper:
         # A runs side that can merge (the core's) remembers failed loads; another (a test-only
         # engine) starts such a run anew as before.
         self._merging = store.lazy and hasattr(runs, "merge_in")
+        # Writes fenced by owner: a fencing store, a runs side that can drop a run, a name here.
+        self.owner_id = owner_id
+        self._fenced = store.lazy and store.fenced and hasattr(runs, "forget") and bool(owner_id)
+        self.lease_seconds = max(1.0, 3 * flush_interval)
+        self._logged: set[RunKey] = set()
         # Tenants whose exemption table could not be read: not flushed until a load succeeds.
         self._tables_unmerged: set[str] = set()
         self.runs.track_changes(not store.lazy)
@@ -254,8 +281,12 @@ class StateKeeper:
         if time.monotonic() < self._load_paused_until:
             self._load_failed(tenant, run_id, root)  # the store is away: fail open, from memory
             return
+        mark = None
         try:
-            value = await self.store.load(tree_key(tenant, root, run_id))
+            if self._fenced:
+                value, mark = await self.store.load_owned(tree_key(tenant, root, run_id))
+            else:
+                value = await self.store.load(tree_key(tenant, root, run_id))
         except StateStoreError as exc:
             self.metrics.store_errors.labels("load").inc()
             self.metrics.store_up.set(0)
@@ -264,7 +295,8 @@ class StateKeeper:
             self._load_failed(tenant, run_id, root)
             return
         if self._merging:
-            self._merge(tenant, run_id, value)
+            if self._merge(tenant, run_id, value) != HELD and self._fenced:
+                self._owned(tenant, run_id, mark)  # memory's copy now comes from the stored one
             return
         if value is None or self.runs.held(tenant, run_id):
             self.metrics.runs_loaded.labels("new" if value is None else "memory").inc()
@@ -279,6 +311,27 @@ class StateKeeper:
         # expired, or a value under this key that names another run: the run starts anew
         self.metrics.runs_loaded.labels("store" if outcome == RESTORED else "new").inc()
 
+    def _owned(self, tenant: str, run_id: str, mark: bytes | None) -> None:
+        """A run just loaded (or merged): note the generation its copy came from, and count a
+        misroute when another replica's lease on it is live."""
+        owner, generation, lease_end = owner_mark(mark)
+        if self.runs.held(tenant, run_id) and self.runs.owner_gen(tenant, run_id) < generation:
+            self.runs.set_owner_gen(tenant, run_id, generation)
+        if owner and owner != self.owner_id and lease_end > self._wall():
+            self.metrics.misrouted_runs.inc()
+            self._log_once((tenant, run_id), "event for a run another replica owns (misrouted: no routing "
+                           "header, or a router that does not hash x-loopwarden-run-id); it is evaluated "
+                           "here from the stored copy, and this replica's writes of it are fenced",
+                           owner=owner)
+
+    def _log_once(self, key: RunKey, message: str, **extra) -> None:
+        if key in self._logged:
+            return
+        if len(self._logged) >= LOGGED_RUNS:
+            self._logged.clear()
+        self._logged.add(key)
+        log.warning(message, extra={"tenant": key[0], "run_id": key[1], **extra})
+
     def _load_failed(self, tenant: str, run_id: str, root: str) -> None:
         """The run is evaluated from memory; with a merging runs side it is marked so that no
         flush writes it before its stored copy is merged in. A run memory already holds as
@@ -288,13 +341,14 @@ class StateKeeper:
             self.metrics.runs_unmerged.inc()
         self.metrics.runs_loaded.labels("memory" if held else "new").inc()
 
-    def _merge(self, tenant: str, run_id: str, value: bytes | None) -> None:
-        """A load that answered: the stored value merged into (or taken in as) the run."""
+    def _merge(self, tenant: str, run_id: str, value: bytes | None) -> str:
+        """A load that answered: the stored value merged into (or taken in as) the run; what
+        became of it (runs.py's outcomes; "" when nothing usable was stored)."""
         held = self.runs.held(tenant, run_id)
         if value is None:
             self.runs.clear_unmerged(tenant, run_id)  # nothing stored: memory's copy is all of it
             self.metrics.runs_loaded.labels("memory" if held else "new").inc()
-            return
+            return ""
         try:
             outcome = self.runs.merge_in(value, self._wall(), expect=(tenant, run_id))
         except EncodingError as exc:
@@ -302,11 +356,12 @@ class StateKeeper:
             self.metrics.store_errors.labels("load").inc()
             log.error("stored run unreadable; memory's copy replaces it", extra={"error": str(exc)})
             self.metrics.runs_loaded.labels("memory" if held else "new").inc()
-            return
+            return ""
         if outcome == MERGED:
             self.metrics.runs_merged.inc()
         self.metrics.runs_loaded.labels("store" if outcome in (MERGED, RESTORED) else
                                         "memory" if outcome == HELD else "new").inc()
+        return outcome
 
     async def retry_unmerged(self) -> None:
         """Load every marked run and unread exemption table again (at each flush): those the
@@ -394,7 +449,12 @@ class StateKeeper:
                       encode(tenant, run_id, wall) if item[1] else None, ttl)
                      for item in chunk for tenant, run_id in (item[0],)]
             try:
-                await self.store.flush(items)
+                if self._fenced:
+                    self._fenced_outcomes(chunk, await self.store.flush_fenced(
+                        [(key, value, ttl, self.runs.owner_gen(*item[0]) if value is not None else -1)
+                         for (key, value, ttl), item in zip(items, chunk)], self.owner_id, self.lease_seconds))
+                else:
+                    await self.store.flush(items)
             except StateStoreError as exc:
                 self.runs.redirty(keys[start:])
                 self.metrics.store_errors.labels(operation).inc()
@@ -417,6 +477,28 @@ class StateKeeper:
         self._last_ok = time.monotonic()
         self.metrics.flush_seconds.observe(time.perf_counter() - started)
         return True
+
+    def _fenced_outcomes(self, chunk: list, outcomes: list) -> None:
+        """Each fenced write's outcome: a new generation noted, a run held back while another
+        replica's lease is live, or a stale copy dropped (the owner wrote since)."""
+        waiting = []
+        for item, (outcome, detail) in zip(chunk, outcomes):
+            tenant, run_id = item[0]
+            if outcome == WRITTEN:
+                if item[1]:
+                    self.runs.set_owner_gen(tenant, run_id, int(detail))
+            elif outcome == WAITING:
+                waiting.append(item)
+                self.metrics.fenced_writes.labels("waiting").inc()
+            elif outcome == STALE:
+                self.metrics.fenced_writes.labels("dropped").inc()
+                if item[1]:
+                    self.runs.forget(tenant, run_id)
+                self._log_once(item[0], "write refused: another replica wrote this run since its copy here "
+                               "was loaded; the copy is dropped and its next event loads the owner's",
+                               owner=owner_mark(detail)[0])
+        if waiting:
+            self.runs.redirty(waiting)
 
     async def stop(self) -> bool:
         """After the drain: stop the flusher, flush every dirty run; False when that failed."""

@@ -85,6 +85,17 @@ class CoreRuns:
         """The marked runs: (tenant, run_id, root)."""
         return self.core.native.unmerged_runs()
 
+    # Fencing (keeper.py): the owner generation a held run's copy came from; a stale copy dropped.
+    def owner_gen(self, tenant: str, run_id: str) -> int:
+        return self.core.native.owner_gen(tenant, run_id)
+
+    def set_owner_gen(self, tenant: str, run_id: str, generation: int) -> None:
+        self.core.native.set_owner_gen(tenant, run_id, generation)
+
+    def forget(self, tenant: str, run_id: str) -> bool:
+        """Drop a held run without deleting it from the store."""
+        return self.core.native.forget(tenant, run_id)
+
     def unmerged_count(self) -> int:
         return self.core.native.unmerged_count()
 
