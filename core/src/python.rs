@@ -481,6 +481,17 @@ fn event_from(kind: &str, f: EventFields) -> pb::Event {
     }
 }
 
+/// What became of a stored run, as Python names it.
+fn loaded_name(outcome: service::Loaded) -> &'static str {
+    match outcome {
+        service::Loaded::Restored => "restored",
+        service::Loaded::Expired => "expired",
+        service::Loaded::Mismatch => "mismatch",
+        service::Loaded::Merged => "merged",
+        service::Loaded::Held => "held",
+    }
+}
+
 impl PyCore {
     /// Evaluate `events` (or, lazily, first name the runs to load) and answer in `form`.
     fn answer(&mut self, py: Python<'_>, form: Form, events: Vec<pb::Event>, tenant: &str, now: f64, routed: &str,
@@ -675,11 +686,53 @@ impl PyCore {
         let outcome = self.core
             .load_run(record, wall_now, now, expect.as_ref().map(|(t, r)| (t.as_str(), r.as_str())), &mut evictions)
             .map_err(PyValueError::new_err)?;
-        Ok((match outcome {
-            service::Loaded::Restored => "restored",
-            service::Loaded::Expired => "expired",
-            service::Loaded::Mismatch => "mismatch",
-        }, evictions))
+        Ok((loaded_name(outcome), evictions))
+    }
+
+    /// A stored record after a failed load, merged into memory's copy (persist.rs `merge_run`):
+    /// ("merged" | "restored" | "held" | "expired" | "mismatch", [eviction reasons]); ValueError
+    /// naming the field when it is malformed (the run's mark is lifted then too).
+    fn merge_run(&mut self, record: &[u8], wall_now: f64, now: f64, expect: (String, String)) -> PyResult<(&'static str, Vec<&'static str>)> {
+        let mut evictions = Vec::new();
+        let outcome = self.core
+            .merge_run(record, wall_now, now, (expect.0.as_str(), expect.1.as_str()), &mut evictions)
+            .map_err(PyValueError::new_err)?;
+        Ok((loaded_name(outcome), evictions))
+    }
+
+    /// Mark a run whose load from the shared store failed: evaluated from memory, not written
+    /// until merged (`root`: its tree's root, "" for the run itself). True when newly marked.
+    fn mark_unmerged(&mut self, tenant: &str, run_id: &str, root: &str) -> bool {
+        self.core.store.mark_unmerged(tenant, run_id, root)
+    }
+
+    /// Lift a run's mark (the store holds nothing for it): True when it had one.
+    fn clear_unmerged(&mut self, tenant: &str, run_id: &str) -> bool {
+        self.core.store.clear_unmerged(tenant, run_id)
+    }
+
+    /// The marked runs: [(tenant, run_id, root)].
+    fn unmerged_runs(&self) -> Vec<(String, String, String)> {
+        self.core.store.unmerged()
+    }
+
+    fn unmerged_count(&self) -> usize {
+        self.core.store.unmerged_count()
+    }
+
+    /// The owner generation of a held run's copy (0: none known or not held).
+    fn owner_gen(&self, tenant: &str, run_id: &str) -> u64 {
+        self.core.store.get(tenant, run_id).map_or(0, |e| e.owner_gen)
+    }
+
+    /// Note the owner generation of a held run's copy (after its load or its write).
+    fn set_owner_gen(&mut self, tenant: &str, run_id: &str, gen: u64) {
+        self.core.store.set_owner_gen(tenant, run_id, gen);
+    }
+
+    /// Drop a held run without deleting it from the store (another replica owns it).
+    fn forget(&mut self, tenant: &str, run_id: &str) -> bool {
+        self.core.store.forget(tenant, run_id)
     }
 
     /// A held run's view, None when the run is not held. `now`: the store's clock (wall times).

@@ -89,12 +89,14 @@ class Daemon:
         except TracingError as exc:
             raise StartupError(str(exc)) from None
         # Decision ids are "<instance>-<counter>": unique across restarts and replicas.
+        instance_id = os.urandom(4).hex()
         self.core = CoreService(config, self.metrics, settings.limits, max_runs=settings.max_runs,
                                 idle_ttl_seconds=settings.run_idle_ttl_seconds, clock=time.monotonic,
-                                instance_id=os.urandom(4).hex())
+                                instance_id=instance_id)
         self.metrics.set_engine("core")
         self.state = (StateKeeper(open_state_store(settings.state_store, settings.state_key_prefix), CoreRuns(self.core),
-                                  StateMetrics(self.registry), flush_interval=settings.state_flush_interval_seconds)
+                                  StateMetrics(self.registry), flush_interval=settings.state_flush_interval_seconds,
+                                  owner_id=instance_id)  # the owner its writes to a shared store are fenced by
                       if settings.state_store is not None else None)
         # A shared store: runs a request names and memory lacks are loaded first (keeper.py).
         loader = self.state if self.state is not None and self.state.lazy else None

@@ -68,7 +68,7 @@ class DaemonSettings:
     reflection: bool = True
     log_level: str = "INFO"
     config_poll_seconds: float = 1.0
-    # file:PATH, redis://... or rediss://... (None: memory only); --snapshot PATH means file:PATH.
+    # file:PATH, redis[s]://... or redis[s]+cluster://... (None: memory only); --snapshot PATH means file:PATH.
     state_store: str | None = None
     state_flush_interval_seconds: float = 1.0
     state_key_prefix: str = "loopwarden:"
@@ -162,7 +162,7 @@ _OPTIONS = (
     ("--max-streams", "LOOPWARDEN_MAX_STREAMS", "max_streams", _positive_int, "concurrent Evaluate streams (default 10000)"),
     ("--stream-idle-timeout", "LOOPWARDEN_STREAM_IDLE_TIMEOUT", "stream_idle_timeout_seconds", _positive_float, "seconds an Evaluate stream may send nothing before it is closed (default 600)"),
     ("--tenant-label", "LOOPWARDEN_TENANT_LABEL", "tenant_label", _boolean, "true: metrics carry a tenant label (tenants named in the token file; others \"other\") (default false)"),
-    ("--state-store", "LOOPWARDEN_STATE_STORE", "state_store", _state_store, "where run state outlives the process: file:PATH (one replica; checkpoints every flush interval) or redis://[user:password@]host:port[/db] / rediss://... (shared by replicas) (default: memory only)"),
+    ("--state-store", "LOOPWARDEN_STATE_STORE", "state_store", _state_store, "where run state outlives the process: file:PATH (one replica; checkpoints every flush interval) or redis://[user:password@]host:port[/db] / rediss://... (shared by replicas), redis+cluster://host:port[,host:port...] / rediss+cluster://... (Redis Cluster) (default: memory only)"),
     ("--state-flush-interval", "LOOPWARDEN_STATE_FLUSH_INTERVAL", "state_flush_interval_seconds", _positive_float, "seconds between writes of changed runs to the state store (default 1)"),
     ("--state-key-prefix", "LOOPWARDEN_STATE_KEY_PREFIX", "state_key_prefix", str, "prefix of every Redis key the daemon writes (default loopwarden:)"),
     ("--snapshot", "LOOPWARDEN_SNAPSHOT", "snapshot_path", str, "alias of --state-store file:PATH"),

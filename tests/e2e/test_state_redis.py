@@ -74,14 +74,17 @@ class TestOutage:
             assert len(runs) == len(stored)
 
     def test_an_unreachable_redis_at_start_does_not_stop_the_daemon(self):
-        """Persistence fails open: the daemon starts, serves, and counts the failed flushes."""
+        """Persistence fails open: the daemon starts, serves, and counts the failed load; the run
+        it could not read is held back from flushes (it is merged once the store answers)."""
         from tests.support.servers import free_port
 
         url = f"redis://127.0.0.1:{free_port()}/0"
         with running_daemon(ENABLED, ["--state-store", url, "--state-flush-interval", "0.1"]) as daemon:
             with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
                 assert pb.ACTION_ALLOW == stream.one(call("nowhere-1", "read")).action
-            _wait_for(lambda: value(daemon.scrape(), "loopwarden_state_store_errors_total", operation="flush") > 0)
+            _wait_for(lambda: value(daemon.scrape(), "loopwarden_state_store_errors_total", operation="load") > 0)
+            assert 1 <= value(daemon.scrape(), "loopwarden_state_runs_unmerged_total")
+            assert 0 == value(daemon.scrape(), "loopwarden_state_runs_flushed_total")
             assert "SERVING" == health_status(daemon.grpc_target)
 
 
@@ -96,7 +99,9 @@ class TestRedisSettings:
                 wait_until_flushed(daemon)
                 listening = daemon.wait_for_log(lambda l: l.get("msg") == "listening")
             keys = redis.keys()
+            with_owner = redis.keys(owner_marks=True)
         assert ["team-a:lw:{.cHctMQ}"] == keys
+        assert ["team-a:lw:{.cHctMQ}", "team-a:lw:{.cHctMQ}#owner"] == with_owner, "its owner mark: same prefix, same slot"
         assert "s3cret-pw" not in str(listening)
 
     def test_a_run_not_in_memory_is_loaded_on_its_first_event(self):

@@ -62,6 +62,9 @@ class RedisServer:
     directory: pathlib.Path
     password: str = ""
     process: subprocess.Popen | None = None
+    #: Keep the data across stop()/start() (an append-only file in `directory`), as a real
+    #: deployment's Redis does through a restart.
+    durable: bool = False
 
     @property
     def url(self) -> str:
@@ -70,7 +73,8 @@ class RedisServer:
 
     def start(self) -> None:
         args = [binary("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", str(self.directory), "--daemonize", "no", "--logfile", ""]
+                "--appendonly", "yes" if self.durable else "no", "--dir", str(self.directory),
+                "--daemonize", "no", "--logfile", ""]
         if self.password:
             args += ["--requirepass", self.password]
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -81,20 +85,22 @@ class RedisServer:
         _stop(self.process)
         self.process = None
 
-    def keys(self, pattern: str = "*") -> list[str]:
+    def keys(self, pattern: str = "*", owner_marks: bool = False) -> list[str]:
+        """The stored keys; the runs' owner marks (KEY#owner, beside each run) only when asked."""
         import redis
 
         client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password or None)
         try:
-            return sorted(key.decode() for key in client.keys(pattern))
+            return sorted(key.decode() for key in client.keys(pattern)
+                          if owner_marks or not key.endswith(b"#owner"))
         finally:
             client.close()
 
 
 @contextlib.contextmanager
-def redis_server(password: str = "") -> Iterator[RedisServer]:
+def redis_server(password: str = "", durable: bool = False) -> Iterator[RedisServer]:
     with tempfile.TemporaryDirectory(prefix="loopwarden-redis-") as tmp:
-        server = RedisServer(free_port(), pathlib.Path(tmp), password)
+        server = RedisServer(free_port(), pathlib.Path(tmp), password, durable=durable)
         server.start()
         try:
             yield server

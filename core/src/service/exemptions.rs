@@ -22,6 +22,10 @@ pub struct Exemptions {
     /// Tenants whose table changed since the last flush (the state store's side).
     dirty: HashSet<String>,
     tracking: bool,
+    /// tenant -> ids revoked here, until they would have expired: a stored table read later
+    /// (after a failed load, or another replica's older copy) never brings one back, so a merge
+    /// is the union minus revocations.
+    revoked: HashMap<String, Vec<(String, f64)>>,
 }
 
 impl Exemptions {
@@ -92,6 +96,11 @@ impl Exemptions {
         if table.is_empty() {
             self.by_tenant.remove(tenant);
         }
+        let ids = self.revoked.entry(tenant.to_string()).or_default();
+        if ids.len() >= MAX_EXEMPTIONS_PER_TENANT {
+            ids.remove(0);
+        }
+        ids.push((revoked.id.clone(), revoked.expires_at));
         self.changed(tenant);
         Some(revoked)
     }
@@ -112,6 +121,10 @@ impl Exemptions {
             }
             self.changed(&tenant);
         }
+        self.revoked.retain(|_, ids| {
+            ids.retain(|(_, expires_at)| *expires_at > now);
+            !ids.is_empty()
+        });
     }
 
     /// Exemptions in force (the gauge).
@@ -148,11 +161,14 @@ impl Exemptions {
     }
 
     /// Take in a stored table: it replaces the tenant's in memory unless that one has changes
-    /// not yet written (then the two are merged by id, memory winning). Expired ones are
-    /// dropped. Returns the tenant and how many were taken in; Err names the malformed field.
+    /// not yet written (then the two are merged by id, memory winning). Expired ones and ones
+    /// revoked here are dropped (the union minus revocations). Returns the tenant and how many were taken in; Err names the malformed field.
     pub fn load(&mut self, record: &[u8], wall_now: f64, now: f64) -> Result<(String, usize), String> {
         let (tenant, stored) = crate::state::decode_exemptions(record, now - wall_now)?;
-        let stored: Vec<Exemption> = stored.into_iter().filter(|e| e.expires_at > now).collect();
+        let revoked = self.revoked.get(&tenant);
+        let stored: Vec<Exemption> = stored.into_iter()
+            .filter(|e| e.expires_at > now && !revoked.is_some_and(|ids| ids.iter().any(|(id, _)| *id == e.id)))
+            .collect();
         let count = stored.len();
         if self.dirty.contains(&tenant) {
             let table = self.by_tenant.entry(tenant.clone()).or_default();
@@ -181,6 +197,7 @@ impl Exemptions {
     pub fn clear(&mut self) {
         self.by_tenant.clear();
         self.dirty.clear();
+        self.revoked.clear();
     }
 }
 
@@ -226,5 +243,27 @@ mod tests {
         assert!((back.expires_at - 55.0).abs() < 1e-6, "{}", back.expires_at);
         assert!(x.encode("nobody", 1000.0, 100.0).is_none());
         assert!(y.load(b"{\"tenant\": 1}", 0.0, 0.0).unwrap_err().contains("tenant"));
+    }
+
+    #[test]
+    fn a_stored_table_read_late_is_merged_as_the_union_minus_revocations() {
+        let mut elsewhere = Exemptions::default();
+        elsewhere.grant("t", "a", "r1", grant("read", "d-1", 600), 100.0);
+        elsewhere.grant("t", "a", "r1", grant("grep", "d-2", 600), 100.0);
+        let stored = elsewhere.encode("t", 1000.0, 100.0).expect("two");
+        // Here the load failed: a grant and a revocation of a stored id were made from memory.
+        let mut here = Exemptions::default();
+        here.track_changes();
+        here.grant("t", "a", "r2", grant("find", "d-3", 600), 100.0);
+        here.by_tenant.get_mut("t").unwrap().push(elsewhere.of_tenant("t")[0].clone());
+        assert!(here.revoke("t", "d-1", 100.0).is_some());
+        here.load(&stored, 1000.0, 100.0).unwrap();
+        let ids: Vec<String> = here.list("t", "", "", 101.0).iter().map(|e| e.id.clone()).collect();
+        assert_eq!(ids, ["d-2", "d-3"], "d-2 from the store, d-3 from memory, d-1 revoked stays gone");
+        here.take_dirty();
+        here.load(&stored, 1000.0, 100.0).unwrap();
+        assert_eq!(here.list("t", "", "", 101.0).len(), 1, "an older copy read again brings no revoked id back");
+        here.expire(701.0);
+        assert!(here.revoked.is_empty(), "revocations are kept only while they could matter");
     }
 }

@@ -16,6 +16,7 @@ use crate::json::py_isspace;
 
 mod budgets;
 mod exemptions;
+mod merge;
 mod persist;
 mod request;
 mod retries;

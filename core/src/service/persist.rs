@@ -2,6 +2,7 @@
 //! format): a held run encoded for writing, a stored run taken back in. Apart from the request
 //! path because Python calls it on its own schedule (flushes, restores, lazy loads).
 
+use super::merge::merge;
 use super::retries::{Retries, RETRY_WINDOW};
 use super::store::Entry;
 use super::{Core, Decision};
@@ -14,6 +15,10 @@ pub enum Loaded {
     Expired,
     /// Not the run that was asked for.
     Mismatch,
+    /// Merged into the copy memory evaluated while the store was away (`merge_run`).
+    Merged,
+    /// Memory's copy is current (never marked, or merged already): the record is not used.
+    Held,
 }
 
 impl Core {
@@ -54,15 +59,56 @@ impl Core {
     /// (tenant, run_id) asked for, when one was. Err: the record is malformed (it names the field).
     pub fn load_run(&mut self, record: &[u8], wall_now: f64, now: f64, expect: Option<(&str, &str)>,
                     evictions: &mut Vec<&'static str>) -> Result<Loaded, String> {
+        match self.stored_entry(record, wall_now, now, expect)? {
+            Ok((entry, idle)) => {
+                self.store.restore(entry, idle, now, evictions);
+                Ok(Loaded::Restored)
+            }
+            Err(skipped) => Ok(skipped),
+        }
+    }
+
+    /// A stored record after a failed load (keeper.py's retry): merged into the run memory
+    /// evaluated meanwhile when it is held and marked unmerged (see `merge`), taken in as by
+    /// `load_run` when it is not held, left alone when memory's copy is already current
+    /// (`Held`). The mark is lifted in every case but `Held`'s (which has none).
+    pub fn merge_run(&mut self, record: &[u8], wall_now: f64, now: f64, expect: (&str, &str),
+                     evictions: &mut Vec<&'static str>) -> Result<Loaded, String> {
+        let (tenant, run_id) = expect;
+        let held = self.store.get(tenant, run_id).is_some();
+        if held && !self.store.is_unmerged(tenant, run_id) {
+            return Ok(Loaded::Held);
+        }
+        let stored = match self.stored_entry(record, wall_now, now, Some(expect)) {
+            Ok(Ok(found)) => found,
+            other => {
+                // Nothing usable stored (expired, another run, malformed): memory's copy is all.
+                self.store.clear_unmerged(tenant, run_id);
+                return other.map(|o| o.err().unwrap_or(Loaded::Expired));
+            }
+        };
+        self.store.clear_unmerged(tenant, run_id);
+        let Some(memory) = self.store.get_mut(tenant, run_id) else {
+            self.store.restore(stored.0, stored.1, now, evictions);
+            return Ok(Loaded::Restored);
+        };
+        merge(memory, stored.0);
+        self.store.changed(tenant, run_id);
+        Ok(Loaded::Merged)
+    }
+
+    /// A record decoded into a run-store entry and its idle time, or why it is not taken in.
+    fn stored_entry(&self, record: &[u8], wall_now: f64, now: f64, expect: Option<(&str, &str)>)
+                    -> Result<Result<(Entry, f64), Loaded>, String> {
         let mut d = crate::state::decode(record, RETRY_WINDOW)?;
         crate::engine::ask::shift_times(&mut d.state, now - wall_now);
         let idle = (wall_now - d.last_seen).max(0.0);
         if idle > self.store.idle_ttl {
-            return Ok(Loaded::Expired);
+            return Ok(Err(Loaded::Expired));
         }
         if let Some((tenant, run_id)) = expect {
             if (d.tenant.as_str(), d.run_id.as_str()) != (tenant, run_id) {
-                return Ok(Loaded::Mismatch);
+                return Ok(Err(Loaded::Mismatch));
             }
         }
         let retries = d.retries.map(|crate::state::DecodedRetries { seqs, digests, next_slot, decisions }| {
@@ -90,8 +136,8 @@ impl Core {
                 Box::new(link)
             }),
             unlinked_calls: 0,
+            owner_gen: 0,
         };
-        self.store.restore(entry, idle, now, evictions);
-        Ok(Loaded::Restored)
+        Ok(Ok((entry, idle)))
     }
 }

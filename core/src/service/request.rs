@@ -182,7 +182,9 @@ impl Core {
     fn not_loaded(&self, events: &[EventRef], tenant: &str, routed: &str, summary: &mut Summary) -> Result<(), Refusal> {
         let mut missing: Vec<(String, String)> = Vec::new();
         let mut need = |id: &str, root: &str| {
-            if !id.is_empty() && self.store.get(tenant, id).is_none() && !missing.iter().any(|(m, _)| m == id) {
+            // A run whose load failed is asked for again: merged before it is evaluated.
+            let absent = self.store.get(tenant, id).is_none() || self.store.is_unmerged(tenant, id);
+            if !id.is_empty() && absent && !missing.iter().any(|(m, _)| m == id) {
                 missing.push((id.to_string(), root.to_string()));
             }
         };
@@ -202,7 +204,7 @@ impl Core {
                 }
                 continue;
             }
-            if self.store.get(tenant, run_id).is_some() {
+            if self.store.get(tenant, run_id).is_some() && !self.store.is_unmerged(tenant, run_id) {
                 summary.held_runs += 1;
                 continue;
             }

@@ -35,6 +35,9 @@ pub struct Entry {
     pub tree: Option<Box<super::trees::TreeLink>>,
     /// Tool calls evaluated while the run had no link: its totals begin from them when it gets one.
     pub(super) unlinked_calls: u64,
+    /// The shared store's owner generation of the copy held here (keeper.py fences writes with
+    /// it: a write is refused once another replica wrote since); 0: none known.
+    pub owner_gen: u64,
 }
 
 /// FNV-1a of (tenant, run_id): the map key, so a lookup allocates nothing; entries with the same
@@ -78,6 +81,11 @@ pub struct Store {
     size: usize,
     /// Change tracking for a state store (store.py's dirty dict): None when no store is set.
     changes: Option<Changes>,
+    /// Runs whose load from a shared store failed (keeper.py) -> their tree's root: evaluated
+    /// from memory, and never written until merged with the stored copy (persist.rs
+    /// `merge_run`), so a flush cannot replace a stored run it could not read. Empty but after
+    /// an outage; a mark may precede its run (set before the event that creates it).
+    unmerged: HashMap<RunKey, String>,
 }
 
 /// Runs changed since the last flush. A changed run is flagged on its entry and its key listed
@@ -99,6 +107,7 @@ impl Store {
         Store {
             max_runs, idle_ttl, slots: Vec::new(), index: HashMap::new(), free: NIL, oldest: NIL, newest: NIL,
             last: std::sync::atomic::AtomicU32::new(NIL), touches: 0, size: 0, changes: None,
+            unmerged: HashMap::new(),
         }
     }
     pub fn track_changes(&mut self, evictions_delete: bool) {
@@ -150,7 +159,15 @@ impl Store {
             (k, false, root)
         }).collect();
         changes.flagged = 0;
+        let mut kept = Vec::new();
         for key in listed {
+            if !self.unmerged.is_empty() && self.unmerged.contains_key(&key) {
+                // Not read from the store yet: stays dirty until merged, never written over it.
+                if self.get(&key.0, &key.1).is_some_and(|e| e.dirty) {
+                    kept.push(key);
+                }
+                continue;
+            }
             if let Some(entry) = self.get_mut(&key.0, &key.1) {
                 if entry.dirty {
                     entry.dirty = false;
@@ -159,7 +176,31 @@ impl Store {
                 }
             }
         }
+        if let Some(changes) = self.changes.as_mut() {
+            changes.flagged = kept.len();
+            changes.listed = kept;
+        }
         taken
+    }
+    /// Mark a run whose load failed (held or about to be created): see `unmerged`. True when
+    /// it was not marked yet.
+    pub fn mark_unmerged(&mut self, tenant: &str, run_id: &str, root: &str) -> bool {
+        let root = if root.is_empty() { run_id } else { root };
+        self.unmerged.insert((tenant.to_string(), run_id.to_string()), root.to_string()).is_none()
+    }
+    pub fn is_unmerged(&self, tenant: &str, run_id: &str) -> bool {
+        !self.unmerged.is_empty() && self.unmerged.contains_key(&(tenant.to_string(), run_id.to_string()))
+    }
+    /// The mark lifted (merged, or the store holds nothing to merge): the run is flushed again.
+    pub fn clear_unmerged(&mut self, tenant: &str, run_id: &str) -> bool {
+        !self.unmerged.is_empty() && self.unmerged.remove(&(tenant.to_string(), run_id.to_string())).is_some()
+    }
+    /// The marked runs, (tenant, run_id, root), for the keeper's background retry.
+    pub fn unmerged(&self) -> Vec<(String, String, String)> {
+        self.unmerged.iter().map(|((t, r), root)| (t.clone(), r.clone(), root.clone())).collect()
+    }
+    pub fn unmerged_count(&self) -> usize {
+        self.unmerged.len()
     }
     /// Put back runs a failed flush did not write; a run changed again since keeps its mark.
     pub fn redirty(&mut self, items: Vec<(RunKey, bool)>) {
@@ -266,6 +307,10 @@ impl Store {
     /// Take the run in `slot` out of the store (its hash chain, the LRU list) and free the slot.
     fn release(&mut self, slot: u32) -> Option<Entry> {
         let entry = self.slots[slot as usize].entry.take()?;
+        if !self.unmerged.is_empty() {
+            // An ended or evicted run has nothing left to merge (its stored copy stays as it is).
+            self.unmerged.remove(&(entry.tenant.clone(), entry.run_id.clone()));
+        }
         let hash = key_hash(&entry.tenant, &entry.run_id);
         let next = self.slots[slot as usize].chain;
         if let Some(head) = self.index.get_mut(&hash) {
@@ -348,6 +393,7 @@ impl Store {
             dirty: false,
             tree: None,
             unlinked_calls: 0,
+            owner_gen: 0,
         };
         let slot = self.insert(entry);
         self.mark(slot);
@@ -383,6 +429,20 @@ impl Store {
     pub fn remove_rooted(&mut self, tenant: &str, run_id: &str, root: &str) -> bool {
         let root = self.get(tenant, run_id).map(|e| e.root_id().to_string()).unwrap_or_else(|| root.to_string());
         self.mark_deleted(tenant, run_id, &root, false);
+        self.clear_unmerged(tenant, run_id);
+        match self.find(tenant, run_id) {
+            Some(slot) => self.release(slot).is_some(),
+            None => false,
+        }
+    }
+    pub fn set_owner_gen(&mut self, tenant: &str, run_id: &str, gen: u64) {
+        if let Some(entry) = self.get_mut(tenant, run_id) {
+            entry.owner_gen = gen;
+        }
+    }
+    /// Drop a held run without a delete for the state store (another replica owns it: the
+    /// next event loads the owner's copy). False when it was not held.
+    pub fn forget(&mut self, tenant: &str, run_id: &str) -> bool {
         match self.find(tenant, run_id) {
             Some(slot) => self.release(slot).is_some(),
             None => false,
@@ -603,6 +663,20 @@ mod tests {
         assert_eq!(store.take_dirty(), []);
         store.redirty(vec![(key("a"), true)]);
         assert_eq!(store.dirty_count(), 0);
+    }
+
+    #[test]
+    fn forget_drops_a_run_without_a_delete() {
+        let mut store = Store::new(10, 100.0);
+        store.track_changes(false);
+        create(&mut store, "a", 0.0);
+        store.take_dirty();
+        store.set_owner_gen("t", "a", 7);
+        assert_eq!(store.get("t", "a").unwrap().owner_gen, 7);
+        assert!(store.forget("t", "a"));
+        assert!(!store.forget("t", "a"));
+        assert!(store.get("t", "a").is_none());
+        assert_eq!(store.take_dirty(), []);
     }
 
     #[test]

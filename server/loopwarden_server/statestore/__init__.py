@@ -20,7 +20,13 @@ def parse_state_store(url: str) -> str:
         return text
     if text.startswith(("redis://", "rediss://")):
         return text
-    raise ValueError("must be file:PATH, redis://[user:password@]host:port[/db] or rediss://...")
+    if text.startswith(("redis+cluster://", "rediss+cluster://")):
+        from .redis_store import cluster_seeds
+
+        cluster_seeds(text)  # ValueError names the part that is wrong
+        return text
+    raise ValueError("must be file:PATH, redis://[user:password@]host:port[/db], rediss://..., or "
+                     "redis+cluster://[user:password@]host:port[,host:port...] / rediss+cluster://... (Redis Cluster)")
 
 
 def open_state_store(url: str, key_prefix: str = DEFAULT_KEY_PREFIX) -> StateStore:

@@ -14,6 +14,8 @@ RunState, so a backend in another language (the Rust core) implements the same f
                  from the caller's view: on StateStoreError the caller keeps the runs dirty and
                  flushes them again later.
 - `close()`      release connections and files.
+
+A shared store may also fence writes by owner (`fenced`, `load_owned`, `flush_fenced`).
 """
 from __future__ import annotations
 
@@ -21,6 +23,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 
 FlushItem = tuple[bytes, "bytes | None", float]  # (key, value or None = delete, ttl seconds)
+# A fenced write: a FlushItem and the owner generation the writer's copy came from (-1: a delete,
+# which only a live lease of another replica holds back).
+FencedItem = tuple[bytes, "bytes | None", float, int]
+# What became of a fenced write: (WRITTEN, new generation), (WAITING, mark) while another
+# replica's lease is live and nobody wrote since, (STALE, mark) when another replica wrote since.
+STALE, WAITING, WRITTEN = 0, 1, 2
 
 
 class StateStoreError(RuntimeError):
@@ -48,6 +56,19 @@ class StateStore(ABC):
 
     @abstractmethod
     async def flush(self, items: Sequence[FlushItem]) -> None: ...
+
+    #: True: the store keeps an owner mark per run and fences writes by it (load_owned,
+    #: flush_fenced; keeper.py says how they are used).
+    fenced: bool = False
+
+    async def load_owned(self, key: bytes) -> tuple[bytes | None, bytes | None]:
+        """One run's value and its owner mark (b"<instance> <generation> <lease end, ms>")."""
+        return await self.load(key), None
+
+    async def flush_fenced(self, items: Sequence[FencedItem], owner: str,
+                           lease_seconds: float) -> list[tuple[int, int | bytes]]:
+        """Write each item unless another replica owns its run; one (outcome, detail) per item."""
+        raise NotImplementedError
 
     async def close(self) -> None:
         return None

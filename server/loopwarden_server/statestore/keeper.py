@@ -15,6 +15,28 @@ A shared store (`lazy`) is asked for a run the first time a request names it whi
 memory: the transport awaits `ensure_loaded` before the synchronous service evaluates, so the
 run is evaluated with its history even when its previous owner died. Loads of one run are
 coalesced; a run that appeared in memory while its load was in flight keeps the memory copy.
+
+A load that fails (or is skipped while the store is paused after a failure) is remembered: the
+core marks the run unmerged, evaluates it from memory (fail open) and keeps it out of every
+flush, so a flush never replaces a stored run it could not read. The mark is retried on the
+run's next event (the core names a marked run as one to load) and, for every marked run, at
+each flush; when the store answers, the stored copy is merged into memory's (core
+service/merge.rs: stored records then what arrived since, counters summed, sets unioned) and the
+merged run is written at the next flush. A tenant's exemption table whose load failed is held
+back from flushes the same way and merged as the union minus revocations. Counted
+(loopwarden_state_runs_unmerged_total, _merged_total, the loopwarden_state_unmerged_runs gauge)
+and alerted (LoopwardenStateRunsUnmerged).
+
+Owners and fencing (a store that is `fenced`: Redis). Each written run has an owner mark beside
+it: the writing replica, a generation counted up by every write, and a lease (3 flush intervals,
+at least 1 s) that the owner's writes renew. A replica notes the generation its copy came from
+(at its load, then at each of its writes) and every write is fenced by it, atomically on the
+store: refused as STALE when another replica wrote since (its copy is dropped from memory, not
+deleted, and its next event loads the owner's), held back as WAITING while another replica's
+lease is live and nobody wrote since (kept dirty: after a failover the survivor writes once the
+dead owner's lease runs out), written otherwise. So a misrouted event never overwrites the
+owner's state. A load that finds another replica's live lease is a misroute (when the daemon can
+know it): counted (loopwarden_state_misrouted_runs_total) and logged once per run.
 """
 from __future__ import annotations
 
@@ -25,11 +47,11 @@ import time
 from collections.abc import Callable
 
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
-from .base import StateStore, StateStoreError
+from .base import STALE, WAITING, WRITTEN, StateStore, StateStoreError
 from .encoding import EncodingError, exemptions_key, frame, is_exemptions, run_key, tree_key
 from .file import FileStateStore, NotAStateFile
 from .metrics import StateMetrics
-from .runs import RESTORED, CoreRuns, RunKey
+from .runs import HELD, MERGED, RESTORED, CoreRuns, RunKey
 
 log = logging.getLogger("loopwarden.daemon")
 
@@ -62,11 +84,22 @@ class _NoExemptionTables:
 BATCH = 256
 MAX_BACKOFF_SECONDS = 30.0
 FINAL_FLUSH_SECONDS = 5.0
+# Runs whose misroute or refused write was logged, at most (then the set starts over).
+LOGGED_RUNS = 10_000
+
+
+def owner_mark(mark: bytes | None) -> tuple[str, int, float]:
+    """(owner, generation, lease end in wall-clock seconds) of a stored owner mark; ("", 0, 0)
+    when there is none or it is not one."""
+    parts = (mark or b"").split()
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return "", 0, 0.0
+    return parts[0].decode(errors="replace"), int(parts[1]), int(parts[2]) / 1000.0
 
 
 class StateKeeper:
     def __init__(self, store: StateStore, runs: CoreRuns, metrics: StateMetrics, *, flush_interval: float,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time, owner_id: str = "") -> None:
         self.store = store
         self.runs = runs
         self.metrics = metrics
@@ -83,6 +116,16 @@ class StateKeeper:
         # as dirty (a flush in flight against a dead store must not read as "all flushed").
         self._in_flight = 0
         self.final_flush_ok = True
+        # A runs side that can merge (the core's) remembers failed loads; another (a test-only
+        # engine) starts such a run anew as before.
+        self._merging = store.lazy and hasattr(runs, "merge_in")
+        # Writes fenced by owner: a fencing store, a runs side that can drop a run, a name here.
+        self.owner_id = owner_id
+        self._fenced = store.lazy and store.fenced and hasattr(runs, "forget") and bool(owner_id)
+        self.lease_seconds = max(1.0, 3 * flush_interval)
+        self._logged: set[RunKey] = set()
+        # Tenants whose exemption table could not be read: not flushed until a load succeeds.
+        self._tables_unmerged: set[str] = set()
         self.runs.track_changes(not store.lazy)
         # The tenants' standing exemptions (ASK's "always" answers) travel with the runs.
         self.tables = getattr(runs, "exemption_tables", None) or _NoExemptionTables()
@@ -91,6 +134,11 @@ class StateKeeper:
         metrics.store_up.set(1)
         metrics.dirty_runs.set_function(self.waiting)
         metrics.flush_lag.set_function(lambda: time.monotonic() - self._last_ok if self.waiting() else 0.0)
+        metrics.unmerged_runs.set_function(self.unmerged)
+
+    def unmerged(self) -> int:
+        """Runs (and exemption tables) whose load failed, waiting to be merged before a write."""
+        return (self.runs.unmerged_count() if self._merging else 0) + len(self._tables_unmerged)
 
     def waiting(self) -> int:
         """Runs (and exemption tables) changed and not yet written: marked dirty, or taken by
@@ -208,14 +256,21 @@ class StateKeeper:
         return pending
 
     async def _fetch_exemptions(self, tenant: str) -> None:
-        if not self.store.lazy or isinstance(self.tables, _NoExemptionTables) or time.monotonic() < self._load_paused_until:
+        if not self.store.lazy or isinstance(self.tables, _NoExemptionTables):
+            return
+        if time.monotonic() < self._load_paused_until:
+            self._tables_unmerged.add(tenant)
             return
         try:
             value = await self.store.load(exemptions_key(tenant))
         except StateStoreError as exc:
             self.metrics.store_errors.labels("load").inc()
+            self.metrics.store_up.set(0)
+            self._load_paused_until = time.monotonic() + self.flush_interval
+            self._tables_unmerged.add(tenant)
             log.warning("state store load of exemptions failed; memory's are used", extra={"error": str(exc)})
             return
+        self._tables_unmerged.discard(tenant)
         if value is None:
             self.tables.absent(tenant)
         else:
@@ -231,16 +286,24 @@ class StateKeeper:
 
     async def _fetch(self, tenant: str, run_id: str, root: str) -> None:
         if time.monotonic() < self._load_paused_until:
-            self.metrics.runs_loaded.labels("new").inc()  # the store is away: fail open, start fresh
+            self._load_failed(tenant, run_id, root)  # the store is away: fail open, from memory
             return
+        mark = None
         try:
-            value = await self.store.load(tree_key(tenant, root, run_id))
+            if self._fenced:
+                value, mark = await self.store.load_owned(tree_key(tenant, root, run_id))
+            else:
+                value = await self.store.load(tree_key(tenant, root, run_id))
         except StateStoreError as exc:
             self.metrics.store_errors.labels("load").inc()
             self.metrics.store_up.set(0)
             self._load_paused_until = time.monotonic() + self.flush_interval
-            log.warning("state store load failed; the run starts from memory", extra={"error": str(exc)})
-            self.metrics.runs_loaded.labels("new").inc()
+            log.warning("state store load failed; the run is evaluated from memory", extra={"error": str(exc)})
+            self._load_failed(tenant, run_id, root)
+            return
+        if self._merging:
+            if self._merge(tenant, run_id, value) != HELD and self._fenced:
+                self._owned(tenant, run_id, mark)  # memory's copy now comes from the stored one
             return
         if value is None or self.runs.held(tenant, run_id):
             self.metrics.runs_loaded.labels("new" if value is None else "memory").inc()
@@ -255,6 +318,74 @@ class StateKeeper:
         # expired, or a value under this key that names another run: the run starts anew
         self.metrics.runs_loaded.labels("store" if outcome == RESTORED else "new").inc()
 
+    def _owned(self, tenant: str, run_id: str, mark: bytes | None) -> None:
+        """A run just loaded (or merged): note the generation its copy came from, and count a
+        misroute when another replica's lease on it is live."""
+        owner, generation, lease_end = owner_mark(mark)
+        if self.runs.held(tenant, run_id) and self.runs.owner_gen(tenant, run_id) < generation:
+            self.runs.set_owner_gen(tenant, run_id, generation)
+        if owner and owner != self.owner_id and lease_end > self._wall():
+            self.metrics.misrouted_runs.inc()
+            self._log_once((tenant, run_id), "event for a run another replica owns (misrouted: no routing "
+                           "header, or a router that does not hash x-loopwarden-run-id); it is evaluated "
+                           "here from the stored copy, and this replica's writes of it are fenced",
+                           owner=owner)
+
+    def _log_once(self, key: RunKey, message: str, **extra) -> None:
+        if key in self._logged:
+            return
+        if len(self._logged) >= LOGGED_RUNS:
+            self._logged.clear()
+        self._logged.add(key)
+        log.warning(message, extra={"tenant": key[0], "run_id": key[1], **extra})
+
+    def _load_failed(self, tenant: str, run_id: str, root: str) -> None:
+        """The run is evaluated from memory; with a merging runs side it is marked so that no
+        flush writes it before its stored copy is merged in. A run memory already holds as
+        loaded (never marked) needs no mark: memory's copy is the current one."""
+        held = self.runs.held(tenant, run_id)
+        if self._merging and not held and self.runs.mark_unmerged(tenant, run_id, root):
+            self.metrics.runs_unmerged.inc()
+        self.metrics.runs_loaded.labels("memory" if held else "new").inc()
+
+    def _merge(self, tenant: str, run_id: str, value: bytes | None) -> str:
+        """A load that answered: the stored value merged into (or taken in as) the run; what
+        became of it (runs.py's outcomes; "" when nothing usable was stored)."""
+        held = self.runs.held(tenant, run_id)
+        if value is None:
+            self.runs.clear_unmerged(tenant, run_id)  # nothing stored: memory's copy is all of it
+            self.metrics.runs_loaded.labels("memory" if held else "new").inc()
+            return ""
+        try:
+            outcome = self.runs.merge_in(value, self._wall(), expect=(tenant, run_id))
+        except EncodingError as exc:
+            self.runs.clear_unmerged(tenant, run_id)
+            self.metrics.store_errors.labels("load").inc()
+            log.error("stored run unreadable; memory's copy replaces it", extra={"error": str(exc)})
+            self.metrics.runs_loaded.labels("memory" if held else "new").inc()
+            return ""
+        if outcome == MERGED:
+            self.metrics.runs_merged.inc()
+        self.metrics.runs_loaded.labels("store" if outcome in (MERGED, RESTORED) else
+                                        "memory" if outcome == HELD else "new").inc()
+        return outcome
+
+    async def retry_unmerged(self) -> None:
+        """Load every marked run and unread exemption table again (at each flush): those the
+        store now answers for are merged, so their next flush can write them."""
+        if not self.unmerged() or time.monotonic() < self._load_paused_until:
+            return
+        for tenant in list(self._tables_unmerged):
+            await self.load_exemptions(tenant)
+        if not self._merging:
+            return
+        marked = self.runs.unmerged()
+        for start in range(0, len(marked), BATCH):
+            if time.monotonic() < self._load_paused_until:
+                return  # the store failed again: the rest wait for the next flush
+            await asyncio.gather(*(self._load_one(tenant, run_id, root)
+                                   for tenant, run_id, root in marked[start:start + BATCH]))
+
     # ------------------------------------------------------------------ write behind
     async def _flush_loop(self) -> None:
         while not self._stop.is_set():
@@ -268,7 +399,10 @@ class StateKeeper:
             await self.flush_once("flush")
 
     async def flush_once(self, operation: str = "flush") -> bool:
-        """Write every dirty run; False (runs kept dirty, error counted) when the store failed."""
+        """Write every dirty run; False (runs kept dirty, error counted) when the store failed.
+        Runs whose load failed are merged first when the store answers; until then they stay
+        dirty and unwritten (the core leaves them out of take_dirty)."""
+        await self.retry_unmerged()
         if not await self._flush_exemptions(operation):
             return False
         dirty = self.runs.take_dirty()
@@ -286,6 +420,12 @@ class StateKeeper:
     async def _flush_exemptions(self, operation: str) -> bool:
         """Write the changed exemption tables (an emptied one is deleted); kept dirty on failure."""
         tenants = self.tables.take_dirty()
+        if self._tables_unmerged:
+            # A table whose stored copy was not read yet would replace it: held back until merged.
+            held_back = [tenant for tenant in tenants if tenant in self._tables_unmerged]
+            if held_back:
+                self.tables.redirty(held_back)
+                tenants = [tenant for tenant in tenants if tenant not in self._tables_unmerged]
         if not tenants:
             return True
         wall = self._wall()
@@ -316,7 +456,12 @@ class StateKeeper:
                       encode(tenant, run_id, wall) if item[1] else None, ttl)
                      for item in chunk for tenant, run_id in (item[0],)]
             try:
-                await self.store.flush(items)
+                if self._fenced:
+                    self._fenced_outcomes(chunk, await self.store.flush_fenced(
+                        [(key, value, ttl, self.runs.owner_gen(*item[0]) if value is not None else -1)
+                         for (key, value, ttl), item in zip(items, chunk)], self.owner_id, self.lease_seconds))
+                else:
+                    await self.store.flush(items)
             except StateStoreError as exc:
                 self.runs.redirty(keys[start:])
                 self.metrics.store_errors.labels(operation).inc()
@@ -340,6 +485,28 @@ class StateKeeper:
         self.metrics.flush_seconds.observe(time.perf_counter() - started)
         return True
 
+    def _fenced_outcomes(self, chunk: list, outcomes: list) -> None:
+        """Each fenced write's outcome: a new generation noted, a run held back while another
+        replica's lease is live, or a stale copy dropped (the owner wrote since)."""
+        waiting = []
+        for item, (outcome, detail) in zip(chunk, outcomes):
+            tenant, run_id = item[0]
+            if outcome == WRITTEN:
+                if item[1]:
+                    self.runs.set_owner_gen(tenant, run_id, int(detail))
+            elif outcome == WAITING:
+                waiting.append(item)
+                self.metrics.fenced_writes.labels("waiting").inc()
+            elif outcome == STALE:
+                self.metrics.fenced_writes.labels("dropped").inc()
+                if item[1]:
+                    self.runs.forget(tenant, run_id)
+                self._log_once(item[0], "write refused: another replica wrote this run since its copy here "
+                               "was loaded; the copy is dropped and its next event loads the owner's",
+                               owner=owner_mark(detail)[0])
+        if waiting:
+            self.runs.redirty(waiting)
+
     async def stop(self) -> bool:
         """After the drain: stop the flusher, flush every dirty run; False when that failed."""
         self._stop.set()
@@ -353,6 +520,10 @@ class StateKeeper:
                 break
             await asyncio.sleep(0.2)
         self.final_flush_ok = ok
+        if self.unmerged():
+            log.error("runs whose stored copy could not be read are not written; their changes since "
+                      "the failed load are lost rather than overwrite the store",
+                      extra={"state_store": self.store.describe(), "unmerged": self.unmerged()})
         if ok:
             log.info("state flushed", extra={"state_store": self.store.describe(), "runs_held": len(self.runs),
                                              "seconds": round(time.monotonic() - started, 3)})

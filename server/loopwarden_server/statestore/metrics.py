@@ -35,6 +35,27 @@ class StateMetrics:
         self.flush_interval = Gauge(
             "loopwarden_state_flush_interval_seconds", "The configured flush interval (--state-flush-interval).",
             registry=registry)
+        self.runs_unmerged = Counter(
+            "loopwarden_state_runs_unmerged_total",
+            "Runs whose load from the shared state store failed: evaluated from memory and not "
+            "written until their stored copy is merged in.", registry=registry)
+        self.runs_merged = Counter(
+            "loopwarden_state_runs_merged_total",
+            "Runs whose stored copy was merged into the copy memory evaluated after a failed load.",
+            registry=registry)
+        self.unmerged_runs = Gauge(
+            "loopwarden_state_unmerged_runs",
+            "Runs (and tenants' exemption tables) whose load failed, waiting to be merged before a write.",
+            registry=registry)
+        self.misrouted_runs = Counter(
+            "loopwarden_state_misrouted_runs_total",
+            "Runs loaded for an event while another replica's owner lease on them was live in the "
+            "shared state store: misrouted events (or the first loads after a failover).", registry=registry)
+        self.fenced_writes = Counter(
+            "loopwarden_state_fenced_writes_total",
+            "Writes of runs another replica owns, by outcome: waiting (its lease is live: kept, "
+            "written once it runs out) or dropped (it wrote since: this copy dropped, reloaded on the "
+            "next event).", ["outcome"], registry=registry)
         self.store_up = Gauge(
             "loopwarden_state_store_up", "1 while the last state store operation succeeded, else 0.",
             registry=registry)
@@ -49,3 +70,5 @@ class StateMetrics:
             self.runs_loaded.labels(source)
         for operation in OPERATIONS:
             self.store_errors.labels(operation)
+        for outcome in ("waiting", "dropped"):
+            self.fenced_writes.labels(outcome)

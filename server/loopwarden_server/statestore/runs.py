@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from ..core import CoreService
 
 RESTORED, EXPIRED, MISMATCH = "restored", "expired", "mismatch"
+# merge_in's further outcomes: folded into memory's copy; memory's copy already current.
+MERGED, HELD = "merged", "held"
 
 RunKey = tuple[str, str]  # (tenant, run_id)
 # A changed run: (key, still held, its tree's root: the run itself unless it is a child run).
@@ -70,6 +72,43 @@ class CoreRuns:
 
     def clear(self) -> None:
         self.core.native.clear()
+
+    # A run whose load failed (keeper.py): evaluated from memory, not flushed until merged.
+    def mark_unmerged(self, tenant: str, run_id: str, root: str) -> bool:
+        """True when newly marked."""
+        return self.core.native.mark_unmerged(tenant, run_id, root)
+
+    def clear_unmerged(self, tenant: str, run_id: str) -> bool:
+        return self.core.native.clear_unmerged(tenant, run_id)
+
+    def unmerged(self) -> list[tuple[str, str, str]]:
+        """The marked runs: (tenant, run_id, root)."""
+        return self.core.native.unmerged_runs()
+
+    # Fencing (keeper.py): the owner generation a held run's copy came from; a stale copy dropped.
+    def owner_gen(self, tenant: str, run_id: str) -> int:
+        return self.core.native.owner_gen(tenant, run_id)
+
+    def set_owner_gen(self, tenant: str, run_id: str, generation: int) -> None:
+        self.core.native.set_owner_gen(tenant, run_id, generation)
+
+    def forget(self, tenant: str, run_id: str) -> bool:
+        """Drop a held run without deleting it from the store."""
+        return self.core.native.forget(tenant, run_id)
+
+    def unmerged_count(self) -> int:
+        return self.core.native.unmerged_count()
+
+    def merge_in(self, value: bytes, wall_now: float, expect: RunKey) -> str:
+        """A stored value read after a failed load: merged into memory's copy of a marked run,
+        restored when the run is not held, left alone (HELD) when memory's copy is current;
+        EncodingError when it is malformed (the mark is lifted: nothing readable to merge)."""
+        try:
+            outcome, evictions = self.core.native.merge_run(unframe(value), wall_now, self.core.clock(), expect)
+        except ValueError as exc:
+            raise EncodingError(f"malformed run: {exc}") from None
+        self.core.count_evictions(evictions)
+        return outcome
 
 
 class CoreExemptionTables:
