@@ -7,7 +7,7 @@ single token or one tenant keeps one pool, exactly as before. A tenant's share i
 `--max-runs` / `--max-streams` by the number of tenants (at least 1). The run quota is enforced
 by the core's run store (a run past it evicts the tenant's own least recently used run); the
 stream share here, at Evaluate admission. Both follow a rotated token file or a reloaded config
-on the next `refresh` (every new stream, every Check, and the daemon's one-second sweep).
+on the next `refresh` (every new stream, a reload, and the daemon's one-second sweep).
 """
 from __future__ import annotations
 

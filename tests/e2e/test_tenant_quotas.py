@@ -12,7 +12,7 @@ from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
-from tests.support.metrics import delta
+from tests.support.metrics import delta, value
 
 TOKENS = "alpha alpha-token\nbeta beta-token\n"
 ALPHA, BETA = "alpha-token", "beta-token"
@@ -49,11 +49,12 @@ def token_file(tmp_path):
 
 
 def test_a_tenant_flooding_new_runs_evicts_only_its_own_oldest(token_file):
-    """--max-runs 20 with two tenants: a quota of 10 runs each. beta's run makes 15 identical
-    calls, alpha then creates 100 runs (10x its quota), and beta's run goes on: its first BLOCK is
-    still call 21 (WARN from 11), alpha holds exactly its 10 newest runs, and the 90 evictions are
-    counted as alpha's `tenant_quota` with none of `max_runs`."""
-    with running_daemon(ENABLED, ["--auth-token-file", str(token_file), "--max-runs", "20",
+    """The issue's figures: --max-runs 1,000 with two tenants, a quota of 500 runs each. beta's
+    run makes 15 identical calls, alpha then creates 5,000 runs (10x its quota), and beta's run
+    goes on: its first BLOCK is still call 21 (WARN from 11) with every record kept, alpha holds
+    exactly its 500 newest runs, and the 4,500 evictions are counted as alpha's `tenant_quota`,
+    none as `max_runs`."""
+    with running_daemon(ENABLED, ["--auth-token-file", str(token_file), "--max-runs", "1000",
                                   "--tenant-label", "true"]) as daemon:
         with channel(daemon.grpc_target) as ch:
             stub = pb_grpc.LoopDetectionServiceStub(ch)
@@ -61,19 +62,35 @@ def test_a_tenant_flooding_new_runs_evicts_only_its_own_oldest(token_file):
                 first = repeat(beta, "beta-loop", range(1, 16))
                 before = daemon.scrape()
                 with Stream(ch, bearer(ALPHA)) as alpha:
-                    for index in range(100):
-                        alpha.one(call(f"alpha-{index}", "read", seq=1))
+                    for batch in range(10):
+                        alpha.send(*(call(f"alpha-{index}", "read", seq=1)
+                                     for index in range(500 * batch, 500 * (batch + 1))))
                 after = daemon.scrape()
                 rest = repeat(beta, "beta-loop", range(16, 22))
-            alpha_held = [index for index in range(100) if held(stub, f"alpha-{index}", ALPHA)]
+            alpha_held = [index for index in (0, 4499, 4500, 4999) if held(stub, f"alpha-{index}", ALPHA)]
             beta_view = stub.InspectRun(pb.InspectRunRequest(run_id="beta-loop"), metadata=bearer(BETA))
 
     actions = [v.action for v in first + rest]
     assert [pb.ACTION_ALLOW] * 10 + [pb.ACTION_WARN] * 10 + [pb.ACTION_BLOCK] == actions
-    assert list(range(90, 100)) == alpha_held
+    assert [4500, 4999] == alpha_held
     assert 21 == len(beta_view.records), "beta keeps every record of its run"
-    assert 90 == delta(before, after, "loopwarden_run_evictions_total", reason="tenant_quota", tenant="alpha")
+    assert 501 == value(after, "loopwarden_active_runs")
+    assert 4500 == delta(before, after, "loopwarden_run_evictions_total", reason="tenant_quota", tenant="alpha")
     assert 0 == delta(before, after, "loopwarden_run_evictions_total", reason="max_runs", tenant="alpha")
+
+
+def test_alpha_holds_exactly_its_newest_runs(token_file):
+    """--max-runs 20, two tenants: a quota of 10. After alpha's 100 runs, the runs alpha still
+    holds are exactly its 10 newest."""
+    with running_daemon(ENABLED, ["--auth-token-file", str(token_file), "--max-runs", "20"]) as daemon:
+        with channel(daemon.grpc_target) as ch:
+            stub = pb_grpc.LoopDetectionServiceStub(ch)
+            with Stream(ch, bearer(ALPHA)) as alpha:
+                for index in range(100):
+                    alpha.one(call(f"alpha-{index}", "read", seq=1))
+            alpha_held = [index for index in range(100) if held(stub, f"alpha-{index}", ALPHA)]
+
+    assert list(range(90, 100)) == alpha_held
 
 
 def test_the_config_sets_a_tenants_run_quota(token_file):

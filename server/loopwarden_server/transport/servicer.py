@@ -209,8 +209,6 @@ class LoopDetectionServicer:
     async def Check(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             await _admit(context, self._lifecycle)
-            if self._shares is not None:
-                self._shares.refresh()  # a rotated token file or reloaded config sets the run quota first
             tenant, routed = self._identity.tenant(context), _routed_run_id(context)
             lazy, report = self._loader is not None, self._reporting()
             answer = self._core.check(request, tenant, routed, lazy=lazy, report=report)
