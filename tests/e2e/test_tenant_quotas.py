@@ -4,6 +4,7 @@ other's share; a single-tenant daemon keeps one pool."""
 from __future__ import annotations
 
 import queue
+import time
 
 import grpc
 import pytest
@@ -186,3 +187,36 @@ def test_one_tenant_keeps_one_pool(tmp_path):
     assert [2, 3, 4, 5] == kept
     assert 2 == delta(before, after, "loopwarden_run_evictions_total", reason="max_runs")
     assert 0 == delta(before, after, "loopwarden_run_evictions_total", reason="tenant_quota")
+
+
+def test_a_second_tenant_added_to_the_token_file_turns_the_shares_on(tmp_path):
+    """One tenant: one pool, no tenant_quota eviction. The token file is rotated to name a second
+    tenant: within the token file's check (a second) plus the sweep, alpha's share is 5 of
+    --max-runs 10, so its sixth run evicts its own first."""
+    token_file = tmp_path / "tokens"
+    token_file.write_text("alpha alpha-token\n")
+    with running_daemon(ENABLED, ["--auth-token-file", str(token_file), "--max-runs", "10"]) as daemon:
+        with channel(daemon.grpc_target) as ch:
+            stub = pb_grpc.LoopDetectionServiceStub(ch)
+            for index in range(8):
+                stub.Check(pb.CheckRequest(event=call(f"one-pool-{index}", "read")), metadata=bearer(ALPHA))
+            one_pool = daemon.scrape()
+            rotated = tmp_path / "tokens.new"
+            rotated.write_text(TOKENS)
+            rotated.replace(token_file)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # beta's token works once the new file is read
+                try:
+                    stub.Check(pb.CheckRequest(event=call("beta-run", "read")), metadata=bearer(BETA))
+                    break
+                except grpc.RpcError:
+                    time.sleep(0.1)
+            time.sleep(2.5)  # the next sweep sets the shares from the new file
+            before = daemon.scrape()
+            stub.Check(pb.CheckRequest(event=call("alpha-new", "read")), metadata=bearer(ALPHA))
+            after = daemon.scrape()
+            alpha_held = [index for index in range(8) if held(stub, f"one-pool-{index}", ALPHA)]
+
+    assert 0 == value(one_pool, "loopwarden_run_evictions_total", reason="tenant_quota")
+    assert 4 == delta(before, after, "loopwarden_run_evictions_total", reason="tenant_quota")
+    assert [4, 5, 6, 7] == alpha_held
