@@ -8,6 +8,11 @@
 //! store shards its OrderedDicts by crc32 to get the same total order; one list gives it directly. Python
 //! calls in from its one event loop thread, holding the GIL, so no lock is needed. An evicted or
 //! ended run is gone entirely: a later event with its id starts from zero.
+//!
+//! Tenants. Each tenant's runs are also linked in a list of their own, so with a per-tenant quota
+//! (set when the token file names two or more tenants) a tenant's new run past it evicts that
+//! tenant's least recently used run in O(1), and a full store evicts from the tenant holding the
+//! most: one tenant's flood of new runs never evicts another tenant's run within its share.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -313,6 +318,10 @@ impl Store {
         self.tenants.push(TenantRuns { count: 0, oldest: NIL, newest: NIL });
         self.tenant_ids.insert(tenant.to_string(), index);
         index
+    }
+    /// Whether a new run of `tenant` would evict nothing (neither over the store's bound nor the tenant's quota).
+    pub fn has_room(&self, tenant: &str) -> bool {
+        self.size < self.max_runs && (self.tenant_quota == 0 || self.tenant_runs(tenant) < self.tenant_quota)
     }
     /// Runs `tenant` holds here.
     pub fn tenant_runs(&self, tenant: &str) -> usize {
