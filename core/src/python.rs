@@ -643,6 +643,17 @@ impl PyCore {
         self.answer(py, pending.form, pending.events.clone(), tenant, now, routed, false, report)
     }
 
+    /// Runs one tenant may hold (0: no per-tenant quota). Python sets it from the token file's
+    /// tenants and the config (tenancy.py) whenever either changes.
+    fn set_tenant_quota(&mut self, runs: usize) {
+        self.core.store.tenant_quota = runs;
+    }
+
+    /// Runs `tenant` holds in memory.
+    fn tenant_runs(&self, tenant: &str) -> usize {
+        self.core.store.tenant_runs(tenant)
+    }
+
     // ---------------------------------------------------------------- the state store's side
 
     /// Start marking changed runs (`evictions_delete`: an eviction deletes the stored run).

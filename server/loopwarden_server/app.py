@@ -27,6 +27,7 @@ from .statestore import StateStoreError, open_state_store
 from .statestore.keeper import StateKeeper
 from .statestore.metrics import StateMetrics
 from .statestore.runs import CoreRuns
+from .tenancy import TenantShares
 from .tracing import TracingError, tracing_from
 from .transport import SERVICE_NAME, LoopDetectionServicer, register_servicer
 from .transport.auth import BearerTokenInterceptor, Identity, TokenFileError
@@ -119,10 +120,16 @@ class Daemon:
             # What moves a busy port where the daemon was started from: `make serve` names its variables.
             port_hint=os.environ.get("LOOPWARDEN_PORT_HINT", "").strip() or None,
         )
+        # Two or more tenants in the token file: each holds at most its share of runs and streams.
+        self.shares = TenantShares(identity.known_tenants, lambda: self.core.config.daemon_limits,
+                                   max_runs=settings.max_runs, max_streams=settings.limits.max_streams,
+                                   set_run_quota=self.core.set_tenant_quota)
+        self.shares.refresh()
         servicer = LoopDetectionServicer(self.core, self.metrics, self.servers.lifecycle, identity,
                                          settings.limits.stream_idle_timeout_seconds, loader=loader,
                                          current_span=self.tracing.current_span() if self.tracing is not None else None,
-                                         verdict_event=self.tracing.verdict_event if self.tracing is not None else None)
+                                         verdict_event=self.tracing.verdict_event if self.tracing is not None else None,
+                                         shares=self.shares)
         self.servers.add_service(SERVICE_NAME, lambda server: register_servicer(servicer, server))
         self.hooks = (hooks_listener(
             settings.hooks_listen, CoreHookEvaluator(self.core, loader), self.servers.lifecycle, self.metrics,
@@ -210,6 +217,7 @@ class Daemon:
             return
         self._last_reload_error = ""
         self.core.swap_config(reload.config)
+        self.shares.refresh()
         self.metrics.config_reloads.labels("success").inc()
         self.metrics.config_last_reload_ok.set(1)
         log.info("config reloaded", extra={"config": self.config_watcher.path,
@@ -224,6 +232,7 @@ class Daemon:
         while True:
             await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
             self.core.expire_idle()
+            self.shares.refresh()  # a rotated token file changes the shares even with no gRPC traffic
 
     async def stop(self) -> bool:
         """Drain, flush the state store; False when the final flush failed (the exit is non-zero)."""

@@ -147,6 +147,10 @@ class CoreService:
 
     # ------------------------------------------------------------------ runs
 
+    def set_tenant_quota(self, runs: int) -> None:
+        """Runs one tenant may hold (0: none, one pool); tenancy.py sets it."""
+        self.native.set_tenant_quota(runs)
+
     def held(self, tenant: str, run_id: str) -> bool:
         return self.native.held(tenant, run_id)
 
@@ -167,14 +171,14 @@ class CoreService:
         """Withdraw one of the tenant's exemptions; None when it holds no such id."""
         return self.native.revoke_exemption(tenant, exemption_id, self.wall_clock(), self.clock())
 
-    def count_evictions(self, reasons: list[str]) -> None:
+    def count_evictions(self, reasons: list[str], tenant: str = "") -> None:
         for reason in reasons:
-            self.metrics.evictions.labels(reason).inc()
+            self.metrics.eviction_of(reason, tenant).inc()
 
     def expire_idle(self, budget: int = 10_000) -> int:
         dropped = self.native.expire_idle(self.clock(), budget)
         if dropped:
-            self.metrics.evictions.labels("idle_ttl").inc(dropped)
+            self.metrics.eviction_of("idle_ttl").inc(dropped)
         return dropped
 
     # ------------------------------------------------------------------ the summary
@@ -224,6 +228,6 @@ class CoreService:
         if summary.logs:
             log_batch(decision_log, ((line.level, line.message, line.extra) for line in summary.logs))
         for reason in summary.evictions:
-            metrics.evictions.labels(reason).inc()
+            metrics.eviction_of(reason, tenant).inc()
         if summary.held_runs and self.on_held is not None:
             self.on_held(summary.held_runs)

@@ -166,7 +166,8 @@ class Metrics:
             ["error_code"], registry=registry)
         self.rejected_requests = Counter(
             "loopwarden_rejected_requests", "Requests refused whole, ending their stream or call, by reason "
-            "(too_many_events, undecodable).", ["reason"], registry=registry)
+            "(too_many_events, undecodable, tenant_streams: a tenant over its share of Evaluate streams).",
+            ["reason"], registry=registry)
         self.retried_events = Counter(
             "loopwarden_retried_events", "Events recognised as retries (same run, seq and content) and answered "
             "with their first verdict.", registry=registry)
@@ -193,8 +194,9 @@ class Metrics:
         self.active_streams = Gauge(
             "loopwarden_active_streams", "Open Evaluate streams.", registry=registry)
         self.evictions = Counter(
-            "loopwarden_run_evictions", "Run states dropped before run_end, by reason (idle_ttl or max_runs).",
-            ["reason"], registry=registry)
+            "loopwarden_run_evictions", "Run states dropped before run_end, by reason (idle_ttl, max_runs, or "
+            "tenant_quota: a tenant's new run past its run quota evicted its own oldest); with --tenant-label, "
+            "by the tenant whose event caused it.", ["reason", *tenant], registry=registry)
         self.config_reloads = Counter(
             "loopwarden_config_reloads", "Config file reloads, by result (success or failure).",
             ["result"], registry=registry)
@@ -239,7 +241,7 @@ class Metrics:
             self.approvals.labels(answer, DEFAULT_AGENT)
         for reason in ("budget_exhausted", "tree_too_deep", "too_many_children"):
             self.limit_aborts.labels(reason, DEFAULT_AGENT, *default_tenant)
-        for reason in ("too_many_events", "undecodable"):
+        for reason in ("too_many_events", "undecodable", "tenant_streams"):
             self.rejected_requests.labels(reason)
         for reason in ("missing_token", "invalid_token", "token_file_unusable"):
             self.auth_failures.labels(reason)
@@ -247,8 +249,8 @@ class Metrics:
         for reason in HOOK_UNCHECKED_REASONS:
             self.hooks_unchecked.labels(reason)
         self.config_last_reload_ok.set(1)
-        for reason in ("idle_ttl", "max_runs"):
-            self.evictions.labels(reason)
+        for reason in ("idle_ttl", "max_runs", "tenant_quota"):
+            self.evictions.labels(reason, *default_tenant)
         for result in ("success", "failure"):
             self.config_reloads.labels(result)
 
@@ -256,6 +258,11 @@ class Metrics:
         """The engine this daemon evaluates with, as build info shows it (one series)."""
         self.build_info.clear()
         self.build_info.labels(*self._build, engine).set(1)
+
+    def eviction_of(self, reason: str, tenant: str = ""):
+        """The evictions counter of `reason`, labelled with `tenant` (the one whose event caused it;
+        "" for the idle sweep, which counts as "other") when --tenant-label is on."""
+        return self.evictions.labels(reason, *self.tenant_labels(tenant))
 
     def tenant_labels(self, tenant: str) -> tuple[str, ...]:
         """The tenant label value(s) to append to a counter's labels: () when the label is off."""

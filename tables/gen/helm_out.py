@@ -128,7 +128,8 @@ def _note(t: Tables, s: Setting) -> str:
     elif s.kind == "number":
         parts.append(f"a number in {s.minimum}..{s.maximum}" + (", or false" if s.minimum == 0 else ""))
     if s.kind in ("count", "count_or_off", "bool", "number"):
-        default = s.default if s.default or s.kind == "bool" else "off"
+        # 0 is "off" except where it is an ordinary value (a count from 0, e.g. "an equal share").
+        default = s.default if s.default or s.kind == "bool" or (s.kind == "count" and s.minimum == 0) else "off"
         when = " when enabled" if t.gate_of(s) is not None else ""
         parts.append(f"default {_yaml(default)}{when}")
     return f" ({'; '.join(parts)})" if parts else ""

@@ -62,12 +62,18 @@ def render(t: Tables) -> str:
     # Blocks, innermost first so every default_factory names a defined class.
     for block in sorted(t.blocks, key=lambda b: -b.path.count(".")):
         out += _block_class(t, block, extensions=block.path == "loopwarden")
-    catalog = [s for s in t.settings if s.scope == "global"]
+    catalog = [s for s in t.settings if s.scope == "global" and s.kind == "tool_names"]
     out += ["", "", "@dataclass(frozen=True, slots=True)", "class ToolCatalog:",
             '    """The global-only `loopwarden` keys: tool classifications (names normalised by the loader)."""', ""]
     for s in catalog:
         out += _comment(s.doc)
         out.append(f"    {s.attribute}: frozenset[str] = frozenset()")
+    daemon = [s for s in t.settings if s.scope == "global" and s.kind != "tool_names"]
+    out += ["", "", "@dataclass(frozen=True, slots=True)", "class DaemonLimits:",
+            '    """The other global-only `loopwarden` keys: limits the daemon applies, not the engine."""', ""]
+    for s in daemon:
+        out += _comment(s.doc)
+        out.append(f"    {s.attribute}: {_TYPES[s.kind]} = {s.default!r}")
     out += ["", "", "@dataclass(frozen=True, slots=True)", "class ResolvedSettings:",
             '    """One agent\'s effective settings: merged, defaulted and repaired (the engine\'s input)."""', ""]
     for s in t.resolved:

@@ -244,8 +244,10 @@ def _check(t: Tables) -> None:
             raise SourceError(f"{where}: a choice needs two or more choices and a default among them")
         if s.kind in ("gate", "tool_names") and s.field:
             raise SourceError(f"{where}: a {s.kind} has no resolved field")
-        if s.kind not in ("gate", "tool_names") and not s.field:
+        if s.kind not in ("gate", "tool_names") and not s.field and s.scope != "global":
             raise SourceError(f"{where}: needs a field (the name the engine reads)")
+        if s.scope == "global" and s.field:
+            raise SourceError(f"{where}: a global-only key is read by the daemon, not the engine: no field")
         if s.after and s.after not in {o.key for o in t.settings_of(s.block)}:
             raise SourceError(f"{where}: after {s.after!r} is not a key of {s.block}")
         if s.field and s.field != "preset" and not s.proto_tag:

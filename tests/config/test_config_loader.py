@@ -64,11 +64,11 @@ class TestInvalidFixtures:
 
 
     def test_the_placeholders_expand_to_the_blocks_keys(self) -> None:
-        """The global block is an agent's plus the global-only tool catalog, and both hold the
-        extensions the README documents."""
+        """The global block is an agent's plus the global-only tool catalog and tenant shares, and
+        both hold the extensions the README documents."""
         global_keys = set(PLACEHOLDERS["{keys of loopwarden}"].split(", "))
         agent_keys = set(PLACEHOLDERS["{keys of an agent's loopwarden}"].split(", "))
-        assert global_keys - agent_keys == {"providerSendTools", "extraPollTools"}
+        assert global_keys - agent_keys == {"providerSendTools", "extraPollTools", "tenantMaxRuns", "tenantMaxStreams"}
         assert {"preset", "abortAfterBlocks", "argumentChurn", "errorRepeat", "runWideBreaker", "shadowMode",
                 "pingPongNeedsAnswers"} <= agent_keys
 

@@ -176,7 +176,7 @@ impl Core {
         self.store.get_mut(tenant, run_id).expect("held").link(now);
         // The root was evicted (or expired) while its tree worked: it comes back empty, unless
         // that would evict another run (the run being evaluated among them).
-        if root != run_id && !self.store.touch(tenant, &root, now, evictions) && self.store.len() < self.store.max_runs {
+        if root != run_id && !self.store.touch(tenant, &root, now, evictions) && self.store.has_room(tenant) {
             self.store.create(tenant, &root, crate::engine::RunState::new(self.config.default.history_size), now, evictions);
         }
         if let Some(r) = self.store.get_mut(tenant, &root) {

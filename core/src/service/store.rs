@@ -8,6 +8,11 @@
 //! store shards its OrderedDicts by crc32 to get the same total order; one list gives it directly. Python
 //! calls in from its one event loop thread, holding the GIL, so no lock is needed. An evicted or
 //! ended run is gone entirely: a later event with its id starts from zero.
+//!
+//! Tenants. Each tenant's runs are also linked in a list of their own, so with a per-tenant quota
+//! (set when the token file names two or more tenants) a tenant's new run past it evicts that
+//! tenant's least recently used run in O(1), and a full store evicts from the tenant holding the
+//! most: one tenant's flood of new runs never evicts another tenant's run within its share.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -57,11 +62,23 @@ struct Slot {
     /// LRU list, oldest first (NIL at either end).
     older: u32,
     newer: u32,
+    /// Its tenant (an index into `Store::tenants`) and that tenant's own LRU list, oldest first.
+    tenant: u32,
+    tenant_older: u32,
+    tenant_newer: u32,
     /// Next slot whose key has the same hash (NIL ends the chain); for a free slot, the next free one.
     chain: u32,
 }
 
 const NIL: u32 = u32::MAX;
+
+/// One tenant's runs: how many are held, and the ends of its own LRU list through the slab, so
+/// a tenant over its quota gives up its own least recently used run in O(1), whatever the others hold.
+struct TenantRuns {
+    count: usize,
+    oldest: u32,
+    newest: u32,
+}
 
 pub struct Store {
     pub max_runs: usize,
@@ -86,6 +103,14 @@ pub struct Store {
     /// `merge_run`), so a flush cannot replace a stored run it could not read. Empty but after
     /// an outage; a mark may precede its run (set before the event that creates it).
     unmerged: HashMap<RunKey, String>,
+    /// Runs per tenant (kept whether or not a quota is set, so one can be set at any time);
+    /// tenants are few (the token file's), so an entry is never dropped.
+    tenants: Vec<TenantRuns>,
+    tenant_ids: HashMap<String, u32>,
+    /// Runs one tenant may hold (0: no per-tenant quota, a single-tenant daemon). A new run over
+    /// it evicts the tenant's own least recently used run (`tenant_quota`); a full store then
+    /// evicts from the tenant holding the most runs, never from one within its share.
+    pub tenant_quota: usize,
 }
 
 /// Runs changed since the last flush. A changed run is flagged on its entry and its key listed
@@ -108,6 +133,7 @@ impl Store {
             max_runs, idle_ttl, slots: Vec::new(), index: HashMap::new(), free: NIL, oldest: NIL, newest: NIL,
             last: std::sync::atomic::AtomicU32::new(NIL), touches: 0, size: 0, changes: None,
             unmerged: HashMap::new(),
+            tenants: Vec::new(), tenant_ids: HashMap::new(), tenant_quota: 0,
         }
     }
     pub fn track_changes(&mut self, evictions_delete: bool) {
@@ -221,7 +247,9 @@ impl Store {
     /// No runs and no pending changes (tracking stays as it was).
     pub fn clear(&mut self) {
         let evictions_delete = self.changes.as_ref().map(|c| c.evictions_delete);
+        let tenant_quota = self.tenant_quota;
         *self = Store::new(self.max_runs, self.idle_ttl);
+        self.tenant_quota = tenant_quota;
         if let Some(evictions_delete) = evictions_delete {
             self.track_changes(evictions_delete);
         }
@@ -232,10 +260,7 @@ impl Store {
         if let Some(slot) = self.find(&entry.tenant, &entry.run_id) {
             self.release(slot);
         }
-        if self.size >= self.max_runs && self.oldest != NIL {
-            self.evict(self.oldest);
-            evictions.push("max_runs");
-        }
+        self.make_room(&entry.tenant, evictions);
         self.touches += 1;
         entry.touch = self.touches;
         entry.last_seen = now - idle;
@@ -280,8 +305,11 @@ impl Store {
         let slot = self.find(tenant, run_id)?;
         self.slots[slot as usize].entry.as_mut()
     }
+    /// Take `slot` out of both LRU lists: the store's and its tenant's.
     fn unlink(&mut self, slot: u32) {
-        let (older, newer) = (self.slots[slot as usize].older, self.slots[slot as usize].newer);
+        let s = &self.slots[slot as usize];
+        let (older, newer, tenant) = (s.older, s.newer, s.tenant as usize);
+        let (tenant_older, tenant_newer) = (s.tenant_older, s.tenant_newer);
         match older {
             NIL => self.oldest = newer,
             o => self.slots[o as usize].newer = newer,
@@ -290,19 +318,83 @@ impl Store {
             NIL => self.newest = older,
             n => self.slots[n as usize].older = older,
         }
+        match tenant_older {
+            NIL => self.tenants[tenant].oldest = tenant_newer,
+            o => self.slots[o as usize].tenant_newer = tenant_newer,
+        }
+        match tenant_newer {
+            NIL => self.tenants[tenant].newest = tenant_older,
+            n => self.slots[n as usize].tenant_older = tenant_older,
+        }
     }
+    /// Put `slot` at the newest end of both LRU lists.
     fn link_newest(&mut self, slot: u32) {
         let newest = self.newest;
+        let tenant = self.slots[slot as usize].tenant as usize;
+        let tenant_newest = self.tenants[tenant].newest;
         {
             let s = &mut self.slots[slot as usize];
             s.older = newest;
             s.newer = NIL;
+            s.tenant_older = tenant_newest;
+            s.tenant_newer = NIL;
         }
         match newest {
             NIL => self.oldest = slot,
             n => self.slots[n as usize].newer = slot,
         }
         self.newest = slot;
+        match tenant_newest {
+            NIL => self.tenants[tenant].oldest = slot,
+            n => self.slots[n as usize].tenant_newer = slot,
+        }
+        self.tenants[tenant].newest = slot;
+    }
+    /// The index of `tenant` in `tenants`, added on first use.
+    fn tenant_index(&mut self, tenant: &str) -> u32 {
+        if let Some(&index) = self.tenant_ids.get(tenant) {
+            return index;
+        }
+        let index = u32::try_from(self.tenants.len()).expect("fewer than 2^32 tenants");
+        self.tenants.push(TenantRuns { count: 0, oldest: NIL, newest: NIL });
+        self.tenant_ids.insert(tenant.to_string(), index);
+        index
+    }
+    /// Whether a new run of `tenant` would evict nothing (neither over the store's bound nor the tenant's quota).
+    pub fn has_room(&self, tenant: &str) -> bool {
+        self.size < self.max_runs && (self.tenant_quota == 0 || self.tenant_runs(tenant) < self.tenant_quota)
+    }
+    /// Runs `tenant` holds here.
+    pub fn tenant_runs(&self, tenant: &str) -> usize {
+        self.tenant_ids.get(tenant).map_or(0, |&index| self.tenants[index as usize].count)
+    }
+    /// Before a run of `tenant` is added: evict the tenant's own least recently used runs while it
+    /// is at its quota, then, when the store is full, one run: the least recently used of the
+    /// tenant most over its share (the most runs; on a tie, the one whose oldest run is older),
+    /// or, with no quota, the store's least recently used.
+    fn make_room(&mut self, tenant: &str, evictions: &mut Vec<&'static str>) {
+        if self.tenant_quota > 0 {
+            if let Some(&index) = self.tenant_ids.get(tenant) {
+                while self.tenants[index as usize].count >= self.tenant_quota && self.tenants[index as usize].oldest != NIL {
+                    self.evict(self.tenants[index as usize].oldest);
+                    evictions.push("tenant_quota");
+                }
+            }
+        }
+        if self.size < self.max_runs || self.oldest == NIL {
+            return;
+        }
+        let victim = if self.tenant_quota > 0 { self.oldest_of_largest_tenant() } else { self.oldest };
+        self.evict(victim);
+        evictions.push("max_runs");
+    }
+    /// The least recently used run of the tenant holding the most runs (ties: the older run).
+    fn oldest_of_largest_tenant(&self) -> u32 {
+        let touch_of = |slot: u32| self.entry_at(slot).map_or(u64::MAX, |e| e.touch);
+        self.tenants.iter()
+            .filter(|t| t.count > 0)
+            .max_by(|a, b| a.count.cmp(&b.count).then_with(|| touch_of(b.oldest).cmp(&touch_of(a.oldest))))
+            .map_or(self.oldest, |t| t.oldest)
     }
     /// Take the run in `slot` out of the store (its hash chain, the LRU list) and free the slot.
     fn release(&mut self, slot: u32) -> Option<Entry> {
@@ -333,10 +425,14 @@ impl Store {
             }
         }
         self.unlink(slot);
+        let tenant = self.slots[slot as usize].tenant as usize;
+        self.tenants[tenant].count -= 1;
         let s = &mut self.slots[slot as usize];
         s.chain = self.free;
         s.older = NIL;
         s.newer = NIL;
+        s.tenant_older = NIL;
+        s.tenant_newer = NIL;
         self.free = slot;
         self.size -= 1;
         if entry.dirty {
@@ -374,10 +470,7 @@ impl Store {
         true
     }
     pub(super) fn create(&mut self, tenant: &str, run_id: &str, state: RunState, now: f64, evictions: &mut Vec<&'static str>) {
-        if self.size >= self.max_runs && self.oldest != NIL {
-            self.evict(self.oldest);
-            evictions.push("max_runs");
-        }
+        self.make_room(tenant, evictions);
         self.touches += 1;
         let entry = Entry {
             tenant: tenant.to_string(),
@@ -402,16 +495,19 @@ impl Store {
     fn insert(&mut self, entry: Entry) -> u32 {
         let hash = key_hash(&entry.tenant, &entry.run_id);
         let chain = self.index.get(&hash).copied().unwrap_or(NIL);
+        let tenant = self.tenant_index(&entry.tenant);
+        self.tenants[tenant as usize].count += 1;
         let slot = if self.free != NIL {
             let slot = self.free;
             let s = &mut self.slots[slot as usize];
             self.free = s.chain;
             s.entry = Some(entry);
             s.chain = chain;
+            s.tenant = tenant;
             slot
         } else {
             let slot = u32::try_from(self.slots.len()).ok().filter(|&s| s != NIL).expect("fewer than 2^32 - 1 runs");
-            self.slots.push(Slot { entry: Some(entry), older: NIL, newer: NIL, chain });
+            self.slots.push(Slot { entry: Some(entry), older: NIL, newer: NIL, tenant, tenant_older: NIL, tenant_newer: NIL, chain });
             slot
         };
         self.index.insert(hash, slot);
@@ -663,6 +759,132 @@ mod tests {
         assert_eq!(store.take_dirty(), []);
         store.redirty(vec![(key("a"), true)]);
         assert_eq!(store.dirty_count(), 0);
+    }
+
+    /// Create `run_id` for `tenant` at `now`: the eviction reasons it caused.
+    fn create_for(store: &mut Store, tenant: &str, run_id: &str, now: f64) -> Vec<&'static str> {
+        let mut evictions = Vec::new();
+        store.create(tenant, run_id, RunState::new(30), now, &mut evictions);
+        evictions
+    }
+
+    /// (tenant, run id) of every held run, least recently used first.
+    fn held(store: &Store) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut at = store.oldest;
+        while at != NIL {
+            let entry = store.slots[at as usize].entry.as_ref().expect("linked slots hold runs");
+            out.push((entry.tenant.clone(), entry.run_id.clone()));
+            at = store.slots[at as usize].newer;
+        }
+        out
+    }
+
+    #[test]
+    fn a_tenant_over_its_quota_evicts_only_its_own_least_recently_used_run() {
+        let mut store = Store::new(10, 1000.0);
+        store.tenant_quota = 3;
+        assert!(create_for(&mut store, "b", "b-1", 0.0).is_empty());
+        for i in 0..3 {
+            assert!(create_for(&mut store, "a", &format!("a-{i}"), 1.0 + i as f64).is_empty());
+        }
+        let mut evictions = Vec::new();
+        assert!(store.touch("a", "a-0", 5.0, &mut evictions), "a-0 is now a's most recently used");
+        // Ten times a's quota: every new run of a's pushes out a's own oldest, never b's run.
+        for i in 3..30 {
+            assert_eq!(create_for(&mut store, "a", &format!("a-{i}"), 10.0 + i as f64), ["tenant_quota"], "a-{i}");
+            assert_eq!(store.tenant_runs("a"), 3);
+            assert!(store.get("b", "b-1").is_some(), "b's run survives a-{i}");
+        }
+        assert_eq!(held(&store), [("b", "b-1"), ("a", "a-27"), ("a", "a-28"), ("a", "a-29")]
+            .map(|(t, r)| (t.to_string(), r.to_string())));
+        assert_eq!(store.len(), 4);
+        assert_eq!(store.slots.len(), 4, "evicted slots are reused");
+    }
+
+    #[test]
+    fn a_touch_keeps_a_run_in_its_tenants_lru_order() {
+        let mut store = Store::new(10, 1000.0);
+        store.tenant_quota = 2;
+        create_for(&mut store, "a", "a-1", 0.0);
+        create_for(&mut store, "a", "a-2", 1.0);
+        let mut evictions = Vec::new();
+        store.touch("a", "a-1", 2.0, &mut evictions);
+        assert_eq!(create_for(&mut store, "a", "a-3", 3.0), ["tenant_quota"]);
+        assert!(store.get("a", "a-2").is_none(), "the least recently used of a's runs goes");
+        assert!(store.get("a", "a-1").is_some() && store.get("a", "a-3").is_some());
+        assert!(store.remove("a", "a-1"));
+        assert_eq!(store.tenant_runs("a"), 1);
+        assert!(create_for(&mut store, "a", "a-4", 4.0).is_empty(), "an ended run frees its place in the quota");
+    }
+
+    #[test]
+    fn a_full_store_evicts_from_the_tenant_most_over_its_share() {
+        // Quotas that add up to more than the store: the whole store fills before a tenant's quota.
+        let mut store = Store::new(5, 1000.0);
+        store.tenant_quota = 4;
+        create_for(&mut store, "b", "b-1", 0.0);
+        create_for(&mut store, "c", "c-1", 1.0);
+        for i in 0..3 {
+            create_for(&mut store, "a", &format!("a-{i}"), 2.0 + i as f64);
+        }
+        // b holds the store's least recently used run, but a holds the most: a's oldest goes.
+        assert_eq!(create_for(&mut store, "c", "c-2", 10.0), ["max_runs"]);
+        assert!(store.get("a", "a-0").is_none());
+        assert!(store.get("b", "b-1").is_some());
+        // a and c now hold two each: the tie goes to the tenant whose oldest run is older (c's c-1).
+        assert_eq!(create_for(&mut store, "b", "b-2", 11.0), ["max_runs"]);
+        assert!(store.get("c", "c-1").is_none());
+        assert_eq!(store.len(), 5);
+    }
+
+    #[test]
+    fn without_a_quota_one_tenant_may_evict_another() {
+        let mut store = Store::new(3, 1000.0);
+        create_for(&mut store, "b", "b-1", 0.0);
+        create_for(&mut store, "a", "a-1", 1.0);
+        create_for(&mut store, "a", "a-2", 2.0);
+        assert_eq!(create_for(&mut store, "a", "a-3", 3.0), ["max_runs"]);
+        assert!(store.get("b", "b-1").is_none(), "single-tenant behaviour: the store's oldest run goes");
+    }
+
+    #[test]
+    fn a_lowered_quota_trims_the_tenant_on_its_next_new_run() {
+        let mut store = Store::new(100, 1000.0);
+        for i in 0..6 {
+            create_for(&mut store, "a", &format!("a-{i}"), i as f64);
+        }
+        store.tenant_quota = 3;
+        assert_eq!(create_for(&mut store, "a", "a-6", 10.0), ["tenant_quota"; 4]);
+        assert_eq!(store.tenant_runs("a"), 3);
+        assert!(store.get("a", "a-4").is_some() && store.get("a", "a-5").is_some() && store.get("a", "a-6").is_some());
+    }
+
+    #[test]
+    fn a_restored_run_counts_against_its_tenants_quota() {
+        let mut store = Store::new(10, 1000.0);
+        store.tenant_quota = 1;
+        create_for(&mut store, "a", "a-1", 0.0);
+        create_for(&mut store, "b", "b-1", 0.0);
+        let entry = Entry {
+            tenant: "a".into(), run_id: "a-2".into(), state: RunState::new(30), agent_id: String::new(),
+            session_id: String::new(), last_seen: 0.0, touch: 0, events_evaluated: 0, recent: None, retries: None,
+            dirty: false, tree: None, unlinked_calls: 0, owner_gen: 0,
+        };
+        let mut evictions = Vec::new();
+        store.restore(entry, 0.0, 1.0, &mut evictions);
+        assert_eq!(evictions, ["tenant_quota"]);
+        assert!(store.get("a", "a-1").is_none() && store.get("a", "a-2").is_some() && store.get("b", "b-1").is_some());
+    }
+
+    #[test]
+    fn clear_keeps_the_tenant_quota() {
+        let mut store = Store::new(10, 1000.0);
+        store.tenant_quota = 2;
+        create_for(&mut store, "a", "a-1", 0.0);
+        store.clear();
+        assert_eq!(store.tenant_quota, 2);
+        assert_eq!(store.tenant_runs("a"), 0);
     }
 
     #[test]

@@ -502,4 +502,24 @@ mod tiny_store_tests {
             }
         }
     }
+
+    #[test]
+    fn a_tenant_quota_of_one_or_two_evaluates_a_child_without_its_parent() {
+        for quota in [1, 2] {
+            let mut core = Core::new(Config::default(), Limits::default(), 100, 3600.0, "t".into(), vec![]);
+            core.store.tenant_quota = quota;
+            core.config.default.budget_tool_calls_per_tree = 5;
+            for (run, parent) in [("c", "p"), ("g", "c"), ("c", ""), ("x", "y")] {
+                let event = pb::Event {
+                    run_id: run.into(),
+                    parent_run_id: parent.into(),
+                    kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: "read".into(), ..Default::default() })),
+                    ..Default::default()
+                };
+                let d = core.evaluate_timed(&crate::service::EventRef::from(&event), "a", "root", 1.0, &mut Summary::default());
+                assert_ne!(d.verdict.error_code, "internal_error", "quota {quota}: {run}");
+                assert!(core.store.tenant_runs("a") <= quota);
+            }
+        }
+    }
 }

@@ -37,7 +37,7 @@ from loopwarden_server.config.detection import ToolCatalog
 from loopwarden_server.config.tool_rules import RuleError, ToolRules, parse_tool_rules
 # Every key, its kind, bounds and order come from the one table (tables/loopwarden.toml).
 from loopwarden_server.config.tables import (  # noqa: F401  (the ceilings are re-exported)
-    BLOCKS, CHILD_BLOCKS, MAX_HISTORY_SIZE, MAX_THRESHOLD, MAX_WINDOW_SIZE, SETTINGS, SettingRow,
+    BLOCKS, CHILD_BLOCKS, MAX_HISTORY_SIZE, DaemonLimits, MAX_THRESHOLD, MAX_WINDOW_SIZE, SETTINGS, SettingRow,
 )
 from loopwarden_core import normalize_tool_name
 
@@ -498,6 +498,13 @@ def _tool_catalog(daemon_settings: Mapping[str, Any]) -> ToolCatalog:
     return ToolCatalog(**{name: value for name, value in daemon_settings.items() if name in catalog_fields})
 
 
+def _daemon_limits(daemon_settings: Mapping[str, Any]) -> DaemonLimits:
+    # Only the limits' own attributes; a key not written keeps its default.
+    limit_fields = {spec.name for spec in fields(DaemonLimits)}
+    return DaemonLimits(**{name: value for name, value in daemon_settings.items()
+                           if name in limit_fields and value is not None})
+
+
 def _build_config(root: Any) -> Config:
     root = _require_object(root, ROOT_PATH)
     _refuse_near_misses(root, ROOT_PATH, _ROOT_KEYS, _OPENCLAW_ROOT_KEYS)
@@ -517,6 +524,7 @@ def _build_config(root: Any) -> Config:
         global_block=global_block,
         agent_blocks=agent_blocks,
         tool_catalog=_tool_catalog(daemon_settings),
+        daemon_limits=_daemon_limits(daemon_settings),
         global_settings=resolve(global_block, global_extensions),
         agent_settings={
             agent_id: resolve(merge(global_block, block), extensions_of(agent_id))

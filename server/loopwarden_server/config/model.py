@@ -8,8 +8,8 @@ from types import MappingProxyType
 from .detection import LoopDetectionSettings, ToolCatalog
 # The blocks as written (None = not set there) are generated from tables/loopwarden.toml.
 from .tables import (  # noqa: F401  (re-exported: the blocks are part of the config's model)
-    ArgumentChurnBlock, DetectorsBlock, ErrorRepeatBlock, ExtensionsBlock, GuardBlock, LoopDetectionBlock,
-    RunWideBreakerBlock,
+    ArgumentChurnBlock, DaemonLimits, DetectorsBlock, ErrorRepeatBlock, ExtensionsBlock, GuardBlock,
+    LoopDetectionBlock, RunWideBreakerBlock,
 )
 
 
@@ -26,6 +26,8 @@ class Config:
     agent_settings: Mapping[str, LoopDetectionSettings]
     global_extensions: ExtensionsBlock = field(default_factory=ExtensionsBlock)
     agent_extensions: Mapping[str, ExtensionsBlock] = field(default_factory=dict)
+    # Global-only limits the daemon applies (per-tenant shares), not the engine.
+    daemon_limits: DaemonLimits = field(default_factory=DaemonLimits)
 
     def __post_init__(self) -> None:
         # Copy into read-only views so a caller keeping the original dicts cannot mutate us.

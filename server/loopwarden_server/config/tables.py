@@ -190,6 +190,20 @@ class ToolCatalog:
 
 
 @dataclass(frozen=True, slots=True)
+class DaemonLimits:
+    """The other global-only `loopwarden` keys: limits the daemon applies, not the engine."""
+
+    # Runs one tenant may hold when the token file names two or more tenants: a new run past it
+    # evicts that tenant's own least recently used run (`tenant_quota`), never another tenant's. 0:
+    # an equal share, `--max-runs` divided by the number of tenants. Ignored with one tenant.
+    tenant_max_runs: int = 0
+    # Evaluate streams one tenant may hold open when the token file names two or more tenants: one
+    # more is refused RESOURCE_EXHAUSTED naming the share. 0: an equal share, `--max-streams`
+    # divided by the number of tenants. Ignored with one tenant.
+    tenant_max_streams: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ResolvedSettings:
     """One agent's effective settings: merged, defaulted and repaired (the engine's input)."""
 
@@ -388,6 +402,8 @@ SETTINGS: tuple[SettingRow, ...] = (
     SettingRow('loopwarden.onCritical', 'onCritical', 'loopwarden', 'on_critical', 'choice', 'on_critical', None, None, 'block', '', '', '', '', 'on_critical', ('block', 'ask')),
     SettingRow('loopwarden.askTimeoutSeconds', 'askTimeoutSeconds', 'loopwarden', 'ask_timeout_seconds', 'count', 'ask_timeout_seconds', 1, 86400, 300, '', '', '', '', 'ask_timeout_seconds'),
     SettingRow('loopwarden.exemptionTtlSeconds', 'exemptionTtlSeconds', 'loopwarden', 'exemption_ttl_seconds', 'count', 'exemption_ttl_seconds', 1, 2592000, 86400, '', '', '', '', 'exemption_ttl_seconds'),
+    SettingRow('loopwarden.tenantMaxRuns', 'tenantMaxRuns', 'loopwarden', 'tenant_max_runs', 'count', '', 0, 100000000, 0, '', '', '', 'global', ''),
+    SettingRow('loopwarden.tenantMaxStreams', 'tenantMaxStreams', 'loopwarden', 'tenant_max_streams', 'count', '', 0, 100000000, 0, '', '', '', 'global', ''),
 )
 
 # Block path -> the dataclass of the block as written.

@@ -37,6 +37,7 @@ from ..core import Answer, CoreService
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
 from ..statestore.keeper import StateKeeper
+from ..tenancy import TenantShares
 from ..tracing import VERDICT_EVENT, core_verdict_attributes
 from .auth import Identity
 from .convert import exemption, inspect_response
@@ -56,6 +57,9 @@ STREAM_FAILURES = {
     "unknown_exemption": (grpc.StatusCode.NOT_FOUND, "no exemption {exemption_id!r} is held for this tenant "
                                                      "(revoked, expired, or never granted)"),
     "too_many_streams": (grpc.StatusCode.RESOURCE_EXHAUSTED, "too many open Evaluate streams (limit {limit})"),
+    "tenant_streams": (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                       "this tenant holds its share of open Evaluate streams ({share} of {limit}, shared by "
+                       "{tenants} tenants; loopwarden.tenantMaxStreams); close one or retry later"),
     "idle": (grpc.StatusCode.DEADLINE_EXCEEDED,
              "this Evaluate stream sent nothing for {seconds:g} s (--stream-idle-timeout) and was closed; "
              "open a new stream"),
@@ -131,8 +135,11 @@ def _refusal(reason: str, max_events: int) -> Refusal:
 class LoopDetectionServicer:
     def __init__(self, core: CoreService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
                  stream_idle_timeout_seconds: float, loader: StateKeeper | None = None,
-                 current_span: Callable | None = None, verdict_event: Callable | None = None) -> None:
+                 current_span: Callable | None = None, verdict_event: Callable | None = None,
+                 shares: TenantShares | None = None) -> None:
         self._core = core
+        # Two or more tenants: each holds at most its share of the streams (None: one pool).
+        self._shares = shares
         self._loader = loader
         # Tracing on: the current span, to add one event per decision other than a plain ALLOW.
         self._current_span = current_span
@@ -151,11 +158,17 @@ class LoopDetectionServicer:
         max_streams = self._core.limits.max_streams
         if lifecycle.active_streams >= max_streams:
             await _fail(context, "too_many_streams", limit=str(max_streams))
+        tenant = self._identity.tenant(context)
+        shares = self._shares
+        if shares is not None and not shares.admit_stream(tenant):
+            metrics.rejected_requests.labels("tenant_streams").inc()
+            await _fail(context, "tenant_streams", share=shares.stream_share, limit=max_streams,
+                        tenants=shares.tenant_count)
         metrics.active_streams.inc()
         lifecycle.active_streams += 1
         timer = _IdleTimer(self._idle_seconds)
         try:
-            await self._serve_stream(context, timer)
+            await self._serve_stream(context, timer, tenant)
         except asyncio.CancelledError:
             if not timer.fired:
                 raise
@@ -167,15 +180,16 @@ class LoopDetectionServicer:
             await _internal(context, "Evaluate")
         finally:
             timer.cancel()
+            if shares is not None:
+                shares.release_stream(tenant)
             lifecycle.active_streams -= 1
             metrics.active_streams.dec()
 
     def _reporting(self) -> bool:
         return self._current_span is not None and self._current_span().is_recording()
 
-    async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer) -> None:
+    async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer, tenant: str) -> None:
         evaluate = self._core.evaluate
-        tenant = self._identity.tenant(context)
         routed = _routed_run_id(context)
         lazy = self._loader is not None
         loop_time = asyncio.get_running_loop().time
