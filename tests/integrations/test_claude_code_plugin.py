@@ -15,7 +15,6 @@ telemetry and other non-essential traffic are switched off: the machine has no n
 """
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import pathlib
@@ -23,7 +22,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 
 import pytest
 
@@ -31,6 +29,7 @@ from tests.client.python.hooks.test_claude_code_types import guide_settings
 from tests.e2e.test_hooks_http import assert_loop_answers, claude_loop, hooks_address, reference_messages
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the daemon with its hook listener
 from tests.support.hook_binary import hook_binary
+from tests.support.scripted_model import JsonHandler, ScriptedModelServer, serving
 
 CRITICAL = 20  # the default critical threshold: calls 1..20 run, 21 is denied
 
@@ -190,7 +189,7 @@ class TestTheInstalledHooksReachTheDaemon:
         assert "make serve" in done.stderr and "LOOPWARDEN_HOOK" in done.stderr
 
 
-class ScriptedModel(http.server.ThreadingHTTPServer):
+class ScriptedModel(ScriptedModelServer):
     """A stand-in for the Anthropic Messages API on loopback (ANTHROPIC_BASE_URL): while Bash is among
     the request's tools, it asks for the same Bash call again (a model stuck in a loop), until a call
     comes back as an error or `limit` calls were made; then it ends the turn. It keeps every tool
@@ -199,15 +198,10 @@ class ScriptedModel(http.server.ThreadingHTTPServer):
     COMMAND = {"command": "echo looping", "description": "Print a word"}
 
     def __init__(self, limit: int):
-        super().__init__(("127.0.0.1", 0), _ScriptedModelHandler)
+        super().__init__(_ScriptedModelHandler)
         self.limit = limit
         self.results: list[dict] = []
         self.requests: list[str] = []  # every request body, as sent
-        self.lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
 
     def reply(self, request: dict) -> dict:
         results = [block for message in request.get("messages", []) if message["role"] == "user"
@@ -226,22 +220,8 @@ class ScriptedModel(http.server.ThreadingHTTPServer):
         return {"content": [{"type": "text", "text": "I will stop here."}], "stop_reason": "end_turn"}
 
 
-class _ScriptedModelHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _ScriptedModelHandler(JsonHandler):
     server: ScriptedModel
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def _send(self, body: bytes, content_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        self._send(b"{}", "application/json")
 
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
@@ -273,12 +253,8 @@ class _ScriptedModelHandler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def scripted_model():
-    model = ScriptedModel(limit=CRITICAL + 5)
-    thread = threading.Thread(target=model.serve_forever, daemon=True)
-    thread.start()
-    yield model
-    model.shutdown()
-    model.server_close()
+    with serving(ScriptedModel(limit=CRITICAL + 5)) as model:
+        yield model
 
 
 def result_text(result: dict) -> str:

@@ -11,19 +11,18 @@ hooks do not run unreviewed (what the Codex guide tells users to do after instal
 """
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import pathlib
 import subprocess
 import sys
-import threading
 
 import pytest
 
 from tests.e2e.test_hooks_http import hooks_address, reference_messages
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the daemon with its hook listener
 from tests.support.hook_binary import hook_binary
+from tests.support.scripted_model import JsonHandler, ScriptedModelServer, serving
 
 pytestmark = pytest.mark.node
 
@@ -39,21 +38,20 @@ def codex() -> pathlib.Path:
     return CODEX
 
 
-class ScriptedModel(http.server.ThreadingHTTPServer):
+class ScriptedModel(ScriptedModelServer):
     """The Responses API as Codex streams it: while the shell tool (`exec_command`) is offered and no
     call was blocked, ask for `echo looping` again; then end with a message. Keeps every
     function_call_output Codex sends back, in order, and every request body."""
 
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.outputs: list[str] = []
         self.requests: list[str] = []
-        self.lock = threading.Lock()
         self.responses = 0
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+        return f"{self.url}/v1"
 
     def next_item(self, request: dict) -> dict:
         with self.lock:
@@ -75,19 +73,8 @@ class ScriptedModel(http.server.ThreadingHTTPServer):
                     "content": [{"type": "output_text", "text": "I will stop here.", "annotations": []}]}
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(JsonHandler):
     server: ScriptedModel
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def _send(self, body: bytes, content_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:  # the model list: none, Codex falls back to its defaults
         self._send(json.dumps({"data": [], "models": []}).encode(), "application/json")
@@ -107,12 +94,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def scripted_model():
-    model = ScriptedModel()
-    thread = threading.Thread(target=model.serve_forever, daemon=True)
-    thread.start()
-    yield model
-    model.shutdown()
-    model.server_close()
+    with serving(ScriptedModel()) as model:
+        yield model
 
 
 def codex_home(tmp_path: pathlib.Path, model: ScriptedModel, hooks_url: str) -> tuple[pathlib.Path, dict]:

@@ -9,13 +9,11 @@ the test turns it off (`model.disableLoopDetection`) to reach loopwarden's thres
 """
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import pathlib
 import subprocess
 import sys
-import threading
 
 import pytest
 
@@ -23,6 +21,7 @@ from loopwarden import LoopwardenClient
 from tests.e2e.test_hooks_http import hooks_address
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the daemon with its hook listener
 from tests.support.hook_binary import hook_binary
+from tests.support.scripted_model import JsonHandler, ScriptedModelServer, serving
 
 pytestmark = pytest.mark.node
 
@@ -38,19 +37,14 @@ def gemini() -> pathlib.Path:
     return GEMINI
 
 
-class ScriptedModel(http.server.ThreadingHTTPServer):
+class ScriptedModel(ScriptedModelServer):
     """The Gemini API's streamGenerateContent: while the tool is offered and no call came back as an
     error, ask for the same call again; then answer with text. Keeps every functionResponse."""
 
     def __init__(self, call: dict):
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.call = call
         self.responses: list[dict] = []
-        self.lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
 
     def parts(self, request: dict) -> list[dict]:
         with self.lock:
@@ -66,22 +60,8 @@ class ScriptedModel(http.server.ThreadingHTTPServer):
             return [{"text": "I will stop here."}]
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(JsonHandler):
     server: ScriptedModel
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def _send(self, body: bytes, content_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        self._send(b"{}", "application/json")
 
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
@@ -93,13 +73,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if "streamGenerateContent" in self.path:
             return self._send(f"data: {json.dumps(chunk)}\r\n\r\n".encode(), "text/event-stream")
         self._send(json.dumps(chunk).encode(), "application/json")
-
-
-def scripted(call: dict):
-    model = ScriptedModel(call)
-    thread = threading.Thread(target=model.serve_forever, daemon=True)
-    thread.start()
-    return model
 
 
 def gemini_home(tmp_path: pathlib.Path, hooks_url: str) -> dict:
@@ -152,12 +125,8 @@ class TestGeminiCliRunsTheInstalledHooks:
         workspace = tmp_path / "workspace"
         workspace.mkdir()
         (workspace / "notes.txt").write_text("hello notes\n")
-        model = scripted({"name": "read_file", "args": {"file_path": "notes.txt"}})
-        try:
+        with serving(ScriptedModel({"name": "read_file", "args": {"file_path": "notes.txt"}})) as model:
             done = gemini_run(gemini, env, model, workspace, "read the notes until told to stop")
-        finally:
-            model.shutdown()
-            model.server_close()
 
         assert 0 == done.returncode, done.stdout[-3000:] + done.stderr[-3000:]
         responses = model.responses
@@ -170,12 +139,9 @@ class TestGeminiCliRunsTheInstalledHooks:
         env = gemini_home(tmp_path, f"http://{hooks_address(daemon)}")
         workspace = tmp_path / "workspace"
         workspace.mkdir()
-        model = scripted({"name": "run_shell_command", "args": {"command": "echo looping", "description": "Print"}})
-        try:
+        call = {"name": "run_shell_command", "args": {"command": "echo looping", "description": "Print"}}
+        with serving(ScriptedModel(call)) as model:
             done = gemini_run(gemini, env, model, workspace, "print a word until told to stop")
-        finally:
-            model.shutdown()
-            model.server_close()
 
         assert 0 == done.returncode, done.stdout[-3000:] + done.stderr[-3000:]
         assert "has been called 10 times" in done.stdout + done.stderr  # the hooks do run
