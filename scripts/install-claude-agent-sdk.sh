@@ -11,18 +11,6 @@ SDK_VERSION="0.3.332"
 # TypeScript 5 is plain JavaScript; 7 is a native binary in an optional package, which --omit=optional skips.
 TYPESCRIPT_VERSION="5.9.3"
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-prefix="${repo_root}/.cache/claude-agent-sdk"
-stamp="${prefix}/.installed"
-want="@anthropic-ai/claude-agent-sdk@${SDK_VERSION} typescript@${TYPESCRIPT_VERSION}"
-
-if [[ -f "${stamp}" && "$(cat "${stamp}")" == "${want}" && -x "${prefix}/node_modules/.bin/tsc" ]]; then
-  echo "install-claude-agent-sdk: ${want} already in ${prefix}" >&2
-  exit 0
-fi
-command -v npm >/dev/null || { echo "install-claude-agent-sdk: npm is required" >&2; exit 1; }
-mkdir -p "${prefix}"
-echo "install-claude-agent-sdk: npm install ${want}" >&2
-# shellcheck disable=SC2086 # two package specs
-npm install --silent --no-audit --no-fund --omit=optional --prefix "${prefix}" ${want} >/dev/null
-printf '%s' "${want}" >"${stamp}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/npm-cache.sh"
+npm_cache_install claude-agent-sdk node_modules/.bin/tsc without \
+  "@anthropic-ai/claude-agent-sdk@${SDK_VERSION}" "typescript@${TYPESCRIPT_VERSION}"

@@ -9,18 +9,6 @@ set -euo pipefail
 
 CLAUDE_CODE_VERSION="2.1.332"
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-prefix="${repo_root}/.cache/claude-code"
-stamp="${prefix}/.installed"
-want="@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}"
-
-if [[ -f "${stamp}" && "$(cat "${stamp}")" == "${want}" && -x "${prefix}/node_modules/.bin/claude" ]]; then
-  echo "install-claude-code: ${want} already in ${prefix}" >&2
-  exit 0
-fi
-command -v npm >/dev/null || { echo "install-claude-code: npm is required" >&2; exit 1; }
-mkdir -p "${prefix}"
-echo "install-claude-code: npm install ${want}" >&2
+source "$(dirname "${BASH_SOURCE[0]}")/lib/npm-cache.sh"
 # The binary is the optional dependency for this platform: optional packages stay included.
-npm install --silent --no-audit --no-fund --prefix "${prefix}" "${want}" >/dev/null
-printf '%s' "${want}" >"${stamp}"
+npm_cache_install claude-code node_modules/.bin/claude with "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}"
