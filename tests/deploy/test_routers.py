@@ -9,22 +9,13 @@ from loopwarden import LoopwardenClient
 from loopwarden.types import Action
 
 from tests.support.daemon import running_daemon
-from tests.support.grpc_helpers import SAME
 from tests.support.metrics import value
 from tests.support.servers import haproxy_router, nginx_router, redis_server
-from tests.support.state import wait_until_flushed
+from tests.support.state import read_loop, wait_until_flushed
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 ROUTERS = {"nginx": nginx_router, "haproxy": haproxy_router}
 PARAMS = {"path": "/x"}
-
-
-def _loop(client: LoopwardenClient, run_id: str, times: int) -> list:
-    verdicts = []
-    for _ in range(times):
-        verdicts.append(client.tool_call(run_id, "read", PARAMS))
-        verdicts.append(client.tool_outcome(run_id, "read", PARAMS, result_json=SAME))
-    return verdicts
 
 
 def _owner(daemons, run_id: str):
@@ -54,12 +45,12 @@ class TestFailover:
             daemons = _daemons(stack, redis, 2, "0.2")
             address = stack.enter_context(router([d.grpc_target for d in daemons]))
             with LoopwardenClient(address, streams="per_run") as client:
-                _loop(client, "failover-1", 15)
+                read_loop(client, "failover-1", 15)
                 owner = _owner(daemons, "failover-1")
                 wait_until_flushed(owner)
                 owner.process.kill()
                 owner.process.wait(timeout=10)
-                after = _loop(client, "failover-1", 5)
+                after = read_loop(client, "failover-1", 5)
                 verdict = client.tool_call("failover-1", "read", PARAMS)
             survivor = next(d for d in daemons if d is not owner)
             loaded = value(survivor.scrape(), "loopwarden_state_runs_loaded_total", source="store")
@@ -76,12 +67,12 @@ class TestFailover:
             daemons = _daemons(stack, redis, 2, "120")
             address = stack.enter_context(router([d.grpc_target for d in daemons]))
             with LoopwardenClient(address, streams="per_run") as client:
-                _loop(client, "drain-1", 15)
+                read_loop(client, "drain-1", 15)
                 owner = _owner(daemons, "drain-1")
                 assert 0 == value(owner.scrape(), "loopwarden_state_runs_flushed_total")
                 owner.signal(signal.SIGTERM)
                 assert 0 == owner.process.wait(timeout=15)
-                after = _loop(client, "drain-1", 5)
+                after = read_loop(client, "drain-1", 5)
                 verdict = client.tool_call("drain-1", "read", PARAMS)
         assert [Action.WARN] * 5 == [v.action for v in after[0::2]]
         assert (Action.BLOCK, 20) == (verdict.action, verdict.count)
@@ -99,7 +90,7 @@ class TestRoutingHeader:
             runs = [f"spread-{index}" for index in range(30)]
             with LoopwardenClient(address, streams="per_run") as client:
                 for run_id in runs:
-                    _loop(client, run_id, 2)
+                    read_loop(client, run_id, 2)
                     client.check(_check_event(run_id))
                     assert 5 == client.inspect(run_id).events_evaluated
             held = [value(d.scrape(), "loopwarden_active_runs") for d in daemons]

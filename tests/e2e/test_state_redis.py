@@ -13,19 +13,12 @@ from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, health_status, outcome
 from tests.support.metrics import value
 from tests.support.servers import redis_server
-from tests.support.state import wait_until_flushed
+from tests.support.state import wait_for, wait_until_flushed
 
 # A real redis-server from Debian's packages: make test, not make test-fast.
 pytestmark = pytest.mark.system
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
-
-
-def _wait_for(predicate, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 class TestOutage:
@@ -53,9 +46,9 @@ class TestOutage:
                 worker = threading.Thread(target=load)
                 worker.start()
                 try:
-                    _wait_for(lambda: value(daemon.scrape(), "loopwarden_state_runs_flushed_total") > 0)
+                    wait_for(lambda: value(daemon.scrape(), "loopwarden_state_runs_flushed_total") > 0)
                     redis.stop()
-                    _wait_for(lambda: value(daemon.scrape(), "loopwarden_state_store_errors_total", operation="flush") > 0)
+                    wait_for(lambda: value(daemon.scrape(), "loopwarden_state_store_errors_total", operation="flush") > 0)
                     assert "SERVING" == health_status(daemon.grpc_target)
                     assert 0 == value(daemon.scrape(), "loopwarden_state_store_up")
                     time.sleep(0.5)  # keep loading while Redis is away (a span of load, not a wait for a state)
@@ -82,7 +75,7 @@ class TestOutage:
         with running_daemon(ENABLED, ["--state-store", url, "--state-flush-interval", "0.1"]) as daemon:
             with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
                 assert pb.ACTION_ALLOW == stream.one(call("nowhere-1", "read")).action
-            _wait_for(lambda: value(daemon.scrape(), "loopwarden_state_store_errors_total", operation="load") > 0)
+            wait_for(lambda: value(daemon.scrape(), "loopwarden_state_store_errors_total", operation="load") > 0)
             assert 1 <= value(daemon.scrape(), "loopwarden_state_runs_unmerged_total")
             assert 0 == value(daemon.scrape(), "loopwarden_state_runs_flushed_total")
             assert "SERVING" == health_status(daemon.grpc_target)

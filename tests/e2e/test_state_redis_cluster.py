@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 
 import pytest
 from loopwarden import LoopwardenClient
@@ -17,27 +16,12 @@ from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import value
 from tests.support.redis_cluster import redis_cluster
 from tests.support.servers import nginx_router
-from tests.support.state import wait_until_flushed
+from tests.support.state import read_loop, wait_for, wait_until_flushed
 
 pytestmark = pytest.mark.system
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 PARAMS = {"path": "/x"}
-
-
-def _loop(client: LoopwardenClient, run_id: str, times: int) -> list:
-    verdicts = []
-    for _ in range(times):
-        verdicts.append(client.tool_call(run_id, "read", PARAMS))
-        verdicts.append(client.tool_outcome(run_id, "read", PARAMS, result_json=SAME))
-    return verdicts
-
-
-def _wait_for(predicate, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def _owner(daemons):
@@ -55,13 +39,13 @@ class TestRedisCluster:
             daemons = [stack.enter_context(running_daemon(ENABLED, args)) for _ in range(2)]
             address = stack.enter_context(nginx_router([d.grpc_target for d in daemons]))
             with LoopwardenClient(address, streams="per_run") as client:
-                _loop(client, "cluster-1", 15)
+                read_loop(client, "cluster-1", 15)
                 owner = _owner(daemons)
                 wait_until_flushed(owner)
                 stored = cluster.keys()
                 owner.process.kill()
                 owner.process.wait(timeout=10)
-                after = _loop(client, "cluster-1", 5)
+                after = read_loop(client, "cluster-1", 5)
                 verdict = client.tool_call("cluster-1", "read", PARAMS)
             survivor = next(d for d in daemons if d is not owner)
             loaded = value(survivor.scrape(), "loopwarden_state_runs_loaded_total", source="store")
@@ -100,7 +84,7 @@ class TestRedisCluster:
                     before = [stream.send(call("failover-1", "read", '{"path":"/x"}'),
                                           outcome("failover-1", "read", '{"path":"/x"}', SAME)) for _ in range(8)]
                     # Written once (a busy daemon always has dirty runs: no wait for none).
-                    _wait_for(lambda: key in cluster.keys())
+                    wait_for(lambda: key in cluster.keys())
                     master = cluster.master_of(key)
                     cluster.kill(master)
                     during = [stream.send(call("failover-1", "read", '{"path":"/x"}'),
@@ -116,7 +100,7 @@ class TestRedisCluster:
             first.process.wait(timeout=10)
             second = stack.enter_context(running_daemon(ENABLED, args))
             with LoopwardenClient(second.grpc_target) as client:
-                after = _loop(client, "failover-1", 5)
+                after = read_loop(client, "failover-1", 5)
                 verdict = client.tool_call("failover-1", "read", PARAMS)
         print(f"redis cluster failover: master :{master} killed, :{promoted} took over; {sent} events under "
               f"load, {answered} answered; {errors:g} failed flushes meanwhile")

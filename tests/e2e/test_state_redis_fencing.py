@@ -15,19 +15,12 @@ from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import value
 from tests.support.servers import redis_server
-from tests.support.state import wait_until_flushed
+from tests.support.state import wait_for, wait_until_flushed
 
 pytestmark = pytest.mark.system
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 ARGS = '{"path":"/a"}'
-
-
-def _wait_for(predicate, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def rounds(target: str, run_id: str, count: int) -> list[pb.Verdict]:
@@ -60,7 +53,7 @@ class TestFencedWrites:
                 misrouted = rounds(stray.grpc_target, "fenced-1", 1)  # no router: the wrong replica
                 more = rounds(owner.grpc_target, "fenced-1", 5)
                 verdict = one_call(owner.grpc_target, "fenced-1")
-                _wait_for(lambda: value(stray.scrape(), "loopwarden_state_fenced_writes_total", outcome="dropped") >= 1)
+                wait_for(lambda: value(stray.scrape(), "loopwarden_state_fenced_writes_total", outcome="dropped") >= 1)
                 wait_until_flushed(owner)
                 stored = stored_events(redis, "fenced-1")
                 counted = value(stray.scrape(), "loopwarden_state_misrouted_runs_total")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from tests.support.grpc_helpers import SAME
 from tests.support.metrics import value
 
 
@@ -20,3 +21,23 @@ def wait_until_flushed(daemon, at_least: float = 1.0, timeout: float = 15.0) -> 
 
 def flushed_count(daemon) -> float:
     return value(daemon.scrape(), "loopwarden_state_runs_flushed_total")
+
+
+def wait_for(predicate, timeout: float = 15.0) -> None:
+    """Block until `predicate()` holds; fails the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def read_loop(client, run_id: str, times: int) -> list:
+    """`times` identical `read` calls of a run through a client, each followed by the same
+    outcome (grpc_helpers.SAME): the verdicts, call and outcome alternating."""
+    params = {"path": "/x"}
+    verdicts = []
+    for _ in range(times):
+        verdicts.append(client.tool_call(run_id, "read", params))
+        verdicts.append(client.tool_outcome(run_id, "read", params, result_json=SAME))
+    return verdicts
+
