@@ -484,22 +484,28 @@ mod tiny_store_tests {
     use crate::pb;
     use crate::service::{Config, Limits};
 
+    /// Runs a child, its grandchild, the child again as a root and an unrelated child through a
+    /// core whose store holds very few runs; `held` says how many it may hold after each event.
+    fn evaluate_children_in_a_tiny_store(mut core: Core, tenant: &str, held: impl Fn(&Core) -> bool, what: &str) {
+        core.config.default.budget_tool_calls_per_tree = 5;
+        for (run, parent) in [("c", "p"), ("g", "c"), ("c", ""), ("x", "y")] {
+            let event = pb::Event {
+                run_id: run.into(),
+                parent_run_id: parent.into(),
+                kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: "read".into(), ..Default::default() })),
+                ..Default::default()
+            };
+            let d = core.evaluate_timed(&crate::service::EventRef::from(&event), tenant, "root", 1.0, &mut Summary::default());
+            assert_ne!(d.verdict.error_code, "internal_error", "{what}: {run}");
+            assert!(held(&core), "{what}: {run}");
+        }
+    }
+
     #[test]
     fn a_one_run_store_evaluates_a_child_without_its_parent() {
         for max_runs in [1, 2] {
-            let mut core = Core::new(Config::default(), Limits::default(), max_runs, 3600.0, "t".into(), vec![]);
-            core.config.default.budget_tool_calls_per_tree = 5;
-            for (run, parent) in [("c", "p"), ("g", "c"), ("c", ""), ("x", "y")] {
-                let event = pb::Event {
-                    run_id: run.into(),
-                    parent_run_id: parent.into(),
-                    kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: "read".into(), ..Default::default() })),
-                    ..Default::default()
-                };
-                let d = core.evaluate_timed(&crate::service::EventRef::from(&event), "", "root", 1.0, &mut Summary::default());
-                assert_ne!(d.verdict.error_code, "internal_error", "max_runs {max_runs}: {run}");
-                assert!(core.store.len() <= max_runs);
-            }
+            let core = Core::new(Config::default(), Limits::default(), max_runs, 3600.0, "t".into(), vec![]);
+            evaluate_children_in_a_tiny_store(core, "", |core| core.store.len() <= max_runs, &format!("max_runs {max_runs}"));
         }
     }
 
@@ -508,18 +514,7 @@ mod tiny_store_tests {
         for quota in [1, 2] {
             let mut core = Core::new(Config::default(), Limits::default(), 100, 3600.0, "t".into(), vec![]);
             core.store.tenant_quota = quota;
-            core.config.default.budget_tool_calls_per_tree = 5;
-            for (run, parent) in [("c", "p"), ("g", "c"), ("c", ""), ("x", "y")] {
-                let event = pb::Event {
-                    run_id: run.into(),
-                    parent_run_id: parent.into(),
-                    kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: "read".into(), ..Default::default() })),
-                    ..Default::default()
-                };
-                let d = core.evaluate_timed(&crate::service::EventRef::from(&event), "a", "root", 1.0, &mut Summary::default());
-                assert_ne!(d.verdict.error_code, "internal_error", "quota {quota}: {run}");
-                assert!(core.store.tenant_runs("a") <= quota);
-            }
+            evaluate_children_in_a_tiny_store(core, "a", |core| core.store.tenant_runs("a") <= quota, &format!("quota {quota}"));
         }
     }
 }
