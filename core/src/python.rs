@@ -85,7 +85,10 @@ fn frame_records<'py>(py: Python<'py>, records: Vec<Option<Bound<'py, PyBytes>>>
     // Bytes objects are immutable and held by `records` throughout: their slices can be read
     // while other threads run.
     let slices: Vec<Option<&[u8]>> = records.iter().map(|r| r.as_ref().map(|b| b.as_bytes())).collect();
-    let framed: Vec<Option<Vec<u8>>> = py.allow_threads(|| slices.iter().map(|r| r.map(service::frame)).collect());
+    let framed: Vec<Option<Vec<u8>>> = py.allow_threads(|| {
+        let mut framer = service::Framer::default();
+        slices.iter().map(|r| r.map(|record| framer.frame(record))).collect()
+    });
     framed.into_iter().map(|v| v.map(|v| PyBytes::new(py, &v))).collect()
 }
 
