@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
@@ -32,6 +33,13 @@ from .metrics import StateMetrics
 from .runs import RESTORED, CoreRuns, RunKey
 
 log = logging.getLogger("loopwarden.daemon")
+
+
+def _quiet(future: asyncio.Future) -> None:
+    """A write left behind by a failed flush: its outcome no longer matters (retrieved, so
+    asyncio does not log it as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
 
 
 class _NoExemptionTables:
@@ -58,6 +66,9 @@ class _NoExemptionTables:
     def absent(self, tenant: str) -> None:
         return None
 
+# Writes in flight (each frames its batch in a worker thread, then appends): two, so framing
+# uses a second core while the loop encodes; the store orders the appends themselves.
+WRITERS = 2
 # Runs encoded per batch on the event loop: ~25 µs each (the record's JSON; zlib runs in the
 # writer thread), so a batch holds the loop for ~6 ms (more on a loaded machine).
 BATCH = 256
@@ -319,32 +330,26 @@ class StateKeeper:
         """Write the taken runs, oldest change first (take_dirty's order), so no run waits behind
         runs that changed after it. The loop only encodes (the core's runs are read there), BATCH
         runs at a time and let go between batches; framing (zlib, in the core with the GIL let go
-        for a whole batch) and the store's write run in a worker thread, one write in flight
-        while the next batches are encoded, so events keep flowing and another core compresses
-        (bench/flush_under_load.py has the figures)."""
-        writer: asyncio.Future | None = None
-        handed = written = 0  # keys[:handed] given to writes, keys[:written] stored
-        pending: list = []  # encoded, not yet given to a write
+        for a whole batch) and the store's write run in worker threads, WRITERS writes in flight,
+        each batch encoded as a writer frees up, so events keep flowing and other cores compress
+        (bench/flush_under_load.py has the figures). A failed write puts back every run not
+        known to be stored (a run written by a later write in flight is simply written again)."""
+        writes: deque[tuple[asyncio.Future, int]] = deque()  # in flight: (write, keys[:end] handed)
+        written = 0  # keys[:written] stored
         try:
             for start in range(0, len(keys), BATCH):
-                pending.extend(self._encode(keys[start:start + BATCH], ttl))
-                if writer is not None and writer.done():
-                    await writer
-                    self._written(handed - written)
-                    written, writer = handed, None
-                if writer is None:
-                    writer = asyncio.ensure_future(self._store_items(pending))
-                    handed, pending = min(len(keys), start + BATCH), []
+                # A batch is encoded (its runs' state taken) only when a writer is free for it:
+                # taken just before it is written, a run's stored state is as fresh as it can be.
+                while writes and (len(writes) >= WRITERS or writes[0][0].done()):
+                    written = await self._settle(writes.popleft(), written)
+                end = min(len(keys), start + BATCH)
+                writes.append((asyncio.ensure_future(self._store_items(self._encode(keys[start:end], ttl))), end))
                 await asyncio.sleep(0)  # let events through between batches
-            if writer is not None:
-                await writer
-                self._written(handed - written)
-                written = handed
-            if pending:
-                await self._store_items(pending)
-                self._written(len(keys) - written)
-                written = len(keys)
+            while writes:
+                written = await self._settle(writes.popleft(), written)
         except StateStoreError as exc:
+            for write, _end in writes:  # finishing or not, their runs are put back: a rewrite is harmless
+                write.add_done_callback(_quiet)
             self.runs.redirty(keys[written:])
             self.metrics.store_errors.labels(operation).inc()
             self.metrics.store_up.set(0)
@@ -381,6 +386,13 @@ class StateKeeper:
             values = await asyncio.to_thread(framer, [value for _key, value, _ttl in items])
             items = [(key, value, ttl) for (key, _record, ttl), value in zip(items, values)]
         await self.store.flush(items)
+
+    async def _settle(self, write: tuple[asyncio.Future, int], written: int) -> int:
+        """Wait for the oldest write in flight; the keys up to its end are stored."""
+        future, end = write
+        await future
+        self._written(end - written)
+        return end
 
     def _written(self, count: int) -> None:
         self.metrics.runs_flushed.inc(count)
