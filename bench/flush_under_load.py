@@ -33,6 +33,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import grpc  # noqa: E402
 import orjson  # noqa: E402
 from loopwarden.v1 import loopwarden_pb2 as pb  # noqa: E402
 
@@ -73,6 +74,13 @@ class Driver:
         self.thread = threading.Thread(target=self._drive, daemon=True)
 
     def _drive(self) -> None:
+        try:
+            self._rounds()
+        except grpc.RpcError:
+            if not self.stop.is_set():
+                raise  # the daemon failed before the kill
+
+    def _rounds(self) -> None:
         started = time.monotonic()
         with channel(self.target) as ch, Stream(ch) as stream:
             run = 0
@@ -106,6 +114,13 @@ class Probe:
         self.thread = threading.Thread(target=self._probe, daemon=True)
 
     def _probe(self) -> None:
+        try:
+            self._probe_until_stopped()
+        except grpc.RpcError:
+            if not self.stop.is_set():
+                raise
+
+    def _probe_until_stopped(self) -> None:
         with channel(self.target) as ch, Stream(ch) as stream:
             n = 0
             while not self.stop.is_set():
@@ -116,17 +131,17 @@ class Probe:
                 time.sleep(0.01)
 
 
-def _fill(target: str, runs: int, records: int) -> None:
+def _fill(target: str, runs: int, records: int) -> list[list[float]]:
+    """Every run's first `records` calls, 1,000 a request (runs in order); returns when each
+    request was answered: [record n][run // 1000]."""
+    answered: list[list[float]] = []
     with channel(target) as ch, Stream(ch) as stream:
-        batch: list[pb.Event] = []
         for n in range(records):
-            for run in range(runs):
-                batch.append(_event(run, n))
-                if len(batch) == 1000:
-                    stream.send(*batch)
-                    batch = []
-        if batch:
-            stream.send(*batch)
+            answered.append([])
+            for start in range(0, runs, 1000):
+                stream.send(*(_event(run, n) for run in range(start, min(runs, start + 1000))))
+                answered[n].append(time.monotonic())
+    return answered
 
 
 def stored_counts(path: pathlib.Path) -> dict[str, int]:
@@ -148,18 +163,18 @@ def run(runs: int, records: int, seconds: float, rate: float, directory: str,
                      "target_rate_events_per_second": rate}
     with running_daemon(CONFIG, args) as daemon:
         started = time.monotonic()
-        _fill(daemon.grpc_target, runs, records)
+        filled = _fill(daemon.grpc_target, runs, records)
         figures["fill_seconds"] = round(time.monotonic() - started, 1)
         driver, probe = Driver(daemon.grpc_target, runs, records, rate), Probe(daemon.grpc_target)
         driver.thread.start()
         probe.thread.start()
         time.sleep(seconds)
         text = daemon.scrape()
+        driver.stop.set()  # so the streams' errors after the kill end their threads quietly
+        probe.stop.set()
         killed = time.monotonic()
         daemon.process.send_signal(signal.SIGKILL)
         daemon.process.wait(timeout=10)
-        driver.stop.set()
-        probe.stop.set()
         driver.thread.join(timeout=10)
         probe.thread.join(timeout=10)
     steady = killed - started - figures["fill_seconds"]
@@ -181,7 +196,8 @@ def run(runs: int, records: int, seconds: float, rate: float, directory: str,
         lost = max(0, driver.sent[r] - have)
         lost_events.append(lost)
         if lost:
-            first_lost = driver.answered_at[r][-lost] if lost <= len(driver.answered_at[r]) else started
+            answered = driver.answered_at[r]
+            first_lost = answered[-lost] if lost <= len(answered) else filled[have][r // 1000]
             lost_seconds.append(killed - first_lost)
         else:
             lost_seconds.append(0.0)
@@ -201,7 +217,8 @@ def run(runs: int, records: int, seconds: float, rate: float, directory: str,
 
 
 def breakdown(runs: int, records: int, directory: str) -> dict:
-    """Per run, in process: the core's JSON encode, zlib (level 1, as stored), append + fsync."""
+    """Per run, in process: the core's JSON encode, Python's zlib (level 1: main's framing on the
+    loop), the core's frame_records (the flush's framing now, off the loop), append + fsync."""
     import zlib
 
     from loopwarden_server.statestore.encoding import LEVEL, frame, run_key
@@ -214,12 +231,17 @@ def breakdown(runs: int, records: int, directory: str) -> dict:
             engine.evaluate([_event(r, n) for r in range(start, min(runs, start + 1000))])
     keys = [("", f"busy-{r}") for r in range(runs)]
     wall, now = time.time(), engine.clock()
-    began = time.perf_counter()
+    # CPU seconds of this thread (the machine is shared: wall time would count other processes).
+    began = time.thread_time()
     records_json = [engine.service.native.encode_run(t, r, wall, now) for t, r in keys]
-    encode = time.perf_counter() - began
-    began = time.perf_counter()
+    encode = time.thread_time() - began
+    began = time.thread_time()
     compressed = [zlib.compress(j, LEVEL) for j in records_json]
-    compress = time.perf_counter() - began
+    compress = time.thread_time() - began
+    began = time.thread_time()
+    for start in range(0, runs, 256):
+        kept.frame_records(records_json[start:start + 256])
+    core_frame = time.thread_time() - began
     values = [frame(j) for j in records_json]
     store = FileStateStore(str(pathlib.Path(directory) / "breakdown.state"))
     store.check()
@@ -231,12 +253,13 @@ def breakdown(runs: int, records: int, directory: str) -> dict:
         for start in range(0, len(items), 256):
             await store.flush(items[start:start + 256])
     asyncio.run(write())
-    append = time.perf_counter() - began
+    append = time.perf_counter() - began  # wall: fsync waits for the disk
     return {"runs": runs, "records": records,
             "record_json_bytes": round(statistics.fmean(map(len, records_json))),
             "stored_value_bytes": round(statistics.fmean(map(len, compressed))) + 4,
             "encode_us_per_run": round(encode / runs * 1e6, 1),
-            "zlib_us_per_run": round(compress / runs * 1e6, 1),
+            "python_zlib_us_per_run": round(compress / runs * 1e6, 1),
+            "core_frame_records_us_per_run": round(core_frame / runs * 1e6, 1),
             "append_fsync_us_per_run": round(append / runs * 1e6, 1)}
 
 
