@@ -678,6 +678,14 @@ impl PyCore {
         self.core.encode_run(tenant, run_id, wall_now, now).map(|b| PyBytes::new(py, &b))
     }
 
+    /// `encode_run` for a flush: the run's change mark is cleared as it is encoded, so a change
+    /// after this lists it again behind the runs still waiting (store.rs: `written`).
+    fn take_record<'py>(&mut self, py: Python<'py>, tenant: &str, run_id: &str, wall_now: f64, now: f64) -> Option<Bound<'py, PyBytes>> {
+        let record = self.core.encode_run(tenant, run_id, wall_now, now)?;
+        self.core.store.written(tenant, run_id);
+        Some(PyBytes::new(py, &record))
+    }
+
     /// Take in a record: ("restored" | "expired" | "mismatch", [eviction reasons]); ValueError
     /// naming the field when it is malformed.
     #[pyo3(signature = (record, wall_now, now, expect = None))]

@@ -58,8 +58,10 @@ class CoreRuns:
         return None if record is None else frame(record)
 
     def record(self, tenant: str, run_id: str, wall_now: float) -> bytes | None:
-        """The run's record JSON, not yet framed: the keeper frames it off the event loop."""
-        return self.core.native.encode_run(tenant, run_id, wall_now, self.core.clock())
+        """The run's record JSON for a flush, not yet framed (the keeper frames it off the event
+        loop); its change mark is cleared, so the run's next change queues it behind the runs
+        still waiting: the longest-unwritten runs are written first."""
+        return self.core.native.take_record(tenant, run_id, wall_now, self.core.clock())
 
     @staticmethod
     def frame_records(records: list[bytes | None]) -> list[bytes | None]:
