@@ -239,8 +239,10 @@ def breakdown(runs: int, records: int, directory: str) -> dict:
     compressed = [zlib.compress(j, LEVEL) for j in records_json]
     compress = time.thread_time() - began
     began = time.thread_time()
+    framer = getattr(kept, "frame_records", None)  # None: a daemon from before it (A/B runs)
     for start in range(0, runs, 256):
-        kept.frame_records(records_json[start:start + 256])
+        if framer is not None:
+            framer(records_json[start:start + 256])
     core_frame = time.thread_time() - began
     values = [frame(j) for j in records_json]
     store = FileStateStore(str(pathlib.Path(directory) / "breakdown.state"))

@@ -2,9 +2,11 @@
 
 Design. A run lives in its owner's memory and every event is evaluated there, with no await on the
 per-event path; that memory is the compiled core's (runs.py). It marks a run dirty when an event
-touches it and marks a delete when it ends or is evicted; every flush interval the flusher takes
-the dirty set, encodes each run as it is *then* (statestore.encoding) and hands batches to the
-StateStore. A failed
+touches it and marks a delete when it ends or is evicted; every flush interval (counted from the
+previous flush's start) the flusher takes the dirty set, encodes each run as it is when its batch
+is written (statestore.encoding; the mark is cleared then, so a later change queues the run
+again behind the runs still waiting) and hands batches to the StateStore, framed and written on
+worker threads (`_write` says why; bench/results/2026-12-02-flush-under-load.md the figures). A failed
 batch puts its runs back in the dirty set (a run changed again meanwhile is simply written once,
 as it is at the next flush), so nothing is lost while the store is away, only delayed; the next
 attempt waits interval x 2^failures (at most MAX_BACKOFF_SECONDS). Persistence fails open:
