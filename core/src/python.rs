@@ -76,6 +76,22 @@ fn args_digest<'py>(py: Python<'py>, tool_name: &str, params_json: &str) -> PyRe
     Ok(PyBytes::new(py, &crate::fingerprint::args_digest(tool_name, &params_value(params_json)?)))
 }
 
+/// Run records' JSON as stored values (service::persist::frame; None stays None, a delete). The
+/// compression runs with the GIL let go, once for the whole list: the keeper calls this from a
+/// worker thread, and a thread that took the GIL back after every record would wait out the
+/// event loop's switch interval each time.
+#[pyfunction]
+fn frame_records<'py>(py: Python<'py>, records: Vec<Option<Bound<'py, PyBytes>>>) -> Vec<Option<Bound<'py, PyBytes>>> {
+    // Bytes objects are immutable and held by `records` throughout: their slices can be read
+    // while other threads run.
+    let slices: Vec<Option<&[u8]>> = records.iter().map(|r| r.as_ref().map(|b| b.as_bytes())).collect();
+    let framed: Vec<Option<Vec<u8>>> = py.allow_threads(|| {
+        let mut framer = service::Framer::default();
+        slices.iter().map(|r| r.map(|record| framer.frame(record))).collect()
+    });
+    framed.into_iter().map(|v| v.map(|v| PyBytes::new(py, &v))).collect()
+}
+
 /// (status, digest, unknown tool name) of an outcome: status 0 = nothing recorded.
 #[pyfunction]
 #[pyo3(signature = (tool_name, params_json, result_json, error, provider_send_tools = vec![], extra_poll_tools = vec![]))]
@@ -689,6 +705,14 @@ impl PyCore {
         self.core.encode_run(tenant, run_id, wall_now, now).map(|b| PyBytes::new(py, &b))
     }
 
+    /// `encode_run` for a flush: the run's change mark is cleared as it is encoded, so a change
+    /// after this lists it again behind the runs still waiting (store.rs: `written`).
+    fn take_record<'py>(&mut self, py: Python<'py>, tenant: &str, run_id: &str, wall_now: f64, now: f64) -> Option<Bound<'py, PyBytes>> {
+        let record = self.core.encode_run(tenant, run_id, wall_now, now)?;
+        self.core.store.written(tenant, run_id);
+        Some(PyBytes::new(py, &record))
+    }
+
     /// Take in a record: ("restored" | "expired" | "mismatch", [eviction reasons]); ValueError
     /// naming the field when it is malformed.
     #[pyo3(signature = (record, wall_now, now, expect = None))]
@@ -874,6 +898,7 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(outcome_fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_tool_name, m)?)?;
     m.add_function(wrap_pyfunction!(parse_json_path, m)?)?;
+    m.add_function(wrap_pyfunction!(frame_records, m)?)?;
     m.add_class::<PyCore>()?;
     m.add_class::<Answer>()?;
     m.add_class::<Pending>()?;

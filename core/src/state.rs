@@ -71,6 +71,18 @@ impl Writer {
     fn uint(&mut self, n: u64) {
         self.raw(&n.to_string());
     }
+    /// A JSON string of the bytes' hex digits, written in place: the bulk of a record (its
+    /// digests), so no intermediate String and no escape scan (hex digits need none).
+    fn hex_str<'b>(&mut self, parts: impl IntoIterator<Item = &'b [u8]>) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        self.0.push(b'"');
+        for part in parts {
+            for &b in part {
+                self.0.extend_from_slice(&[HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+            }
+        }
+        self.0.push(b'"');
+    }
     fn float(&mut self, f: f64) {
         let mut buffer = ryu::Buffer::new();
         self.raw(buffer.format_finite(if f.is_finite() { f } else { 0.0 }));
@@ -171,9 +183,9 @@ fn write_history(w: &mut Writer, state: &RunState) {
     let h = &state.history;
     let mut o = w.object();
     o.key("capacity").uint(state.capacity as u64);
-    o.key("args").str(&h.iter().map(|r| hex(&r.args)).collect::<String>());
-    o.key("results").str(&h.iter().map(|r| hex(&r.result)).collect::<String>());
-    o.key("status").str(&hex(&h.iter().map(|r| r.status).collect::<Vec<u8>>()));
+    o.key("args").hex_str(h.iter().map(|r| &r.args[..]));
+    o.key("results").hex_str(h.iter().map(|r| &r.result[..]));
+    o.key("status").hex_str(h.iter().map(|r| std::slice::from_ref(&r.status)));
     o.key("tools").list(h, |w, r| w.str(r.tool()));
     o.key("call_ids").list(h, |w, r| w.str(r.call_id().unwrap_or("")));
     o.key("seqs").list(h, |w, r| w.uint(r.seq));
@@ -198,7 +210,7 @@ fn write_history(w: &mut Writer, state: &RunState) {
         });
     }
     if h.iter().any(|r| r.flags != 0) {
-        o.key("flags").str(&hex(&h.iter().map(|r| r.flags).collect::<Vec<u8>>()));
+        o.key("flags").hex_str(h.iter().map(|r| std::slice::from_ref(&r.flags)));
     }
     o.end();
 }
@@ -341,7 +353,7 @@ pub fn write_outcome(w: &mut Writer, outcome: Option<&(u8, [u8; 32])>) {
 fn write_retries(w: &mut Writer, r: &RetriesRecord) {
     let mut o = w.object();
     o.key("seqs").list(r.seqs, |w, s| w.uint(*s));
-    o.key("digests").str(&r.digests.iter().map(|d| hex(d)).collect::<String>());
+    o.key("digests").hex_str(r.digests.iter().map(|d| &d[..]));
     o.key("next_slot").uint(r.next_slot as u64);
     let mut decisions = o.key("decisions").object();
     for (slot, seq, decision_id, verdict) in &r.decisions {
@@ -1137,6 +1149,19 @@ mod tests {
         let J::Obj(entries) = parsed else { panic!("not an object") };
         assert_eq!(vec!["z", "a"], entries.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>());
         assert!(matches!(&entries[0].1, J::Str(s) if s == "a\"b\\c\n\u{1}é😀"));
+    }
+
+    /// The in-place hex writer gives exactly the string the escaping writer gave (stored
+    /// records stay byte for byte what they were) and the reader takes it back.
+    #[test]
+    fn hex_written_in_place_is_the_escaped_hex_string() {
+        let parts: [&[u8]; 3] = [&[0x00, 0x0f, 0xf0], &[], &[0xab, 0xcd, 0xef, 0x12]];
+        let mut fast = Writer(Vec::new());
+        fast.hex_str(parts);
+        let mut escaped = Writer(Vec::new());
+        escaped.str(&parts.iter().map(|p| hex(p)).collect::<String>());
+        assert_eq!(escaped.0, fast.0);
+        assert_eq!(b"\"000ff0abcdef12\"".to_vec(), fast.0);
     }
 
     /// A run's pending asks and denied patterns (engine::ask) survive a store; absent = none.

@@ -120,6 +120,8 @@ pub struct Store {
 struct Changes {
     listed: Vec<(String, String)>,
     flagged: usize,
+    /// `listed` may hold a run twice (see `written`).
+    stale: bool,
     /// Deleted runs -> their tree's root (a non-root run's stored key names its root).
     deleted: HashMap<(String, String), String>,
     evictions_delete: bool,
@@ -137,7 +139,7 @@ impl Store {
         }
     }
     pub fn track_changes(&mut self, evictions_delete: bool) {
-        let changes = self.changes.get_or_insert_with(|| Changes { listed: Vec::new(), flagged: 0, deleted: HashMap::new(), evictions_delete });
+        let changes = self.changes.get_or_insert_with(|| Changes { listed: Vec::new(), flagged: 0, stale: false, deleted: HashMap::new(), evictions_delete });
         changes.evictions_delete = evictions_delete;
     }
     pub fn dirty_count(&self) -> usize {
@@ -185,8 +187,18 @@ impl Store {
             (k, false, root)
         }).collect();
         changes.flagged = 0;
+        // A run written mid-flush (`written`) and changed again is listed twice: its first
+        // listing is stale, the last one places it (after its write).
+        let stale = std::mem::take(&mut changes.stale);
+        let last: HashMap<&RunKey, usize> =
+            if stale { listed.iter().enumerate().map(|(at, key)| (key, at)).collect() } else { HashMap::new() };
+        let current: Vec<bool> = if stale { listed.iter().enumerate().map(|(at, key)| last[key] == at).collect() } else { Vec::new() };
+        drop(last);
         let mut kept = Vec::new();
-        for key in listed {
+        for (at, key) in listed.into_iter().enumerate() {
+            if stale && !current[at] {
+                continue;
+            }
             if !self.unmerged.is_empty() && self.unmerged.contains_key(&key) {
                 // Not read from the store yet: stays dirty until merged, never written over it.
                 if self.get(&key.0, &key.1).is_some_and(|e| e.dirty) {
@@ -227,6 +239,22 @@ impl Store {
     }
     pub fn unmerged_count(&self) -> usize {
         self.unmerged.len()
+    }
+    /// The run is being written as it is now (a flush encoded it): a change since the last
+    /// `take_dirty` is in what is written, so its mark is cleared. The next flush then lists the
+    /// run by its first change *after this write*, so runs are written oldest-written first and
+    /// none waits two flushes behind runs written after it. Its stale key in `listed` is
+    /// skipped by `take_dirty` (it checks the mark).
+    pub fn written(&mut self, tenant: &str, run_id: &str) {
+        let Some(slot) = self.find(tenant, run_id) else { return };
+        let Some(changes) = self.changes.as_mut() else { return };
+        if let Some(entry) = self.slots[slot as usize].entry.as_mut() {
+            if entry.dirty {
+                entry.dirty = false;
+                changes.flagged -= 1;
+                changes.stale = true;
+            }
+        }
     }
     /// Put back runs a failed flush did not write; a run changed again since keeps its mark.
     pub fn redirty(&mut self, items: Vec<(RunKey, bool)>) {
@@ -748,6 +776,26 @@ mod tests {
         let mut again = store.take_dirty();
         again.sort();
         assert_eq!(again, failed);
+    }
+
+    #[test]
+    fn a_run_written_by_a_flush_is_listed_again_by_its_next_change() {
+        let mut store = Store::new(10, 3600.0);
+        store.track_changes(true);
+        for id in ["a", "b", "c"] {
+            create(&mut store, id, 0.0);
+        }
+        assert_eq!(3, store.take_dirty().len());
+        // All three change again while the flush runs; "a" is written after its change.
+        for id in ["a", "b", "c"] {
+            store.changed("t", id);
+        }
+        store.written("t", "a");
+        assert_eq!(2, store.dirty_count());
+        store.changed("t", "a"); // changed after its write: listed behind b and c
+        let order: Vec<RunKey> = store.take_dirty().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(vec![key("b"), key("c"), key("a")], order);
+        assert_eq!(0, store.dirty_count());
     }
 
     #[test]

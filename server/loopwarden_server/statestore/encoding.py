@@ -21,7 +21,10 @@ says why; the run-wide triple keys stay sha256). An older value is still read, w
 old digests name: its retry window is dropped (a resend of an event from before the upgrade is
 evaluated again), and a version-1 value's run-wide triples are forgotten (the breaker can only
 trip later, never earlier). The core writes and reads the JSON; the framing is
-`frame`/`unframe` here. tests/core/test_state_encoding.py holds the core to the reference
+`frame`/`unframe` here. A flush frames with the core instead (`loopwarden_core.frame_records`,
+core/src/service/persist.rs: the same magic and a zlib stream at level 1 from miniz_oxide, made
+with the GIL let go so it runs beside the event loop); its bytes may differ from zlib's, the
+stream they inflate to does not, and `unframe` reads both. tests/core/test_state_encoding.py holds the core to the reference
 engine's record (tests/reference/codec.py).
 
 Key: b"{" + base64url(tenant) + b"." + base64url(run_id) + b"}" (base64url without padding, of

@@ -2,9 +2,11 @@
 
 Design. A run lives in its owner's memory and every event is evaluated there, with no await on the
 per-event path; that memory is the compiled core's (runs.py). It marks a run dirty when an event
-touches it and marks a delete when it ends or is evicted; every flush interval the flusher takes
-the dirty set, encodes each run as it is *then* (statestore.encoding) and hands batches to the
-StateStore. A failed
+touches it and marks a delete when it ends or is evicted; every flush interval (counted from the
+previous flush's start) the flusher takes the dirty set, encodes each run as it is when its batch
+is written (statestore.encoding; the mark is cleared then, so a later change queues the run
+again behind the runs still waiting) and hands batches to the StateStore, framed and written on
+worker threads (`_write` says why; bench/results/2026-12-02-flush-under-load.md the figures). A failed
 batch puts its runs back in the dirty set (a run changed again meanwhile is simply written once,
 as it is at the next flush), so nothing is lost while the store is away, only delayed; the next
 attempt waits interval x 2^failures (at most MAX_BACKOFF_SECONDS). Persistence fails open:
@@ -44,6 +46,7 @@ import asyncio
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
@@ -54,6 +57,13 @@ from .metrics import StateMetrics
 from .runs import HELD, MERGED, RESTORED, CoreRuns, RunKey
 
 log = logging.getLogger("loopwarden.daemon")
+
+
+def _quiet(future: asyncio.Future) -> None:
+    """A write left behind by a failed flush: its outcome no longer matters (retrieved, so
+    asyncio does not log it as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
 
 
 class _NoExemptionTables:
@@ -80,7 +90,11 @@ class _NoExemptionTables:
     def absent(self, tenant: str) -> None:
         return None
 
-# Runs encoded per batch: ~54 µs each, so a batch holds the event loop for ~14 ms at most.
+# Writes in flight (each frames its batch in a worker thread, then appends): two, so framing
+# uses a second core while the loop encodes; the store orders the appends themselves.
+WRITERS = 2
+# Runs encoded per batch on the event loop: ~25 µs each (the record's JSON; zlib runs in the
+# writer thread), so a batch holds the loop for ~6 ms (more on a loaded machine).
 BATCH = 256
 MAX_BACKOFF_SECONDS = 30.0
 FINAL_FLUSH_SECONDS = 5.0
@@ -388,14 +402,22 @@ class StateKeeper:
 
     # ------------------------------------------------------------------ write behind
     async def _flush_loop(self) -> None:
+        # Flushes start on a fixed cadence (one interval after the previous one *started*), so a
+        # flush that took long under load is followed at once instead of an interval later: a
+        # run's stored state is then never older than about one interval plus one flush.
+        next_start = time.monotonic() + self.flush_interval
         while not self._stop.is_set():
-            delay = self.flush_interval * (2 ** min(self._failures, 16))
+            if self._failures:
+                delay = min(self.flush_interval * (2 ** min(self._failures, 16)), MAX_BACKOFF_SECONDS)
+            else:
+                delay = max(0.0, next_start - time.monotonic())
             try:
-                await asyncio.wait_for(self._stop.wait(), min(delay, MAX_BACKOFF_SECONDS))
+                await asyncio.wait_for(self._stop.wait(), delay)
             except TimeoutError:
                 pass
             if self._stop.is_set():
                 break
+            next_start = time.monotonic() + self.flush_interval
             await self.flush_once("flush")
 
     async def flush_once(self, operation: str = "flush") -> bool:
@@ -447,34 +469,39 @@ class StateKeeper:
         return True
 
     async def _write(self, keys: list, ttl: float, operation: str, started: float) -> bool:
-        for start in range(0, len(keys), BATCH):
-            chunk = keys[start:start + BATCH]
-            wall = self._wall()
-            encode = self.runs.encode
-            # Each item is ((tenant, run_id), held, root); the root names a child run's key.
-            items = [(tree_key(tenant, item[2] if len(item) > 2 else run_id, run_id),
-                      encode(tenant, run_id, wall) if item[1] else None, ttl)
-                     for item in chunk for tenant, run_id in (item[0],)]
-            try:
-                if self._fenced:
-                    self._fenced_outcomes(chunk, await self.store.flush_fenced(
-                        [(key, value, ttl, self.runs.owner_gen(*item[0]) if value is not None else -1)
-                         for (key, value, ttl), item in zip(items, chunk)], self.owner_id, self.lease_seconds))
-                else:
-                    await self.store.flush(items)
-            except StateStoreError as exc:
-                self.runs.redirty(keys[start:])
-                self.metrics.store_errors.labels(operation).inc()
-                self.metrics.store_up.set(0)
-                if self._failures == 0:
-                    log.error("state store flush failed; runs stay in memory and are retried",
-                              extra={"state_store": self.store.describe(), "error": str(exc),
-                                     "dirty_runs": self.runs.dirty_count()})
-                self._failures += 1
-                return False
-            self.metrics.runs_flushed.inc(len(items))
-            self._in_flight -= len(chunk)
-            await asyncio.sleep(0)  # let events through between batches
+        """Write the taken runs, oldest change first (take_dirty's order), so no run waits behind
+        runs that changed after it. The loop only encodes (the core's runs are read there), BATCH
+        runs at a time and let go between batches; framing (zlib, in the core with the GIL let go
+        for a whole batch) and the store's write run in worker threads, WRITERS writes in flight,
+        each batch encoded as a writer frees up, so events keep flowing and other cores compress
+        (bench/flush_under_load.py has the figures). A failed write puts back every run not
+        known to be stored (a run written by a later write in flight is simply written again)."""
+        writes: deque[tuple[asyncio.Future, int]] = deque()  # in flight: (write, keys[:end] handed)
+        written = 0  # keys[:written] stored
+        try:
+            for start in range(0, len(keys), BATCH):
+                # A batch is encoded (its runs' state taken) only when a writer is free for it:
+                # taken just before it is written, a run's stored state is as fresh as it can be.
+                while writes and (len(writes) >= WRITERS or writes[0][0].done()):
+                    written = await self._settle(writes.popleft(), written)
+                end = min(len(keys), start + BATCH)
+                chunk = keys[start:end]
+                writes.append((asyncio.ensure_future(self._store_items(chunk, *self._encode(chunk, ttl))), end))
+                await asyncio.sleep(0)  # let events through between batches
+            while writes:
+                written = await self._settle(writes.popleft(), written)
+        except StateStoreError as exc:
+            for write, _end in writes:  # finishing or not, their runs are put back: a rewrite is harmless
+                write.add_done_callback(_quiet)
+            self.runs.redirty(keys[written:])
+            self.metrics.store_errors.labels(operation).inc()
+            self.metrics.store_up.set(0)
+            if self._failures == 0:
+                log.error("state store flush failed; runs stay in memory and are retried",
+                          extra={"state_store": self.store.describe(), "error": str(exc),
+                                 "dirty_runs": self.runs.dirty_count()})
+            self._failures += 1
+            return False
         if self._failures:
             log.info("state store back; dirty runs flushed", extra={"state_store": self.store.describe(),
                                                                   "failed_attempts": self._failures})
@@ -506,6 +533,45 @@ class StateKeeper:
                                owner=owner_mark(detail)[0])
         if waiting:
             self.runs.redirty(waiting)
+
+    def _encode(self, chunk: list, ttl: float) -> tuple[list, list | None]:
+        """(key, value, ttl) of each taken run: value None deletes (the run ended or was evicted).
+        With the core's runs the value is the record's JSON, framed later off the loop
+        (`frame_records`); other runs sides hand the stored value itself. With a fenced store,
+        also the owner generation each copy came from (read with its state, on the loop)."""
+        wall = self._wall()
+        encode = self.runs.record if hasattr(self.runs, "frame_records") else self.runs.encode
+        # Each item is ((tenant, run_id), held, root); the root names a child run's key.
+        items = [(tree_key(tenant, item[2] if len(item) > 2 else run_id, run_id),
+                  encode(tenant, run_id, wall) if item[1] else None, ttl)
+                 for item in chunk for tenant, run_id in (item[0],)]
+        generations = ([self.runs.owner_gen(*item[0]) if value is not None else -1
+                        for (_key, value, _ttl), item in zip(items, chunk)] if self._fenced else None)
+        return items, generations
+
+    async def _store_items(self, chunk: list, items: list, generations: list | None) -> None:
+        framer = getattr(self.runs, "frame_records", None)
+        if framer is not None:
+            values = await asyncio.to_thread(framer, [value for _key, value, _ttl in items])
+            items = [(key, value, ttl) for (key, _record, ttl), value in zip(items, values)]
+        if generations is None:
+            await self.store.flush(items)
+            return
+        outcomes = await self.store.flush_fenced(
+            [(key, value, ttl, generation) for (key, value, ttl), generation in zip(items, generations)],
+            self.owner_id, self.lease_seconds)
+        self._fenced_outcomes(chunk, outcomes)  # back on the loop: it touches the core's runs
+
+    async def _settle(self, write: tuple[asyncio.Future, int], written: int) -> int:
+        """Wait for the oldest write in flight; the keys up to its end are stored."""
+        future, end = write
+        await future
+        self._written(end - written)
+        return end
+
+    def _written(self, count: int) -> None:
+        self.metrics.runs_flushed.inc(count)
+        self._in_flight -= count
 
     async def stop(self) -> bool:
         """After the drain: stop the flusher, flush every dirty run; False when that failed."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import loopwarden_core
+
 from .encoding import EncodingError, frame, frame_exemptions, unframe, unframe_exemptions
 
 if TYPE_CHECKING:
@@ -54,8 +56,20 @@ class CoreRuns:
         return self.core.native.held(tenant, run_id)
 
     def encode(self, tenant: str, run_id: str, wall_now: float) -> bytes | None:
-        record = self.core.native.encode_run(tenant, run_id, wall_now, self.core.clock())
+        record = self.record(tenant, run_id, wall_now)
         return None if record is None else frame(record)
+
+    def record(self, tenant: str, run_id: str, wall_now: float) -> bytes | None:
+        """The run's record JSON for a flush, not yet framed (the keeper frames it off the event
+        loop); its change mark is cleared, so the run's next change queues it behind the runs
+        still waiting: the longest-unwritten runs are written first."""
+        return self.core.native.take_record(tenant, run_id, wall_now, self.core.clock())
+
+    @staticmethod
+    def frame_records(records: list[bytes | None]) -> list[bytes | None]:
+        """Records as stored values (encoding.frame's format), compressed by the core with the GIL
+        let go for the whole list: the keeper runs it in a worker thread while events flow."""
+        return loopwarden_core.frame_records(records)
 
     def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None) -> str:
         return self.take_in_record(unframe(value), wall_now, expect)

@@ -1,0 +1,123 @@
+"""The flush under load: the core frames records off the event loop in the stored format, the
+keeper writes oldest-changed runs first with one write in flight, and flushes keep a cadence."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import loopwarden_core
+import orjson
+from prometheus_client import CollectorRegistry
+
+from bench.flush_under_load import CONFIG, _event
+from loopwarden_server.statestore.base import StateStoreError
+from loopwarden_server.statestore.encoding import MAGIC, frame, run_key, unframe
+from loopwarden_server.statestore.keeper import BATCH, StateKeeper
+from loopwarden_server.statestore.metrics import StateMetrics
+from loopwarden_server.statestore.runs import CoreRuns
+from tests.core.harness import CoreEngine
+from tests.statestore.test_keeper import MemoryStore
+
+
+class TestCoreFraming:
+    def test_the_core_frames_a_record_as_encoding_frame_does(self):
+        """Same magic, a zlib stream today's reader inflates to the same record; None stays a delete."""
+        record = orjson.dumps({"tenant": "", "run_id": "r", "state": {"args": "ab" * 2000}})
+        framed, deleted = loopwarden_core.frame_records([record, None])
+        assert deleted is None
+        assert MAGIC == framed[:4] == frame(record)[:4]
+        assert record == unframe(framed)
+        assert len(framed) < len(record) // 2
+
+
+class FailingStore(MemoryStore):
+    """Writes the first `good` flush calls, then fails until `good` is raised."""
+
+    def __init__(self, good: int) -> None:
+        super().__init__()
+        self.good = good
+        self.calls = 0
+        self.started: list[float] = []
+        self.delay = 0.0
+
+    async def flush(self, items):
+        self.started.append(time.monotonic())
+        await asyncio.sleep(self.delay)
+        self.calls += 1
+        if self.calls > self.good:
+            raise StateStoreError("disk gone")
+        await super().flush(items)
+
+
+def _core_keeper(store, runs: int, flush_interval: float = 1.0, capacity: int = 0):
+    engine = CoreEngine(CONFIG, max_runs=capacity or runs + 10)
+    kept = CoreRuns(engine.service)
+    registry = CollectorRegistry()
+    keeper = StateKeeper(store, kept, StateMetrics(registry), flush_interval=flush_interval)
+    for start in range(0, runs, 500):
+        engine.evaluate([_event(r, 0) for r in range(start, min(runs, start + 500))])
+    return engine, kept, keeper, registry
+
+
+class TestPipelinedWrites:
+    def test_a_write_that_fails_mid_flush_puts_back_exactly_the_runs_not_written(self):
+        """3 batches of runs: the first write lands, the next fails; those runs (and the ones
+        encoded meanwhile) are dirty again, the written ones are not, and the next flush writes
+        them; every stored value is the core's record in today's format."""
+        runs = 2 * BATCH + 10
+        store = FailingStore(good=1)
+
+        async def scenario():
+            engine, kept, keeper, registry = _core_keeper(store, runs)
+            assert not await keeper.flush_once()
+            written = set(store.data)
+            assert 0 < len(written) < runs
+            assert runs - len(written) == kept.dirty_count() == keeper.waiting()
+            assert len(written) == registry.get_sample_value("loopwarden_state_runs_flushed_total")
+            store.good = 99
+            assert await keeper.flush_once()
+            assert 0 == kept.dirty_count() == keeper.waiting()
+            return engine, registry
+
+        engine, registry = asyncio.run(scenario())
+        assert {run_key("", f"busy-{r}") for r in range(runs)} == set(store.data)
+        assert runs == registry.get_sample_value("loopwarden_state_runs_flushed_total")
+        record = orjson.loads(unframe(store.data[run_key("", "busy-7")]))
+        assert ("busy-7", 1) == (record["run_id"], record["events_evaluated"])
+
+    def test_the_oldest_changed_runs_are_written_first(self):
+        """take_dirty's order (first changed, first written): a run changed before the others
+        is in the first write even when it changed again since."""
+        store = FailingStore(good=1)
+
+        async def scenario():
+            engine, kept, keeper, _registry = _core_keeper(store, 0, capacity=4 * BATCH)
+            engine.evaluate([_event(0, 0)])
+            engine.evaluate([_event(r, 0) for r in range(1, 2 * BATCH)])
+            engine.evaluate([_event(0, 1)])
+            assert not await keeper.flush_once()
+
+        asyncio.run(scenario())
+        assert run_key("", "busy-0") in store.data
+        assert run_key("", f"busy-{2 * BATCH - 1}") not in store.data
+
+
+class TestCadence:
+    def test_a_flush_longer_than_the_interval_is_followed_at_once(self):
+        """Flushes start one interval after the previous one started: a 0.6 s write with a 0.3 s
+        interval is followed at once (before: 0.6 + 0.3 between starts)."""
+        store = FailingStore(good=99)
+        store.delay = 0.6
+
+        async def scenario():
+            engine, _kept, keeper, _registry = _core_keeper(store, 1, flush_interval=0.3)
+            keeper.start()
+            for n in range(1, 40):
+                engine.evaluate([_event(0, n)])
+                await asyncio.sleep(0.05)
+            await keeper.stop()
+
+        asyncio.run(scenario())
+        gaps = [b - a for a, b in zip(store.started, store.started[1:])]
+        assert len(gaps) >= 2
+        assert max(gaps[:-1]) < 0.8, gaps  # the last gap is the final flush on stop
