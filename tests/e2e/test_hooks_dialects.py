@@ -8,28 +8,13 @@ import json
 
 import pytest
 
-from loopwarden import LoopwardenClient
 from loopwarden.hooks.protocol import ASK_THE_USER
 from tests.client.python.hooks import dialect_payloads as p
 from tests.e2e.test_hooks_http import hook_command, hook_sender, hooks_address, post
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the hook tests' shared daemon
+from tests.e2e.test_hooks_http import reference_messages
 
 CRITICAL = 20
-
-
-def reference(client: LoopwardenClient, run_id: str, tool: str, params: dict) -> tuple[str, str]:
-    """The daemon's own announced warning and block for 21 identical calls of `tool`."""
-    warning = block = ""
-    for index in range(CRITICAL + 1):
-        verdict = client.tool_call(run_id, tool, params, tool_call_id=f"ref-{index}")
-        if verdict.action.value == "warn" and verdict.announce:
-            warning = verdict.message
-        if verdict.action.value == "block":
-            block = verdict.message
-        else:
-            client.tool_outcome(run_id, tool, params, result="total 0\n", tool_call_id=f"ref-{index}")
-    client.run_end(run_id)
-    return warning, block
 
 
 # Per host: its dialect, the before/after payload builders, and how its answers spell a deny and a warning.
@@ -56,7 +41,7 @@ def test_identical_calls_warn_at_11_and_are_denied_at_21(daemon, client, run_id,
     """Calls 1-20 run (the 11th carries the warning, 12-20 say nothing), the 21st is denied; the
     11th and the 21st go through the command form, which answers as the endpoint does."""
     host = HOSTS[dialect]
-    warning, block = reference(client, f"{run_id}-reference", host["tool"], host["params"])
+    warning, block = reference_messages(client, f"{run_id}-reference", host["tool"], host["params"], "total 0\n")
     assert warning and block
     address = hooks_address(daemon)
 

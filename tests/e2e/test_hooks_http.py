@@ -73,18 +73,21 @@ def send(daemon):
     return claude_code_sender(daemon)
 
 
-def reference_messages(client: LoopwardenClient, run_id: str) -> tuple[str, str]:
-    """What the daemon itself says (announced warning, block) for 21 identical Bash calls."""
+def reference_messages(client: LoopwardenClient, run_id: str, tool: str = "Bash", params: dict | None = None,
+                       result=payloads.BASH_RESPONSE) -> tuple[str, str]:
+    """What the daemon itself says (announced warning, block) for 21 identical calls of `tool`
+    (by default Claude Code's Bash call of the payloads)."""
     warning = block = ""
-    params = payloads.claude_pre_tool_use(run_id, "x")["tool_input"]
+    if params is None:
+        params = payloads.claude_pre_tool_use(run_id, "x")["tool_input"]
     for index in range(CRITICAL + 1):
-        verdict = client.tool_call(run_id, "Bash", params, tool_call_id=f"ref-{index}")
+        verdict = client.tool_call(run_id, tool, params, tool_call_id=f"ref-{index}")
         if verdict.action.value == "warn" and verdict.announce:
             warning = verdict.message
         if verdict.action.value == "block":
             block = verdict.message
         else:
-            client.tool_outcome(run_id, "Bash", params, result=payloads.BASH_RESPONSE, tool_call_id=f"ref-{index}")
+            client.tool_outcome(run_id, tool, params, result=result, tool_call_id=f"ref-{index}")
     client.run_end(run_id)
     return warning, block
 

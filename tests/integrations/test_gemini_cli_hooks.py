@@ -17,8 +17,7 @@ import sys
 
 import pytest
 
-from loopwarden import LoopwardenClient
-from tests.e2e.test_hooks_http import hooks_address
+from tests.e2e.test_hooks_http import hooks_address, reference_messages
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the daemon with its hook listener
 from tests.support.hook_binary import hook_binary
 from tests.support.scripted_model import JsonHandler, ScriptedModelServer, serving
@@ -100,21 +99,6 @@ def gemini_run(gemini: pathlib.Path, env: dict, model: ScriptedModel, workspace:
     return subprocess.run(["node", str(gemini), "-p", prompt, "--approval-mode", "yolo", "-m", "gemini-2.5-pro"],
                           capture_output=True, text=True, timeout=300, cwd=workspace, stdin=subprocess.DEVNULL,
                           env={**env, "GOOGLE_GEMINI_BASE_URL": model.url, "GEMINI_API_KEY": "scripted"})
-
-
-def reference_messages(client: LoopwardenClient, run_id: str, tool: str, params: dict, result: str) -> tuple[str, str]:
-    """What the daemon says (announced warning, block) for 21 identical calls of `tool`."""
-    warning = block = ""
-    for index in range(CRITICAL + 1):
-        verdict = client.tool_call(run_id, tool, params, tool_call_id=f"ref-{index}")
-        if verdict.action.value == "warn" and verdict.announce:
-            warning = verdict.message
-        if verdict.action.value == "block":
-            block = verdict.message
-        else:
-            client.tool_outcome(run_id, tool, params, result=result, tool_call_id=f"ref-{index}")
-    client.run_end(run_id)
-    return warning, block
 
 
 class TestGeminiCliRunsTheInstalledHooks:
