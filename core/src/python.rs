@@ -76,10 +76,10 @@ fn args_digest<'py>(py: Python<'py>, tool_name: &str, params_json: &str) -> PyRe
     Ok(PyBytes::new(py, &crate::fingerprint::args_digest(tool_name, &params_value(params_json)?)))
 }
 
-/// Run records' JSON as stored values (service::persist::frame; None stays None, a delete). The
-/// compression runs with the GIL let go, once for the whole list: the keeper calls this from a
-/// worker thread, and a thread that took the GIL back after every record would wait out the
-/// event loop's switch interval each time.
+/// Run records' JSON as stored values (service::persist::frame; None stays None, a delete; a
+/// delta, already a stored value, stays as it is). The compression runs with the GIL let go,
+/// once for the whole list: the keeper calls this from a worker thread, and a thread that took
+/// the GIL back after every record would wait out the event loop's switch interval each time.
 #[pyfunction]
 fn frame_records<'py>(py: Python<'py>, records: Vec<Option<Bound<'py, PyBytes>>>) -> Vec<Option<Bound<'py, PyBytes>>> {
     // Bytes objects are immutable and held by `records` throughout: their slices can be read
@@ -87,9 +87,12 @@ fn frame_records<'py>(py: Python<'py>, records: Vec<Option<Bound<'py, PyBytes>>>
     let slices: Vec<Option<&[u8]>> = records.iter().map(|r| r.as_ref().map(|b| b.as_bytes())).collect();
     let framed: Vec<Option<Vec<u8>>> = py.allow_threads(|| {
         let mut framer = service::Framer::default();
-        slices.iter().map(|r| r.map(|record| framer.frame(record))).collect()
+        slices.iter().map(|r| r.filter(|record| !record.starts_with(service::DELTA_MAGIC)).map(|record| framer.frame(record))).collect()
     });
-    framed.into_iter().map(|v| v.map(|v| PyBytes::new(py, &v))).collect()
+    framed.into_iter().zip(records).map(|(framed, record)| match framed {
+        Some(value) => Some(PyBytes::new(py, &value)),
+        None => record, // a delete, or a delta: as it came
+    }).collect()
 }
 
 /// (status, digest, unknown tool name) of an outcome: status 0 = nothing recorded.
@@ -501,6 +504,7 @@ fn event_from(kind: &str, f: EventFields) -> pb::Event {
 fn loaded_name(outcome: service::Loaded) -> &'static str {
     match outcome {
         service::Loaded::Restored => "restored",
+        service::Loaded::RestoredBaseOnly => "restored_base_only",
         service::Loaded::Expired => "expired",
         service::Loaded::Mismatch => "mismatch",
         service::Loaded::Merged => "merged",
@@ -705,21 +709,26 @@ impl PyCore {
         self.core.encode_run(tenant, run_id, wall_now, now).map(|b| PyBytes::new(py, &b))
     }
 
-    /// `encode_run` for a flush: the run's change mark is cleared as it is encoded, so a change
-    /// after this lists it again behind the runs still waiting (store.rs: `written`).
-    fn take_record<'py>(&mut self, py: Python<'py>, tenant: &str, run_id: &str, wall_now: f64, now: f64) -> Option<Bound<'py, PyBytes>> {
-        let record = self.core.encode_run(tenant, run_id, wall_now, now)?;
+    /// The run for a flush (persist.rs `flush_record`): its record's JSON, to be framed, or with
+    /// `deltas` perhaps a delta, already a stored value (b"LWD\x01"...). Its change mark is
+    /// cleared as it is encoded, so a change after this lists it again behind the runs still
+    /// waiting (store.rs: `written`).
+    #[pyo3(signature = (tenant, run_id, wall_now, now, deltas = false))]
+    fn take_record<'py>(&mut self, py: Python<'py>, tenant: &str, run_id: &str, wall_now: f64, now: f64, deltas: bool) -> Option<Bound<'py, PyBytes>> {
+        let written = self.core.flush_record(tenant, run_id, wall_now, now, deltas)?;
         self.core.store.written(tenant, run_id);
-        Some(PyBytes::new(py, &record))
+        let (service::ForFlush::Record(bytes) | service::ForFlush::Delta(bytes)) = written;
+        Some(PyBytes::new(py, &bytes))
     }
 
-    /// Take in a record: ("restored" | "expired" | "mismatch", [eviction reasons]); ValueError
-    /// naming the field when it is malformed.
-    #[pyo3(signature = (record, wall_now, now, expect = None))]
-    fn load_run(&mut self, record: &[u8], wall_now: f64, now: f64, expect: Option<(String, String)>) -> PyResult<(&'static str, Vec<&'static str>)> {
+    /// Take in a record and the delta stored after it, if any: ("restored" | "restored_base_only"
+    /// (the delta did not apply) | "expired" | "mismatch", [eviction reasons]); ValueError
+    /// naming the field when the record is malformed.
+    #[pyo3(signature = (record, wall_now, now, expect = None, delta = None))]
+    fn load_run(&mut self, record: &[u8], wall_now: f64, now: f64, expect: Option<(String, String)>, delta: Option<&[u8]>) -> PyResult<(&'static str, Vec<&'static str>)> {
         let mut evictions = Vec::new();
         let outcome = self.core
-            .load_run(record, wall_now, now, expect.as_ref().map(|(t, r)| (t.as_str(), r.as_str())), &mut evictions)
+            .load_run(record, delta, wall_now, now, expect.as_ref().map(|(t, r)| (t.as_str(), r.as_str())), &mut evictions)
             .map_err(PyValueError::new_err)?;
         Ok((loaded_name(outcome), evictions))
     }
@@ -790,7 +799,7 @@ impl PyCore {
             None => (false, 0, 0),
         };
         let mut records = Vec::new();
-        for r in state.history.iter() {
+        for r in state.history().iter() {
             records.push(Py::new(py, RecordView {
                 seq: r.seq,
                 tool_name: r.spelling().to_string(),

@@ -157,6 +157,8 @@ pub struct RetriesRecord<'a> {
     pub next_slot: usize,
     /// slot -> (seq, decision id, verdict), in slot order.
     pub decisions: Vec<(usize, u64, &'a str, &'a Verdict)>,
+    /// Events remembered since the base (a delta writes only their slots).
+    pub unsaved: usize,
 }
 
 pub fn write_verdict(w: &mut Writer, v: &Verdict) {
@@ -179,38 +181,45 @@ pub fn write_verdict(w: &mut Writer, v: &Verdict) {
     o.end();
 }
 
-fn write_history(w: &mut Writer, state: &RunState) {
-    let h = &state.history;
+/// The history object: every record (a full record), or, for a delta (`kept`: Some((dropped,
+/// kept))), the base's records it keeps (`drop`, `keep`) and only the records after them.
+fn write_history(w: &mut Writer, state: &RunState, kept: Option<(usize, usize)>) {
+    let skip = kept.map_or(0, |(_, keep)| keep);
+    let h = || state.history().iter().skip(skip);
     let mut o = w.object();
     o.key("capacity").uint(state.capacity as u64);
-    o.key("args").hex_str(h.iter().map(|r| &r.args[..]));
-    o.key("results").hex_str(h.iter().map(|r| &r.result[..]));
-    o.key("status").hex_str(h.iter().map(|r| std::slice::from_ref(&r.status)));
-    o.key("tools").list(h, |w, r| w.str(r.tool()));
-    o.key("call_ids").list(h, |w, r| w.str(r.call_id().unwrap_or("")));
-    o.key("seqs").list(h, |w, r| w.uint(r.seq));
+    if let Some((dropped, keep)) = kept {
+        o.key("drop").uint(dropped as u64);
+        o.key("keep").uint(keep as u64);
+    }
+    o.key("args").hex_str(h().map(|r| &r.args[..]));
+    o.key("results").hex_str(h().map(|r| &r.result[..]));
+    o.key("status").hex_str(h().map(|r| std::slice::from_ref(&r.status)));
+    o.key("tools").list(h(), |w, r| w.str(r.tool()));
+    o.key("call_ids").list(h(), |w, r| w.str(r.call_id().unwrap_or("")));
+    o.key("seqs").list(h(), |w, r| w.uint(r.seq));
     let unknown = o.key("unknown");
-    if h.iter().any(|r| r.unknown().is_some()) {
-        unknown.list(h, |w, r| w.opt_str(r.unknown()));
+    if h().any(|r| r.unknown().is_some()) {
+        unknown.list(h(), |w, r| w.opt_str(r.unknown()));
     } else {
         unknown.null();
     }
     // Optional (absent: no record has one), so a run without exec failure identities is the
     // record every reader of version 3 knows.
-    if h.iter().any(|r| r.failure_key().is_some()) {
-        o.key("failure_keys").list(h, |w, r| match r.failure_key() {
+    if h().any(|r| r.failure_key().is_some()) {
+        o.key("failure_keys").list(h(), |w, r| match r.failure_key() {
             Some(key) => w.str(&hex(key)),
             None => w.null(),
         });
     }
-    if h.iter().any(|r| r.spelling() != r.tool()) {
-        o.key("spellings").list(h, |w, r| match r.spelling() {
+    if h().any(|r| r.spelling() != r.tool()) {
+        o.key("spellings").list(h(), |w, r| match r.spelling() {
             spelled if spelled != r.tool() => w.str(spelled),
             _ => w.null(),
         });
     }
-    if h.iter().any(|r| r.flags != 0) {
-        o.key("flags").hex_str(h.iter().map(|r| std::slice::from_ref(&r.flags)));
+    if h().any(|r| r.flags != 0) {
+        o.key("flags").hex_str(h().map(|r| std::slice::from_ref(&r.flags)));
     }
     o.end();
 }
@@ -239,9 +248,9 @@ fn write_guard(w: &mut Writer, g: &Guard) {
     o.end();
 }
 
-fn write_state(w: &mut Writer, state: &RunState) {
+fn write_state(w: &mut Writer, state: &RunState, kept: Option<(usize, usize)>) {
     let mut o = w.object();
-    write_history(o.key("history"), state);
+    write_history(o.key("history"), state, kept);
     match &state.announced {
         None => o.key("announced").null(),
         Some(keys) => {
@@ -350,13 +359,26 @@ pub fn write_outcome(w: &mut Writer, outcome: Option<&(u8, [u8; 32])>) {
     }
 }
 
-fn write_retries(w: &mut Writer, r: &RetriesRecord) {
+/// The retry window: whole (a full record), or for a delta only the slots written since the
+/// base, oldest first (`slots`), and the window's length (`len`).
+fn write_retries(w: &mut Writer, r: &RetriesRecord, delta: bool) {
+    let len = r.seqs.len();
+    let slots: Vec<usize> = if delta {
+        let window = crate::service::RETRY_WINDOW;
+        (1..=r.unsaved.min(len)).rev().map(|back| (r.next_slot + window - back) % window).collect()
+    } else {
+        (0..len).collect()
+    };
     let mut o = w.object();
-    o.key("seqs").list(r.seqs, |w, s| w.uint(*s));
-    o.key("digests").hex_str(r.digests.iter().map(|d| &d[..]));
+    if delta {
+        o.key("slots").list(&slots, |w, s| w.uint(*s as u64));
+        o.key("len").uint(len as u64);
+    }
+    o.key("seqs").list(&slots, |w, s| w.uint(r.seqs[*s]));
+    o.key("digests").hex_str(slots.iter().map(|s| &r.digests[*s][..]));
     o.key("next_slot").uint(r.next_slot as u64);
     let mut decisions = o.key("decisions").object();
-    for (slot, seq, decision_id, verdict) in &r.decisions {
+    for (slot, seq, decision_id, verdict) in r.decisions.iter().filter(|d| !delta || slots.contains(&d.0)) {
         let mut d = decisions.key(&slot.to_string()).object();
         d.key("seq").uint(*seq);
         d.key("decision_id").str(decision_id);
@@ -369,18 +391,38 @@ fn write_retries(w: &mut Writer, r: &RetriesRecord) {
 
 /// The record's JSON text.
 pub fn encode(run: &RunRecord) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(1024 + run.state.history.len() * 160));
+    encode_as(run, None)
+}
+
+/// A delta's JSON text: the run as a record of its base (`base`: the base's `record_id`) whose
+/// history keeps `base[dropped..dropped + kept]` and holds only the records after them; every
+/// other field is written whole. See `decode_delta`.
+pub fn encode_delta(run: &RunRecord, base: u64, dropped: usize, kept: usize) -> Vec<u8> {
+    encode_as(run, Some((base, dropped, kept)))
+}
+
+/// The id a delta names its base by: XXH3-64 of the base record's JSON text.
+pub fn record_id(text: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(text)
+}
+
+fn encode_as(run: &RunRecord, delta: Option<(u64, usize, usize)>) -> Vec<u8> {
+    let records = run.state.history().len() - delta.map_or(0, |(_, _, kept)| kept);
+    let mut w = Writer(Vec::with_capacity(1024 + records * 160));
     let mut o = w.object();
     o.key("tenant").str(run.tenant);
     o.key("run_id").str(run.run_id);
+    if let Some((base, _, _)) = delta {
+        o.key("base").hex_str([&base.to_be_bytes()[..]]);
+    }
     o.key("agent_id").str(run.agent_id);
     o.key("session_id").str(run.session_id);
     o.key("last_seen").float(run.last_seen);
     o.key("events_evaluated").uint(run.events_evaluated);
-    write_state(o.key("state"), run.state);
+    write_state(o.key("state"), run.state, delta.map(|(_, dropped, kept)| (dropped, kept)));
     match &run.retries {
         None => o.key("retries").null(),
-        Some(r) => write_retries(o.key("retries"), r),
+        Some(r) => write_retries(o.key("retries"), r, delta.is_some()),
     }
     if let Some((link, started)) = run.tree {
         write_tree(o.key("tree"), link, started);
@@ -759,9 +801,14 @@ fn read_verdict(at: &At) -> Result<Verdict, String> {
     })
 }
 
-fn read_state(at: &At) -> Result<RunState, String> {
+/// The state, and for a delta's the (dropped, kept) records of its base (`encode_delta`).
+fn read_state(at: &At) -> Result<(RunState, Option<(usize, usize)>), String> {
     let h = at.field("history")?;
     let capacity = h.field("capacity")?.u64()? as usize;
+    let kept = match h.absent_or_null("keep")? {
+        None => None,
+        Some(keep) => Some((h.field("drop")?.u64()? as usize, keep.u64()? as usize)),
+    };
     let args = h.field("args")?.hex()?;
     let results = h.field("results")?.hex()?;
     let status = h.field("status")?.hex()?;
@@ -870,20 +917,17 @@ fn read_state(at: &At) -> Result<RunState, String> {
         None => None,
         Some(s) => Some(Box::new(s.items()?.iter().map(At::u64).collect::<Result<HashSet<u64>, _>>()?)),
     };
-    Ok(RunState {
-        capacity,
-        history,
-        announced,
-        guard,
-        abort,
-        blocks: at.field("blocks")?.u32()?,
-        seen_triples,
-        no_new_streak: at.field("no_new_streak")?.u32()?,
-        side_effects: read_side_effects(at)?.map(Box::new),
-        batch: read_batch(at)?,
-        asks: read_asks(at)?,
-        incoming_batch: 0,
-    })
+    let mut state = RunState::with_history(capacity, history);
+    state.announced = announced;
+    state.guard = guard;
+    state.abort = abort;
+    state.blocks = at.field("blocks")?.u32()?;
+    state.seen_triples = seen_triples;
+    state.no_new_streak = at.field("no_new_streak")?.u32()?;
+    state.side_effects = read_side_effects(at)?.map(Box::new);
+    state.batch = read_batch(at)?;
+    state.asks = read_asks(at)?;
+    Ok((state, kept))
 }
 
 fn read_batch(at: &At) -> Result<Option<Box<crate::engine::batches::Batch>>, String> {
@@ -1045,15 +1089,107 @@ pub struct DecodedRetries {
     pub next_slot: usize,
     /// slot -> (seq, decision id, verdict)
     pub decisions: HashMap<usize, (u64, String, Verdict)>,
+    /// A delta's: the slots `seqs`/`digests` hold (written since its base, oldest first) and
+    /// the window's length; `apply_delta` writes them into the base's window.
+    pub slots: Option<(Vec<usize>, usize)>,
+    /// Events remembered since the base: the slots a later delta must still carry.
+    pub unsaved: usize,
 }
 
 pub fn decode(text: &[u8], retry_window: usize) -> Result<Decoded, String> {
+    match decode_as(text, retry_window)? {
+        (decoded, None, None) => Ok(decoded),
+        _ => Err("run is a delta, not a record".into()),
+    }
+}
+
+/// A delta (`encode_delta`): its base's id, the run as of the delta with only the records after
+/// the kept ones in its history, and (dropped, kept) records of the base. `apply_delta` puts
+/// the kept ones back.
+pub fn decode_delta(text: &[u8], retry_window: usize) -> Result<(u64, Decoded, (usize, usize)), String> {
+    match decode_as(text, retry_window)? {
+        (decoded, Some(base), Some(kept)) => Ok((base, decoded, kept)),
+        _ => Err("delta names no base or kept records".into()),
+    }
+}
+
+/// A delta on its base (both decoded): the delta's run with the base's kept records first in
+/// its history. Err when the base has fewer records than the delta keeps, or the history would
+/// overflow its capacity (a delta of another base).
+pub fn apply_delta(base: &Decoded, delta: &mut Decoded, (dropped, kept): (usize, usize)) -> Result<(), String> {
+    if let Some(retries) = delta.retries.as_mut() {
+        apply_retries(base.retries.as_ref(), retries)?;
+    }
+    let from_base = base.state.history();
+    // (With nothing kept, `dropped` can pass the base's length: every record of it is gone.)
+    if (kept > 0 && dropped + kept > from_base.len()) || kept + delta.state.history().len() > delta.state.capacity.max(1) {
+        return Err(format!("delta keeps records {dropped}..{} of a base of {}", dropped + kept, from_base.len()));
+    }
+    let tail = delta.state.take_history();
+    let mut history: VecDeque<Record> = if kept == 0 { VecDeque::new() } else { from_base.range(dropped..dropped + kept).cloned().collect() };
+    history.extend(tail);
+    delta.state.replace_history(history);
+    delta.state.mark_unsaved(dropped, kept);
+    Ok(())
+}
+
+/// A delta's retry slots written into its base's window (an empty one when the base had none).
+fn apply_retries(base: Option<&DecodedRetries>, delta: &mut DecodedRetries) -> Result<(), String> {
+    let Some((slots, len)) = delta.slots.take() else { return Ok(()) };
+    let (mut seqs, mut digests, mut decisions) = match base {
+        Some(b) => (b.seqs.clone(), b.digests.clone(), b.decisions.clone()),
+        None => Default::default(),
+    };
+    for (i, &slot) in slots.iter().enumerate() {
+        if slot < seqs.len() {
+            seqs[slot] = delta.seqs[i];
+            digests[slot] = delta.digests[i];
+        } else if slot == seqs.len() {
+            seqs.push(delta.seqs[i]);
+            digests.push(delta.digests[i]);
+        } else {
+            return Err(format!("delta's retry slot {slot} is past its base's window of {}", seqs.len()));
+        }
+        decisions.remove(&slot);
+    }
+    if seqs.len() != len {
+        return Err(format!("delta's retry window of {len} on a base of {}", seqs.len()));
+    }
+    decisions.extend(std::mem::take(&mut delta.decisions));
+    (delta.seqs, delta.digests, delta.decisions) = (seqs, digests, decisions);
+    Ok(())
+}
+
+/// A decoded record or delta: the run, a delta's base id and its (dropped, kept) base records.
+type DecodedAs = (Decoded, Option<u64>, Option<(usize, usize)>);
+
+fn decode_as(text: &[u8], retry_window: usize) -> Result<DecodedAs, String> {
     let root = parse(text)?;
     let run = At { value: &root, path: "run".into() };
+    let base = match run.absent_or_null("base")? {
+        None => None,
+        Some(b) => {
+            let raw = b.hex()?;
+            let bytes: [u8; 8] = raw.as_slice().try_into().map_err(|_| format!("{} is not 8 bytes of hex", b.path))?;
+            Some(u64::from_be_bytes(bytes))
+        }
+    };
+    let (state, kept) = read_state(&run.field("state")?)?;
     let retries = match run.opt("retries")? {
         None => None,
         Some(r) => {
             let seqs: Vec<u64> = r.field("seqs")?.items()?.iter().map(At::u64).collect::<Result<_, _>>()?;
+            let slots = match r.absent_or_null("slots")? {
+                None => None,
+                Some(list) => {
+                    let slots: Vec<usize> = list.items()?.iter().map(|s| s.u64().map(|s| s as usize)).collect::<Result<_, _>>()?;
+                    let len = r.field("len")?.u64()? as usize;
+                    if slots.len() != seqs.len() || len > retry_window || slots.iter().any(|&s| s >= len) {
+                        return Err(format!("{}.slots disagree with its window", r.path));
+                    }
+                    Some((slots, len))
+                }
+            };
             let raw = r.field("digests")?.hex()?;
             if raw.len() != seqs.len() * 8 || seqs.len() > retry_window {
                 return Err(format!("{} columns disagree in length", r.path));
@@ -1072,20 +1208,21 @@ pub fn decode(text: &[u8], retry_window: usize) -> Result<Decoded, String> {
                 let slot: usize = slot.parse().map_err(|_| format!("{} is not a slot number", d.path))?;
                 decisions.insert(slot, (d.field("seq")?.u64()?, d.field("decision_id")?.str()?.to_string(), read_verdict(&d.field("verdict")?)?));
             }
-            Some(DecodedRetries { seqs, digests, next_slot, decisions })
+            let unsaved = slots.as_ref().map_or(0, |(slots, _)| slots.len());
+            Some(DecodedRetries { seqs, digests, next_slot, decisions, slots, unsaved })
         }
     };
-    Ok(Decoded {
+    Ok((Decoded {
         tenant: run.field("tenant")?.str()?.to_string(),
         run_id: run.field("run_id")?.str()?.to_string(),
         agent_id: run.field("agent_id")?.str()?.to_string(),
         session_id: run.field("session_id")?.str()?.to_string(),
         last_seen: run.field("last_seen")?.f64()?,
         events_evaluated: run.field("events_evaluated")?.u64()?,
-        state: read_state(&run.field("state")?)?,
+        state,
         retries,
         tree: read_tree(&run)?,
-    })
+    }, base, kept))
 }
 
 // ------------------------------------------------------------------ exemptions
@@ -1225,17 +1362,17 @@ mod tests {
     fn spellings_round_trip_and_are_optional() {
         use crate::engine::Tool;
         let mut state = RunState::new(4);
-        state.history.push_back(Record::of(1, Tool::spelled("exec", "Bash"), [1; 32], [0; 32], 1, None, None));
-        state.history.push_back(Record::new(2, "exec", [1; 32], [0; 32], 1, None, None));
+        state.append(Record::of(1, Tool::spelled("exec", "Bash"), [1; 32], [0; 32], 1, None, None));
+        state.append(Record::new(2, "exec", [1; 32], [0; 32], 1, None, None));
         let record = |state: &RunState| encode(&RunRecord {
             tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 2, state, retries: None, tree: None,
         });
         let text = String::from_utf8(record(&state)).unwrap();
         assert!(text.contains(r#""spellings":["Bash",null]"#), "{text}");
         let back = decode(&record(&state), 16).ok().unwrap().state;
-        let names: Vec<_> = back.history.iter().map(|r| (r.tool(), r.spelling())).collect();
+        let names: Vec<_> = back.history().iter().map(|r| (r.tool(), r.spelling())).collect();
         assert_eq!(names, [("exec", "Bash"), ("exec", "exec")]);
-        assert!(back.history[0].same_tool(&back.history[1]));
+        assert!(back.history()[0].same_tool(&back.history()[1]));
         let plain = String::from_utf8(record(&RunState::new(4))).unwrap();
         assert!(!plain.contains("spellings"), "{plain}");
         let wrong = text.replace(r#""spellings":["Bash",null]"#, r#""spellings":["Read",null]"#);
@@ -1250,7 +1387,7 @@ mod tests {
         for (i, flags) in [0u8, 2, 5].into_iter().enumerate() {
             let mut r = Record::new(i as u64, "read", [i as u8; 32], [0; 32], 1, None, None);
             r.flags = flags;
-            state.history.push_back(r);
+            state.append(r);
         }
         state.batch = Some(Box::new(Batch {
             number: 3,
@@ -1263,7 +1400,7 @@ mod tests {
             tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 3, state, retries: None, tree: None,
         });
         let back = decode(&record(&state), 16).ok().unwrap().state;
-        assert_eq!(back.history.iter().map(|r| r.flags).collect::<Vec<_>>(), [0, 2, 5]);
+        assert_eq!(back.history().iter().map(|r| r.flags).collect::<Vec<_>>(), [0, 2, 5]);
         let batch = back.batch.unwrap();
         assert_eq!((batch.number, batch.size, batch.outcomes_seen), (3, 2, true));
         let critical = batch.critical.unwrap();

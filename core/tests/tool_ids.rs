@@ -50,7 +50,7 @@ fn tools_past_the_bound_keep_their_names() {
     assert_eq!(v.action, Action::Warn);
     assert_eq!(v.detector.name(), "ping_pong");
     assert_eq!(v.paired_tool_name, "past-b");
-    let tools: Vec<&str> = state.history.iter().map(|r| r.tool()).collect();
+    let tools: Vec<&str> = state.history().iter().map(|r| r.tool()).collect();
     assert_eq!(&tools[..2], ["past-b", "past-a"]);
 
     // The same verdicts as interned tools get, call for call.

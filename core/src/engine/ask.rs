@@ -176,7 +176,7 @@ fn exemptible(detector: Detector) -> bool {
 
 /// The newest completed outcome of (tool, args) in the run's history.
 fn latest_outcome(state: &RunState, t: Tool, args: &[u8; 32]) -> Option<Outcome> {
-    state.history.iter().rev()
+    state.history().iter().rev()
         .find(|r| r.status != PENDING && r.is_tool(t) && same(&r.args, args))
         .map(|r| (r.status, r.result))
 }
@@ -407,7 +407,7 @@ mod tests {
         assert!(v.message.contains("generic_repeat on fetch"), "{}", v.message);
         assert!(!v.evidence_seqs.is_empty());
         assert_eq!(run.state.blocks, 0, "an ASK does not count toward abortAfterBlocks");
-        assert_eq!(run.state.history.len(), 5, "the asked call is not recorded");
+        assert_eq!(run.state.history().len(), 5, "the asked call is not recorded");
         let pending = &run.state.asks.as_ref().unwrap().pending[0];
         assert_eq!((&*pending.tool_call_id, &*pending.warning_key, pending.asked_at, pending.cause), ("c1", v.warning_key.as_str(), 10.0, AskCause::Critical));
         stamp_decision_id(&mut run.state, "lw-1");

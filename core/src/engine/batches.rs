@@ -79,7 +79,7 @@ fn counts(flags: u8, outcomes_seen: bool) -> bool {
 /// the run's batch; the link goes into the call's record if it is recorded.
 pub(crate) fn place_call(state: &mut RunState) -> u8 {
     let hint = std::mem::take(&mut state.incoming_batch);
-    let pending_in_batch = current_span(&state.history).any(|i| state.history[i].status == PENDING);
+    let pending_in_batch = current_span(state.history()).any(|i| state.history()[i].status == PENDING);
     let batch = state.batch.get_or_insert_with(Default::default);
     let by_key = hint != 0 && hint == batch.key && (hint & 1 == 0 || batch.open);
     let link = if batch.number == 0 || batch.size >= MAX_BATCH {

@@ -102,10 +102,10 @@ fn gate(state: &mut RunState, s: &Settings, tool_name: &str) -> Option<Verdict> 
 }
 
 fn evidence(state: &RunState, indexes: &[usize]) -> (Vec<u64>, Vec<String>) {
-    let seqs = indexes.iter().map(|&i| state.history[i].seq).collect();
+    let seqs = indexes.iter().map(|&i| state.history()[i].seq).collect();
     let ids = indexes
         .iter()
-        .filter_map(|&i| state.history[i].call_id().map(str::to_string))
+        .filter_map(|&i| state.history()[i].call_id().map(str::to_string))
         .collect();
     (seqs, ids)
 }
@@ -160,7 +160,7 @@ pub fn evaluate_with(state: &mut RunState, event: &Event, s: &Settings, catalog:
 /// The post-compaction guard and duplicate_side_effect's memory stay; an abort is gated before.
 fn user_turn(state: &mut RunState, s: &Settings) -> Verdict {
     if s.user_turn_resets {
-        state.history.clear();
+        state.clear_history();
         state.announced = None;
         state.blocks = 0;
         state.seen_triples = None;
@@ -205,15 +205,15 @@ fn on_tool_call(
         }
     };
     let found = if s.rolling_on() {
-        let ids = s.parallel_batches.then(|| batches::batch_ids(&state.history, batches::outcomes_seen(state)));
+        let ids = s.parallel_batches.then(|| batches::batch_ids(state.history(), batches::outcomes_seen(state)));
         let this_batch = ids.as_deref().map_or(u32::MAX, |ids| batches::this_batch(state, link, ids));
         let progress_floor = if s.progress_resets_repeats {
-            batches::progress_floor(&state.history, |r| same(&r.args, &digest) && r.is_tool(t))
+            batches::progress_floor(state.history(), |r| same(&r.args, &digest) && r.is_tool(t))
         } else {
             None
         };
         let mut ctx = Context {
-            history: &state.history,
+            history: state.history(),
             tool: &tool,
             spelled,
             t,
@@ -378,15 +378,16 @@ fn on_tool_outcome(
     let failure = if s.exec_failure_streak && tool == "exec" { exec_failure_key(result.as_ref()) } else { None };
     // Fill the newest matching pending call, or append a completed record.
     let mut filled = false;
-    let mut index = state.history.len();
-    for i in (0..state.history.len()).rev() {
-        let r = &mut state.history[i];
+    let mut index = state.history().len();
+    for i in (0..state.history().len()).rev() {
+        let r = &state.history()[i];
         if !same(&r.args, &digest) || !r.is_tool(t) || r.status != PENDING {
             continue;
         }
         if !call_id.is_empty() && r.call_id() != Some(call_id) {
             continue;
         }
+        let r = state.record_mut(i);
         r.status = fp.status;
         r.result = fp.digest;
         r.complete(fp.unknown_tool_name.as_deref());
@@ -399,7 +400,7 @@ fn on_tool_outcome(
         let mut completed = record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref());
         completed.set_failure_key(failure);
         state.append(completed);
-        index = state.history.len() - 1;
+        index = state.history().len() - 1;
     }
     if batches::tracking(s) {
         batches::place_outcome(state);
@@ -408,10 +409,10 @@ fn on_tool_outcome(
         let before = state.no_new_streak;
         let new = track_outcome(state, &tool, &digest, fp.status, &fp.digest);
         if new && s.progress_resets_repeats {
-            state.history[index].flags |= batches::NEW_TRIPLE;
+            state.record_mut(index).flags |= batches::NEW_TRIPLE;
         }
         // A batch is one step of the run-wide streak: its first completed call decides it.
-        if !new && s.parallel_batches && batches::sibling_completed(&state.history, index) {
+        if !new && s.parallel_batches && batches::sibling_completed(state.history(), index) {
             state.no_new_streak = before;
         }
     }
@@ -461,7 +462,7 @@ mod tests {
         run.result("Bash", cmd, r#""a""#);
         let v = run.call("exec", cmd);
         assert!(v.message.starts_with("WARNING: exec has been called 4 times"), "the current call's spelling: {}", v.message);
-        let spellings: Vec<_> = run.state.history.iter().map(|r| (r.tool(), r.spelling())).collect();
+        let spellings: Vec<_> = run.state.history().iter().map(|r| (r.tool(), r.spelling())).collect();
         assert_eq!(spellings, [("exec", "Bash"), ("exec", "exec"), ("exec", "BASH"), ("exec", "Bash"), ("exec", "exec")]);
         assert_eq!(run.call("  ", "{}").tool_name, "tool", "a blank name is shown as its normalised name");
     }
@@ -513,7 +514,7 @@ mod tests {
         assert!(run.state.guard.is_some());
         let v = run.send(&Event::UserTurn);
         assert_eq!(seen(&v), ALLOW);
-        assert!(run.state.history.is_empty() && run.state.announced.is_none() && run.state.seen_triples.is_none());
+        assert!(run.state.history().is_empty() && run.state.announced.is_none() && run.state.seen_triples.is_none());
         assert_eq!((run.state.blocks, run.state.no_new_streak), (0, 0));
         assert!(run.state.guard.is_some(), "the post-compaction guard stays armed");
         // The same call is allowed again, and its streak counts from the turn.
@@ -557,7 +558,7 @@ mod tests {
         let v = run.call(CALL.0, CALL.1);
         assert_eq!((v.action, v.shadow_action, v.detector), (Action::Allow, Some(Action::Block), Detector::GenericRepeat));
         assert!(v.announce);
-        assert_eq!(run.state.history.len(), 6, "the shadowed call is recorded as if it ran");
+        assert_eq!(run.state.history().len(), 6, "the shadowed call is recorded as if it ran");
     }
 
     #[test]
@@ -577,7 +578,7 @@ mod tests {
         for _ in 0..6 {
             assert_eq!(seen(&run.round(CALL.0, CALL.1, r#""same""#)), ALLOW);
         }
-        assert!(run.state.history.is_empty());
+        assert!(run.state.history().is_empty());
     }
 
     #[test]
@@ -590,10 +591,10 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
         let v = run.call(CALL.0, &deep);
         assert_eq!((v.action, v.error_code), (Action::Reject, "json_too_deep"));
-        assert!(run.state.history.is_empty());
+        assert!(run.state.history().is_empty());
         // Blank params are {}: the same call as "{}".
         run.call(CALL.0, "  ");
-        assert_eq!(run.state.history.len(), 1);
+        assert_eq!(run.state.history().len(), 1);
     }
 
     #[test]
@@ -605,9 +606,9 @@ mod tests {
         run.send(&crate::engine::Event::ToolOutcome {
             tool_name: CALL.0, params_json: CALL.1, tool_call_id: "c1", result_json: Some(r#""ok""#), error: None, seq: 2,
         });
-        let pending: Vec<Option<&str>> = run.state.history.iter().map(|r| r.call_id()).collect();
+        let pending: Vec<Option<&str>> = run.state.history().iter().map(|r| r.call_id()).collect();
         assert_eq!(pending, [None, Some("c2")], "c1 completed (its id dropped), c2 still pending");
-        assert_eq!(run.state.history.len(), 2);
+        assert_eq!(run.state.history().len(), 2);
     }
 
     mod tool_rules {

@@ -180,7 +180,11 @@ pub struct SideEffect {
 #[derive(Clone, Debug, Default)]
 pub struct RunState {
     pub capacity: usize,
-    pub history: VecDeque<Record>,
+    /// Private: every change goes through the methods below, which keep `unsaved` true to it.
+    history: VecDeque<Record>,
+    /// Transient, never persisted: which records changed since the state store's last full
+    /// record of the run, so a flush can write only those (service/persist.rs: deltas).
+    unsaved: Unsaved,
     /// Boxed (8 bytes, not 24): most runs never warn.
     pub announced: Option<Box<Vec<(String, u32)>>>,
     pub guard: Option<Box<Guard>>,
@@ -199,23 +203,102 @@ pub struct RunState {
     pub incoming_batch: u64,
 }
 
+/// How the history differs from the one last saved in full (a *base*): `dropped` records of the
+/// base left at the front, and every record from index `from` on is new or changed. History only
+/// loses records at the front and gains them at the back, so `history[..from]` is exactly
+/// `base[dropped..dropped + from]` and a delta need only carry `history[from..]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unsaved {
+    pub dropped: u32,
+    /// u32::MAX: nothing changed or added since the base.
+    pub from: u32,
+}
+
+impl Default for Unsaved {
+    fn default() -> Self {
+        Unsaved { dropped: 0, from: u32::MAX }
+    }
+}
+
 impl RunState {
     pub fn new(capacity: usize) -> RunState {
         RunState { capacity, history: VecDeque::with_capacity(capacity.min(64)), ..Default::default() }
     }
 
+    /// A state with this history (a stored run read back); its change mark says "nothing saved".
+    pub fn with_history(capacity: usize, history: VecDeque<Record>) -> RunState {
+        RunState { capacity, history, unsaved: Unsaved { dropped: 0, from: 0 }, ..Default::default() }
+    }
+
+    pub fn history(&self) -> &VecDeque<Record> {
+        &self.history
+    }
+
+    /// The record at `index`, to change in place (an outcome filling a pending call, a flag).
+    pub(crate) fn record_mut(&mut self, index: usize) -> &mut Record {
+        self.changed_from(index);
+        &mut self.history[index]
+    }
+
     pub(crate) fn append(&mut self, record: Record) {
         while self.history.len() >= self.capacity && !self.history.is_empty() {
-            self.history.pop_front();
+            self.pop_front();
         }
+        self.changed_from(self.history.len());
         self.history.push_back(record);
     }
 
     pub(crate) fn resize(&mut self, capacity: usize) {
         while self.history.len() > capacity {
-            self.history.pop_front();
+            self.pop_front();
         }
         self.capacity = capacity;
+    }
+
+    pub(crate) fn clear_history(&mut self) {
+        self.history.clear();
+        self.unsaved.from = 0;
+    }
+
+    /// The history taken out (a merge rebuilds it): nothing left counts as saved.
+    pub(crate) fn take_history(&mut self) -> VecDeque<Record> {
+        self.unsaved.from = 0;
+        std::mem::take(&mut self.history)
+    }
+
+    /// A history rebuilt as a whole (a merge): nothing of it counts as saved.
+    pub(crate) fn replace_history(&mut self, history: VecDeque<Record>) {
+        self.history = history;
+        self.unsaved.from = 0;
+    }
+
+    fn pop_front(&mut self) {
+        self.history.pop_front();
+        self.unsaved.dropped = self.unsaved.dropped.saturating_add(1);
+        if self.unsaved.from != u32::MAX {
+            self.unsaved.from = self.unsaved.from.saturating_sub(1);
+        }
+    }
+
+    fn changed_from(&mut self, index: usize) {
+        self.unsaved.from = self.unsaved.from.min(index as u32);
+    }
+
+    /// Records unchanged since the base: (records of the base dropped at the front, how many of
+    /// the base's follow unchanged at the front of the history).
+    pub fn unsaved(&self) -> (usize, usize) {
+        (self.unsaved.dropped as usize, (self.unsaved.from as usize).min(self.history.len()))
+    }
+
+    /// The history as it is now is the base (it was just saved in full).
+    pub fn mark_saved(&mut self) {
+        self.unsaved = Unsaved::default();
+    }
+
+    /// The history is `base[dropped..dropped + kept]` followed by new records (a run restored
+    /// from a base and a delta: its next delta is still counted from that base).
+    pub fn mark_unsaved(&mut self, dropped: usize, kept: usize) {
+        self.unsaved = Unsaved { dropped: dropped as u32, from: kept as u32 };
     }
 }
 

@@ -43,16 +43,16 @@ pub(super) fn merge(memory: &mut Entry, stored: Entry) {
     };
 }
 
-fn merge_state(memory: &mut RunState, stored: RunState) {
-    let since = std::mem::take(&mut memory.history);
-    let mut history = stored.history;
+fn merge_state(memory: &mut RunState, mut stored: RunState) {
+    let since = memory.take_history();
+    let mut history = stored.take_history();
     history.retain(|r| r.status != PENDING || !since.iter().any(|m| m.same_tool(r) && m.args == r.args));
     history.extend(since);
     let capacity = memory.capacity.max(1);
     while history.len() > capacity {
         history.pop_front();
     }
-    memory.history = history;
+    memory.replace_history(history);
 
     if let Some(theirs) = stored.announced {
         let mut keys = *theirs;
@@ -228,7 +228,7 @@ mod tests {
         let merged = replica.merge_run(&record, 1000.0, 1.0, ("t", "r"), &mut Vec::new()).unwrap();
         assert!(matches!(merged, Loaded::Merged));
         let entry = replica.store.get("t", "r").unwrap();
-        assert_eq!((entry.state.history.len(), entry.events_evaluated), (5, 10));
+        assert_eq!((entry.state.history().len(), entry.events_evaluated), (5, 10));
         let blocked = round(&mut replica, "r", 11);
         assert_eq!((blocked.action, blocked.detector, blocked.count), (Action::Block, Detector::GenericRepeat, 5),
                    "4 stored + 1 since = C");
@@ -252,7 +252,7 @@ mod tests {
         replica.merge_run(&stored(2), 1000.0, 1.0, ("t", "r"), &mut Vec::new()).unwrap();
         assert!(!replica.store.is_unmerged("t", "r"));
         assert_eq!(listed(&mut replica), ["r"], "merged: written at the next flush");
-        assert_eq!(replica.store.get("t", "r").unwrap().state.history.len(), 3);
+        assert_eq!(replica.store.get("t", "r").unwrap().state.history().len(), 3);
     }
 
     #[test]
@@ -261,12 +261,12 @@ mod tests {
         let mut replica = core();
         round(&mut replica, "r", 1);
         assert!(matches!(replica.merge_run(&record, 1000.0, 1.0, ("t", "r"), &mut Vec::new()).unwrap(), Loaded::Held));
-        assert_eq!(replica.store.get("t", "r").unwrap().state.history.len(), 1);
+        assert_eq!(replica.store.get("t", "r").unwrap().state.history().len(), 1);
 
         let mut fresh = core();
         fresh.store.mark_unmerged("t", "r", "");
         assert!(matches!(fresh.merge_run(&record, 1000.0, 1.0, ("t", "r"), &mut Vec::new()).unwrap(), Loaded::Restored));
-        assert_eq!(fresh.store.get("t", "r").unwrap().state.history.len(), 3);
+        assert_eq!(fresh.store.get("t", "r").unwrap().state.history().len(), 3);
         assert_eq!(fresh.store.unmerged_count(), 0);
     }
 
@@ -281,8 +281,8 @@ mod tests {
         let blocks_since = replica.store.get("t", "r").unwrap().state.blocks;
         replica.merge_run(&record, 1000.0, 1.0, ("t", "r"), &mut Vec::new()).unwrap();
         let entry = replica.store.get("t", "r").unwrap();
-        assert_eq!(entry.state.history.len(), entry.state.capacity);
-        assert_eq!(entry.state.history.back().unwrap().seq, 219, "memory's newest record last");
+        assert_eq!(entry.state.history().len(), entry.state.capacity);
+        assert_eq!(entry.state.history().back().unwrap().seq, 219, "memory's newest record last");
         assert_eq!(entry.events_evaluated, 70);
         let mut owner = core();
         for seq in 1..=25 {

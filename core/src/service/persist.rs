@@ -45,10 +45,32 @@ pub fn frame(record: &[u8]) -> Vec<u8> {
 }
 
 pub const RUN_MAGIC: &[u8; 4] = b"LWR\x03";
+/// A delta's stored value: this magic and the delta's JSON (`crate::state::encode_delta`), not
+/// compressed: it is small, and compression is most of what a full record costs a flush.
+pub const DELTA_MAGIC: &[u8; 4] = b"LWD\x01";
+
+/// A run's last full record in the state store: the base its deltas name, and its length (a
+/// delta is written only while it is at most half of it; past that the run is written whole
+/// again, which also bounds what a restore applies).
+#[derive(Clone, Copy, Debug)]
+pub struct Base {
+    pub id: u64,
+    pub len: usize,
+}
+
+/// A run as a flush writes it.
+pub enum ForFlush {
+    /// The full record's JSON (framed later, off the event loop).
+    Record(Vec<u8>),
+    /// A delta as the stored value itself (DELTA_MAGIC and its JSON).
+    Delta(Vec<u8>),
+}
 
 /// What became of a stored run handed to `Core::load_run`.
 pub enum Loaded {
     Restored,
+    /// Restored from its full record; the delta stored after it did not apply and was left out.
+    RestoredBaseOnly,
     /// Idle past the TTL: not taken in.
     Expired,
     /// Not the run that was asked for.
@@ -64,43 +86,85 @@ impl Core {
     /// `now` (the store's clock) turn its last event into wall-clock time.
     pub fn encode_run(&self, tenant: &str, run_id: &str, wall_now: f64, now: f64) -> Option<Vec<u8>> {
         let entry = self.store.get(tenant, run_id)?;
-        let retries = entry.retries.as_ref().map(|r| {
-            let mut decisions: Vec<(usize, u64, &str, &Verdict)> =
-                r.decisions.iter().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
-            decisions.sort_by_key(|d| d.0);
-            crate::state::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions }
-        });
-        // Pending asks are stored with wall-clock times (a copy only for a run that has some).
-        let shifted;
-        let state = if entry.state.asks.is_some() {
-            let mut copy = entry.state.clone();
-            crate::engine::ask::shift_times(&mut copy, wall_now - now);
-            shifted = copy;
-            &shifted
-        } else {
-            &entry.state
-        };
-        Some(crate::state::encode(&crate::state::RunRecord {
-            tenant: &entry.tenant,
-            run_id: &entry.run_id,
-            agent_id: &entry.agent_id,
-            session_id: &entry.session_id,
-            last_seen: wall_now - (now - entry.last_seen).max(0.0),
-            events_evaluated: entry.events_evaluated,
-            state,
-            retries,
-            tree: entry.tree.as_deref().map(|link| (link, wall_now - (now - link.started))),
-        }))
+        Some(with_record(entry, wall_now, now, crate::state::encode))
     }
 
-    /// Take in a stored run's record (keeper.py's restore and lazy load). `expect`: the
-    /// (tenant, run_id) asked for, when one was. Err: the record is malformed (it names the field).
-    pub fn load_run(&mut self, record: &[u8], wall_now: f64, now: f64, expect: Option<(&str, &str)>,
-                    evictions: &mut Vec<&'static str>) -> Result<Loaded, String> {
-        match self.stored_entry(record, wall_now, now, expect)? {
+    /// The run as a flush writes it, or None when it is not held. With `deltas` (a store that
+    /// keeps a run's base beside its latest delta: the file store), a run whose last full record
+    /// was written is written as a delta against it, only what changed since: its new history
+    /// records and its other fields (small), uncompressed; a run with no base, or whose delta
+    /// would pass half its base's size, is written in full and that record becomes its base.
+    pub fn flush_record(&mut self, tenant: &str, run_id: &str, wall_now: f64, now: f64, deltas: bool) -> Option<ForFlush> {
+        let entry = self.store.get_mut(tenant, run_id)?;
+        let base = if deltas { entry.base } else { None };
+        let (dropped, kept) = entry.state.unsaved();
+        let written = with_record(entry, wall_now, now, |run| {
+            if let Some(base) = base {
+                let delta = crate::state::encode_delta(run, base.id, dropped, kept);
+                if delta.len() * 2 <= base.len {
+                    let mut value = Vec::with_capacity(DELTA_MAGIC.len() + delta.len());
+                    value.extend_from_slice(DELTA_MAGIC);
+                    value.extend_from_slice(&delta);
+                    return ForFlush::Delta(value);
+                }
+            }
+            ForFlush::Record(crate::state::encode(run))
+        });
+        if let ForFlush::Record(record) = &written {
+            entry.base = Some(Base { id: crate::state::record_id(record), len: record.len() });
+            entry.state.mark_saved();
+            if let Some(retries) = entry.retries.as_mut() {
+                retries.unsaved = 0;
+            }
+        }
+        Some(written)
+    }
+}
+
+/// `f` of the entry as a `RunRecord`.
+fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate::state::RunRecord) -> R) -> R {
+    let retries = entry.retries.as_ref().map(|r| {
+        let mut decisions: Vec<(usize, u64, &str, &Verdict)> =
+            r.decisions.iter().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
+        decisions.sort_by_key(|d| d.0);
+        crate::state::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions, unsaved: r.unsaved }
+    });
+    // Pending asks are stored with wall-clock times (a copy only for a run that has some).
+    let shifted;
+    let state = if entry.state.asks.is_some() {
+        let mut copy = entry.state.clone();
+        crate::engine::ask::shift_times(&mut copy, wall_now - now);
+        shifted = copy;
+        &shifted
+    } else {
+        &entry.state
+    };
+    f(&crate::state::RunRecord {
+        tenant: &entry.tenant,
+        run_id: &entry.run_id,
+        agent_id: &entry.agent_id,
+        session_id: &entry.session_id,
+        last_seen: wall_now - (now - entry.last_seen).max(0.0),
+        events_evaluated: entry.events_evaluated,
+        state,
+        retries,
+        tree: entry.tree.as_deref().map(|link| (link, wall_now - (now - link.started))),
+    })
+}
+
+impl Core {
+    /// Take in a stored run's record (keeper.py's restore and lazy load), and the latest delta
+    /// stored after it, if any (the file store keeps both). `expect`: the (tenant, run_id) asked
+    /// for, when one was. Err: the record is malformed (it names the field). A delta that does
+    /// not apply (another base, another run, malformed: the byte damage the file store contains)
+    /// is left out and the run comes back as its record holds it: `Loaded::RestoredBaseOnly`.
+    pub fn load_run(&mut self, record: &[u8], delta: Option<&[u8]>, wall_now: f64, now: f64,
+                    expect: Option<(&str, &str)>, evictions: &mut Vec<&'static str>) -> Result<Loaded, String> {
+        let (decoded, base, applied) = decode_stored(record, delta)?;
+        match self.stored_entry(decoded, base, wall_now, now, expect)? {
             Ok((entry, idle)) => {
                 self.store.restore(entry, idle, now, evictions);
-                Ok(Loaded::Restored)
+                Ok(if applied || delta.is_none() { Loaded::Restored } else { Loaded::RestoredBaseOnly })
             }
             Err(skipped) => Ok(skipped),
         }
@@ -117,7 +181,7 @@ impl Core {
         if held && !self.store.is_unmerged(tenant, run_id) {
             return Ok(Loaded::Held);
         }
-        let stored = match self.stored_entry(record, wall_now, now, Some(expect)) {
+        let stored = match decode_stored(record, None).and_then(|(d, base, _)| self.stored_entry(d, base, wall_now, now, Some(expect))) {
             Ok(Ok(found)) => found,
             other => {
                 // Nothing usable stored (expired, another run, malformed): memory's copy is all.
@@ -131,14 +195,14 @@ impl Core {
             return Ok(Loaded::Restored);
         };
         merge(memory, stored.0);
+        memory.base = None; // the merged run is none of the stored records: written in full next
         self.store.changed(tenant, run_id);
         Ok(Loaded::Merged)
     }
 
-    /// A record decoded into a run-store entry and its idle time, or why it is not taken in.
-    fn stored_entry(&self, record: &[u8], wall_now: f64, now: f64, expect: Option<(&str, &str)>)
+    /// A decoded run as a run-store entry and its idle time, or why it is not taken in.
+    fn stored_entry(&self, mut d: crate::state::Decoded, base: Base, wall_now: f64, now: f64, expect: Option<(&str, &str)>)
                     -> Result<Result<(Entry, f64), Loaded>, String> {
-        let mut d = crate::state::decode(record, RETRY_WINDOW)?;
         crate::engine::ask::shift_times(&mut d.state, now - wall_now);
         let idle = (wall_now - d.last_seen).max(0.0);
         if idle > self.store.idle_ttl {
@@ -149,12 +213,12 @@ impl Core {
                 return Ok(Err(Loaded::Mismatch));
             }
         }
-        let retries = d.retries.map(|crate::state::DecodedRetries { seqs, digests, next_slot, decisions }| {
+        let retries = d.retries.map(|crate::state::DecodedRetries { seqs, digests, next_slot, decisions, unsaved, .. }| {
             let decisions = decisions
                 .into_iter()
                 .map(|(slot, (seq, decision_id, verdict))| (slot, Decision { seq, run_id: d.run_id.clone(), verdict, decision_id }))
                 .collect();
-            Box::new(Retries { seqs, digests, decisions, next_slot })
+            Box::new(Retries { seqs, digests, decisions, next_slot, unsaved })
         });
         let entry = Entry {
             tenant: d.tenant,
@@ -175,14 +239,189 @@ impl Core {
             }),
             unlinked_calls: 0,
             owner_gen: 0,
+            base: Some(base),
         };
         Ok(Ok((entry, idle)))
     }
 }
 
+/// A stored record and the delta after it, decoded: the run (the delta applied when it is one of
+/// this record's, of the same run), the record as its base, and whether the delta was applied.
+fn decode_stored(record: &[u8], delta: Option<&[u8]>) -> Result<(crate::state::Decoded, Base, bool), String> {
+    let mut decoded = crate::state::decode(record, RETRY_WINDOW)?;
+    decoded.state.mark_saved(); // the record is the run's base as it stands
+    let base = Base { id: crate::state::record_id(record), len: record.len() };
+    let Some(delta) = delta else { return Ok((decoded, base, false)) };
+    let applied = delta
+        .strip_prefix(DELTA_MAGIC.as_slice())
+        .ok_or_else(|| "not a delta".to_string())
+        .and_then(|text| crate::state::decode_delta(text, RETRY_WINDOW))
+        .and_then(|(id, mut later, kept)| {
+            if id != base.id || later.tenant != decoded.tenant || later.run_id != decoded.run_id {
+                return Err("a delta of another record".into());
+            }
+            crate::state::apply_delta(&decoded, &mut later, kept)?;
+            Ok(later)
+        });
+    Ok(match applied {
+        Ok(later) => (later, base, true),
+        Err(_) => (decoded, base, false),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::engine::Settings;
+    use crate::pb;
+    use crate::service::{Config, Limits, Summary};
+    use std::collections::HashMap;
+
+    fn core(settings: &Settings) -> Core {
+        Core::new(Config { default: settings.clone(), ..Default::default() }, Limits::default(), 100, 3600.0, "test".into(), vec![])
+    }
+
+    /// xorshift64: the same "random" runs on every machine.
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// The record without its `last_seen` (a wall-clock time that round-trips through the
+    /// store's clock with float error).
+    fn comparable(record: Vec<u8>) -> String {
+        let text = String::from_utf8(record).unwrap();
+        let start = text.find(r#""last_seen":"#).unwrap();
+        let end = start + text[start..].find(',').unwrap();
+        format!("{}{}", &text[..start], &text[end..])
+    }
+
+    /// The heart of deltas: whatever the engine did to a run between flushes (calls appended
+    /// past the history's capacity, pending calls filled in out of order, batches, progress
+    /// flags, user turns clearing the history, retries), the run taken back from its last full
+    /// record and its latest delta is, field for field, the run memory holds. Thousands of
+    /// steps over several settings, a flush at random points, every run checked after each.
+    #[test]
+    fn a_run_taken_back_from_its_base_and_latest_delta_is_the_run_in_memory() {
+        let variants = [
+            Settings { enabled: Some(true), history_size: 8, warning_threshold: 3, critical_threshold: 6, ..Default::default() },
+            Settings { enabled: Some(true), history_size: 30, warning_threshold: 10, critical_threshold: 20,
+                       user_turn_resets: true, parallel_batches: true, progress_resets_repeats: true,
+                       run_wide_breaker_threshold: 12, exec_failure_streak: true, ..Default::default() },
+            Settings { enabled: Some(true), history_size: 5, warning_threshold: 2, critical_threshold: 4,
+                       user_turn_resets: true, duplicate_side_effect: true, ..Default::default() },
+        ];
+        let (wall, tools) = (1_700_000_000.0, ["read", "exec", "Bash", "process", "write"]);
+        let (mut deltas, mut records) = (0, 0);
+        for (variant, settings) in variants.iter().enumerate() {
+            for seed in 1..=4u64 {
+                let mut live = core(settings);
+                let mut rng = seed * 0x9E37_79B9_7F4A_7C15 + variant as u64;
+                let mut stored: HashMap<String, (Vec<u8>, Option<Vec<u8>>)> = HashMap::new();
+                let mut pending: HashMap<String, Vec<(String, String, String)>> = HashMap::new();
+                let mut seqs: HashMap<String, u64> = HashMap::new();
+                let mut summary = Summary::default();
+                for step in 0..1500u64 {
+                    let now = step as f64 * 0.01;
+                    let run = format!("r{}", next(&mut rng) % 3);
+                    let seq = seqs.entry(run.clone()).or_default();
+                    *seq += 1;
+                    let roll = next(&mut rng) % 40;
+                    let kind = if roll < 18 {
+                        let tool = tools[(next(&mut rng) % 5) as usize].to_string();
+                        let params = format!(r#"{{"path":"/f/{}","action":"poll"}}"#, next(&mut rng) % 4);
+                        let id = format!("c{step}");
+                        pending.entry(run.clone()).or_default().push((tool.clone(), params.clone(), id.clone()));
+                        let batch_id = if next(&mut rng).is_multiple_of(3) { format!("b{}", step / 4) } else { String::new() };
+                        pb::event::Kind::ToolCall(pb::ToolCall { tool_name: tool, params_json: params, tool_call_id: id, batch_id, ..Default::default() })
+                    } else if roll < 36 {
+                        let waiting = pending.entry(run.clone()).or_default();
+                        if waiting.is_empty() {
+                            continue;
+                        }
+                        let (tool, params, id) = waiting.remove((next(&mut rng) % waiting.len() as u64) as usize);
+                        let outcome = match next(&mut rng) % 4 {
+                            0 => pb::tool_outcome::Outcome::Error(format!("failed {}", next(&mut rng) % 2)),
+                            n => pb::tool_outcome::Outcome::ResultJson(format!(r#"{{"status":"running","n":{}}}"#, n % 2)),
+                        };
+                        pb::event::Kind::ToolOutcome(pb::ToolOutcome { tool_name: tool, params_json: params, tool_call_id: id,
+                                                                        outcome: Some(outcome), duration_ms: 5 })
+                    } else if roll < 37 {
+                        pending.remove(&run);
+                        pb::event::Kind::UserTurn(pb::UserTurn { prompt_id: format!("p{step}") })
+                    } else {
+                        // A flush of every run, then each taken back as a restart would.
+                        for (run_id, (base, delta)) in stored.iter_mut() {
+                            match live.flush_record("", run_id, wall, now, true) {
+                                Some(ForFlush::Record(record)) => {
+                                    records += 1;
+                                    *base = record;
+                                    *delta = None;
+                                }
+                                Some(ForFlush::Delta(value)) => {
+                                    deltas += 1;
+                                    *delta = Some(value);
+                                }
+                                None => unreachable!("every run stays held"),
+                            }
+                        }
+                        for (run_id, (base, delta)) in &stored {
+                            let mut restored = core(settings);
+                            let loaded = restored.load_run(base, delta.as_deref(), wall, now, None, &mut Vec::new()).unwrap();
+                            assert!(matches!(loaded, Loaded::Restored), "variant {variant} seed {seed} step {step}");
+                            assert_eq!(comparable(live.encode_run("", run_id, wall, now).unwrap()),
+                                       comparable(restored.encode_run("", run_id, wall, now).unwrap()),
+                                       "variant {variant} seed {seed} step {step} run {run_id}");
+                            // A delta against another base is left out, and says so.
+                            if delta.is_some() {
+                                let mut other = base.clone();
+                                other.push(b' ');
+                                let loaded = core(settings).load_run(&other, delta.as_deref(), wall, now, None, &mut Vec::new()).unwrap();
+                                assert!(matches!(loaded, Loaded::RestoredBaseOnly));
+                            }
+                        }
+                        continue;
+                    };
+                    let event = pb::Event { run_id: run.clone(), seq: *seq, kind: Some(kind), ..Default::default() };
+                    live.evaluate_event(&event, "", now, &mut summary);
+                    if let std::collections::hash_map::Entry::Vacant(new) = stored.entry(run.clone()) {
+                        let Some(ForFlush::Record(record)) = live.flush_record("", &run, wall, now, true) else {
+                            panic!("a run's first write is a full record");
+                        };
+                        new.insert((record, None));
+                    }
+                }
+            }
+        }
+        // Both kinds were written many times over (a test whose flushes were all full records
+        // would prove nothing about deltas).
+        assert!(deltas > 1000 && records > 100, "{deltas} deltas, {records} records");
+    }
+
+    /// A delta is what changed, not the run: a run with a full history written once costs, for
+    /// one more call, a delta of a small part of its record (and no compression).
+    #[test]
+    fn a_delta_after_one_call_is_a_small_part_of_the_record() {
+        let settings = Settings { enabled: Some(true), history_size: 30, warning_threshold: 10, critical_threshold: 20, ..Default::default() };
+        let mut live = core(&settings);
+        let mut summary = Summary::default();
+        let call = |n: u64| pb::Event { run_id: "r".into(), seq: n, kind: Some(pb::event::Kind::ToolCall(pb::ToolCall {
+            tool_name: "read".into(), params_json: format!(r#"{{"path":"/f/{n}"}}"#), tool_call_id: format!("c{n}"), ..Default::default() })), ..Default::default() };
+        for n in 1..=30 {
+            live.evaluate_event(&call(n), "", 0.0, &mut summary);
+        }
+        let Some(ForFlush::Record(record)) = live.flush_record("", "r", 0.0, 0.0, true) else { panic!("first: full") };
+        live.evaluate_event(&call(31), "", 0.0, &mut summary);
+        let Some(ForFlush::Delta(delta)) = live.flush_record("", "r", 0.0, 0.0, true) else { panic!("then: a delta") };
+        assert!(delta.starts_with(DELTA_MAGIC));
+        assert!(delta.len() * 4 < record.len(), "delta {} bytes, record {}", delta.len(), record.len());
+        // Without deltas (a shared store), always the full record.
+        live.evaluate_event(&call(32), "", 0.0, &mut summary);
+        assert!(matches!(live.flush_record("", "r", 0.0, 0.0, false), Some(ForFlush::Record(_))));
+    }
 
     /// A framed value is the magic and a zlib stream any zlib reads: checked against a stored
     /// value framed by encoding.py (zlib level 1) by tests/statestore/test_encoding.py; here the

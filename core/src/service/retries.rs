@@ -18,6 +18,9 @@ pub(crate) struct Retries {
     pub(crate) digests: Vec<[u8; 8]>,
     pub(crate) decisions: HashMap<usize, Decision>,
     pub(crate) next_slot: usize,
+    /// Events remembered since the run's last full record in the state store (at most the
+    /// window): a delta writes only their slots (service/persist.rs).
+    pub(crate) unsaved: usize,
 }
 
 impl Retries {
@@ -42,6 +45,7 @@ impl Retries {
             }
         }
         self.next_slot = (slot + 1) % RETRY_WINDOW;
+        self.unsaved = (self.unsaved + 1).min(RETRY_WINDOW);
     }
 }
 
@@ -234,7 +238,7 @@ mod tests {
     }
 
     fn history_len(core: &Core) -> usize {
-        core.store.get("t", "run-1").unwrap().state.history.len()
+        core.store.get("t", "run-1").unwrap().state.history().len()
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub struct Entry {
     /// The shared store's owner generation of the copy held here (keeper.py fences writes with
     /// it: a write is refused once another replica wrote since); 0: none known.
     pub owner_gen: u64,
+    /// The run's last full record in the state store, the base its deltas are written against
+    /// (service/persist.rs); None: its next write is a full record.
+    pub(super) base: Option<super::persist::Base>,
 }
 
 /// FNV-1a of (tenant, run_id): the map key, so a lookup allocates nothing; entries with the same
@@ -266,6 +269,10 @@ impl Store {
         }
         for ((tenant, run_id), live, root) in items {
             if let Some(slot) = self.find(&tenant, &run_id) {
+                // Its write failed, so the store may not hold the base its next delta would name.
+                if let Some(entry) = self.slots[slot as usize].entry.as_mut() {
+                    entry.base = None;
+                }
                 self.mark(slot);
             } else if !live {
                 self.mark_deleted(&tenant, &run_id, &root, false);
@@ -515,6 +522,7 @@ impl Store {
             tree: None,
             unlinked_calls: 0,
             owner_gen: 0,
+            base: None,
         };
         let slot = self.insert(entry);
         self.mark(slot);
@@ -917,7 +925,7 @@ mod tests {
         let entry = Entry {
             tenant: "a".into(), run_id: "a-2".into(), state: RunState::new(30), agent_id: String::new(),
             session_id: String::new(), last_seen: 0.0, touch: 0, events_evaluated: 0, recent: None, retries: None,
-            dirty: false, tree: None, unlinked_calls: 0, owner_gen: 0,
+            dirty: false, tree: None, unlinked_calls: 0, owner_gen: 0, base: None,
         };
         let mut evictions = Vec::new();
         store.restore(entry, 0.0, 1.0, &mut evictions);

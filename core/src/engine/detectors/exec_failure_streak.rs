@@ -144,7 +144,7 @@ mod tests {
         let failure = failing("Traceback: missing package");
         let verdicts = rounds(&mut run, 30, |i| command(&format!("python job-{i}.py")), |_| failure.clone());
         assert!(verdicts.iter().all(|v| seen(v) == ALLOW));
-        assert!(run.state.history.iter().all(|r| r.failure_key().is_none()), "and no identity is kept");
+        assert!(run.state.history().iter().all(|r| r.failure_key().is_none()), "and no identity is kept");
     }
 
     /// The identities are run state: a run written and read back keeps its streak.

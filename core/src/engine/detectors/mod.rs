@@ -102,6 +102,6 @@ mod tests {
         for _ in 0..8 {
             assert_eq!(seen(&run.round(CALL.0, CALL.1, r#""same""#)), ALLOW);
         }
-        assert_eq!(run.state.history.len(), 8, "but history is recorded");
+        assert_eq!(run.state.history().len(), 8, "but history is recorded");
     }
 }
