@@ -34,14 +34,13 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import grpc  # noqa: E402
-import orjson  # noqa: E402
 from loopwarden.v1 import loopwarden_pb2 as pb  # noqa: E402
 
-from loopwarden_server.statestore.encoding import unframe  # noqa: E402
 from loopwarden_server.statestore.file import FileStateStore  # noqa: E402
 from tests.support.daemon import running_daemon  # noqa: E402
 from tests.support.grpc_helpers import Stream, channel  # noqa: E402
 from tests.support.metrics import value  # noqa: E402
+from tests.support.state import stored_runs  # noqa: E402
 
 CONFIG = "{tools: {loopDetection: {enabled: true}}}"
 BATCH = 200  # events a request: small, so a request stalled behind a flush shows in its latency
@@ -145,13 +144,9 @@ def _fill(target: str, runs: int, records: int) -> list[list[float]]:
 
 
 def stored_counts(path: pathlib.Path) -> dict[str, int]:
-    """run id -> events_evaluated of its stored record, read with the restore's own reader."""
-    store = FileStateStore(str(path))
-    counts: dict[str, int] = {}
-    for value_ in store.restore():
-        record = orjson.loads(unframe(value_))
-        counts[record["run_id"]] = record["events_evaluated"]
-    return counts
+    """run id -> events_evaluated of its stored run, read as a restore reads it (the core takes
+    each run's full record in with the delta after it)."""
+    return {run_id: record["events_evaluated"] for (_tenant, run_id), record in stored_runs(path).items()}
 
 
 def run(runs: int, records: int, seconds: float, rate: float, directory: str,
@@ -218,7 +213,9 @@ def run(runs: int, records: int, seconds: float, rate: float, directory: str,
 
 def breakdown(runs: int, records: int, directory: str) -> dict:
     """Per run, in process: the core's JSON encode, Python's zlib (level 1: main's framing on the
-    loop), the core's frame_records (the flush's framing now, off the loop), append + fsync."""
+    loop), the core's frame_records (the flush's framing now, off the loop), append + fsync; and
+    for a delta after one more call (what a busy run's flush writes now): its encode, its size,
+    its append + fsync."""
     import zlib
 
     from loopwarden_server.statestore.encoding import LEVEL, frame, run_key
@@ -256,13 +253,35 @@ def breakdown(runs: int, records: int, directory: str) -> dict:
             await store.flush(items[start:start + 256])
     asyncio.run(write())
     append = time.perf_counter() - began  # wall: fsync waits for the disk
+    # A busy run's usual write now: its base written once (a full record, as above), one more
+    # call, then the delta a flush writes in its place (the core's take_record, as the keeper).
+    native = engine.service.native
+    for t, r in keys:
+        native.take_record(t, r, wall, now, True)
+    for start in range(0, runs, 1000):
+        engine.evaluate([_event(r, records) for r in range(start, min(runs, start + 1000))])
+    began = time.thread_time()
+    deltas = [native.take_record(t, r, wall, now, True) for t, r in keys]
+    delta_encode = time.thread_time() - began
+    assert all(d.startswith(b"LWD") for d in deltas), "every run written as a delta"
+    delta_items = [(run_key(t, r), d, 0.0) for (t, r), d in zip(keys, deltas)]
+    began = time.perf_counter()
+
+    async def write_deltas() -> None:
+        for start in range(0, len(delta_items), 256):
+            await store.flush(delta_items[start:start + 256])
+    asyncio.run(write_deltas())
+    delta_append = time.perf_counter() - began
     return {"runs": runs, "records": records,
             "record_json_bytes": round(statistics.fmean(map(len, records_json))),
             "stored_value_bytes": round(statistics.fmean(map(len, compressed))) + 4,
             "encode_us_per_run": round(encode / runs * 1e6, 1),
             "python_zlib_us_per_run": round(compress / runs * 1e6, 1),
             "core_frame_records_us_per_run": round(core_frame / runs * 1e6, 1),
-            "append_fsync_us_per_run": round(append / runs * 1e6, 1)}
+            "append_fsync_us_per_run": round(append / runs * 1e6, 1),
+            "delta_bytes": round(statistics.fmean(map(len, deltas))),
+            "delta_encode_us_per_run": round(delta_encode / runs * 1e6, 1),
+            "delta_append_fsync_us_per_run": round(delta_append / runs * 1e6, 1)}
 
 
 def main() -> None:

@@ -17,14 +17,14 @@ import orjson
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from loopwarden.v1 import loopwarden_pb2 as pb
-from loopwarden_server.statestore.encoding import frame, run_key, unframe
-from loopwarden_server.statestore.file import HEADER, FileStateStore
+from loopwarden_server.statestore.encoding import frame, run_key
+from loopwarden_server.statestore.file import HEADER
 from loopwarden_server.statestore.file import frame as log_frame
 
 from tests.support.daemon import running_daemon, started
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import value
-from tests.support.state import wait_until_flushed
+from tests.support.state import stored_runs, wait_until_flushed
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 ARGS = '{"path":"/x"}'
@@ -45,10 +45,8 @@ def _template_record(tmp_path: pathlib.Path) -> dict:
         with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
             _loop(stream, "template", 15)
         wait_until_flushed(daemon)
-    store = FileStateStore(str(path))
-    store.check()
-    [stored] = list(store.restore())
-    return orjson.loads(unframe(stored))
+    [record] = stored_runs(path).values()
+    return record
 
 
 def _write_state(path: pathlib.Path, record: dict, runs: int) -> list[tuple[int, int]]:

@@ -7,6 +7,7 @@ import pytest
 
 from loopwarden_server.statestore import file as file_module
 from loopwarden_server.statestore.base import StateStoreError
+from loopwarden_server.statestore.encoding import DELTA_MAGIC
 from loopwarden_server.statestore.file import HEADER, FileStateStore, NotAStateFile
 
 
@@ -14,10 +15,17 @@ def _flush(store: FileStateStore, items) -> None:
     asyncio.run(store.flush([(key, value, 60.0) for key, value in items]))
 
 
-def _reopen(path) -> list[bytes]:
+def _chains(path) -> list[tuple[bytes, bytes | None]]:
     store = FileStateStore(str(path))
     store.check()
     return list(store.restore())
+
+
+def _reopen(path) -> list[bytes]:
+    """The restored values (these logs hold no deltas)."""
+    chains = _chains(path)
+    assert all(delta is None for _value, delta in chains)
+    return [value for value, _delta in chains]
 
 
 class TestLog:
@@ -69,6 +77,64 @@ class TestLog:
         assert path.read_bytes().startswith(HEADER)
 
 
+def _delta(text: bytes) -> bytes:
+    return DELTA_MAGIC + text
+
+
+class TestDeltas:
+    """A run's base (a full value) and the latest delta after it are both live; a new base, a
+    delete or compaction never pairs a delta with a base it did not follow."""
+
+    def test_the_latest_delta_comes_back_with_its_base(self, tmp_path):
+        path = tmp_path / "s"
+        store = FileStateStore(str(path))
+        store.check()
+        list(store.restore())
+        _flush(store, [(b"{a}", b"a-base"), (b"{b}", b"b-base")])
+        _flush(store, [(b"{a}", _delta(b"a-d1"))])
+        _flush(store, [(b"{a}", _delta(b"a-d2")), (b"{b}", _delta(b"b-d1"))])
+        assert _chains(path) == [(b"a-base", _delta(b"a-d2")), (b"b-base", _delta(b"b-d1"))]
+
+    def test_a_new_base_ends_the_old_delta_and_a_delete_ends_both(self, tmp_path):
+        path = tmp_path / "s"
+        store = FileStateStore(str(path))
+        store.check()
+        list(store.restore())
+        _flush(store, [(b"{a}", b"a-base"), (b"{b}", b"b-base")])
+        _flush(store, [(b"{a}", _delta(b"a-d1")), (b"{b}", _delta(b"b-d1"))])
+        _flush(store, [(b"{a}", b"a-base2"), (b"{b}", None)])
+        assert _chains(path) == [(b"a-base2", None)]
+        _flush(store, [(b"{b}", _delta(b"b-d2"))])  # a delta with no base before it: dead
+        assert _chains(path) == [(b"a-base2", None)]
+
+    def test_compaction_keeps_each_base_and_its_delta(self, tmp_path, monkeypatch):
+        monkeypatch.setattr(file_module, "COMPACT_MIN_BYTES", 1)
+        path = tmp_path / "s"
+        store = FileStateStore(str(path))
+        store.check()
+        list(store.restore())
+        _flush(store, [(f"{{k{i}}}".encode(), f"base-{i}".encode() * 10) for i in range(10)])
+        for round_ in range(6):
+            _flush(store, [(f"{{k{i}}}".encode(), _delta(f"d{round_}-{i}".encode() * 10)) for i in range(10)])
+        assert store.compactions >= 1
+        expected = [(f"base-{i}".encode() * 10, _delta(f"d5-{i}".encode() * 10)) for i in range(10)]
+        assert _chains(path) == expected
+        before = path.stat().st_size
+        assert before < 2 * sum(len(b) + len(d) + 30 for b, d in expected), "dead deltas left the log"
+
+    def test_a_damaged_delta_gives_way_to_the_one_before(self, tmp_path):
+        """The flipped byte costs the latest delta: the run comes back with the delta before it."""
+        path = tmp_path / "s"
+        store = FileStateStore(str(path))
+        store.check()
+        list(store.restore())
+        _flush(store, [(b"{a}", b"a-base" * 10), (b"{b}", b"b-base" * 10)])
+        _flush(store, [(b"{a}", _delta(b"a-d1" * 10))])
+        _flush(store, [(b"{a}", _delta(b"a-d2" * 10)), (b"{b}", _delta(b"b-d1" * 10))])
+        _flip(path, store._index.deltas[b"{a}"][0] + 20)
+        assert _chains(path) == [(b"a-base" * 10, _delta(b"a-d1" * 10)), (b"b-base" * 10, _delta(b"b-d1" * 10))]
+
+
 class TestCheck:
     def test_a_path_under_a_file_is_not_writable(self, tmp_path):
         """check() names the path and says why."""
@@ -93,7 +159,7 @@ def _store_with(path, runs: int, flushes: int = 1) -> list[tuple[int, int]]:
     list(store.restore())
     for round_ in range(flushes):
         _flush(store, [(f"{{run-{k:04d}}}".encode(), f"value-{k:04d}-v{round_}-".encode() * 20) for k in range(runs)])
-    return [store._index[f"{{run-{k:04d}}}".encode()] for k in range(runs)]
+    return [store._index.bases[f"{{run-{k:04d}}}".encode()] for k in range(runs)]
 
 
 def _flip(path, offset: int) -> None:
@@ -116,7 +182,7 @@ class TestDamage:
         damaged_size = len(damaged)
         store = FileStateStore(str(path))
         store.check()
-        values = list(store.restore())
+        values = [value for value, _delta in store.restore()]
         assert len(values) == 99
         assert not any(value.startswith(b"value-0010-") for value in values)
         assert (store.corrupt_ranges, store.corrupt_bytes) == (1, length)
@@ -124,9 +190,8 @@ class TestDamage:
         assert [store.corrupt_path] == [str(p) for p in corrupt]
         assert corrupt[0].read_bytes() == damaged[offset:offset + length], "the bad bytes, as they were"
         assert len(path.read_bytes()) == damaged_size - length, "the damaged range left the log"
+        assert sorted(_reopen(path)) == sorted(values)
         again = FileStateStore(str(path))
-        again.check()
-        assert sorted(list(again.restore())) == sorted(values)
         assert again.corrupt_bytes == 0, "the rewritten log is clean"
 
     def test_the_run_comes_back_from_its_previous_frame(self, tmp_path):

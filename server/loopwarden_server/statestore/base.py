@@ -6,9 +6,10 @@ RunState, so a backend in another language (the Rust core) implements the same f
 - `check()`      at start, before any listener binds: fail fast (StateStoreError) on a store that
                  can never work here (an unwritable path, a malformed URL). A store that is merely
                  unreachable right now (Redis down) does not fail the start: persistence fails open.
-- `restore()`    after every listener binds: the stored runs' values, streamed, for an embedded
-                 store that owns every run of its replica (the file store). A shared store
-                 (`lazy = True`) returns nothing and is asked per run instead:
+- `restore()`    after every listener binds: the stored runs, streamed, for an embedded store
+                 that owns every run of its replica (the file store): each run's value and the
+                 delta stored after it, if any (a store that keeps deltas: `deltas = True`). A
+                 shared store (`lazy = True`) returns nothing and is asked per run instead:
 - `load(key)`    one run's value, or None when the store has none (a new run).
 - `flush(items)` write (key, value, ttl_seconds) items; value None deletes the key. All or nothing
                  from the caller's view: on StateStoreError the caller keeps the runs dirty and
@@ -23,6 +24,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 
 FlushItem = tuple[bytes, "bytes | None", float]  # (key, value or None = delete, ttl seconds)
+# A restored run: its value (a full record) and the latest delta stored after it, or None.
+StoredRun = tuple[bytes, "bytes | None"]
 # A fenced write: a FlushItem and the owner generation the writer's copy came from (-1: a delete,
 # which only a live lease of another replica holds back).
 FencedItem = tuple[bytes, "bytes | None", float, int]
@@ -40,6 +43,10 @@ class StateStore(ABC):
     lazy: bool = False
     #: What logs and metrics call this store ("file", "redis").
     kind: str = ""
+    #: True: the store keeps a run's latest delta beside its full record (a flush may write a
+    #: delta: only what changed since), and `restore` yields both. A store that keeps one value
+    #: per key (Redis) is always written full records.
+    deltas: bool = False
 
     def describe(self) -> str:
         """Where the store is, fit for a log line (no credentials)."""
@@ -48,7 +55,7 @@ class StateStore(ABC):
     @abstractmethod
     def check(self) -> None: ...
 
-    def restore(self) -> Iterator[bytes]:
+    def restore(self) -> Iterator[StoredRun]:
         return iter(())
 
     async def load(self, key: bytes) -> bytes | None:

@@ -35,6 +35,18 @@ is keyed under its root: b"{" + base64url(tenant) + b"." + base64url(root) + b"}
 base64url(run_id), so the hash tag is the root's and one owner (one Redis slot) holds the whole
 tree, while a root run's key stays exactly the plain key (stored runs keep their keys).
 
+A flush to a store that keeps deltas (the file store) may write a run as a *delta* instead:
+
+    b"LWD" 0x01 | UTF-8 JSON, not compressed
+
+the run record as above with a "base" (the 8-byte id, hex, of the full record it applies to:
+XXH3-64 of that record's JSON), a history holding only the records after the base's ones it
+keeps ("drop", "keep": history = base[drop:drop + keep] + these) and a retry window holding only
+the slots written since ("slots", "len"); every other field whole. The core writes one only while
+it is at most half its base's size, and applies it only to the base it names
+(core/src/service/persist.rs, core/src/state.rs). A delta is never a run by itself: `unframe`
+refuses one.
+
 A tenant's standing exemptions (ASK's "always" answers, core/src/service/exemptions.rs) are one
 more value beside its runs, never mistaken for one:
 
@@ -95,6 +107,14 @@ def _b64(text: str) -> bytes:
 
 def _unb64(data: bytes) -> str:
     return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4)).decode("utf-8", "surrogatepass")
+
+
+DELTA_MAGIC = b"LWD\x01"
+
+
+def is_delta(value: bytes) -> bool:
+    """A stored value that is a delta against a run's full record (not a run by itself)."""
+    return value[:4] == DELTA_MAGIC
 
 
 EXEMPTIONS_MAGIC = b"LWX\x01"

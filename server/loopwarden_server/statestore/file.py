@@ -6,7 +6,14 @@ Design. PATH is one file: an 8-byte header, then frames
 
 where an empty value deletes the key. A flush appends the frames of the runs changed since the
 last one and fsyncs, so it costs what changed, not what is held, and memory while writing is one
-batch of frames, never the whole state. A frame is only ever appended after every earlier one is
+batch of frames, never the whole state.
+
+A run's value is a full record or a *delta* (encoding.py: DELTA_MAGIC): what changed since the
+run's latest full record, its *base*, which the delta names by id. So each key has a base and
+at most one live delta, the latest frame of either kind after that base; a new base makes the
+key's earlier delta dead. `restore` yields each base with its delta (or None), and the core
+applies the delta only when it names that base (core/src/service/persist.rs). A delta with no
+base before it in the log is dead too. A frame is only ever appended after every earlier one is
 on disk, so a crash (kill -9, OOM, power) can tear at most the last frames: `restore` reads up to
 the last frame whose length and checksum hold, truncates the torn tail, and every run flushed
 before it is intact. The latest intact frame of a key wins.
@@ -26,9 +33,10 @@ keeper reports the store down), serves from memory, restores what the file holds
 flush that gets the space back creates or appends to the log as usual.
 
 When the log holds more than twice the bytes of its live frames it is compacted: the live frames
-are copied, streamed, into PATH.compact, fsynced, and renamed over PATH (atomic; the directory is
-fsynced too). Either the old or the new log is there after a crash, never neither. The key index
-(key -> offset and length of its latest frame, ~100 bytes a run) is the only state kept beside.
+(each key's base, then its delta) are copied, streamed, into PATH.compact, fsynced, and renamed
+over PATH (atomic; the directory is fsynced too). Either the old or the new log is there after a
+crash, never neither. The key index (key -> offset and length of its base and of its delta,
+~150 bytes a run) is the only state kept beside.
 
 Nothing here ever deletes PATH: a start that fails, or a file that cannot be read (it is moved
 aside to PATH.refused by the caller), leaves the stored state for the next start.
@@ -47,7 +55,8 @@ import time
 import zlib
 from collections.abc import Iterator, Sequence
 
-from .base import FlushItem, StateStore, StateStoreError
+from .base import FlushItem, StateStore, StateStoreError, StoredRun
+from .encoding import is_delta
 
 log = logging.getLogger("loopwarden.daemon")
 
@@ -96,19 +105,65 @@ def _file_type(mode: int) -> str:
     return "not a regular file"
 
 
+Span = tuple[int, int]  # (offset, frame length) of a frame in the log
+
+
+class _Index:
+    """Each key's live frames: its base (a full value) and the latest delta after it. A delta
+    with no base is dead (nothing to apply it to); a delete or a new base ends the old chain."""
+
+    def __init__(self) -> None:
+        self.bases: dict[bytes, Span] = {}
+        self.deltas: dict[bytes, Span] = {}
+        self.live_bytes = 0
+
+    def place(self, key: bytes, span: Span, value_head: bytes | None) -> None:
+        """The frame at `span` holds `key`'s value, which starts with `value_head` (None: a
+        delete)."""
+        if value_head is not None and is_delta(value_head):
+            if key in self.bases:
+                self._drop(self.deltas, key)
+                self.deltas[key] = span
+                self.live_bytes += span[1]
+            return
+        self._drop(self.bases, key)
+        self._drop(self.deltas, key)
+        if value_head is not None:
+            self.bases[key] = span
+            self.live_bytes += span[1]
+
+    def _drop(self, spans: dict[bytes, Span], key: bytes) -> None:
+        old = spans.pop(key, None)
+        if old is not None:
+            self.live_bytes -= old[1]
+
+    def chains(self) -> list[tuple[bytes, Span, Span | None]]:
+        """(key, base, delta or None) of every key, in the order of the bases in the log."""
+        return sorted(((key, base, self.deltas.get(key)) for key, base in self.bases.items()),
+                      key=lambda chain: chain[1][0])
+
+    def __len__(self) -> int:
+        return len(self.bases)
+
+
 def frame(key: bytes, value: bytes | None) -> bytes:
     body = _KEY.pack(len(key)) + key + (value or b"")
     return _FRAME.pack(len(body), zlib.crc32(body)) + body
 
 
+def _read_value(handle, key: bytes, span: Span) -> bytes:
+    handle.seek(span[0])
+    return handle.read(span[1])[_FRAME.size + _KEY.size + len(key):]
+
+
 class FileStateStore(StateStore):
     kind = "file"
+    deltas = True
 
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
-        self._index: dict[bytes, tuple[int, int]] = {}  # key -> (offset, frame length) of its live frame
+        self._index = _Index()
         self._size = 0  # bytes in the log, header included
-        self._live_bytes = 0
         self._lock = asyncio.Lock()
         self.compactions = 0
         self.degraded = ""  # why the store could not write at start ("" while it can)
@@ -157,9 +212,10 @@ class FileStateStore(StateStore):
             os.close(fd)
             os.unlink(probe)
 
-    def restore(self) -> Iterator[bytes]:
-        """The live values, oldest write first. A missing or empty file starts a new log (once
-        there is space for one: a degraded store creates it on its first good flush)."""
+    def restore(self) -> Iterator[StoredRun]:
+        """Each run's base and its delta (or None), oldest base first. A missing or empty file
+        starts a new log (once there is space for one: a degraded store creates it on its first
+        good flush)."""
         path = self.path
         if not os.path.exists(path) or os.path.getsize(path) == 0:
             if not self.degraded:
@@ -184,18 +240,14 @@ class FileStateStore(StateStore):
         if damaged and not self.degraded:
             self._compact()  # the damaged ranges leave the log; their copy is PATH.corrupt-*
         with open(path, "rb") as handle:
-            for offset, length in sorted(self._index.values()):
-                handle.seek(offset)
-                raw = handle.read(length)
-                key_length = _KEY.unpack_from(raw, _FRAME.size)[0]
-                yield raw[_FRAME.size + _KEY.size + key_length:]
+            for key, base, delta in self._index.chains():
+                yield _read_value(handle, key, base), None if delta is None else _read_value(handle, key, delta)
 
     def _scan(self) -> tuple[int, list[tuple[int, int]]]:
         """Index the log. Returns the offset after its last intact frame and the damaged ranges
         (offset, length) skipped before it: bytes between two intact frames that are no frame."""
-        index: dict[bytes, tuple[int, int]] = {}
+        index = _Index()
         damaged: list[tuple[int, int]] = []
-        live = 0
         with open(self.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
             size = len(data)
             offset = len(HEADER)
@@ -209,15 +261,12 @@ class FileStateStore(StateStore):
                     offset = following
                     continue
                 key_length = _KEY.unpack_from(data, offset + _FRAME.size)[0]
-                key = bytes(data[offset + _FRAME.size + _KEY.size:offset + _FRAME.size + _KEY.size + key_length])
-                old = index.pop(key, None)
-                if old is not None:
-                    live -= old[1]
-                if length > _KEY.size + key_length:
-                    index[key] = (offset, _FRAME.size + length)
-                    live += _FRAME.size + length
+                start = offset + _FRAME.size + _KEY.size
+                key = bytes(data[start:start + key_length])
+                value_head = bytes(data[start + key_length:start + key_length + 4]) if length > _KEY.size + key_length else None
+                index.place(key, (offset, _FRAME.size + length), value_head)
                 offset += _FRAME.size + length
-        self._index, self._live_bytes = index, live
+        self._index = index
         return offset, damaged
 
     def _move_aside(self, damaged: list[tuple[int, int]]) -> None:
@@ -254,7 +303,7 @@ class FileStateStore(StateStore):
             if exc.errno not in NO_SPACE:
                 raise
             self.degraded, self._log_created = f"{exc.strerror or exc} ({os.path.dirname(self.path)})", False
-            self._index, self._size, self._live_bytes = {}, 0, 0
+            self._index, self._size = _Index(), 0
 
     def rewrite(self, items: Iterator[tuple[bytes, bytes]]) -> None:
         """Replace the whole log with these (key, value) pairs, atomically (used to convert)."""
@@ -262,7 +311,7 @@ class FileStateStore(StateStore):
 
     def _write_atomically(self, frames: Iterator[tuple[bytes, bytes]]) -> None:
         tmp = f"{self.path}.compact"
-        index: dict[bytes, tuple[int, int]] = {}
+        index = _Index()
         offset = len(HEADER)
         try:
             with open(tmp, "wb") as handle:
@@ -270,7 +319,7 @@ class FileStateStore(StateStore):
                 for key, value in frames:
                     data = frame(key, value)
                     handle.write(data)
-                    index[key] = (offset, len(data))
+                    index.place(key, (offset, len(data)), value[:4])
                     offset += len(data)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -281,7 +330,6 @@ class FileStateStore(StateStore):
         os.replace(tmp, self.path)
         self._fsync_directory()
         self._index, self._size = index, offset
-        self._live_bytes = offset - len(HEADER)
         self._log_created = True
 
     def _fsync_directory(self) -> None:
@@ -299,7 +347,7 @@ class FileStateStore(StateStore):
                 if not self._log_created:  # degraded at start with no log: create it now
                     await asyncio.to_thread(self._new_log)
                 await asyncio.to_thread(self._append, items)
-                if self._size > max(COMPACT_MIN_BYTES, 2 * self._live_bytes):
+                if self._size > max(COMPACT_MIN_BYTES, 2 * self._index.live_bytes):
                     await asyncio.to_thread(self._compact)
             except OSError as exc:
                 raise StateStoreError(f"cannot write state store {self.path}: {exc.strerror or exc}") from None
@@ -308,7 +356,7 @@ class FileStateStore(StateStore):
                 self.degraded = ""
 
     def _append(self, items: Sequence[FlushItem]) -> None:
-        frames = [(key, frame(key, value), value is not None) for key, value, _ttl in items]
+        frames = [(key, frame(key, value), value) for key, value, _ttl in items]
         start = self._size
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         try:
@@ -321,14 +369,9 @@ class FileStateStore(StateStore):
         finally:
             os.close(fd)
         offset = start
-        index = self._index
-        for key, data, live in frames:
-            old = index.pop(key, None)
-            if old is not None:
-                self._live_bytes -= old[1]
-            if live:
-                index[key] = (offset, len(data))
-                self._live_bytes += len(data)
+        place = self._index.place
+        for key, data, value in frames:
+            place(key, (offset, len(data)), None if value is None else value[:4])
             offset += len(data)
         self._size = offset
 
@@ -336,10 +379,10 @@ class FileStateStore(StateStore):
         before = self._size
         with open(self.path, "rb") as source:
             def live_frames() -> Iterator[tuple[bytes, bytes]]:
-                for key, (offset, length) in sorted(self._index.items(), key=lambda item: item[1][0]):
-                    source.seek(offset)
-                    raw = source.read(length)
-                    yield key, raw[_FRAME.size + _KEY.size + len(key):]
+                for key, base, delta in self._index.chains():
+                    yield key, _read_value(source, key, base)
+                    if delta is not None:
+                        yield key, _read_value(source, key, delta)
             self._write_atomically(live_frames())
         self.compactions += 1
         log.info("state file compacted", extra={"state_store": self.path, "bytes_before": before,

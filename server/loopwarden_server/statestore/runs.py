@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from ..core import CoreService
 
 RESTORED, EXPIRED, MISMATCH = "restored", "expired", "mismatch"
+# Restored from its full record alone: the delta stored after it did not apply (another base:
+# the file store's damage handling can leave one behind) and was left out.
+RESTORED_BASE_ONLY = "restored_base_only"
 # merge_in's further outcomes: folded into memory's copy; memory's copy already current.
 MERGED, HELD = "merged", "held"
 
@@ -59,26 +62,31 @@ class CoreRuns:
         record = self.record(tenant, run_id, wall_now)
         return None if record is None else frame(record)
 
-    def record(self, tenant: str, run_id: str, wall_now: float) -> bytes | None:
-        """The run's record JSON for a flush, not yet framed (the keeper frames it off the event
-        loop); its change mark is cleared, so the run's next change queues it behind the runs
-        still waiting: the longest-unwritten runs are written first."""
-        return self.core.native.take_record(tenant, run_id, wall_now, self.core.clock())
+    def record(self, tenant: str, run_id: str, wall_now: float, deltas: bool = False) -> bytes | None:
+        """The run for a flush: its record JSON, not yet framed (the keeper frames it off the
+        event loop), or with `deltas` (a store that keeps them) perhaps a delta, already a stored
+        value (encoding.DELTA_MAGIC). Its change mark is cleared, so the run's next change queues
+        it behind the runs still waiting: the longest-unwritten runs are written first."""
+        return self.core.native.take_record(tenant, run_id, wall_now, self.core.clock(), deltas)
 
     @staticmethod
     def frame_records(records: list[bytes | None]) -> list[bytes | None]:
-        """Records as stored values (encoding.frame's format), compressed by the core with the GIL
-        let go for the whole list: the keeper runs it in a worker thread while events flow."""
+        """Records as stored values (encoding.frame's format; a delta, already one, as it is),
+        compressed by the core with the GIL let go for the whole list: the keeper runs it in a
+        worker thread while events flow."""
         return loopwarden_core.frame_records(records)
 
-    def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None) -> str:
-        return self.take_in_record(unframe(value), wall_now, expect)
+    def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None, delta: bytes | None = None) -> str:
+        """A stored value, and the delta stored after it (the file store's restore)."""
+        return self.take_in_record(unframe(value), wall_now, expect, delta)
 
-    def take_in_record(self, record: bytes, wall_now: float, expect: RunKey | None = None) -> str:
-        """A run record's JSON (unframed): restored, expired or mismatch; EncodingError naming
-        the field when it is malformed."""
+    def take_in_record(self, record: bytes, wall_now: float, expect: RunKey | None = None,
+                       delta: bytes | None = None) -> str:
+        """A run record's JSON (unframed), and a delta stored after it: restored (with the
+        delta applied), restored_base_only (the delta was not the record's), expired or
+        mismatch; EncodingError naming the field when the record is malformed."""
         try:
-            outcome, evictions = self.core.native.load_run(record, wall_now, self.core.clock(), expect)
+            outcome, evictions = self.core.native.load_run(record, wall_now, self.core.clock(), expect, delta)
         except ValueError as exc:
             raise EncodingError(f"malformed run: {exc}") from None
         self.core.count_evictions(evictions)
