@@ -61,20 +61,31 @@ def _core_keeper(store, runs: int, flush_interval: float = 1.0, capacity: int = 
 
 class TestPipelinedWrites:
     def test_a_write_that_fails_mid_flush_puts_back_exactly_the_runs_not_written(self):
-        """3 batches of runs: the first write lands, the next fails; those runs (and the ones
-        encoded meanwhile) are dirty again, the written ones are not, and the next flush writes
-        them; every stored value is the core's record in today's format."""
+        """3 batches of runs: the write of the first lands, the write holding the second fails;
+        every run from the failed write on (the ones encoded meanwhile too: a later write may or
+        may not have landed, so they are not known to be stored) is dirty again, the first
+        batch's are not, and the next flush writes them; every stored value is the core's record
+        in today's format."""
         runs = 2 * BATCH + 10
-        store = FailingStore(good=1)
+        store = FailingStore(good=99)
+        poison = run_key("", f"busy-{BATCH + 5}")  # in the second batch
+        flush, poisoned = store.flush, [True]
+
+        async def failing_on_poison(items):
+            if poisoned[0] and any(key == poison for key, _value, _ttl in items):
+                raise StateStoreError("disk gone")
+            await flush(items)
+
+        store.flush = failing_on_poison
 
         async def scenario():
             engine, kept, keeper, registry = _core_keeper(store, runs)
             assert not await keeper.flush_once()
-            written = set(store.data)
-            assert 0 < len(written) < runs
-            assert runs - len(written) == kept.dirty_count() == keeper.waiting()
-            assert len(written) == registry.get_sample_value("loopwarden_state_runs_flushed_total")
-            store.good = 99
+            first = {run_key("", f"busy-{r}") for r in range(BATCH)}
+            assert first <= set(store.data) and poison not in store.data
+            assert runs - BATCH == kept.dirty_count() == keeper.waiting()
+            assert BATCH == registry.get_sample_value("loopwarden_state_runs_flushed_total")
+            poisoned[0] = False
             assert await keeper.flush_once()
             assert 0 == kept.dirty_count() == keeper.waiting()
             return engine, registry
@@ -84,6 +95,32 @@ class TestPipelinedWrites:
         assert runs == registry.get_sample_value("loopwarden_state_runs_flushed_total")
         record = orjson.loads(unframe(store.data[run_key("", "busy-7")]))
         assert ("busy-7", 1) == (record["run_id"], record["events_evaluated"])
+
+    def test_batches_encoded_while_both_writers_are_busy_go_in_one_write(self):
+        """Slow writes (a loaded disk): the batches encoded meanwhile are grouped, so 12 batches
+        take far fewer than 12 writes, and every run is stored once."""
+        runs = 12 * BATCH
+        store = FailingStore(good=99)
+        store.delay = 0.05
+        sizes: list[int] = []
+        flush = store.flush
+
+        async def counting(items):
+            sizes.append(len(items))
+            await flush(items)
+
+        store.flush = counting
+
+        async def scenario():
+            _engine, kept, keeper, registry = _core_keeper(store, runs)
+            assert await keeper.flush_once()
+            assert 0 == kept.dirty_count()
+            return registry
+
+        registry = asyncio.run(scenario())
+        assert len(sizes) <= 4 and sum(sizes) == runs == len(store.data), sizes
+        assert max(sizes) > BATCH
+        assert runs == registry.get_sample_value("loopwarden_state_runs_flushed_total")
 
     def test_the_oldest_changed_runs_are_written_first(self):
         """take_dirty's order (first changed, first written): a run changed before the others

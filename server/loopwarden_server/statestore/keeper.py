@@ -6,7 +6,10 @@ touches it and marks a delete when it ends or is evicted; every flush interval (
 previous flush's start) the flusher takes the dirty set, encodes each run as it is when its batch
 is written (statestore.encoding; the mark is cleared then, so a later change queues the run
 again behind the runs still waiting) and hands batches to the StateStore, framed and written on
-worker threads (`_write` says why; bench/results/2026-12-02-flush-under-load.md the figures). A failed
+worker threads (`_write` says why; bench/results/2026-12-02-flush-under-load.md the figures).
+To a store that keeps deltas (the file store) a run is written as a delta against its last full
+record whenever the core can (only what changed since: a busy run's flush costs ~12 µs instead
+of ~65 µs); a failed write clears the run's base, so its next write is a full record again. A failed
 batch puts its runs back in the dirty set (a run changed again meanwhile is simply written once,
 as it is at the next flush), so nothing is lost while the store is away, only delayed; the next
 attempt waits interval x 2^failures (at most MAX_BACKOFF_SECONDS). Persistence fails open:
@@ -94,9 +97,11 @@ class _NoExemptionTables:
 # Writes in flight (each frames its batch in a worker thread, then appends): two, so framing
 # uses a second core while the loop encodes; the store orders the appends themselves.
 WRITERS = 2
-# Runs encoded per batch on the event loop: ~25 µs each (the record's JSON; zlib runs in the
-# writer thread), so a batch holds the loop for ~6 ms (more on a loaded machine).
+# Runs encoded per batch on the event loop: ~3 µs each for a delta, ~15 µs for a full record
+# (its JSON; zlib runs in the writer thread), so a batch holds the loop for 1-4 ms.
 BATCH = 256
+# Runs one write takes at most: the batches encoded while both writers were busy.
+GROUP = 16 * BATCH
 MAX_BACKOFF_SECONDS = 30.0
 FINAL_FLUSH_SECONDS = 5.0
 # Runs whose misroute or refused write was logged, at most (then the set starts over).
@@ -478,23 +483,34 @@ class StateKeeper:
     async def _write(self, keys: list, ttl: float, operation: str, started: float) -> bool:
         """Write the taken runs, oldest change first (take_dirty's order), so no run waits behind
         runs that changed after it. The loop only encodes (the core's runs are read there), BATCH
-        runs at a time and let go between batches; framing (zlib, in the core with the GIL let go
-        for a whole batch) and the store's write run in worker threads, WRITERS writes in flight,
-        each batch encoded as a writer frees up, so events keep flowing and other cores compress
-        (bench/flush_under_load.py has the figures). A failed write puts back every run not
-        known to be stored (a run written by a later write in flight is simply written again)."""
+        runs at a time and let go between batches; framing (zlib, in the core with the GIL let go)
+        and the store's write run in worker threads, WRITERS writes in flight. Batches encoded
+        while both writers are busy wait in a group that the next free writer takes whole (at most
+        GROUP runs; past that the loop waits for a writer): one write and one fsync for many
+        batches, so a flush of 100,000 small deltas is not 400 round trips through worker threads
+        and the GIL (bench/flush_under_load.py has the figures). A failed write puts back every
+        run not known to be stored (a run written by a later write in flight is simply written
+        again)."""
         writes: deque[tuple[asyncio.Future, int]] = deque()  # in flight: (write, keys[:end] handed)
         written = 0  # keys[:written] stored
+        group: list[tuple[list, list, list | None]] = []  # encoded, waiting for a writer
+        grouped = 0  # runs in the group
         try:
             for start in range(0, len(keys), BATCH):
-                # A batch is encoded (its runs' state taken) only when a writer is free for it:
-                # taken just before it is written, a run's stored state is as fresh as it can be.
-                while writes and (len(writes) >= WRITERS or writes[0][0].done()):
+                while writes and writes[0][0].done():
                     written = await self._settle(writes.popleft(), written)
                 end = min(len(keys), start + BATCH)
                 chunk = keys[start:end]
-                writes.append((asyncio.ensure_future(self._store_items(chunk, *self._encode(chunk, ttl))), end))
+                group.append((chunk, *self._encode(chunk, ttl)))
+                grouped += len(chunk)
+                if len(writes) >= WRITERS and grouped >= GROUP:
+                    written = await self._settle(writes.popleft(), written)
+                if len(writes) < WRITERS:
+                    writes.append((asyncio.ensure_future(self._store_group(group)), end))
+                    group, grouped = [], 0
                 await asyncio.sleep(0)  # let events through between batches
+            if group:
+                writes.append((asyncio.ensure_future(self._store_group(group)), len(keys)))
             while writes:
                 written = await self._settle(writes.popleft(), written)
         except StateStoreError as exc:
@@ -558,6 +574,15 @@ class StateKeeper:
         generations = ([self.runs.owner_gen(*item[0]) if value is not None else -1
                         for (_key, value, _ttl), item in zip(items, chunk)] if self._fenced else None)
         return items, generations
+
+    async def _store_group(self, group: list[tuple[list, list, list | None]]) -> None:
+        """Encoded batches as one write."""
+        if len(group) == 1:
+            return await self._store_items(*group[0])
+        chunk = [item for batch in group for item in batch[0]]
+        items = [item for batch in group for item in batch[1]]
+        generations = None if group[0][2] is None else [g for batch in group for g in batch[2]]
+        return await self._store_items(chunk, items, generations)
 
     async def _store_items(self, chunk: list, items: list, generations: list | None) -> None:
         framer = getattr(self.runs, "frame_records", None)
