@@ -139,12 +139,15 @@ class TestDeltas:
         assert _chains(path) == [(b"a-base" * 10, _delta(b"a-d1" * 10)), (b"b-base" * 10, _delta(b"b-d1" * 10))]
 
 
-    def test_flushes_go_on_while_a_compaction_copies(self, tmp_path, monkeypatch):
+    @pytest.mark.parametrize("catch_up_bytes", [file_module.CATCH_UP_BYTES, 0])
+    def test_flushes_go_on_while_a_compaction_copies(self, tmp_path, monkeypatch, catch_up_bytes):
         """A compaction copies beside the flushes: a flush that lands while the copy runs (new
-        bases, new deltas, a delete) is in the compacted log, and restore gives the latest."""
+        bases, new deltas, a delete) is in the compacted log, and restore gives the latest;
+        whether those frames are copied with the lock held or caught up before it (0)."""
         import threading
 
         monkeypatch.setattr(file_module, "COMPACT_MIN_BYTES", 1)
+        monkeypatch.setattr(file_module, "CATCH_UP_BYTES", catch_up_bytes)
         path = tmp_path / "s"
         store = FileStateStore(str(path))
         store.check()

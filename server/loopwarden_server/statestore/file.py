@@ -66,6 +66,8 @@ _FRAME = struct.Struct(">II")
 _KEY = struct.Struct(">H")
 COMPACT_MIN_BYTES = 4 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
+# A compaction copies the frames appended meanwhile without the lock until less than this is left.
+CATCH_UP_BYTES = 4 * READ_CHUNK
 # A full disk (or quota) at start degrades the store instead of failing the start.
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
@@ -377,9 +379,16 @@ class FileStateStore(StateStore):
             async with self._lock:
                 upto, spans = self._size, self._live_spans()
             self._compact_started = time.monotonic()
-            copied = await asyncio.to_thread(self._copy_live, spans)
+            copied, moved = await asyncio.to_thread(self._copy_live, spans)
+            # Catch up without the lock too, so that little is left to copy while flushes wait:
+            # every byte below `_size` is a complete frame (an append moves it only when done).
+            caught_up = upto
+            while self._size - caught_up > CATCH_UP_BYTES:
+                caught_up = await asyncio.to_thread(self._copy_tail, caught_up, self._size)
+            # The copy's bulk reaches the disk now, so the fsync that flushes wait for is small.
+            await asyncio.to_thread(self._sync_copy)
             async with self._lock:
-                await asyncio.to_thread(self._finish_compaction, upto, *copied)
+                await asyncio.to_thread(self._finish_compaction, upto, copied, moved, caught_up)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(f"{self.path}.compact")
@@ -447,17 +456,26 @@ class FileStateStore(StateStore):
             raise
         return offset, moved
 
-    def _finish_compaction(self, upto: int, copied: int, moved: dict[int, int]) -> None:
-        """Append the log's frames past `upto` (written since the copy began) to the copy, fsync
-        it and rename it over PATH; the index follows every live frame to its new place."""
+    def _sync_copy(self) -> None:
+        with open(f"{self.path}.compact", "ab") as target:
+            os.fsync(target.fileno())
+
+    def _copy_tail(self, start: int, end: int) -> int:
+        """Append the log's bytes [start, end) to the copy, as they are; returns `end`."""
+        with open(self.path, "rb") as source, open(f"{self.path}.compact", "ab") as target:
+            source.seek(start)
+            for at in range(start, end, READ_CHUNK):
+                target.write(source.read(min(READ_CHUNK, end - at)))
+        return end
+
+    def _finish_compaction(self, upto: int, copied: int, moved: dict[int, int], caught_up: int | None = None) -> None:
+        """Append the log's frames past `caught_up` (all written since the copy of the frames up
+        to `upto` began; those up to `caught_up` are copied already) to the copy, fsync it and
+        rename it over PATH; the index follows every live frame to its new place."""
         tmp, before, started = f"{self.path}.compact", self._size, time.monotonic()
         try:
-            with open(self.path, "rb") as source, open(tmp, "ab") as target:
-                source.seek(upto)
-                for _ in range(upto, self._size, READ_CHUNK):
-                    target.write(source.read(READ_CHUNK))
-                target.flush()
-                os.fsync(target.fileno())
+            self._copy_tail(upto if caught_up is None else caught_up, self._size)
+            self._sync_copy()
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
