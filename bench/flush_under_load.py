@@ -149,6 +149,12 @@ def stored_counts(path: pathlib.Path) -> dict[str, int]:
     return {run_id: record["events_evaluated"] for (_tenant, run_id), record in stored_runs(path).items()}
 
 
+def runs_with_delta(path: pathlib.Path) -> int:
+    """Runs whose latest write in the state file is a delta against their full record."""
+    store = FileStateStore(str(path))
+    return sum(delta is not None for _value, delta in store.restore())
+
+
 def run(runs: int, records: int, seconds: float, rate: float, directory: str,
         flush_interval: float = 1.0) -> dict:
     path = pathlib.Path(directory) / "runs.state"
@@ -161,6 +167,7 @@ def run(runs: int, records: int, seconds: float, rate: float, directory: str,
         filled = _fill(daemon.grpc_target, runs, records)
         figures["fill_seconds"] = round(time.monotonic() - started, 1)
         driver, probe = Driver(daemon.grpc_target, runs, records, rate), Probe(daemon.grpc_target)
+        at_steady = daemon.scrape()
         driver.thread.start()
         probe.thread.start()
         time.sleep(seconds)
@@ -172,6 +179,7 @@ def run(runs: int, records: int, seconds: float, rate: float, directory: str,
         daemon.process.wait(timeout=10)
         driver.thread.join(timeout=10)
         probe.thread.join(timeout=10)
+        compactions = [line for line in daemon.logs() if line.get("msg") == "state file compacted"]
     steady = killed - started - figures["fill_seconds"]
     figures["steady_seconds"] = round(steady, 1)
     figures["events_per_second"] = round(driver.events / steady)
@@ -179,7 +187,18 @@ def run(runs: int, records: int, seconds: float, rate: float, directory: str,
     count = value(text, "loopwarden_state_flush_seconds_count")
     figures["flushes"] = int(count)
     figures["mean_flush_seconds"] = round(value(text, "loopwarden_state_flush_seconds_sum") / max(count, 1), 2)
+    # The flushes of the steady state alone (the fill's first flushes write every run in full).
+    steady_count = count - value(at_steady, "loopwarden_state_flush_seconds_count")
+    figures["steady_flushes"] = int(steady_count)
+    figures["steady_mean_flush_seconds"] = round(
+        (value(text, "loopwarden_state_flush_seconds_sum") - value(at_steady, "loopwarden_state_flush_seconds_sum"))
+        / max(steady_count, 1), 2)
+    figures["compactions"] = len(compactions)
+    figures["compaction_seconds_max"] = max((line.get("seconds", 0.0) for line in compactions), default=0.0)
+    figures["compaction_flushes_waited_seconds_max"] = max(
+        (line.get("flushes_waited_seconds", 0.0) for line in compactions), default=0.0)
     stored = stored_counts(path)
+    figures["runs_stored_with_delta"] = runs_with_delta(path)
     lost_events: list[int] = []
     lost_seconds: list[float] = []
     missing = 0

@@ -34,6 +34,13 @@
 //!   T = {"tool_calls", "tool_ms", "input_tokens", "output_tokens", "cost_usd", "runs"}
 //! ```
 //!
+//! A *delta* (`encode_delta`, service/persist.rs writes one to a store that keeps them) is the
+//! same object with `"base"`: the 8-byte id (hex) of the full record it applies to, XXH3-64 of
+//! that record's JSON (`record_id`); a history with `"drop"`, `"keep"` and only the records after
+//! the kept ones (history = base[drop..drop + keep] + these); a retry window with `"slots"`,
+//! `"len"` and only the slots written since the base (oldest first; their decisions only); every
+//! other field whole. `decode_delta` + `apply_delta` give the run back.
+//!
 //! Python frames it (magic + zlib) in `encoding.py`; this module only writes and reads the JSON.
 //! The reader keeps object keys in order (the announced keys' order is state) and refuses
 //! anything that is not such a record with a message naming the field.

@@ -19,6 +19,14 @@ def _flush(store: FileStateStore, items) -> None:
     asyncio.run(flush())
 
 
+def _opened(path) -> FileStateStore:
+    """A store on `path`, checked and restored, ready to flush."""
+    store = FileStateStore(str(path))
+    store.check()
+    list(store.restore())
+    return store
+
+
 def _chains(path) -> list[tuple[bytes, bytes | None]]:
     store = FileStateStore(str(path))
     store.check()
@@ -48,9 +56,7 @@ class TestLog:
     def test_a_torn_tail_loses_only_the_torn_frame(self, tmp_path, cut):
         """Cutting the file inside its last frame keeps every earlier frame."""
         path = tmp_path / "s"
-        store = FileStateStore(str(path))
-        store.check()
-        list(store.restore())
+        store = _opened(path)
         _flush(store, [(b"{a}", b"first")])
         _flush(store, [(b"{b}", b"second-value")])
         data = path.read_bytes()
@@ -71,9 +77,7 @@ class TestLog:
         """Past twice the live bytes, the log is rewritten with the newest frames only."""
         monkeypatch.setattr(file_module, "COMPACT_MIN_BYTES", 1)
         path = tmp_path / "s"
-        store = FileStateStore(str(path))
-        store.check()
-        list(store.restore())
+        store = _opened(path)
         for round_ in range(5):
             _flush(store, [(f"{{k{i}}}".encode(), f"v{round_}-{i}".encode() * 10) for i in range(20)])
         assert store.compactions >= 1
@@ -91,9 +95,7 @@ class TestDeltas:
 
     def test_the_latest_delta_comes_back_with_its_base(self, tmp_path):
         path = tmp_path / "s"
-        store = FileStateStore(str(path))
-        store.check()
-        list(store.restore())
+        store = _opened(path)
         _flush(store, [(b"{a}", b"a-base"), (b"{b}", b"b-base")])
         _flush(store, [(b"{a}", _delta(b"a-d1"))])
         _flush(store, [(b"{a}", _delta(b"a-d2")), (b"{b}", _delta(b"b-d1"))])
@@ -101,9 +103,7 @@ class TestDeltas:
 
     def test_a_new_base_ends_the_old_delta_and_a_delete_ends_both(self, tmp_path):
         path = tmp_path / "s"
-        store = FileStateStore(str(path))
-        store.check()
-        list(store.restore())
+        store = _opened(path)
         _flush(store, [(b"{a}", b"a-base"), (b"{b}", b"b-base")])
         _flush(store, [(b"{a}", _delta(b"a-d1")), (b"{b}", _delta(b"b-d1"))])
         _flush(store, [(b"{a}", b"a-base2"), (b"{b}", None)])
@@ -114,9 +114,7 @@ class TestDeltas:
     def test_compaction_keeps_each_base_and_its_delta(self, tmp_path, monkeypatch):
         monkeypatch.setattr(file_module, "COMPACT_MIN_BYTES", 1)
         path = tmp_path / "s"
-        store = FileStateStore(str(path))
-        store.check()
-        list(store.restore())
+        store = _opened(path)
         _flush(store, [(f"{{k{i}}}".encode(), f"base-{i}".encode() * 10) for i in range(10)])
         for round_ in range(6):
             _flush(store, [(f"{{k{i}}}".encode(), _delta(f"d{round_}-{i}".encode() * 10)) for i in range(10)])
@@ -129,9 +127,7 @@ class TestDeltas:
     def test_a_damaged_delta_gives_way_to_the_one_before(self, tmp_path):
         """The flipped byte costs the latest delta: the run comes back with the delta before it."""
         path = tmp_path / "s"
-        store = FileStateStore(str(path))
-        store.check()
-        list(store.restore())
+        store = _opened(path)
         _flush(store, [(b"{a}", b"a-base" * 10), (b"{b}", b"b-base" * 10)])
         _flush(store, [(b"{a}", _delta(b"a-d1" * 10))])
         _flush(store, [(b"{a}", _delta(b"a-d2" * 10)), (b"{b}", _delta(b"b-d1" * 10))])
@@ -149,9 +145,7 @@ class TestDeltas:
         monkeypatch.setattr(file_module, "COMPACT_MIN_BYTES", 1)
         monkeypatch.setattr(file_module, "CATCH_UP_BYTES", catch_up_bytes)
         path = tmp_path / "s"
-        store = FileStateStore(str(path))
-        store.check()
-        list(store.restore())
+        store = _opened(path)
         copying, resume = threading.Event(), threading.Event()
         copy_live = store._copy_live
 
@@ -189,9 +183,7 @@ class TestDeltas:
         restore still catches it and keeps every other run."""
         monkeypatch.setattr(file_module, "COMPACT_MIN_BYTES", 1)
         path = tmp_path / "s"
-        store = FileStateStore(str(path))
-        store.check()
-        list(store.restore())
+        store = _opened(path)
         _flush(store, [(f"{{k{i}}}".encode(), f"base-{i}-".encode() * 10) for i in range(10)])
         _flip(path, store._index.bases[b"{k3}"][0] + 30)
         for round_ in range(12):  # dead deltas, until a compaction rewrites the log
@@ -223,9 +215,7 @@ class TestCheck:
 def _store_with(path, runs: int, flushes: int = 1) -> list[tuple[int, int]]:
     """A log of `runs` keys written `flushes` times (value k:v<flush>); the (offset, length) of
     each frame of the last flush, in key order."""
-    store = FileStateStore(str(path))
-    store.check()
-    list(store.restore())
+    store = _opened(path)
     for round_ in range(flushes):
         _flush(store, [(f"{{run-{k:04d}}}".encode(), f"value-{k:04d}-v{round_}-".encode() * 20) for k in range(runs)])
     return [store._index.bases[f"{{run-{k:04d}}}".encode()] for k in range(runs)]

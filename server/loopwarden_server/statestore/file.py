@@ -382,11 +382,15 @@ class FileStateStore(StateStore):
             copied, moved = await asyncio.to_thread(self._copy_live, spans)
             # Catch up without the lock too, so that little is left to copy while flushes wait:
             # every byte below `_size` is a complete frame (an append moves it only when done).
+            # The copy's bulk reaches the disk now too, so the fsync that flushes wait for is
+            # small; what was appended while it ran is caught up again, until little is left.
             caught_up = upto
-            while self._size - caught_up > CATCH_UP_BYTES:
-                caught_up = await asyncio.to_thread(self._copy_tail, caught_up, self._size)
-            # The copy's bulk reaches the disk now, so the fsync that flushes wait for is small.
-            await asyncio.to_thread(self._sync_copy)
+            while True:
+                while self._size - caught_up > CATCH_UP_BYTES:
+                    caught_up = await asyncio.to_thread(self._copy_tail, caught_up, self._size)
+                await asyncio.to_thread(self._sync_copy)
+                if self._size - caught_up <= CATCH_UP_BYTES:
+                    break
             async with self._lock:
                 await asyncio.to_thread(self._finish_compaction, upto, copied, moved, caught_up)
         except OSError as exc:
