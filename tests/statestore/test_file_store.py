@@ -177,6 +177,33 @@ class TestDeltas:
         assert chains.pop(b"base-10") is None
         assert chains == {f"base-{i}".encode() * 10: _delta(f"d3-{i}".encode() * 10) for i in range(3, 10)}
 
+    def test_a_compaction_that_fails_leaves_the_log_as_it_was(self, tmp_path, monkeypatch, caplog):
+        """No space for the copy's last step: the copy goes, the log and its index stay as they
+        were (later flushes land and restore gives them), and the next compaction succeeds."""
+        import errno
+
+        monkeypatch.setattr(file_module, "COMPACT_MIN_BYTES", 1)
+        path = tmp_path / "s"
+        store = _opened(path)
+        copy_tail, failing = store._copy_tail, [True]
+
+        def no_space(start, end):
+            if failing[0]:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return copy_tail(start, end)
+        store._copy_tail = no_space
+        _flush(store, [(f"{{k{i}}}".encode(), f"base-{i}".encode() * 10) for i in range(5)])
+        for round_ in range(4):
+            _flush(store, [(f"{{k{i}}}".encode(), _delta(f"d{round_}-{i}".encode() * 10)) for i in range(5)])
+        assert store.compactions == 0 and "state file compaction failed" in caplog.text
+        assert not (tmp_path / "s.compact").exists()
+        expected = {f"base-{i}".encode() * 10: _delta(f"d3-{i}".encode() * 10) for i in range(5)}
+        assert dict(_chains(path)) == expected
+        failing[0] = False
+        _flush(store, [(b"{k0}", _delta(b"after"))])
+        assert store.compactions == 1
+        assert dict(_chains(path)) == {**expected, b"base-0" * 10: _delta(b"after")}
+
     def test_compaction_copies_frames_as_they_are(self, tmp_path, monkeypatch):
         """A byte that went bad in a live frame after it was written is not sealed in by a
         compaction (a re-framed copy would carry a fresh checksum over the bad byte): the next

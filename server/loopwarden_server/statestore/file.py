@@ -154,6 +154,11 @@ def frame(key: bytes, value: bytes | None) -> bytes:
     return _FRAME.pack(len(body), zlib.crc32(body)) + body
 
 
+def _spans(bases: dict[bytes, Span], deltas: dict[bytes, Span]) -> list[Span]:
+    """Every live frame's span, in log order."""
+    return sorted([*bases.values(), *deltas.values()])
+
+
 def _read_value(handle, key: bytes, span: Span) -> bytes:
     handle.seek(span[0])
     return handle.read(span[1])[_FRAME.size + _KEY.size + len(key):]
@@ -333,9 +338,8 @@ class FileStateStore(StateStore):
                 os.unlink(tmp)  # a full disk must not leave half a log behind to fill it further
             raise
         os.replace(tmp, self.path)
+        self._index, self._size, self._log_created = index, offset, True  # with the rename, before anything can fail
         self._fsync_directory()
-        self._index, self._size = index, offset
-        self._log_created = True
 
     def _fsync_directory(self) -> None:
         fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
@@ -376,10 +380,10 @@ class FileStateStore(StateStore):
         the log. A flush waits for that last step only, not for the whole copy (0.6 s for
         100,000 runs of a base and a delta each). A failure leaves the log as it was."""
         try:
-            async with self._lock:
-                upto, spans = self._size, self._live_spans()
+            async with self._lock:  # a snapshot of the live frames (sorted off the loop, below)
+                upto, bases, deltas = self._size, dict(self._index.bases), dict(self._index.deltas)
             self._compact_started = time.monotonic()
-            copied, moved = await asyncio.to_thread(self._copy_live, spans)
+            copied, moved = await asyncio.to_thread(lambda: self._copy_live(_spans(bases, deltas)))
             # Catch up without the lock too, so that little is left to copy while flushes wait:
             # every byte below `_size` is a complete frame (an append moves it only when done).
             # The copy's bulk reaches the disk now too, so the fsync that flushes wait for is
@@ -422,16 +426,9 @@ class FileStateStore(StateStore):
     def _compact(self) -> None:
         """Compact now (the restore's, after damage: nothing is appending)."""
         self._compact_started = time.monotonic()
-        self._finish_compaction(self._size, *self._copy_live(self._live_spans()))
+        self._finish_compaction(self._size, *self._copy_live(_spans(self._index.bases, self._index.deltas)))
 
-    def _live_spans(self) -> list[tuple[Span, bool, bytes]]:
-        """Every live frame: (span, is a delta, key), in log order."""
-        spans = [(base, False, key) for key, base in self._index.bases.items()]
-        spans += [(delta, True, key) for key, delta in self._index.deltas.items()]
-        spans.sort()
-        return spans
-
-    def _copy_live(self, spans: list[tuple[Span, bool, bytes]]) -> tuple[int, dict[int, int]]:
+    def _copy_live(self, spans: list[Span]) -> tuple[int, dict[int, int]]:
         """Copy these frames as they are (bytes, not re-framed: a byte that went bad on disk since
         it was written keeps failing its checksum instead of being sealed in), adjacent ones in
         one write, into PATH.compact after a header. The copy's size and each frame's new offset
@@ -444,7 +441,7 @@ class FileStateStore(StateStore):
                 offset = len(HEADER)
                 with mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ) as data:
                     run_start = run_end = -1  # the source range of adjacent frames not yet written
-                    for (start, length), _is_delta, _key in spans:
+                    for start, length in spans:
                         if start != run_end or run_end - run_start >= READ_CHUNK:
                             if run_end > run_start:
                                 target.write(data[run_start:run_end])
@@ -477,6 +474,14 @@ class FileStateStore(StateStore):
         to `upto` began; those up to `caught_up` are copied already) to the copy, fsync it and
         rename it over PATH; the index follows every live frame to its new place."""
         tmp, before, started = f"{self.path}.compact", self._size, time.monotonic()
+        # The index of the copy first (nothing is replaced if this fails), then the rename and
+        # the index swapped with it: appends after this go by the new log's offsets.
+        shift = copied - upto  # frames past `upto` keep their order, after the copied ones
+        index = _Index()
+        for spans, into in ((self._index.bases, index.bases), (self._index.deltas, index.deltas)):
+            for key, (offset, length) in spans.items():
+                into[key] = (moved[offset] if offset < upto else offset + shift, length)
+        index.live_bytes = self._index.live_bytes
         try:
             self._copy_tail(upto if caught_up is None else caught_up, self._size)
             self._sync_copy()
@@ -485,14 +490,8 @@ class FileStateStore(StateStore):
                 os.unlink(tmp)
             raise
         os.replace(tmp, self.path)
-        self._fsync_directory()
-        shift = copied - upto  # frames past `upto` keep their order, after the copied ones
-        index = _Index()
-        for spans, into in ((self._index.bases, index.bases), (self._index.deltas, index.deltas)):
-            for key, (offset, length) in spans.items():
-                into[key] = (moved[offset] if offset < upto else offset + shift, length)
-        index.live_bytes = self._index.live_bytes
         self._index, self._size, self._log_created = index, copied + (before - upto), True
+        self._fsync_directory()
         self.compactions += 1
         log.info("state file compacted", extra={"state_store": self.path, "bytes_before": before,
                                                 "bytes_after": self._size, "runs": len(self._index),
