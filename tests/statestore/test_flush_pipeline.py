@@ -1,5 +1,7 @@
 """The flush under load: the core frames records off the event loop in the stored format, the
-keeper writes oldest-changed runs first with one write in flight, and flushes keep a cadence."""
+keeper writes oldest-changed runs first with two writes in flight (batches grouped while both
+are busy), flushes keep a cadence, and a busy run goes to the file store as deltas that a
+restart applies."""
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +13,8 @@ from prometheus_client import CollectorRegistry
 
 from bench.flush_under_load import CONFIG, _event
 from loopwarden_server.statestore.base import StateStoreError
-from loopwarden_server.statestore.encoding import MAGIC, frame, run_key, unframe
+from loopwarden_server.statestore.encoding import MAGIC, frame, is_delta, run_key, unframe
+from loopwarden_server.statestore.file import FileStateStore
 from loopwarden_server.statestore.keeper import BATCH, StateKeeper
 from loopwarden_server.statestore.metrics import StateMetrics
 from loopwarden_server.statestore.runs import CoreRuns
@@ -169,3 +172,62 @@ class TestCadence:
         gaps = [b - a for a, b in zip(store.started, store.started[1:])]
         assert len(gaps) >= 2
         assert max(gaps[:-1]) < 0.8, gaps  # the last gap is the final flush on stop
+
+
+class TestDeltasThroughTheKeeper:
+    """The keeper over the file store and the core: a busy run is written as its full record,
+    then deltas; a restart takes it back whole; a delta that names another record is left out
+    (counted and logged), and the run comes back as its record holds it."""
+
+    def _written(self, path, calls: int):
+        """A run given 30 calls, flushed, then `calls` more, each flushed: (engine, base events)."""
+        store = FileStateStore(str(path))
+        store.check()
+
+        async def scenario():
+            engine, kept, keeper, _registry = _core_keeper(store, 0, capacity=10)
+            keeper.restore()
+            for n in range(30):
+                engine.evaluate([_event(0, n)])
+            assert await keeper.flush_once()
+            for n in range(30, 30 + calls):
+                engine.evaluate([_event(0, n)])
+                assert await keeper.flush_once()
+            await store.close()
+            return engine
+        return asyncio.run(scenario())
+
+    def _restarted(self, path, caplog):
+        store = FileStateStore(str(path))
+        store.check()
+        engine, kept, keeper, registry = _core_keeper(store, 0, capacity=10)
+        with caplog.at_level("INFO", logger="loopwarden.daemon"):
+            keeper.restore()
+        [restored] = [r for r in caplog.records if r.getMessage() == "state restored"]
+        return engine, registry, restored
+
+    def test_a_restart_takes_the_run_back_whole_from_its_record_and_latest_delta(self, tmp_path, caplog):
+        self._written(tmp_path / "runs.state", calls=3)
+        [(base, delta)] = list(FileStateStore(str(tmp_path / "runs.state")).restore())
+        assert delta is not None and is_delta(delta) and len(delta) < len(unframe(base)) // 2
+        engine, registry, restored = self._restarted(tmp_path / "runs.state", caplog)
+        assert (1, 1, 0) == (restored.runs, restored.runs_with_delta, restored.deltas_left_out)
+        view = engine.service.native.inspect("", "busy-0")
+        assert 33 == view.events_evaluated
+        assert 0 == registry.get_sample_value("loopwarden_state_store_errors_total", {"operation": "restore"})
+
+    def test_a_delta_of_another_record_is_left_out_and_counted(self, tmp_path, caplog):
+        path = tmp_path / "runs.state"
+        self._written(path, calls=3)
+        [(_base, delta)] = list(FileStateStore(str(path)).restore())
+        # The same delta naming another base, appended as the run's latest frame.
+        text = orjson.loads(delta[4:])
+        text["base"] = "00" * 8
+        store = FileStateStore(str(path))
+        store.check()
+        list(store.restore())
+        asyncio.run(store.flush([(run_key("", "busy-0"), delta[:4] + orjson.dumps(text), 60.0)]))
+        engine, registry, restored = self._restarted(path, caplog)
+        assert (1, 0, 1) == (restored.runs, restored.runs_with_delta, restored.deltas_left_out)
+        assert 30 == engine.service.native.inspect("", "busy-0").events_evaluated, "as its record holds it"
+        assert 1 == registry.get_sample_value("loopwarden_state_store_errors_total", {"operation": "restore"})
