@@ -319,7 +319,7 @@ mod tests {
         for (variant, settings) in variants.iter().enumerate() {
             for seed in 1..=4u64 {
                 let mut live = core(settings);
-                let mut rng = seed * 0x9E37_79B9_7F4A_7C15 + variant as u64;
+                let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(variant as u64);
                 let mut stored: HashMap<String, (Vec<u8>, Option<Vec<u8>>)> = HashMap::new();
                 let mut pending: HashMap<String, Vec<(String, String, String)>> = HashMap::new();
                 let mut seqs: HashMap<String, u64> = HashMap::new();
