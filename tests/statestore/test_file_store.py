@@ -171,6 +171,13 @@ class TestDeltas:
             return store.compactions
 
         assert asyncio.run(scenario()) == 1
+        # The index the compaction built as it went is the one a fresh scan of the file builds.
+        scanned = FileStateStore(str(path))
+        scanned.check()
+        list(scanned.restore())
+        assert (store._index.bases, store._index.deltas, store._index.live_bytes) == \
+            (scanned._index.bases, scanned._index.deltas, scanned._index.live_bytes)
+        assert store._size == path.stat().st_size
         chains = dict(_chains(path))
         assert chains.pop(b"new-base-0") is None
         assert chains.pop(b"base-1" * 10) == _delta(b"late-1")

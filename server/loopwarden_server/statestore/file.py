@@ -119,10 +119,14 @@ class _Index:
         self.bases: dict[bytes, Span] = {}
         self.deltas: dict[bytes, Span] = {}
         self.live_bytes = 0
+        # While a compaction copies: every placement since its snapshot, for the copy's index.
+        self.placed: list[tuple[bytes, Span, bytes | None]] | None = None
 
     def place(self, key: bytes, span: Span, value_head: bytes | None) -> None:
         """The frame at `span` holds `key`'s value, which starts with `value_head` (None: a
         delete)."""
+        if self.placed is not None:
+            self.placed.append((key, span, value_head))
         if value_head is not None and is_delta(value_head):
             if key in self.bases:
                 self._drop(self.deltas, key)
@@ -152,6 +156,25 @@ class _Index:
 def frame(key: bytes, value: bytes | None) -> bytes:
     body = _KEY.pack(len(key)) + key + (value or b"")
     return _FRAME.pack(len(body), zlib.crc32(body)) + body
+
+
+def _moved_index(bases: dict[bytes, Span], deltas: dict[bytes, Span], moved: dict[int, int]) -> _Index:
+    """The index of a compaction's copy of these frames (`moved`: new offset by old)."""
+    index = _Index()
+    for spans, into in ((bases, index.bases), (deltas, index.deltas)):
+        for key, (offset, length) in spans.items():
+            into[key] = (moved[offset], length)
+            index.live_bytes += length
+    return index
+
+
+def _replay(index: _Index, placed: list[tuple[bytes, Span, bytes | None]], start: int, shift: int) -> int:
+    """The placements from `start` on, at their offsets in the copy (appended after the copied
+    frames, `shift` bytes from where they are in the log); how many are replayed."""
+    end = len(placed)  # appends may add more meanwhile: the next replay takes them
+    for key, (offset, length), value_head in placed[start:end]:
+        index.place(key, (offset + shift, length), value_head)
+    return end
 
 
 def _spans(bases: dict[bytes, Span], deltas: dict[bytes, Span]) -> list[Span]:
@@ -375,33 +398,39 @@ class FileStateStore(StateStore):
 
     async def _compact_beside(self) -> None:
         """Compaction beside the flushes: the live frames up to now are copied without the lock
-        (flushes keep appending meanwhile; what they write lies past the copied range), then,
-        with the lock, the frames appended since are copied after them and the copy replaces
-        the log. A flush waits for that last step only, not for the whole copy (0.6 s for
-        100,000 runs of a base and a delta each). A failure leaves the log as it was."""
+        (flushes keep appending meanwhile; what they write lies past the copied range), and so
+        are, in rounds, the frames appended meanwhile and the copy's index (the placements since
+        the snapshot replayed on it), until little is left; then, with the lock, the rest is
+        copied and replayed and the copy replaces the log. A flush waits for that last step
+        only. A failure leaves the log and its index as they were."""
+        index = self._index
         try:
             async with self._lock:  # a snapshot of the live frames (sorted off the loop, below)
-                upto, bases, deltas = self._size, dict(self._index.bases), dict(self._index.deltas)
+                upto, bases, deltas = self._size, dict(index.bases), dict(index.deltas)
+                index.placed = []
             self._compact_started = time.monotonic()
             copied, moved = await asyncio.to_thread(lambda: self._copy_live(_spans(bases, deltas)))
-            # Catch up without the lock too, so that little is left to copy while flushes wait:
-            # every byte below `_size` is a complete frame (an append moves it only when done).
-            # The copy's bulk reaches the disk now too, so the fsync that flushes wait for is
+            after = await asyncio.to_thread(_moved_index, bases, deltas, moved)
+            # Every byte below `_size` is a complete frame (an append moves it only when done).
+            # The copy's bulk reaches the disk here too, so the fsync that flushes wait for is
             # small; what was appended while it ran is caught up again, until little is left.
-            caught_up = upto
+            caught_up, replayed = upto, 0
             while True:
                 while self._size - caught_up > CATCH_UP_BYTES:
                     caught_up = await asyncio.to_thread(self._copy_tail, caught_up, self._size)
                 await asyncio.to_thread(self._sync_copy)
+                replayed = await asyncio.to_thread(_replay, after, index.placed, replayed, copied - upto)
                 if self._size - caught_up <= CATCH_UP_BYTES:
                     break
             async with self._lock:
-                await asyncio.to_thread(self._finish_compaction, upto, copied, moved, caught_up)
+                await asyncio.to_thread(self._finish_compaction, upto, copied, after, caught_up, replayed)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(f"{self.path}.compact")
             log.error("state file compaction failed; the log is kept as it is and compacted later",
                       extra={"state_store": self.path, "error": str(exc)})
+        finally:
+            index.placed = None
 
     def _append(self, items: Sequence[FlushItem]) -> None:
         frames = [(key, frame(key, value), value) for key, value, _ttl in items]
@@ -426,7 +455,9 @@ class FileStateStore(StateStore):
     def _compact(self) -> None:
         """Compact now (the restore's, after damage: nothing is appending)."""
         self._compact_started = time.monotonic()
-        self._finish_compaction(self._size, *self._copy_live(_spans(self._index.bases, self._index.deltas)))
+        bases, deltas = self._index.bases, self._index.deltas
+        copied, moved = self._copy_live(_spans(bases, deltas))
+        self._finish_compaction(self._size, copied, _moved_index(bases, deltas, moved), self._size, 0)
 
     def _copy_live(self, spans: list[Span]) -> tuple[int, dict[int, int]]:
         """Copy these frames as they are (bytes, not re-framed: a byte that went bad on disk since
@@ -469,28 +500,21 @@ class FileStateStore(StateStore):
                 target.write(source.read(min(READ_CHUNK, end - at)))
         return end
 
-    def _finish_compaction(self, upto: int, copied: int, moved: dict[int, int], caught_up: int | None = None) -> None:
-        """Append the log's frames past `caught_up` (all written since the copy of the frames up
-        to `upto` began; those up to `caught_up` are copied already) to the copy, fsync it and
-        rename it over PATH; the index follows every live frame to its new place."""
+    def _finish_compaction(self, upto: int, copied: int, after: _Index, caught_up: int, replayed: int) -> None:
+        """With the lock: append the log's frames past `caught_up` to the copy (those from `upto`
+        on were written since the copy began), replay the placements past `replayed` on the
+        copy's index, fsync the copy and rename it over PATH, the index swapped with it."""
         tmp, before, started = f"{self.path}.compact", self._size, time.monotonic()
-        # The index of the copy first (nothing is replaced if this fails), then the rename and
-        # the index swapped with it: appends after this go by the new log's offsets.
-        shift = copied - upto  # frames past `upto` keep their order, after the copied ones
-        index = _Index()
-        for spans, into in ((self._index.bases, index.bases), (self._index.deltas, index.deltas)):
-            for key, (offset, length) in spans.items():
-                into[key] = (moved[offset] if offset < upto else offset + shift, length)
-        index.live_bytes = self._index.live_bytes
         try:
-            self._copy_tail(upto if caught_up is None else caught_up, self._size)
+            self._copy_tail(caught_up, self._size)
             self._sync_copy()
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        _replay(after, self._index.placed or [], replayed, copied - upto)
         os.replace(tmp, self.path)
-        self._index, self._size, self._log_created = index, copied + (before - upto), True
+        self._index, self._size, self._log_created = after, copied + (before - upto), True
         self._fsync_directory()
         self.compactions += 1
         log.info("state file compacted", extra={"state_store": self.path, "bytes_before": before,
