@@ -34,10 +34,11 @@ flush that gets the space back creates or appends to the log as usual.
 
 When the log holds more than twice the bytes of its live frames it is compacted, beside the
 flushes: the live frames are copied as they are (raw bytes, checksums and all) into PATH.compact
-while flushes keep appending; then, holding off flushes only for that step, the frames appended
-meanwhile are copied after them, fsynced, and the copy renamed over PATH (atomic; the directory
-is fsynced too). Either the old or the new log is there after a crash, never neither. The key index (key -> offset and length of its base and of its delta,
-~150 bytes a run) is the only state kept beside.
+while flushes keep appending; the frames appended meanwhile are copied after them in rounds,
+until less than CATCH_UP_BYTES is left; then, holding off flushes only for that last step, the
+rest is copied, fsynced, and the copy renamed over PATH (atomic; the directory is fsynced too).
+Either the old or the new log is there after a crash, never neither. The key index (key ->
+offset and length of its base and of its delta, ~150 bytes a run) is the only state kept beside.
 
 Nothing here ever deletes PATH: a start that fails, or a file that cannot be read (it is moved
 aside to PATH.refused by the caller), leaves the stored state for the next start.
