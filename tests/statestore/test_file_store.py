@@ -148,15 +148,25 @@ class TestDeltas:
         assert _chains(path) == [(b"a-base" * 10, _delta(b"a-d1" * 10)), (b"b-base" * 10, _delta(b"b-d1" * 10))]
 
 
+    @pytest.mark.parametrize("in_kernel", [True, False], ids=["copy_file_range", "read_write"])
     @pytest.mark.parametrize("catch_up_bytes", [file_module.CATCH_UP_BYTES, 0])
-    def test_flushes_go_on_while_a_compaction_copies(self, tmp_path, monkeypatch, catch_up_bytes):
+    def test_flushes_go_on_while_a_compaction_copies(self, tmp_path, monkeypatch, catch_up_bytes, in_kernel):
         """A compaction copies beside the flushes: a flush that lands while the copy runs (new
         bases, new deltas, a delete) is in the compacted log, and restore gives the latest;
-        whether those frames are copied with the lock held or caught up before it (0)."""
+        whether those frames are copied with the lock held or caught up before it (0), and
+        whether the file system copies in the kernel or the store reads and writes."""
+        import errno
         import threading
 
         monkeypatch.setattr(file_module, "COMPACT_MIN_BYTES", 1)
         monkeypatch.setattr(file_module, "CATCH_UP_BYTES", catch_up_bytes)
+        refused = []
+        if not in_kernel:
+            def no_copy_file_range(*_args):
+                refused.append(1)
+                raise OSError(errno.EXDEV, "Invalid cross-device link")
+            monkeypatch.setattr(os, "copy_file_range", no_copy_file_range)
+            monkeypatch.setattr(file_module, "READ_CHUNK", 7)  # many reads a range
         path = tmp_path / "s"
         store = _opened(path)
         copying, resume = threading.Event(), threading.Event()
@@ -194,6 +204,7 @@ class TestDeltas:
         # The old log, held open across the rename so that freeing its blocks does not hold
         # flushes off, is closed once it is done.
         assert _descriptors_of(path) == []
+        assert bool(refused) is not in_kernel
         chains = dict(_chains(path))
         assert chains.pop(b"new-base-0") is None
         assert chains.pop(b"base-1" * 10) == _delta(b"late-1")

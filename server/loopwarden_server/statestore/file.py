@@ -183,6 +183,30 @@ def _spans(bases: dict[bytes, Span], deltas: dict[bytes, Span]) -> list[Span]:
     return sorted([*bases.values(), *deltas.values()])
 
 
+def _copy_range(source: int, at: int, target: int, to: int, length: int) -> None:
+    """Copy `length` bytes of `source` from offset `at` to `target` at offset `to`: in the kernel
+    (copy_file_range: no page of it passes through Python, and the GIL is let go, so a
+    compaction's hundreds of MB hold off neither events nor flushes), else by reads and writes
+    where the file system cannot."""
+    end = at + length
+    try:
+        while at < end:
+            copied = os.copy_file_range(source, target, end - at, at, to)
+            if copied == 0:
+                raise OSError(errno.EIO, f"the log ended {end - at} bytes early")
+            at, to = at + copied, to + copied
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+    while at < end:
+        chunk = os.pread(source, min(READ_CHUNK, end - at), at)
+        if not chunk:
+            raise OSError(errno.EIO, f"the log ended {end - at} bytes early")
+        written = os.pwrite(target, chunk, to)
+        at, to = at + written, to + written
+
+
 def _read_value(handle, key: bytes, span: Span) -> bytes:
     handle.seek(span[0])
     return handle.read(span[1])[_FRAME.size + _KEY.size + len(key):]
@@ -464,26 +488,26 @@ class FileStateStore(StateStore):
     def _copy_live(self, spans: list[Span]) -> tuple[int, dict[int, int]]:
         """Copy these frames as they are (bytes, not re-framed: a byte that went bad on disk since
         it was written keeps failing its checksum instead of being sealed in), adjacent ones in
-        one write, into PATH.compact after a header. The copy's size and each frame's new offset
+        one copy, into PATH.compact after a header. The copy's size and each frame's new offset
         by its old one."""
         moved: dict[int, int] = {}
         tmp = f"{self.path}.compact"
         try:
             with open(self.path, "rb") as source, open(tmp, "wb") as target:
                 target.write(HEADER)
+                target.flush()
                 offset = len(HEADER)
-                with mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    run_start = run_end = -1  # the source range of adjacent frames not yet written
-                    for start, length in spans:
-                        if start != run_end or run_end - run_start >= READ_CHUNK:
-                            if run_end > run_start:
-                                target.write(data[run_start:run_end])
-                            run_start = start
-                        run_end = start + length
-                        moved[start] = offset
-                        offset += length
-                    if run_end > run_start:
-                        target.write(data[run_start:run_end])
+                run_start = run_end = -1  # the source range of adjacent frames not yet copied
+                for start, length in spans:
+                    if start != run_end:
+                        if run_end > run_start:
+                            _copy_range(source.fileno(), run_start, target.fileno(), moved[run_start], run_end - run_start)
+                        run_start = start
+                    run_end = start + length
+                    moved[start] = offset
+                    offset += length
+                if run_end > run_start:
+                    _copy_range(source.fileno(), run_start, target.fileno(), moved[run_start], run_end - run_start)
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)  # a full disk must not leave half a log behind to fill it further
@@ -496,10 +520,8 @@ class FileStateStore(StateStore):
 
     def _copy_tail(self, start: int, end: int) -> int:
         """Append the log's bytes [start, end) to the copy, as they are; returns `end`."""
-        with open(self.path, "rb") as source, open(f"{self.path}.compact", "ab") as target:
-            source.seek(start)
-            for at in range(start, end, READ_CHUNK):
-                target.write(source.read(min(READ_CHUNK, end - at)))
+        with open(self.path, "rb") as source, open(f"{self.path}.compact", "r+b") as target:
+            _copy_range(source.fileno(), start, target.fileno(), os.fstat(target.fileno()).st_size, end - start)
         return end
 
     def _finish_compaction(self, upto: int, copied: int, after: _Index, caught_up: int, replayed: int) -> int:
