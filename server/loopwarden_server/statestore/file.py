@@ -196,8 +196,8 @@ def _copy_range(source: int, at: int, target: int, to: int, length: int) -> None
                 raise OSError(errno.EIO, f"the log ended {end - at} bytes early")
             at, to = at + copied, to + copied
         return
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+    except OSError as exc:  # EPERM: a seccomp profile that refuses the call
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
             raise
     while at < end:
         chunk = os.pread(source, min(READ_CHUNK, end - at), at)
