@@ -230,6 +230,17 @@ def run(runs: int, records: int, seconds: float, rate: float, directory: str,
     return figures
 
 
+def _append_seconds(store: FileStateStore, items: list) -> float:
+    """Wall seconds (fsync waits for the disk) to flush these items, 256 a flush."""
+    began = time.perf_counter()
+
+    async def write() -> None:
+        for start in range(0, len(items), 256):
+            await store.flush(items[start:start + 256])
+    asyncio.run(write())
+    return time.perf_counter() - began
+
+
 def breakdown(runs: int, records: int, directory: str) -> dict:
     """Per run, in process: the core's JSON encode, Python's zlib (level 1: main's framing on the
     loop), the core's frame_records (the flush's framing now, off the loop), append + fsync; and
@@ -264,14 +275,7 @@ def breakdown(runs: int, records: int, directory: str) -> dict:
     store = FileStateStore(str(pathlib.Path(directory) / "breakdown.state"))
     store.check()
     list(store.restore())
-    items = [(run_key(t, r), v, 0.0) for (t, r), v in zip(keys, values)]
-    began = time.perf_counter()
-
-    async def write() -> None:
-        for start in range(0, len(items), 256):
-            await store.flush(items[start:start + 256])
-    asyncio.run(write())
-    append = time.perf_counter() - began  # wall: fsync waits for the disk
+    append = _append_seconds(store, [(run_key(t, r), v, 0.0) for (t, r), v in zip(keys, values)])
     # A busy run's usual write now: its base written once (a full record, as above), one more
     # call, then the delta a flush writes in its place (the core's take_record, as the keeper).
     native = engine.service.native
@@ -283,14 +287,7 @@ def breakdown(runs: int, records: int, directory: str) -> dict:
     deltas = [native.take_record(t, r, wall, now, True) for t, r in keys]
     delta_encode = time.thread_time() - began
     assert all(d.startswith(b"LWD") for d in deltas), "every run written as a delta"
-    delta_items = [(run_key(t, r), d, 0.0) for (t, r), d in zip(keys, deltas)]
-    began = time.perf_counter()
-
-    async def write_deltas() -> None:
-        for start in range(0, len(delta_items), 256):
-            await store.flush(delta_items[start:start + 256])
-    asyncio.run(write_deltas())
-    delta_append = time.perf_counter() - began
+    delta_append = _append_seconds(store, [(run_key(t, r), d, 0.0) for (t, r), d in zip(keys, deltas)])
     return {"runs": runs, "records": records,
             "record_json_bytes": round(statistics.fmean(map(len, records_json))),
             "stored_value_bytes": round(statistics.fmean(map(len, compressed))) + 4,
