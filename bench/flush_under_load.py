@@ -193,11 +193,18 @@ def run(runs: int, records: int, seconds: float, rate: float, directory: str,
     figures["steady_mean_flush_seconds"] = round(
         (value(text, "loopwarden_state_flush_seconds_sum") - value(at_steady, "loopwarden_state_flush_seconds_sum"))
         / max(steady_count, 1), 2)
+    # Of the runs the steady state's flushes wrote, those written as deltas (a busy run's write
+    # goes whole again once its delta would pass half its full record: every few events).
+    figures["steady_runs_flushed"] = int(value(text, "loopwarden_state_runs_flushed_total")
+                                         - value(at_steady, "loopwarden_state_runs_flushed_total"))
+    figures["steady_deltas_written"] = int(value(text, "loopwarden_state_deltas_written_total")
+                                           - value(at_steady, "loopwarden_state_deltas_written_total"))
     figures["compactions"] = len(compactions)
     figures["compaction_seconds_max"] = max((line.get("seconds", 0.0) for line in compactions), default=0.0)
     figures["compaction_flushes_waited_seconds_max"] = max(
         (line.get("flushes_waited_seconds", 0.0) for line in compactions), default=0.0)
     stored = stored_counts(path)
+    # Whether a run's latest write is a delta depends on where in that cycle the kill caught it.
     figures["runs_stored_with_delta"] = runs_with_delta(path)
     lost_events: list[int] = []
     lost_seconds: list[float] = []

@@ -20,7 +20,11 @@ class TestLossUnderLoad:
     def test_kill_9_loses_at_most_about_one_flush_interval_of_each_runs_events(self, tmp_path):
         figures = run(RUNS, RECORDS, seconds=8.0, rate=RATE, directory=str(tmp_path), flush_interval=INTERVAL)
         assert 0 == figures["runs_missing_from_store"], figures
-        assert figures["runs_stored_with_delta"] > RUNS // 2, figures  # busy runs are written as deltas
+        # Busy runs are written as deltas: most of the steady state's writes. (Not "most runs'
+        # latest write": a run goes whole again every few events, in step with the runs beside it,
+        # so that share swings with where the kill falls, 20-100% in runs of this test.)
+        assert figures["steady_deltas_written"] > figures["steady_runs_flushed"] // 2 > 0, figures
+        assert figures["runs_stored_with_delta"] > 0, figures
         assert figures["events_per_second"] > 0.5 * RATE, figures  # the load was really there
         assert figures["lost_seconds_max"] <= INTERVAL + SLACK, figures
         per_run = figures["events_per_run_per_second"]

@@ -180,12 +180,12 @@ class TestDeltasThroughTheKeeper:
     (counted and logged), and the run comes back as its record holds it."""
 
     def _written(self, path, calls: int):
-        """A run given 30 calls, flushed, then `calls` more, each flushed: (engine, base events)."""
+        """A run given 30 calls, flushed, then `calls` more, each flushed: (engine, registry)."""
         store = FileStateStore(str(path))
         store.check()
 
         async def scenario():
-            engine, kept, keeper, _registry = _core_keeper(store, 0, capacity=10)
+            engine, kept, keeper, registry = _core_keeper(store, 0, capacity=10)
             keeper.restore()
             for n in range(30):
                 engine.evaluate([_event(0, n)])
@@ -194,8 +194,13 @@ class TestDeltasThroughTheKeeper:
                 engine.evaluate([_event(0, n)])
                 assert await keeper.flush_once()
             await store.close()
-            return engine
+            return engine, registry
         return asyncio.run(scenario())
+
+    def test_the_deltas_among_the_runs_flushed_are_counted(self, tmp_path):
+        _engine, registry = self._written(tmp_path / "runs.state", calls=3)
+        assert 4 == registry.get_sample_value("loopwarden_state_runs_flushed_total")  # the record, 3 deltas
+        assert 3 == registry.get_sample_value("loopwarden_state_deltas_written_total")
 
     def _restarted(self, path, caplog):
         store = FileStateStore(str(path))

@@ -55,7 +55,7 @@ from collections.abc import Callable
 
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
 from .base import STALE, WAITING, WRITTEN, StateStore, StateStoreError
-from .encoding import EncodingError, exemptions_key, frame, is_exemptions, run_key, tree_key
+from .encoding import EncodingError, exemptions_key, frame, is_delta, is_exemptions, run_key, tree_key
 from .file import FileStateStore, NotAStateFile
 from .metrics import StateMetrics
 from .runs import HELD, MERGED, RESTORED, RESTORED_BASE_ONLY, CoreRuns, RunKey
@@ -585,12 +585,16 @@ class StateKeeper:
         return await self._store_items(chunk, items, generations)
 
     async def _store_items(self, chunk: list, items: list, generations: list | None) -> None:
+        # Counted before framing: a delta is already its stored value, a full record is framed.
+        # (A store that keeps deltas is not fenced: the fenced path below writes full records.)
+        deltas = sum(value is not None and is_delta(value) for _key, value, _ttl in items) if self.store.deltas else 0
         framer = getattr(self.runs, "frame_records", None)
         if framer is not None:
             values = await asyncio.to_thread(framer, [value for _key, value, _ttl in items])
             items = [(key, value, ttl) for (key, _record, ttl), value in zip(items, values)]
         if generations is None:
             await self.store.flush(items)
+            self.metrics.deltas_written.inc(deltas)
             return
         outcomes = await self.store.flush_fenced(
             [(key, value, ttl, generation) for (key, value, ttl), generation in zip(items, generations)],

@@ -16,6 +16,11 @@ class StateMetrics:
         self.runs_flushed = Counter(
             "loopwarden_state_runs_flushed_total",
             "Runs written to (or deleted from) the state store by flushes.", registry=registry)
+        self.deltas_written = Counter(
+            "loopwarden_state_deltas_written_total",
+            "Runs of loopwarden_state_runs_flushed_total written as a delta (what changed since the "
+            "run's last full record: a store that keeps deltas, the file store) rather than whole.",
+            registry=registry)
         self.runs_loaded = Counter(
             "loopwarden_state_runs_loaded_total",
             "Runs a request named, by where their state came from: memory (held), store (loaded from "
