@@ -2,6 +2,7 @@
 test can move a run between the oracle and the core through stored bytes."""
 from __future__ import annotations
 
+from loopwarden_server.statestore.encoding import EncodingError
 from loopwarden_server.statestore.runs import EXPIRED, MISMATCH, RESTORED, RunKey
 
 from .codec import decode_run, encode_run
@@ -38,7 +39,9 @@ class ReferenceRuns:
         entry = self.store.get(tenant, run_id)
         return None if entry is None else encode_run(entry, wall_now, self.store.clock())
 
-    def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None) -> str:
+    def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None, delta: bytes | None = None) -> str:
+        if delta is not None:  # only the core writes deltas; the oracle's runs are full records
+            raise EncodingError("the reference codec reads full records, not deltas")
         entry, idle = decode_run(value, wall_now)
         if idle > self.store.idle_ttl_seconds:
             return EXPIRED

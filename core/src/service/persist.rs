@@ -119,40 +119,7 @@ impl Core {
         }
         Some(written)
     }
-}
 
-/// `f` of the entry as a `RunRecord`.
-fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate::state::RunRecord) -> R) -> R {
-    let retries = entry.retries.as_ref().map(|r| {
-        let mut decisions: Vec<(usize, u64, &str, &Verdict)> =
-            r.decisions.iter().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
-        decisions.sort_by_key(|d| d.0);
-        crate::state::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions, unsaved: r.unsaved }
-    });
-    // Pending asks are stored with wall-clock times (a copy only for a run that has some).
-    let shifted;
-    let state = if entry.state.asks.is_some() {
-        let mut copy = entry.state.clone();
-        crate::engine::ask::shift_times(&mut copy, wall_now - now);
-        shifted = copy;
-        &shifted
-    } else {
-        &entry.state
-    };
-    f(&crate::state::RunRecord {
-        tenant: &entry.tenant,
-        run_id: &entry.run_id,
-        agent_id: &entry.agent_id,
-        session_id: &entry.session_id,
-        last_seen: wall_now - (now - entry.last_seen).max(0.0),
-        events_evaluated: entry.events_evaluated,
-        state,
-        retries,
-        tree: entry.tree.as_deref().map(|link| (link, wall_now - (now - link.started))),
-    })
-}
-
-impl Core {
     /// Take in a stored run's record (keeper.py's restore and lazy load), and the latest delta
     /// stored after it, if any (the file store keeps both). `expect`: the (tenant, run_id) asked
     /// for, when one was. Err: the record is malformed (it names the field). A delta that does
@@ -243,6 +210,37 @@ impl Core {
         };
         Ok(Ok((entry, idle)))
     }
+}
+
+/// `f` of the entry as a `RunRecord`.
+fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate::state::RunRecord) -> R) -> R {
+    let retries = entry.retries.as_ref().map(|r| {
+        let mut decisions: Vec<(usize, u64, &str, &Verdict)> =
+            r.decisions.iter().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
+        decisions.sort_by_key(|d| d.0);
+        crate::state::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions, unsaved: r.unsaved }
+    });
+    // Pending asks are stored with wall-clock times (a copy only for a run that has some).
+    let shifted;
+    let state = if entry.state.asks.is_some() {
+        let mut copy = entry.state.clone();
+        crate::engine::ask::shift_times(&mut copy, wall_now - now);
+        shifted = copy;
+        &shifted
+    } else {
+        &entry.state
+    };
+    f(&crate::state::RunRecord {
+        tenant: &entry.tenant,
+        run_id: &entry.run_id,
+        agent_id: &entry.agent_id,
+        session_id: &entry.session_id,
+        last_seen: wall_now - (now - entry.last_seen).max(0.0),
+        events_evaluated: entry.events_evaluated,
+        state,
+        retries,
+        tree: entry.tree.as_deref().map(|link| (link, wall_now - (now - link.started))),
+    })
 }
 
 /// A stored record and the delta after it, decoded: the run (the delta applied when it is one of

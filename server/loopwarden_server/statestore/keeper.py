@@ -190,8 +190,7 @@ class StateKeeper:
                     self._take_in_exemptions(value)
                     continue
                 try:
-                    outcome = (self.runs.take_in(value, self._wall()) if delta is None
-                               else self.runs.take_in(value, self._wall(), delta=delta))
+                    outcome = self.runs.take_in(value, self._wall(), delta=delta)
                 except EncodingError:
                     malformed += 1
                     continue
