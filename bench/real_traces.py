@@ -14,8 +14,14 @@ sets replays their `bash` calls as OpenClaw `exec` results (status, exit code, o
 the exec failure streak reads: the same real commands and outputs, so its false positives are
 measured on real failures.
 
-Run: .venv/bin/python bench/real_traces.py [--traces DIR] [--copies N] [--only NAME ...]
+Run: .venv/bin/python bench/real_traces.py [--traces DIR] [--copies N] [--only NAME ...] [--head-to-head]
 The tables of docs/extensions.md are copied from one run of this script.
+
+`--head-to-head` replays the same good runs and the same injected loops through three peers'
+published tool-call loop rules (bench/peers.py: OpenRouter doomLoop, gemini-cli loop detection,
+OpenHands StuckDetector) beside loopwarden's `reference defaults` and `preset fast` (or the
+settings named by --only), and prints one table per measure and one per loop kind; the tables of
+docs/replay-evaluation.md ("Head-to-head with peers' loop rules") are copied from one run.
 """
 from __future__ import annotations
 
@@ -379,6 +385,159 @@ def detail(merged: GoodRuns) -> str:
     return f"warned by: {warned}; blocked by: {blocked}"
 
 
+# ---------------------------------------------------------------------------------------------
+# Head-to-head: loopwarden beside the peers' loop rules of bench/peers.py, on the same events.
+
+HEAD_TO_HEAD_SETTINGS = ("reference defaults", "preset fast")
+# The same injected loop as "argument churn (nonce)"; it is there to measure a loopwarden setting
+# (toolRules ignoreArgs) that the head-to-head does not run, and would count one pattern twice.
+HEAD_TO_HEAD_SKIPPED = ("nonce, loop key without it",)
+WARN, STOP = "warn", "stop"
+LOOPWARDEN_ENDS = {"warn": WARN, "block": STOP, "abort": STOP}
+
+Verdicts = dict[str, list[tuple[dict, str]]]
+
+
+def loopwarden_system(config: dict) -> Callable[[Iterator[tuple[str, list[dict]]]], Verdicts]:
+    def judge(runs):
+        return {run_id: [(event, LOOPWARDEN_ENDS.get(observed.action, "allow")) for event, observed in seen]
+                for run_id, seen in replay(config, runs).items()}
+    return judge
+
+
+def peer_system(peer_class) -> Callable[[Iterator[tuple[str, list[dict]]]], Verdicts]:
+    def judge(runs):
+        verdicts = {}
+        for run_id, events in runs:
+            peer = peer_class()   # one per run, as each agent run has its own
+            verdicts[run_id] = [(event, peer.observe(event)) for event in events]
+        return verdicts
+    return judge
+
+
+def calls_until(seen: list[tuple[dict, str]], start_seq: int, wanted: str) -> int | None:
+    """The loop call (its first call = 1) that the first `wanted` verdict at or after the loop's
+    start comes with; a verdict between calls (on an outcome, or at the run's end) counts as the
+    next call, the one it comes before. None within LOOP_LENGTH calls: not within the loop."""
+    number = 0
+    for event, verdict in seen:
+        if event["seq"] < start_seq:
+            continue
+        if event["kind"] == "tool_call":
+            number += 1
+        if verdict == wanted:
+            if event["kind"] != "tool_call":
+                number += 1
+            return number if number <= LOOP_LENGTH else None
+    return None
+
+
+@dataclass
+class Standing:
+    """One system's figures: good runs per set, and each injected loop's calls to warn / stop."""
+    good: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # set -> runs, warned, stopped
+    stopped_ids: list[str] = field(default_factory=list)
+    loops: dict[str, list[tuple[str, int | None, int | None]]] = field(default_factory=lambda: defaultdict(list))
+
+
+def stand(judge, good_sets: dict[str, dict[str, list[dict]]], injected: dict[str, list]) -> Standing:
+    standing = Standing()
+    for set_name, runs in good_sets.items():
+        warned = stopped = 0
+        for run_id, seen in judge(iter(runs.items())).items():
+            verdicts = {verdict for _, verdict in seen}
+            warned += WARN in verdicts
+            if STOP in verdicts:
+                stopped += 1
+                standing.stopped_ids.append(run_id)
+        standing.good[set_name] = (len(runs), warned, stopped)
+    for set_name, loops in injected.items():
+        seen_by_run = judge((run_id, events) for _, run_id, events, _ in loops)
+        for kind, run_id, _, start_seq in loops:
+            seen = seen_by_run[run_id]
+            standing.loops[set_name].append((kind, calls_until(seen, start_seq, WARN), calls_until(seen, start_seq, STOP)))
+    return standing
+
+
+def median_max(values: list[int]) -> str:
+    return f"{statistics.median(values):g} / {max(values)}" if values else "-"
+
+
+def head_to_head(args, settings: list[Setting]) -> int:
+    try:
+        from bench import peers
+    except ImportError:   # run as a script: bench/ itself is on sys.path
+        import peers
+
+    started = time.perf_counter()
+    sets = {name: load_runs(args.traces / file) for name, file in TRACE_SETS.items()}
+    exec_sets = {f"{name} (exec view)": as_exec(runs) for name, runs in sets.items() if name.startswith("SWE")}
+    # The same injected loops as the tables of the main mode (same seed, same order of kinds),
+    # without the duplicate kind; a set's exec-view loops count under the set.
+    general = {kind: loop for kind, loop in LOOPS.items() if loop.sets == "all"}
+    exec_only = {kind: loop for kind, loop in LOOPS.items() if loop.sets == "exec"}
+    injected = {name: [i for i in injected_runs(runs, args.copies, args.seed, general) if i[0] not in HEAD_TO_HEAD_SKIPPED]
+                for name, runs in sets.items()}
+    for name, runs in exec_sets.items():
+        injected[name.removesuffix(" (exec view)")] += list(injected_runs(runs, args.copies, args.seed, exec_only))
+    kinds = [kind for kind in LOOPS if kind not in HEAD_TO_HEAD_SKIPPED]
+
+    systems = {**{name: peer_system(peer) for name, peer in peers.PEERS.items()},
+               **{f"loopwarden {s.name}": loopwarden_system(s.config) for s in settings}}
+    standings = {}
+    for name, judge in systems.items():
+        standings[name] = stand(judge, {**sets, **exec_sets}, injected)
+        for run_id in standings[name].stopped_ids[:5]:
+            print(f"  {name}: stopped good run `{run_id}`", file=sys.stderr)
+
+    print(f"traces: {args.traces}; {args.copies} injected loops of each kind per set (the exec failure loop in the "
+          f"coding sets' exec view), seed {args.seed}, loops of {LOOP_LENGTH} calls; calls counted from the loop's "
+          f"first call (= 1); caught = stopped within the loop's {LOOP_LENGTH} calls")
+    set_names, good_names = list(sets), [*sets, *exec_sets]
+
+    def good_table(title: str, column: int) -> None:
+        print(f"\n#### {title}\n")
+        print("| system | " + " | ".join(f"{n} ({len(r)})" for n, r in {**sets, **exec_sets}.items())
+              + f" | all four sets ({sum(len(r) for r in sets.values())}) |")
+        print("|---" * (len(good_names) + 2) + "|")
+        for name, standing in standings.items():
+            cells = [str(standing.good[n][column]) for n in good_names]
+            print(f"| {name} | " + " | ".join(cells) + f" | {sum(standing.good[n][column] for n in set_names)} |")
+
+    good_table("Good runs warned (any warning)", 1)
+    good_table("Good runs stopped (a call refused or the run halted)", 2)
+
+    def loop_table(title: str, cell: Callable[[list[tuple[str, int | None, int | None]]], str]) -> None:
+        print(f"\n#### {title}\n")
+        print("| system | " + " | ".join(f"{n} ({len(injected[n])})" for n in set_names)
+              + f" | all ({sum(len(injected[n]) for n in set_names)}) |")
+        print("|---" * (len(set_names) + 2) + "|")
+        for name, standing in standings.items():
+            every = [row for n in set_names for row in standing.loops[n]]
+            print(f"| {name} | " + " | ".join(cell(standing.loops[n]) for n in set_names) + f" | {cell(every)} |")
+
+    loop_table("Injected loops caught (stopped within the loop)",
+               lambda rows: f"{sum(stop is not None for _, _, stop in rows)} / {len(rows)}")
+    loop_table("Calls to the first warning, median / max (in brackets: the loops warned within the loop)",
+               lambda rows: (f"{median_max([w for _, w, _ in rows if w is not None])} "
+                             f"({sum(w is not None for _, w, _ in rows)})"))
+    loop_table("Calls to the stop, median / max (loops caught)",
+               lambda rows: median_max([stop for _, _, stop in rows if stop is not None]))
+
+    print("\n#### Per injected loop kind: caught / injected, calls to the stop median / max\n")
+    print("| injected loop | " + " | ".join(standings) + " |")
+    print("|---" * (len(standings) + 1) + "|")
+    for kind in kinds:
+        cells = []
+        for standing in standings.values():
+            stops = [stop for n in set_names for k, _, stop in standing.loops[n] if k == kind]
+            caught = [stop for stop in stops if stop is not None]
+            cells.append(f"{len(caught)} / {len(stops)}" + (f": {median_max(caught)}" if caught else ""))
+        print(f"| {kind} | " + " | ".join(cells) + " |")
+    print(f"\n({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES,
@@ -387,8 +546,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--only", nargs="*", default=None, help="names of SETTINGS to measure")
     parser.add_argument("--config", type=Path, default=None, help="measure this JSON5 config file instead")
+    parser.add_argument("--head-to-head", action="store_true",
+                        help="loopwarden beside three peers' loop rules (bench/peers.py); --only picks the "
+                             f"loopwarden settings (default: {', '.join(HEAD_TO_HEAD_SETTINGS)})")
     args = parser.parse_args(argv)
     settings = list(SETTINGS)
+    if args.head_to_head and args.config is None and not args.only:
+        settings = [s for s in settings if s.name in HEAD_TO_HEAD_SETTINGS]
     if args.config is not None:
         import json5
         settings = [Setting(str(args.config), json5.loads(args.config.read_text()))]
@@ -397,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"--only: no setting named {sorted(unknown)}; the settings: {[s.name for s in SETTINGS]}")
         settings = [s for s in settings if s.name in args.only]
+    if args.head_to_head:
+        return head_to_head(args, settings)
     started = time.perf_counter()
     sets = {name: load_runs(args.traces / file) for name, file in TRACE_SETS.items()}
     exec_sets = {f"{name} (exec view)": as_exec(runs) for name, runs in sets.items() if name.startswith("SWE")}
