@@ -4,6 +4,7 @@ pub mod engine;
 pub mod exec_failure;
 pub mod fingerprint;
 pub mod hostpolls;
+pub mod inconclusive;
 pub mod intern;
 pub mod json;
 #[allow(clippy::all)]

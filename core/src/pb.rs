@@ -501,6 +501,18 @@ pub struct EffectiveConfig {
     /// warned, never blocked.
     #[prost(bool, tag = "18")]
     pub ping_pong_needs_answers: bool,
+    /// loopwarden.sameOutcome.blockAt: Identical outcomes of one call (same tool, same arguments,
+    /// nothing new in between) after which the next identical call is blocked; the call before it is
+    /// warned. Below C, it is the block; C still blocks if lower.
+    #[prost(uint32, tag = "19")]
+    pub same_outcome_block_at: u32,
+    /// loopwarden.sameOutcome.inconclusiveBlockAt: The same for outcomes that prove less when they
+    /// repeat: a success that says nothing (an empty result, a command that printed nothing), since a
+    /// silent write may have changed what it does not report, and an error that names a retryable
+    /// condition (503, 429, a rate limit, a timeout), since a retry may succeed. Not for known polls,
+    /// whose unchanged answer is the no-progress itself.
+    #[prost(uint32, tag = "20")]
+    pub same_outcome_inconclusive_block_at: u32,
     /// loopwarden.duplicateSideEffect.enabled: Block a `mutating` tool called again with identical
     /// (projected) arguments after an identical call of the run succeeded (`duplicate_side_effect`).
     #[prost(bool, tag = "30")]

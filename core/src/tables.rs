@@ -37,6 +37,10 @@ pub struct Settings {
     pub argument_churn_block_at: u32,
     /// Identical failures of the same call that block; one fewer warns.
     pub error_repeat_threshold: u32,
+    /// Identical outcomes of one call (same tool, same arguments, nothing new in between) after which the next identical call is blocked; the call before it is warned. Below C, it is the block; C still blocks if lower.
+    pub same_outcome_block_at: u32,
+    /// The same for outcomes that prove less when they repeat: a success that says nothing (an empty result, a command that printed nothing), since a silent write may have changed what it does not report, and an error that names a retryable condition (503, 429, a rate limit, a timeout), since a retry may succeed. Not for known polls, whose unchanged answer is the no-progress itself.
+    pub same_outcome_inconclusive_block_at: u32,
     /// A ping-pong with a side that only returned empty results is warned, never blocked.
     pub ping_pong_needs_answers: bool,
     /// Per tool (a normalised name or a `*` glob): its class (`readOnly`, `mutating`, `poll`), JSON paths projected out of its arguments (`ignoreArgs`) or kept (`keepArgs`) before they are hashed, and paths removed from its results (`ignoreResult`) before the outcome is hashed. Per agent, rules merge over the global ones by key.
@@ -106,6 +110,8 @@ impl Default for Settings {
             argument_churn_warn_at: 0,
             argument_churn_block_at: 0,
             error_repeat_threshold: 0,
+            same_outcome_block_at: 0,
+            same_outcome_inconclusive_block_at: 0,
             ping_pong_needs_answers: false,
             tool_rules: Default::default(),
             duplicate_side_effect: false,
@@ -135,7 +141,7 @@ impl Default for Settings {
 }
 
 /// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "run_tree_max_depth", "run_tree_max_children", "budget_tool_calls_per_run", "budget_tool_calls_per_tree", "budget_tool_seconds_per_tree", "budget_tokens_per_tree", "budget_cost_usd_per_tree", "budget_wall_seconds_per_tree", "budget_warn_at", "on_budget", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds"];
+pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "same_outcome_block_at", "same_outcome_inconclusive_block_at", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "run_tree_max_depth", "run_tree_max_children", "budget_tool_calls_per_run", "budget_tool_calls_per_tree", "budget_tool_seconds_per_tree", "budget_tokens_per_tree", "budget_cost_usd_per_tree", "budget_wall_seconds_per_tree", "budget_warn_at", "on_budget", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds"];
 
 #[cfg(feature = "python")]
 pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
@@ -188,6 +194,12 @@ pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> py
     }
     if let Some(v) = d.get_item("error_repeat_threshold")? {
         s.error_repeat_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("same_outcome_block_at")? {
+        s.same_outcome_block_at = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("same_outcome_inconclusive_block_at")? {
+        s.same_outcome_inconclusive_block_at = pyo3::types::PyAnyMethods::extract(&v)?;
     }
     if let Some(v) = d.get_item("ping_pong_needs_answers")? {
         s.ping_pong_needs_answers = pyo3::types::PyAnyMethods::extract(&v)?;
@@ -390,6 +402,10 @@ pub mod messages {
     /// generic_repeat, warning.
     pub fn generic_repeat_warning(tool: impl Display, repeats: impl Display) -> String {
         format!("WARNING: {tool} has been called {repeats} times with identical arguments. If the result is not changing, stop repeating this call: try something else or report the task as failed.")
+    }
+    /// generic_repeat, warning.
+    pub fn same_outcome_warning(tool: impl Display, streak: impl Display, outcome: impl Display, since: impl Display) -> String {
+        format!("WARNING: {tool} was called {streak} times with identical arguments and returned the identical {outcome} each time (unchanged since seq {since}): repeating it has not changed anything. Use what it returned, change the call, or report the task as failed; the next identical call will be blocked.")
     }
     /// generic_repeat, critical.
     pub fn generic_repeat_critical(tool: impl Display, streak: impl Display) -> String {

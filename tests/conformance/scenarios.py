@@ -23,7 +23,7 @@ class Variant:
     # Set for scenarios of an opt-in extension (its name): they need it on, so they are left out
     # of the checks that every spec example is unchanged with the extensions off.
     extension: str = ""
-    # Daemon features beyond the spec the scenario needs (runTrees, budgets, ask): the reference
+    # Daemon features beyond the spec the scenario needs (runTrees, budgets, ask, sameOutcome): the reference
     # oracle has none of them, so it leaves such scenarios out.
     requires: tuple[str, ...] = ()
 
@@ -65,7 +65,7 @@ def load_variants() -> list[Variant]:
 
 
 # The features beyond the spec a scenario may require (issue 25): the oracle has none of them.
-FEATURES = ("runTrees", "budgets", "ask")
+FEATURES = ("runTrees", "budgets", "ask", "sameOutcome")
 
 
 def _fill(value: Any, i: int) -> Any:

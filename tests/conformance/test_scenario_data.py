@@ -82,7 +82,9 @@ class TestPhrasesInTheData:
 # What each feature of `requires` is needed for: event fields and kinds, and config keys.
 _NEEDS = {"parent_run_id": "runTrees", "accepts_ask": "ask", "approval": "ask", "usage": "budgets",
           "duration_ms": "budgets"}
-_CONFIG_NEEDS = {"runTree": "runTrees", "budgets": "budgets", "onBudget": "ask", "onCritical": "ask"}
+_CONFIG_NEEDS = {"runTree": "runTrees", "budgets": "budgets", "onBudget": "ask", "onCritical": "ask", "sameOutcome": "sameOutcome"}
+# Presets that turn a feature on.
+_PRESET_NEEDS = {"fast": "sameOutcome"}
 SCOPES = ("once", "always")
 
 
@@ -133,6 +135,7 @@ class TestTheEventFormat:
         assert set(requires) <= set(FEATURES), f"{name}: unknown features {sorted(set(requires) - set(FEATURES))}"
         block = scenario["config"].get("loopwarden", {})
         needed = {_CONFIG_NEEDS[key] for key in block if key in _CONFIG_NEEDS}
+        needed |= {_PRESET_NEEDS[block["preset"]]} if block.get("preset") in _PRESET_NEEDS else set()
         assert needed <= set(requires), f"{name}: its config needs {sorted(needed)}: list them in requires"
         assert scenario["name"] == name, f"{name}.json names itself {scenario['name']!r}"
 
@@ -152,7 +155,7 @@ class TestTheEventFormat:
             event_problems({"run_id": "r", "approval": {"approved": True}}, "here")
 
     def test_the_new_scenarios_are_there(self):
-        """Trees, budgets and ASK each have data (issue 25)."""
+        """Trees, budgets, ASK and judging repeats by their outcomes each have data."""
         required = {feature for _, scenario in scenarios() for feature in scenario.get("requires", [])}
         assert set(FEATURES) == required
 

@@ -63,6 +63,16 @@ type EffectiveConfig struct {
 	// PingPongNeedsAnswers is loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only
 	// returned empty results is warned, never blocked.
 	PingPongNeedsAnswers bool
+	// SameOutcomeBlockAt is loopwarden.sameOutcome.blockAt: Identical outcomes of one call (same tool,
+	// same arguments, nothing new in between) after which the next identical call is blocked; the call
+	// before it is warned. Below C, it is the block; C still blocks if lower.
+	SameOutcomeBlockAt uint32
+	// SameOutcomeInconclusiveBlockAt is loopwarden.sameOutcome.inconclusiveBlockAt: The same for
+	// outcomes that prove less when they repeat: a success that says nothing (an empty result, a
+	// command that printed nothing), since a silent write may have changed what it does not report,
+	// and an error that names a retryable condition (503, 429, a rate limit, a timeout), since a retry
+	// may succeed. Not for known polls, whose unchanged answer is the no-progress itself.
+	SameOutcomeInconclusiveBlockAt uint32
 	// DuplicateSideEffect is loopwarden.duplicateSideEffect.enabled: Block a `mutating` tool called
 	// again with identical (projected) arguments after an identical call of the run succeeded
 	// (`duplicate_side_effect`).
@@ -176,6 +186,8 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 	config.ErrorRepeatThreshold = m.GetErrorRepeatThreshold()
 	config.Preset = m.GetPreset()
 	config.PingPongNeedsAnswers = m.GetPingPongNeedsAnswers()
+	config.SameOutcomeBlockAt = m.GetSameOutcomeBlockAt()
+	config.SameOutcomeInconclusiveBlockAt = m.GetSameOutcomeInconclusiveBlockAt()
 	config.DuplicateSideEffect = m.GetDuplicateSideEffect()
 	config.ToolRules = toolRulesFromMessage(m.GetToolRules())
 	config.CycleWarnAfter = m.GetCycleWarnAfter()

@@ -2417,6 +2417,16 @@ type EffectiveConfig struct {
 	// loopwarden.pingPongNeedsAnswers: A ping-pong with a side that only returned empty results is
 	// warned, never blocked.
 	PingPongNeedsAnswers bool `protobuf:"varint,18,opt,name=ping_pong_needs_answers,json=pingPongNeedsAnswers,proto3" json:"ping_pong_needs_answers,omitempty"`
+	// loopwarden.sameOutcome.blockAt: Identical outcomes of one call (same tool, same arguments,
+	// nothing new in between) after which the next identical call is blocked; the call before it is
+	// warned. Below C, it is the block; C still blocks if lower.
+	SameOutcomeBlockAt uint32 `protobuf:"varint,19,opt,name=same_outcome_block_at,json=sameOutcomeBlockAt,proto3" json:"same_outcome_block_at,omitempty"`
+	// loopwarden.sameOutcome.inconclusiveBlockAt: The same for outcomes that prove less when they
+	// repeat: a success that says nothing (an empty result, a command that printed nothing), since a
+	// silent write may have changed what it does not report, and an error that names a retryable
+	// condition (503, 429, a rate limit, a timeout), since a retry may succeed. Not for known polls,
+	// whose unchanged answer is the no-progress itself.
+	SameOutcomeInconclusiveBlockAt uint32 `protobuf:"varint,20,opt,name=same_outcome_inconclusive_block_at,json=sameOutcomeInconclusiveBlockAt,proto3" json:"same_outcome_inconclusive_block_at,omitempty"`
 	// loopwarden.duplicateSideEffect.enabled: Block a `mutating` tool called again with identical
 	// (projected) arguments after an identical call of the run succeeded (`duplicate_side_effect`).
 	DuplicateSideEffect bool `protobuf:"varint,30,opt,name=duplicate_side_effect,json=duplicateSideEffect,proto3" json:"duplicate_side_effect,omitempty"`
@@ -2662,6 +2672,20 @@ func (x *EffectiveConfig) GetPingPongNeedsAnswers() bool {
 		return x.PingPongNeedsAnswers
 	}
 	return false
+}
+
+func (x *EffectiveConfig) GetSameOutcomeBlockAt() uint32 {
+	if x != nil {
+		return x.SameOutcomeBlockAt
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetSameOutcomeInconclusiveBlockAt() uint32 {
+	if x != nil {
+		return x.SameOutcomeInconclusiveBlockAt
+	}
+	return 0
 }
 
 func (x *EffectiveConfig) GetDuplicateSideEffect() bool {
@@ -2999,7 +3023,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vignore_args\x18\x03 \x03(\tR\n" +
 	"ignoreArgs\x12\x1b\n" +
 	"\tkeep_args\x18\x04 \x03(\tR\bkeepArgs\x12#\n" +
-	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xdc\x0f\n" +
+	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xdb\x10\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -3020,7 +3044,9 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x17argument_churn_block_at\x18\x0f \x01(\rR\x14argumentChurnBlockAt\x124\n" +
 	"\x16error_repeat_threshold\x18\x10 \x01(\rR\x14errorRepeatThreshold\x12\x16\n" +
 	"\x06preset\x18\x11 \x01(\tR\x06preset\x125\n" +
-	"\x17ping_pong_needs_answers\x18\x12 \x01(\bR\x14pingPongNeedsAnswers\x122\n" +
+	"\x17ping_pong_needs_answers\x18\x12 \x01(\bR\x14pingPongNeedsAnswers\x121\n" +
+	"\x15same_outcome_block_at\x18\x13 \x01(\rR\x12sameOutcomeBlockAt\x12J\n" +
+	"\"same_outcome_inconclusive_block_at\x18\x14 \x01(\rR\x1esameOutcomeInconclusiveBlockAt\x122\n" +
 	"\x15duplicate_side_effect\x18\x1e \x01(\bR\x13duplicateSideEffect\x126\n" +
 	"\n" +
 	"tool_rules\x18\x1f \x03(\v2\x17.loopwarden.v1.ToolRuleR\ttoolRules\x12(\n" +

@@ -5,8 +5,9 @@
 //!
 //! A batch is the calls a model issued in one turn: the calls of one EvaluateRequest, the calls
 //! sharing a `ToolCall.batch_id`, or, in a run that reports outcomes, a call issued while an
-//! earlier call of the batch is still pending (the runner asked about it before it reported the
-//! earlier calls' outcomes). At most 64 calls. Batches are recorded as links between records: a
+//! earlier call of the batch is still pending and no outcome has come back since the batch's
+//! last call (the runner asked about it before it reported the earlier calls' outcomes). At most
+//! 64 calls. Batches are recorded as links between records: a
 //! record that joined the batch of the record before it carries LINK_EXPLICIT (same request or
 //! batch id) or LINK_PENDING (issued while the batch was still pending). A pending link counts
 //! only once the run has reported an outcome: a run whose calls never get outcomes would
@@ -24,6 +25,9 @@ pub const LINK_PENDING: u8 = 2;
 const LINKS: u8 = LINK_EXPLICIT | LINK_PENDING;
 /// Its outcome brought the run a (tool, args, result) triple it had not seen (progress).
 pub const NEW_TRIPLE: u8 = 4;
+/// Its outcome proves less when it repeats: a silent success or a transient error
+/// (crate::inconclusive; kept only under `loopwarden.sameOutcome`).
+pub const INCONCLUSIVE: u8 = 8;
 /// The most calls one batch holds (a model's parallel calls of one turn).
 pub const MAX_BATCH: u32 = 64;
 /// Keys the service gives: an EvaluateRequest's are odd, a batch id's even (and never 0).
@@ -86,7 +90,11 @@ pub(crate) fn place_call(state: &mut RunState) -> u8 {
         0
     } else if by_key {
         LINK_EXPLICIT
-    } else if pending_in_batch {
+    } else if pending_in_batch && batch.open {
+        // Only while the batch is being issued: once an outcome has come back, a call still
+        // pending (a crashed tool, a host that sends no outcome on failure) no longer makes the
+        // calls after it part of its batch, or one lost outcome would merge the rest of the run
+        // into batches whose identical calls count once.
         LINK_PENDING
     } else {
         0
@@ -204,7 +212,38 @@ mod tests {
             ping_pong_needs_answers: true,
             parallel_batches: true,
             progress_resets_repeats: true,
+            same_outcome_block_at: 3,
+            same_outcome_inconclusive_block_at: 4,
             ..Settings::default()
+        }
+    }
+
+    /// The verdicts of `calls` identical reads with identical results, after `before` ran.
+    fn reads_after(settings: Settings, before: impl FnOnce(&mut Run), calls: usize) -> Vec<(Action, Detector, u32)> {
+        let mut run = Run::new(settings);
+        before(&mut run);
+        (0..calls).map(|_| seen(&run.round("read", r#"{"path": "notes.md"}"#, r#""notes""#))).collect()
+    }
+
+    /// A call whose outcome never comes (a crashed tool), or one left open in a parallel batch,
+    /// is no evidence: a later loop is warned and stopped exactly where it is without it.
+    #[test]
+    fn an_open_call_leaves_judgment_on() {
+        for settings in [fast(), Settings { warning_threshold: 10, critical_threshold: 20, ..Settings { enabled: Some(true), ..Settings::default() } }] {
+            let clean = reads_after(settings.clone(), |run| { run.round("list", "{}", r#""files""#); }, 25);
+            assert!(clean.iter().any(|v| v.0 == Action::Block), "{clean:?}");
+            let lost = reads_after(settings.clone(), |run| {
+                run.round("list", "{}", r#""files""#);
+                run.call("fetch", r#"{"url": "x"}"#);
+            }, 25);
+            assert_eq!(lost, clean, "one call without an outcome");
+            let open_batch = reads_after(settings.clone(), |run| {
+                run.round("list", "{}", r#""files""#);
+                run.call("search", &search(1));
+                run.call("search", &search(2));
+                run.result("search", &search(1), EMPTY);
+            }, 25);
+            assert_eq!(open_batch, clean, "a loop that starts while a batch is open");
         }
     }
 
@@ -305,14 +344,17 @@ mod tests {
         }
     }
 
-    /// Identical consecutive re-reads are still blocked at C (nothing new in between).
+    /// Identical consecutive re-reads are still blocked (nothing new in between): at C, and at
+    /// sameOutcome's blockAt where it is on.
     #[test]
     fn consecutive_rereads_are_still_blocked() {
-        let mut run = Run::new(fast());
-        for _ in 0..5 {
-            run.round("read", r#"{"path": "notes.md"}"#, r#""notes""#);
+        for (settings, at) in [(Settings { same_outcome_block_at: 0, same_outcome_inconclusive_block_at: 0, ..fast() }, 5), (fast(), 3)] {
+            let mut run = Run::new(settings);
+            for _ in 0..at {
+                run.round("read", r#"{"path": "notes.md"}"#, r#""notes""#);
+            }
+            assert_eq!(seen(&run.call("read", r#"{"path": "notes.md"}"#)), (Action::Block, Detector::GenericRepeat, at));
         }
-        assert_eq!(seen(&run.call("read", r#"{"path": "notes.md"}"#)), (Action::Block, Detector::GenericRepeat, 5));
     }
 
     /// A fan-out of calls that bring nothing new is one step of the run-wide streak.

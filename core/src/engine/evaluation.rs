@@ -5,6 +5,7 @@
 
 use crate::fingerprint::{args_digest, is_known_poll, outcome_fingerprint, Catalog, MARKER, PENDING, RESULT};
 use crate::exec_failure::exec_failure_key;
+use crate::inconclusive::{says_nothing, transient_error};
 use crate::tables::{error_codes, messages};
 use crate::json::{decode, py_isspace, JsonError, Value};
 use crate::tool_rules::{ToolClass, ToolRule};
@@ -376,6 +377,12 @@ fn on_tool_outcome(
     }
     // Only kept when asked for: a record without one costs nothing and persists nothing.
     let failure = if s.exec_failure_streak && tool == "exec" { exec_failure_key(result.as_ref()) } else { None };
+    let inconclusive = s.same_outcome_block_at > 0
+        && match error {
+            Some(e) => transient_error(e),
+            None => fp.status == RESULT && result.as_ref().is_some_and(|r| says_nothing(r)),
+        };
+    let inconclusive = if inconclusive { batches::INCONCLUSIVE } else { 0 };
     // Fill the newest matching pending call, or append a completed record.
     let mut filled = false;
     let mut index = state.history().len();
@@ -392,6 +399,7 @@ fn on_tool_outcome(
         r.result = fp.digest;
         r.complete(fp.unknown_tool_name.as_deref());
         r.set_failure_key(failure);
+        r.flags |= inconclusive;
         filled = true;
         index = i;
         break;
@@ -399,6 +407,7 @@ fn on_tool_outcome(
     if !filled {
         let mut completed = record(seq, t, digest, call_id, fp.status, fp.digest, fp.unknown_tool_name.as_deref());
         completed.set_failure_key(failure);
+        completed.flags |= inconclusive;
         state.append(completed);
         index = state.history().len() - 1;
     }

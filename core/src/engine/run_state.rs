@@ -60,8 +60,8 @@ pub struct Record {
     /// The id of the tool as the host spelled it; matching uses `canonical` of it.
     tool: u16,
     pub status: u8,
-    /// Batch links and progress (engine::batches: LINK_*, NEW_TRIPLE); 0 unless parallelBatches,
-    /// criticalScope "batch" or progressResetsRepeats is on. Fits the record's padding (80 bytes).
+    /// Batch links, progress and weak evidence (engine::batches: LINK_*, NEW_TRIPLE, INCONCLUSIVE); 0 unless
+    /// parallelBatches, criticalScope "batch", progressResetsRepeats or sameOutcome is on. Fits the record's padding (80 bytes).
     pub flags: u8,
     /// Rare: a pending call's id, the missing tool an error named, a tool name without an id.
     extra: ExtraHandle,

@@ -85,6 +85,18 @@ class ErrorRepeatBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class SameOutcomeBlock:
+    """`loopwarden.sameOutcome` as written; None = not set in this block. Judge repeats by their
+    outcomes: an identical call is warned only once its identical outcomes prove no progress,
+    and blocked a call later (opt-in).
+    """
+
+    enabled: bool | None = None
+    block_at: int | None = None
+    inconclusive_block_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DuplicateSideEffectBlock:
     """`loopwarden.duplicateSideEffect` as written; None = not set in this block. A mutating tool
     repeating a call that already succeeded: its side effect would happen twice (opt-in guard).
@@ -170,6 +182,7 @@ class ExtensionsBlock:
     run_wide_breaker: RunWideBreakerBlock = field(default_factory=RunWideBreakerBlock)
     argument_churn: ArgumentChurnBlock = field(default_factory=ArgumentChurnBlock)
     error_repeat: ErrorRepeatBlock = field(default_factory=ErrorRepeatBlock)
+    same_outcome: SameOutcomeBlock = field(default_factory=SameOutcomeBlock)
     duplicate_side_effect: DuplicateSideEffectBlock = field(default_factory=DuplicateSideEffectBlock)
     cycles: CyclesBlock = field(default_factory=CyclesBlock)
     exec_failure_streak: ExecFailureStreakBlock = field(default_factory=ExecFailureStreakBlock)
@@ -247,6 +260,16 @@ class ResolvedSettings:
     argument_churn_block_at: int = 0
     # Identical failures of the same call that block; one fewer warns.
     error_repeat_threshold: int = 0
+    # Identical outcomes of one call (same tool, same arguments, nothing new in between) after which
+    # the next identical call is blocked; the call before it is warned. Below C, it is the block; C
+    # still blocks if lower.
+    same_outcome_block_at: int = 0
+    # The same for outcomes that prove less when they repeat: a success that says nothing (an empty
+    # result, a command that printed nothing), since a silent write may have changed what it does
+    # not report, and an error that names a retryable condition (503, 429, a rate limit, a timeout),
+    # since a retry may succeed. Not for known polls, whose unchanged answer is the no-progress
+    # itself.
+    same_outcome_inconclusive_block_at: int = 0
     # A ping-pong with a side that only returned empty results is warned, never blocked.
     ping_pong_needs_answers: bool = False
     # Per tool (a normalised name or a `*` glob): its class (`readOnly`, `mutating`, `poll`), JSON
@@ -376,6 +399,9 @@ SETTINGS: tuple[SettingRow, ...] = (
     SettingRow('loopwarden.argumentChurn.blockAt', 'blockAt', 'loopwarden.argumentChurn', 'block_at', 'count_or_off', 'argument_churn_block_at', 2, 1000000, 12, 'warnAt', 'warn_at', 'enabled', '', 'argument_churn_block_at'),
     SettingRow('loopwarden.errorRepeat.enabled', 'enabled', 'loopwarden.errorRepeat', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
     SettingRow('loopwarden.errorRepeat.threshold', 'threshold', 'loopwarden.errorRepeat', 'threshold', 'count', 'error_repeat_threshold', 2, 1000, 5, '', '', 'enabled', '', 'error_repeat_threshold'),
+    SettingRow('loopwarden.sameOutcome.enabled', 'enabled', 'loopwarden.sameOutcome', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.sameOutcome.blockAt', 'blockAt', 'loopwarden.sameOutcome', 'block_at', 'count', 'same_outcome_block_at', 2, 1000, 3, '', '', 'enabled', '', 'same_outcome_block_at'),
+    SettingRow('loopwarden.sameOutcome.inconclusiveBlockAt', 'inconclusiveBlockAt', 'loopwarden.sameOutcome', 'inconclusive_block_at', 'count', 'same_outcome_inconclusive_block_at', 2, 1000, 4, 'blockAt', 'block_at', 'enabled', '', 'same_outcome_inconclusive_block_at'),
     SettingRow('loopwarden.pingPongNeedsAnswers', 'pingPongNeedsAnswers', 'loopwarden', 'ping_pong_needs_answers', 'bool', 'ping_pong_needs_answers', None, None, False, '', '', '', '', 'ping_pong_needs_answers'),
     SettingRow('loopwarden.toolRules', 'toolRules', 'loopwarden', 'tool_rules', 'tool_rules', 'tool_rules', None, None, ToolRules(), '', '', '', '', 'tool_rules'),
     SettingRow('loopwarden.duplicateSideEffect.enabled', 'enabled', 'loopwarden.duplicateSideEffect', 'enabled', 'bool', 'duplicate_side_effect', None, None, False, '', '', '', '', 'duplicate_side_effect'),
@@ -415,6 +441,7 @@ BLOCKS: dict[str, type] = {
     'loopwarden.runWideBreaker': RunWideBreakerBlock,
     'loopwarden.argumentChurn': ArgumentChurnBlock,
     'loopwarden.errorRepeat': ErrorRepeatBlock,
+    'loopwarden.sameOutcome': SameOutcomeBlock,
     'loopwarden.duplicateSideEffect': DuplicateSideEffectBlock,
     'loopwarden.cycles': CyclesBlock,
     'loopwarden.execFailureStreak': ExecFailureStreakBlock,
@@ -428,10 +455,11 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
     'tools.loopDetection': (('detectors', 'detectors', 'tools.loopDetection.detectors'), ('postCompactionGuard', 'post_compaction_guard', 'tools.loopDetection.postCompactionGuard')),
     'tools.loopDetection.detectors': (),
     'tools.loopDetection.postCompactionGuard': (),
-    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat'), ('duplicateSideEffect', 'duplicate_side_effect', 'loopwarden.duplicateSideEffect'), ('cycles', 'cycles', 'loopwarden.cycles'), ('execFailureStreak', 'exec_failure_streak', 'loopwarden.execFailureStreak'), ('failureCascade', 'failure_cascade', 'loopwarden.failureCascade'), ('runTree', 'run_tree', 'loopwarden.runTree'), ('budgets', 'budgets', 'loopwarden.budgets')),
+    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat'), ('sameOutcome', 'same_outcome', 'loopwarden.sameOutcome'), ('duplicateSideEffect', 'duplicate_side_effect', 'loopwarden.duplicateSideEffect'), ('cycles', 'cycles', 'loopwarden.cycles'), ('execFailureStreak', 'exec_failure_streak', 'loopwarden.execFailureStreak'), ('failureCascade', 'failure_cascade', 'loopwarden.failureCascade'), ('runTree', 'run_tree', 'loopwarden.runTree'), ('budgets', 'budgets', 'loopwarden.budgets')),
     'loopwarden.runWideBreaker': (),
     'loopwarden.argumentChurn': (),
     'loopwarden.errorRepeat': (),
+    'loopwarden.sameOutcome': (),
     'loopwarden.duplicateSideEffect': (),
     'loopwarden.cycles': (),
     'loopwarden.execFailureStreak': (),
@@ -443,7 +471,7 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
 # Preset name -> {setting path: value}: defaults beneath everything written.
 PRESET_VALUES: dict[str, dict[str, Any]] = {
     'reference': {},
-    'fast': {'tools.loopDetection.enabled': True, 'tools.loopDetection.warningThreshold': 4, 'tools.loopDetection.criticalThreshold': 5, 'tools.loopDetection.unknownToolThreshold': 4, 'tools.loopDetection.globalCircuitBreakerThreshold': 8, 'loopwarden.abortAfterBlocks': 3, 'loopwarden.argumentChurn.enabled': True, 'loopwarden.argumentChurn.warnAt': 6, 'loopwarden.argumentChurn.blockAt': 10, 'loopwarden.errorRepeat.enabled': True, 'loopwarden.errorRepeat.threshold': 5, 'loopwarden.runWideBreaker.enabled': True, 'loopwarden.runWideBreaker.threshold': 6, 'loopwarden.pingPongNeedsAnswers': True, 'loopwarden.cycles.enabled': True, 'loopwarden.failureCascade.enabled': True, 'loopwarden.failureCascade.threshold': 6, 'loopwarden.execFailureStreak.enabled': True, 'loopwarden.duplicateSideEffect.enabled': True, 'loopwarden.parallelBatches': True, 'loopwarden.progressResetsRepeats': True},
+    'fast': {'tools.loopDetection.enabled': True, 'tools.loopDetection.warningThreshold': 4, 'tools.loopDetection.criticalThreshold': 5, 'tools.loopDetection.unknownToolThreshold': 4, 'tools.loopDetection.globalCircuitBreakerThreshold': 8, 'loopwarden.abortAfterBlocks': 3, 'loopwarden.argumentChurn.enabled': True, 'loopwarden.argumentChurn.warnAt': 6, 'loopwarden.argumentChurn.blockAt': 10, 'loopwarden.errorRepeat.enabled': True, 'loopwarden.errorRepeat.threshold': 5, 'loopwarden.runWideBreaker.enabled': True, 'loopwarden.runWideBreaker.threshold': 6, 'loopwarden.pingPongNeedsAnswers': True, 'loopwarden.cycles.enabled': True, 'loopwarden.failureCascade.enabled': True, 'loopwarden.failureCascade.threshold': 6, 'loopwarden.execFailureStreak.enabled': True, 'loopwarden.duplicateSideEffect.enabled': True, 'loopwarden.parallelBatches': True, 'loopwarden.progressResetsRepeats': True, 'loopwarden.sameOutcome.enabled': True},
 }
 
 DETECTORS: tuple[str, ...] = (

@@ -4,11 +4,13 @@
 //! generic_repeat's). Warns at `argument_churn_warn_at`, blocks at `argument_churn_block_at`.
 //! With parallelBatches the streak counts batches, not calls: a fan-out of distinct calls in
 //! one batch is one step (a model searching twenty ways at once is not churning), its identical
-//! calls count once, and the call's own batch is this step.
+//! calls count once, and the call's own batch is this step. With progressResetsRepeats another
+//! tool's new result ends the streak.
 
 use super::context::{detection, Context, Detection};
 use crate::tables::messages;
 use crate::engine::{result_hash_text, Detector, Level, Settings};
+use crate::engine::batches::{INCONCLUSIVE, NEW_TRIPLE};
 use crate::fingerprint::PENDING;
 
 pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
@@ -17,12 +19,20 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         return None;
     }
     let h = ctx.history;
+    // progressResetsRepeats: another tool's new result between two calls (the test run between
+    // two edits) is progress, so the streak does not reach past it. The churning calls' own
+    // triples are all new, so only another tool's count.
+    let floor = if s.progress_resets_repeats {
+        (0..h.len()).rev().find(|&i| h[i].flags & NEW_TRIPLE != 0 && !h[i].is_tool(ctx.t)).map_or(0, |i| i + 1)
+    } else {
+        0
+    };
     let mut shared: Option<(u8, [u8; 32])> = None;
     let mut seen: Vec<([u8; 32], u32)> = Vec::new();
     let mut indexes: Vec<usize> = Vec::new();
     let mut steps = 0u32;
     let mut step: Option<u32> = None;
-    for i in (0..h.len()).rev() {
+    for i in (floor..h.len()).rev() {
         let r = &h[i];
         if !r.is_tool(ctx.t) || r.status == PENDING {
             continue;
@@ -65,7 +75,10 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             indexes,
         ));
     }
-    if warn_at > 0 && streak >= warn_at {
+    // sameOutcome: distinct calls that each succeed silently (writes of different files) may each
+    // have done their part; only the block, far later, judges them.
+    let silent = s.same_outcome_block_at > 0 && indexes.last().is_some_and(|&i| h[i].flags & INCONCLUSIVE != 0);
+    if warn_at > 0 && streak >= warn_at && !silent {
         return Some(detection(
             Detector::ArgumentChurn,
             Level::Warning,

@@ -5,7 +5,8 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::{args_hash_text, result_hash_text, same, Detector, Level, Record, SideEffect, Tool};
+use crate::engine::batches::INCONCLUSIVE;
+use crate::engine::{args_hash_text, result_hash_text, same, Detector, Level, Record, Settings, SideEffect, Tool};
 use crate::fingerprint::PENDING;
 use crate::tool_rules::ToolClass;
 
@@ -29,6 +30,8 @@ pub(crate) fn detection(detector: Detector, level: Level, count: u32, message: S
 pub(crate) struct Counts {
     pub(crate) streak: u32,
     pub(crate) result_key: Option<(u8, [u8; 32])>,
+    /// The newest completed record of the streak (None: no match has an outcome).
+    pub(crate) latest: Option<usize>,
     pub(crate) recent: u32,
     /// When execFailureStreak's tail of terminal exec failures is the longer streak: its
     /// records (oldest first), the streak's evidence.
@@ -74,6 +77,7 @@ impl<'a> Context<'a> {
             let mut streak = 0;
             let mut recent = 0;
             let mut latest: Option<(u8, [u8; 32])> = None;
+            let mut latest_index = None;
             let mut open = true;
             // With batches, each batch counts once: by its newest match for the repeats, by its
             // newest completed match for the streak; the call's own batch is this decision.
@@ -100,7 +104,10 @@ impl<'a> Context<'a> {
                 group_counted = id.is_some();
                 let key = (r.status, r.result);
                 match latest {
-                    None => latest = Some(key),
+                    None => {
+                        latest = Some(key);
+                        latest_index = Some(i);
+                    }
                     Some(l) if l != key => {
                         open = false;
                         continue;
@@ -109,13 +116,14 @@ impl<'a> Context<'a> {
                 }
                 streak += 1;
             }
-            let mut counts = Counts { streak, result_key: latest, recent, failure_tail: None };
+            let mut counts = Counts { streak, result_key: latest, latest: latest_index, recent, failure_tail: None };
             if self.exec_failures {
                 let tail = self.failure_tail();
                 if tail.len() as u32 > counts.streak {
                     let newest = &self.history[tail[tail.len() - 1]];
                     counts.streak = tail.len() as u32;
                     counts.result_key = Some((newest.status, newest.result));
+                    counts.latest = Some(tail[tail.len() - 1]);
                     counts.failure_tail = Some(tail);
                 }
             }
@@ -159,6 +167,32 @@ impl<'a> Context<'a> {
         }
         tail.reverse();
         tail
+    }
+
+    /// `loopwarden.sameOutcome`: the identical outcomes at which this call is blocked (the call
+    /// one before is warned), or None when the setting is off or the streak is execFailureStreak's
+    /// (changing commands, judged as churn). An inconclusive outcome (crate::inconclusive) takes
+    /// `inconclusiveBlockAt`, except for a known poll (`poll`), whose unchanged answer is the
+    /// no-progress itself.
+    pub(crate) fn same_outcome_block_at(&mut self, s: &Settings, poll: bool) -> Option<u32> {
+        if s.same_outcome_block_at == 0 {
+            return None;
+        }
+        let (tail, latest) = {
+            let c = self.counts();
+            (c.failure_tail.is_some(), c.latest)
+        };
+        if tail {
+            return None;
+        }
+        let weak = !poll && latest.is_some_and(|i| self.history[i].flags & INCONCLUSIVE != 0);
+        let at = if weak { s.same_outcome_inconclusive_block_at } else { s.same_outcome_block_at };
+        Some(at.min(s.critical_threshold))
+    }
+
+    /// No identical call of the run has an outcome yet (a host that reports none).
+    pub(crate) fn no_outcome_yet(&self) -> bool {
+        self.matches().all(|i| self.history[i].status == PENDING)
     }
 
     pub(crate) fn args_hash(&self) -> String {

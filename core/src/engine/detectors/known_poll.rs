@@ -13,9 +13,14 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         return None;
     }
     let streak = ctx.counts().streak;
+    // sameOutcome: warned one identical answer before the block, as any repeat is.
+    let (warn_at, block_at) = match ctx.same_outcome_block_at(s, true) {
+        Some(at) => (at - 1, at),
+        None => (s.warning_threshold, s.critical_threshold),
+    };
     let tool = ctx.tool;
     let wait = wait_advice(tool);
-    if streak >= s.critical_threshold {
+    if streak >= block_at {
         return Some(detection(
             Detector::KnownPollNoProgress,
             Level::Critical,
@@ -28,7 +33,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
             ctx.streak_evidence(streak),
         ));
     }
-    if streak >= s.warning_threshold {
+    if streak >= warn_at && streak > 0 {
         return Some(detection(
             Detector::KnownPollNoProgress,
             Level::Warning,
@@ -143,6 +148,20 @@ mod tests {
             let v = run.call(tool, params);
             assert_eq!(seen(&v), (Action::Block, Detector::KnownPollNoProgress, 5), "{tool}");
             assert!(v.message.contains("make one "), "{}", v.message);
+        }
+    }
+
+    /// sameOutcome: an unchanged poll is warned at its 3rd call and blocked at its 4th, silent
+    /// or not (an unchanged answer is a poll's no-progress).
+    #[test]
+    fn same_outcome_warns_at_the_third_poll_and_blocks_the_fourth() {
+        let settings = Settings { same_outcome_block_at: 3, same_outcome_inconclusive_block_at: 4, ..small() };
+        for answer in [r#""running""#, r#""""#] {
+            let mut run = Run::new(settings.clone());
+            assert_eq!(seen(&run.round("command_status", POLL, answer)), ALLOW);
+            assert_eq!(seen(&run.round("command_status", POLL, answer)), ALLOW);
+            assert_eq!(seen(&run.round("command_status", POLL, answer)), (Action::Warn, Detector::KnownPollNoProgress, 2));
+            assert_eq!(seen(&run.call("command_status", POLL)), (Action::Block, Detector::KnownPollNoProgress, 3), "{answer}");
         }
     }
 }

@@ -1,7 +1,8 @@
 //! ping_pong: two call patterns alternating (a, b, a, b, ...), which no per-call count sees.
 //! Warns at W; blocks at C only when both sides' results are stable (every record of the tail
 //! completed, each side one result). With `ping_pong_needs_answers`, a side whose results say
-//! nothing (a silent acknowledgement) proves nothing about progress, so it only warns.
+//! nothing (a silent acknowledgement) proves nothing about progress, so it only warns. With
+//! `loopwarden.sameOutcome`, an alternation is warned only while both sides' results are stable.
 
 use super::context::{Context, Detection};
 use crate::tables::messages;
@@ -66,7 +67,8 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     }
     let silent = evidence_ok && (is_silent(&sides[0]) || is_silent(&sides[1]));
     let count = (tail + 1) as u32;
-    if count < s.warning_threshold {
+    // sameOutcome: an alternation whose results change (or are still to come) is no evidence.
+    if count < s.warning_threshold || (s.same_outcome_block_at > 0 && !evidence_ok) {
         return None;
     }
     let paired = last.spelling().to_string();
