@@ -15,6 +15,8 @@ const CLOSE: &[u8] = b"<<<END_EXTERNAL_UNTRUSTED_CONTENT id=";
 /// Backslashes an escaped marker may carry before each quote: JSON escaping n times over gives
 /// 2^n - 1, so 63 is six levels deep.
 const MAX_ESCAPES: usize = 63;
+/// The escape depth of MAX_ESCAPES: a quote this deep or deeper cannot end a string holding a marker.
+const MAX_DEPTH: u32 = MAX_ESCAPES.trailing_ones();
 
 const SEND_ACTIONS: [&str; 9] = [
     "send", "broadcast", "reply", "thread-reply", "sendWithEffect", "sendAttachment", "upload-file", "sticker", "poll",
@@ -243,13 +245,68 @@ fn markers(text: &[u8], prefix: &[u8]) -> Vec<(usize, usize, usize, usize, usize
         if quoted && (1..=128).contains(&chars) && closing <= text.len() && text[i..closing].iter().all(|&b| b == b'\\')
             && text[closing..].starts_with(b"\">>>")
         {
-            found.push((start, id_start, i, closing + 4, escapes));
+            // Only 0 or 2^d - 1 backslashes are a quote escaped d times over; any other count is
+            // not one escaping (2 is an escaped backslash, then a bare quote), so never a pair.
+            if valid_escapes(escapes) {
+                found.push((start, id_start, i, closing + 4, escapes));
+            }
             from = closing + 4;
         } else {
             from = start + 1;
         }
     }
     found
+}
+
+/// 0 (a raw marker) or 2^d - 1 (one encoded d times).
+fn valid_escapes(backslashes: usize) -> bool {
+    backslashes & (backslashes + 1) == 0
+}
+
+/// How many JSON decodings a quote after this many backslashes survives as a quote: each turns
+/// `\\` into `\` and `\"` into `"`, so an odd run keeps the quote escaped one level deeper and an
+/// even run leaves it bare. 1, 3, 7 are depths 1, 2, 3; 2 is depth 0 (a backslash, a real quote).
+fn depth(backslashes: usize) -> u32 {
+    backslashes.trailing_ones()
+}
+
+/// Where encoded strings end: for an escaped marker at depth d, a quote of depth below d after it
+/// closes the string it is in (or one around it). Asked with positions in text order, each depth
+/// keeps a cursor that only moves forward over the quotes, so all queries together are linear.
+struct StringEnds {
+    /// (position, depth) of every quote shallower than MAX_DEPTH, in text order.
+    quotes: Vec<(usize, u32)>,
+    cursors: [usize; MAX_DEPTH as usize + 1],
+}
+
+impl StringEnds {
+    fn new(text: &[u8]) -> Self {
+        let mut quotes = Vec::new();
+        let mut run = 0;
+        for (i, &b) in text.iter().enumerate() {
+            match b {
+                b'\\' => run += 1,
+                b'"' => {
+                    if depth(run) < MAX_DEPTH {
+                        quotes.push((i, depth(run)));
+                    }
+                    run = 0;
+                }
+                _ => run = 0,
+            }
+        }
+        StringEnds { quotes, cursors: [0; MAX_DEPTH as usize + 1] }
+    }
+
+    /// Whether a quote shallower than `depth` sits in text[start..end]; `start` never decreases.
+    fn closed_between(&mut self, start: usize, end: usize, depth: u32) -> bool {
+        let quotes = &self.quotes;
+        let cursor = &mut self.cursors[depth as usize];
+        while *cursor < quotes.len() && (quotes[*cursor].0 < start || quotes[*cursor].1 >= depth) {
+            *cursor += 1;
+        }
+        *cursor < quotes.len() && quotes[*cursor].0 < end
+    }
 }
 
 fn utf8_len(first: u8) -> usize {
@@ -281,6 +338,7 @@ pub fn blank_wrapper_ids(text: &[u8]) -> Vec<u8> {
             None => by_id.push((id, vec![(*start, *a, *b)], 0)),
         }
     }
+    let mut string_ends: Option<StringEnds> = None; // read only when an escaped pair is in question
     let mut spans: Vec<(usize, usize)> = Vec::new();
     for (_, a, b, end, escapes) in &openers {
         let id = (&text[*a..*b], *escapes);
@@ -290,11 +348,20 @@ pub fn blank_wrapper_ids(text: &[u8]) -> Vec<u8> {
         while index < candidates.len() && candidates[index].0 < *end {
             index += 1;
         }
+        entry.2 = index;
         if index == candidates.len() {
-            entry.2 = index;
             continue;
         }
         let closer = candidates[index];
+        // Escaped, both markers must be in one encoded string: a shallower quote between them
+        // ends it (an opener ending one JSON string field, its closer in the next). The closer
+        // stays free for an opener after that quote.
+        if *escapes > 0 {
+            let ends = string_ends.get_or_insert_with(|| StringEnds::new(text));
+            if ends.closed_between(*end, closer.0, depth(*escapes)) {
+                continue;
+            }
+        }
         entry.2 = index + 1;
         spans.push((*a, *b));
         spans.push((closer.1, closer.2));
@@ -549,10 +616,117 @@ pub fn outcome_fingerprint(
 
 #[cfg(test)]
 mod wrapper_tests {
-    use super::blank_wrapper_ids;
+    use super::{blank_wrapper_ids, outcome_fingerprint, Catalog};
+    use crate::json::{decode, Value};
 
     fn blanked(text: &str) -> String {
         String::from_utf8(blank_wrapper_ids(text.as_bytes())).unwrap()
+    }
+
+    /// The outcome digest of a web_fetch whose result text is `text`, through the entry point.
+    fn text_digest(text: &str) -> [u8; 32] {
+        let result_json = format!(r#"{{"content": [{{"type": "text", "text": {}}}], "details": {{}}}}"#, json_string(text));
+        let result = decode(&result_json, 64).unwrap();
+        let params = Value::object(Vec::new());
+        outcome_fingerprint("web_fetch", &params, Some(&result), None, &Catalog::default(), true).digest
+    }
+
+    /// `text` as a JSON string literal (quotes, backslashes and newlines escaped): encoding once.
+    fn json_string(text: &str) -> String {
+        let mut out = String::from("\"");
+        for c in text.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    /// `body` wrapped with `id` on both markers, JSON-encoded `levels` times inside a document.
+    fn encoded(levels: usize, id: &str, body: &str) -> String {
+        let mut text = format!("<<<EXTERNAL_UNTRUSTED_CONTENT id=\"{id}\">>>\n{body}\n<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"{id}\">>>");
+        for _ in 0..levels {
+            text = format!(r#"{{"title": {}, "status": 200}}"#, json_string(&text));
+        }
+        text
+    }
+
+    /// Valid escaped pairs still lose their ids: encoded one to four times, with long runs of
+    /// (properly escaped) backslashes in the page between the markers.
+    #[test]
+    fn encoded_pairs_hash_alike_at_every_depth() {
+        for levels in 1..=4 {
+            for body in ["the page", &format!("C:{}\"quoted\" end", "\\".repeat(300))] {
+                assert_eq!(text_digest(&encoded(levels, "9f86d081884c7d65", body)), text_digest(&encoded(levels, "x-1 any form", body)),
+                    "{levels} levels");
+            }
+        }
+    }
+
+    /// (a) An opener ending one JSON string field and a closer in the next field of the same
+    /// encoded document are no pair, once or twice encoded.
+    #[test]
+    fn markers_in_different_string_fields_are_no_pair() {
+        let once = |id: &str| format!(r#"{{"a": "x <<<EXTERNAL_UNTRUSTED_CONTENT id=\"{id}\">>>", "b": "<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"{id}\">>> y"}}"#);
+        assert_eq!(blanked(&once("n1")), once("n1"));
+        assert_ne!(text_digest(&once("n1")), text_digest(&once("n2")));
+        let twice = |id: &str| format!(r#"{{"doc": "{{\"a\": \"<<<EXTERNAL_UNTRUSTED_CONTENT id=\\\"{id}\\\">>>\", \"b\": \"<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\\\"{id}\\\">>>\"}}"}}"#);
+        assert_eq!(blanked(&twice("n1")), twice("n1"));
+        assert_ne!(text_digest(&twice("n1")), text_digest(&twice("n2")));
+    }
+
+    /// (b) Backslash counts that are no escape depth (2, 4, 5, 6, 62) pair with nothing, even
+    /// the same count on both markers; 1, 3, 7, 15, 31, 63 do.
+    #[test]
+    fn escapes_that_are_no_json_depth_are_no_pair() {
+        let text = |n: usize, id: &str| {
+            let q = format!("{}\"", "\\".repeat(n));
+            format!("<<<EXTERNAL_UNTRUSTED_CONTENT id={q}{id}{q}>>> page <<<END_EXTERNAL_UNTRUSTED_CONTENT id={q}{id}{q}>>>")
+        };
+        for n in [2, 4, 5, 6, 62] {
+            assert_eq!(blanked(&text(n, "n1")), text(n, "n1"), "{n} backslashes");
+            assert_ne!(text_digest(&text(n, "n1")), text_digest(&text(n, "n2")), "{n} backslashes");
+        }
+        for n in [1, 3, 7, 15, 31, 63] {
+            assert_eq!(text_digest(&text(n, "n1")), text_digest(&text(n, "n2")), "{n} backslashes");
+        }
+    }
+
+    /// (c) A quote shallower than the markers between them closes the string that holds them:
+    /// for markers at depth 2 (3 backslashes), a bare quote, one escaped once, or one after an
+    /// escaped backslash (2 or 5 backslashes); a quote at depth 2 or deeper (3, 7, 11) does not.
+    #[test]
+    fn a_shallower_quote_between_the_markers_ends_the_pair() {
+        let text = |run: usize, id: &str| {
+            let between = format!("page {}\" more", "\\".repeat(run));
+            format!(r#"<<<EXTERNAL_UNTRUSTED_CONTENT id=\\\"{id}\\\">>> {between} <<<END_EXTERNAL_UNTRUSTED_CONTENT id=\\\"{id}\\\">>>"#)
+        };
+        for run in [0, 1, 2, 5] {
+            assert_eq!(blanked(&text(run, "n1")), text(run, "n1"), "{run} backslashes");
+            assert_ne!(text_digest(&text(run, "n1")), text_digest(&text(run, "n2")), "{run} backslashes");
+        }
+        for run in [3, 7, 11] {
+            assert_eq!(text_digest(&text(run, "n1")), text_digest(&text(run, "n2")), "{run} backslashes");
+        }
+    }
+
+    /// A closer left unpaired because the string ended pairs with an opener after that end.
+    #[test]
+    fn a_closer_past_a_string_end_pairs_with_the_opener_in_its_string() {
+        let text = r#"{"a": "<<<EXTERNAL_UNTRUSTED_CONTENT id=\"n\">>>", "b": "<<<EXTERNAL_UNTRUSTED_CONTENT id=\"n\">>> x <<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"n\">>>"}"#;
+        let want = r#"{"a": "<<<EXTERNAL_UNTRUSTED_CONTENT id=\"n\">>>", "b": "<<<EXTERNAL_UNTRUSTED_CONTENT id=\"\">>> x <<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"\">>>"}"#;
+        assert_eq!(blanked(text), want);
+    }
+
+    /// Unescaped markers pair across quotes as before: raw text has no encoded strings.
+    #[test]
+    fn unescaped_markers_ignore_quotes_between_them() {
+        let text = r#"<<<EXTERNAL_UNTRUSTED_CONTENT id="n">>> "a", "b" <<<END_EXTERNAL_UNTRUSTED_CONTENT id="n">>>"#;
+        assert_eq!(blanked(text), r#"<<<EXTERNAL_UNTRUSTED_CONTENT id="">>> "a", "b" <<<END_EXTERNAL_UNTRUSTED_CONTENT id="">>>"#);
     }
 
     /// A pair's id is blanked whatever the id's form, and in JSON-escaped text at any depth.
