@@ -87,6 +87,18 @@ RESULTS = [
                                                                      '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="d4">>>'})}]}),
     json.dumps({"content": [{"type": "text", "text": json.dumps(json.dumps({"t": '<<<EXTERNAL_UNTRUSTED_CONTENT id="e5">>>p'
                                                                                 '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="e5">>>'}))}]}),
+    # Escaped markers that are no pair, each with two ids (alike only if wrongly paired): the
+    # opener and closer in two string fields, 2 backslashes a quote (no escape depth), and a
+    # quote escaped once between markers escaped twice (it ends their encoded string).
+    *(json.dumps({"content": [{"type": "text", "text": json.dumps({"a": f'x<<<EXTERNAL_UNTRUSTED_CONTENT id="{i}">>>',
+                                                                   "b": f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id="{i}">>>y'})}]})
+      for i in ("f6", "f7")),
+    *(json.dumps({"content": [{"type": "text", "text": f'<<<EXTERNAL_UNTRUSTED_CONTENT id=\\\\"{i}\\\\">>>p'
+                                                       f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\\\\"{i}\\\\">>>'}]})
+      for i in ("g8", "g9")),
+    *(json.dumps({"content": [{"type": "text", "text": f'<<<EXTERNAL_UNTRUSTED_CONTENT id=\\\\\\"{i}\\\\\\">>>p\\"q'
+                                                       f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\\\\\\"{i}\\\\\\">>>'}]})
+      for i in ("h1", "h2")),
     '{"content": [], "structuredContent": {"x": 1}, "isError": false}',
     '{"details": {"n": 1.5e-6}}', '{"details": {"n": 18446744073709551616}}',
     '{"chunk_id": "a1", "wall_time_seconds": 5.1, "session_id": 7, "output": ""}',
