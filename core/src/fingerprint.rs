@@ -2,6 +2,7 @@
 //! and `engine/external_content.py`. Every digest is sha256 over `json::canonical`.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use crate::json::{digest, digest_entries, py_strip, Int, Value};
 
@@ -328,27 +329,25 @@ pub fn blank_wrapper_ids(text: &[u8]) -> Vec<u8> {
         return text.to_vec();
     }
     let openers = markers(text, OPEN);
-    // (id, escapes) -> (closers with that id and escaping: (start, id start, id end), the next unused one)
-    type Closers<'a> = Vec<((&'a [u8], usize), Vec<(usize, usize, usize)>, usize)>;
-    let mut by_id: Closers = Vec::new();
+    // (id, escapes) -> (closers with that id and escaping: (start, id start, id end), the next
+    // unused one). A map, not a list searched per marker: a result of thousands of markers with
+    // distinct ids would make that search quadratic.
+    type Closers<'a> = HashMap<(&'a [u8], usize), (Vec<(usize, usize, usize)>, usize)>;
+    let mut by_id: Closers = HashMap::new();
     for (start, a, b, _, escapes) in &closers {
-        let id = (&text[*a..*b], *escapes);
-        match by_id.iter_mut().find(|(k, _, _)| *k == id) {
-            Some(entry) => entry.1.push((*start, *a, *b)),
-            None => by_id.push((id, vec![(*start, *a, *b)], 0)),
-        }
+        by_id.entry((&text[*a..*b], *escapes)).or_default().0.push((*start, *a, *b));
     }
     let mut string_ends: Option<StringEnds> = None; // read only when an escaped pair is in question
     let mut spans: Vec<(usize, usize)> = Vec::new();
     for (_, a, b, end, escapes) in &openers {
         let id = (&text[*a..*b], *escapes);
-        let Some(entry) = by_id.iter_mut().find(|(k, _, _)| *k == id) else { continue };
-        let candidates = &entry.1;
-        let mut index = entry.2;
+        let Some(entry) = by_id.get_mut(&id) else { continue };
+        let candidates = &entry.0;
+        let mut index = entry.1;
         while index < candidates.len() && candidates[index].0 < *end {
             index += 1;
         }
-        entry.2 = index;
+        entry.1 = index;
         if index == candidates.len() {
             continue;
         }
@@ -362,7 +361,7 @@ pub fn blank_wrapper_ids(text: &[u8]) -> Vec<u8> {
                 continue;
             }
         }
-        entry.2 = index + 1;
+        entry.1 = index + 1;
         spans.push((*a, *b));
         spans.push((closer.1, closer.2));
     }
@@ -720,6 +719,22 @@ mod wrapper_tests {
         let text = r#"{"a": "<<<EXTERNAL_UNTRUSTED_CONTENT id=\"n\">>>", "b": "<<<EXTERNAL_UNTRUSTED_CONTENT id=\"n\">>> x <<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"n\">>>"}"#;
         let want = r#"{"a": "<<<EXTERNAL_UNTRUSTED_CONTENT id=\"n\">>>", "b": "<<<EXTERNAL_UNTRUSTED_CONTENT id=\"\">>> x <<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"\">>>"}"#;
         assert_eq!(blanked(text), want);
+    }
+
+    /// Thousands of markers with distinct ids (none a pair) around one real pair: the pair is
+    /// blanked, and finding each marker's partners is a lookup, not a search of all the ids.
+    #[test]
+    fn many_distinct_ids_around_one_pair() {
+        let mut text = String::new();
+        for i in 0..20_000 {
+            text.push_str(&format!("<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"c{i}\">>>"));
+        }
+        text.push_str("<<<EXTERNAL_UNTRUSTED_CONTENT id=\"p\">>> page <<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"p\">>>");
+        for i in 0..20_000 {
+            text.push_str(&format!("<<<EXTERNAL_UNTRUSTED_CONTENT id=\"o{i}\">>>"));
+        }
+        let want = text.replace("id=\"p\"", "id=\"\"");
+        assert_eq!(blanked(&text), want);
     }
 
     /// Unescaped markers pair across quotes as before: raw text has no encoded strings.
