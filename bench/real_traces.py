@@ -91,6 +91,7 @@ SETTINGS = [
     Setting("duplicateSideEffect", with_reference({"duplicateSideEffect": {"enabled": True}, "toolRules": TOOL_CLASSES}),
             ("duplicate_side_effect",)),
     Setting("toolRules ignoreArgs $.nonce", with_reference({"toolRules": {"*": {"ignoreArgs": ["$.nonce"]}}})),
+    Setting("sameOutcome", with_reference({"sameOutcome": {"enabled": True}}), ("generic_repeat", "known_poll_no_progress")),
     Setting("preset fast", {"loopwarden": {"preset": "fast"}}),
     Setting("preset fast + tool classes", {"loopwarden": {"preset": "fast", "toolRules": TOOL_CLASSES}}),
 ]
@@ -271,14 +272,14 @@ class Loop:
 
 
 LOOPS = {
-    "identical call": Loop(loop_identical_call, targets="reference defaults"),
+    "identical call": Loop(loop_identical_call, targets="sameOutcome"),
     "identical error": Loop(loop_identical_error, targets="errorRepeat"),
     "ping-pong": Loop(_cycle(2), targets="reference defaults"),
     **{f"cycle of {p}": Loop(_cycle(p), targets="cycles") for p in (3, 4, 5, 6)},
     "argument churn (nonce)": Loop(loop_argument_churn, targets="argumentChurn"),
     "nonce, loop key without it": Loop(loop_argument_churn, targets="toolRules ignoreArgs $.nonce"),
-    "known poll (command_status)": Loop(loop_known_poll, targets="reference defaults"),
-    "Codex poll (write_stdin, empty)": Loop(loop_codex_poll, targets="reference defaults"),
+    "known poll (command_status)": Loop(loop_known_poll, targets="sameOutcome"),
+    "Codex poll (write_stdin, empty)": Loop(loop_codex_poll, targets="sameOutcome"),
     "unknown tool": Loop(loop_unknown_tool, targets="reference defaults"),
     "exec failure, changing command": Loop(loop_exec_failure, sets="exec", targets="execFailureStreak"),
     "failure cascade": Loop(loop_failure_cascade, targets="failureCascade"),

@@ -208,7 +208,7 @@ fn on_tool_call(
     let found = if s.rolling_on() {
         let ids = s.parallel_batches.then(|| batches::batch_ids(state.history(), batches::outcomes_seen(state)));
         let this_batch = ids.as_deref().map_or(u32::MAX, |ids| batches::this_batch(state, link, ids));
-        let progress_floor = if s.progress_resets_repeats {
+        let progress_floor = if s.progress_floor_on() {
             batches::progress_floor(state.history(), |r| same(&r.args, &digest) && r.is_tool(t))
         } else {
             None
@@ -414,10 +414,10 @@ fn on_tool_outcome(
     if batches::tracking(s) {
         batches::place_outcome(state);
     }
-    if s.run_wide_breaker_threshold > 0 || s.progress_resets_repeats {
+    if s.run_wide_breaker_threshold > 0 || s.progress_floor_on() {
         let before = state.no_new_streak;
         let new = track_outcome(state, &tool, &digest, fp.status, &fp.digest);
-        if new && s.progress_resets_repeats {
+        if new && s.progress_floor_on() {
             state.record_mut(index).flags |= batches::NEW_TRIPLE;
         }
         // A batch is one step of the run-wide streak: its first completed call decides it.

@@ -12,6 +12,11 @@ impl Settings {
             || self.cycle_warn_after > 0 || self.cycle_block_after > 0
             || self.failure_cascade_threshold > 0
     }
+    /// A repeat counts only since another call brought the run something new: asked for by
+    /// progressResetsRepeats, and part of what sameOutcome's evidence is.
+    pub(crate) fn progress_floor_on(&self) -> bool {
+        self.progress_resets_repeats || self.same_outcome_block_at > 0
+    }
     pub(crate) fn rolling_on(&self) -> bool {
         self.enabled == Some(true)
     }

@@ -22,7 +22,7 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     // progressResetsRepeats: another tool's new result between two calls (the test run between
     // two edits) is progress, so the streak does not reach past it. The churning calls' own
     // triples are all new, so only another tool's count.
-    let floor = if s.progress_resets_repeats {
+    let floor = if s.progress_floor_on() {
         (0..h.len()).rev().find(|&i| h[i].flags & NEW_TRIPLE != 0 && !h[i].is_tool(ctx.t)).map_or(0, |i| i + 1)
     } else {
         0

@@ -25,31 +25,13 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     } else {
         s.critical_threshold
     };
-    let tool = ctx.tool;
     if streak >= block_at {
-        return Some(detection(
-            Detector::GenericRepeat,
-            Level::Critical,
-            streak,
-            messages::generic_repeat_critical(ctx.spelled, streak),
-            format!("generic:{}", ctx.result_key()),
-            ctx.streak_evidence(streak),
-        ));
+        return Some(critical(ctx, streak));
     }
     let repeats = ctx.counts().recent;
     // Under sameOutcome a repeat count is no evidence: a streak of exec failures across changing
     // commands (the only streak that reaches here with it on) is judged at its block alone.
-    if repeats >= s.warning_threshold && s.same_outcome_block_at == 0 {
-        return Some(detection(
-            Detector::GenericRepeat,
-            Level::Warning,
-            repeats,
-            messages::generic_repeat_warning(ctx.spelled, repeats),
-            format!("generic:{tool}:{}", ctx.args_hash()),
-            ctx.recent_evidence(),
-        ));
-    }
-    None
+    (repeats >= s.warning_threshold && s.same_outcome_block_at == 0).then(|| repeats_warning(ctx, repeats))
 }
 
 /// sameOutcome: the block at `block_at` identical outcomes, the warning one call before it, and
@@ -62,27 +44,10 @@ fn same_outcome(ctx: &mut Context, s: &Settings, block_at: u32) -> Option<Detect
         (c.streak, c.result_key, c.recent)
     };
     let Some((status, _)) = key else {
-        if recent >= s.warning_threshold && ctx.no_outcome_yet() {
-            return Some(detection(
-                Detector::GenericRepeat,
-                Level::Warning,
-                recent,
-                messages::generic_repeat_warning(ctx.spelled, recent),
-                format!("generic:{}:{}", ctx.tool, ctx.args_hash()),
-                ctx.recent_evidence(),
-            ));
-        }
-        return None;
+        return (recent >= s.warning_threshold && ctx.no_outcome_yet()).then(|| repeats_warning(ctx, recent));
     };
     if streak >= block_at {
-        return Some(detection(
-            Detector::GenericRepeat,
-            Level::Critical,
-            streak,
-            messages::generic_repeat_critical(ctx.spelled, streak),
-            format!("generic:{}", ctx.result_key()),
-            ctx.streak_evidence(streak),
-        ));
+        return Some(critical(ctx, streak));
     }
     if streak + 1 < block_at {
         return None;
@@ -98,6 +63,30 @@ fn same_outcome(ctx: &mut Context, s: &Settings, block_at: u32) -> Option<Detect
         format!("generic:{}", ctx.result_key()),
         evidence,
     ))
+}
+
+/// The block: `streak` identical outcomes show nothing changes.
+fn critical(ctx: &mut Context, streak: u32) -> Detection {
+    detection(
+        Detector::GenericRepeat,
+        Level::Critical,
+        streak,
+        messages::generic_repeat_critical(ctx.spelled, streak),
+        format!("generic:{}", ctx.result_key()),
+        ctx.streak_evidence(streak),
+    )
+}
+
+/// The reference's warning: `repeats` identical calls, whatever they returned.
+fn repeats_warning(ctx: &Context, repeats: u32) -> Detection {
+    detection(
+        Detector::GenericRepeat,
+        Level::Warning,
+        repeats,
+        messages::generic_repeat_warning(ctx.spelled, repeats),
+        format!("generic:{}:{}", ctx.tool, ctx.args_hash()),
+        ctx.recent_evidence(),
+    )
 }
 
 #[cfg(test)]
@@ -235,6 +224,18 @@ mod tests {
             run.result(TEST.0, TEST.1, r#""same""#);
             run.result(TEST.0, TEST.1, r#""same""#);
             assert_eq!(seen(&run.call(TEST.0, TEST.1)), (Action::Warn, Detector::GenericRepeat, 2));
+        }
+
+        /// The evidence is counted since another call last brought something new (as with
+        /// progressResetsRepeats, which need not be on): re-reading notes between new searches
+        /// is using them.
+        #[test]
+        fn a_reread_between_new_results_is_not_a_repeat() {
+            let mut run = Run::new(settings());
+            for i in 0..8 {
+                assert_eq!(seen(&run.round("read", r#"{"path": "notes.md"}"#, r#""notes""#)), ALLOW, "read {i}");
+                run.round("search", &format!(r#"{{"q": "{i}"}}"#), &format!(r#""hit {i}""#));
+            }
         }
 
         /// Off, the reference's warning counts every repeat whatever its outcome.
