@@ -54,6 +54,8 @@ def _opt_in(settings: LoopDetectionSettings) -> str:
         parts.append(f"argumentChurn {settings.argument_churn_warn_at}/{settings.argument_churn_block_at or '-'}")
     if settings.error_repeat_threshold:
         parts.append(f"errorRepeat {settings.error_repeat_threshold}")
+    if settings.same_outcome_block_at:
+        parts.append(f"sameOutcome {settings.same_outcome_block_at}/{settings.same_outcome_inconclusive_block_at}")
     if settings.run_wide_breaker_threshold:
         parts.append(f"runWideBreaker {settings.run_wide_breaker_threshold}")
     if settings.abort_after_blocks:
