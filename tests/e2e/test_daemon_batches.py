@@ -12,7 +12,8 @@ from tests.support.grpc_helpers import Stream, call, channel, outcome
 
 CONFIG = """{
   loopwarden: {preset: "fast"},
-  agents: {list: [{id: "strict", loopwarden: {criticalScope: "batch", abortAfterBlocks: false, progressResetsRepeats: false}}]},
+  agents: {list: [{id: "strict", loopwarden: {criticalScope: "batch", abortAfterBlocks: false, progressResetsRepeats: false,
+                                             sameOutcome: {enabled: false}}}]},
 }"""
 EMPTY = '{"content":[{"type":"text","text":""}]}'
 ENFORCING = (pb.ACTION_BLOCK, pb.ACTION_ABORT)
@@ -53,7 +54,8 @@ def test_the_same_searches_one_by_one_are_churn(daemon):
 
 def test_a_batch_id_groups_calls_reported_one_by_one(daemon):
     """A hook reports each call of one turn with its outcome, sharing the turn's batch id: the
-    turn's identical calls count once (fast: C 5; 8 turns of 3 identical reads are not blocked)."""
+    turn's identical calls count once (fast: blocked at 3 identical outcomes; 3 turns of 3
+    identical reads, 9 calls, are not blocked, the 4th turn is)."""
     run = "batches/batch-id"
     seen = []
     with channel(daemon.grpc_target) as ch, Stream(ch) as stream:
@@ -63,7 +65,8 @@ def test_a_batch_id_groups_calls_reported_one_by_one(daemon):
                 event.tool_call.batch_id = f"turn-{turn}"
                 seen.append(stream.one(event))
                 stream.send(outcome(run, "read", '{"path":"a"}', '"same"'))
-    assert [v for v in seen if v.action in ENFORCING] == []
+    assert [v for v in seen[:9] if v.action in ENFORCING] == []
+    assert (seen[9].action, seen[9].detector, seen[9].count) == (pb.ACTION_BLOCK, pb.DETECTOR_GENERIC_REPEAT, 3)
 
 
 def test_critical_scope_batch_through_the_daemon(daemon):
@@ -90,13 +93,13 @@ def test_the_python_client_sends_a_batch_id(client):
 
     run = "batches/client-batch-id"
     seen = []
-    for turn in range(4):
+    for turn in range(3):
         for _ in range(3):
             seen.append(client.tool_call(run, "read", {"path": "a"}, batch_id=f"turn-{turn}").action)
             client.tool_outcome(run, "read", {"path": "a"}, result="same")
     assert Action.BLOCK not in seen and Action.ABORT not in seen
-    # Without batch ids the same twelve calls are twelve repeats: blocked at C (5).
-    for _ in range(5):
+    # Without batch ids the same nine calls are nine repeats: blocked at the 4th (sameOutcome, 3).
+    for _ in range(3):
         client.tool_call(run + "/plain", "read", {"path": "a"})
         client.tool_outcome(run + "/plain", "read", {"path": "a"}, result="same")
     assert client.tool_call(run + "/plain", "read", {"path": "a"}).action is Action.BLOCK

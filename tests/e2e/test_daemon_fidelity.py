@@ -111,20 +111,23 @@ class TestFastPreset:
         """InspectRun shows the preset and the opt-in detectors it switched on."""
         drive(daemon, run_id, "quick", [("read", "{}", PAGE, None)])
         effective = inspect(daemon, run_id).effective_config
-        assert ("fast", 4, 5, 6, 10, 5, 6, 3) == (
+        assert ("fast", 4, 5, 6, 10, 5, 6, 3, 3, 4) == (
             effective.preset, effective.warning_threshold, effective.critical_threshold,
             effective.argument_churn_warn_at, effective.argument_churn_block_at, effective.error_repeat_threshold,
-            effective.run_wide_breaker_threshold, effective.abort_after_blocks)
+            effective.run_wide_breaker_threshold, effective.abort_after_blocks,
+            effective.same_outcome_block_at, effective.same_outcome_inconclusive_block_at)
 
-    def test_an_identical_call_loop_is_blocked_within_six_calls(self, daemon, run_id):
-        """Six identical calls with one result: the 6th is blocked."""
-        number, verdict = first_enforced(drive(daemon, run_id, "quick", [("read", '{"path":"/x"}', PAGE, None)] * 10))
-        assert (6, pb.ACTION_BLOCK, pb.DETECTOR_GENERIC_REPEAT) == (number, verdict.action, verdict.detector)
+    def test_an_identical_call_loop_is_blocked_at_the_fourth_call(self, daemon, run_id):
+        """Identical calls with one result: the 3rd is warned, the 4th blocked (sameOutcome)."""
+        verdicts = drive(daemon, run_id, "quick", [("read", '{"path":"/x"}', PAGE, None)] * 10)
+        number, verdict = first_enforced(verdicts)
+        assert (4, pb.ACTION_BLOCK, pb.DETECTOR_GENERIC_REPEAT, 3) == (number, verdict.action, verdict.detector, verdict.count)
+        assert (pb.ACTION_WARN, 2) == (verdicts[2].action, verdicts[2].count)
 
-    def test_an_identical_error_loop_is_blocked_within_six_calls(self, daemon, run_id):
-        """The same call failing with the same error: the 6th is blocked."""
+    def test_an_identical_error_loop_is_blocked_at_the_fourth_call(self, daemon, run_id):
+        """The same call failing with the same error: the 4th is blocked."""
         number, verdict = first_enforced(drive(daemon, run_id, "quick", [("pay", '{"amount":1}', None, ERROR)] * 10))
-        assert (6, pb.ACTION_BLOCK) == (number, verdict.action)
+        assert (4, pb.ACTION_BLOCK) == (number, verdict.action)
 
     def test_a_ping_pong_is_blocked_within_six_calls(self, daemon, run_id):
         """Two lookups alternating with stable results: blocked by the 5th call."""
@@ -136,8 +139,8 @@ class TestFastPreset:
     def test_blocks_escalate_to_an_abort(self, daemon, run_id):
         """Escalation is on: the 3rd block of a run ends it (tool_loop_persisted)."""
         verdicts = drive(daemon, run_id, "quick", [("read", '{"path":"/x"}', PAGE, None)] * 9)
-        assert [pb.ACTION_BLOCK, pb.ACTION_BLOCK, pb.ACTION_ABORT] == [v.action for v in verdicts[5:8]]
-        assert "tool_loop_persisted" == verdicts[7].error_code
+        assert [pb.ACTION_BLOCK, pb.ACTION_BLOCK, pb.ACTION_ABORT] == [v.action for v in verdicts[3:6]]
+        assert "tool_loop_persisted" == verdicts[5].error_code
 
 
 class TestShapesAndSpellings:

@@ -257,6 +257,7 @@ class TestInspect:
             "known_poll_no_progress": True, "ping_pong": True, "post_compaction_window_size": 3,
             "abort_after_blocks": 0, "run_wide_breaker_threshold": 0, "shadow_mode": False,
             "argument_churn_warn_at": 0, "argument_churn_block_at": 0, "error_repeat_threshold": 0, "preset": "",
+            "same_outcome_block_at": 0, "same_outcome_inconclusive_block_at": 0,
             "ping_pong_needs_answers": False, "duplicate_side_effect": False, "tool_rules": [],
             "cycle_warn_after": 0, "cycle_block_after": 0, "exec_failure_streak": False, "failure_cascade_threshold": 0,
             "parallel_batches": False, "critical_scope": "call", "progress_resets_repeats": False,
