@@ -4,8 +4,8 @@
 //! generic_repeat's). Warns at `argument_churn_warn_at`, blocks at `argument_churn_block_at`.
 //! With parallelBatches the streak counts batches, not calls: a fan-out of distinct calls in
 //! one batch is one step (a model searching twenty ways at once is not churning), its identical
-//! calls count once, and the call's own batch is this step. With progressResetsRepeats another
-//! tool's new result ends the streak.
+//! calls count once, and the call's own batch is this step. With progressResetsRepeats (or
+//! sameOutcome) another tool's new result ends the streak.
 
 use super::context::{detection, Context, Detection};
 use crate::tables::messages;
@@ -19,8 +19,8 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         return None;
     }
     let h = ctx.history;
-    // progressResetsRepeats: another tool's new result between two calls (the test run between
-    // two edits) is progress, so the streak does not reach past it. The churning calls' own
+    // progressResetsRepeats (or sameOutcome): another tool's new result between two calls (the
+    // test run between two edits) is progress, so the streak does not reach past it. The churning calls' own
     // triples are all new, so only another tool's count.
     let floor = if s.progress_floor_on() {
         (0..h.len()).rev().find(|&i| h[i].flags & NEW_TRIPLE != 0 && !h[i].is_tool(ctx.t)).map_or(0, |i| i + 1)
@@ -76,9 +76,10 @@ pub(super) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
         ));
     }
     // sameOutcome: distinct calls that each succeed silently (writes of different files) may each
-    // have done their part; only the block, far later, judges them.
-    let silent = s.same_outcome_block_at > 0 && indexes.last().is_some_and(|&i| h[i].flags & INCONCLUSIVE != 0);
-    if warn_at > 0 && streak >= warn_at && !silent {
+    // have done their part, and a transient error may clear; only the block, far later, judges
+    // such a streak.
+    let inconclusive = s.same_outcome_block_at > 0 && indexes.last().is_some_and(|&i| h[i].flags & INCONCLUSIVE != 0);
+    if warn_at > 0 && streak >= warn_at && !inconclusive {
         return Some(detection(
             Detector::ArgumentChurn,
             Level::Warning,
