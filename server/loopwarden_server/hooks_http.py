@@ -43,7 +43,6 @@ import asyncio
 import errno
 import json
 import logging
-import re
 import socket
 import ssl
 import time
@@ -56,8 +55,10 @@ from aiohttp import web
 
 from loopwarden.eventformat import EventKind, EventRecord
 from loopwarden.hooks import (
-    Dialect, HookPayloadError, HookRequest, VerdictLike, answer, parse, unavailable_answer, unchecked_answer,
+    Dialect, HookPayloadError, HookRequest, VerdictLike, answer, event_name_in, parse, refused_answer,
+    unavailable_answer, unchecked_answer,
 )
+from loopwarden.hooks.protocol import is_before_tool
 from loopwarden.hooks.reduction import DEFAULT_LIMIT_BYTES
 
 from .core import CoreService
@@ -88,7 +89,9 @@ PARSE_IN_THREAD_BYTES = 256 * 1024
 READ_CHUNK_BYTES = 256 * 1024
 # Where the event's name is looked for in an input too large to read: hosts send it near the top.
 EVENT_NAME_PREFIX_BYTES = 64 * 1024
-_EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
+# `?fail_closed=1` on a hook URL: this host's calls fail closed although the daemon's default is
+# open (a command hook's own --fail-closed, passed on). It can only make an answer stricter.
+_FAIL_CLOSED_VALUES = frozenset({"1", "true", "yes"})
 
 
 class _TlsContexts:
@@ -144,8 +147,7 @@ def _common_name(certificate: dict | None) -> str:
 
 def _event_name(prefix: bytes) -> str:
     """The hook's event name as read from the start of an input too large to parse ("" if absent)."""
-    found = _EVENT_NAME.search(prefix)
-    return found.group(1).decode() if found else ""
+    return event_name_in(prefix)
 
 
 class HookEvaluator(Protocol):
@@ -212,16 +214,25 @@ class HooksEndpoint:
             return HTTPStatus.UNAUTHORIZED, {"error": "missing or invalid bearer token (Authorization: Bearer …)"}
         return dialect, tenant, parse_qs(url.query).get("agent", [self._default_agent])[-1]
 
+    def fail_closed(self, target: str) -> bool:
+        """Whether this request's calls fail closed: the daemon's --hooks-fail-closed, or the
+        hook URL's `?fail_closed=1` (a stricter choice of one host's hooks, never a looser one)."""
+        if self._fail_closed:
+            return True
+        values = parse_qs(urlsplit(target).query).get("fail_closed", [])
+        return bool(values) and values[-1].lower() in _FAIL_CLOSED_VALUES
+
     async def respond(self, target: str, body: bytes, authorization: str = "", common_name: str = "") -> tuple[int, dict]:
         """The answer to one hook request whose whole body was read."""
         routed = self.route(target, authorization, common_name)
         if not isinstance(routed[0], Dialect):
             return routed  # type: ignore[return-value]
         dialect, tenant, agent_id = routed  # type: ignore[misc]
+        fail_closed = self.fail_closed(target)
         if len(body) > PARSE_IN_THREAD_BYTES:
-            hook = await asyncio.to_thread(self._parse, dialect, body, agent_id)
+            hook = await asyncio.to_thread(self._parse, dialect, body, agent_id, fail_closed)
         else:
-            hook = self._parse(dialect, body, agent_id)
+            hook = self._parse(dialect, body, agent_id, fail_closed)
         if isinstance(hook, tuple):
             return hook
         for reduced in hook.reduced:
@@ -232,25 +243,41 @@ class HooksEndpoint:
         approval = self._approval(hook, tenant)
         if hook.event is None and approval is None:
             return HTTPStatus.OK, {}
-        return HTTPStatus.OK, await self.decide(hook, tenant, approval)
+        return HTTPStatus.OK, await self.decide(hook, tenant, approval, fail_closed=fail_closed)
 
-    def _parse(self, dialect: Dialect, body: bytes, agent_id: str) -> HookRequest | tuple[int, dict]:
-        """The body decoded and mapped (any thread: pure), or the 400 that says what is wrong."""
+    def _parse(self, dialect: Dialect, body: bytes, agent_id: str,
+               fail_closed: bool = False) -> HookRequest | tuple[int, dict]:
+        """The body decoded and mapped (any thread: pure), or the 400 that says what is wrong (a
+        deny in the host's format instead, for a before-tool event when fail-closed)."""
         try:
             payload = json.loads(body)
         except ValueError as exc:  # UnicodeDecodeError included
-            return HTTPStatus.BAD_REQUEST, {"error": f"the request body is not JSON: {exc}"}
+            return self._unreadable(dialect, body, "not_json", f"the request body is not JSON: {exc}", fail_closed)
         except RecursionError:  # nested deeper than the parser goes: answered, never a dropped connection
-            return HTTPStatus.OK, self.too_deep(dialect, body[:EVENT_NAME_PREFIX_BYTES])
+            return HTTPStatus.OK, self.too_deep(dialect, body[:EVENT_NAME_PREFIX_BYTES], fail_closed=fail_closed)
         try:
             return parse(dialect, payload, agent_id=agent_id, max_params_bytes=self._max_params_bytes,
                          max_result_bytes=self._max_result_bytes)
         except HookPayloadError as exc:
-            return HTTPStatus.BAD_REQUEST, {"error": f"not a {dialect.value} hook input: {exc}"}
+            return self._unreadable(dialect, body, "not_hook_input", f"not a {dialect.value} hook input: {exc}",
+                                    fail_closed)
         except RecursionError:  # a tool input the parser read but that is too deep to canonicalize
-            return HTTPStatus.OK, self.too_deep(dialect, body[:EVENT_NAME_PREFIX_BYTES])
+            return HTTPStatus.OK, self.too_deep(dialect, body[:EVENT_NAME_PREFIX_BYTES], fail_closed=fail_closed)
 
-    def too_large(self, dialect: Dialect, prefix: bytes, size: int | None) -> dict:
+    def _unreadable(self, dialect: Dialect, body: bytes, reason: str, error: str,
+                    fail_closed: bool) -> tuple[int, dict]:
+        """A body that is not the host's hook JSON: a 400 saying what is wrong (the host reports it
+        and goes on: the call runs). Fail closed, a before-tool event whose name can still be read is
+        denied instead, in the host's format: a 400 would let the call run."""
+        self.count_refused(reason, dialect)
+        name = event_name_in(body[:EVENT_NAME_PREFIX_BYTES])
+        if fail_closed and is_before_tool(dialect, name):
+            log.warning("hook input unreadable: call denied (fail closed)", extra={"hook_event": name, "error": error})
+            return HTTPStatus.OK, refused_answer(dialect, name, f"the hook input could not be read: {error}",
+                                                 fail_closed=True)
+        return HTTPStatus.BAD_REQUEST, {"error": error}
+
+    def too_large(self, dialect: Dialect, prefix: bytes, size: int | None, *, fail_closed: bool | None = None) -> dict:
         """The answer to an input over --hooks-max-body-bytes (unread past its prefix): a 200 in the
         host's format saying the call was not checked, a deny for a PreToolUse when fail-closed."""
         name = _event_name(prefix)
@@ -259,22 +286,25 @@ class HooksEndpoint:
                     extra={"hook_event": name, "bytes": size, "limit": self.max_body_bytes})
         stated = f" ({size} bytes)" if size is not None else ""  # a chunked body states no size
         reason = f"the hook input{stated} is over the limit of {self.max_body_bytes} bytes (--hooks-max-body-bytes)"
-        return unchecked_answer(dialect, name, reason, fail_closed=self._fail_closed)
+        return unchecked_answer(dialect, name, reason, fail_closed=self._closed(fail_closed))
 
-    def too_deep(self, dialect: Dialect, prefix: bytes) -> dict:
+    def too_deep(self, dialect: Dialect, prefix: bytes, *, fail_closed: bool | None = None) -> dict:
         """The answer to an input nested deeper than the JSON parser goes: like one too large."""
         name = _event_name(prefix)
         self.count_unchecked("too_deep")
         log.warning("hook input nested too deep to parse: not checked", extra={"hook_event": name})
         return unchecked_answer(dialect, name, "the hook input is nested too deep to be read",
-                                fail_closed=self._fail_closed)
+                                fail_closed=self._closed(fail_closed))
 
-    def slow_body(self, dialect: Dialect) -> dict:
+    def slow_body(self, dialect: Dialect, *, fail_closed: bool | None = None) -> dict:
         """The answer to a body not sent within BODY_TIMEOUT_SECONDS."""
         self.count_unchecked("slow_body")
         log.warning("hook input not sent in time: not checked", extra={"seconds": BODY_TIMEOUT_SECONDS})
         return unchecked_answer(dialect, "", f"the hook input was not sent within {BODY_TIMEOUT_SECONDS:g} s",
-                                fail_closed=self._fail_closed)
+                                fail_closed=self._closed(fail_closed))
+
+    def _closed(self, fail_closed: bool | None) -> bool:
+        return self._fail_closed if fail_closed is None else fail_closed or self._fail_closed
 
     def _approval(self, hook: HookRequest, tenant: str) -> EventRecord | None:
         """The person's answer to an ask of this hook's call, when this endpoint asked it: the
@@ -331,26 +361,30 @@ class HooksEndpoint:
             self._metrics.auth_failures.labels(reason).inc()
         return None
 
-    async def decide(self, hook: HookRequest, tenant: str, approval: EventRecord | None = None) -> dict:
+    async def decide(self, hook: HookRequest, tenant: str, approval: EventRecord | None = None, *,
+                     fail_closed: bool | None = None) -> dict:
         """The answer to one parsed hook request (and the approval to send ahead of its event), or,
         when it cannot be given in time (or the daemon drains, or is busy), the unavailable answer."""
+        fail_closed = self._closed(fail_closed)
         if self._lifecycle.draining:
-            return self._unavailable(hook, "draining", "loopwarden is shutting down")
+            return self._unavailable(hook, "draining", "loopwarden is shutting down", fail_closed)
         if self._lifecycle.restoring:
-            return self._unavailable(hook, "restoring", "loopwarden is starting (restoring its stored runs)")
+            return self._unavailable(hook, "restoring", "loopwarden is starting (restoring its stored runs)",
+                                     fail_closed)
         in_flight = self._in_flight
         held = in_flight.get(tenant, 0)
         if held >= self.share(tenant):
             return self._unavailable(hook, "busy", "loopwarden is busy (this tenant's share of concurrent "
-                                                   "hook requests is taken)")
+                                                   "hook requests is taken)", fail_closed)
         in_flight[tenant] = held + 1
         try:
-            return await asyncio.wait_for(self._evaluate(hook, tenant, approval), self._answer_timeout)
+            return await asyncio.wait_for(self._evaluate(hook, tenant, approval, fail_closed), self._answer_timeout)
         except TimeoutError:
-            return self._unavailable(hook, "timeout", f"loopwarden did not answer within {self._answer_timeout:g} s")
+            return self._unavailable(hook, "timeout", f"loopwarden did not answer within {self._answer_timeout:g} s",
+                                     fail_closed)
         except Exception:  # noqa: BLE001 - the agent gets an answer; the log gets the details
             log.exception("hook request failed", extra={"hook_event": hook.hook_event_name})
-            return self._unavailable(hook, "failed", "loopwarden failed on this request")
+            return self._unavailable(hook, "failed", "loopwarden failed on this request", fail_closed)
         finally:
             left = in_flight[tenant] - 1
             if left:
@@ -364,15 +398,20 @@ class HooksEndpoint:
         active = len(self._in_flight) + (tenant not in self._in_flight)
         return max(1, MAX_IN_FLIGHT // active)
 
-    def _unavailable(self, hook: HookRequest, reason: str, text: str) -> dict:
+    def _unavailable(self, hook: HookRequest, reason: str, text: str, fail_closed: bool) -> dict:
         self.count_unchecked(reason)
-        return unavailable_answer(hook, text, fail_closed=self._fail_closed)
+        return unavailable_answer(hook, text, fail_closed=fail_closed)
 
     def count_unchecked(self, reason: str) -> None:
         if self._metrics is not None:
             self._metrics.hooks_unchecked.labels(reason).inc()
 
-    async def _evaluate(self, hook: HookRequest, tenant: str, approval: EventRecord | None) -> dict:
+    def count_refused(self, reason: str, dialect: Dialect) -> None:
+        if self._metrics is not None:
+            self._metrics.hooks_refused.labels(reason, dialect.value).inc()
+
+    async def _evaluate(self, hook: HookRequest, tenant: str, approval: EventRecord | None,
+                        fail_closed: bool = False) -> dict:
         """On the loop: the approval (if any) and the hook's event in one request, and after a
         BLOCK the blocked call's outcome. An ASK is remembered for the call's later hooks."""
         integration, routed = hook.dialect.integration, hook.root_run_id
@@ -385,12 +424,18 @@ class HooksEndpoint:
         verdict = decided[-1] if hook.event is not None else None
         if verdict is None:
             return answer(hook, None)
+        if _action(verdict) == "reject":
+            # The event was refused, so nothing was judged: said to the user (denied when fail
+            # closed, protocol.answer) and counted, by the refusal's code and the host.
+            self.count_refused(verdict.error_code or "unknown", hook.dialect)
+            log.warning("hook event refused by the engine: not checked", extra={
+                "hook_event": hook.hook_event_name, "error_code": verdict.error_code, "fail_closed": fail_closed})
         if hook.asked(verdict) and hook.run is not None:
             self.asks.asked(tenant, hook.session_id, hook.run.run_id, hook.tool_call_id)
         blocked = hook.blocked_outcome(verdict)
         if blocked is not None:
             await self._evaluator.evaluate((blocked,), integration, tenant, routed)
-        return answer(hook, verdict)
+        return answer(hook, verdict, fail_closed=fail_closed)
 
 
 def _action(verdict: VerdictLike) -> str:
@@ -431,15 +476,17 @@ class _HttpFront:
         routed = self._endpoint.route(request.path_qs, authorization, common_name)
         if not isinstance(routed[0], Dialect):
             return self._json(*routed)  # type: ignore[arg-type]
+        fail_closed = self._endpoint.fail_closed(request.path_qs)
         try:
             body, over = await asyncio.wait_for(_read_body(request, self._endpoint.max_body_bytes),
                                                 BODY_TIMEOUT_SECONDS)
         except TimeoutError:
-            response = self._json(HTTPStatus.OK, self._endpoint.slow_body(routed[0]))
+            response = self._json(HTTPStatus.OK, self._endpoint.slow_body(routed[0], fail_closed=fail_closed))
             response.force_close()  # the rest of a body that never came is not waited for
             return response
         if over:
-            return self._json(HTTPStatus.OK, self._endpoint.too_large(routed[0], body, request.content_length))
+            return self._json(HTTPStatus.OK, self._endpoint.too_large(routed[0], body, request.content_length,
+                                                                      fail_closed=fail_closed))
         status, answer_body = await self._endpoint.respond(request.path_qs, body, authorization, common_name)
         return self._json(status, answer_body)
 

@@ -183,6 +183,13 @@ class Metrics:
             "denied under --hooks-fail-closed), by reason: busy (the tenant's share of concurrent hook "
             "requests is taken), timeout, draining, restoring, too_large, too_deep, slow_body, failed.",
             ["reason"], registry=registry)
+        self.hooks_refused = Counter(
+            "loopwarden_hook_events_refused",
+            "Hook events the daemon answered but could not judge, by reason and host: the engine's error "
+            "code for an event it refused (a REJECT: json_too_deep, invalid_params_json, run_id_too_long, ...), not_json or "
+            "not_hook_input for an input it could not read. The call ran with the reason shown, or was "
+            "denied under --hooks-fail-closed.",
+            ["reason", "host"], registry=registry)
         self.token_file_ok = Gauge(
             "loopwarden_token_file_ok", "1 while the bearer token file is readable and holds tokens; 0 while it "
             "fails closed (every authenticated RPC refused).", registry=registry)

@@ -5,9 +5,10 @@
 `asked_calls` remembers the command form's asked calls across its one-hook processes.
 """
 from .protocol import (
-    INTEGRATION_HEADER, Dialect, HookPayloadError, HookRequest, HookRun, VerdictLike, answer, child_run_id, parse,
-    unavailable_answer, unchecked_answer,
+    INTEGRATION_HEADER, Dialect, HookPayloadError, HookRequest, HookRun, VerdictLike, answer, child_run_id,
+    event_name_in, parse, refusal_reason, refused_answer, unavailable_answer, unchecked_answer,
 )
 
 __all__ = ["INTEGRATION_HEADER", "Dialect", "HookPayloadError", "HookRequest", "HookRun", "VerdictLike", "answer",
-           "child_run_id", "parse", "unavailable_answer", "unchecked_answer"]
+           "child_run_id", "event_name_in", "parse", "refusal_reason", "refused_answer", "unavailable_answer",
+           "unchecked_answer"]

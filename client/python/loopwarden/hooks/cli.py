@@ -7,7 +7,9 @@ Claude Code's asked calls in memory, so it keeps them as marker files (asked_cal
 a later PostToolUse or PermissionDenied of an asked call sends the person's answer as an `approval`
 ahead of its own event. Exit codes follow the hook
 protocols: 0 with the answer on stdout (a deny is an answer, not an exit code); 1 for an input
-that is not the host's hook JSON, a non-blocking error the host reports and goes on from.
+that is not the host's hook JSON, a non-blocking error the host reports and goes on from (the call
+runs). With --fail-closed, such an input of a before-tool event (its name still readable) is
+answered with a deny instead, as is an event the daemon refused (a REJECT: it judged nothing).
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from ..connection import ConnectionSettingsError, add_connection_arguments, conn
 from .asked_calls import AskedCallFiles, default_state_dir
 from .reduction import DEFAULT_LIMIT_BYTES
 from .protocol import (
-    INTEGRATION_HEADER, Dialect, HookPayloadError, answer, parse, unavailable_answer, unremembered_ask_answer,
+    INTEGRATION_HEADER, Dialect, HookPayloadError, answer, event_name_in, is_before_tool, parse, refused_answer,
+    unavailable_answer, unremembered_ask_answer,
 )
 
 DEFAULT_TIMEOUT_SECONDS = 5.0
@@ -33,7 +36,8 @@ def add_hook_command(commands) -> None:
     hook.add_argument("--agent", default="", metavar="ID",
                       help="agent id for the daemon's per-agent config (default: the global config)")
     hook.add_argument("--fail-closed", action="store_true",
-                      help="deny tool calls while the daemon cannot be asked (default: they run, unchecked)")
+                      help="deny tool calls loopwarden cannot judge: the daemon cannot be asked, refuses the "
+                           "event, or the input cannot be read (default: they run, unchecked)")
     hook.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
                       help=f"seconds to wait for the daemon (default {DEFAULT_TIMEOUT_SECONDS:g})")
     # The daemon's event limits (its --max-params-bytes / --max-result-bytes): a tool input or
@@ -63,17 +67,34 @@ def _fail(message: str) -> int:
     return 1
 
 
+def _unreadable(dialect: Dialect, raw: bytes, message: str, fail_closed: bool) -> int:
+    """An input that is not the host's hook JSON: exit 1 (the host reports it; the call runs), or,
+    fail closed, a deny when it is a before-tool event: an error exit would let the call run."""
+    name = event_name_in(raw)
+    if not (fail_closed and is_before_tool(dialect, name)):
+        return _fail(message)
+    print(f"loopwarden hook: {message}; the call is denied (--fail-closed)", file=sys.stderr)
+    print(json.dumps(refused_answer(dialect, name, f"the hook input could not be read: {message}", fail_closed=True)))
+    return 0
+
+
 def _hook(args: argparse.Namespace) -> int:
     dialect = Dialect(args.dialect)
+    raw = sys.stdin.buffer.read()
     try:
-        payload = json.loads(sys.stdin.buffer.read())
+        payload = json.loads(raw)
+    except RecursionError:
+        return _unreadable(dialect, raw, "the hook input on stdin is nested too deep to be read", args.fail_closed)
     except ValueError as exc:
-        return _fail(f"the hook input on stdin is not JSON: {exc}")
+        return _unreadable(dialect, raw, f"the hook input on stdin is not JSON: {exc}", args.fail_closed)
     try:
         request = parse(dialect, payload, agent_id=args.agent, max_params_bytes=args.max_params_bytes,
                         max_result_bytes=args.max_result_bytes)
     except HookPayloadError as exc:
-        return _fail(f"not a {dialect.value} hook input: {exc}")
+        return _unreadable(dialect, raw, f"not a {dialect.value} hook input: {exc}", args.fail_closed)
+    except RecursionError:
+        return _unreadable(dialect, raw, "the hook input's tool input is nested too deep to be read",
+                           args.fail_closed)
     for reduced in request.reduced:
         print(f"loopwarden hook: {reduced.field} of {reduced.size_bytes} bytes judged by its sha256 "
               f"{reduced.sha256}, length and prefix", file=sys.stderr)
@@ -112,7 +133,11 @@ def _hook(args: argparse.Namespace) -> int:
             output = unavailable_answer(request, f"the daemon at {connection.address} did not answer",
                                         fail_closed=args.fail_closed)
         else:
-            output = answer(request, verdict)
+            output = answer(request, verdict, fail_closed=args.fail_closed)
+            if verdict is not None and verdict.error_code and _action_value(verdict) == "reject":
+                print(f"loopwarden hook: the daemon refused this {request.hook_event_name} event "
+                      f"({verdict.error_code}): not checked{'; denied (--fail-closed)' if args.fail_closed else ''}",
+                      file=sys.stderr)
             if verdict is not None and request.asked(verdict) and request.run is not None:
                 try:
                     asks.asked(connection.address, request.run.run_id, request.tool_call_id)
@@ -128,3 +153,7 @@ def _hook(args: argparse.Namespace) -> int:
                     print(f"loopwarden hook: the blocked call's outcome was not recorded: {exc}", file=sys.stderr)
     print(json.dumps(output))
     return 0
+
+
+def _action_value(verdict) -> str:
+    return str(getattr(verdict.action, "value", verdict.action))

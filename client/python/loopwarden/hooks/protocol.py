@@ -497,10 +497,40 @@ def _deny(reason: str) -> dict[str, Any]:
     return {"hookEventName": PRE_TOOL_USE, "permissionDecision": "deny", "permissionDecisionReason": reason}
 
 
-def answer(request: HookRequest, verdict: VerdictLike | None) -> dict[str, Any]:
-    """The hook's JSON output for the verdict on `request.event` (None: the hook had no event)."""
+def answer(request: HookRequest, verdict: VerdictLike | None, *, fail_closed: bool = False) -> dict[str, Any]:
+    """The hook's JSON output for the verdict on `request.event` (None: the hook had no event).
+
+    A REJECT (the daemon refused the event: tool_input nested too deep, a NaN, an over-long id)
+    judged nothing, so it is answered like a daemon that could not decide (`refused_answer`): the
+    call runs with the reason shown, or is denied when `fail_closed`."""
+    if verdict is not None and _action(verdict) == "reject" and request.event is not None:
+        return refused_answer(request.dialect, request.host_event_name or request.hook_event_name,
+                              refusal_reason(verdict), fail_closed=fail_closed)
     return _in_host_format(request.dialect, request.before_tool, request.hook_event_name,
                            _claude_answer(request, verdict))
+
+
+def refusal_reason(verdict: VerdictLike) -> str:
+    """What the user (and, denied, the model) is told about a REJECT: the daemon's message and code."""
+    return f"the daemon refused this hook event: {_message(verdict) or 'no reason given'}"
+
+
+# The hook's event name in a body that could not be parsed (hosts send it near the top).
+_EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
+
+
+def event_name_in(raw: bytes) -> str:
+    """The hook's event name as read from raw input that could not be parsed ("" if absent)."""
+    found = _EVENT_NAME.search(raw)
+    return found.group(1).decode() if found else ""
+
+
+def refused_answer(dialect: Dialect, hook_event_name: str, reason: str, *, fail_closed: bool) -> dict[str, Any]:
+    """The answer to a hook event loopwarden could not judge although the daemon answered (it
+    refused the event, or the input could not be read as the host's hook JSON): before a tool, the
+    call is denied when fail-closed, else it runs with the reason shown to the user; any other
+    event tells the user it was not checked. `hook_event_name` is the host's own name."""
+    return unchecked_answer(dialect, hook_event_name, reason, fail_closed=fail_closed)
 
 
 def _claude_answer(request: HookRequest, verdict: VerdictLike | None) -> dict[str, Any]:
@@ -533,7 +563,7 @@ def _claude_answer(request: HookRequest, verdict: VerdictLike | None) -> dict[st
     if action == "warn" and verdict.announce:
         return {"hookSpecificOutput": {"hookEventName": PRE_TOOL_USE, "additionalContext": message},
                 "systemMessage": f"loopwarden: {message}"}
-    return {}  # ALLOW, an unannounced WARN, a REJECT (the call runs unguarded)
+    return {}  # ALLOW, an unannounced WARN (a REJECT never gets here: `answer` says it was not checked)
 
 
 def unremembered_ask_answer(verdict: VerdictLike, reason: str,
