@@ -133,12 +133,23 @@ impl Args {
         Ok(Some(token))
     }
 
-    /// The request target on the daemon: the endpoint path, with `?agent=` when one is named.
+    /// The request target on the daemon: the endpoint path, with `?agent=` when one is named and
+    /// `fail_closed=1` with --fail-closed, so that the daemon denies a call it answers but cannot
+    /// judge (an event it refuses, an input it cannot read) even when its own default is open:
+    /// only the daemon knows such an answer is no verdict.
     pub fn endpoint_path(&self) -> String {
         let path = format!("{}/v1/hooks/{}", self.url.prefix, self.dialect);
-        match &self.agent {
-            Some(agent) => format!("{path}?agent={}", percent_encode(agent)),
-            None => path,
+        let mut query = Vec::new();
+        if let Some(agent) = &self.agent {
+            query.push(format!("agent={}", percent_encode(agent)));
+        }
+        if self.fail_closed {
+            query.push("fail_closed=1".to_string());
+        }
+        if query.is_empty() {
+            path
+        } else {
+            format!("{path}?{}", query.join("&"))
         }
     }
 }
@@ -169,9 +180,11 @@ mod tests {
         let args = parse(&["claude-code", "--url=http://localhost:9/x/", "--fail-closed", "--timeout", "0.5",
                            "--agent", "a b"]).unwrap().unwrap();
         assert_eq!(args.url.base(), "http://localhost:9/x");
-        assert_eq!(args.endpoint_path(), "/x/v1/hooks/claude-code?agent=a%20b");
+        assert_eq!(args.endpoint_path(), "/x/v1/hooks/claude-code?agent=a%20b&fail_closed=1");
         assert!(args.fail_closed);
         assert_eq!(args.timeout, Duration::from_millis(500));
+        let args = parse(&["codex", "--fail-closed"]).unwrap().unwrap();
+        assert_eq!(args.endpoint_path(), "/v1/hooks/codex?fail_closed=1");
     }
 
     #[test]

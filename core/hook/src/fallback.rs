@@ -13,6 +13,12 @@ fn before_tool_events(dialect: &str) -> Option<&'static [&'static str]> {
     }
 }
 
+/// Whether `input` is a hook event of `dialect` that comes before a call runs (a deny applies).
+pub fn is_before_tool(dialect: &str, input: &[u8]) -> bool {
+    let event = top_level_string(input, "hook_event_name");
+    before_tool_events(dialect).is_some_and(|before| event.as_deref().is_some_and(|e| before.contains(&e)))
+}
+
 /// The answer for `input` (the host's hook JSON, as read from stdin) when the daemon did not
 /// answer for `reason`: only a call about to run has something to say — it runs with a message
 /// telling the user it was not checked, or, fail closed, is denied, each in the host's own
@@ -211,6 +217,9 @@ mod tests {
         assert_eq!(top_level_string(br#"{"a": {"hook_event_name": "PreToolUse"}}"#, "hook_event_name"), None);
         assert_eq!(top_level_string(b"not json", "hook_event_name"), None);
         assert_eq!(top_level_string(br#"{"hook_event_name": 3}"#, "hook_event_name"), None);
+        assert!(is_before_tool("cursor", br#"{"hook_event_name": "preToolUse"}"#));
+        assert!(!is_before_tool("cursor", br#"{"hook_event_name": "PreToolUse"}"#));
+        assert!(!is_before_tool("codex", b"not json"));
         assert_eq!(top_level_string(r#"{"n": 12, "hook_event_name": "é"}"#.as_bytes(), "hook_event_name").as_deref(), Some("é"));
     }
 

@@ -11,7 +11,10 @@
 //! (unreachable, timed out, any other non-200), it prints the host's own "daemon unavailable"
 //! answer, the JSON `loopwarden hook` prints: fail open (the default) tells the user the call ran
 //! unchecked, `--fail-closed` denies a call about to run (fallback.rs: each dialect's before-tool
-//! hooks, in its own format).
+//! hooks, in its own format). With `--fail-closed` the daemon is asked to fail closed too
+//! (`?fail_closed=1`): an event it answers but refuses (too deep, a NaN, an over-long id) is denied
+//! by the daemon, in the host's format; an input it cannot read at all (HTTP 400) is denied here
+//! when it is a before-tool event, since an error exit would let the call run.
 
 mod args;
 mod fallback;
@@ -43,6 +46,11 @@ fn main() -> ExitCode {
     let endpoint = format!("{}/v1/hooks/{}", args.url.base(), args.dialect);
     let output = match http::post(&args.url, &args.endpoint_path(), &body, token.as_deref(), args.timeout) {
         Ok(Answer { status: 200, body: answer }) => answer,
+        Ok(Answer { status: 400, body: refusal }) if args.fail_closed && fallback::is_before_tool(&args.dialect, &body) => {
+            let reason = format!("the daemon could not read this hook input: {}", String::from_utf8_lossy(&refusal).trim());
+            eprintln!("loopwarden-hook: {reason}; the call is denied (--fail-closed)");
+            fallback::unavailable_answer(&args.dialect, &body, &reason, true)
+        }
         Ok(Answer { status: 400, body: refusal }) => {
             // The daemon read the body and found no hook event in it: the same outcome as
             // `loopwarden hook` on an input that is not the host's hook JSON.
