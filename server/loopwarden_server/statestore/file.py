@@ -18,6 +18,13 @@ on disk, so a crash (kill -9, OOM, power) can tear at most the last frames: `res
 the last frame whose length and checksum hold, truncates the torn tail, and every run flushed
 before it is intact. The latest intact frame of a key wins.
 
+An append is whole or not at all. It is written at the log's known end, to its last byte (a
+short write, from a filling disk or a file size limit, is carried on until done or an error),
+and an error takes the file back to that end before anything else is written: never a half
+frame for the next append to follow, never a truncate past the end (which would leave a hole).
+The flush fails, the store is degraded until a write succeeds, and the keeper keeps the batch's
+runs dirty and writes them again.
+
 Corruption costs only the frames it touches. A frame that fails its checksum in the middle of the
 log (a flipped byte on disk) does not end the scan: `restore` looks for the next offset where an
 intact frame starts, copies the bad bytes between them aside to PATH.corrupt-<unix time> (never
@@ -205,6 +212,17 @@ def _copy_range(source: int, at: int, target: int, to: int, length: int) -> None
             raise OSError(errno.EIO, f"the log ended {end - at} bytes early")
         written = os.pwrite(target, chunk, to)
         at, to = at + written, to + written
+
+
+def _write_all(fd: int, data: bytes, at: int) -> None:
+    """Write all of `data` at offset `at`: a short write (a file system or quota filling up, a
+    file size limit) is carried on, so it ends whole or with the error that stopped it."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, at)
+        if written <= 0:
+            raise OSError(errno.EIO, f"a write of {len(view)} bytes wrote nothing")
+        view, at = view[written:], at + written
 
 
 def _read_value(handle, key: bytes, span: Span) -> bytes:
@@ -405,6 +423,9 @@ class FileStateStore(StateStore):
                     await asyncio.to_thread(self._new_log)
                 await asyncio.to_thread(self._append, items)
             except OSError as exc:
+                # Nothing of the batch is in the log (see _append): the caller keeps its runs
+                # dirty, and the store is degraded until a write succeeds.
+                self.degraded = f"{exc.strerror or exc} (a flush)"
                 raise StateStoreError(f"cannot write state store {self.path}: {exc.strerror or exc}") from None
             if self.degraded:
                 log.info("state store writable again", extra={"state_store": self.path, "was": self.degraded})
@@ -459,15 +480,29 @@ class FileStateStore(StateStore):
             index.placed = None
 
     def _append(self, items: Sequence[FlushItem]) -> None:
+        """Append the items' frames whole or not at all. Written at the log's known end (not
+        O_APPEND) and to the last byte: a short write is carried on until done or an error, and
+        an error takes the file back to that end, never past it (a truncate that extends the
+        file leaves a hole, which the next restore reads as damage and a full tmpfs cannot even
+        map). Only then are the frames indexed and the end moved."""
         frames = [(key, frame(key, value), value) for key, value, _ttl in items]
         start = self._size
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(self.path, os.O_WRONLY)
         try:
+            on_disk = os.fstat(fd).st_size
+            if on_disk < start:  # shortened under the daemon: appending would leave a hole
+                raise OSError(errno.EIO, f"the log is {start - on_disk} bytes shorter than written; "
+                                         "nothing more is appended to it")
             try:
-                os.write(fd, b"".join(data for _key, data, _live in frames))
+                # Past the end: an append whose take-back failed too, or a torn tail that a
+                # degraded start left (it could not write then); cut off before writing.
+                if on_disk > start:
+                    os.ftruncate(fd, start)
+                _write_all(fd, b"".join(data for _key, data, _live in frames), start)
                 os.fsync(fd)
             except OSError:
-                os.ftruncate(fd, start)  # never leave half a batch for the next append to follow
+                with contextlib.suppress(OSError):  # if this fails too, the next append retries it
+                    os.ftruncate(fd, start)
                 raise
         finally:
             os.close(fd)
