@@ -23,7 +23,9 @@ short write, from a filling disk or a file size limit, is carried on until done 
 and an error takes the file back to that end before anything else is written: never a half
 frame for the next append to follow, never a truncate past the end (which would leave a hole).
 The flush fails, the store is degraded until a write succeeds, and the keeper keeps the batch's
-runs dirty and writes them again.
+runs dirty and writes them again. The restore reads the log (pread, through a window) and never
+maps it: a file larger than the blocks backing it (a hole on a full tmpfs) faults with SIGBUS
+when a mapped page of it is touched, while read it is zeros, which the checksums refuse.
 
 Corruption costs only the frames it touches. A frame that fails its checksum in the middle of the
 log (a flipped byte on disk) does not end the scan: `restore` looks for the next offset where an
@@ -56,7 +58,6 @@ import asyncio
 import contextlib
 import errno
 import logging
-import mmap
 import os
 import stat
 import struct
@@ -74,6 +75,8 @@ _FRAME = struct.Struct(">II")
 _KEY = struct.Struct(">H")
 COMPACT_MIN_BYTES = 4 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
+# A restore reads the log through a window this large (frames longer than it are read apart).
+WINDOW = 4 * READ_CHUNK
 # A compaction copies the frames appended meanwhile without the lock until less than this is left.
 CATCH_UP_BYTES = 4 * READ_CHUNK
 # A full disk (or quota) at start degrades the store instead of failing the start.
@@ -84,26 +87,85 @@ class NotAStateFile(StateStoreError):
     """PATH holds something else (perhaps a snapshot from before the state store)."""
 
 
-def _frame_at(data: mmap.mmap, offset: int, size: int) -> int | None:
-    """The body length of the intact frame at offset, or None (short, bad length or checksum)."""
-    if offset + _FRAME.size + _KEY.size > size:
-        return None
-    length, crc = _FRAME.unpack_from(data, offset)
+class _Reader:
+    """The log, read by pread through a window of WINDOW bytes. Not mapped: a page of a file
+    that its file system cannot back (a hole on a full tmpfs, left by an older version's failed
+    append) faults with SIGBUS when touched through a mapping, killing the daemon at start;
+    read, it is zeros, which the checksums refuse like any other damage."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.size = fd, size
+        self.start, self.data = 0, b""  # the window: the file's bytes from `start` on
+
+    def view(self, offset: int, length: int) -> memoryview | None:
+        """The bytes [offset, offset + length), or None where the file ends before."""
+        end = offset + length
+        if end > self.size:
+            return None
+        if offset < self.start or end > self.start + len(self.data):
+            self.data = _pread_full(self.fd, min(max(WINDOW, length), self.size - offset), offset)
+            self.start = offset
+            if len(self.data) < length:  # the file shrank under the scan
+                return None
+        return memoryview(self.data)[offset - self.start:end - self.start]
+
+    def crc32(self, offset: int, length: int) -> int | None:
+        """The checksum of [offset, offset + length); a range longer than the window is read
+        piecewise (a damaged length can claim most of the file), leaving the window as it is."""
+        if length <= WINDOW:
+            data = self.view(offset, length)
+            return None if data is None else zlib.crc32(data)
+        crc, end = 0, offset + length
+        while offset < end:
+            chunk = os.pread(self.fd, min(READ_CHUNK, end - offset), offset)
+            if not chunk:
+                return None
+            crc, offset = zlib.crc32(chunk, crc), offset + len(chunk)
+        return crc
+
+
+def _pread_full(fd: int, length: int, offset: int) -> bytes:
+    """`length` bytes at `offset`, fewer only where the file ends (pread may return short)."""
+    parts, got = [], 0
+    while got < length:
+        chunk = os.pread(fd, length - got, offset + got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _frame_at(data: _Reader, offset: int) -> int | None:
+    """The body length of the intact frame at offset, or None (short, bad length or checksum).
+    A frame no longer than the window is left in it (the scan reads its key from there)."""
+    buf, at = data.data, offset - data.start
+    if at < 0 or at + _FRAME.size + _KEY.size > len(buf):
+        if data.view(offset, _FRAME.size + _KEY.size) is None:
+            return None
+        buf, at = data.data, offset - data.start
+    length, crc = _FRAME.unpack_from(buf, at)
     body = offset + _FRAME.size
-    if length < _KEY.size or body + length > size:
+    if length < _KEY.size or body + length > data.size:
         return None
-    if _KEY.size + _KEY.unpack_from(data, body)[0] > length:
+    if _KEY.size + _KEY.unpack_from(buf, at + _FRAME.size)[0] > length:
         return None
-    if zlib.crc32(data[body:body + length]) != crc:
+    if length > WINDOW:
+        return length if data.crc32(body, length) == crc else None
+    if at + _FRAME.size + length > len(buf):
+        if data.view(offset, _FRAME.size + length) is None:  # the window moves to the frame
+            return None
+        buf, at = data.data, 0
+    if zlib.crc32(memoryview(buf)[at + _FRAME.size:at + _FRAME.size + length]) != crc:
         return None
     return length
 
 
-def _next_frame(data: mmap.mmap, start: int, size: int) -> int | None:
+def _next_frame(data: _Reader, start: int) -> int | None:
     """The first offset at or after start where an intact frame begins (a 32-bit checksum over a
     plausible length: a false match is about one in four billion per offset tried)."""
-    for offset in range(start, size - _FRAME.size - _KEY.size + 1):
-        if _frame_at(data, offset, size) is not None:
+    for offset in range(start, data.size - _FRAME.size - _KEY.size + 1):
+        if _frame_at(data, offset) is not None:
             return offset
     return None
 
@@ -324,22 +386,25 @@ class FileStateStore(StateStore):
         (offset, length) skipped before it: bytes between two intact frames that are no frame."""
         index = _Index()
         damaged: list[tuple[int, int]] = []
-        with open(self.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            size = len(data)
+        with open(self.path, "rb") as handle:
+            data = _Reader(handle.fileno(), os.fstat(handle.fileno()).st_size)
             offset = len(HEADER)
-            while offset < size:
-                length = _frame_at(data, offset, size)
+            while offset < data.size:
+                length = _frame_at(data, offset)
                 if length is None:
-                    following = _next_frame(data, offset + 1, size)
+                    following = _next_frame(data, offset + 1)
                     if following is None:
                         break  # a torn tail: nothing intact after it
                     damaged.append((offset, following - offset))
                     offset = following
                     continue
-                key_length = _KEY.unpack_from(data, offset + _FRAME.size)[0]
-                start = offset + _FRAME.size + _KEY.size
-                key = bytes(data[start:start + key_length])
-                value_head = bytes(data[start + key_length:start + key_length + 4]) if length > _KEY.size + key_length else None
+                if length > WINDOW:  # read apart: its head comes into the window
+                    data.view(offset, _FRAME.size + _KEY.size + 0xFFFF + 4)
+                buf, start = data.data, offset - data.start + _FRAME.size
+                key_length = _KEY.unpack_from(buf, start)[0]
+                start += _KEY.size
+                key = buf[start:start + key_length]
+                value_head = buf[start + key_length:start + key_length + 4] if length > _KEY.size + key_length else None
                 index.place(key, (offset, _FRAME.size + length), value_head)
                 offset += _FRAME.size + length
         self._index = index
