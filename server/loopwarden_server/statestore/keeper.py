@@ -632,7 +632,10 @@ class StateKeeper:
             log.info("state flushed", extra={"state_store": self.store.describe(), "runs_held": len(self.runs),
                                              "seconds": round(time.monotonic() - started, 3)})
         else:
+            # Counted after the last attempt put its runs back: each one is a run whose latest
+            # state is in no store (the exit is non-zero).
             log.error("final state flush failed; runs changed since the last flush are lost",
-                      extra={"state_store": self.store.describe(), "dirty_runs": self.runs.dirty_count()})
+                      extra={"state_store": self.store.describe(), "dirty_runs": self.runs.dirty_count(),
+                             "runs_not_saved": self.waiting()})
         await self.store.close()
         return ok
