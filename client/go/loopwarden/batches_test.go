@@ -16,8 +16,9 @@ var fastConfig = map[string]any{"loopwarden": map[string]any{"preset": "fast"}}
 func TestABatchIDGroupsOneTurnsCalls(t *testing.T) {
 	ctx, client := testContext(t), newClient(t, fastConfig)
 	params := map[string]any{"path": "a"}
-	// Four turns of three identical reads, each reported with its outcome: each turn counts once.
-	for turn := range 4 {
+	// Three turns of three identical reads, each reported with its outcome: each turn counts once
+	// (fast blocks at the 3rd identical outcome, so nine calls one by one would be blocked).
+	for turn := range 3 {
 		batch := loopwarden.WithBatchID("turn-" + string(rune('a'+turn)))
 		for range 3 {
 			verdict, err := client.ToolCall(ctx, "go/batches", "read", params, batch)
@@ -29,9 +30,9 @@ func TestABatchIDGroupsOneTurnsCalls(t *testing.T) {
 			}
 		}
 	}
-	// Without batch ids the same reads are repeats: the 6th is blocked (fast: C 5).
+	// Without batch ids the same reads are repeats: the 4th is blocked (fast: sameOutcome 3).
 	var last loopwarden.Verdict
-	for range 6 {
+	for range 4 {
 		verdict, err := client.ToolCall(ctx, "go/no-batches", "read", params)
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +43,7 @@ func TestABatchIDGroupsOneTurnsCalls(t *testing.T) {
 		}
 	}
 	if last.Action != loopwarden.ActionBlock {
-		t.Fatalf("6th identical read without batch ids: %+v, want BLOCK", last)
+		t.Fatalf("4th identical read without batch ids: %+v, want BLOCK", last)
 	}
 }
 
