@@ -49,6 +49,8 @@ VALUES_FILES = {"default values": (), "all optional objects on": (ALL_OPTIONAL_V
 OPTIONAL_KINDS = {"HorizontalPodAutoscaler", "NetworkPolicy", "PrometheusRule", "ServiceMonitor"}
 CRD_KINDS = {"PrometheusRule", "ServiceMonitor"}
 CHART_KUBE_MINIMUM = "1.27.0"
+# The agent-hook port of `make serve` and loopwarden-hook's default URL.
+HOOKS_PORT = 50052
 
 
 def lint(*values_files: Path, sets: tuple[str, ...] = (), set_json: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
@@ -87,22 +89,39 @@ class TestLint:
 
 
 class TestImage:
-    def test_no_default_image_that_does_not_exist(self) -> None:
-        """values.yaml names no image: none is published, and a default would pull nothing."""
-        assert values()["image"]["repository"] == ""
+    def test_the_bare_defaults_render_with_the_image_a_local_build_produces(self) -> None:
+        """`helm template lw helm/loopwarden`, no values file and no --set at all, renders; its
+        image is the one `docker build -f server/Dockerfile -t loopwarden:<appVersion> .` tags,
+        and the chart README and values.yaml give that command."""
+        app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+        result = run([tool("helm"), "template", "lw", str(CHART)], check=False)
+        assert result.returncode == 0, result.stderr
+        objects = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+        assert daemon_container(objects)["image"] == f"loopwarden:{app_version}"
+        build = f"docker build -f server/Dockerfile -t loopwarden:{app_version} ."
+        assert build in (CHART / "README.md").read_text()
+        assert "docker build -f server/Dockerfile -t loopwarden:0.1.0 ." in (CHART / "values.yaml").read_text()
 
-    def test_without_a_repository_install_fails_saying_how_to_build_and_push(self) -> None:
-        """`helm install` and `helm template` on the bare defaults stop with the docker build and
-        push commands from server/Dockerfile and the value to set. (`helm lint` only logs a
-        template's `fail`, by design.)"""
-        installed = run([tool("helm"), "install", "lw", str(CHART), "--namespace", "agents", "--dry-run=client"], check=False)
-        rendered = helm_template(sets=("image.repository=",), check=False)
+    def test_the_bare_defaults_give_every_port_its_own_number(self) -> None:
+        """The chart's gRPC, metrics and health ports differ from each other and from the agent-hook
+        port `make serve` and loopwarden-hook use (50052): one number, one listener, everywhere."""
+        daemon = values()["daemon"]
+        ports = [daemon["grpcPort"], daemon["metricsPort"], daemon["healthPort"], HOOKS_PORT]
+        assert len(set(ports)) == len(ports), ports
+        assert f"HOOKS_PORT ?= {HOOKS_PORT}" in (REPO / "Makefile").read_text()
+
+    def test_an_empty_repository_fails_saying_how_to_build_one(self) -> None:
+        """`helm install` and `helm template` with image.repository set empty stop with the docker
+        build command and the values to set. (`helm lint` only logs a template's `fail`, by design.)"""
+        sets = ("image.repository=",)
+        installed = run([tool("helm"), "install", "lw", str(CHART), "--namespace", "agents", "--dry-run=client",
+                         "--set", sets[0]], check=False)
+        rendered = helm_template(sets=sets, check=False)
         for result in (installed, rendered):
             output = result.stdout + result.stderr
             assert result.returncode != 0, output
-            assert "image.repository is required" in output
-            assert "docker build -f server/Dockerfile -t REGISTRY/loopwarden:0.1.0 ." in output
-            assert "docker push REGISTRY/loopwarden:0.1.0" in output
+            assert "image.repository is empty" in output
+            assert "docker build -f server/Dockerfile -t loopwarden:0.1.0 ." in output
             assert "--set image.repository=REGISTRY/loopwarden" in output
 
     @pytest.mark.parametrize("values_files", VALUES_FILES.values(), ids=VALUES_FILES.keys())
@@ -347,7 +366,7 @@ SECURE_ARGS = [
     "--max-streams", "2000",
     "--max-params-bytes", "524288",
     "--max-result-bytes", "2097152",
-    "--health-listen", "0.0.0.0:50052",
+    "--health-listen", "0.0.0.0:50053",
     "--tls-cert", "/etc/loopwarden-tls/tls.crt",
     "--tls-key", "/etc/loopwarden-tls/tls.key",
     "--tls-client-ca", "/etc/loopwarden-tls/ca.crt",

@@ -50,14 +50,16 @@ app.kubernetes.io/part-of: loopwarden
 {{- end }}
 
 {{/*
-The daemon image. No public image is published, so a default repository would install pods that
-pull nothing (ImagePullBackOff): the repository must be set, and the message says how to make it.
+The daemon image. No public image is published: the default repository, `loopwarden`, is what a
+local `docker build -t loopwarden:<appVersion>` produces, so the defaults render and run on a
+cluster that was given the local image. An empty repository would render ":TAG", which no runtime
+pulls: the message says what to set instead.
 NOTE: the message starts on a line of its own, after Helm's "execution error at (...):" prefix,
 which is also where helm-unittest's failedTemplate starts reading a multi-line message.
 */}}
 {{- define "loopwarden.image" -}}
 {{- if not .Values.image.repository }}
-{{- fail (printf "\nimage.repository is required: no public loopwarden image is published. From the repository root, build and push one:\n  docker build -f server/Dockerfile -t REGISTRY/loopwarden:%s .\n  docker push REGISTRY/loopwarden:%s\nthen install with --set image.repository=REGISTRY/loopwarden (image.tag defaults to the chart's appVersion, %s)" .Chart.AppVersion .Chart.AppVersion .Chart.AppVersion) }}
+{{- fail (printf "\nimage.repository is empty: no public loopwarden image is published. From the repository root, build one:\n  docker build -f server/Dockerfile -t loopwarden:%s .\nand leave image.repository at its default (loopwarden) for a cluster that sees local images (kind load docker-image loopwarden:%s), or push it and install with --set image.repository=REGISTRY/loopwarden (image.tag defaults to the chart's appVersion, %s)" .Chart.AppVersion .Chart.AppVersion .Chart.AppVersion) }}
 {{- end }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
