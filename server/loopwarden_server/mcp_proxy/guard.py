@@ -9,7 +9,10 @@ whose client declared elicitation) is held for the relay to ask the person, and 
 the call's `approval`. Once a run is aborted, every later call of its session fails the same way
 without asking. A daemon that cannot be asked, or that gives no verdict within the check timeout
 (--check-timeout), lets calls run (fail open, said once per outage on stderr with the reason)
-unless --fail-closed.
+unless --fail-closed. A call the daemon refuses to judge (a REJECT: arguments nested too deep, a
+NaN, an over-long name) is no verdict either: it runs, said on stderr with the reason, unless
+--fail-closed, where it is answered with a JSON-RPC error (Invalid params) naming the reason and
+never reaches the server.
 
 An `isError` result whose text names a missing tool the way the engine recognises an error
 (`Unknown tool: deploy_app`, `Tool deploy_app not found`; the core's own pattern, asked through
@@ -199,6 +202,7 @@ class OfflineJudge:
 @dataclass(frozen=True, slots=True)
 class Before:
     refusal: dict[str, Any] | None = None  # the CallToolResult to answer with; None: run the call
+    error: str = ""  # the JSON-RPC error (Invalid params) to answer with instead: the call was refused
     warning: str = ""  # an announced warning to add to the call's result for the model
     ask: Verdict | None = None  # an ASK: hold the call until a person answers (`ProxyGuard.answered`)
 
@@ -277,6 +281,8 @@ class ProxyGuard:
                 return Before(refusal=error_result(
                     "loopwarden is unavailable and set to fail closed: this call was not run."))
             return Before()
+        if verdict.action is Action.REJECT:
+            return self._refused(call, verdict)
         if verdict.action is Action.ABORT:
             self._abort(run, verdict)
             return Before(refusal=error_result(verdict.message or verdict.error_code))
@@ -322,6 +328,21 @@ class ProxyGuard:
         verdict = await self._ask(ask)
         if verdict is not None and verdict.action is Action.ABORT:
             self._abort(run, verdict)
+
+    def _refused(self, call: ToolCall, verdict: Verdict) -> Before:
+        """The daemon refused the call's event, so nothing was judged: fail closed, the request gets
+        a JSON-RPC error naming the reason (its params are what the daemon could not take); fail
+        open, it runs and stderr says why."""
+        reason = verdict.message or "no reason given"
+        if verdict.error_code and verdict.error_code not in reason:
+            reason = f"{reason} ({verdict.error_code})"
+        if self._fail_closed:
+            self._say(f"refused tools/call {call.name!r} ({call.call_id}): the daemon refused it: {reason}; "
+                      "not run (fail closed)")
+            return Before(error=f"loopwarden could not check this call (the daemon refused it: {reason}) and is "
+                                "set to fail closed, so it was not run.")
+        self._say(f"tools/call {call.name!r} ({call.call_id}) runs unchecked: the daemon refused it: {reason}")
+        return Before()
 
     def _bounded(self, call: ToolCall) -> ToolCall:
         params_json, reduced = bounded_json("params_json", call.params_json, self._max_params_bytes)

@@ -44,7 +44,7 @@ from .guard import ProxyGuard, SessionRun
 from .http_protocol import HeadersInTime
 from .listener_auth import ListenerGate
 from .relay import Relay
-from .session_meta import ID_PREFIX_BYTES, MAX_MESSAGE_BYTES, too_large_error
+from .session_meta import ID_PREFIX_BYTES, MAX_MESSAGE_BYTES, invalid_message, too_large_error
 
 PATH = "/mcp"
 # A session nobody has sent a request to (and with no open GET stream) for this long is ended:
@@ -74,7 +74,10 @@ async def _reply(send, status: int, message: str, *, code: int = -32600, data: d
 
 async def _bounded(receive, send):
     """A POST's body read whole up to MAX_MESSAGE_BYTES, handed on through a new `receive`; past
-    it the request is answered 413 (with the request's id when its head names one) and None."""
+    it the request is answered 413 (with the request's id when its head names one) and None. A
+    body that is JSON but no JSON-RPC message the proxy can relay (a list `id`, no `method`) is
+    answered 400 with its JSON-RPC error (session_meta.invalid_message) and None: the transport
+    would take some of them for a notification, answer 202 and never answer the request."""
     body = bytearray()
     while True:
         message = await receive()
@@ -87,6 +90,14 @@ async def _bounded(receive, send):
             return None
         if not message.get("more_body", False):
             break
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        decoded = []  # the transport answers it (Parse error)
+    invalid = invalid_message(decoded)
+    if invalid is not None:
+        await _reply(send, 400, invalid["error"]["message"], code=invalid["error"]["code"], request_id=invalid["id"])
+        return None
     handed = False
 
     async def replay():

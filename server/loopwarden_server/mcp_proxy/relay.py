@@ -300,6 +300,9 @@ class Relay:
     async def _judged(self, message: JSONRPCRequest, call: ToolCall, before: Before, token: Any,
                       client_write) -> bool:
         """A judged call: answered with its refusal (False) or remembered and sent on (True)."""
+        if before.error:
+            await self._to_client(client_write, self._error(message.id, INVALID_PARAMS, before.error))
+            return False
         if before.refusal is not None:
             await self._to_client(client_write, SessionMessage(JSONRPCResponse(
                 jsonrpc="2.0", id=message.id, result=before.refusal)))

@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from mcp_types import INVALID_REQUEST
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
 META_PREFIX = "io.loopwarden/"
 PARENT_RUN_ID = META_PREFIX + "parentRunId"
@@ -141,3 +141,59 @@ def too_large_error(head: bytes, size: int) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": {
         "code": INVALID_REQUEST, "message": f"the message is too large for loopwarden mcp-proxy: at least "
                                            f"{size} bytes, at most {MAX_MESSAGE_BYTES}"}}
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def invalid_message(message: Any) -> dict[str, Any] | None:
+    """The JSON-RPC error for one decoded client message that is no JSON-RPC message the proxy can
+    relay, None for any other (a batch, a list, is left to the transport). Checked before the
+    SDK's envelope types, which read a request with a list `id` as a notification (accepted, 202,
+    never answered) or drop it. Invalid Request (-32600, with id null when the id itself is what
+    is wrong, as JSON-RPC says): not an object, `jsonrpc` not "2.0", an `id` that is no string or
+    integer, no `method` (nor a result or error), a `method` that is no string. Invalid params
+    (-32602, with the request's id): `params` not an object, a `tools/call` naming no tool."""
+    if isinstance(message, list):
+        return None
+    if not isinstance(message, dict):
+        return _rpc_error(None, INVALID_REQUEST, f"Invalid Request: a JSON-RPC message is an object, "
+                                                 f"got {type(message).__name__}")
+    request_id = message.get("id")
+    has_id = "id" in message
+    answerable = request_id if _valid_id(request_id) else None
+    if message.get("jsonrpc") != "2.0":
+        return _rpc_error(answerable, INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
+    if "method" not in message:
+        if "result" in message or "error" in message:
+            # A response; an error response may carry id null (the peer could not read a request).
+            if _valid_id(request_id) or (request_id is None and "error" in message):
+                return None
+            return _rpc_error(None, INVALID_REQUEST, f"Invalid Request: id must be a string or an integer, "
+                                                     f"got {_kind(request_id)}")
+        return _rpc_error(answerable, INVALID_REQUEST, "Invalid Request: no method (nor a result or error)")
+    if has_id and not _valid_id(request_id):
+        return _rpc_error(None, INVALID_REQUEST, f"Invalid Request: id must be a string or an integer, "
+                                                 f"got {_kind(request_id)}")
+    method = message["method"]
+    if not isinstance(method, str):
+        return _rpc_error(answerable, INVALID_REQUEST, f"Invalid Request: method must be a string, got {_kind(method)}")
+    params = message.get("params")
+    if not has_id:
+        return None  # a notification: never answered (JSON-RPC); its params are the relay's to check
+    if "params" in message and not isinstance(params, dict):
+        return _rpc_error(request_id, INVALID_PARAMS, f"Invalid params: params must be an object, got {_kind(params)}")
+    if method == "tools/call" and not (isinstance(params, dict) and isinstance(params.get("name"), str)
+                                       and params["name"]):
+        return _rpc_error(request_id, INVALID_PARAMS, "Invalid params: tools/call needs params.name, the tool's name")
+    return None
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else {dict: "an object", list: "a list", bool: "a boolean", float: "a number",
+                                         str: "a string", int: "an integer"}.get(type(value), type(value).__name__)
+
+
+def _rpc_error(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}

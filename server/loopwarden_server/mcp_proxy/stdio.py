@@ -8,7 +8,9 @@ handed to stdout without an await that a cancellation could interrupt, then writ
 `drain()` at the end whatever was cancelled, so the errors for the calls the server never
 answered still reach the client. A stdin that is not a pipe, socket or terminal (a regular
 file) falls back to the SDK's own reader. A line longer than MAX_MESSAGE_BYTES is answered with
-an error and skipped, never held whole in memory.
+an error and skipped, never held whole in memory; so is a line that is JSON but no JSON-RPC
+message the proxy can relay (a list `id`, no `method`: session_meta.invalid_message), which the
+SDK would drop unanswered.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import TextIO
 
 import anyio
 
-from .session_meta import ID_PREFIX_BYTES, MAX_MESSAGE_BYTES, too_large_error
+from .session_meta import ID_PREFIX_BYTES, MAX_MESSAGE_BYTES, invalid_message, too_large_error
 
 class StdinLines:
     """`async for line in StdinLines(reader, stdout)`: the lines of stdin as text. A line longer
@@ -48,7 +50,28 @@ class StdinLines:
             except asyncio.LimitOverrunError as exc:
                 await self._refuse_long_line(exc.consumed)
                 continue
-            return line.decode("utf-8", "replace")
+            text = line.decode("utf-8", "replace")
+            if await self._refused_invalid(text):
+                continue
+            return text
+
+    async def _refused_invalid(self, text: str) -> bool:
+        """Answer a line that is JSON but no relayable JSON-RPC message with its error; whether it was."""
+        if not text.strip():
+            return False
+        try:
+            decoded = json.loads(text)
+        except (ValueError, RecursionError):
+            return False  # the SDK's reader reports it
+        error = invalid_message(decoded)
+        if error is None:
+            return False
+        print(f"loopwarden mcp-proxy: refused an invalid message from the client: {error['error']['message']}",
+              file=self._stderr, flush=True)
+        if self._stdout is not None:
+            await self._stdout.write(json.dumps(error) + "\n")
+            await self._stdout.flush()
+        return True
 
     async def _refuse_long_line(self, consumed: int) -> None:
         head = b""

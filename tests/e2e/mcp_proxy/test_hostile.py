@@ -2,8 +2,8 @@
 
 Raw JSON-RPC written to the real proxy process (stdio) and POSTed to its --listen port: an object
 `progressToken`, a list `id`, a list `requestId` in a cancellation and a 50 MB message are each
-that message's error (a JSON-RPC error with the request's id, or a dropped message and a log
-line), and the proxy goes on serving, its other sessions included. --listen with the daemon's
+that message's error (a JSON-RPC error with the request's id, or id null for the list id, or for
+a notification a dropped message and a log line), and the proxy goes on serving, its other sessions included. --listen with the daemon's
 token file and TLS options: a missing or wrong bearer token is 401, a client without a
 certificate the CA signed never gets through the handshake."""
 from __future__ import annotations
@@ -79,6 +79,7 @@ def test_hostile_messages_over_stdio_are_each_their_own_error(daemon, tmp_path):
         raw.send(call(1, _meta={"progressToken": {"an": "object"}}))
         token_error = raw.answer(1)
         raw.send({"jsonrpc": "2.0", "id": [2], "method": "tools/call", "params": {"name": "lookup"}})
+        list_id_error = raw.answer(None)
         raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [2]}})
         raw.send(call(3, _meta="not an object"))
         meta_error = raw.answer(3)
@@ -94,12 +95,14 @@ def test_hostile_messages_over_stdio_are_each_their_own_error(daemon, tmp_path):
     assert (-32602, "progressToken") == (token_error["error"]["code"], "progressToken")
     assert "params._meta.progressToken must be a string or an integer" in token_error["error"]["message"]
     assert "params._meta must be an object" in meta_error["error"]["message"]
+    assert -32600 == list_id_error["error"]["code"] and "id must be a string or an integer" in list_id_error["error"]["message"]
     assert -32600 == huge_error["error"]["code"] and "too large" in huge_error["error"]["message"]
     assert ANSWER == served["result"]["content"][0]["text"]
     assert 1 == log.read_text().splitlines().count("lookup")  # only call 5 reached the server
     assert 0 == process.returncode
     err = errlog.read_text()
-    assert "dropped an unreadable message from the client" in err  # the list id
+    assert "refused an invalid message from the client" in err  # the list id
+    assert "dropped an unreadable message from the client" in err  # the cancellation's list requestId
     assert "requestId of notifications/cancelled must be a string or an integer" in err
     assert "refused a message of" in err and "Traceback" not in err
 
@@ -132,8 +135,10 @@ def test_hostile_messages_over_http_leave_the_other_sessions_working(daemon, tmp
 
     assert [ANSWER] == before == after
     assert "progressToken" in token.text and "-32602" in token.text
-    # Neither has an id to answer: the transport accepts them, the relay drops each with a log line.
-    assert (202, 202) == (listed.status_code, cancelled.status_code)
+    # A list id is no JSON-RPC request: Invalid Request, id null. A notification is never answered:
+    # the transport accepts it, the relay drops it with a log line.
+    assert (400, -32600, None) == (listed.status_code, listed.json()["error"]["code"], listed.json()["id"])
+    assert 202 == cancelled.status_code
     assert (413, 4) == (huge.status_code, huge.json()["id"])
     assert ANSWER in same_session.text
     assert alive, errlog.read_text()
