@@ -95,7 +95,8 @@ def test_hostile_messages_over_stdio_are_each_their_own_error(daemon, tmp_path):
     assert (-32602, "progressToken") == (token_error["error"]["code"], "progressToken")
     assert "params._meta.progressToken must be a string or an integer" in token_error["error"]["message"]
     assert "params._meta must be an object" in meta_error["error"]["message"]
-    assert -32600 == list_id_error["error"]["code"] and "id must be a string or an integer" in list_id_error["error"]["message"]
+    assert -32600 == list_id_error["error"]["code"]
+    assert "id must be a string or an integer" in list_id_error["error"]["message"]
     assert -32600 == huge_error["error"]["code"] and "too large" in huge_error["error"]["message"]
     assert ANSWER == served["result"]["content"][0]["text"]
     assert 1 == log.read_text().splitlines().count("lookup")  # only call 5 reached the server

@@ -165,6 +165,34 @@ class TestAnswers:
             json.loads(outcome.result_json)["details"])
         assert self.pre.blocked_outcome(verdict(Action.WARN, WARNING)) is None
 
+    def test_a_refused_event_runs_with_the_reason_unless_fail_closed(self):
+        """A REJECT judged nothing: not the silent `{}` of an ALLOW."""
+        refused = verdict(Action.REJECT, "run_id is 300 characters; the limit is 256", error_code="run_id_too_long")
+
+        opened = answer(self.pre, refused)
+        closed = answer(self.pre, refused, fail_closed=True)
+        after = answer(self.post, refused, fail_closed=True)
+
+        assert "hookSpecificOutput" not in opened
+        assert "run_id_too_long" in opened["systemMessage"] and "without a loop check" in opened["systemMessage"]
+        assert "deny" == closed["hookSpecificOutput"]["permissionDecision"]
+        assert "run_id_too_long" in closed["hookSpecificOutput"]["permissionDecisionReason"]
+        assert "hookSpecificOutput" not in after and "not checked" in after["systemMessage"]
+
+    @pytest.mark.parametrize(("dialect", "body", "denied"), [
+        (Dialect.GEMINI_CLI, "gemini_before_tool",
+         lambda out: out["decision"] == "deny" and "json_too_deep" in out["reason"]),
+        (Dialect.CURSOR, "cursor_pre_tool_use",
+         lambda out: out["permission"] == "deny" and "json_too_deep" in out["agent_message"]),
+    ])
+    def test_a_refused_event_is_denied_in_the_hosts_own_format(self, dialect, body, denied):
+        from . import dialect_payloads
+
+        make = getattr(dialect_payloads, body)
+        request = parse(dialect, make("s", "tu_1") if dialect is Dialect.CURSOR else make("s"))
+
+        assert denied(answer(request, verdict(Action.REJECT, "too deep", error_code="json_too_deep"), fail_closed=True))
+
     def test_unavailable_runs_the_call_unless_fail_closed(self):
         opened = unavailable_answer(self.pre, "loopwarden is busy", fail_closed=False)
         closed = unavailable_answer(self.pre, "loopwarden is busy", fail_closed=True)
