@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import time
 from importlib.metadata import version as distribution_version
 
@@ -257,13 +258,16 @@ class Daemon:
 
 
 def main(settings: DaemonSettings) -> int:
-    logs.configure(settings.log_level)
+    log_format = logs.configure(settings.log_level, log_format=settings.log_format)
     try:
         async def _run() -> bool:
             return await Daemon(settings).run()
 
         flushed = asyncio.run(_run())
     except StartupError as exc:
-        log.error("cannot start", extra={"error": str(exc)})
+        if log_format == "text":  # a person at a terminal: the reason alone, as the CLI's other errors
+            print(f"error: {exc}", file=sys.stderr)
+        else:
+            log.error("cannot start", extra={"error": str(exc)})
         return 2
     return 0 if flushed else 1

@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object per line on stderr.
+"""Logs on stderr: one JSON object per line, or one short line for a person (`--log-format text`,
+the default when stderr is a terminal).
 
 The decision log is the one on the per-event path: `log_batch` takes a request's decision lines
 together. While logging is as the daemon configures it (its JSON handler on the root logger and
@@ -6,7 +7,7 @@ nothing else in the decision logger's way: no other handler, filter or record fa
 lines are formatted straight from their fields, exactly as `JsonLineFormatter` formats the
 record `logger.log` would make, and written in one write per request: no LogRecord, no caller
 lookup, no write and flush per line. Any other set-up (a test's handler, OpenTelemetry's record
-factory) gets one record per line through the logger, as before.
+factory, the text format) gets one record per line through the logger, as before.
 """
 from __future__ import annotations
 
@@ -48,6 +49,39 @@ class JsonLineFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return _dumps(line)
+
+
+# Extras a text line leaves out: long, nested or only of use to a machine reading the JSON.
+_TEXT_SKIPPED = {"config_summary", "pid", "taskName"}
+
+
+def _text_value(value: object) -> str:
+    text = value if isinstance(value, str) else _dumps(value)
+    if not text or any(c.isspace() or c in '"=' for c in text):
+        return json.dumps(text, ensure_ascii=False)
+    return text
+
+
+class TextLineFormatter(logging.Formatter):
+    """One short line for a person: local time, level, message, then the record's scalar extras
+    that say something (set, non-empty) as key=value."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        clock = time.strftime("%H:%M:%S", time.localtime(record.created)) + f".{int(record.msecs):03d}"
+        parts = [clock, f"{record.levelname:<7}", record.getMessage()]
+        for key, value in vars(record).items():
+            if key in _STANDARD or key.startswith("_") or key in _TEXT_SKIPPED:
+                continue
+            if value is None or value == "" or value is False or isinstance(value, (dict, list, tuple, set)):
+                continue
+            parts.append(f"{key}={_text_value(value)}")
+        line = " ".join(parts)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+FORMATS = ("json", "text")
 
 
 class JsonLineHandler(logging.StreamHandler):
@@ -111,10 +145,27 @@ def log_batch(logger: logging.Logger, lines: Iterable[tuple[int, str, dict]]) ->
         handler.write_lines(texts)
 
 
-def configure(level: str, stream=None) -> None:
-    """JSON lines on `stream` (stderr) from every logger at `level` and above."""
+def resolve_format(log_format: str | None, stream) -> str:
+    """`json` or `text`: as asked, else text when `stream` is a terminal (a person reads it) and
+    JSON when it is not (a file, a pipe, a container runtime: a program reads it)."""
+    if log_format is not None:
+        return log_format
+    try:
+        return "text" if stream.isatty() else "json"
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return "json"
+
+
+def configure(level: str, stream=None, log_format: str | None = None) -> str:
+    """Every logger at `level` and above on `stream` (stderr), in `log_format` (None: see
+    `resolve_format`); returns the format used."""
     global _handler
-    _handler = JsonLineHandler(sys.stderr if stream is None else stream)
+    stream = sys.stderr if stream is None else stream
+    chosen = resolve_format(log_format, stream)
+    _handler = JsonLineHandler(stream)
+    if chosen == "text":
+        _handler.setFormatter(TextLineFormatter())
     root = logging.getLogger()
     root.handlers[:] = [_handler]
     root.setLevel(level)
+    return chosen

@@ -67,6 +67,8 @@ class DaemonSettings:
     run_idle_ttl_seconds: float = 3600.0
     reflection: bool = True
     log_level: str = "INFO"
+    # "json" or "text"; None: text when stderr is a terminal, JSON otherwise (logs.resolve_format).
+    log_format: str | None = None
     config_poll_seconds: float = 1.0
     # file:PATH, redis[s]://... or redis[s]+cluster://... (None: memory only); --snapshot PATH means file:PATH.
     state_store: str | None = None
@@ -132,6 +134,13 @@ def _engine(text: str) -> None:
                          "drop the flag")
 
 
+def _log_format(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("json", "text"):
+        raise ValueError("must be json or text")
+    return value
+
+
 def _log_level(text: str) -> str:
     level = text.strip().upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -148,6 +157,7 @@ _OPTIONS = (
     ("--run-idle-ttl", "LOOPWARDEN_RUN_IDLE_TTL", "run_idle_ttl_seconds", _positive_float, "seconds after which an idle run is dropped (default 3600)"),
     ("--config-poll", "LOOPWARDEN_CONFIG_POLL", "config_poll_seconds", _positive_float, "seconds between config file change checks (default 1)"),
     ("--log-level", "LOOPWARDEN_LOG_LEVEL", "log_level", _log_level, "DEBUG, INFO, WARNING or ERROR (default INFO)"),
+    ("--log-format", "LOOPWARDEN_LOG_FORMAT", "log_format", _log_format, "json: one JSON object per line; text: one short line for a person (default: text when stderr is a terminal, else json)"),
     ("--engine", "LOOPWARDEN_ENGINE", "engine", _engine, "obsolete: every daemon runs the compiled core; only `core` is accepted"),
     ("--max-params-bytes", "LOOPWARDEN_MAX_PARAMS_BYTES", "max_params_bytes", _positive_int, "largest params_json accepted (default 1 MiB)"),
     ("--max-result-bytes", "LOOPWARDEN_MAX_RESULT_BYTES", "max_result_bytes", _positive_int, "largest result_json/error accepted (default 1 MiB)"),

@@ -112,3 +112,32 @@ def test_without_the_daemons_handler_records_go_as_usual():
         assert [r.decision_id for r in seen] == ["d-1", "d-3"]
     finally:
         logs._handler = previous
+
+
+def test_the_text_format_writes_a_batch_as_one_short_line_each():
+    """`--log-format text`: the decision lines are records through the text formatter: time,
+    level, message, scalar extras as key=value (lists and dicts left to the JSON format)."""
+    root = logging.getLogger()
+    handlers, level, previous = root.handlers[:], root.level, logs._handler
+    out = io.StringIO()
+    try:
+        assert logs.configure("INFO", out, log_format="text") == "text"
+        logs.log_batch(logging.getLogger("loopwarden.decisions"), LINES)
+    finally:
+        root.handlers[:], logs._handler = handlers, previous
+        root.setLevel(level)
+    lines = out.getvalue().splitlines()
+    assert [line.split(" ", 1)[1] for line in lines] == [
+        "WARNING tool call blocked decision_id=d-1 seq=3",
+        "ERROR   run aborted decision_id=d-3 seq=5",
+    ]
+
+
+@pytest.mark.parametrize(("isatty", "expected"), [(True, "text"), (False, "json")])
+def test_no_format_asked_follows_the_stream(isatty, expected):
+    class Stream(io.StringIO):
+        def isatty(self) -> bool:
+            return isatty
+
+    assert logs.resolve_format(None, Stream()) == expected
+    assert logs.resolve_format("json", Stream()) == "json"

@@ -37,6 +37,7 @@ OPTIONS = [
     Option("--run-idle-ttl", "LOOPWARDEN_RUN_IDLE_TTL", "run_idle_ttl_seconds", 3600.0, "90", 90.0, "0.5", 0.5),
     Option("--config-poll", "LOOPWARDEN_CONFIG_POLL", "config_poll_seconds", 1.0, "0.25", 0.25, "5", 5.0),
     Option("--log-level", "LOOPWARDEN_LOG_LEVEL", "log_level", "INFO", "debug", "DEBUG", "warning", "WARNING"),
+    Option("--log-format", "LOOPWARDEN_LOG_FORMAT", "log_format", None, "TEXT", "text", "json", "json"),
     Option("--max-params-bytes", "LOOPWARDEN_MAX_PARAMS_BYTES", "limits.max_params_bytes", 1024 * 1024, "2048", 2048, "4096", 4096),
     Option("--max-result-bytes", "LOOPWARDEN_MAX_RESULT_BYTES", "limits.max_result_bytes", 1024 * 1024, "8192", 8192, "16384", 16384),
 ]
@@ -50,6 +51,7 @@ BAD_VALUES = [
     ("--run-idle-ttl", "0"),
     ("--config-poll", "-0.5"),
     ("--log-level", "verbose"),
+    ("--log-format", "pretty"),
     ("--max-params-bytes", "0"),
     ("--max-result-bytes", "-3"),
 ]
