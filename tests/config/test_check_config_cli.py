@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.config.test_config_loader import keys_of
+
 FIXTURES = Path(__file__).parent / "fixtures"
 LOOPWARDEN_SCRIPT = Path(sys.executable).with_name("loopwarden")
 
@@ -42,12 +44,12 @@ class TestCheckConfig:
         )
 
     def test_invalid_file_prints_exact_error(self, check_config) -> None:
-        """An invalid file exits 1 with `error: FILE: <message>` on stderr and nothing on stdout."""
+        """An invalid file exits 1 with `error: FILE:LINE: <message>` on stderr and nothing on stdout."""
         path = FIXTURES / "invalid" / "warning_equals_critical.json5"
         result = check_config(path)
         assert (1, "") == (result.returncode, result.stdout)
         assert (
-            f"error: {path}: tools.loopDetection.criticalThreshold: must be greater than warningThreshold (10), got 10\n"
+            f"error: {path}:3: tools.loopDetection.criticalThreshold: must be greater than warningThreshold (10), got 10\n"
             == result.stderr
         )
 
@@ -101,7 +103,7 @@ class TestCheckConfigAgentForms:
         path = FIXTURES / "invalid" / "duplicate_agent_id_across_forms.json5"
         result = check_config(path)
         assert (1, "") == (result.returncode, result.stdout)
-        assert (f'error: {path}: agents.entries.safe-runner: duplicate agent id "safe-runner" '
+        assert (f'error: {path}:5: agents.entries.safe-runner: duplicate agent id "safe-runner" '
                 "(first at agents.list[0])\n") == result.stderr
 
     def test_misspelled_block_fails_with_a_suggestion(self, check_config) -> None:
@@ -110,3 +112,42 @@ class TestCheckConfigAgentForms:
         result = check_config(path)
         assert 1 == result.returncode
         assert 'tools.loopDetecton: not a key loopwarden reads here; did you mean "loopDetection"?' in result.stderr
+
+
+class TestEveryProblemAtOnce:
+    """check-config reports every problem of a file in one run, in file order, each as
+    FILE:LINE: PATH: PROBLEM, with a suggestion for a key one or two edits from a known one."""
+
+    def test_three_mistakes_three_lines(self, check_config) -> None:
+        """A typo one edit from a setting, a wrong type and W not below C: three errors with their
+        lines, one "did you mean", exit 1."""
+        path = FIXTURES / "several" / "three_mistakes.json5"
+        result = check_config(path)
+        assert (1, "") == (result.returncode, result.stdout)
+        assert result.stderr == (
+            f"error: {path}:6: tools.loopDetection.criticalThreshold: must be greater than warningThreshold (20), got 10\n"
+            f'error: {path}:7: tools.loopDetection.historySize: must be a positive integer, got "thirty"\n'
+            f'error: {path}:11: loopwarden.shadowMod: unknown key; did you mean "shadowMode"? (allowed: {LOOPWARDEN_KEYS})\n'
+        )
+        assert 1 == result.stderr.count("did you mean")
+
+    def test_problems_across_blocks_and_agents(self, check_config) -> None:
+        """Problems in the global block, two agents of both spellings and a near-miss section name
+        all come out, each on its own line, a swapped pair of letters counted as one edit."""
+        path = FIXTURES / "several" / "across_blocks.json5"
+        result = check_config(path)
+        assert (1, "") == (result.returncode, result.stdout)
+        assert result.stderr.splitlines() == [
+            f'error: {path}:4: tools.loopDetection.warningTreshold: unknown key; did you mean "warningThreshold"? '
+            "(allowed: criticalThreshold, detectors, enabled, globalCircuitBreakerThreshold, historySize, "
+            "postCompactionGuard, unknownToolThreshold, warningThreshold)",
+            f"error: {path}:5: tools.loopDetection.enabled: must be true or false, got \"yes\"",
+            f'error: {path}:10: agents.list[0].tools.loopDetection.criticalThreshold: must be greater than '
+            "warningThreshold (30), got 25",
+            f"error: {path}:11: agents.list[1].id: is required (a non-empty string)",
+            f'error: {path}:16: agents.entries["two words"].tools.loopDetcetion: not a key loopwarden reads here; '
+            'did you mean "loopDetection"? (as written it would be ignored)',
+        ]
+
+
+LOOPWARDEN_KEYS = keys_of("loopwarden", per_agent=False)

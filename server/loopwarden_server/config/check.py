@@ -1,10 +1,11 @@
-"""`check-config FILE`: validate a config offline with exactly the loader the daemon uses."""
+"""`check-config FILE`: validate a config offline with exactly the loader the daemon uses, and
+report every problem of the file at once, each with its line."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from loopwarden_server.config.loader import ConfigError, load_config_file
+from loopwarden_server.config.loader import ConfigError, load_config_file, problems
 from loopwarden_server.config.model import Config
 from loopwarden_server.config.detection import LoopDetectionSettings
 
@@ -23,12 +24,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot read {file}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     except ConfigError as exc:
-        # Syntax errors already start with the file name (it is their path); don't say it twice.
-        message = str(exc) if exc.path == file else f"{file}: {exc}"
-        print(f"error: {message}", file=sys.stderr)
+        # Every problem of the file, one line each, in file order: FILE:LINE: PATH: PROBLEM.
+        for problem in problems(exc):
+            print(f"error: {located(problem, file)}", file=sys.stderr)
         return EXIT_INVALID
     print(f"ok: {file} ({summary(config)})")
     return EXIT_OK
+
+
+def located(problem: ConfigError, file: str) -> str:
+    """`FILE:LINE: PATH: PROBLEM`, as compilers write it (editors jump to it). A syntax error
+    already starts with the file name (it is its path) and names its line: not said twice."""
+    if problem.path == file:
+        return str(problem)
+    where = file if problem.line is None else f"{file}:{problem.line}"
+    return f"{where}: {problem}"
 
 
 def summary(config: Config) -> str:

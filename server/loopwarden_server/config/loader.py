@@ -1,7 +1,9 @@
 """JSON5 text -> validated blocks -> Config with every agent's settings resolved (spec section 2).
 
-Validation stops at the first problem and names it as `<dotted.path>: <problem>`, with the bad
-value rendered as JSON. Only the top-level keys we own are read: users paste their whole
+Validation names each problem as `<dotted.path>: <problem>`, with the bad value rendered as JSON,
+and goes on past it: a file with several mistakes is refused once, with every one of them
+(`ConfigErrors`), each with the line of the file it is on. A block or entry that is itself unusable
+(not an object) is skipped, so what is inside it is not reported twice. Only the top-level keys we own are read: users paste their whole
 agent-framework config, so unrelated keys anywhere outside our blocks are ignored, while inside
 `tools.loopDetection` and `loopwarden` every key must be known (a typo there would otherwise
 silently change behaviour).
@@ -24,11 +26,14 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import fields
 from importlib import resources
 from typing import Any
 
 import json5
+
+from loopwarden_server.config.positions import key_lines
 
 from loopwarden_server.config.model import Config, ExtensionsBlock, LoopDetectionBlock
 from loopwarden_server.config.presets import PRESETS
@@ -46,12 +51,46 @@ _RENDER_LIMIT = 80
 
 
 class ConfigError(ValueError):
-    """A refused config: `path` is the dotted location, `problem` what is wrong there."""
+    """A refused config: `path` is the dotted location, `problem` what is wrong there, `line` the
+    line of the file it is on (None: not known, e.g. the whole file)."""
 
-    def __init__(self, path: str, problem: str) -> None:
+    def __init__(self, path: str, problem: str, line: int | None = None) -> None:
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+        self.line = line
+
+
+class ConfigErrors(ConfigError):
+    """Several problems in one config, in file order; `path`, `problem` and `line` are the first's."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        first = errors[0]
+        super().__init__(first.path, first.problem, first.line)
+        # One line, as the daemon's start error and reload log line are: "N problems: line L: PATH: ...; ...".
+        self.args = (f"{len(errors)} problems: " + "; ".join(
+            str(error) if error.line is None else f"line {error.line}: {error}" for error in errors),)
+        self.errors = errors
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def problems(error: ConfigError) -> list[ConfigError]:
+    """Every problem a refusal carries (one, or a ConfigErrors' list)."""
+    return list(error.errors) if isinstance(error, ConfigErrors) else [error]
+
+
+# The problems found so far while one config is built; None: raise at the first (a lone parser).
+_found: ContextVar[list[ConfigError] | None] = ContextVar("config_problems", default=None)
+
+
+def _report(error: ConfigError) -> None:
+    """Note a problem and go on, or raise it when nobody collects."""
+    found = _found.get()
+    if found is None:
+        raise error
+    found.append(error)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,8 +98,36 @@ class ConfigError(ValueError):
 
 
 def load_config_text(text: str, source: str = "<string>") -> Config:
-    """Parse and resolve a config; `source` names the text in JSON5 syntax errors."""
-    return _build_config(_parse_json5(text, source))
+    """Parse and resolve a config; `source` names the text in JSON5 syntax errors. Raises one
+    ConfigError, or ConfigErrors when there are several, each with its line in `text`."""
+    root = _parse_json5(text, source)
+    found: list[ConfigError] = []
+    token = _found.set(found)
+    try:
+        config = _build_config(root)
+    except ConfigError as error:  # a problem nothing could go on after
+        found.append(error)
+    finally:
+        _found.reset(token)
+    if not found:
+        return config
+    lines = key_lines(text)
+    for error in found:
+        error.line = _line_of(error.path, lines)
+    found.sort(key=lambda error: error.line or 0)  # stable: same line keeps the order found
+    raise found[0] if len(found) == 1 else ConfigErrors(found)
+
+
+def _line_of(path: str, lines: Mapping[str, int]) -> int | None:
+    """The line of `path`, else of its nearest ancestor written in the file."""
+    while path:
+        if path in lines:
+            return lines[path]
+        cut = max(path.rfind("."), path.rfind("["))
+        if cut <= 0:
+            return None
+        path = path[:cut]
+    return None
 
 
 def load_config_file(path: str | os.PathLike[str]) -> Config:
@@ -261,10 +328,16 @@ def _parse_strict(value: Any, path: str, schema: Schema) -> dict[str, Any]:
     for key, item in _require_object(value, path).items():
         if key not in schema:
             allowed = ", ".join(sorted(schema))
-            raise ConfigError(_child(path, key), f"unknown key (allowed: {allowed})")
+            meant = closest_key(key, frozenset(schema))
+            hint = f"; did you mean {_render(meant)}?" if meant else ""
+            _report(ConfigError(_child(path, key), f"unknown key{hint} (allowed: {allowed})"))
+            continue
         if item is not None:
             attribute, parse = schema[key]
-            parsed[attribute] = parse(item, _child(path, key))
+            try:
+                parsed[attribute] = parse(item, _child(path, key))
+            except ConfigError as error:
+                _report(error)
     return parsed
 
 
@@ -318,7 +391,7 @@ def _check_order(block: Any, path: str, ordered: list[SettingRow]) -> None:
         value = getattr(block, row.attribute)
         floor = getattr(block, row.after_attribute)
         if floor is not None and value and value <= floor:
-            raise ConfigError(_child(path, row.key), f"must be greater than {row.after} ({floor}), got {value}")
+            _report(ConfigError(_child(path, row.key), f"must be greater than {row.after} ({floor}), got {value}"))
 
 
 _loop_detection_block = _block_parser("tools.loopDetection", per_agent=False)
@@ -372,18 +445,37 @@ _NEAR_MISS_MAX_EDITS = 2
 
 
 def _edit_distance(a: str, b: str, limit: int) -> int:
-    """Levenshtein distance, or limit + 1 as soon as it must exceed `limit`."""
+    """Damerau-Levenshtein distance (optimal string alignment: a swap of two neighbours is one
+    edit, the commonest typo), or limit + 1 as soon as it must exceed `limit`."""
     if abs(len(a) - len(b)) > limit:
         return limit + 1
+    before: list[int] = []
     previous = list(range(len(b) + 1))
     for i, char_a in enumerate(a, 1):
         current = [i]
         for j, char_b in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
+            best = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b))
+            if i > 1 and j > 1 and char_a == b[j - 2] and a[i - 2] == char_b:
+                best = min(best, before[j - 2] + 1)
+            current.append(best)
         if min(current) > limit:
             return limit + 1
-        previous = current
+        before, previous = previous, current
     return previous[-1]
+
+
+def closest_key(key: str, known: frozenset[str]) -> str | None:
+    """The known key `key` is closest to, within two edits ignoring case (ties: alphabetical);
+    None when none is that close. For strict blocks, where every key must be known."""
+    folded = key.casefold()
+    best, best_distance = None, _NEAR_MISS_MAX_EDITS + 1
+    for candidate in sorted(known):
+        # A key of two letters is two edits from any other: only a case slip is a suggestion there.
+        limit = _NEAR_MISS_MAX_EDITS if min(len(key), len(candidate)) > _NEAR_MISS_MAX_EDITS else 0
+        distance = _edit_distance(folded, candidate.casefold(), limit)
+        if distance <= limit and distance < best_distance:
+            best, best_distance = candidate, distance
+    return best
 
 
 def near_miss(key: str, ours: frozenset[str]) -> str | None:
@@ -407,8 +499,8 @@ def _refuse_near_misses(value: Mapping[str, Any], path: str, ours: frozenset[str
             continue
         meant = near_miss(key, ours)
         if meant is not None:
-            raise ConfigError(_child(path, key), f"not a key loopwarden reads here; did you mean {_render(meant)}? "
-                              f"(as written it would be ignored)")
+            _report(ConfigError(_child(path, key), f"not a key loopwarden reads here; did you mean {_render(meant)}? "
+                                f"(as written it would be ignored)"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,7 +523,8 @@ def _agent_entries(root: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str,
 
     def add(agent_id: str, path: str, id_path: str, entry: Mapping[str, Any]) -> None:
         if agent_id in first_path:
-            raise ConfigError(id_path, f"duplicate agent id {_render(agent_id)} (first at {first_path[agent_id]})")
+            _report(ConfigError(id_path, f"duplicate agent id {_render(agent_id)} (first at {first_path[agent_id]})"))
+            return
         first_path[agent_id] = path
         _refuse_near_misses(entry, path, _AGENT_KEYS, _OPENCLAW_AGENT_KEYS)
         found.append((agent_id, path, entry))
@@ -442,8 +535,11 @@ def _agent_entries(root: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str,
             raise ConfigError("agents.list", f"must be an array, got {_render(entries)}")
         for index, entry in enumerate(entries):
             path = f"agents.list[{index}]"
-            agent = _require_object(entry, path)
-            add(_agent_id(agent, path), path, _child(path, "id"), agent)
+            try:  # one unusable entry does not hide the others' problems
+                agent = _require_object(entry, path)
+                add(_agent_id(agent, path), path, _child(path, "id"), agent)
+            except ConfigError as error:
+                _report(error)
     keyed = agents.get("entries")
     if keyed is not None:
         if not isinstance(keyed, dict):
@@ -451,14 +547,17 @@ def _agent_entries(root: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str,
         for raw_id, entry in keyed.items():
             agent_id = raw_id.strip()
             path = _entries_path(raw_id)
-            if not agent_id:
-                raise ConfigError(path, "an agent id must be a non-empty string")
-            agent = _require_object(entry, path)
-            inner = agent.get("id")
-            if inner is not None and (not isinstance(inner, str) or inner.strip() != agent_id):
-                raise ConfigError(_child(path, "id"), f"must be the entry's own key {_render(agent_id)} when set, "
-                                  f"got {_render(inner)}")
-            add(agent_id, path, path, agent)
+            try:
+                if not agent_id:
+                    raise ConfigError(path, "an agent id must be a non-empty string")
+                agent = _require_object(entry, path)
+                inner = agent.get("id")
+                if inner is not None and (not isinstance(inner, str) or inner.strip() != agent_id):
+                    raise ConfigError(_child(path, "id"), f"must be the entry's own key {_render(agent_id)} when set, "
+                                      f"got {_render(inner)}")
+                add(agent_id, path, path, agent)
+            except ConfigError as error:
+                _report(error)
     return found
 
 
@@ -483,13 +582,22 @@ def _agent_extensions(agents: list[tuple[str, str, Mapping[str, Any]]]) -> dict[
     for agent_id, path, entry in agents:
         value = entry.get("loopwarden")
         if value is not None:
-            blocks[agent_id] = _extensions(_parse_strict(value, _child(path, "loopwarden"), _EXTENSIONS_SCHEMA))
+            try:
+                blocks[agent_id] = _extensions(_parse_strict(value, _child(path, "loopwarden"), _EXTENSIONS_SCHEMA))
+            except ConfigError as error:
+                _report(error)
     return blocks
 
 
 def _agent_blocks(agents: list[tuple[str, str, Mapping[str, Any]]]) -> dict[str, LoopDetectionBlock]:
     """Each agent's `tools.loopDetection` block, keyed by id in file order (list, then entries)."""
-    return {agent_id: _nested_loop_detection(entry, path) for agent_id, path, entry in agents}
+    blocks: dict[str, LoopDetectionBlock] = {}
+    for agent_id, path, entry in agents:
+        try:
+            blocks[agent_id] = _nested_loop_detection(entry, path)
+        except ConfigError as error:
+            _report(error)
+    return blocks
 
 
 def _tool_catalog(daemon_settings: Mapping[str, Any]) -> ToolCatalog:
@@ -505,16 +613,29 @@ def _daemon_limits(daemon_settings: Mapping[str, Any]) -> DaemonLimits:
                            if name in limit_fields and value is not None})
 
 
-def _build_config(root: Any) -> Config:
+def _attempt(parse: Callable[[], Any], fallback: Any) -> Any:
+    """`parse()`, or `fallback` once its problem is reported (the other sections still get read)."""
+    try:
+        return parse()
+    except ConfigError as error:
+        _report(error)
+        return fallback
+
+
+def _build_config(root: Any) -> Config | None:
+    """The Config; None when problems were reported to a collector (see load_config_text)."""
     root = _require_object(root, ROOT_PATH)
     _refuse_near_misses(root, ROOT_PATH, _ROOT_KEYS, _OPENCLAW_ROOT_KEYS)
-    global_block = _nested_loop_detection(root, ROOT_PATH)
-    agents = _agent_entries(root)
+    global_block = _attempt(lambda: _nested_loop_detection(root, ROOT_PATH), LoopDetectionBlock())
+    agents = _attempt(lambda: _agent_entries(root), [])
     agent_blocks = _agent_blocks(agents)
     loopwarden = root.get("loopwarden")
-    daemon_settings = {} if loopwarden is None else _parse_strict(loopwarden, "loopwarden", _LOOPWARDEN_SCHEMA)
-    global_extensions = _extensions(daemon_settings)
+    daemon_settings = {} if loopwarden is None else _attempt(
+        lambda: _parse_strict(loopwarden, "loopwarden", _LOOPWARDEN_SCHEMA), {})
     agent_extensions = _agent_extensions(agents)
+    if _found.get():  # a partly read config is never resolved, let alone used
+        return None
+    global_extensions = _extensions(daemon_settings)
 
     def extensions_of(agent_id: str) -> ExtensionsBlock:
         own = agent_extensions.get(agent_id)
