@@ -83,8 +83,8 @@ def written_configs(host: str, root: pathlib.Path) -> dict[str, dict]:
             path.parent.mkdir(parents=True)
             path.write_text(json.dumps(PERSONAL[host], indent=2))
         args = [arg.format(**dirs) for arg in template]
-        done = subprocess.run([str(script), "install-hooks", host, "--yes", *args], cwd=project, capture_output=True,
-                              text=True, timeout=60, env={**os.environ, "HOME": str(root)})
+        done = subprocess.run([str(script), "install-hooks", host, "--yes", "--no-check", *args], cwd=project,
+                              capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(root)})
         assert 0 == done.returncode, done.stderr
         configs[variant] = json.loads(path.read_text())
     return configs

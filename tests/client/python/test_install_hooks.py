@@ -11,13 +11,17 @@ import json
 import os
 import pathlib
 import shlex
+import socket
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from loopwarden.hookinstall.hosts import HOSTS, HookCommand, is_loopwarden_command, plan
 from loopwarden.hookinstall.merge import ConfigShapeError, install, remove
+from loopwarden.hookinstall.target import choose
 
 from ...support.cli import loopwarden
 from ...support.hook_binary import hook_binary
@@ -176,13 +180,17 @@ def places(tmp_path):
     return project, home
 
 
-def install_hooks(places, *args: str, stdin: str = "", env: dict | None = None) -> subprocess.CompletedProcess:
+def install_hooks(places, *args: str, stdin: str = "", env: dict | None = None,
+                  check: bool = False) -> subprocess.CompletedProcess:
+    """The command as a shell runs it; without `check`, with --no-check (no daemon runs in these tests
+    unless one is given: TestHookUrl checks the probe itself)."""
     project, home = places
     script = pathlib.Path(sys.executable).parent / "loopwarden"
     clean = {k: v for k, v in os.environ.items()
-             if not k.startswith("LOOPWARDEN_") and k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME")}
-    return subprocess.run([str(script), "install-hooks", *args], cwd=project, input=stdin, capture_output=True,
-                          text=True, timeout=60, env={**clean, "HOME": str(home), **(env or {})})
+             if not k.startswith("LOOPWARDEN_") and k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "HOOKS_PORT")}
+    flags = () if check else ("--no-check",)
+    return subprocess.run([str(script), "install-hooks", *args, *flags], cwd=project, input=stdin,
+                          capture_output=True, text=True, timeout=60, env={**clean, "HOME": str(home), **(env or {})})
 
 
 def fake_bin(tmp_path: pathlib.Path, *, compiled: bool) -> pathlib.Path:
@@ -215,7 +223,8 @@ class TestCommand:
         config = json.loads(written)
         assert config["model"] == "opus" and config["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
         command = shlex.split(ours_by_event(config)["PreToolUse"][0]["command"])
-        assert command == [str(bin_dir / "loopwarden-hook"), "claude-code", "--agent", "coder"]
+        assert command == [str(bin_dir / "loopwarden-hook"), "claude-code", "--agent", "coder",
+                           "--url", "http://127.0.0.1:50052"]
         assert '\n    "model": "opus"' in written  # the file's own four-space indentation
         assert 0 == second.returncode
         assert f"nothing to change: {settings} already has loopwarden's hooks" in second.stdout
@@ -339,3 +348,126 @@ class TestCommand:
 
         assert 0 == result.returncode
         assert "claude-code, codex, gemini-cli or cursor" in result.stdout and "--remove" in result.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class _Answers(BaseHTTPRequestHandler):
+    """What the daemon's hook listener answers a GET: 405, `Server: loopwarden` (or another server's name)."""
+    server_name_header = "loopwarden"
+
+    def version_string(self) -> str:
+        return self.server_name_header
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def listener():
+    """Start an HTTP server on a free loopback port that answers as `name` does; yields its port."""
+    servers = []
+
+    def start(name: str = "loopwarden") -> int:
+        handler = type("Handler", (_Answers,), {"server_name_header": name})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server.server_address[1]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def written_url(places) -> str:
+    config = json.loads((places[0] / ".claude" / "settings.json").read_text())
+    argv = shlex.split(ours_by_event(config)["PreToolUse"][0]["command"])
+    return argv[argv.index("--url") + 1]
+
+
+class TestHookUrl:
+    """The entries post to the daemon that runs, wherever it was moved, and never to a URL nobody answers on."""
+
+    @pytest.mark.parametrize("flag, environ, url", [
+        ("", {}, "http://127.0.0.1:50052"),
+        ("", {"HOOKS_PORT": "50062"}, "http://127.0.0.1:50062"),
+        ("", {"LOOPWARDEN_HOOKS_LISTEN": "127.0.0.2:7000", "HOOKS_PORT": "50062"}, "http://127.0.0.2:7000"),
+        ("", {"LOOPWARDEN_HOOKS_LISTEN": "0.0.0.0:7000"}, "http://127.0.0.1:7000"),
+        ("", {"LOOPWARDEN_HOOKS_LISTEN": "[::]:7000"}, "http://[::1]:7000"),
+        ("http://10.0.0.1:9/", {"LOOPWARDEN_HOOKS_LISTEN": "127.0.0.2:7000"}, "http://10.0.0.1:9"),
+    ])
+    def test_the_url_is_the_flags_then_the_daemons_variable_then_make_serves(self, flag, environ, url):
+        assert choose(flag, environ).url == url
+
+    def test_hooks_port_is_written_and_said_when_a_daemon_answers_there(self, places, tmp_path, listener):
+        port = listener()
+
+        result = install_hooks(places, "claude-code", "--yes", "--bin-dir", str(fake_bin(tmp_path, compiled=True)),
+                               env={"HOOKS_PORT": str(port)}, check=True)
+
+        assert 0 == result.returncode, result.stderr
+        assert f"hooks post to http://127.0.0.1:{port} (from HOOKS_PORT={port})" in result.stdout
+        assert written_url(places) == f"http://127.0.0.1:{port}"
+
+    def test_the_daemons_own_variable_wins_over_hooks_port(self, places, tmp_path, listener):
+        port = listener()
+
+        result = install_hooks(places, "claude-code", "--yes", "--bin-dir", str(fake_bin(tmp_path, compiled=True)),
+                               env={"LOOPWARDEN_HOOKS_LISTEN": f"127.0.0.1:{port}", "HOOKS_PORT": "1"}, check=True)
+
+        assert 0 == result.returncode, result.stderr
+        assert f"(from LOOPWARDEN_HOOKS_LISTEN=127.0.0.1:{port})" in result.stdout
+        assert written_url(places) == f"http://127.0.0.1:{port}"
+
+    def test_a_url_nothing_answers_on_is_refused_and_nothing_written(self, places, tmp_path):
+        port = _free_port()
+
+        result = install_hooks(places, "claude-code", "--yes", "--bin-dir", str(fake_bin(tmp_path, compiled=True)),
+                               env={"HOOKS_PORT": str(port)}, check=True)
+
+        assert 2 == result.returncode
+        assert (f"error: no loopwarden daemon answers on http://127.0.0.1:{port}: nothing listens there "
+                f"(connection refused)") in result.stderr
+        assert "--no-check writes the URL anyway; nothing was written" in result.stderr
+        assert not (places[0] / ".claude").exists()
+
+    def test_another_http_server_is_not_taken_for_the_daemon(self, places, tmp_path, listener):
+        port = listener("nginx")
+
+        result = install_hooks(places, "codex", "--yes", "--bin-dir", str(fake_bin(tmp_path, compiled=True)),
+                               "--url", f"http://127.0.0.1:{port}", check=True)
+
+        assert 2 == result.returncode
+        assert "not loopwarden's hook listener (HTTP 405, Server: nginx)" in result.stderr
+
+    def test_no_check_writes_the_url_anyway(self, places, tmp_path):
+        port = _free_port()
+
+        result = install_hooks(places, "claude-code", "--yes", "--bin-dir", str(fake_bin(tmp_path, compiled=True)),
+                               env={"HOOKS_PORT": str(port)}, check=False)
+
+        assert 0 == result.returncode, result.stderr
+        assert written_url(places) == f"http://127.0.0.1:{port}"
+
+    def test_a_dry_run_only_warns(self, places, tmp_path):
+        result = install_hooks(places, "claude-code", "--dry-run", "--bin-dir", str(fake_bin(tmp_path, compiled=True)),
+                               "--url", f"http://127.0.0.1:{_free_port()}", check=True)
+
+        assert 0 == result.returncode and "warning: no loopwarden daemon answers on" in result.stdout
+
+    def test_a_hooks_port_that_is_no_port_is_an_error(self, places, tmp_path):
+        result = install_hooks(places, "claude-code", "--yes", "--bin-dir", str(fake_bin(tmp_path, compiled=True)),
+                               env={"HOOKS_PORT": "fifty"})
+
+        assert 2 == result.returncode and "HOOKS_PORT='fifty' is not a port number" in result.stderr

@@ -7,8 +7,15 @@ the Python fallback, which is said. The file is merged into, not replaced (hooki
 written only after the diff is confirmed (or with --yes), atomically, with a .bak of the old file.
 A second run with the same flags changes nothing and says so.
 
+The compiled entries carry the URL of the daemon's hook listener explicitly (hooks.target): the one
+`--url` names, else the one LOOPWARDEN_HOOKS_LISTEN or HOOKS_PORT (`make serve`'s) moves the daemon
+to, else the default. A hook without it posts to 127.0.0.1:50052, and a daemon moved elsewhere
+would never see a call: each would run unchecked. Before writing, that URL is asked whether a
+loopwarden daemon answers there (--no-check skips it, for a daemon not started yet).
+
 Exit status: 0 written, nothing to change, or --dry-run; 1 not confirmed; 2 an error (bad flags, a
-file that is not JSON or not shaped as the host reads it), with nothing written.
+file that is not JSON or not shaped as the host reads it, no daemon at the hook URL), with nothing
+written.
 """
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ import pathlib
 import sys
 import sysconfig
 
-from ..hookinstall import files
+from ..hookinstall import files, target
 from ..hookinstall.hosts import HOOK_COMMAND, HOSTS, HookCommand, Host, plan
 from ..hookinstall.merge import ConfigShapeError, install, remove
 from .common import EXIT_ERROR
@@ -46,7 +53,10 @@ def add(commands) -> None:
     parser.add_argument("--agent", default="", metavar="ID",
                         help="agent id for the daemon's per-agent config, passed to every hook (--agent)")
     parser.add_argument("--url", default="", metavar="URL",
-                        help="the daemon's hook listener for loopwarden-hook (its default: http://127.0.0.1:50052)")
+                        help="the daemon's hook listener for loopwarden-hook (default: LOOPWARDEN_HOOKS_LISTEN, "
+                             "else 127.0.0.1:$HOOKS_PORT, else http://127.0.0.1:50052)")
+    parser.add_argument("--no-check", dest="check", action="store_false",
+                        help="write the hook URL without asking whether a loopwarden daemon answers on it")
     parser.add_argument("--address", default="", metavar="HOST:PORT",
                         help="the daemon's gRPC address, for the `loopwarden hook` fallback only")
     parser.add_argument("--fail-closed", action="store_true",
@@ -82,12 +92,12 @@ def hook_command(bin_dir: pathlib.Path) -> HookCommand:
     return HookCommand((os.path.abspath(sys.executable), "-m", "loopwarden", "hook"), compiled=False)
 
 
-def flags_for(args: argparse.Namespace, command: HookCommand) -> list[str]:
+def flags_for(args: argparse.Namespace, command: HookCommand, url: str = "") -> list[str]:
     flags = []
     if args.agent:
         flags += ["--agent", args.agent]
-    if command.compiled and args.url:
-        flags += ["--url", args.url]
+    if command.compiled and url:
+        flags += ["--url", url]
     if not command.compiled and args.address:
         flags += ["--address", args.address]
     if args.fail_closed:
@@ -121,9 +131,25 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(exc))
 
     command = hook_command(args.bin_dir or default_bin_dir())
+    url = ""
     if not args.remove:
         if command.compiled:
             print(f"hooks run {command.argv[0]}")
+            try:
+                chosen = target.choose(args.url)
+            except target.TargetError as exc:
+                return _error(str(exc))
+            url = chosen.url
+            print(f"hooks post to {chosen.url} ({chosen.why})")
+            if args.check:
+                problem = target.probe(chosen.url, host.name)
+                if problem is not None:
+                    message = (f"no loopwarden daemon answers on {chosen.url}: {problem}. Start it "
+                               f"(`make serve`), or name the one that runs with --url, LOOPWARDEN_HOOKS_LISTEN or "
+                               f"HOOKS_PORT; --no-check writes the URL anyway")
+                    if not args.dry_run:
+                        return _error(message + "; nothing was written")
+                    print(f"warning: {message}")
         else:
             print(f"note: {HOOK_COMMAND} is not in {args.bin_dir or default_bin_dir()} (`make serve` builds it): the "
                   f"hooks run `{' '.join(command.argv)}`, the Python fallback (an interpreter per hook"
@@ -134,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         if args.remove:
             wanted = remove(host, current.config)  # type: ignore[arg-type]
         else:
-            entries = plan(host, command, flags_for(args, command), fail_closed=args.fail_closed)
+            entries = plan(host, command, flags_for(args, command, url), fail_closed=args.fail_closed)
             wanted = install(host, current.config, entries)  # type: ignore[arg-type]
     except ConfigShapeError as exc:
         return _error(f"{path}: {exc}; nothing was written")
