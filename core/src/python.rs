@@ -519,7 +519,7 @@ impl PyCore {
         let mut summary = Summary::default();
         let refs: Vec<EventRef> = events.iter().map(EventRef::from).collect();
         if lazy {
-            let missing = self.core.missing_runs(&refs, tenant, routed, &mut summary);
+            let missing = self.core.missing_runs(&refs, tenant, routed, now, &mut summary);
             if !missing.is_empty() {
                 return Ok(Answer {
                     response: None, verdict: None, refusal: "", missing_runs: missing,
@@ -769,9 +769,19 @@ impl PyCore {
         self.core.store.get(tenant, run_id).map_or(0, |e| e.owner_gen)
     }
 
-    /// Note the owner generation of a held run's copy (after its load or its write).
-    fn set_owner_gen(&mut self, tenant: &str, run_id: &str, gen: u64) {
+    /// Note the owner generation of a held run's copy (after its load or its write) and, when
+    /// given, until when (the core's clock) this replica's lease on it is known to be live.
+    #[pyo3(signature = (tenant, run_id, gen, lease_until = None))]
+    fn set_owner_gen(&mut self, tenant: &str, run_id: &str, gen: u64, lease_until: Option<f64>) {
         self.core.store.set_owner_gen(tenant, run_id, gen);
+        if let Some(until) = lease_until {
+            self.core.store.set_lease(tenant, run_id, until);
+        }
+    }
+
+    /// A held run whose lease lapsed by `now` (keeper.py re-reads its stored copy).
+    fn lease_lapsed(&self, tenant: &str, run_id: &str, now: f64) -> bool {
+        self.core.store.lease_lapsed(tenant, run_id, now)
     }
 
     /// Drop a held run without deleting it from the store (another replica owns it).

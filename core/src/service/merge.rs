@@ -243,16 +243,33 @@ mod tests {
         assert_eq!(listed(&mut replica), ["other"], "the unmerged run stays out of the flush");
         assert_eq!(replica.store.dirty_count(), 1, "and waits, still dirty");
         let refs = [event("r", 5, pb::event::Kind::RunEnd(pb::RunEnd {}))];
-        assert!(replica.missing_runs(&[], "t", "", &mut Summary::default()).is_empty());
+        assert!(replica.missing_runs(&[], "t", "", 1.0, &mut Summary::default()).is_empty());
         let call = event("r", 6, pb::event::Kind::ToolCall(pb::ToolCall { tool_name: "read".into(), ..Default::default() }));
-        let missing = replica.missing_runs(&[crate::service::EventRef::from(&call)], "t", "", &mut Summary::default());
+        let missing = replica.missing_runs(&[crate::service::EventRef::from(&call)], "t", "", 1.0, &mut Summary::default());
         assert_eq!(missing, [("r".to_string(), "r".to_string())], "held but unmerged: loaded again");
-        assert!(replica.missing_runs(&[crate::service::EventRef::from(&refs[0])], "t", "", &mut Summary::default()).is_empty());
+        assert!(replica.missing_runs(&[crate::service::EventRef::from(&refs[0])], "t", "", 1.0, &mut Summary::default()).is_empty());
 
         replica.merge_run(&stored(2), 1000.0, 1.0, ("t", "r"), &mut Vec::new()).unwrap();
         assert!(!replica.store.is_unmerged("t", "r"));
         assert_eq!(listed(&mut replica), ["r"], "merged: written at the next flush");
         assert_eq!(replica.store.get("t", "r").unwrap().state.history().len(), 3);
+    }
+
+    #[test]
+    fn a_run_whose_lease_lapsed_is_asked_for_again_and_the_stored_copy_replaces_memory() {
+        let mut replica = core();
+        round(&mut replica, "r", 1);
+        replica.store.set_lease("t", "r", 10.0);
+        let call = event("r", 9, pb::event::Kind::ToolCall(pb::ToolCall { tool_name: "read".into(), ..Default::default() }));
+        let refs = [crate::service::EventRef::from(&call)];
+        assert!(replica.missing_runs(&refs, "t", "", 9.0, &mut Summary::default()).is_empty(), "lease live: memory answers");
+        let missing = replica.missing_runs(&refs, "t", "", 10.0, &mut Summary::default());
+        assert_eq!(missing, [("r".to_string(), "r".to_string())], "lease lapsed: read again");
+        // Another replica took the run meanwhile (4 rounds stored): its copy replaces memory's.
+        let outcome = replica.load_run(&stored(4), None, 1000.0, 1.0, Some(("t", "r")), &mut Vec::new()).unwrap();
+        assert!(matches!(outcome, Loaded::Restored));
+        assert_eq!(replica.store.get("t", "r").unwrap().state.history().len(), 4, "the stored history, not memory's one call");
+        assert!(replica.missing_runs(&refs, "t", "", 10.0, &mut Summary::default()).is_empty(), "no lease watched yet");
     }
 
     #[test]

@@ -206,6 +206,7 @@ impl Core {
             }),
             unlinked_calls: 0,
             owner_gen: 0,
+            lease_until: f64::INFINITY,
             base: Some(base),
         };
         Ok(Ok((entry, idle)))

@@ -126,7 +126,7 @@ impl Core {
         let events = self.decode_request(data)?;
         let events = events.refs();
         if lazy {
-            self.not_loaded(&events, tenant, routed, summary)?;
+            self.not_loaded(&events, tenant, routed, now, summary)?;
         }
         Ok(evaluate_response(&self.evaluate_refs(&events, tenant, routed, now, summary)))
     }
@@ -156,9 +156,11 @@ impl Core {
         }
     }
 
-    /// The runs `events` name that are not in memory (a shared state store loads them first).
-    pub fn missing_runs(&self, events: &[EventRef], tenant: &str, routed: &str, summary: &mut Summary) -> Vec<(String, String)> {
-        match self.not_loaded(events, tenant, routed, summary) {
+    /// The runs `events` name that are not in memory (a shared state store loads them first),
+    /// or whose owner lease lapsed by `now` (another replica may have taken them meanwhile: their
+    /// stored copy is read again before memory's answers).
+    pub fn missing_runs(&self, events: &[EventRef], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Vec<(String, String)> {
+        match self.not_loaded(events, tenant, routed, now, summary) {
             Err(Refusal::NotLoaded(ids)) => ids,
             _ => Vec::new(),
         }
@@ -179,11 +181,12 @@ impl Core {
     /// keeper.py's `missing`: the request's runs (trimmed, run_end and misrouted events aside)
     /// not held in memory, each once with its tree's root: the run, and for a new child its
     /// parent and its root; the held ones are counted in the summary.
-    fn not_loaded(&self, events: &[EventRef], tenant: &str, routed: &str, summary: &mut Summary) -> Result<(), Refusal> {
+    fn not_loaded(&self, events: &[EventRef], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Result<(), Refusal> {
         let mut missing: Vec<(String, String)> = Vec::new();
         let mut need = |id: &str, root: &str| {
-            // A run whose load failed is asked for again: merged before it is evaluated.
-            let absent = self.store.get(tenant, id).is_none() || self.store.is_unmerged(tenant, id);
+            // A run whose load failed is asked for again (merged before it is evaluated), and so
+            // is one whose lease lapsed (re-read: another replica may have written it since).
+            let absent = !self.store.current(tenant, id, now);
             if !id.is_empty() && absent && !missing.iter().any(|(m, _)| m == id) {
                 missing.push((id.to_string(), root.to_string()));
             }
@@ -204,7 +207,7 @@ impl Core {
                 }
                 continue;
             }
-            if self.store.get(tenant, run_id).is_some() && !self.store.is_unmerged(tenant, run_id) {
+            if self.store.current(tenant, run_id, now) {
                 summary.held_runs += 1;
                 continue;
             }

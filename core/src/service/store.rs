@@ -43,6 +43,10 @@ pub struct Entry {
     /// The shared store's owner generation of the copy held here (keeper.py fences writes with
     /// it: a write is refused once another replica wrote since); 0: none known.
     pub owner_gen: u64,
+    /// Until when (this core's clock) this replica's owner lease on the run is known to be live;
+    /// past it another replica may have taken the run, so the run is named for a load (and the
+    /// stored copy read) before it is evaluated again. Infinite: no lease watched.
+    pub lease_until: f64,
     /// The run's last full record in the state store, the base its deltas are written against
     /// (service/persist.rs); None: its next write is a full record.
     pub(super) base: Option<super::persist::Base>,
@@ -522,6 +526,7 @@ impl Store {
             tree: None,
             unlinked_calls: 0,
             owner_gen: 0,
+            lease_until: f64::INFINITY,
             base: None,
         };
         let slot = self.insert(entry);
@@ -571,6 +576,21 @@ impl Store {
         if let Some(entry) = self.get_mut(tenant, run_id) {
             entry.owner_gen = gen;
         }
+    }
+    /// Note until when this replica's lease on a held run is known to be live (`lease_until`).
+    pub fn set_lease(&mut self, tenant: &str, run_id: &str, until: f64) {
+        if let Some(entry) = self.get_mut(tenant, run_id) {
+            entry.lease_until = until;
+        }
+    }
+    /// Held, read from the store (not unmerged) and its lease not lapsed at `now`: memory's copy
+    /// may answer for the run. One lookup, and a float compare: this is on every lazy event.
+    pub fn current(&self, tenant: &str, run_id: &str, now: f64) -> bool {
+        self.get(tenant, run_id).is_some_and(|e| now < e.lease_until) && !self.is_unmerged(tenant, run_id)
+    }
+    /// Held and its lease lapsed at `now` (keeper.py then re-reads the stored copy).
+    pub fn lease_lapsed(&self, tenant: &str, run_id: &str, now: f64) -> bool {
+        self.get(tenant, run_id).is_some_and(|e| now >= e.lease_until)
     }
     /// Drop a held run without a delete for the state store (another replica owns it: the
     /// next event loads the owner's copy). False when it was not held.
@@ -925,7 +945,7 @@ mod tests {
         let entry = Entry {
             tenant: "a".into(), run_id: "a-2".into(), state: RunState::new(30), agent_id: String::new(),
             session_id: String::new(), last_seen: 0.0, touch: 0, events_evaluated: 0, recent: None, retries: None,
-            dirty: false, tree: None, unlinked_calls: 0, owner_gen: 0, base: None,
+            dirty: false, tree: None, unlinked_calls: 0, owner_gen: 0, lease_until: f64::INFINITY, base: None,
         };
         let mut evictions = Vec::new();
         store.restore(entry, 0.0, 1.0, &mut evictions);
@@ -955,6 +975,20 @@ mod tests {
         assert!(!store.forget("t", "a"));
         assert!(store.get("t", "a").is_none());
         assert_eq!(store.take_dirty(), []);
+    }
+
+    #[test]
+    fn a_run_whose_lease_lapsed_is_not_current() {
+        let mut store = Store::new(10, 100.0);
+        create(&mut store, "a", 0.0);
+        assert!(store.current("t", "a", 1e12), "no lease watched: always current");
+        store.set_lease("t", "a", 5.0);
+        assert!(store.current("t", "a", 4.9) && !store.lease_lapsed("t", "a", 4.9));
+        assert!(!store.current("t", "a", 5.0) && store.lease_lapsed("t", "a", 5.0));
+        assert!(!store.current("t", "b", 0.0) && !store.lease_lapsed("t", "b", 0.0));
+        assert!(store.mark_unmerged("t", "a", ""));
+        store.set_lease("t", "a", f64::INFINITY);
+        assert!(!store.current("t", "a", 0.0), "unmerged: not current");
     }
 
     #[test]
