@@ -42,6 +42,16 @@ lease is live and nobody wrote since (kept dirty: after a failover the survivor 
 dead owner's lease runs out), written otherwise. So a misrouted event never overwrites the
 owner's state. A load that finds another replica's live lease is a misroute (when the daemon can
 know it): counted (loopwarden_state_misrouted_runs_total) and logged once per run.
+
+A replica also notes, per held run, until when its lease is known to be live: the time its
+latest write (or load) was sent plus the lease, on the core's clock; Redis starts the lease
+when the write arrives, so the note never outlives the stored lease. Past it another replica
+may have taken the run, so the core names the run for a load again (one float compare per
+event; nothing more while the lease is live) and its next event waits for one read of the stored
+copy: when the stored generation moved on, that copy (all the events the other replica
+answered) replaces memory's before the event is evaluated; otherwise memory's is current and its
+note is renewed. Without this an ex-owner answered from its old copy, and its next write, refused
+as STALE, dropped what it had answered since.
 """
 from __future__ import annotations
 
@@ -314,6 +324,7 @@ class StateKeeper:
             self._load_failed(tenant, run_id, root)  # the store is away: fail open, from memory
             return
         mark = None
+        started = self.runs.clock() if self._fenced else 0.0
         try:
             if self._fenced:
                 value, mark = await self.store.load_owned(tree_key(tenant, root, run_id))
@@ -326,9 +337,12 @@ class StateKeeper:
             log.warning("state store load failed; the run is evaluated from memory", extra={"error": str(exc)})
             self._load_failed(tenant, run_id, root)
             return
+        if self._fenced and self.runs.lease_lapsed(tenant, run_id):
+            self._recheck(tenant, run_id, value, mark, started)
+            return
         if self._merging:
             if self._merge(tenant, run_id, value) != HELD and self._fenced:
-                self._owned(tenant, run_id, mark)  # memory's copy now comes from the stored one
+                self._owned(tenant, run_id, mark, started)  # memory's copy now comes from the stored one
             return
         if value is None or self.runs.held(tenant, run_id):
             self.metrics.runs_loaded.labels("new" if value is None else "memory").inc()
@@ -343,12 +357,36 @@ class StateKeeper:
         # expired, or a value under this key that names another run: the run starts anew
         self.metrics.runs_loaded.labels("store" if outcome == RESTORED else "new").inc()
 
-    def _owned(self, tenant: str, run_id: str, mark: bytes | None) -> None:
-        """A run just loaded (or merged): note the generation its copy came from, and count a
-        misroute when another replica's lease on it is live."""
+    def _recheck(self, tenant: str, run_id: str, value: bytes | None, mark: bytes | None, started: float) -> None:
+        """A held run whose lease lapsed, read again before its next event: another replica's
+        copy (the stored generation moved past memory's) replaces memory's, which it holds all
+        of but what this replica answered unwritten, and such a copy's write would be refused
+        as STALE anyway; otherwise memory's copy is current and only its lease note is renewed."""
+        generation = owner_mark(mark)[1]
+        if value is not None and generation > self.runs.owner_gen(tenant, run_id):
+            try:
+                outcome = self.runs.take_in(value, self._wall(), expect=(tenant, run_id))
+            except EncodingError as exc:
+                outcome = ""
+                self.metrics.store_errors.labels("load").inc()
+                log.error("stored run unreadable; memory's copy answers", extra={"error": str(exc)})
+            if outcome in (RESTORED, RESTORED_BASE_ONLY):
+                self.metrics.runs_loaded.labels("store").inc()
+                self._owned(tenant, run_id, mark, started)
+                return
+        self.metrics.runs_loaded.labels("memory").inc()
+        if self.runs.held(tenant, run_id):
+            self.runs.set_owner_gen(tenant, run_id, self.runs.owner_gen(tenant, run_id),
+                                    started + self.lease_seconds)
+
+    def _owned(self, tenant: str, run_id: str, mark: bytes | None, started: float) -> None:
+        """A run just loaded (or merged) by a load sent at `started` (the core's clock): note the
+        generation its copy came from and its lease, and count a misroute when another
+        replica's lease on it is live."""
         owner, generation, lease_end = owner_mark(mark)
-        if self.runs.held(tenant, run_id) and self.runs.owner_gen(tenant, run_id) < generation:
-            self.runs.set_owner_gen(tenant, run_id, generation)
+        if self.runs.held(tenant, run_id):
+            self.runs.set_owner_gen(tenant, run_id, max(generation, self.runs.owner_gen(tenant, run_id)),
+                                    started + self.lease_seconds)
         if owner and owner != self.owner_id and lease_end > self._wall():
             self.metrics.misrouted_runs.inc()
             self._log_once((tenant, run_id), "event for a run another replica owns (misrouted: no routing "
@@ -534,15 +572,17 @@ class StateKeeper:
         self.metrics.flush_seconds.observe(time.perf_counter() - started)
         return True
 
-    def _fenced_outcomes(self, chunk: list, outcomes: list) -> None:
-        """Each fenced write's outcome: a new generation noted, a run held back while another
+    def _fenced_outcomes(self, chunk: list, outcomes: list, sent: float) -> None:
+        """Each fenced write's outcome: a new generation noted with the lease the write took
+        (from `sent`, the core's clock when it was sent), a run held back while another
         replica's lease is live, or a stale copy dropped (the owner wrote since)."""
         waiting = []
+        lease_until = sent + self.lease_seconds
         for item, (outcome, detail) in zip(chunk, outcomes):
             tenant, run_id = item[0]
             if outcome == WRITTEN:
                 if item[1]:
-                    self.runs.set_owner_gen(tenant, run_id, int(detail))
+                    self.runs.set_owner_gen(tenant, run_id, int(detail), lease_until)
             elif outcome == WAITING:
                 waiting.append(item)
                 self.metrics.fenced_writes.labels("waiting").inc()
@@ -595,10 +635,11 @@ class StateKeeper:
             await self.store.flush(items)
             self.metrics.deltas_written.inc(deltas)
             return
+        sent = self.runs.clock()
         outcomes = await self.store.flush_fenced(
             [(key, value, ttl, generation) for (key, value, ttl), generation in zip(items, generations)],
             self.owner_id, self.lease_seconds)
-        self._fenced_outcomes(chunk, outcomes)  # back on the loop: it touches the core's runs
+        self._fenced_outcomes(chunk, outcomes, sent)  # back on the loop: it touches the core's runs
 
     async def _settle(self, write: tuple[asyncio.Future, int], written: int) -> int:
         """Wait for the oldest write in flight; the keys up to its end are stored."""

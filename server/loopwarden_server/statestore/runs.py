@@ -111,8 +111,18 @@ class CoreRuns:
     def owner_gen(self, tenant: str, run_id: str) -> int:
         return self.core.native.owner_gen(tenant, run_id)
 
-    def set_owner_gen(self, tenant: str, run_id: str, generation: int) -> None:
-        self.core.native.set_owner_gen(tenant, run_id, generation)
+    def set_owner_gen(self, tenant: str, run_id: str, generation: int, lease_until: float | None = None) -> None:
+        """`lease_until` (the core's clock, `clock()`): until when this replica's lease on the
+        run is known to be live; past it the run's next event re-reads the stored copy first."""
+        self.core.native.set_owner_gen(tenant, run_id, generation, lease_until)
+
+    def lease_lapsed(self, tenant: str, run_id: str) -> bool:
+        """Held, and its lease (set_owner_gen's `lease_until`) lapsed by now."""
+        return self.core.native.lease_lapsed(tenant, run_id, self.core.clock())
+
+    def clock(self) -> float:
+        """The core's clock, which lease times are kept in."""
+        return self.core.clock()
 
     def forget(self, tenant: str, run_id: str) -> bool:
         """Drop a held run without deleting it from the store."""
