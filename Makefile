@@ -18,17 +18,17 @@ HOOK_SOURCES := core/Cargo.toml core/Cargo.lock core/hook/Cargo.toml $(shell fin
 .PHONY: serve test test-fast core wheel prereqs tools proto tables clean
 
 $(BIN)/python:
-	@echo "==> creating $(VENV)"
+	@echo "==> creating $(VENV) (a few seconds)"
 	$(PYTHON) -m venv $(VENV)
 
 # The daemon depends on loopwarden-core, so the core is built (or found) first.
 $(RUNTIME_STAMP): $(DISTRIBUTIONS) $(CORE_STAMP) | $(BIN)/python
-	@echo "==> installing the daemon (loopwarden) and its client (loopwarden-client) into $(VENV)"
+	@echo "==> installing the daemon (loopwarden) and its client (loopwarden-client) into $(VENV) (about 10-20 s from pip's cache)"
 	$(PIP) -e ./client/python -e ./server
 	touch $@
 
 $(TEST_STAMP): $(DISTRIBUTIONS) $(CORE_STAMP) | $(BIN)/python
-	@echo "==> installing the daemon, the client and the test extras into $(VENV)"
+	@echo "==> installing the daemon, the client and the test extras into $(VENV) (about 1 min from pip's cache)"
 	$(PIP) -e './client/python[langchain,openai-agents,otel]' -e './server[test,redis,otel,mcp]'
 	touch $@ $(RUNTIME_STAMP)
 
@@ -53,14 +53,21 @@ SERVE_FLAGS = --listen $(SERVE_LISTEN) --metrics-listen $(SERVE_METRICS_LISTEN) 
 # The daemon adds this to its "address already in use" line, after its own flag and variable.
 serve: export LOOPWARDEN_PORT_HINT = make serve GRPC_PORT=PORT METRICS_PORT=PORT HOOKS_PORT=PORT moves them
 
+# The cargo profile the core and the hook command are built with for this venv: `quick` (core/Cargo.toml)
+# is release without whole-program optimisation, a first `make serve` in seconds at a few percent
+# of per-event cost (docs/performance.md, "Build profiles"); `make wheel` and the image build
+# `release`. `rm $(CORE_STAMP) $(HOOK_COMMAND) && make serve CORE_PROFILE=release` rebuilds optimised.
+CORE_PROFILE ?= quick
+
+# The script prints what it builds and how long that takes; without cargo it uses a core of the
+# right version already installed in the venv (a wheel from `make wheel`), or stops with one line.
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/python
-	@echo "==> building loopwarden-core (Rust) into $(VENV)"
-	bash scripts/build-core.sh
-	touch $@
+	@VENV=$(VENV) CORE_PROFILE=$(CORE_PROFILE) bash scripts/build-core.sh
+	@touch $@
 
 # Built by cargo (it is in the core's workspace); `loopwarden hook` stays the fallback without it.
 $(HOOK_COMMAND): $(HOOK_SOURCES) | $(BIN)/python
-	@bash scripts/build-hook-command.sh $(VENV)
+	@CORE_PROFILE=$(CORE_PROFILE) bash scripts/build-hook-command.sh $(VENV)
 
 ## core: build the compiled engine (loopwarden-core) into .venv
 core: $(CORE_STAMP)
