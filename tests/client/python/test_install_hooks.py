@@ -471,3 +471,104 @@ class TestHookUrl:
                                env={"HOOKS_PORT": "fifty"})
 
         assert 2 == result.returncode and "HOOKS_PORT='fifty' is not a port number" in result.stderr
+
+
+# Files as people write them: a hand-formatted 5-line file, tabs, one-line arrays, a file with
+# hooks of their own (compact), no final newline, and non-ASCII text.
+HAND_FORMATTED = {
+    "five lines": '{\n  "model": "opus",\n  "permissions": {"allow": ["Bash(git status)"]},\n  "env": { "A": "1" }\n}\n',
+    "tabs": '{\n\t"theme": "dark",\n\t"hooks": {\n\t\t"PreToolUse": [{"matcher": "Bash", "hooks": '
+            '[{"type": "command", "command": "/usr/local/bin/audit"}]}]\n\t}\n}\n',
+    "one line": '{"model":"opus","hooks":{"PreCompact":[{"hooks":[{"type":"command","command":"notify"}]}]}}',
+    "own hooks, four spaces": json.dumps(PERSONAL_CLAUDE, indent=4) + "\n",
+    "crlf and unicode": '{\r\n  "statusLine": "café ☕",\r\n  "theme": "dark"\r\n}\r\n',
+}
+# Cursor's hooks.json starts with its format version, which install adds and --remove leaves.
+CURSOR_HAND_FORMATTED = '{\n    "version": 1,\n    "hooks": {"stop": [{"command": "./notify.sh"}]}\n}'
+
+
+class TestTheirBytes:
+    """install-hooks changes only what it owns, and --remove gives the person's bytes back."""
+
+    @pytest.mark.parametrize("host_name, name", [
+        *((host_name, name) for host_name in ("claude-code", "codex", "gemini-cli") for name in HAND_FORMATTED),
+        ("cursor", "cursor")])
+    def test_install_then_remove_gives_back_the_same_bytes(self, places, tmp_path, host_name, name):
+        path = places[0] / HOSTS[host_name].project_file
+        path.parent.mkdir()
+        original = (CURSOR_HAND_FORMATTED if name == "cursor" else HAND_FORMATTED[name]).encode()
+        path.write_bytes(original)
+        bin_dir = str(fake_bin(tmp_path, compiled=True))
+
+        installed = install_hooks(places, host_name, "--yes", "--bin-dir", bin_dir)
+        config = json.loads(path.read_text())
+        removed = install_hooks(places, host_name, "--remove", "--yes")
+
+        assert 0 == installed.returncode and 0 == removed.returncode, installed.stderr + removed.stderr
+        assert sorted(ours_by_event(config)) == sorted(event.name for event in HOSTS[host_name].events)
+        assert path.read_bytes() == original
+
+    def test_the_first_install_adds_lines_and_changes_none(self, places, tmp_path):
+        settings = places[0] / ".claude" / "settings.json"
+        settings.parent.mkdir()
+        settings.write_text(HAND_FORMATTED["five lines"])
+
+        result = install_hooks(places, "claude-code", "--yes", "--bin-dir", str(fake_bin(tmp_path, compiled=True)))
+
+        assert 0 == result.returncode, result.stderr
+        changed = [line for line in result.stdout.splitlines()
+                   if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))]
+        assert changed and all(line.startswith("+") for line in changed)
+        assert '+  "hooks": {' in changed and '+    "PreToolUse": [' in changed  # the file's two spaces
+        for line in HAND_FORMATTED["five lines"].splitlines():
+            assert line in settings.read_text().splitlines()  # every line of theirs, as they wrote it
+
+    def test_a_new_event_beside_theirs_keeps_their_lines_and_their_hook_first(self, places, tmp_path):
+        hooks = places[0] / ".codex" / "hooks.json"
+        hooks.parent.mkdir()
+        hooks.write_text('{\n  "hooks": {\n    "PreToolUse": [{"matcher": "Bash", "hooks": '
+                         '[{"type": "command", "command": "audit"}]}]\n  }\n}\n')
+
+        result = install_hooks(places, "codex", "--yes", "--bin-dir", str(fake_bin(tmp_path, compiled=True)))
+
+        assert 0 == result.returncode, result.stderr
+        config = json.loads(hooks.read_text())
+        assert config["hooks"]["PreToolUse"][0] == {"matcher": "Bash", "hooks": [{"type": "command",
+                                                                                   "command": "audit"}]}
+        assert is_loopwarden_command(config["hooks"]["PreToolUse"][1]["hooks"][0]["command"])
+        # their one-line array stays one line, ours joins it in its style
+        assert '    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}, ' \
+               '{"matcher": "Bash|apply_patch|mcp__.*"' in hooks.read_text()
+
+    def test_a_second_install_with_other_flags_edits_only_the_commands(self, places, tmp_path):
+        settings = places[0] / ".claude" / "settings.json"
+        settings.parent.mkdir()
+        settings.write_text(HAND_FORMATTED["five lines"])
+        bin_dir = str(fake_bin(tmp_path, compiled=True))
+        install_hooks(places, "claude-code", "--yes", "--bin-dir", bin_dir)
+
+        again = install_hooks(places, "claude-code", "--yes", "--bin-dir", bin_dir, "--agent", "coder")
+
+        assert 0 == again.returncode, again.stderr
+        changed = [line for line in again.stdout.splitlines()
+                   if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))]
+        assert changed and all('"command": ' in line for line in changed)
+        assert all("--agent coder" in line for line in changed if line.startswith("+"))
+
+    def test_output_closed_early_ends_quietly(self, places, tmp_path):
+        """`install-hooks --dry-run | grep -m2 x`: the reader is gone before the diff is written."""
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            project, home = places
+            clean = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWARDEN_") and k != "HOOKS_PORT"}
+            result = subprocess.run(
+                [str(pathlib.Path(sys.executable).parent / "loopwarden"), "install-hooks", "claude-code",
+                 "--dry-run", "--no-check", "--bin-dir", str(fake_bin(tmp_path, compiled=True))],
+                cwd=project, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60,
+                env={**clean, "HOME": str(home)})
+        finally:
+            os.close(write_end)
+
+        assert 0 == result.returncode, result.stderr
+        assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr

@@ -120,6 +120,20 @@ def _confirm(path: pathlib.Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.written = False
+    try:
+        return _run(args)
+    except BrokenPipeError:
+        # Whoever read the output went away (`--dry-run | head`): the rest has no reader, and the
+        # interpreter's own flush at exit must not fail on it either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if args.written or args.dry_run:
+            return 0
+        print("error: the output was closed before the diff was shown; nothing was written", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _run(args: argparse.Namespace) -> int:
     host: Host = HOSTS[args.host]
     if args.url and not args.url.startswith("http://"):
         return _error(f"--url must be the daemon's plain http:// hook listener (loopwarden-hook speaks no TLS), "
@@ -169,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         what = "has no loopwarden hooks" if args.remove else "already has loopwarden's hooks"
         print(f"nothing to change: {path} {what}")
         return 0
-    text = files.render(wanted, current.text)
+    text = files.edit(current.text, wanted)
     sys.stdout.write(files.unified_diff(path, current.text, text))
     if args.dry_run:
         print(f"(dry run: {path} not written)")
@@ -181,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         backup = files.write(path, text, existed=current.exists)
     except OSError as exc:
         return _error(f"{path}: cannot be written: {exc}")
+    args.written = True
     print(f"wrote {path}" + (f" (the old file is {backup})" if backup else ""))
     if not args.remove:
         print(f"{host.title} reads it when a session starts: start a new session for the hooks to run")

@@ -4,7 +4,8 @@ A file that is not JSON is refused (with its line and column), never overwritten
 person's work in progress. Writing goes to a temporary file in the same directory that is then
 renamed over the old one (a rename is atomic on one file system), after the old file is copied to
 `<name>.bak`, so a crash leaves the old file or the new one, and the old one is kept either way.
-The new text keeps the file's indentation (two spaces for a new file) and ends with a newline.
+A file that exists is edited, not re-serialised (textedit): only what changes is touched, in the
+file's own indentation. A new file is written with two spaces and a final newline.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
+
+from . import textedit
 
 
 class ConfigFileError(ValueError):
@@ -36,7 +39,9 @@ class ConfigFile:
 def read(path: pathlib.Path) -> ConfigFile:
     """The file's text and its JSON ({} for a file that does not exist or holds only whitespace)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # newline="": the file's own line ends (CRLF too) are kept, not translated, and written back as they were
+        with path.open(encoding="utf-8", newline="") as source:
+            text = source.read()
     except FileNotFoundError:
         return ConfigFile(path, None, {})
     except (OSError, UnicodeDecodeError) as exc:
@@ -64,6 +69,21 @@ def render(config: object, like: str | None) -> str:
     return json.dumps(config, indent=indentation(like), ensure_ascii=False) + "\n"
 
 
+def edit(old: str | None, config: object) -> str:
+    """The text of `old` changed to hold `config`, changing nothing else; re-rendered whole when the
+    edit cannot be made (a new or blank file, or an edit that would not read back as `config`)."""
+    if old is None or not old.strip():
+        return render(config, old)
+    edited = textedit.patch(old, config, indentation(old))
+    if edited is not None:
+        try:
+            if json.loads(edited) == config:
+                return edited
+        except json.JSONDecodeError:
+            pass
+    return render(config, old)
+
+
 def unified_diff(path: pathlib.Path, old: str | None, new: str) -> str:
     old_lines = (old or "").splitlines(keepends=True)
     if old_lines and not old_lines[-1].endswith("\n"):
@@ -87,7 +107,7 @@ def write(path: pathlib.Path, text: str, *, existed: bool) -> pathlib.Path | Non
         mode = path.stat().st_mode & 0o7777
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
