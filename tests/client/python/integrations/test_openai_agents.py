@@ -196,5 +196,5 @@ class TestProtect:
         guard.protect(guard.protect(agent))
 
         for tool in (shared, own):
-            assert [guard.tool_input_guardrail] == tool.tool_input_guardrails
-            assert [guard.tool_output_guardrail] == tool.tool_output_guardrails
+            assert ["loopwarden"] == [g.name for g in tool.tool_input_guardrails]
+            assert ["loopwarden"] == [g.name for g in tool.tool_output_guardrails]

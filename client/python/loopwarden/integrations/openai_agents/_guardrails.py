@@ -30,6 +30,24 @@ log = logging.getLogger("loopwarden.integrations")
 
 Protected = TypeVar("Protected")
 
+# Every live guard: a tool or an agent protected by several (a guard made per request around
+# shared agents, say) carries one set of loopwarden's guardrails and hooks, and each run is
+# handled by the guard that saw its first event (_owner_of); question() looks in all of them.
+_GUARDS: weakref.WeakSet[LoopwardenGuardrails] = weakref.WeakSet()
+# Where a tool keeps its one _ToolGuard (FunctionTool is an unhashable dataclass: no weak map).
+_TOOL_GUARD = "_loopwarden_tool_guard"
+
+
+def _owner_of(context: RunContextWrapper[Any]) -> LoopwardenGuardrails | None:
+    """The guard already handling the run of `context` (its scope is keyed by the run's Usage)."""
+    usage = getattr(context, "usage", None)
+    if usage is None:
+        return None
+    for guard in list(_GUARDS):
+        if guard._scopes.owns(usage):
+            return guard
+    return None
+
 
 @dataclass(frozen=True, slots=True)
 class _Asked:
@@ -74,12 +92,16 @@ class LoopwardenGuardrails:
         self.tool_input_guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(self._check_call, name="loopwarden")
         self.tool_output_guardrail: ToolOutputGuardrail[Any] = ToolOutputGuardrail(self._check_outcome,
                                                                                    name="loopwarden")
+        _GUARDS.add(self)
 
     # -- protect ------------------------------------------------------------------------------
 
     def protect(self, target: Protected) -> Protected:
         """Guard `target` (an Agent, a FunctionTool, or an iterable of either) and return it.
-        Idempotent. An agent gets loopwarden's agent hooks (its own hooks still run, after them),
+        Idempotent, also across guards: a tool carries one pair of loopwarden guardrails and an
+        agent one set of hooks however many guards protect it; the last guard to protect it takes
+        the runs that start afterwards, and a run stays with the guard that saw its first event.
+        An agent gets loopwarden's agent hooks (its own hooks still run, after them),
         and so do the agents it hands off to and the agents its tools run (`Agent.as_tool`); every
         function tool gets the guardrails and, with `ask=True`, the approval gate. Tools the SDK
         runs elsewhere (hosted tools, MCP servers) take no tool guardrails and are left as they are;
@@ -105,7 +127,9 @@ class LoopwardenGuardrails:
                 return
             seen.add(id(item))
             if isinstance(item, Agent):
-                if not isinstance(item.hooks, _Hooks) or item.hooks.guard is not self:
+                if isinstance(item.hooks, _Hooks):
+                    item.hooks.guard = self  # taken over, not wrapped: one set of hooks per agent
+                else:
                     item.hooks = _Hooks(self, item.hooks)
                 for tool in item.tools:
                     visit(tool, item.name)
@@ -120,16 +144,22 @@ class LoopwardenGuardrails:
         return target
 
     def _attach(self, tool: FunctionTool) -> None:
-        inputs, outputs = list(tool.tool_input_guardrails or ()), list(tool.tool_output_guardrails or ())
-        if self.tool_input_guardrail not in inputs:
-            # Last among the input guardrails: the daemon hears only of calls the others let through.
-            tool.tool_input_guardrails = [*inputs, self.tool_input_guardrail]
-        if self.tool_output_guardrail not in outputs:
-            # First among the output guardrails: the first rejection ends the list, and the daemon
-            # must see every real result.
-            tool.tool_output_guardrails = [self.tool_output_guardrail, *outputs]
-        if self._ask and not (isinstance(tool.needs_approval, _ApprovalGate) and tool.needs_approval.guard is self):
-            tool.needs_approval = _ApprovalGate(self, tool, tool.needs_approval)
+        shared = getattr(tool, _TOOL_GUARD, None)
+        if not isinstance(shared, _ToolGuard):
+            shared = _ToolGuard(self)
+            setattr(tool, _TOOL_GUARD, shared)
+        shared.guard = self
+        # Any loopwarden guardrail already there (this pair, or a guard's own given to
+        # function_tool) goes: a second one would send every call to the daemon twice.
+        inputs = [g for g in tool.tool_input_guardrails or () if not _is_loopwardens(g)]
+        outputs = [g for g in tool.tool_output_guardrails or () if not _is_loopwardens(g)]
+        # Last among the input guardrails: the daemon hears only of calls the others let through.
+        tool.tool_input_guardrails = [*inputs, shared.input]
+        # First among the output guardrails: the first rejection ends the list, and the daemon
+        # must see every real result.
+        tool.tool_output_guardrails = [shared.output, *outputs]
+        if self._ask and not isinstance(tool.needs_approval, _ApprovalGate):
+            tool.needs_approval = _ApprovalGate(shared, tool, tool.needs_approval)
 
     async def aclose(self) -> None:
         """Close the connection to the daemon (it reopens on the next call)."""
@@ -139,9 +169,11 @@ class LoopwardenGuardrails:
         """The daemon's message for an interruption loopwarden asked for (what to show the person),
         or None when the item is not loopwarden's (the tool's own needs_approval, say)."""
         call_id = getattr(item.raw_item, "call_id", None) or getattr(item.raw_item, "id", None) or ""
-        for (_root, asked_id), asked in self._asked.items():
-            if asked_id == call_id and asked.call.tool_name == item.tool_name:
-                return asked.verdict.message
+        # The run may be another guard's (the one that saw its first event): theirs are ours too.
+        for guard in (self, *(other for other in list(_GUARDS) if other is not self)):
+            for (_root, asked_id), asked in guard._asked.items():
+                if asked_id == call_id and asked.call.tool_name == item.tool_name:
+                    return asked.verdict.message
         return None
 
     # -- where an event belongs ---------------------------------------------------------------
@@ -400,12 +432,37 @@ class LoopwardenGuardrails:
         return verdict
 
 
+class _ToolGuard:
+    """A tool's one pair of loopwarden guardrails, whichever guards protect it: each call goes to
+    the guard of its run (_owner_of), else to the guard that protected the tool last."""
+
+    def __init__(self, guard: LoopwardenGuardrails) -> None:
+        self.guard = guard
+        self.input: ToolInputGuardrail[Any] = ToolInputGuardrail(self._check_call, name="loopwarden")
+        self.output: ToolOutputGuardrail[Any] = ToolOutputGuardrail(self._check_outcome, name="loopwarden")
+
+    def of(self, context: RunContextWrapper[Any]) -> LoopwardenGuardrails:
+        return _owner_of(context) or self.guard
+
+    async def _check_call(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        return await self.of(data.context)._check_call(data)
+
+    async def _check_outcome(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        return await self.of(data.context)._check_outcome(data)
+
+
+def _is_loopwardens(guardrail: Any) -> bool:
+    owner = getattr(getattr(guardrail, "guardrail_function", None), "__self__", None)
+    return isinstance(owner, (LoopwardenGuardrails, _ToolGuard))
+
+
 class _ApprovalGate:
     """A function tool's `needs_approval` with loopwarden's ASK in front: the tool's own setting
-    still asks the person first (loopwarden then decides at the input guardrail, as without ask)."""
+    still asks the person first (loopwarden then decides at the input guardrail, as without ask).
+    One per tool; the run's guard asks only when it was made with ask=True."""
 
-    def __init__(self, guard: LoopwardenGuardrails, tool: FunctionTool, own: Any) -> None:
-        self.guard, self.own = guard, own
+    def __init__(self, shared: _ToolGuard, tool: FunctionTool, own: Any) -> None:
+        self.shared, self.own = shared, own
         self.owners: set[str] = set()  # the names of the protected agents that have the tool
         self._tool = weakref.ref(tool)
 
@@ -418,17 +475,21 @@ class _ApprovalGate:
             if own:
                 return True
         tool = self._tool()
-        return tool is not None and await self.guard._needs_approval(self, tool, context, params, call_id)
+        guard = self.shared.of(context)
+        return tool is not None and guard._ask and await guard._needs_approval(self, tool, context, params, call_id)
 
 
 class _Hooks(AgentHooks[Any]):
     """loopwarden's agent hooks in front of the agent's own (which still run, after them)."""
 
     def __init__(self, guard: LoopwardenGuardrails, own: Any) -> None:
-        self.guard, self.own = guard, own
+        self.guard, self.own = guard, own  # guard: the last to protect the agent (see _owner_of)
+
+    def _of(self, context: Any) -> LoopwardenGuardrails:
+        return _owner_of(context) or self.guard
 
     async def on_start(self, context, agent) -> None:
-        self.guard._agent_started(context, agent)
+        self._of(context)._agent_started(context, agent)
         if self.own is not None:
             await self.own.on_start(context, agent)
 
@@ -437,7 +498,7 @@ class _Hooks(AgentHooks[Any]):
             await self.own.on_end(context, agent, output)
 
     async def on_handoff(self, context, agent, source) -> None:
-        self.guard._handed_off(context, agent, source)
+        self._of(context)._handed_off(context, agent, source)
         if self.own is not None:
             await self.own.on_handoff(context, agent, source)
 
@@ -450,12 +511,12 @@ class _Hooks(AgentHooks[Any]):
             await self.own.on_tool_end(context, agent, tool, result)
 
     async def on_llm_start(self, context, agent, system_prompt, input_items) -> None:
-        await self.guard._model_called(context)
+        await self._of(context)._model_called(context)
         if self.own is not None:
             await self.own.on_llm_start(context, agent, system_prompt, input_items)
 
     async def on_llm_end(self, context, agent, response) -> None:
-        await self.guard._model_answered(context, agent, response)
+        await self._of(context)._model_answered(context, agent, response)
         if self.own is not None:
             await self.own.on_llm_end(context, agent, response)
 

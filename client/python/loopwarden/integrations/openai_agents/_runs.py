@@ -124,6 +124,11 @@ class Scopes:
         self._scopes[key] = (weakref.ref(usage, lambda _ref, key=key: self._scopes.pop(key, None)), scope)
         return scope
 
+    def owns(self, usage: object) -> bool:
+        """Whether a scope of this `Usage` (a Runner.run this guard has seen) is live here."""
+        held = self._scopes.get(id(usage))
+        return held is not None and held[0]() is usage
+
     def seen_before(self, root_run_id: str) -> bool:
         """Whether an earlier scope had this root; remembers it either way (bounded)."""
         seen = root_run_id in self._roots
