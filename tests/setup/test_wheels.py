@@ -1,5 +1,6 @@
-"""`make wheel`: the core's abi3 wheel and the client's and daemon's pure-Python wheels, built into
-dist/, install into a fresh venv on a machine without Rust, and the installed daemon answers a Check.
+"""`make wheel`: the core's abi3 wheel, the compiled hook command's wheel and the client's and daemon's
+pure-Python wheels, built into dist/, install into a fresh venv on a machine without Rust, the
+installed daemon answers a Check and the installed `loopwarden-hook` a Claude Code hook event.
 
 The install runs on a PATH with every command of this machine except the Rust toolchain, from a
 temporary directory (so nothing of the source tree is importable), with binary wheels only: no
@@ -76,12 +77,12 @@ def _run(args: list, timeout: float, **kwargs) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def wheels() -> dict[str, pathlib.Path]:
-    """`make wheel` (the core wheel is rebuilt only when a core source changed): the three wheels by
+    """`make wheel` (the core wheel is rebuilt only when a core source changed): the four wheels by
     distribution."""
     built = _run(["make", "--no-print-directory", "wheel"], BUILD_TIMEOUT_SECONDS, cwd=REPO, env=make_environment())
     assert 0 == built.returncode, built.stdout + built.stderr
     found = {}
-    for distribution in ("loopwarden_core", "loopwarden_client", "loopwarden"):
+    for distribution in ("loopwarden_core", "loopwarden_hook", "loopwarden_client", "loopwarden"):
         (found[distribution],) = DIST.glob(f"{distribution}-{VERSION}-*.whl")
     return found
 
@@ -113,6 +114,20 @@ class TestWheelContents:
         assert ("cp311", "abi3") == (python_tag, abi_tag)
         assert [f"cp311-abi3-{platform_tag}"] == tags
         assert ">=3.11" == _metadata(wheel)["Requires-Python"]
+
+    def test_the_hook_wheel_holds_the_program_as_an_executable_script_for_the_core_wheels_platform(self, wheels):
+        """pip installs a wheel's .data/scripts into the environment's bin/, executable when the
+        archive says so; the program links against what the core does, so it carries its platform tag."""
+        wheel = wheels["loopwarden_hook"]
+        with zipfile.ZipFile(wheel) as archive:
+            script = archive.getinfo(f"loopwarden_hook-{VERSION}.data/scripts/loopwarden-hook")
+            assert archive.read(script).startswith(b"\x7fELF")
+        core_platform = wheels["loopwarden_core"].stem.split("-")[-1]
+
+        assert 0o755 == (script.external_attr >> 16) & 0o777
+        assert [f"py3-none-{core_platform}"] == _metadata(wheel, "WHEEL").get_all("Tag")
+        assert ("loopwarden-hook", VERSION) == (_metadata(wheel)["Name"], _metadata(wheel)["Version"])
+        assert f"loopwarden_hook-{VERSION}.dist-info/licenses/LICENSE" in _names(wheel)
 
     def test_the_core_wheel_holds_the_extension_its_stub_and_typed_marker(self, wheels):
         names = _names(wheels["loopwarden_core"])
@@ -158,7 +173,7 @@ def no_rust_env(tmp_path_factory) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def installed(wheels, no_rust_env, tmp_path_factory) -> tuple[pathlib.Path, dict[str, str], pathlib.Path]:
-    """A fresh venv of the machine's Python with the three wheels (and their registry dependencies)
+    """A fresh venv of the machine's Python with the four wheels (and their registry dependencies)
     installed on a PATH without cargo: (venv, its environment, a working directory outside the repo)."""
     venv_dir = tmp_path_factory.mktemp("wheel-venv")
     work = tmp_path_factory.mktemp("elsewhere")
@@ -215,12 +230,12 @@ print(json.dumps({
 
 
 class TestInstalledDaemon:
-    def test_pip_installed_the_three_distributions_from_the_built_wheels(self, installed, wheels):
+    def test_pip_installed_the_four_distributions_from_the_built_wheels(self, installed, wheels):
         """Each loopwarden distribution in the venv is the wheel file from dist/ (pip's direct_url.json)."""
         venv_dir, env, work = installed
         code = ("import importlib.metadata as m, json; print(json.dumps({d: [m.version(d), json.loads("
                 "m.distribution(d).read_text('direct_url.json'))['url']] for d in "
-                "('loopwarden', 'loopwarden-client', 'loopwarden-core')}))")
+                "('loopwarden', 'loopwarden-client', 'loopwarden-core', 'loopwarden-hook')}))")
 
         result = _run([venv_dir / "bin" / "python", "-c", code], 60, cwd=work, env=env)
 
@@ -252,6 +267,25 @@ class TestInstalledDaemon:
             # The daemon process itself runs the compiled engine from the venv's wheel.
             assert f"{site_packages}/loopwarden_core/loopwarden_core.abi3.so" in mapped
         assert 0 == daemon.process.returncode
+
+    def test_the_installed_hook_command_is_on_path_and_answers_a_claude_code_event(self, installed):
+        """`loopwarden-hook`, found on the venv's PATH, posts a Claude Code PreToolUse payload to the
+        daemon's hook endpoint (the daemon from the same wheels) and prints its JSON answer."""
+        venv_dir, env, work = installed
+        hook = shutil.which("loopwarden-hook", path=env["PATH"])
+        assert str(venv_dir / "bin" / "loopwarden-hook") == hook
+        command = [str(venv_dir / "bin" / "loopwarden"), "serve", "--listen", "127.0.0.1:0",
+                   "--metrics-listen", "127.0.0.1:0", "--hooks-listen", "127.0.0.1:0"]
+        event = {"session_id": "wheels-hook", "transcript_path": "/tmp/t.jsonl", "cwd": str(work),
+                 "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "toolu_1",
+                 "tool_input": {"command": "ls", "description": "List the files"}}
+        with started(command, env, cwd=work, startup_timeout=STARTUP_TIMEOUT_SECONDS, stop_timeout=30) as daemon:
+            answered = _run([hook, "claude-code", "--url", f"http://{daemon.listening['hooks_address']}"], 60,
+                            cwd=work, env=env, input=json.dumps(event))
+
+        assert 0 == answered.returncode, answered.stderr
+        assert isinstance(json.loads(answered.stdout), dict)
+        assert "" == answered.stderr
 
 
 def test_make_wheel_without_cargo_stops_with_one_line(tmp_path, no_rust_env):
