@@ -21,8 +21,13 @@ CODEX = "codex"
 GEMINI_CLI = "gemini_cli"
 CURSOR = "cursor"
 MCP_PROXY = "mcp_proxy"
+# The framework adapters name themselves too (the Python client's LangChain and OpenAI Agents
+# adapters, the OpenClaw plugin), so their blocks are not counted as a plain gRPC client's.
+LANGCHAIN = "langchain"
+OPENAI_AGENTS = "openai_agents"
+OPENCLAW = "openclaw"
 OTHER = "other"
-INTEGRATIONS = (GRPC, CLAUDE_CODE, CODEX, GEMINI_CLI, CURSOR, MCP_PROXY, OTHER)
+INTEGRATIONS = (GRPC, CLAUDE_CODE, CODEX, GEMINI_CLI, CURSOR, MCP_PROXY, LANGCHAIN, OPENAI_AGENTS, OPENCLAW, OTHER)
 
 current_integration: ContextVar[str] = ContextVar("loopwarden_integration", default=GRPC)
 

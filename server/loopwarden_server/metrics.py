@@ -156,7 +156,8 @@ class Metrics:
             ["action", "detector"], registry=registry)
         self.verdicts = EventLoopCounter(
             "loopwarden_verdicts", "Verdicts given, by action, deciding detector (none for a plain allow), agent and "
-            "integration (grpc, claude_code, codex, gemini_cli, cursor, mcp_proxy, other).",
+            "integration (grpc, claude_code, codex, gemini_cli, cursor, mcp_proxy, langchain, openai_agents, openclaw, "
+            "other).",
             ("action", "detector", "agent", "integration", *tenant), registry)
         self.events = EventLoopCounter(
             "loopwarden_events", "Events received, by kind (unknown when the event had none).",

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from .._wire import MISSING
 from ..client import DEFAULT_TARGET, AsyncLoopwardenClient, LoopwardenClient
+from ..hooks.protocol import INTEGRATION_HEADER
 from ..runner import blocked_tool_result
 from ..types import Action, LoopwardenUnavailable, Verdict
 
@@ -35,10 +36,14 @@ class Settings:
     root_certificates: bytes | None = None  # TLS: the daemon's CA
     private_key: bytes | None = None  # mTLS: this runner's key and certificate
     certificate_chain: bytes | None = None
+    # Which adapter this is, sent as the integration header: the daemon's verdict counter and
+    # decision log then tell its blocks from a plain gRPC client's ("" sends none).
+    integration: str = ""
 
     def client_options(self) -> dict[str, Any]:
+        metadata = ((INTEGRATION_HEADER, self.integration),) if self.integration else ()
         return {"agent_id": self.agent_id, "token": self.token, "root_certificates": self.root_certificates,
-                "private_key": self.private_key, "certificate_chain": self.certificate_chain}
+                "private_key": self.private_key, "certificate_chain": self.certificate_chain, "metadata": metadata}
 
 
 @dataclass(frozen=True, slots=True)

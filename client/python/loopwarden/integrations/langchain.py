@@ -94,7 +94,7 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
         super().__init__()
         self._gate = Gate(Settings(target, agent_id=agent_id, token=token, fail_open=fail_open,
                                    root_certificates=root_certificates, private_key=private_key,
-                                   certificate_chain=certificate_chain))
+                                   certificate_chain=certificate_chain, integration="langchain"))
         self._channel = Channel(self._gate)
         self._ask = ask
         self._prompts = PromptMemory()

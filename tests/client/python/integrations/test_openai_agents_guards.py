@@ -60,3 +60,22 @@ def test_three_asking_guards_interrupt_once_and_any_of_them_knows_the_question(d
 
     second = run(guards[-1], agent, state, run_id)
     assert CRITICAL == len(runs) and FINAL == second.final_output
+
+
+def test_blocks_through_each_adapter_are_counted_under_its_own_integration(daemon, run_id):
+    """The adapters name themselves (the integration header): a block through OpenAI Agents is
+    counted as openai_agents, not as a plain gRPC client's; LangChain's settings send langchain."""
+    from loopwarden.integrations.langchain import LoopwardenMiddleware
+
+    def blocks(integration: str) -> float:
+        return counter(daemon.scrape(), "loopwarden_verdicts_total", action="block", integration=integration)
+
+    before = {name: blocks(name) for name in ("openai_agents", "grpc")}
+    guard = LoopwardenGuardrails(daemon.grpc_target)
+    agent = guard.protect(Agent(name="coder", model=looping_model(CRITICAL + 1), tools=[counting_read([])]))
+
+    run(guard, agent, "read it", run_id)
+
+    assert (1, 0) == (blocks("openai_agents") - before["openai_agents"], blocks("grpc") - before["grpc"])
+    middleware = LoopwardenMiddleware(daemon.grpc_target)
+    assert ("x-loopwarden-integration", "langchain") in middleware._gate.settings.client_options()["metadata"]

@@ -77,7 +77,7 @@ class LoopwardenGuardrails:
                  private_key: bytes | None = None, certificate_chain: bytes | None = None) -> None:
         self._gate = Gate(Settings(target, agent_id=agent_id, token=token, fail_open=fail_open,
                                    root_certificates=root_certificates, private_key=private_key,
-                                   certificate_chain=certificate_chain))
+                                   certificate_chain=certificate_chain, integration="openai_agents"))
         self._ask = ask
         self._scopes = Scopes()
         # Handoff placements per root run, shared by every Runner.run of that root (a resumed or a
