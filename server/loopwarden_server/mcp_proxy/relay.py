@@ -37,6 +37,7 @@ stops the server.
 from __future__ import annotations
 
 import logging
+import secrets
 import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -90,12 +91,22 @@ class _Held:
     answer: Any = None  # the client's ElicitResult (a dict), or None: an error or no answer
 
 
+# This process's token in every call id it reports. A proxy restarted with the same --run-id
+# numbers its events (seq) from 1 again, and its client numbers its requests from 1 again: with
+# the bare request ids, each new call would repeat an old event's seq and content, and the daemon
+# would answer it as a retry with the verdict it gave before (so the loop's calls would run again).
+# With the token, a restarted proxy's calls are new events and the run's loop goes on counting.
+PROCESS_TOKEN = secrets.token_hex(4)
+
+
 class Relay:
     def __init__(self, guard: ProxyGuard, run: SessionRun, *, call_id_prefix: str = "", keep_session: bool = False,
                  stderr: TextIO = sys.stderr) -> None:
         self._guard = guard
         self._run = run  # this session's run
-        self._prefix = call_id_prefix  # keeps the call ids of several sessions of one run apart
+        # Keeps the call ids of several sessions of one run apart, and of this process from an
+        # earlier one's (PROCESS_TOKEN).
+        self._prefix = f"{PROCESS_TOKEN}:{call_id_prefix}"
         self._keep_session = keep_session  # after the server exits, refuse requests until the client ends
         self._stderr = stderr
         self._guarded: dict[Any, _Guarded] = {}  # the client's tools/call requests the server has
