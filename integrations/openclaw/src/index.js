@@ -26,7 +26,10 @@ export { createHooks, createMemory, sharedMemory } from './hooks.js';
 
 /** @param {Readonly<PluginSettings>} settings */
 function connect(settings) {
-  return new LoopwardenClient(settings.target, { token: settings.token || undefined, timeoutMs: settings.timeoutMs });
+  // The daemon counts verdicts by integration: without the header they are all `grpc`.
+  return new LoopwardenClient(settings.target, {
+    token: settings.token || undefined, timeoutMs: settings.timeoutMs, metadata: { 'x-loopwarden-integration': 'openclaw' },
+  });
 }
 
 /**

@@ -39,6 +39,9 @@ describe('loaded by OpenClaw\'s plugin loader', () => {
   test('21 identical calls: OpenClaw runs 20, and hands the model its blocked result with the block message for the 21st', async () => {
     const scope = { runId: 'oc-run-1', sessionId: 'oc-session-1', sessionKey: 'agent:coder:oc1', agentId: 'coder' };
     const blocksBefore = await metricValue(daemon.metricsAddress, 'loopwarden_blocks_total', { detector: 'generic_repeat', agent: 'coder' });
+    const labelled = { action: 'block', detector: 'generic_repeat', agent: 'coder' };
+    const ownBefore = await metricValue(daemon.metricsAddress, 'loopwarden_verdicts_total', { ...labelled, integration: 'openclaw' });
+    const grpcBefore = await metricValue(daemon.metricsAddress, 'loopwarden_verdicts_total', { ...labelled, integration: 'grpc' });
     let ran = 0;
     const results = [];
     for (let i = 1; i <= 21; i++) results.push(await openclaw.callTool(scope, 'read', { path: 'notes.txt' }, () => { ran += 1; return same(); }));
@@ -52,6 +55,9 @@ describe('loaded by OpenClaw\'s plugin loader', () => {
     assert.match(results[10].content.at(-1).text, /identical arguments/i);
     const blocksAfter = await metricValue(daemon.metricsAddress, 'loopwarden_blocks_total', { detector: 'generic_repeat', agent: 'coder' });
     assert.equal(blocksBefore + 1, blocksAfter);
+    // The plugin names itself: the block is the openclaw integration's, not plain gRPC's.
+    assert.equal(ownBefore + 1, await metricValue(daemon.metricsAddress, 'loopwarden_verdicts_total', { ...labelled, integration: 'openclaw' }));
+    assert.equal(grpcBefore, await metricValue(daemon.metricsAddress, 'loopwarden_verdicts_total', { ...labelled, integration: 'grpc' }));
   });
 
   test('after_compaction arms the guard; the persisting loop is aborted and the plugin asks OpenClaw to end the run', async () => {
