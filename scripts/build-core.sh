@@ -32,8 +32,8 @@ fi
 
 # Measured on a 2-core machine (docs/performance.md, "Build profiles"); a busy machine takes longer.
 case "${profile}" in
-  quick) estimate="about 40 s of CPU: 30-40 s on 2 idle cores" ;;
-  release) estimate="about 75 s of CPU on one core: 70 s or more, whatever the cores (fat LTO)" ;;
+  quick) estimate="about 40 s of CPU: 25 s on 2 idle cores, more on a busy machine" ;;
+  release) estimate="about 45 s of CPU: 35 s on 2 idle cores, its fat LTO on one core" ;;
   *) estimate="cargo profile ${profile}" ;;
 esac
 echo "==> building loopwarden-core (Rust, cargo profile ${profile}: ${estimate}) into ${venv}; cargo's lines follow"
