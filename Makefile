@@ -90,7 +90,7 @@ serve: $(RUNTIME_STAMP) $(HOOK_COMMAND)
 	@echo "    agent hooks on http://$(SERVE_HOOKS_LISTEN)/v1/hooks/claude-code and /v1/hooks/codex"
 	@echo "    (to move them: make serve GRPC_PORT=PORT METRICS_PORT=PORT HOOKS_PORT=PORT)"
 	@echo "    command hooks: $(abspath $(HOOK_COMMAND)) claude-code|codex --url http://$(SERVE_HOOKS_LISTEN)"
-	@echo "    to write them into a host's config: $(abspath $(BIN))/loopwarden install-hooks claude-code|codex|gemini-cli|cursor [--user]"
+	@echo "    to write them into a host's config: $(abspath $(BIN))/loopwarden install-hooks claude-code|codex|gemini-cli|cursor [--user] --url http://$(SERVE_HOOKS_LISTEN)"
 	$(BIN)/loopwarden serve $(SERVE_FLAGS)
 
 ## test: check prerequisites, install everything the tests need, run the whole suite

@@ -55,6 +55,10 @@ class StateStore(ABC):
     @abstractmethod
     def check(self) -> None: ...
 
+    def claim(self) -> None:
+        """Take the store for this daemon, where a store is one daemon's alone (the file store);
+        StateStoreError names who holds it. Called once, at the daemon's start, after `check`."""
+
     def restore(self) -> Iterator[StoredRun]:
         return iter(())
 

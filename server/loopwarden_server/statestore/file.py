@@ -57,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
 import logging
 import os
 import stat
@@ -69,6 +70,10 @@ from .base import FlushItem, StateStore, StateStoreError, StoredRun
 from .encoding import is_delta
 
 log = logging.getLogger("loopwarden.daemon")
+
+# The state files this process holds locked: lock path -> [descriptor, stores using it]. The lock
+# keeps other processes out; stores of one process (a restore after a restart, in tests) share it.
+_LOCKS: dict[str, list[int]] = {}
 
 HEADER = b"LWSTATE\x01"
 _FRAME = struct.Struct(">II")
@@ -310,6 +315,7 @@ class FileStateStore(StateStore):
         self.corrupt_bytes = 0
         self.corrupt_ranges = 0
         self.corrupt_path = ""
+        self._lock_fd: int | None = None  # PATH.lock, held while this daemon owns the file
 
     def describe(self) -> str:
         return f"file:{self.path}"
@@ -339,6 +345,51 @@ class FileStateStore(StateStore):
                           extra={"state_store": path, "error": self.degraded})
                 return
             raise StateStoreError(f"state store {path} is not writable: {exc.strerror or exc}") from None
+
+    def claim(self) -> None:
+        """One daemon per state file: the file store is one replica's, and two daemons appending to
+        one log would each restore, flush and compact it as theirs. An exclusive lock on PATH.lock
+        (not on the log, which a compaction replaces by a rename) is held for the daemon's life; the
+        kernel lets it go when the process ends, however it ends. A full disk that cannot even
+        create the lock file leaves the store unlocked (it is degraded anyway, and says so)."""
+        if self._lock_fd is not None:
+            return
+        lock_path = f"{self.path}.lock"
+        if lock_path in _LOCKS:
+            _LOCKS[lock_path][1] += 1
+            self._lock_fd = _LOCKS[lock_path][0]
+            return
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            if exc.errno in NO_SPACE:
+                return
+            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise StateStoreError(
+                f"state store {self.path} is in use by another loopwarden daemon (pid {holder}); give this "
+                "one a file of its own: --state-store file:PATH (make serve SERVE_STATE=file:PATH), or stop "
+                "the other") from None
+        with contextlib.suppress(OSError):  # the pid only names the holder in the message above
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _LOCKS[lock_path] = [fd, 1]
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is None:
+            return
+        self._lock_fd = None
+        held = _LOCKS.get(f"{self.path}.lock")
+        if held is not None:
+            held[1] -= 1
+            if held[1] == 0:
+                del _LOCKS[f"{self.path}.lock"]
+                os.close(held[0])  # closing the only descriptor lets the lock go
 
     @staticmethod
     def _probe(probe: str) -> None:
@@ -506,6 +557,7 @@ class FileStateStore(StateStore):
 
     async def close(self) -> None:
         await self.settle()
+        self._release_lock()
 
     async def _compact_beside(self) -> None:
         """Compaction beside the flushes: the live frames up to now are copied without the lock

@@ -183,6 +183,7 @@ class StateKeeper:
     def check(self) -> None:
         try:
             self.store.check()
+            self.store.claim()
         except StateStoreError:
             self.metrics.store_errors.labels("check").inc()
             raise
