@@ -27,7 +27,7 @@ from .config import Config
 from .config.detection import LoopDetectionSettings
 from .integration import current_integration
 from .logs import log_batch
-from .metrics import LATENCY_BUCKETS, Metrics
+from .metrics import LATENCY_BUCKETS, Metrics, from_scrape_thread
 from .settings import Limits
 
 if TYPE_CHECKING:
@@ -80,8 +80,8 @@ class CoreService:
             {name: getattr(limits, name) for name in _LIMIT_FIELDS}, list(LATENCY_BUCKETS))
         self._config = config
         self.swap_config(config)
-        metrics.active_runs.set_function(lambda: len(self.native))
-        metrics.exemptions_in_force.set_function(lambda: self.native.exemption_count(self.clock()))
+        metrics.active_runs.set_function(from_scrape_thread(lambda: len(self.native)))
+        metrics.exemptions_in_force.set_function(from_scrape_thread(lambda: self.native.exemption_count(self.clock())))
         # Exemption times are the core's clock in memory and Unix seconds outside.
         self.wall_clock: Callable[[], float] = time.time
 

@@ -6,7 +6,7 @@ is an agent id named in the config or "default". Never a run id, tool arguments 
 from __future__ import annotations
 
 import platform
-
+import time
 from bisect import bisect_left
 from collections.abc import Callable
 
@@ -25,6 +25,32 @@ HOOK_UNCHECKED_REASONS = ("busy", "timeout", "draining", "restoring", "too_large
 DEFAULT_AGENT = "default"
 # The rolling detectors (the guard aborts, it never warns or blocks): label values known up front.
 DETECTORS = tuple(d for d in loopwarden_core.DETECTORS if d != "post_compaction_guard")
+
+
+# PyO3's refusal of a read while a call holds the core mutably (its exact message).
+_BORROWED = "Already mutably borrowed"
+SCRAPE_READ_PATIENCE_SECONDS = 1.0
+
+
+def from_scrape_thread(read: Callable[[], float]) -> Callable[[], float]:
+    """`read` of the core, made safe to call from the metrics server's thread.
+
+    The event loop thread's calls into the core hold it mutably; one that allocates Python
+    objects can start a garbage collection whose finalizers run Python code, and the
+    interpreter may hand the GIL to another thread right there. A scrape reading the core at
+    that moment is refused by PyO3's borrow check: it waits for the call to end (sleeping lets
+    the GIL go back to it) instead of failing the whole scrape with a 500.
+    """
+    def patient() -> float:
+        deadline = time.monotonic() + SCRAPE_READ_PATIENCE_SECONDS
+        while True:
+            try:
+                return read()
+            except RuntimeError as exc:
+                if _BORROWED not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.0005)
+    return patient
 
 
 class _Count:

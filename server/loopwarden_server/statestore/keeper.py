@@ -63,6 +63,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from ..metrics import from_scrape_thread
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
 from .base import STALE, WAITING, WRITTEN, StateStore, StateStoreError
 from .encoding import EncodingError, exemptions_key, frame, is_delta, is_exemptions, run_key, tree_key
@@ -162,9 +163,10 @@ class StateKeeper:
         self.tables.track_changes()
         metrics.flush_interval.set(flush_interval)
         metrics.store_up.set(1)
-        metrics.dirty_runs.set_function(self.waiting)
-        metrics.flush_lag.set_function(lambda: time.monotonic() - self._last_ok if self.waiting() else 0.0)
-        metrics.unmerged_runs.set_function(self.unmerged)
+        metrics.dirty_runs.set_function(from_scrape_thread(self.waiting))
+        metrics.flush_lag.set_function(from_scrape_thread(
+            lambda: time.monotonic() - self._last_ok if self.waiting() else 0.0))
+        metrics.unmerged_runs.set_function(from_scrape_thread(self.unmerged))
 
     def unmerged(self) -> int:
         """Runs (and exemption tables) whose load failed, waiting to be merged before a write."""
