@@ -42,6 +42,7 @@ class _Thread:
     ended_one: bool = False  # a PostToolBatch of this thread has been seen: batch ends do come
     unbatched: bool = False  # its first batch failed probation: no batch ids until a PostToolBatch
     probation: set[int] = field(default_factory=set)  # the first batch's calls (hashes), before any batch end
+    ids: set[str] = field(default_factory=set)  # the open batch's tool_use_ids
 
 
 class HookBatches:
@@ -80,10 +81,17 @@ class HookBatches:
             thread = self._thread(tenant, session_id, subagent)
             if thread.unbatched:
                 return ""
+            if tool_use_id and tool_use_id in thread.ids:
+                # The same call delivered again (two hook setups, a retried hook): no second call
+                # of the batch, and no repeat for probation. The engine answers it as a retry.
+                return thread.batch
             if not thread.batch:
                 # A PreToolUse always has a tool_use_id; without one, an id no other batch has.
                 thread.batch, thread.calls = tool_use_id or f"batch-{uuid.uuid4().hex}", 0
+                thread.ids.clear()
             thread.calls += 1
+            if tool_use_id:
+                thread.ids.add(tool_use_id)
             if not thread.ended_one:
                 key = hash(tool_call)
                 if thread.calls > MAX_BATCH or key in thread.probation:
@@ -99,6 +107,7 @@ class HookBatches:
             thread = self._thread(tenant, session_id, subagent)
             thread.batch, thread.calls, thread.ended_one, thread.unbatched = "", 0, True, False
             thread.probation.clear()
+            thread.ids.clear()
 
     def end_subagent(self, tenant: str, session_id: str, subagent: str) -> None:
         """SubagentStop: the subagent's batches are forgotten (its session's stay)."""

@@ -240,10 +240,10 @@ class HooksEndpoint:
                 "hook_event": hook.hook_event_name, "field": reduced.field, "bytes": reduced.size_bytes,
                 "sha256": reduced.sha256, "run_id": hook.run.run_id if hook.run else ""})
         hook = self._batched(hook, tenant)
-        approval = self._approval(hook, tenant)
-        if hook.event is None and approval is None:
+        approvals = self._approvals(hook, tenant)
+        if hook.event is None and not approvals:
             return HTTPStatus.OK, {}
-        return HTTPStatus.OK, await self.decide(hook, tenant, approval, fail_closed=fail_closed)
+        return HTTPStatus.OK, await self.decide(hook, tenant, approvals, fail_closed=fail_closed)
 
     def _parse(self, dialect: Dialect, body: bytes, agent_id: str,
                fail_closed: bool = False) -> HookRequest | tuple[int, dict]:
@@ -306,18 +306,32 @@ class HooksEndpoint:
     def _closed(self, fail_closed: bool | None) -> bool:
         return self._fail_closed if fail_closed is None else fail_closed or self._fail_closed
 
-    def _approval(self, hook: HookRequest, tenant: str) -> EventRecord | None:
-        """The person's answer to an ask of this hook's call, when this endpoint asked it: the
-        call's PostToolUse approves it once, PermissionDenied denies it. SessionEnd forgets the
-        session's asks."""
+    def _approvals(self, hook: HookRequest, tenant: str) -> tuple[EventRecord, ...]:
+        """The person's answers to asks this endpoint made, to send ahead of the hook's event: the
+        asks of the run the hook shows were declined without a hook of their own (hook_asks), then
+        this hook's call's, when it was asked: its PostToolUse approves it once, PermissionDenied
+        denies it. SessionEnd forgets the session's asks."""
         if hook.ends_session:
             self.asks.end_session(tenant, hook.session_id)
+        if not hook.dialect.can_ask or hook.run is None:
+            return ()
+        approvals = hook.declined(self._unanswered(hook, tenant, hook.run.run_id))
         settled = hook.settles_ask
-        if settled is None or hook.run is None:
-            return None
-        if not self.asks.settle(tenant, hook.session_id, hook.run.run_id, hook.tool_call_id):
-            return None
-        return hook.approval(settled)
+        if settled is not None and self.asks.settle(tenant, hook.session_id, hook.run.run_id, hook.tool_call_id):
+            approvals += (hook.approval(settled),)
+        return approvals
+
+    def _unanswered(self, hook: HookRequest, tenant: str, run_id: str) -> list[str]:
+        """The asks of the hook's run (`run_id`) that it shows were declined: all of them at the end
+        of the run's batch or a new prompt; before a call runs, those of other batches and the
+        same call's."""
+        if hook.ends_batch or (hook.event is not None and hook.event.kind is EventKind.USER_TURN):
+            return self.asks.unanswered(tenant, hook.session_id, run_id)
+        if hook.before_tool and hook.event is not None:
+            call = hook.event
+            return self.asks.unanswered(tenant, hook.session_id, run_id, tool_call_id=hook.tool_call_id,
+                                        batch_id=call.batch_id, call=(call.tool_name, call.params_json))
+        return []
 
     def _batched(self, hook: HookRequest, tenant: str) -> HookRequest:
         """Claude Code's batches (hook_batches): a PostToolBatch ends the session's batch, a
@@ -361,9 +375,9 @@ class HooksEndpoint:
             self._metrics.auth_failures.labels(reason).inc()
         return None
 
-    async def decide(self, hook: HookRequest, tenant: str, approval: EventRecord | None = None, *,
+    async def decide(self, hook: HookRequest, tenant: str, approvals: tuple[EventRecord, ...] = (), *,
                      fail_closed: bool | None = None) -> dict:
-        """The answer to one parsed hook request (and the approval to send ahead of its event), or,
+        """The answer to one parsed hook request (and the approvals to send ahead of its event), or,
         when it cannot be given in time (or the daemon drains, or is busy), the unavailable answer."""
         fail_closed = self._closed(fail_closed)
         if self._lifecycle.draining:
@@ -378,7 +392,7 @@ class HooksEndpoint:
                                                    "hook requests is taken)", fail_closed)
         in_flight[tenant] = held + 1
         try:
-            return await asyncio.wait_for(self._evaluate(hook, tenant, approval, fail_closed), self._answer_timeout)
+            return await asyncio.wait_for(self._evaluate(hook, tenant, approvals, fail_closed), self._answer_timeout)
         except TimeoutError:
             return self._unavailable(hook, "timeout", f"loopwarden did not answer within {self._answer_timeout:g} s",
                                      fail_closed)
@@ -410,17 +424,18 @@ class HooksEndpoint:
         if self._metrics is not None:
             self._metrics.hooks_refused.labels(reason, dialect.value).inc()
 
-    async def _evaluate(self, hook: HookRequest, tenant: str, approval: EventRecord | None,
+    async def _evaluate(self, hook: HookRequest, tenant: str, approvals: tuple[EventRecord, ...],
                         fail_closed: bool = False) -> dict:
-        """On the loop: the approval (if any) and the hook's event in one request, and after a
+        """On the loop: the approvals (if any) and the hook's event in one request, and after a
         BLOCK the blocked call's outcome. An ASK is remembered for the call's later hooks."""
         integration, routed = hook.dialect.integration, hook.root_run_id
-        decided = await self._evaluator.evaluate(hook.events(approval), integration, tenant, routed)
-        if approval is not None and _action(decided[0]) == "reject":
-            # The daemon held no such ask (restarted without a state store, the ask timed out):
-            # nothing to settle, and the hook's own event was decided all the same.
-            log.info("hook approval not taken", extra={"tool_call_id": approval.tool_call_id,
-                                                       "error_code": decided[0].error_code})
+        decided = await self._evaluator.evaluate(hook.events(*approvals), integration, tenant, routed)
+        for approval, taken in zip(approvals, decided):
+            if _action(taken) == "reject":
+                # The daemon held no such ask (restarted without a state store, the ask timed out):
+                # nothing to settle, and the hook's own event was decided all the same.
+                log.info("hook approval not taken", extra={"tool_call_id": approval.tool_call_id,
+                                                           "error_code": taken.error_code})
         verdict = decided[-1] if hook.event is not None else None
         if verdict is None:
             return answer(hook, None)
@@ -430,8 +445,10 @@ class HooksEndpoint:
             self.count_refused(verdict.error_code or "unknown", hook.dialect)
             log.warning("hook event refused by the engine: not checked", extra={
                 "hook_event": hook.hook_event_name, "error_code": verdict.error_code, "fail_closed": fail_closed})
-        if hook.asked(verdict) and hook.run is not None:
-            self.asks.asked(tenant, hook.session_id, hook.run.run_id, hook.tool_call_id)
+        if hook.asked(verdict) and hook.run is not None and hook.event is not None:
+            call = hook.event
+            self.asks.asked(tenant, hook.session_id, hook.run.run_id, hook.tool_call_id, call.batch_id,
+                            (call.tool_name, call.params_json))
         blocked = hook.blocked_outcome(verdict)
         if blocked is not None:
             await self._evaluator.evaluate((blocked,), integration, tenant, routed)

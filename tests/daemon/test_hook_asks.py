@@ -45,6 +45,48 @@ class TestHookAsks:
         assert (1, False, True) == (len(asks), asks.settle("", "s1", "s1", "t3"), asks.settle("", "s2", "s2", "t1"))
 
 
+class TestUnansweredAsks:
+    """Asks Claude Code answered with no hook (a headless session, dontAsk, an interactive "No")
+    end when the run shows it moved on without running the call."""
+
+    def test_a_batch_end_declines_every_ask_of_its_run_only(self):
+        asks = HookAsks()
+        asks.asked("t", "s", "s", "toolu_1", "toolu_1")
+        asks.asked("t", "s", "s", "toolu_2", "toolu_1")
+        asks.asked("t", "s", "s/a1", "toolu_3", "toolu_3")
+
+        assert ["toolu_1", "toolu_2"] == asks.unanswered("t", "s", "s")
+        assert [] == asks.unanswered("t", "s", "s")
+        assert 1 == len(asks), "the sub-agent's ask is its own run's"
+
+    def test_a_call_of_another_batch_declines_and_another_of_the_same_batch_does_not(self):
+        asks = HookAsks()
+        asks.asked("t", "s", "s", "toolu_1", "toolu_1", ("Bash", "loop"))
+
+        assert [] == asks.unanswered("t", "s", "s", tool_call_id="toolu_2", batch_id="toolu_1", call=("Bash", "ls"))
+        assert [] == asks.unanswered("t", "s", "s", tool_call_id="toolu_1", batch_id="toolu_9",
+                                     call=("Bash", "loop")), "itself, delivered again"
+        assert ["toolu_1"] == asks.unanswered("t", "s", "s", tool_call_id="toolu_9", batch_id="toolu_9",
+                                              call=("Bash", "ls"))
+
+    def test_the_same_call_asked_again_declines_even_in_the_same_batch(self):
+        asks = HookAsks()
+        asks.asked("t", "s", "s", "toolu_1", "toolu_1", ("Bash", "loop"))
+
+        assert ["toolu_1"] == asks.unanswered("t", "s", "s", tool_call_id="toolu_2", batch_id="toolu_1",
+                                              call=("Bash", "loop"))
+
+    def test_without_batch_ids_only_the_same_call_declines(self):
+        """A call of the same turn cannot be told from one of the next turn."""
+        asks = HookAsks()
+        asks.asked("t", "s", "s", "toolu_1", "", ("Bash", "a"))
+        asks.asked("t", "s", "s", "toolu_2", "b", ("Bash", "b"))
+
+        assert [] == asks.unanswered("t", "s", "s", tool_call_id="toolu_3", batch_id="", call=("Bash", "c"))
+        assert ["toolu_1"] == asks.unanswered("t", "s", "s", tool_call_id="toolu_4", batch_id="", call=("Bash", "a"))
+        assert 1 == len(asks)
+
+
 class TestAskedCallFiles:
     def test_a_marker_settles_once_and_only_for_its_daemon(self, tmp_path):
         files = AskedCallFiles(tmp_path / "asks")
@@ -154,6 +196,52 @@ class TestEndpointFlow:
 
         (approval,), _ = endpoint._evaluator.requests[-1]
         assert ("approval", False) == (approval.kind.value, approval.approved)
+
+    def test_the_same_call_asked_again_declines_the_first_ask(self, endpoint):
+        """No batch end between (a host that sends none): the same call under a new id is the
+        model trying again, so the first ask was not granted."""
+        post(endpoint, payloads.claude_pre_tool_use("s", "toolu_1", "loop"))
+
+        post(endpoint, payloads.claude_pre_tool_use("s", "toolu_2", "loop"))
+
+        records, _ = endpoint._evaluator.requests[-1]
+        assert [("approval", "toolu_1", False), ("tool_call", "toolu_2", None)] == [
+            (r.kind.value, r.tool_call_id, r.approved if r.kind.value == "approval" else None) for r in records]
+
+    def test_a_call_of_the_same_batch_declines_nothing_and_the_batch_end_does(self, endpoint):
+        """Claude Code may check a turn's other calls while the person looks at the prompt: only
+        the end of the batch shows the asked call did not run."""
+        post(endpoint, payloads.claude_pre_tool_use("s", "toolu_1", "loop"))
+        post(endpoint, payloads.claude_pre_tool_use("s", "toolu_2", "other"))
+        assert [["tool_call"], ["tool_call"]] == [kinds(r) for r in endpoint._evaluator.requests]
+
+        assert {} == post(endpoint, payloads.claude_post_tool_batch("s"))
+
+        (approval,), _ = endpoint._evaluator.requests[-1]
+        assert ("approval", "toolu_1", False) == (approval.kind.value, approval.tool_call_id, approval.approved)
+        assert 0 == len(endpoint.asks)
+
+    def test_an_approved_call_is_not_declined_by_its_batch_end(self, endpoint):
+        post(endpoint, payloads.claude_pre_tool_use("s", "toolu_1", "loop"))
+        post(endpoint, payloads.claude_post_tool_use("s", "toolu_1", "loop"))
+        assert {} == post(endpoint, payloads.claude_post_tool_batch("s"))
+
+        assert [["tool_call"], ["approval", "tool_outcome"]] == [kinds(r) for r in endpoint._evaluator.requests]
+        assert endpoint._evaluator.requests[1][0][0].approved is True
+
+    def test_a_new_prompt_declines_the_runs_asks(self, endpoint):
+        post(endpoint, payloads.claude_pre_tool_use("s", "toolu_1", "loop"))
+        post(endpoint, payloads.claude_user_prompt_submit("s", "go on"))
+
+        assert ["approval", "user_turn"] == kinds(endpoint._evaluator.requests[-1])
+
+    def test_a_sub_agents_ask_is_not_declined_by_the_main_threads_calls(self, endpoint):
+        post(endpoint, payloads.in_subagent(payloads.claude_pre_tool_use("s", "toolu_1", "loop"), "a1"))
+        post(endpoint, payloads.claude_post_tool_batch("s"))
+        post(endpoint, payloads.claude_pre_tool_use("s", "toolu_2"))
+
+        assert 1 == len(endpoint.asks)
+        assert not any(r.kind.value == "approval" for request, _ in endpoint._evaluator.requests for r in request)
 
     def test_session_end_forgets_the_sessions_asks(self, endpoint):
         post(endpoint, payloads.claude_pre_tool_use("s", "toolu_1", "loop"))

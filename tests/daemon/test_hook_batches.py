@@ -183,3 +183,20 @@ class TestEndpoint:
 
         assert ["", ""] == [r.batch_id for r in endpoint._evaluator.records]
         assert 0 == len(endpoint.batches)
+
+
+def test_a_call_delivered_twice_is_one_call_of_its_batch():
+    """Two hook setups (the plugin and install-hooks' entries) or a retried hook deliver one
+    PreToolUse twice: the second gets the same batch id, is no second call of the batch, and is no
+    repeat that ends a first batch's probation."""
+    batches = HookBatches()
+
+    first = [call(batches, "toolu_0"), call(batches, "toolu_0"), call(batches, "toolu_1"), call(batches, "toolu_1")]
+    batches.end_batch("", "s", "")
+    batches.end_batch("", "s", "")  # the batch end delivered twice too
+    second = [call(batches, "toolu_2"), call(batches, "toolu_2")]
+
+    assert ["toolu_0"] * 4 == first, "still one batch: no probation repeat"
+    assert ["toolu_2"] * 2 == second
+    thread = batches._sessions[("", "s")][""]
+    assert (1, {"toolu_2"}) == (thread.calls, thread.ids)

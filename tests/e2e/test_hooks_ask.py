@@ -55,6 +55,74 @@ def test_an_approved_call_asks_again_next_time_and_a_denial_then_denies(send, ru
     assert "deny" == decision(after), "after a denial the pattern's criticals are denied"
 
 
+def _denied_answers(before: str, after: str) -> float:
+    return delta(before, after, "loopwarden_approvals_total", answer="denied", agent="default")
+
+
+def test_an_ask_no_hook_answers_is_denied_when_the_same_call_comes_again(daemon, send, run_id):
+    """A headless `claude -p` (or dontAsk, or a permission tool saying no) denies the asked call
+    with no hook: the model's next attempt at the same call is the answer. It is denied at once
+    (the pattern's criticals are denied after a denial), not asked again, and the daemon holds no
+    ask open until askTimeoutSeconds."""
+    answers = claude_loop(send, run_id)
+    assert "ask" == decision(answers[-1])
+    before = daemon.scrape()
+
+    again = send(payloads.claude_pre_tool_use(run_id, "toolu_again"))
+
+    assert "deny" == decision(again)
+    assert again["hookSpecificOutput"]["permissionDecisionReason"].startswith("CRITICAL: ")
+    assert 1 == _denied_answers(before, daemon.scrape())
+
+
+def test_an_ask_no_hook_answers_is_denied_by_its_batch_end(daemon, send, run_id):
+    """Claude Code's PostToolBatch: every call of the turn resolved, and an asked call that ran
+    would have sent its PostToolUse first. One call a turn here."""
+    batch_end = payloads.claude_post_tool_batch(run_id, [])
+    assert {} == send(batch_end)
+    for index in range(1, CRITICAL + 1):
+        assert "" == decision(send(payloads.claude_pre_tool_use(run_id, f"toolu_{index}")))
+        send(payloads.claude_post_tool_use(run_id, f"toolu_{index}"))
+        assert {} == send(batch_end)
+    assert "ask" == decision(send(payloads.claude_pre_tool_use(run_id, f"toolu_{CRITICAL + 1}")))
+    before = daemon.scrape()
+
+    assert {} == send(batch_end)
+
+    assert 1 == _denied_answers(before, daemon.scrape())
+    assert "deny" == decision(send(payloads.claude_pre_tool_use(run_id, "toolu_again")))
+
+
+def test_the_command_form_denies_an_unanswered_ask_when_the_same_call_comes_again(daemon, send, run_id, tmp_path):
+    """`loopwarden hook`, one process per hook: the marker of the asked call is the denial the
+    next process sends ahead of the same call."""
+    import os
+    import subprocess
+    import sys
+
+    state = tmp_path / "hook-state"
+
+    def command(body):
+        done = subprocess.run([sys.executable, "-m", "loopwarden", "hook", "claude-code", "--address",
+                               daemon.grpc_target], input=json.dumps(body), capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "LOOPWARDEN_HOOK_STATE_DIR": str(state)})
+        assert (0, "") == (done.returncode, done.stderr)
+        return json.loads(done.stdout)
+
+    for index in range(1, CRITICAL + 1):
+        send(payloads.claude_pre_tool_use(run_id, f"toolu_{index}"))
+        send(payloads.claude_post_tool_use(run_id, f"toolu_{index}"))
+    assert "ask" == decision(command(payloads.claude_pre_tool_use(run_id, "toolu_21")))
+    assert {} == command(payloads.claude_pre_tool_use(run_id, "toolu_other", "pwd")), "another call: no answer"
+    assert 1 == len(list(state.glob("*.ask")))
+    before = daemon.scrape()
+
+    assert "deny" == decision(command(payloads.claude_pre_tool_use(run_id, "toolu_22")))
+
+    assert 1 == _denied_answers(before, daemon.scrape())
+    assert [] == list(state.glob("*.ask"))
+
+
 def test_a_stuck_subagent_is_asked_too(send, run_id):
     answers = []
     for index in range(1, CRITICAL + 2):

@@ -2,6 +2,7 @@
 (`loopwarden hook`) against the same daemon: the documented hook JSON in, the hook answers out."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import signal
 import ssl
@@ -132,6 +133,30 @@ class TestClaudeCodeEndpoint:
         answers = claude_loop(lambda body: post(address, "/v1/hooks/claude-code", body)[1], run_id)
 
         assert_loop_answers(answers, warning, block)
+
+    def test_every_hook_delivered_twice_counts_each_call_once(self, daemon, client, run_id):
+        """The plugin and install-hooks' entries both installed (or Cursor running Claude Code's
+        hooks beside its own, or a hook retried): each hook arrives twice, at once. Warned at the
+        11th call and denied at the 21st all the same, the message saying 20 calls, and both
+        deliveries get the same answer."""
+        warning, block = reference_messages(client, f"{run_id}-reference")
+        address = hooks_address(daemon)
+        pairs = []
+
+        def twice(body: dict) -> dict:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                first, second = pool.map(lambda _: post(address, "/v1/hooks/claude-code", body)[1], range(2))
+            pairs.append((first, second))
+            return first
+
+        answers = claude_loop(twice, run_id)
+
+        assert_loop_answers(answers, warning, block)
+        assert "called 20 times" in block
+        assert all(first == second for first, second in pairs), [p for p in pairs if p[0] != p[1]][:2]
+        inspected = client.inspect(run_id)
+        assert (21, 42) == (inspected.run_totals.tool_calls, inspected.events_evaluated), \
+            "21 calls, 20 outcomes and the blocked call's, each once"
 
     def test_a_loop_that_persists_after_compaction_stops_the_session(self, daemon, run_id):
         """PreCompact, then three identical call/outcome pairs: the third outcome stops the session

@@ -192,14 +192,15 @@ class TestTheInstalledHooksReachTheDaemon:
 class ScriptedModel(ScriptedModelServer):
     """A stand-in for the Anthropic Messages API on loopback (ANTHROPIC_BASE_URL): while Bash is among
     the request's tools, it asks for the same Bash call again (a model stuck in a loop), until a call
-    comes back as an error or `limit` calls were made; then it ends the turn. It keeps every tool
-    result Claude Code sends back, in order."""
+    comes back as an error (`errors_to_stop` of them) or `limit` calls were made; then it ends the
+    turn. It keeps every tool result Claude Code sends back, in order."""
 
     COMMAND = {"command": "echo looping", "description": "Print a word"}
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, errors_to_stop: int = 1):
         super().__init__(_ScriptedModelHandler)
         self.limit = limit
+        self.errors_to_stop = errors_to_stop  # the model tries again after fewer errors than this
         self.results: list[dict] = []
         self.requests: list[str] = []  # every request body, as sent
 
@@ -211,8 +212,9 @@ class ScriptedModel(ScriptedModelServer):
             self.requests.append(json.dumps(request))
             known = {result["tool_use_id"] for result in self.results}
             self.results += [result for result in results if result["tool_use_id"] not in known]
+            errors = sum(1 for result in self.results if result.get("is_error"))
             stuck = (any(tool.get("name") == "Bash" for tool in request.get("tools", []))
-                     and not any(result.get("is_error") for result in self.results) and len(self.results) < self.limit)
+                     and errors < self.errors_to_stop and len(self.results) < self.limit)
             calls = len(self.results)
         if stuck:
             block = {"type": "tool_use", "id": f"toolu_{calls + 1:04d}", "name": "Bash", "input": self.COMMAND}
@@ -264,6 +266,18 @@ def result_text(result: dict) -> str:
     return content or ""
 
 
+def install_hooks_user(home: pathlib.Path, bin_dir: pathlib.Path, url: str, *extra: str) -> subprocess.CompletedProcess:
+    """`loopwarden install-hooks claude-code --user --yes` in `home`, hooks running `bin_dir`'s
+    loopwarden-hook (the compiled command of this checkout) against `url`."""
+    if not (bin_dir / "loopwarden-hook").exists():
+        bin_dir.mkdir(exist_ok=True)
+        (bin_dir / "loopwarden-hook").symlink_to(hook_binary())
+    script = pathlib.Path(sys.executable).parent / "loopwarden"
+    return subprocess.run([str(script), "install-hooks", "claude-code", "--user", "--yes", "--bin-dir", str(bin_dir),
+                           "--url", url, *extra], capture_output=True, text=True, timeout=60, cwd=home,
+                          env=quiet_env(home))
+
+
 def claude_session(claude: pathlib.Path, home: pathlib.Path, model: ScriptedModel, workspace: pathlib.Path,
                    **env: str) -> subprocess.CompletedProcess:
     workspace.mkdir(exist_ok=True)
@@ -305,16 +319,34 @@ class TestARealClaudeCodeSession:
         """`loopwarden install-hooks claude-code --user` in a fresh home, the compiled loopwarden-hook of
         this checkout in the bin directory it names: the settings.json it writes is what runs."""
         warning, block = reference_messages(client, f"{run_id}-reference")
-        home, bin_dir = tmp_path / "home", tmp_path / "bin"
+        home = tmp_path / "home"
         home.mkdir()
-        bin_dir.mkdir()
-        (bin_dir / "loopwarden-hook").symlink_to(hook_binary())
-        script = pathlib.Path(sys.executable).parent / "loopwarden"
-        installed = subprocess.run([str(script), "install-hooks", "claude-code", "--user", "--yes", "--bin-dir",
-                                    str(bin_dir), "--url", f"http://{hooks_address(daemon)}"],
-                                   capture_output=True, text=True, timeout=60, cwd=home, env=quiet_env(home))
+        installed = install_hooks_user(home, tmp_path / "bin", f"http://{hooks_address(daemon)}")
         assert 0 == installed.returncode, installed.stderr
 
         done = claude_session(claude, home, scripted_model, tmp_path / "workspace")
 
+        assert_stopped_at_21(done, scripted_model, warning, block)
+
+    def test_the_plugin_and_install_hooks_together_count_each_call_once(self, claude, installed, daemon, client,
+                                                                      run_id, scripted_model, tmp_path):
+        """Both in one home: Claude Code runs two loopwarden hooks for every event. install-hooks
+        warns; the daemon takes the second delivery of each call as a retry, so the session is
+        warned at 11 and denied at 21 with a message saying 20, as with either alone."""
+        warning, block = reference_messages(client, f"{run_id}-reference")
+        url = f"http://{hooks_address(daemon)}"
+        home = installed["home"]
+        written = install_hooks_user(home, tmp_path / "bin", url)
+        try:
+            assert 0 == written.returncode, written.stderr
+            assert "also turns on loopwarden's Claude Code plugin (loopwarden@loopwarden)" in written.stdout
+            settings = json.loads((home / ".claude" / "settings.json").read_text())
+            assert settings["enabledPlugins"]["loopwarden@loopwarden"] is True and "PreToolUse" in settings["hooks"]
+
+            done = claude_session(claude, home, scripted_model, tmp_path / "workspace", LOOPWARDEN_HOOK_URL=url)
+        finally:
+            removed = install_hooks_user(home, tmp_path / "bin", url, "--remove")
+            assert 0 == removed.returncode, removed.stderr
+
+        assert "called 20 times" in block
         assert_stopped_at_21(done, scripted_model, warning, block)

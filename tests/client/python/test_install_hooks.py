@@ -230,6 +230,25 @@ class TestCommand:
         assert f"nothing to change: {settings} already has loopwarden's hooks" in second.stdout
         assert settings.read_text() == written and "---" not in second.stdout
 
+    def test_the_plugin_enabled_in_the_same_file_is_warned_of_and_the_hooks_still_written(self, places, tmp_path):
+        """Claude Code would run both; the daemon counts each call once (the host's tool_use_id),
+        but each call would cost two hook processes."""
+        settings = places[0] / ".claude" / "settings.json"
+        settings.parent.mkdir()
+        settings.write_text(json.dumps({"enabledPlugins": {"loopwarden@loopwarden": True, "other@x": True}}) + "\n")
+        bin_dir = str(fake_bin(tmp_path, compiled=True))
+
+        both = install_hooks(places, "claude-code", "--yes", "--bin-dir", bin_dir)
+        settings.write_text(json.dumps({"enabledPlugins": {"loopwarden@loopwarden": ["1.0"]}}) + "\n")
+        listed = install_hooks(places, "claude-code", "--yes", "--bin-dir", bin_dir)
+
+        assert 0 == both.returncode, both.stderr
+        assert ("warning: " + str(settings) + " also turns on loopwarden's Claude Code plugin (loopwarden@loopwarden)"
+                in both.stdout)
+        assert "claude plugin disable loopwarden@loopwarden" in both.stdout
+        assert "PreToolUse" in json.loads(settings.read_text())["hooks"]
+        assert 0 == listed.returncode and "warning" not in listed.stdout, "only true turns a plugin on"
+
     def test_dry_run_shows_the_diff_and_writes_nothing(self, places, tmp_path):
         result = install_hooks(places, "codex", "--dry-run", "--bin-dir", str(fake_bin(tmp_path, compiled=True)))
 

@@ -146,6 +146,11 @@ def _run(args: argparse.Namespace) -> int:
 
     command = hook_command(args.bin_dir or default_bin_dir())
     url = ""
+    plugin = host.enabled_plugin(current.config)
+    if plugin is not None and not args.remove:
+        print(f"warning: {path} also turns on loopwarden's {host.title} plugin ({plugin}): {host.title} will run "
+              f"both for every hook. The daemon still counts each call once (by the host's tool_use_id), but each "
+              f"call costs two hook processes: keep one (`claude plugin disable {plugin}`, or not these hooks)")
     if not args.remove:
         if command.compiled:
             print(f"hooks run {command.argv[0]}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 # Seconds a host waits for a hook before counting it failed: above loopwarden-hook's own --timeout
 # (5 s) so that a slow daemon gets loopwarden's "not checked" answer, not the host's failure.
 HOOK_TIMEOUT_SECONDS = 10
+PLUGIN_NAME = "loopwarden"  # the Claude Code plugin's name (integrations/claude-code/.claude-plugin)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,19 @@ class Host:
     fail_closed_key: tuple[str, object] | None = None
     # What the person still has to do in the host before the hooks run, said after writing.
     next_step: str = ""
+    # The config key that turns plugins on ({"name@marketplace": true}), where the host has plugins
+    # and loopwarden ships one (integrations/claude-code): with it on too, the host runs both.
+    plugins_key: str | None = None
+
+    def enabled_plugin(self, config: object) -> str | None:
+        """The id of loopwarden's plugin when `config` turns it on (only `true` does), else None."""
+        if self.plugins_key is None or not isinstance(config, Mapping):
+            return None
+        plugins = config.get(self.plugins_key)
+        if not isinstance(plugins, Mapping):
+            return None
+        return next((key for key, on in plugins.items()
+                     if isinstance(key, str) and key.split("@", 1)[0] == PLUGIN_NAME and on is True), None)
 
     def config_path(self, *, user: bool, project_dir: pathlib.Path, environ: Mapping[str, str] | None = None,
                     home: pathlib.Path | None = None) -> pathlib.Path:
@@ -93,6 +107,7 @@ HOSTS: dict[str, Host] = {host.name: host for host in (
         ),
         # A hook that cannot run blocks the call, as an exit code 2 would (Claude Agent SDK types).
         fail_closed_key=("onFailure", "block"),
+        plugins_key="enabledPlugins",
     ),
     Host(
         # Codex reads hooks.json next to config.toml: ~/.codex (or $CODEX_HOME) and a trusted

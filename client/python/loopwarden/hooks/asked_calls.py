@@ -7,7 +7,13 @@ that answered ASK leaves a marker file, and the process of the later hook remove
 the test: `os.unlink` succeeds for exactly one process, so an approval is sent once, and a call that
 was never asked sends nothing (no REJECT `no_pending_ask`, no extra request per outcome).
 
-One empty file per asked call, named by a digest of (daemon address, run id, tool_use_id), in
+Claude Code reports many denials with no hook at all (a headless `claude -p`, dontAsk, an interactive
+"No"), so an ask also ends, declined, when the run's same call (tool and input) is asked again
+under another id or a new prompt comes (`unanswered`); this form sees no batch ends, so another
+call proves nothing (it may be of the asked call's own turn).
+
+One file per asked call, named by digests of (daemon address, run id) and of the tool_use_id and
+holding the tool_use_id and a digest of the call, in
 `$LOOPWARDEN_HOOK_STATE_DIR`, else `$XDG_STATE_HOME/loopwarden/hook-asks`, else
 `~/.local/state/loopwarden/hook-asks`. Bounded: markers older than MAX_AGE_SECONDS (long past
 any ask timeout) and the oldest beyond MAX_MARKERS go when a new one is written. Asks are rare, so
@@ -33,6 +39,10 @@ def default_state_dir() -> pathlib.Path:
     return pathlib.Path(base) / "loopwarden" / "hook-asks"
 
 
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class AskedCallFiles:
     """Asked calls as marker files in `directory` (created on first use, private to the user)."""
 
@@ -43,16 +53,18 @@ class AskedCallFiles:
         self._max_age = max_age_seconds
         self._clock = clock
 
-    def _marker(self, scope: str, run_id: str, tool_call_id: str) -> pathlib.Path:
-        digest = hashlib.sha256("\0".join((scope, run_id, tool_call_id)).encode("utf-8", "surrogatepass"))
-        return self._directory / f"{digest.hexdigest()}.ask"
+    def _run_prefix(self, scope: str, run_id: str) -> str:
+        return _digest(scope, run_id)[:32]
 
-    def asked(self, scope: str, run_id: str, tool_call_id: str) -> None:
-        """Remember an asked call. OSError when it cannot be remembered (the caller must then not
-        ask: the person's approval would be lost)."""
+    def _marker(self, scope: str, run_id: str, tool_call_id: str) -> pathlib.Path:
+        return self._directory / f"{self._run_prefix(scope, run_id)}-{_digest(tool_call_id)[:32]}.ask"
+
+    def asked(self, scope: str, run_id: str, tool_call_id: str, call: tuple[str, str] = ("", "")) -> None:
+        """Remember an asked call (`call`: its tool name and input). OSError when it cannot be
+        remembered (the caller must then not ask: the person's approval would be lost)."""
         self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         marker = self._marker(scope, run_id, tool_call_id)
-        marker.touch()
+        marker.write_text(f"{tool_call_id}\n{_digest(*call)}\n", encoding="utf-8", errors="surrogatepass")
         now = self._clock()
         os.utime(marker, (now, now))  # its age, by the clock the pruning reads
         self._prune()
@@ -66,6 +78,27 @@ class AskedCallFiles:
         except OSError:
             return False  # an unreadable state dir: this process cannot have recorded an ask either
         return True
+
+    def unanswered(self, scope: str, run_id: str, tool_call_id: str = "",
+                   call: tuple[str, str] | None = None) -> list[str]:
+        """Forget and name the run's asks a later hook shows were declined: every one (`call`
+        None: a new prompt), or those of the same call as `call` under another id than
+        `tool_call_id`. Each is named once, by the process whose unlink succeeded."""
+        wanted = None if call is None else _digest(*call)
+        declined = []
+        for marker in sorted(self._directory.glob(f"{self._run_prefix(scope, run_id)}-*.ask")):
+            try:
+                asked, pattern = marker.read_text(encoding="utf-8", errors="surrogatepass").split("\n")[:2]
+            except (OSError, ValueError):
+                continue  # settled meanwhile, or not one of these markers
+            if asked == tool_call_id or (wanted is not None and pattern != wanted):
+                continue
+            try:
+                marker.unlink()
+            except OSError:
+                continue  # another process took it
+            declined.append(asked)
+        return declined
 
     def _prune(self) -> None:
         markers = []

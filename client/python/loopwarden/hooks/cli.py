@@ -18,10 +18,11 @@ import json
 import sys
 
 from ..connection import ConnectionSettingsError, add_connection_arguments, connection_from
+from ..eventformat import EventKind, EventRecord
 from .asked_calls import AskedCallFiles, default_state_dir
 from .reduction import DEFAULT_LIMIT_BYTES
 from .protocol import (
-    INTEGRATION_HEADER, Dialect, HookPayloadError, answer, event_name_in, is_before_tool, parse, refused_answer,
+    INTEGRATION_HEADER, Dialect, HookPayloadError, HookRequest, answer, event_name_in, is_before_tool, parse, refused_answer,
     unavailable_answer, unremembered_ask_answer,
 )
 
@@ -106,11 +107,11 @@ def _hook(args: argparse.Namespace) -> int:
     except ConnectionSettingsError as exc:
         return _fail(str(exc))
     asks = AskedCallFiles(default_state_dir())
-    approval = None
+    approvals = _declined(request, asks, connection.address)
     if request.settles_ask is not None and request.run is not None and asks.settle(
             connection.address, request.run.run_id, request.tool_call_id):
-        approval = request.approval(request.settles_ask)
-    if request.event is None and approval is None:
+        approvals += (request.approval(request.settles_ask),)
+    if request.event is None and not approvals:
         print("{}")  # a denial of a call loopwarden did not ask about
         return 0
 
@@ -122,10 +123,10 @@ def _hook(args: argparse.Namespace) -> int:
     with LoopwardenClient(connection.address, metadata=((INTEGRATION_HEADER, dialect.integration),),
                           timeout=args.timeout, **connection.client_kwargs()) as client:
         try:
-            if approval is not None:  # ahead of the hook's own event: the outcome of an approved call
+            for approval in approvals:  # ahead of the hook's own event: e.g. the outcome of an approved call
                 taken = client.check(event_from_record(approval), routed=routed)
                 if taken.error_code:
-                    print(f"loopwarden hook: the daemon did not take the approval of {request.tool_call_id}: "
+                    print(f"loopwarden hook: the daemon did not take the approval of {approval.tool_call_id}: "
                           f"{taken.error_code}", file=sys.stderr)
             verdict = client.check(event_from_record(request.event), routed=routed) if request.event else None
         except LoopwardenUnavailable as exc:
@@ -140,7 +141,8 @@ def _hook(args: argparse.Namespace) -> int:
                       file=sys.stderr)
             if verdict is not None and request.asked(verdict) and request.run is not None:
                 try:
-                    asks.asked(connection.address, request.run.run_id, request.tool_call_id)
+                    asks.asked(connection.address, request.run.run_id, request.tool_call_id,
+                               (request.event.tool_name, request.event.params_json) if request.event else ("", ""))
                 except OSError as exc:
                     print(f"loopwarden hook: cannot remember the asked call in {default_state_dir()}: {exc}",
                           file=sys.stderr)
@@ -153,6 +155,22 @@ def _hook(args: argparse.Namespace) -> int:
                     print(f"loopwarden hook: the blocked call's outcome was not recorded: {exc}", file=sys.stderr)
     print(json.dumps(output))
     return 0
+
+
+def _declined(request: HookRequest, asks: AskedCallFiles, address: str) -> tuple[EventRecord, ...]:
+    """The denials of the run's asks this hook shows went unanswered (asked_calls): the same call
+    asked again, or a new prompt."""
+    if not request.dialect.can_ask or request.run is None or request.event is None:
+        return ()
+    if request.event.kind is EventKind.USER_TURN:
+        declined = asks.unanswered(address, request.run.run_id)
+    elif request.before_tool:
+        call = request.event
+        declined = asks.unanswered(address, request.run.run_id, request.tool_call_id,
+                                   (call.tool_name, call.params_json))
+    else:
+        return ()
+    return request.declined(declined)
 
 
 def _action_value(verdict) -> str:

@@ -47,11 +47,12 @@ call that could not be asked (Codex's, Gemini CLI's, Cursor's per-kind hooks') e
 ASK_THE_USER, which tells the model to put the question to the person; the person's reply is a new
 prompt, a user turn that lifts the block. Claude Code's answer to an ask is no hook of its own: the
 asked call's later `PostToolUse` (or `PostToolUseFailure`: it ran) means "approved once", and
-`PermissionDenied` (a denial Claude Code reports: auto mode, dontAsk, a headless session's
-unanswerable ask) "denied". Which calls were asked needs memory across hooks, so the caller keeps it
-(the daemon's endpoint in memory, `loopwarden hook` on disk) and asks `HookRequest.approval` for the
-event to send ahead of the hook's own; an interactive "No" reaches no hook, and the daemon's
-`loopwarden.askTimeoutSeconds` counts the unanswered ask as a denial.
+`PermissionDenied` (a denial Claude Code reports) "denied". Many denials reach no hook (a headless
+session's unanswerable ask, dontAsk, an interactive "No"), so an ask the run has visibly moved on
+from (its batch ended, the same call asked again, a new prompt) is declined too. Which calls were
+asked needs memory across hooks, so the caller keeps it (the daemon's endpoint in memory,
+loopwarden_server.hook_asks; `loopwarden hook` on disk, asked_calls) and asks
+`HookRequest.approval` and `HookRequest.declined` for the events to send ahead of the hook's own.
 
 Both hosts:
 
@@ -86,8 +87,9 @@ subagentStart/subagentStop, fired in the parent's conversation, do not name the 
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -171,6 +173,21 @@ _EVENTS = {
 _SETTLES_ASK = {POST_TOOL_USE: True, POST_TOOL_USE_FAILURE: True, PERMISSION_DENIED: False}
 
 
+def host_seq(kind: EventKind, tool_use_id: str) -> int:
+    """The seq of an event of a call the host names (`tool_use_id`): the call, its outcome, the
+    approval of its ask. Every delivery of one host event carries the same seq and
+    the same content, which is the contract's retry: Claude Code running both the plugin's hooks
+    and the ones `install-hooks` wrote, Cursor running Claude Code's hooks beside its own, or a hook
+    retried after a timeout is answered with the first delivery's verdict and counted once. 0 (no
+    dedup) for an event of no named call: a prompt's id is no such name (Codex keeps a turn's id for
+    a prompt that steers the running turn, a new user turn all the same), and a user turn delivered
+    twice only starts the run fresh twice."""
+    if not tool_use_id:
+        return 0
+    digest = hashlib.blake2b(f"{kind.value}\0{tool_use_id}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") or 1
+
+
 def child_run_id(session_id: str, agent_id: str) -> str:
     """The run of a Claude Code or Codex sub-agent: a child of the session's run."""
     return f"{session_id}/{agent_id}"
@@ -186,8 +203,9 @@ class HookRun:
     session_id: str = ""  # Event.session_id: the session id; a sub-agent's agent_type
 
     def event(self, kind: EventKind, **fields: Any) -> EventRecord:
+        seq = host_seq(kind, fields.get("tool_call_id", ""))
         return EventRecord(kind, run_id=self.run_id, parent_run_id=self.parent_run_id, agent_id=self.agent_id,
-                           session_id=self.session_id, **fields)
+                           session_id=self.session_id, seq=seq, **fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,10 +257,19 @@ class HookRequest:
             raise ValueError(f"{self.hook_event_name} names no call to approve")
         return self.run.event(EventKind.APPROVAL, tool_call_id=self.tool_call_id, approved=approved, scope="once")
 
-    def events(self, approval: EventRecord | None = None) -> tuple[EventRecord, ...]:
-        """What to send for this hook, in order: the asked call's approval (when the caller knows
-        the call was asked), then the hook's own event."""
-        return tuple(event for event in (approval, self.event) if event is not None)
+    def declined(self, tool_call_ids: Sequence[str]) -> tuple[EventRecord, ...]:
+        """The approvals that deny asks of this hook's run its host never answered (the caller
+        knows which: its asks that this hook shows the run has moved on from), to be sent ahead of
+        the hook's own event."""
+        if self.run is None:
+            return ()
+        return tuple(self.run.event(EventKind.APPROVAL, tool_call_id=call, approved=False, scope="once")
+                     for call in tool_call_ids)
+
+    def events(self, *approvals: EventRecord | None) -> tuple[EventRecord, ...]:
+        """What to send for this hook, in order: the approvals of asked calls (when the caller
+        knows the calls were asked), then the hook's own event."""
+        return tuple(event for event in (*approvals, self.event) if event is not None)
 
     @property
     def ends_batch(self) -> bool:
@@ -268,7 +295,8 @@ class HookRequest:
 
         call = self.event
         return EventRecord(EventKind.TOOL_OUTCOME, run_id=call.run_id, parent_run_id=call.parent_run_id,
-                           agent_id=call.agent_id, session_id=call.session_id, tool_name=call.tool_name,
+                           agent_id=call.agent_id, session_id=call.session_id,
+                           seq=host_seq(EventKind.TOOL_OUTCOME, call.tool_call_id), tool_name=call.tool_name,
                            tool_call_id=call.tool_call_id, params_json=call.params_json,
                            result_json=json_text(blocked_tool_result(verdict)))
 

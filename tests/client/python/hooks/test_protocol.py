@@ -9,6 +9,7 @@ import pytest
 from loopwarden import Action, Verdict
 from loopwarden.eventformat import EventKind
 from loopwarden.hooks import Dialect, HookPayloadError, answer, parse, unavailable_answer
+from loopwarden.hooks.protocol import host_seq
 
 from . import payloads
 
@@ -411,3 +412,32 @@ class TestAsk:
             approval.approval.scope, approval.parent_run_id)
         assert (12, "s") == (outcome.tool_outcome.duration_ms, outcome.parent_run_id)
         assert call.accepts_ask
+
+
+class TestHostCallIds:
+    """A call the host names (tool_use_id) carries a seq of that name: every delivery of one hook
+    is the contract's retry of the first, counted once."""
+
+    def test_a_calls_events_carry_one_seq_each_kind_its_own(self):
+        pre = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "toolu_1"))
+        again = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "toolu_1"))
+        post = parse(Dialect.CLAUDE_CODE, payloads.claude_post_tool_use("s", "toolu_1"))
+        other = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "toolu_2"))
+
+        assert pre.event.seq > 0 and pre.event.seq == again.event.seq
+        assert len({pre.event.seq, post.event.seq, other.event.seq}) == 3
+        assert post.event.seq == host_seq(EventKind.TOOL_OUTCOME, "toolu_1")
+        assert pre.approval(True).seq == host_seq(EventKind.APPROVAL, "toolu_1")
+
+    def test_events_of_no_named_call_are_never_deduplicated(self):
+        prompt = parse(Dialect.CLAUDE_CODE, payloads.claude_user_prompt_submit("s", "go", "prompt-1"))
+        compact = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_compact("s"))
+        unnamed = parse(Dialect.CLAUDE_CODE, {**payloads.claude_pre_tool_use("s", "x"), "tool_use_id": ""})
+
+        assert (0, 0, 0) == (prompt.event.seq, compact.event.seq, unnamed.event.seq)
+
+    def test_the_blocked_calls_outcome_is_the_calls(self):
+        pre = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "toolu_1"))
+        blocked = pre.blocked_outcome(verdict(Action.BLOCK, BLOCK))
+
+        assert host_seq(EventKind.TOOL_OUTCOME, "toolu_1") == blocked.seq
