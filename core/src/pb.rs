@@ -223,7 +223,8 @@ pub struct Verdict {
     /// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
     /// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
     /// tool_name_too_long, agent_id_too_long, session_id_too_long, tool_call_id_too_long,
-    /// run_id_mismatch, parent_run_id_too_long, invalid_parent_run_id, invalid_usage, no_pending_ask.
+    /// run_id_mismatch, parent_run_id_too_long, invalid_parent_run_id, invalid_usage, no_pending_ask,
+    /// user_side_only.
     /// when the daemon failed on this event (it changed nothing): internal_error.
     /// generated:error-codes:end
     #[prost(string, tag = "11")]

@@ -19,7 +19,7 @@ use crate::engine::{args_hash_text, result_hash_text, Action, Detector, Level, S
 use crate::fingerprint::Catalog;
 use crate::json::{canonical, decode, JsonError};
 use crate::pb;
-use crate::service::{self, counter, Config, Core, Decision, EventRef, Limits, Refusal, Summary};
+use crate::service::{self, counter, Config, Core, Decision, EventRef, Limits, Refusal, Side, Summary};
 
 fn json_error(e: JsonError) -> PyErr {
     match e {
@@ -321,6 +321,7 @@ enum Form {
 struct Pending {
     form: Form,
     events: Vec<pb::Event>,
+    side: Side,
 }
 
 /// The core's answer to one request or event. Exactly one of these holds:
@@ -512,10 +513,15 @@ fn loaded_name(outcome: service::Loaded) -> &'static str {
     }
 }
 
+fn side_of(agent_only: bool) -> Side {
+    if agent_only { Side::Agent } else { Side::Any }
+}
+
 impl PyCore {
     /// Evaluate `events` (or, lazily, first name the runs to load) and answer in `form`.
-    fn answer(&mut self, py: Python<'_>, form: Form, events: Vec<pb::Event>, tenant: &str, now: f64, routed: &str,
-              lazy: bool, report: bool) -> PyResult<Answer> {
+    #[allow(clippy::too_many_arguments)]
+    fn answer(&mut self, py: Python<'_>, side: Side, form: Form, events: Vec<pb::Event>, tenant: &str, now: f64,
+              routed: &str, lazy: bool, report: bool) -> PyResult<Answer> {
         let mut summary = Summary::default();
         let refs: Vec<EventRef> = events.iter().map(EventRef::from).collect();
         if lazy {
@@ -523,18 +529,19 @@ impl PyCore {
             if !missing.is_empty() {
                 return Ok(Answer {
                     response: None, verdict: None, refusal: "", missing_runs: missing,
-                    pending: Some(Py::new(py, Pending { form, events })?),
+                    pending: Some(Py::new(py, Pending { form, events, side })?),
                     summary: Some(py_summary(py, summary, Vec::new())?),
                 });
             }
         }
-        self.evaluated(py, form, &refs, tenant, now, routed, report, summary)
+        self.evaluated(py, side, form, &refs, tenant, now, routed, report, summary)
     }
 
     /// `events` evaluated (their runs are in memory), answered in `form`.
-    fn evaluated(&mut self, py: Python<'_>, form: Form, events: &[EventRef], tenant: &str, now: f64, routed: &str,
-                 report: bool, mut summary: Summary) -> PyResult<Answer> {
-        let decisions = self.core.evaluate_refs(events, tenant, routed, now, &mut summary);
+    #[allow(clippy::too_many_arguments)]
+    fn evaluated(&mut self, py: Python<'_>, side: Side, form: Form, events: &[EventRef], tenant: &str, now: f64,
+                 routed: &str, report: bool, mut summary: Summary) -> PyResult<Answer> {
+        let decisions = self.core.evaluate_refs_from(side, events, tenant, routed, now, &mut summary);
         let reported = if report {
             decisions.iter().zip(events).filter(|(d, _)| reportable(d)).map(|(d, e)| py_verdict(d, e)).collect()
         } else {
@@ -590,27 +597,33 @@ impl PyCore {
     }
 
     /// EvaluateRequest bytes -> an Answer with EvaluateResponse bytes (or a refusal, or the runs
-    /// to load first when `lazy`). `routed`: the stream's x-loopwarden-run-id.
-    #[pyo3(signature = (data, tenant, now, routed = "", lazy = false, report = false))]
-    fn evaluate(&mut self, py: Python<'_>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool, report: bool) -> PyResult<Answer> {
+    /// to load first when `lazy`). `routed`: the stream's x-loopwarden-run-id. `agent_only`: the
+    /// caller's token is limited to agent-side events (user turns and approvals are REJECTed).
+    #[pyo3(signature = (data, tenant, now, routed = "", lazy = false, report = false, agent_only = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn evaluate(&mut self, py: Python<'_>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool, report: bool,
+                agent_only: bool) -> PyResult<Answer> {
+        let side = side_of(agent_only);
         if lazy {  // the request may be set aside (Pending): decoded into owned events
             return match self.core.decode_evaluate(data) {
-                Ok(events) => self.answer(py, Form::Evaluate, events, tenant, now, routed, lazy, report),
+                Ok(events) => self.answer(py, side, Form::Evaluate, events, tenant, now, routed, lazy, report),
                 Err(r) => Ok(Answer::refused(refusal_reason(r))),
             };
         }
         match self.core.decode_request(data) {  // read in place where it can be (service/wire.rs)
-            Ok(events) => self.evaluated(py, Form::Evaluate, &events.refs(), tenant, now, routed, report, Summary::default()),
+            Ok(events) => self.evaluated(py, side, Form::Evaluate, &events.refs(), tenant, now, routed, report, Summary::default()),
             Err(r) => Ok(Answer::refused(refusal_reason(r))),
         }
     }
 
     /// CheckRequest bytes -> an Answer with CheckResponse bytes; "missing_event" when it has none.
-    #[pyo3(signature = (data, tenant, now, routed = "", lazy = false, report = false))]
-    fn check(&mut self, py: Python<'_>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool, report: bool) -> PyResult<Answer> {
+    #[pyo3(signature = (data, tenant, now, routed = "", lazy = false, report = false, agent_only = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn check(&mut self, py: Python<'_>, data: &[u8], tenant: &str, now: f64, routed: &str, lazy: bool, report: bool,
+             agent_only: bool) -> PyResult<Answer> {
         let Ok(request) = pb::CheckRequest::decode(data) else { return Ok(Answer::refused("undecodable")) };
         let Some(event) = request.event else { return Ok(Answer::refused("missing_event")) };
-        self.answer(py, Form::Check, vec![event], tenant, now, routed, lazy, report)
+        self.answer(py, side_of(agent_only), Form::Check, vec![event], tenant, now, routed, lazy, report)
     }
 
     /// One event from its fields (offline replay, the MCP proxy's offline judge): an Answer whose
@@ -653,14 +666,14 @@ impl PyCore {
             duration_ms, tool_class: class as i32, batch_id, prompt_id, input_tokens, output_tokens, cost_usd, model, decision_id,
             approved, scope: scope as i32, ttl_seconds,
         });
-        self.answer(py, Form::Decide, vec![event], tenant, now, "", lazy, report)
+        self.answer(py, Side::Any, Form::Decide, vec![event], tenant, now, "", lazy, report)
     }
 
     /// Evaluate a request a lazy call decoded and set aside (its runs are loaded now).
     #[pyo3(signature = (pending, tenant, now, routed = "", report = false))]
     fn resume(&mut self, py: Python<'_>, pending: &Bound<'_, Pending>, tenant: &str, now: f64, routed: &str, report: bool) -> PyResult<Answer> {
         let pending = pending.get();
-        self.answer(py, pending.form, pending.events.clone(), tenant, now, routed, false, report)
+        self.answer(py, pending.side, pending.form, pending.events.clone(), tenant, now, routed, false, report)
     }
 
     /// Runs one tenant may hold (0: no per-tenant quota). Python sets it from the token file's

@@ -391,8 +391,10 @@ pub mod error_codes {
     pub const INVALID_USAGE: &str = "invalid_usage";
     /// reject: An approval names no call of the run that was answered ASK and is still waiting (an unknown tool_call_id or decision_id, or one already answered or timed out).
     pub const NO_PENDING_ASK: &str = "no_pending_ask";
+    /// reject: A `user_turn` or `approval` sent with a token the token file limits to agent-side events (`TENANT TOKEN agent`): only a user-side credential may speak for the person.
+    pub const USER_SIDE_ONLY: &str = "user_side_only";
 
-    pub const ALL: &[&str] = &[COMPACTION_LOOP_PERSISTED, TOOL_LOOP_PERSISTED, MISSING_RUN_ID, MISSING_EVENT_KIND, INVALID_PARAMS_JSON, INVALID_RESULT_JSON, PARAMS_TOO_LARGE, RESULT_TOO_LARGE, RUN_ID_TOO_LONG, JSON_TOO_DEEP, TOO_MANY_EVENTS, TOOL_NAME_TOO_LONG, AGENT_ID_TOO_LONG, SESSION_ID_TOO_LONG, TOOL_CALL_ID_TOO_LONG, RUN_ID_MISMATCH, INTERNAL_ERROR, LOOP_RECOVERY_FAILED, TREE_TOO_DEEP, TOO_MANY_CHILDREN, BUDGET_EXHAUSTED, PARENT_RUN_ID_TOO_LONG, INVALID_PARENT_RUN_ID, INVALID_USAGE, NO_PENDING_ASK];
+    pub const ALL: &[&str] = &[COMPACTION_LOOP_PERSISTED, TOOL_LOOP_PERSISTED, MISSING_RUN_ID, MISSING_EVENT_KIND, INVALID_PARAMS_JSON, INVALID_RESULT_JSON, PARAMS_TOO_LARGE, RESULT_TOO_LARGE, RUN_ID_TOO_LONG, JSON_TOO_DEEP, TOO_MANY_EVENTS, TOOL_NAME_TOO_LONG, AGENT_ID_TOO_LONG, SESSION_ID_TOO_LONG, TOOL_CALL_ID_TOO_LONG, RUN_ID_MISMATCH, INTERNAL_ERROR, LOOP_RECOVERY_FAILED, TREE_TOO_DEEP, TOO_MANY_CHILDREN, BUDGET_EXHAUSTED, PARENT_RUN_ID_TOO_LONG, INVALID_PARENT_RUN_ID, INVALID_USAGE, NO_PENDING_ASK, USER_SIDE_ONLY];
 }
 
 /// What the agent is shown, one function per message: placeholders are its arguments.

@@ -103,18 +103,23 @@ class CoreService:
     # ------------------------------------------------------------------ per request
 
     def evaluate(self, data: bytes, tenant: str = "", routed: str = "", *, lazy: bool = False,
-                 report: bool = False) -> Answer:
+                 report: bool = False, agent_only: bool = False) -> Answer:
         """EvaluateRequest bytes. `routed`: the stream's x-loopwarden-run-id. `lazy` (a shared
         state store): when the request names runs not in memory, the answer names them and holds
-        the decoded request for `resume`. `report`: the summary lists the decisions for spans."""
+        the decoded request for `resume`. `report`: the summary lists the decisions for spans.
+        `agent_only`: the caller's token is limited to agent-side events (its user turns and
+        approvals are refused, REJECT user_side_only)."""
         self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        return self._applied(self.native.evaluate(data, tenant, self.clock(), routed, lazy, report), tenant)
+        return self._applied(self.native.evaluate(data, tenant, self.clock(), routed, lazy, report, agent_only),
+                             tenant)
 
     def check(self, data: bytes, tenant: str = "", routed: str = "", *, lazy: bool = False,
-              report: bool = False) -> Answer:
-        """CheckRequest bytes; the refusal `missing_event` when it carries none."""
+              report: bool = False, agent_only: bool = False) -> Answer:
+        """CheckRequest bytes; the refusal `missing_event` when it carries none. `agent_only`: the
+        caller's token is limited to agent-side events (its user turns and approvals are refused)."""
         self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        return self._applied(self.native.check(data, tenant, self.clock(), routed, lazy, report), tenant)
+        return self._applied(self.native.check(data, tenant, self.clock(), routed, lazy, report, agent_only),
+                             tenant)
 
     def decide(self, record: EventRecord, tenant: str = "", *, lazy: bool = False) -> Answer:
         """One event from its record (offline replay, the MCP proxy's offline judge): the

@@ -69,6 +69,7 @@ from .integration import current_integration
 from .lifecycle import Lifecycle, StartupError, address_in_use, split_address
 from .metrics import Metrics
 from .settings import Security
+from .transport.auth import Caller
 from .transport.hook_requests import evaluate_request, verdicts
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ class HookEvaluator(Protocol):
     `routed`: the run tree's root), their verdicts out, in order."""
 
     async def evaluate(self, records: Sequence[EventRecord], integration: str, tenant: str,
-                       routed: str) -> list[VerdictLike]: ...
+                       routed: str, *, agent_only: bool = False) -> list[VerdictLike]: ...
 
 
 class CoreHookEvaluator:
@@ -167,11 +168,11 @@ class CoreHookEvaluator:
         self._loader = loader  # a shared state store's keeper: runs not in memory are loaded first
 
     async def evaluate(self, records: Sequence[EventRecord], integration: str, tenant: str,
-                       routed: str) -> list[VerdictLike]:
+                       routed: str, *, agent_only: bool = False) -> list[VerdictLike]:
         token = current_integration.set(integration)  # the verdict counter's integration label
         try:
             lazy = self._loader is not None
-            answer = self._core.evaluate(evaluate_request(records), tenant, routed, lazy=lazy)
+            answer = self._core.evaluate(evaluate_request(records), tenant, routed, lazy=lazy, agent_only=agent_only)
             if lazy:
                 answer = await self._core.loaded(answer, self._loader, tenant, routed)
         finally:
@@ -202,17 +203,17 @@ class HooksEndpoint:
         self.batches = HookBatches()
         self.asks = HookAsks()
 
-    def route(self, target: str, authorization: str, common_name: str) -> tuple[Dialect, str, str] | tuple[int, dict]:
-        """Who may send what where, before the body is judged: (dialect, tenant, agent), or the
+    def route(self, target: str, authorization: str, common_name: str) -> tuple[Dialect, Caller, str] | tuple[int, dict]:
+        """Who may send what where, before the body is judged: (dialect, caller, agent), or the
         error answer (404 unknown path, 401 missing or wrong token)."""
         url = urlsplit(target)
         dialect = PATHS.get(url.path)
         if dialect is None:
             return HTTPStatus.NOT_FOUND, {"error": f"no hook endpoint at {url.path}; use one of {sorted(PATHS)}"}
-        tenant = self._tenant(authorization, common_name)
-        if tenant is None:
+        caller = self._caller(authorization, common_name)
+        if caller is None:
             return HTTPStatus.UNAUTHORIZED, {"error": "missing or invalid bearer token (Authorization: Bearer …)"}
-        return dialect, tenant, parse_qs(url.query).get("agent", [self._default_agent])[-1]
+        return dialect, caller, parse_qs(url.query).get("agent", [self._default_agent])[-1]
 
     def fail_closed(self, target: str) -> bool:
         """Whether this request's calls fail closed: the daemon's --hooks-fail-closed, or the
@@ -227,7 +228,8 @@ class HooksEndpoint:
         routed = self.route(target, authorization, common_name)
         if not isinstance(routed[0], Dialect):
             return routed  # type: ignore[return-value]
-        dialect, tenant, agent_id = routed  # type: ignore[misc]
+        dialect, caller, agent_id = routed  # type: ignore[misc]
+        tenant = caller.tenant
         fail_closed = self.fail_closed(target)
         if len(body) > PARSE_IN_THREAD_BYTES:
             hook = await asyncio.to_thread(self._parse, dialect, body, agent_id, fail_closed)
@@ -243,7 +245,8 @@ class HooksEndpoint:
         approvals = self._approvals(hook, tenant)
         if hook.event is None and not approvals:
             return HTTPStatus.OK, {}
-        return HTTPStatus.OK, await self.decide(hook, tenant, approvals, fail_closed=fail_closed)
+        return HTTPStatus.OK, await self.decide(hook, tenant, approvals, fail_closed=fail_closed,
+                                                agent_only=caller.agent_only)
 
     def _parse(self, dialect: Dialect, body: bytes, agent_id: str,
                fail_closed: bool = False) -> HookRequest | tuple[int, dict]:
@@ -355,11 +358,11 @@ class HooksEndpoint:
                 return hook.in_batch(batch_id)
         return hook
 
-    def _tenant(self, authorization: str, common_name: str) -> str | None:
-        """The caller's tenant ("" without authentication: the mTLS CN if any), None when the token
-        is missing or wrong."""
+    def _caller(self, authorization: str, common_name: str) -> Caller | None:
+        """The caller: its token's tenant and side (the tenant "" without authentication: the mTLS
+        CN if any), None when the token is missing or wrong."""
         if self._tokens is None:
-            return common_name
+            return Caller(common_name)
         table = self._tokens()
         supplied = authorization[len("Bearer "):].strip() if authorization.startswith("Bearer ") else ""
         if table is None:
@@ -367,16 +370,16 @@ class HooksEndpoint:
         elif not supplied:
             reason = "missing_token"
         else:
-            tenant = table.tenant_for(supplied.encode("utf-8", "surrogateescape"))
-            if tenant is not None:
-                return tenant
+            caller = table.caller_for(supplied.encode("utf-8", "surrogateescape"))
+            if caller is not None:
+                return caller
             reason = "invalid_token"
         if self._metrics is not None:
             self._metrics.auth_failures.labels(reason).inc()
         return None
 
     async def decide(self, hook: HookRequest, tenant: str, approvals: tuple[EventRecord, ...] = (), *,
-                     fail_closed: bool | None = None) -> dict:
+                     fail_closed: bool | None = None, agent_only: bool = False) -> dict:
         """The answer to one parsed hook request (and the approvals to send ahead of its event), or,
         when it cannot be given in time (or the daemon drains, or is busy), the unavailable answer."""
         fail_closed = self._closed(fail_closed)
@@ -392,7 +395,8 @@ class HooksEndpoint:
                                                    "hook requests is taken)", fail_closed)
         in_flight[tenant] = held + 1
         try:
-            return await asyncio.wait_for(self._evaluate(hook, tenant, approvals, fail_closed), self._answer_timeout)
+            return await asyncio.wait_for(self._evaluate(hook, tenant, approvals, fail_closed, agent_only),
+                                          self._answer_timeout)
         except TimeoutError:
             return self._unavailable(hook, "timeout", f"loopwarden did not answer within {self._answer_timeout:g} s",
                                      fail_closed)
@@ -425,11 +429,12 @@ class HooksEndpoint:
             self._metrics.hooks_refused.labels(reason, dialect.value).inc()
 
     async def _evaluate(self, hook: HookRequest, tenant: str, approvals: tuple[EventRecord, ...],
-                        fail_closed: bool = False) -> dict:
+                        fail_closed: bool = False, agent_only: bool = False) -> dict:
         """On the loop: the approvals (if any) and the hook's event in one request, and after a
         BLOCK the blocked call's outcome. An ASK is remembered for the call's later hooks."""
         integration, routed = hook.dialect.integration, hook.root_run_id
-        decided = await self._evaluator.evaluate(hook.events(*approvals), integration, tenant, routed)
+        decided = await self._evaluator.evaluate(hook.events(*approvals), integration, tenant, routed,
+                                                 agent_only=agent_only)
         for approval, taken in zip(approvals, decided):
             if _action(taken) == "reject":
                 # The daemon held no such ask (restarted without a state store, the ask timed out):
@@ -451,7 +456,7 @@ class HooksEndpoint:
                             (call.tool_name, call.params_json))
         blocked = hook.blocked_outcome(verdict)
         if blocked is not None:
-            await self._evaluator.evaluate((blocked,), integration, tenant, routed)
+            await self._evaluator.evaluate((blocked,), integration, tenant, routed, agent_only=agent_only)
         return answer(hook, verdict, fail_closed=fail_closed)
 
 

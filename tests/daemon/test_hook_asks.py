@@ -127,7 +127,7 @@ class Engine:
     def __init__(self) -> None:
         self.requests: list[tuple[list, str]] = []
 
-    async def evaluate(self, records, integration, tenant, routed):
+    async def evaluate(self, records, integration, tenant, routed, agent_only=False):
         self.requests.append((list(records), routed))
         out = []
         for record in records:

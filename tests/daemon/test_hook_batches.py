@@ -132,7 +132,7 @@ class TestEndpoint:
             def __init__(self) -> None:
                 self.records = []
 
-            async def evaluate(self, records, integration, tenant, routed):
+            async def evaluate(self, records, integration, tenant, routed, agent_only=False):
                 self.records.extend(records)
                 return [types.SimpleNamespace(action="allow", message="", announce=False, error_code="")
                         for _ in records]

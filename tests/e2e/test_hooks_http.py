@@ -383,7 +383,7 @@ class TestSlowEvaluation:
         from loopwarden_server.lifecycle import Lifecycle
 
         class Stalled:  # an engine call that never ends (a state store that does not answer)
-            async def evaluate(self, records, integration, tenant, routed):
+            async def evaluate(self, records, integration, tenant, routed, agent_only=False):
                 await asyncio.Event().wait()
 
         hook = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "t"))

@@ -411,3 +411,8 @@ const ErrorCodeInvalidUsage = "invalid_usage"
 // run that was answered ASK and is still waiting (an unknown tool_call_id or decision_id, or one
 // already answered or timed out).
 const ErrorCodeNoPendingAsk = "no_pending_ask"
+
+// ErrorCodeUserSideOnly is a value of Verdict.ErrorCode (reject): A `user_turn` or `approval` sent
+// with a token the token file limits to agent-side events (`TENANT TOKEN agent`): only a user-side
+// credential may speak for the person.
+const ErrorCodeUserSideOnly = "user_side_only"

@@ -56,6 +56,6 @@ export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progres
 /** Error codes: the values of a verdict's `errorCode`, by kind. */
 export const ERROR_CODES = Object.freeze({
   abort: Object.freeze(["compaction_loop_persisted", "tool_loop_persisted", "loop_recovery_failed", "tree_too_deep", "too_many_children", "budget_exhausted"]),
-  reject: Object.freeze(["missing_run_id", "missing_event_kind", "invalid_params_json", "invalid_result_json", "params_too_large", "result_too_large", "run_id_too_long", "json_too_deep", "tool_name_too_long", "agent_id_too_long", "session_id_too_long", "tool_call_id_too_long", "run_id_mismatch", "parent_run_id_too_long", "invalid_parent_run_id", "invalid_usage", "no_pending_ask"]),
+  reject: Object.freeze(["missing_run_id", "missing_event_kind", "invalid_params_json", "invalid_result_json", "params_too_large", "result_too_large", "run_id_too_long", "json_too_deep", "tool_name_too_long", "agent_id_too_long", "session_id_too_long", "tool_call_id_too_long", "run_id_mismatch", "parent_run_id_too_long", "invalid_parent_run_id", "invalid_usage", "no_pending_ask", "user_side_only"]),
   internal: Object.freeze(["internal_error"]),
 });

@@ -118,6 +118,21 @@ fn too_long(what: &str, chars: usize, limit: usize) -> String {
     format!("{what} is {chars} characters; the limit is {limit}")
 }
 
+/// Who sent a request, as its credential says: anyone (no token, a user-side token), or the
+/// agent's side only (a token the token file limits to agent-side events).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Side {
+    #[default]
+    Any,
+    Agent,
+}
+
+/// Events only the person's side may send: a user turn lifts blocks and starts streaks anew, an
+/// approval answers an ask. The agent a loop guard restrains must not send them for itself.
+fn speaks_for_the_person(event: &EventRef) -> bool {
+    matches!(event.kind, Some(KindRef::UserTurn { .. }) | Some(KindRef::Approval { .. }))
+}
+
 impl Core {
     /// `routed`: the stream's x-loopwarden-run-id ("" = none): events of other runs are refused.
     /// `lazy`: a shared state store holds runs this replica may not: runs the request names
@@ -173,9 +188,33 @@ impl Core {
 
     /// `evaluate_events` of events however they were read.
     pub fn evaluate_refs(&mut self, events: &[EventRef], tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Vec<Decision> {
+        self.evaluate_refs_from(Side::Any, events, tenant, routed, now, summary)
+    }
+
+    /// `evaluate_refs` for a caller of `side`: an agent-side caller's events that speak for the
+    /// person are REJECTed `user_side_only`, nothing recorded; its other events as anyone's.
+    pub fn evaluate_refs_from(&mut self, side: Side, events: &[EventRef], tenant: &str, routed: &str, now: f64,
+                              summary: &mut Summary) -> Vec<Decision> {
         summary.latency_buckets = vec![0; self.latency_bounds.len() + 1];
         self.requests += 1;
-        events.iter().map(|event| self.evaluate_timed(event, tenant, routed, now, summary)).collect()
+        events.iter().map(|event| {
+            if side == Side::Agent && speaks_for_the_person(event) {
+                self.refused_agent_side(event, summary)
+            } else {
+                self.evaluate_timed(event, tenant, routed, now, summary)
+            }
+        }).collect()
+    }
+
+    /// REJECT `user_side_only`: a user turn or an approval from an agent-side caller.
+    fn refused_agent_side(&self, event: &EventRef, summary: &mut Summary) -> Decision {
+        let kind = kind_name(&event.kind);
+        summary.count(counter::EVENTS, [kind, ""], "");
+        let run_id = event.run_id.trim_matches(py_isspace);
+        let message = format!(
+            "a {kind} speaks for the person (it lifts blocks or answers an ask), and this caller's token is limited to agent-side events: send it with a user-side credential (the host's hook path, the operator's token)"
+        );
+        self.rejected(event, run_id, Verdict::reject(error_codes::USER_SIDE_ONLY, message), summary)
     }
 
     /// keeper.py's `missing`: the request's runs (trimmed, run_end and misrouted events aside)
@@ -657,6 +696,25 @@ mod tests {
         let d = core.evaluate_timed(&EventRef::from(&event("other", "t")), "t", "r", 0.0, &mut summary);
         assert_eq!((d.verdict.action, d.verdict.error_code), (Action::Reject, "run_id_mismatch"));
         assert!(d.verdict.message.starts_with("run_id 'other' differs"), "{}", d.verdict.message);
+    }
+
+    #[test]
+    fn an_agent_side_caller_cannot_speak_for_the_person() {
+        let mut core = core(Limits::default());
+        let mut summary = Summary::default();
+        let turn = pb::Event { run_id: "r".into(), kind: Some(pb::event::Kind::UserTurn(pb::UserTurn::default())), ..Default::default() };
+        let approval = pb::Event {
+            run_id: "r".into(),
+            kind: Some(pb::event::Kind::Approval(pb::Approval { tool_call_id: "c".into(), approved: true, ..Default::default() })),
+            ..Default::default()
+        };
+        let events = [event("r", "t"), turn.clone(), approval];
+        let refs: Vec<EventRef> = events.iter().map(EventRef::from).collect();
+        let agent = core.evaluate_refs_from(Side::Agent, &refs, "t", "", 0.0, &mut summary);
+        let codes: Vec<_> = agent.iter().map(|d| (d.verdict.action, d.verdict.error_code)).collect();
+        assert_eq!(codes, [(Action::Allow, ""), (Action::Reject, "user_side_only"), (Action::Reject, "user_side_only")]);
+        let anyone = core.evaluate_refs_from(Side::Any, &[EventRef::from(&turn)], "t", "", 0.0, &mut summary);
+        assert_eq!(anyone[0].verdict.action, Action::Allow, "the person's side sends it");
     }
 
     #[test]

@@ -518,4 +518,5 @@ ERROR_CODES: tuple[str, ...] = (
     'invalid_parent_run_id',
     'invalid_usage',
     'no_pending_ask',
+    'user_side_only',
 )

@@ -5,6 +5,12 @@ The token file holds one token (the single-token form: tenant "default") or one 
 pair per line; blank lines and `#` comments are ignored. Each name is a tenant, and every run is
 scoped to the tenant that sent it. Tokens are looked up by their sha256, so comparing a
 supplied token reveals nothing through timing about any held token but its digest.
+
+`TENANT TOKEN agent` limits a token to agent-side events: its user turns and approvals are
+refused (REJECT `user_side_only`), since those speak for the person (a user turn lifts blocks, an
+approval answers an ask) and the agent a loop guard restrains must not send them for itself. A
+tenant may hold one token of each side: the agent's runner gets the agent-side one, the host's
+hook path and the operator the other.
 """
 from __future__ import annotations
 
@@ -24,9 +30,21 @@ class TokenFileError(ValueError):
     """The token file holds no usable tokens; the message says why (never a token)."""
 
 
+AGENT_SIDE = "agent"  # the third field of a token limited to agent-side events
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent an RPC: its tenant, and whether its token is limited to agent-side events."""
+
+    tenant: str
+    agent_only: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class TokenTable:
     by_digest: dict[bytes, str]  # sha256(token) -> tenant
+    agent_side: frozenset[bytes] = frozenset()  # the digests of tokens limited to agent-side events
 
     @property
     def tenants(self) -> frozenset[str]:
@@ -34,6 +52,11 @@ class TokenTable:
 
     def tenant_for(self, token: bytes) -> str | None:
         return self.by_digest.get(hashlib.sha256(token).digest())
+
+    def caller_for(self, token: bytes) -> Caller | None:
+        digest = hashlib.sha256(token).digest()
+        tenant = self.by_digest.get(digest)
+        return None if tenant is None else Caller(tenant, digest in self.agent_side)
 
 
 def parse_token_file(data: bytes) -> TokenTable:
@@ -45,20 +68,27 @@ def parse_token_file(data: bytes) -> TokenTable:
     if len(lines) == 1 and len(lines[0][1].split()) == 1:
         return TokenTable({hashlib.sha256(lines[0][1].encode()).digest(): DEFAULT_TENANT})
     by_digest: dict[bytes, str] = {}
+    agent_side: set[bytes] = set()
+    sides: set[tuple[str, bool]] = set()
     for number, line in lines:
         fields = line.split()
-        if len(fields) != 2:
-            raise TokenFileError(f"line {number}: expected `TENANT TOKEN`")
-        name, token = fields
+        if len(fields) not in (2, 3) or (len(fields) == 3 and fields[2] != AGENT_SIDE):
+            raise TokenFileError(f"line {number}: expected `TENANT TOKEN` or `TENANT TOKEN {AGENT_SIDE}`")
+        name, token = fields[:2]
+        agent_only = len(fields) == 3
         if not TENANT_NAME.fullmatch(name):
             raise TokenFileError(f"line {number}: tenant name must be 1-64 letters, digits, '_', '.' or '-'")
         digest = hashlib.sha256(token.encode()).digest()
         if digest in by_digest:
             raise TokenFileError(f"line {number}: this token is already given to tenant {by_digest[digest]!r}")
-        if name in by_digest.values():
-            raise TokenFileError(f"line {number}: tenant {name!r} is named twice")
+        if (name, agent_only) in sides:
+            side = "an agent-side" if agent_only else "a"
+            raise TokenFileError(f"line {number}: tenant {name!r} already has {side} token (one of each side at most)")
+        sides.add((name, agent_only))
         by_digest[digest] = name
-    return TokenTable(by_digest)
+        if agent_only:
+            agent_side.add(digest)
+    return TokenTable(by_digest, frozenset(agent_side))
 
 
 def _bearer(metadata) -> bytes | None:
@@ -77,18 +107,21 @@ class Identity:
         self._tokens = tokens
 
     def tenant(self, context: grpc.aio.ServicerContext) -> str:
+        return self.caller(context).tenant
+
+    def caller(self, context: grpc.aio.ServicerContext) -> Caller:
         if self._tokens is not None:
             table = self._tokens()
             supplied = _bearer(context.invocation_metadata())
             if table is not None and supplied:
-                tenant = table.tenant_for(supplied)
-                if tenant is not None:
-                    return tenant
+                caller = table.caller_for(supplied)
+                if caller is not None:
+                    return caller
         common_names = (context.auth_context() or {}).get("x509_common_name")
         if common_names:
             name = common_names[0]
-            return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
-        return ""
+            return Caller(name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name))
+        return Caller("")
 
     def known_tenants(self) -> frozenset[str]:
         table = self._tokens() if self._tokens is not None else None

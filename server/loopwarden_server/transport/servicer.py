@@ -158,7 +158,8 @@ class LoopDetectionServicer:
         max_streams = self._core.limits.max_streams
         if lifecycle.active_streams >= max_streams:
             await _fail(context, "too_many_streams", limit=str(max_streams))
-        tenant = self._identity.tenant(context)
+        caller = self._identity.caller(context)
+        tenant = caller.tenant
         shares = self._shares
         if shares is not None and not shares.admit_stream(tenant):
             metrics.rejected_requests.labels("tenant_streams").inc()
@@ -168,7 +169,7 @@ class LoopDetectionServicer:
         lifecycle.active_streams += 1
         timer = _IdleTimer(self._idle_seconds)
         try:
-            await self._serve_stream(context, timer, tenant)
+            await self._serve_stream(context, timer, tenant, caller.agent_only)
         except asyncio.CancelledError:
             if not timer.fired:
                 raise
@@ -188,7 +189,8 @@ class LoopDetectionServicer:
     def _reporting(self) -> bool:
         return self._current_span is not None and self._current_span().is_recording()
 
-    async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer, tenant: str) -> None:
+    async def _serve_stream(self, context: grpc.aio.ServicerContext, timer: _IdleTimer, tenant: str,
+                            agent_only: bool) -> None:
         evaluate = self._core.evaluate
         routed = _routed_run_id(context)
         lazy = self._loader is not None
@@ -200,7 +202,7 @@ class LoopDetectionServicer:
                 return
             timer.last = loop_time()
             report = self._reporting()
-            answer = evaluate(request, tenant, routed, lazy=lazy, report=report)
+            answer = evaluate(request, tenant, routed, lazy=lazy, report=report, agent_only=agent_only)
             if lazy:
                 answer = await self._core.loaded(answer, self._loader, tenant, routed, report=report)
             if answer.refusal:
@@ -212,9 +214,10 @@ class LoopDetectionServicer:
     async def Check(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             await _admit(context, self._lifecycle)
-            tenant, routed = self._identity.tenant(context), _routed_run_id(context)
+            caller, routed = self._identity.caller(context), _routed_run_id(context)
+            tenant = caller.tenant
             lazy, report = self._loader is not None, self._reporting()
-            answer = self._core.check(request, tenant, routed, lazy=lazy, report=report)
+            answer = self._core.check(request, tenant, routed, lazy=lazy, report=report, agent_only=caller.agent_only)
             if lazy:
                 answer = await self._core.loaded(answer, self._loader, tenant, routed, report=report)
             if answer.refusal == "missing_event":
