@@ -56,7 +56,8 @@ def _token_file(security: Security, metrics: Metrics) -> TokenFile | None:
     try:
         return TokenFile(security.auth_token_file, on_state=lambda ok: metrics.token_file_ok.set(1 if ok else 0))
     except OSError as exc:
-        raise StartupError(f"--auth-token-file: cannot read {security.auth_token_file}: {exc.strerror or exc}") from None
+        raise StartupError(
+            f"--auth-token-file: cannot read {security.auth_token_file}: {exc.strerror or exc}") from None
     except TokenFileError as exc:
         raise StartupError(f"--auth-token-file {security.auth_token_file}: {exc}") from None
 
@@ -96,8 +97,9 @@ class Daemon:
                                 idle_ttl_seconds=settings.run_idle_ttl_seconds, clock=time.monotonic,
                                 instance_id=instance_id)
         self.metrics.set_engine("core")
-        self.state = (StateKeeper(open_state_store(settings.state_store, settings.state_key_prefix), CoreRuns(self.core),
-                                  StateMetrics(self.registry), flush_interval=settings.state_flush_interval_seconds,
+        self.state = (StateKeeper(open_state_store(settings.state_store, settings.state_key_prefix),
+                                  CoreRuns(self.core), StateMetrics(self.registry),
+                                  flush_interval=settings.state_flush_interval_seconds,
                                   owner_id=instance_id)  # the owner its writes to a shared store are fenced by
                       if settings.state_store is not None else None)
         # A shared store: runs a request names and memory lacks are loaded first (keeper.py).

@@ -223,7 +223,8 @@ class HooksEndpoint:
         values = parse_qs(urlsplit(target).query).get("fail_closed", [])
         return bool(values) and values[-1].lower() in _FAIL_CLOSED_VALUES
 
-    async def respond(self, target: str, body: bytes, authorization: str = "", common_name: str = "") -> tuple[int, dict]:
+    async def respond(self, target: str, body: bytes, authorization: str = "",
+                      common_name: str = "") -> tuple[int, dict]:
         """The answer to one hook request whose whole body was read."""
         routed = self.route(target, authorization, common_name)
         if not isinstance(routed[0], Dialect):
@@ -400,7 +401,7 @@ class HooksEndpoint:
         except TimeoutError:
             return self._unavailable(hook, "timeout", f"loopwarden did not answer within {self._answer_timeout:g} s",
                                      fail_closed)
-        except Exception:  # noqa: BLE001 - the agent gets an answer; the log gets the details
+        except Exception:  # the agent gets an answer; the log gets the details
             log.exception("hook request failed", extra={"hook_event": hook.hook_event_name})
             return self._unavailable(hook, "failed", "loopwarden failed on this request", fail_closed)
         finally:
@@ -552,7 +553,8 @@ class HooksListener:
                 raise
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise address_in_use(self._listen, "--hooks-listen", "LOOPWARDEN_HOOKS_LISTEN", self._port_hint) from None
+                raise address_in_use(self._listen, "--hooks-listen", "LOOPWARDEN_HOOKS_LISTEN",
+                                     self._port_hint) from None
             raise StartupError(f"cannot serve hooks on {self._listen}: {exc.strerror or exc}") from None
         sock.setblocking(False)
         self._socket = sock

@@ -117,7 +117,8 @@ def _direct(logger: logging.Logger) -> JsonLineHandler | None:
         if parent.handlers or parent.filters or not parent.propagate:
             return None
         parent = parent.parent
-    if (root.handlers != [handler] or root.filters or handler.filters or type(handler.formatter) is not JsonLineFormatter
+    if (root.handlers != [handler] or root.filters or handler.filters
+            or type(handler.formatter) is not JsonLineFormatter
             or logging.getLogRecordFactory() is not logging.LogRecord):
         return None
     return handler

@@ -162,7 +162,8 @@ class Metrics:
         self._known_tenants = known_tenants
         tenant = ["tenant"] if tenant_label else []
         self.warnings = Counter(
-            "loopwarden_warnings", "Announced loop warnings (first per pattern and run, then once per decade of count).",
+            "loopwarden_warnings",
+            "Announced loop warnings (first per pattern and run, then once per decade of count).",
             ["detector", "agent", *tenant], registry=registry)
         self.blocks = Counter(
             "loopwarden_blocks", "Tool calls blocked because a loop detector reached its critical level.",
@@ -178,7 +179,8 @@ class Metrics:
             "loopwarden_escalation_aborts", "Runs aborted because they reached abortAfterBlocks (tool_loop_persisted).",
             ["detector", "agent", *tenant], registry=registry)
         self.shadow_verdicts = Counter(
-            "loopwarden_shadow_verdicts", "Shadow mode: BLOCK/ABORT verdicts computed but not enforced, by the action withheld.",
+            "loopwarden_shadow_verdicts",
+            "Shadow mode: BLOCK/ABORT verdicts computed but not enforced, by the action withheld.",
             ["action", "detector"], registry=registry)
         self.verdicts = EventLoopCounter(
             "loopwarden_verdicts", "Verdicts given, by action, deciding detector (none for a plain allow), agent and "
@@ -213,7 +215,8 @@ class Metrics:
         self.hooks_refused = Counter(
             "loopwarden_hook_events_refused",
             "Hook events the daemon answered but could not judge, by reason and host: the engine's error "
-            "code for an event it refused (a REJECT: json_too_deep, invalid_params_json, run_id_too_long, ...), not_json or "
+            "code for an event it refused (a REJECT: json_too_deep, invalid_params_json, run_id_too_long, ...), "
+            "not_json or "
             "not_hook_input for an input it could not read. The call ran with the reason shown, or was "
             "denied under --hooks-fail-closed.",
             ["reason", "host"], registry=registry)
@@ -235,7 +238,8 @@ class Metrics:
             "loopwarden_config_reloads", "Config file reloads, by result (success or failure).",
             ["result"], registry=registry)
         self.config_last_reload_ok = Gauge(
-            "loopwarden_config_last_reload_successful", "1 if the last config reload succeeded (or none was tried), else 0.",
+            "loopwarden_config_last_reload_successful",
+            "1 if the last config reload succeeded (or none was tried), else 0.",
             registry=registry)
         self.asks = Counter(
             "loopwarden_asks", "Tool calls held for a person (ACTION_ASK), by the detector whose critical asked.",
@@ -248,7 +252,8 @@ class Metrics:
             "loopwarden_exemptions", "Standing exemptions (\"always\" answers to an ASK) in force, every tenant's.",
             registry=registry)
         self.build_info = Gauge(
-            "loopwarden_build_info", "Build information; always 1. engine: the per-event engine (core: the compiled loopwarden-core).",
+            "loopwarden_build_info",
+            "Build information; always 1. engine: the per-event engine (core: the compiled loopwarden-core).",
             ["version", "python_version", "grpc_version", "engine"], registry=registry)
 
         self.warning_of = _Children(self.warnings)

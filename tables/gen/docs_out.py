@@ -100,7 +100,8 @@ def detectors_table(t: Tables) -> list[str]:
 def messages_table(t: Tables) -> list[str]:
     lines = ["| detector | verdict | message (`{placeholders}` are filled in) |", "|---|---|---|"]
     for m in t.messages:
-        detector = m.when or ("any, on its N-th block (`abortAfterBlocks`)" if m.detector == "none" else f"`{m.detector}`")
+        detector = m.when or (
+            "any, on its N-th block (`abortAfterBlocks`)" if m.detector == "none" else f"`{m.detector}`")
         verdict = m.action or ("ABORT" if m.detector in ("none", "post_compaction_guard") else _VERDICTS[m.level])
         lines.append(f"| {detector} | {verdict} | {_cell(m.text)} |")
     return lines

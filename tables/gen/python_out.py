@@ -9,7 +9,8 @@ from .source import Block, Tables, snake
 PATH = "server/loopwarden_server/config/tables.py"
 
 _TYPES = {"switch": "bool", "bool": "bool", "gate": "bool", "count": "int", "count_or_off": "int",
-          "tool_names": "frozenset[str]", "preset": "str", "tool_rules": "ToolRules", "choice": "str", "number": "float"}
+          "tool_names": "frozenset[str]", "preset": "str", "tool_rules": "ToolRules", "choice": "str",
+          "number": "float"}
 
 
 def _py_default(t: Tables, s) -> str:
@@ -110,7 +111,8 @@ def render(t: Tables) -> str:
         gate_attr = gate.attribute if gate is not None and gate is not s else ""
         out.append(
             f"    SettingRow({s.path!r}, {s.key!r}, {s.block!r}, {s.attribute!r}, {s.kind!r}, {s.field!r}, "
-            f"{s.minimum!r}, {s.maximum!r}, {_py_default(t, s) if s.kind == 'tool_rules' else repr(s.default)}, {s.after!r}, {snake(s.after)!r}, {gate_attr!r}, {s.scope!r}, "
+            f"{s.minimum!r}, {s.maximum!r}, {_py_default(t, s) if s.kind == 'tool_rules' else repr(s.default)}, "
+            f"{s.after!r}, {snake(s.after)!r}, {gate_attr!r}, {s.scope!r}, "
             f"{(s.wire_name if s.proto_tag else '')!r}" + (f", {s.choices!r}" if s.choices else "") + "),")
     out += [")", "", "# Block path -> the dataclass of the block as written.",
             "BLOCKS: dict[str, type] = {"]

@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         added.add(entry_point.name)
     for command, summary in DAEMON_COMMANDS.items():
         if command not in added:
-            placeholder = commands.add_parser(command, help=f"{summary} (not installed: pip install {DAEMON_DISTRIBUTION})")
+            placeholder = commands.add_parser(
+                command, help=f"{summary} (not installed: pip install {DAEMON_DISTRIBUTION})")
             placeholder.set_defaults(handler=_not_installed(command), takes_any_arguments=True)
     return parser
 

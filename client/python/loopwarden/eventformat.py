@@ -174,7 +174,8 @@ def parse_event(data: Mapping[str, Any]) -> EventRecord:
     if kind is EventKind.TOOL_CALL:
         tool_class = _string(data, "tool_class")
         if tool_class not in TOOL_CLASSES:
-            raise EventFormatError(f"tool_class must be one of {', '.join(TOOL_CLASSES)} (or absent), got {tool_class!r}")
+            raise EventFormatError(
+                f"tool_class must be one of {', '.join(TOOL_CLASSES)} (or absent), got {tool_class!r}")
         return EventRecord(kind, tool_name=_string(data, "tool_name"), tool_call_id=_string(data, "tool_call_id"),
                            params_json=_params_json(data), tool_class=tool_class, **common)
     if kind is EventKind.TOOL_OUTCOME:

@@ -3,10 +3,10 @@
 Validation names each problem as `<dotted.path>: <problem>`, with the bad value rendered as JSON,
 and goes on past it: a file with several mistakes is refused once, with every one of them
 (`ConfigErrors`), each with the line of the file it is on. A block or entry that is itself unusable
-(not an object) is skipped, so what is inside it is not reported twice. Only the top-level keys we own are read: users paste their whole
-agent-framework config, so unrelated keys anywhere outside our blocks are ignored, while inside
-`tools.loopDetection` and `loopwarden` every key must be known (a typo there would otherwise
-silently change behaviour).
+(not an object) is skipped, so what is inside it is not reported twice. Only the top-level keys we
+own are read: users paste their whole agent-framework config, so unrelated keys anywhere outside
+our blocks are ignored, while inside `tools.loopDetection` and `loopwarden` every key must be known
+(a typo there would otherwise silently change behaviour).
 
 Near misses. On the levels that lead to our blocks (the top level, `tools`, `agents`, an agent
 entry and its `tools`) other keys are ignored, but a key that is *almost* ours is refused with a

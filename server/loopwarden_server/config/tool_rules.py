@@ -113,7 +113,8 @@ def _rule(tool: str, value: Any, path: str) -> ToolRule:
         raise RuleError(f"{path}.keepArgs", "ignoreArgs and keepArgs are mutually exclusive: use one of them")
     tool_class = value.get("class")
     if tool_class is not None and tool_class not in CLASSES:
-        raise RuleError(f"{path}.class", f"must be one of {', '.join(_render(c) for c in CLASSES)}, got {_render(tool_class)}")
+        raise RuleError(f"{path}.class",
+                        f"must be one of {', '.join(_render(c) for c in CLASSES)}, got {_render(tool_class)}")
     found = {key: _paths(value[key], f"{path}.{key}") for key in _PATH_FIELDS if value.get(key) is not None}
     return ToolRule(tool, tool_class or "", found.get("ignoreArgs", ()), found.get("keepArgs", ()),
                     found.get("ignoreResult", ()))

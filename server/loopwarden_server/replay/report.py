@@ -139,7 +139,8 @@ def sweep_config_text(base_text: str, warning: int, critical: int) -> str:
 
 def threshold_sweep(labelled_set: LabelledSet, base_text: str | None = None,
                     warnings: Iterable[int] = SWEEP_WARNINGS) -> list[SweepPoint]:
-    """The set replayed in-process at each W (C = W + 1); `base_text` is the config swept (default: the embedded one)."""
+    """The set replayed in-process at each W (C = W + 1); `base_text` is the config swept (default:
+    the embedded one)."""
     from ..config import ConfigError
 
     base_text = default_config_text() if base_text is None else base_text
@@ -232,8 +233,8 @@ def build_html_report(labelled_set: LabelledSet, report: EvaluationReport, *, so
         points = threshold_sweep(labelled_set, sweep_base_text)
     elif sweep:
         note = "The threshold sweep replays the set in-process and is left out when evaluating through a daemon."
-    return HtmlReport(report, labelled_set.labels, run_shapes(labelled_set), source, settings, points, note, daemon_version,
-                      datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    return HtmlReport(report, labelled_set.labels, run_shapes(labelled_set), source, settings, points, note,
+                      daemon_version, datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 
 def _shown_path(path: str) -> str:
@@ -314,7 +315,8 @@ def sweep_chart(data: HtmlReport) -> str:
 
 def _cards(report: EvaluationReport) -> str:
     cards = [
-        ("good runs wrongly blocked", f"{len(report.wrongly_blocked)} / {report.good_runs}", bool(report.wrongly_blocked)),
+        ("good runs wrongly blocked", f"{len(report.wrongly_blocked)} / {report.good_runs}",
+         bool(report.wrongly_blocked)),
         ("good runs warned", f"{len(report.good_warned)} / {report.good_runs}", False),
         ("loops missed", f"{len(report.missed)} / {report.looping_runs}", bool(report.missed)),
         ("median calls until detection", f"{report.detection.median:g}" if report.detection.n else "-", False),
@@ -339,7 +341,8 @@ def _close_calls_table(data: HtmlReport) -> str:
             flagged = f"W ≤ {call.flagged_at}: {call.action.upper()} {call.detector}"
             margin = "" if configured is None else str(configured - call.flagged_at)
         rows.append(f"<tr><td><code>{escape(call.run_id)}</code></td><td class=num>{call.longest_repeat}</td>"
-                    f"<td>{escape(call.repeated) or '-'}</td><td>{escape(flagged)}</td><td class=num>{margin}</td></tr>")
+                    f"<td>{escape(call.repeated) or '-'}</td><td>{escape(flagged)}</td>"
+                    f"<td class=num>{margin}</td></tr>")
     return ('<table id="closest-calls"><thead><tr><th>good run</th><th>longest repeat stretch</th><th>repeated</th>'
             "<th>first flagged in the sweep</th><th>W to spare</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")
@@ -424,7 +427,8 @@ def render_html(data: HtmlReport) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>loopwarden evaluation report</title><style>", STYLE, "</style></head><body><main>",
         "<h1>loopwarden evaluation report</h1>",
-        f'<p class="meta">labelled set <code>{escape(_shown_path(report.manifest))}</code> · {report.good_runs} good runs, '
+        f'<p class="meta">labelled set <code>{escape(_shown_path(report.manifest))}</code> · '
+        f"{report.good_runs} good runs, "
         f"{report.looping_runs} looping runs · {escape(data.source)}{escape(thresholds)} · loopwarden "
         f"{escape(data.version)} · {escape(data.generated)}</p>",
         _cards(report),

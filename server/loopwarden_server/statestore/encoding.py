@@ -24,8 +24,8 @@ trip later, never earlier). The core writes and reads the JSON; the framing is
 `frame`/`unframe` here. A flush frames with the core instead (`loopwarden_core.frame_records`,
 core/src/service/persist.rs: the same magic and a zlib stream at level 1 from miniz_oxide, made
 with the GIL let go so it runs beside the event loop); its bytes may differ from zlib's, the
-stream they inflate to does not, and `unframe` reads both. tests/core/test_state_encoding.py holds the core to the reference
-engine's record (tests/reference/codec.py).
+stream they inflate to does not, and `unframe` reads both. tests/core/test_state_encoding.py holds
+the core to the reference engine's record (tests/reference/codec.py).
 
 Key: b"{" + base64url(tenant) + b"." + base64url(run_id) + b"}" (base64url without padding, of
 the UTF-8 bytes). '.' is not in the base64url alphabet, so no two (tenant, run_id) pairs share a

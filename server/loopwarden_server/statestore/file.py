@@ -653,7 +653,8 @@ class FileStateStore(StateStore):
                 for start, length in spans:
                     if start != run_end:
                         if run_end > run_start:
-                            _copy_range(source.fileno(), run_start, target.fileno(), moved[run_start], run_end - run_start)
+                            _copy_range(source.fileno(), run_start, target.fileno(), moved[run_start],
+                                        run_end - run_start)
                         run_start = start
                     run_end = start + length
                     moved[start] = offset

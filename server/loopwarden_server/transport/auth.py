@@ -95,7 +95,9 @@ def _bearer(metadata) -> bytes | None:
     for key, value in metadata or ():
         if key == "authorization":
             text = value if isinstance(value, str) else value.decode("latin-1")
-            return text.removeprefix("Bearer ").encode("utf-8", "surrogateescape") if text.startswith("Bearer ") else b""
+            if not text.startswith("Bearer "):
+                return b""
+            return text.removeprefix("Bearer ").encode("utf-8", "surrogateescape")
     return None
 
 
@@ -140,7 +142,8 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
     authentication fails closed, never open. `tokens` is asked on every RPC, so a rotated file
     applies to the next call."""
 
-    def __init__(self, tokens: Callable[[], TokenTable | None], on_failure: Callable[[str], None] = lambda _r: None) -> None:
+    def __init__(self, tokens: Callable[[], TokenTable | None],
+                 on_failure: Callable[[str], None] = lambda _r: None) -> None:
         self._tokens = tokens
         self._on_failure = on_failure
 
@@ -151,7 +154,8 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
         table = self._tokens()
         supplied = _bearer(handler_call_details.invocation_metadata)
         if table is None:
-            reason, message = "token_file_unusable", "authentication is unavailable: the daemon's token file is unusable"
+            reason = "token_file_unusable"
+            message = "authentication is unavailable: the daemon's token file is unusable"
         elif not supplied:
             reason, message = "missing_token", "missing bearer token"
         elif table.tenant_for(supplied) is None:

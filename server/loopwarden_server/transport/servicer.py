@@ -206,7 +206,8 @@ class LoopDetectionServicer:
             if lazy:
                 answer = await self._core.loaded(answer, self._loader, tenant, routed, report=report)
             if answer.refusal:
-                await _refuse(context, self._metrics, _refusal(answer.refusal, self._core.limits.max_events_per_request))
+                await _refuse(context, self._metrics,
+                              _refusal(answer.refusal, self._core.limits.max_events_per_request))
             if report:
                 self._trace(answer)
             await write(answer.response)

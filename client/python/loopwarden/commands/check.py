@@ -31,7 +31,8 @@ def add(commands) -> None:
     outcome = check.add_mutually_exclusive_group()
     outcome.add_argument("--result", metavar="JSON", help="report the call's outcome: what it returned, as JSON text")
     outcome.add_argument("--error", metavar="TEXT", help="report the call's outcome: it failed with this error text")
-    check.add_argument("--tool-call-id", default="", metavar="ID", help="the call's id (pairs an outcome with its call)")
+    check.add_argument("--tool-call-id", default="", metavar="ID",
+                       help="the call's id (pairs an outcome with its call)")
     check.add_argument("--agent", default="", metavar="ID", help="agent id (selects the agent's settings)")
     check.add_argument("--session", default="", metavar="ID", help="session id (carried into logs)")
     check.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")

@@ -17,7 +17,8 @@ EXIT_ERROR = 2
 
 
 def connection_or_none(args: argparse.Namespace) -> Connection | None:
-    """The connection the flags and LOOPWARDEN_* variables describe; None (after saying why) when they cannot be used."""
+    """The connection the flags and LOOPWARDEN_* variables describe; None (after saying why) when
+    they cannot be used."""
     try:
         return connection_from(args)
     except ConnectionSettingsError as exc:

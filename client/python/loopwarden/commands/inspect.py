@@ -62,7 +62,8 @@ def _on_off(value: object) -> str:
 
 def config_lines(config: dict) -> list[str]:
     enabled = config.get("enabled")
-    detection = {True: "detection on", False: "detection off"}.get(enabled, "detection unset (post-compaction guard only)")
+    detection = {True: "detection on", False: "detection off"}.get(
+        enabled, "detection unset (post-compaction guard only)")
     thresholds = " · ".join(f"{name} {config[key]}" for key, name in _THRESHOLDS if key in config)
     detectors = ", ".join(name for name in _DETECTORS if config.get(name)) or "none"
     lines = [f"{detection} · {thresholds}",
@@ -95,7 +96,8 @@ def records_lines(inspection: RunInspection, limit: int) -> list[str]:
         rows.append((str(record.seq), record.tool_name, _short(record.args_hash),
                      _short(record.result_hash) or "(pending)", record.tool_call_id,
                      f"unknown tool {record.unknown_tool_name}" if record.unknown_tool_name else ""))
-    return [f"records   {len(records)} held; {which}, oldest first:"] + ["  " + line for line in _table(rows, frozenset({0}))]
+    return ([f"records   {len(records)} held; {which}, oldest first:"]
+            + ["  " + line for line in _table(rows, frozenset({0}))])
 
 
 def _evidence(verdict: Verdict) -> str:

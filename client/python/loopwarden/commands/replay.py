@@ -36,7 +36,8 @@ def add(commands) -> None:
                              "needs the daemon distribution)")
     replay.add_argument("--config", metavar="FILE",
                         help="with --offline: JSON5 config (default: the embedded default config, detection on)")
-    replay.add_argument("--run-prefix", default="", help="prefix every run id (replay a trace twice without mixing runs)")
+    replay.add_argument("--run-prefix", default="",
+                        help="prefix every run id (replay a trace twice without mixing runs)")
     replay.add_argument("--quiet", action="store_true",
                         help="print only verdicts other than ALLOW (and, in the run table, only runs that had one)")
     replay.add_argument("--runs", action="store_true",

@@ -31,7 +31,8 @@ DEFAULT_TIMEOUT_SECONDS = 5.0
 
 def add_hook_command(commands) -> None:
     hook = commands.add_parser(
-        "hook", help="answer one agent hook event: hook JSON on stdin, the daemon's verdict as the hook's JSON on stdout")
+        "hook",
+        help="answer one agent hook event: hook JSON on stdin, the daemon's verdict as the hook's JSON on stdout")
     hook.add_argument("dialect", choices=[dialect.value for dialect in Dialect], metavar="HOST",
                       help="whose hook protocol: claude-code, codex, gemini-cli or cursor")
     hook.add_argument("--agent", default="", metavar="ID",

@@ -7,9 +7,10 @@ JSON output.
 
 The shapes follow the hosts' own definitions: Claude Code's `PreToolUseHookInput`,
 `PostToolUseHookInput`, `PostToolUseFailureHookInput`, `PostToolBatchHookInput`,
-`PreCompactHookInput`, `SessionEndHookInput`, `UserPromptSubmitHookInput` and `SyncHookJSONOutput` (the Claude Agent SDK's
-sdk.d.ts), and Codex's hook schemas (codex-rs/hooks/schema/generated: pre-tool-use, post-tool-use,
-pre-compact, user-prompt-submit, subagent-start) and its hook runtime (codex-rs/core/src/hook_runtime.rs).
+`PreCompactHookInput`, `SessionEndHookInput`, `UserPromptSubmitHookInput` and `SyncHookJSONOutput`
+(the Claude Agent SDK's sdk.d.ts), and Codex's hook schemas (codex-rs/hooks/schema/generated:
+pre-tool-use, post-tool-use, pre-compact, user-prompt-submit, subagent-start) and its hook runtime
+(codex-rs/core/src/hook_runtime.rs).
 
 Claude Code's `PostToolBatch` fires once after every call of a model turn has resolved: it is no
 event to evaluate (its answer is `{}`) but the end of a parallel batch. `parse` only reads which

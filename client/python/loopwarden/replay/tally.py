@@ -101,7 +101,8 @@ def run_table(runs: Iterable[RunTally]) -> list[str]:
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     numeric = range(1, 3 + len(ACTIONS))
     return [
-        "  ".join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+        "  ".join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
+                  for i, cell in enumerate(row)).rstrip()
         for row in rows
     ]
 
