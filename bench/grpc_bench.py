@@ -34,7 +34,6 @@ import grpc
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 from loopwarden.v1 import loopwarden_pb2 as pb  # noqa: E402
-from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc  # noqa: E402
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 

@@ -70,7 +70,7 @@ def main() -> None:
             "loopwarden hook": ([loopwarden, "hook", "claude-code", "--address", grpc], files["loopwarden hook"]),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
-        for name, (command, stdin) in commands.items():  # warm-up: page cache, the daemon's first request
+        for command, stdin in commands.values():  # warm-up: page cache, the daemon's first request
             timed(command, stdin)
         for index in range(max(args.runs, args.python_runs)):
             for name, (command, stdin) in commands.items():

@@ -5,7 +5,6 @@ was never asked sends no approval, and every event of a session goes routed by t
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import threading
 import types

@@ -105,7 +105,7 @@ def test_concurrent_calls_of_one_batch_agree_on_its_id():
         barrier = threading.Barrier(8)
         seen: list[str] = []
 
-        def one(index: int, turn: int = turn) -> None:
+        def one(index: int, turn: int = turn, barrier: threading.Barrier = barrier, seen: list[str] = seen) -> None:
             barrier.wait()
             seen.append(call(batches, f"toolu_{turn}_{index}"))
 

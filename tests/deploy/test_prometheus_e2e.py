@@ -70,7 +70,7 @@ def _start_prometheus(workdir: Path, target: str) -> tuple[subprocess.Popen[byte
         log.close()
         url = f"http://127.0.0.1:{port}"
 
-        def ready() -> bool | None:
+        def ready(process: subprocess.Popen = process, url: str = url) -> bool | None:  # this attempt's
             if process.poll() is not None:
                 return False
             return True if http_get(f"{url}/-/ready", timeout=2) else None

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from loopwarden import LoopwardenClient
 from loopwarden.hooks import child_run_id
 from tests.client.python.hooks import payloads

@@ -99,7 +99,7 @@ def test_the_tour_as_pasted(tmp_path):
     parts = re.split(r"^@@step (\d+) exit (\d+)@@$\n?", done.stdout, flags=re.MULTILINE)
     outputs, statuses = parts[0::3][:len(steps)], parts[2::3]
     assert statuses == ["0"] * len(steps), f"{statuses}\n{done.stdout}\n{done.stderr}"
-    for (body, expected), output in zip(steps, outputs):
+    for (_body, expected), output in zip(steps, outputs):
         assert_shows(expected, output)
 
 

@@ -60,7 +60,7 @@ def _read(path: str, flag: str) -> bytes:
 def connection_from(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Connection:
     """Flags win over environment variables, which win over defaults."""
     values: dict[str, str] = {}
-    for flag, env, dest, _help in _FLAGS:
+    for _flag, env, dest, _help in _FLAGS:
         value = getattr(args, dest, None)
         if value is None and environ.get(env, "").strip():
             value = environ[env].strip()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents import Agent, RunConfig
+from agents import Agent
 
 from loopwarden.integrations.openai_agents import LoopwardenGuardrails
 from tests.client.python.integrations.support import CRITICAL, Counters, counter

@@ -24,7 +24,6 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     streak = counts.no_progress_streak
     if counts.result_key is None or counts.result_key[0] != ERROR or streak < threshold - 1:
         return None
-    tool_name = context.tool_name
     key = f"error:{context.result_key}"
     if streak >= threshold:
         return Detection(

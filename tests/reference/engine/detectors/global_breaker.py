@@ -12,7 +12,6 @@ def detect(context: CallContext, settings: LoopDetectionSettings) -> Detection |
     streak = context.counts.no_progress_streak
     if streak < settings.global_circuit_breaker_threshold:
         return None
-    tool_name = context.tool_name
     return Detection(
         DETECTOR, Level.CRITICAL, streak,
         f"CRITICAL: global circuit breaker: {context.spelled} returned the identical result "
