@@ -26,14 +26,14 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from bench.grpc_bench import ENABLED, _requests, traffic  # noqa: E402
-from loopwarden.v1 import loopwarden_pb2 as pb  # noqa: E402
-from loopwarden_server.config import load_config_text  # noqa: E402
-from loopwarden_server.core import CoreService  # noqa: E402
-from loopwarden_server import logs  # noqa: E402
-from loopwarden_server.metrics import Metrics  # noqa: E402
-from loopwarden_server.settings import Limits  # noqa: E402
-from prometheus_client import CollectorRegistry  # noqa: E402
+from bench.grpc_bench import ENABLED, _requests, traffic
+from loopwarden.v1 import loopwarden_pb2 as pb
+from loopwarden_server.config import load_config_text
+from loopwarden_server.core import CoreService
+from loopwarden_server import logs
+from loopwarden_server.metrics import Metrics
+from loopwarden_server.settings import Limits
+from prometheus_client import CollectorRegistry
 
 
 def echo(data: bytes) -> bytes:

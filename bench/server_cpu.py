@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from bench.grpc_bench import ENABLED, Server, phase_pipelined, start_daemon, start_echo  # noqa: E402
+from bench.grpc_bench import ENABLED, Server, phase_pipelined, start_daemon, start_echo
 
 TICK = os.sysconf("SC_CLK_TCK")
 

@@ -119,7 +119,7 @@ def test_the_checker_sees_a_broken_link_and_a_broken_anchor(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("[a](there.md#a-heading-with-code) [b](missing.md) [c](there.md#nope)\n"
                     "`[d](ignored.md)`\n```\n[e](ignored.md)\n```\n")
-    global REPO  # noqa: PLW0603 - report paths relative to the temporary tree
+    global REPO  # report paths relative to the temporary tree
     saved, REPO = REPO, tmp_path
     try:
         broken = broken_links(page)

@@ -244,7 +244,7 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval:
 
 def http_get(url: str, timeout: float = 5) -> bytes:
     assert url.startswith("http://127.0.0.1:"), f"tests only talk to loopback, not {url}"
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # loopback only
         return response.read()
 
 

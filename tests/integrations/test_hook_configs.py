@@ -120,7 +120,7 @@ def compile_ts(tsc: pathlib.Path, source: str) -> subprocess.CompletedProcess:
 
 
 class TestClaudeCode:
-    def test_install_hooks_output_and_the_plugin_are_the_sdks_settings(self, tsc, tmp_path):  # noqa: F811
+    def test_install_hooks_output_and_the_plugin_are_the_sdks_settings(self, tsc, tmp_path):
         configs = written_configs("claude-code", tmp_path)
 
         result = compile_ts(tsc, claude_source(configs, {"plugin hooks.json": json.loads(PLUGIN_HOOKS.read_text())}))
@@ -128,7 +128,7 @@ class TestClaudeCode:
         assert 0 == result.returncode, result.stdout + result.stderr
         assert configs["flags"]["hooks"]["PreToolUse"][0]["hooks"][0]["onFailure"] == "block"
 
-    def test_the_check_catches_a_misspelled_event_and_a_wrong_field(self, tsc):  # noqa: F811
+    def test_the_check_catches_a_misspelled_event_and_a_wrong_field(self, tsc):
         misspelled = {"hooks": {"PreToolUsed": [{"hooks": [{"type": "command", "command": "x"}]}]}}
         wrong = {"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "x", "onFailure": "deny"}]}]}}
 

@@ -57,7 +57,7 @@ def http_receiver_running():
     received = Received()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - the http.server hook's name
+        def do_POST(self):  # the http.server hook's name
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             if self.path != "/v1/traces":
                 self.send_response(404)
@@ -88,7 +88,7 @@ def grpc_receiver_running():
     received = Received()
 
     class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request, context):  # noqa: N802 - the service's method name
+        def Export(self, request, context):  # the service's method name
             received.add(request)
             return trace_service_pb2.ExportTraceServiceResponse()
 

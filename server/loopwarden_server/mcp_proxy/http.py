@@ -158,7 +158,7 @@ class _Sessions:
                     await relay.run(client_read, client_write, server_read, server_write)
                 if idle.cancelled_caught:
                     self._say(f"session {number} ended: idle for {self._limits.idle_seconds:g} s")
-        except Exception as exc:  # noqa: BLE001 - one session's failure must not end the others
+        except Exception as exc:  # one session's failure must not end the others
             if not started:
                 raise  # the opening request reports it (the server could not be started)
             self._say(f"session {number} ended: {_cause(exc)}")

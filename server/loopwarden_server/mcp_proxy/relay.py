@@ -217,7 +217,7 @@ class Relay:
                 continue
             except (_ClientGone, *_GONE):
                 raise
-            except Exception as exc:  # noqa: BLE001 - one message the proxy cannot handle fails alone
+            except Exception as exc:  # one message the proxy cannot handle fails alone
                 log.exception("mcp-proxy: a client message failed")
                 print(f"loopwarden mcp-proxy: a client message failed ({type(exc).__name__}: {exc}); "
                       "the session goes on", file=self._stderr, flush=True)
@@ -393,7 +393,7 @@ class Relay:
                 if guarded is not None:
                     try:
                         item = await self._outcome(guarded, message)
-                    except Exception as exc:  # noqa: BLE001 - the answer still reaches the client
+                    except Exception as exc:  # the answer still reaches the client
                         log.exception("mcp-proxy: reporting a call's outcome failed")
                         print(f"loopwarden mcp-proxy: the outcome of call {guarded.call.call_id} was not reported "
                               f"({type(exc).__name__}: {exc}); its answer is passed on", file=self._stderr, flush=True)

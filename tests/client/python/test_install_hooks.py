@@ -382,7 +382,7 @@ class _Answers(BaseHTTPRequestHandler):
     def version_string(self) -> str:
         return self.server_name_header
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:  # http.server's name
         self.send_response(405)
         self.send_header("Content-Length", "0")
         self.end_headers()

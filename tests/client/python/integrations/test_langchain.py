@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-import langchain  # noqa: E402,F401  (the client's langchain extra; make test installs it)
+import langchain  # noqa: F401  (the client's langchain extra; make test installs it)
 
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel

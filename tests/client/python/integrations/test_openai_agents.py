@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-import agents  # noqa: E402,F401  (the client's openai-agents extra; make test installs it)
+import agents  # noqa: F401  (the client's openai-agents extra; make test installs it)
 
 from agents import (
     Agent, RunConfig, Runner, ToolInputGuardrailTripwireTriggered, ToolOutputGuardrailTripwireTriggered,

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-import agents  # noqa: E402,F401
-import langchain  # noqa: E402,F401  (both extras: make test installs them)
+import agents  # noqa: F401
+import langchain  # noqa: F401  (both extras: make test installs them)
 
 from agents import Agent, RunConfig, Runner
 
