@@ -12,8 +12,9 @@ from .v1 import loopwarden_pb2 as pb
 
 MISSING: Any = object()
 
-_ACTIONS = {pb.ACTION_ALLOW: Action.ALLOW, pb.ACTION_WARN: Action.WARN, pb.ACTION_BLOCK: Action.BLOCK,
-            pb.ACTION_ABORT: Action.ABORT, pb.ACTION_REJECT: Action.REJECT, pb.ACTION_ASK: Action.ASK}
+_ACTIONS: dict[int, Action] = {
+    pb.ACTION_ALLOW: Action.ALLOW, pb.ACTION_WARN: Action.WARN, pb.ACTION_BLOCK: Action.BLOCK,
+    pb.ACTION_ABORT: Action.ABORT, pb.ACTION_REJECT: Action.REJECT, pb.ACTION_ASK: Action.ASK}
 
 
 def action_of(value: int) -> Action:
@@ -27,7 +28,7 @@ APPROVAL_SCOPES = {"": pb.APPROVAL_SCOPE_UNSPECIFIED, "once": pb.APPROVAL_SCOPE_
                    "always": pb.APPROVAL_SCOPE_ALWAYS}
 
 
-def _approval_scope(scope: str) -> int:
+def _approval_scope(scope: str) -> pb.ApprovalScope:
     if scope not in APPROVAL_SCOPES:
         raise ValueError(f"scope must be 'once' or 'always', got {scope!r}")
     return APPROVAL_SCOPES[scope]
@@ -50,7 +51,7 @@ TOOL_CLASSES = {"": pb.TOOL_CLASS_UNSPECIFIED, "readOnly": pb.TOOL_CLASS_READ_ON
                 "mutating": pb.TOOL_CLASS_MUTATING, "poll": pb.TOOL_CLASS_POLL}
 
 
-def _tool_class(name: str) -> int:
+def _tool_class(name: str) -> pb.ToolClass:
     if name not in TOOL_CLASSES:
         raise ValueError(f"tool_class must be one of {', '.join(repr(c) for c in TOOL_CLASSES)}, got {name!r}")
     return TOOL_CLASSES[name]
@@ -130,7 +131,7 @@ def run_end_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq:
 
 
 def event_from_record(record: EventRecord) -> pb.Event:
-    common = {"agent_id": record.agent_id, "session_id": record.session_id, "seq": record.seq,
+    common: dict[str, Any] = {"agent_id": record.agent_id, "session_id": record.session_id, "seq": record.seq,
               "parent_run_id": record.parent_run_id, "accepts_ask": record.accepts_ask}
     if record.kind is EventKind.TOOL_CALL:
         return tool_call_event(record.run_id, record.tool_name, params_json=record.params_json,

@@ -21,8 +21,8 @@ import asyncio
 import itertools
 import queue
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import grpc
 
@@ -91,6 +91,7 @@ class _Verbs:
     accepts_ask: bool
     _seq: itertools.count
     _trees: RunTrees
+    _send: Callable[[pb.Event], Any]  # a Verdict, or an awaitable of one
 
     def _common(self, run_id: str, agent_id: str | None, session_id: str, seq: int | None, parent_run_id: str,
                 root_run_id: str, accepts_ask: bool | None) -> dict:
@@ -208,7 +209,7 @@ class LoopwardenClient(_Verbs):
         self._timeout = timeout
         self._lock = threading.Lock()
         self._requests: queue.Queue | None = None
-        self._responses = None
+        self._responses: Any = None  # the open Evaluate stream's response iterator (grpc is untyped)
         self.agent_id = agent_id
         self.accepts_ask = accepts_ask
         self._seq = itertools.count(1)
@@ -236,7 +237,7 @@ class LoopwardenClient(_Verbs):
             if self._responses is None:
                 self._requests = queue.Queue()
                 self._responses = self._stub.Evaluate(iter(self._requests.get, None), metadata=self._metadata)
-            self._requests.put(pb.EvaluateRequest(events=list(events)))
+            cast(queue.Queue, self._requests).put(pb.EvaluateRequest(events=list(events)))  # set with _responses
             try:
                 response = next(self._responses)
             except (grpc.RpcError, StopIteration) as exc:
@@ -375,7 +376,7 @@ class AsyncLoopwardenClient(_Verbs):
         self._metadata = _auth_metadata(metadata, token)
         self._timeout = timeout
         self._lock = asyncio.Lock()
-        self._call = None
+        self._call: Any = None  # the open Evaluate stream-stream call (grpc is untyped)
         self.agent_id = agent_id
         self.accepts_ask = accepts_ask
         self._seq = itertools.count(1)

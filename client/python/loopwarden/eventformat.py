@@ -165,7 +165,7 @@ def parse_event(data: Mapping[str, Any]) -> EventRecord:
         kind: EventKind | None = EventKind(raw_kind) if raw_kind else None
     except ValueError:
         kind = None
-    common = {
+    common: dict[str, Any] = {
         "run_id": _string(data, "run_id"), "seq": _seq(data),
         "agent_id": _string(data, "agent_id"), "session_id": _string(data, "session_id"),
         "raw_kind": raw_kind or "", "parent_run_id": _string(data, "parent_run_id"),

@@ -7,15 +7,18 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from .client import AsyncLoopwardenClient, LoopwardenClient
 from .types import Action, LoopwardenUnavailable, RunAborted, Verdict
 
+if TYPE_CHECKING:
+    from .hooks.protocol import VerdictLike
+
 log = logging.getLogger("loopwarden.runner")
 
 
-def blocked_tool_result(verdict: Verdict) -> dict:
+def blocked_tool_result(verdict: VerdictLike) -> dict:
     """What the model sees instead of running a blocked call (spec section 6)."""
     return {
         "content": [{"type": "text", "text": verdict.message}],
@@ -153,7 +156,7 @@ class ToolGuard:
             policy.unavailable(exc, tool_name)
             return fn(**params)
         if verdict.action is Action.ASK and policy.on_ask is not None:
-            verdict = self._ask(verdict, tool_call_id)
+            verdict = self._ask(verdict, tool_call_id, policy.on_ask)
         blocked = policy.before(verdict)
         if blocked is not None:
             client.tool_outcome(policy.run_id, tool_name, params, result=blocked, **ids)
@@ -169,11 +172,11 @@ class ToolGuard:
                                          duration_ms=_elapsed_ms(started), **ids))
         return result
 
-    def _ask(self, verdict: Verdict, tool_call_id: str) -> Verdict:
+    def _ask(self, verdict: Verdict, tool_call_id: str, on_ask: Callable[[Verdict], Any]) -> Verdict:
         """Put an ASK to the human; the verdict to act on: the ASK itself (a BLOCK) when denied,
         an ALLOW when approved, the approval's own answer when the daemon refused or aborted it."""
         policy = self.policy
-        approval = policy.approval_kwargs(verdict, tool_call_id, policy.on_ask(verdict))
+        approval = policy.approval_kwargs(verdict, tool_call_id, on_ask(verdict))
         if approval is None or not approval["approved"]:
             if approval is not None:
                 self.client.approval(policy.run_id, **approval)
@@ -228,7 +231,7 @@ class AsyncToolGuard:
             policy.unavailable(exc, tool_name)
             return await fn(**params)
         if verdict.action is Action.ASK and policy.on_ask is not None:
-            verdict = await self._ask(verdict, tool_call_id)
+            verdict = await self._ask(verdict, tool_call_id, policy.on_ask)
         blocked = policy.before(verdict)
         if blocked is not None:
             await client.tool_outcome(policy.run_id, tool_name, params, result=blocked, **ids)
@@ -244,9 +247,9 @@ class AsyncToolGuard:
                                                duration_ms=_elapsed_ms(started), **ids))
         return result
 
-    async def _ask(self, verdict: Verdict, tool_call_id: str) -> Verdict:
+    async def _ask(self, verdict: Verdict, tool_call_id: str, on_ask: Callable[[Verdict], Any]) -> Verdict:
         policy = self.policy
-        answer = policy.on_ask(verdict)  # type: ignore[misc]
+        answer = on_ask(verdict)
         if inspect.isawaitable(answer):
             answer = await answer
         approval = policy.approval_kwargs(verdict, tool_call_id, answer)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from typing import Any
 
 from ..connection import add_connection_arguments
 from ..types import RunInspection, Verdict
@@ -61,7 +62,7 @@ def _on_off(value: object) -> str:
 
 
 def config_lines(config: dict) -> list[str]:
-    enabled = config.get("enabled")
+    enabled: Any = config.get("enabled")  # true, false or absent (None), as the daemon sent it
     detection = {True: "detection on", False: "detection off"}.get(
         enabled, "detection unset (post-compaction guard only)")
     thresholds = " · ".join(f"{name} {config[key]}" for key, name in _THRESHOLDS if key in config)
@@ -91,7 +92,7 @@ def records_lines(inspection: RunInspection, limit: int) -> list[str]:
         return ["records   none held"]
     shown = records if limit <= 0 else records[-limit:]
     which = "all" if len(shown) == len(records) else f"the last {len(shown)}"
-    rows = [("seq", "tool", "args", "result", "call id", "note")]
+    rows: list[tuple[str, ...]] = [("seq", "tool", "args", "result", "call id", "note")]
     for record in shown:
         rows.append((str(record.seq), record.tool_name, _short(record.args_hash),
                      _short(record.result_hash) or "(pending)", record.tool_call_id,

@@ -12,9 +12,9 @@ import os
 import sys
 from collections.abc import Mapping
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, cast
 
-from ..connection import add_connection_arguments
+from ..connection import Connection, add_connection_arguments
 from .common import EXIT_ERROR, connection_or_none, open_client, report_failure
 
 OFFLINE_JUDGE_GROUP = "loopwarden.offline_judges"
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             if args.offline:
                 judge = load_offline_judge(args.config, args.run_prefix)
             else:
-                judge = daemon_judge(stack.enter_context(open_client(connection)), args.run_prefix)
+                judge = daemon_judge(stack.enter_context(open_client(cast(Connection, connection))), args.run_prefix)
         except LookupError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_ERROR
@@ -111,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
                 for event in read_trace(path, args.format):
                     try:
                         observed = judge(event.data)
-                    except LoopwardenError as exc:
-                        return report_failure(exc, connection, what=f"at {event.origin}: ")
+                    except LoopwardenError as exc:  # the daemon's judge: there is a connection
+                        return report_failure(exc, cast(Connection, connection), what=f"at {event.origin}: ")
                     except EventFormatError as exc:
                         print(f"error at {event.origin}: malformed event: {exc}", file=sys.stderr)
                         return EXIT_ERROR

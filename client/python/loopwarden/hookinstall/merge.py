@@ -11,6 +11,7 @@ ConfigShapeError naming the field.
 from __future__ import annotations
 
 import copy
+from typing import Literal, overload
 
 from .hosts import Event, Host, is_loopwarden_command
 
@@ -23,7 +24,11 @@ def _ours(handler: object) -> bool:
     return isinstance(handler, dict) and is_loopwarden_command(handler.get("command"))
 
 
-def _hooks_of(config: dict, *, create: bool) -> dict | None:
+@overload
+def _hooks_of(config: object, *, create: Literal[True]) -> dict: ...
+@overload
+def _hooks_of(config: object, *, create: bool) -> dict | None: ...
+def _hooks_of(config: object, *, create: bool) -> dict | None:
     if not isinstance(config, dict):
         raise ConfigShapeError("the file holds a JSON " + type(config).__name__ + ", not an object")
     hooks = config.get("hooks")
@@ -55,8 +60,10 @@ def _handlers_of(group: dict, where: str) -> list:
 
 def check_shape(host: Host, config: object) -> None:
     """Raise ConfigShapeError for a config loopwarden could not merge into safely."""
-    hooks = _hooks_of(config, create=False)  # type: ignore[arg-type]
-    for event in hooks or {}:
+    hooks = _hooks_of(config, create=False)
+    if hooks is None:
+        return
+    for event in hooks:
         entries = _entries_of(hooks, event)
         if host.grouped:
             for index, group in enumerate(entries):

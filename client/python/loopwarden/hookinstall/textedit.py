@@ -202,7 +202,7 @@ class _Editor:
             if new[:len(old_items)] == old_items:
                 self.container(node, list(range(len(old_items))), [(None, item) for item in new[len(old_items):]])
                 return
-            kept: list[int] = []
+            kept = []
             position = 0
             for index, item in enumerate(old_items):
                 if position < len(new) and new[position] == item:

@@ -143,12 +143,21 @@ class HookPayloadError(ValueError):
 
 
 class VerdictLike(Protocol):
-    """What `answer` reads of a verdict: the client's `loopwarden.Verdict` and the daemon's own."""
+    """What `answer` reads of a verdict: the client's `loopwarden.Verdict` and the daemon's own.
+    Read-only members, so a frozen dataclass's fields satisfy them."""
 
-    action: Any  # an Action enum (str values "allow" … "reject") or the plain string
-    message: str
-    announce: bool
-    error_code: str
+    @property
+    def action(self) -> Any: ...  # an Action enum (str values "allow" … "reject") or the plain string
+    @property
+    def message(self) -> str: ...
+    @property
+    def announce(self) -> bool: ...
+    @property
+    def error_code(self) -> str: ...
+    @property
+    def detector(self) -> str: ...  # these two: the blocked result (runner.blocked_tool_result)
+    @property
+    def count(self) -> int: ...
 
 
 PRE_TOOL_USE = "PreToolUse"
@@ -471,7 +480,7 @@ def parse(dialect: Dialect, payload: Any, *, agent_id: str = "", max_params_byte
         raise HookPayloadError("session_id must not be blank: it names the run")
     run = _run(dialect, payload, name, session_id, agent_id)
     subagent = _string(payload, "agent_id", required=False) if dialect.reports_subagents else ""
-    scope = {"session_id": session_id, "subagent": subagent, "run": run}
+    scope: dict[str, Any] = {"session_id": session_id, "subagent": subagent, "run": run}
     if name == POST_TOOL_BATCH:
         return HookRequest(dialect, name, **scope)
     if name == PRE_COMPACT:
@@ -630,6 +639,7 @@ def unavailable_answer(request: HookRequest, reason: str, *, fail_closed: bool) 
     (the user is told it was not checked) unless the operator chose fail-closed."""
     if not request.before_tool:
         return {}
+    out: dict[str, Any]
     if fail_closed:
         out = {"hookSpecificOutput": _deny(
             f"loopwarden could not check this call ({reason}) and is set to fail closed, so it was not run.")}

@@ -62,7 +62,7 @@ class Before:
     """What to do with one call. `report`: whether its outcome goes to the daemon afterwards
     (not when the daemon was unreachable or rejected the call: it knows nothing to pair it with)."""
 
-    action: Literal["run", "block", "abort"]
+    action: Literal["run", "block", "abort", "ask"]  # "ask": only adapters that can put it to a person
     message: str = ""  # block/abort: the daemon's message, for the model (block) or the user (abort)
     warning: str = ""  # run: an announced warning to show the model along with the result
     verdict: Verdict | None = None
@@ -108,7 +108,7 @@ def _abort_of(verdict: Verdict) -> Verdict | None:
     return verdict if verdict.action is Action.ABORT else None
 
 
-def _ids(call: Call) -> dict[str, str]:
+def _ids(call: Call) -> dict[str, Any]:
     return {"tool_call_id": call.tool_call_id, "session_id": call.session_id}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..runner import blocked_tool_result
 from ..types import Action, LoopwardenUnavailable, Verdict
@@ -58,7 +58,7 @@ class GuardedCall:
 def asked(verdict: Verdict, call: GuardedCall) -> Before | None:
     """An ASK the adapter can put to a person (an interrupt); None for every other verdict."""
     if verdict.action is Action.ASK and call.accepts_ask:
-        return Before("ask", message=verdict.message, verdict=verdict)  # type: ignore[arg-type]
+        return Before("ask", message=verdict.message, verdict=verdict)
     return None
 
 
@@ -105,8 +105,9 @@ class Channel:
         return before
 
     def answer(self, call: GuardedCall, asked_before: Before, answer: Answer) -> Before:
-        verdict = self._send(self._client().approval, call, **call.approval_kwargs(asked_before.verdict, answer))
-        return _answered(verdict, call, answer, asked_before.verdict)
+        asked_verdict = cast(Verdict, asked_before.verdict)  # an "ask" Before always holds its ASK
+        verdict = self._send(self._client().approval, call, **call.approval_kwargs(asked_verdict, answer))
+        return _answered(verdict, call, answer, asked_verdict)
 
     def after(self, call: GuardedCall, before: Before, **outcome: Any) -> Verdict | None:
         if not before.report:
@@ -151,9 +152,9 @@ class Channel:
         return before
 
     async def aanswer(self, call: GuardedCall, asked_before: Before, answer: Answer) -> Before:
-        verdict = await self._asend(self._aclient().approval, call,
-                                    **call.approval_kwargs(asked_before.verdict, answer))
-        return _answered(verdict, call, answer, asked_before.verdict)
+        asked_verdict = cast(Verdict, asked_before.verdict)  # an "ask" Before always holds its ASK
+        verdict = await self._asend(self._aclient().approval, call, **call.approval_kwargs(asked_verdict, answer))
+        return _answered(verdict, call, answer, asked_verdict)
 
     async def aafter(self, call: GuardedCall, before: Before, **outcome: Any) -> Verdict | None:
         if not before.report:

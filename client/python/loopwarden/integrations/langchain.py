@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, Final, NotRequired, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain.agents.middleware.types import PrivateStateAttr
@@ -60,10 +60,11 @@ from ._langgraph_runs import CALLER, Caller, Place, PromptMemory, fresh_run_id, 
 
 __all__ = ["LoopwardenMiddleware"]
 
-_RUN_KEY = "loopwarden_run_id"
-_ABORT_KEY = "loopwarden_abort"
-_PLACE_KEY = "loopwarden_place"
-_PROMPT_KEY = "loopwarden_prompt_id"
+# Final: the literal keys, so reads of LoopwardenState are typed as its fields.
+_RUN_KEY: Final = "loopwarden_run_id"
+_ABORT_KEY: Final = "loopwarden_abort"
+_PLACE_KEY: Final = "loopwarden_place"
+_PROMPT_KEY: Final = "loopwarden_prompt_id"
 # LangGraph's CONFIG_KEY_CHECKPOINTER (langgraph.constants keeps it only for backwards compatibility).
 _CHECKPOINTER_KEY = "__pregel_checkpointer"
 
@@ -223,7 +224,8 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
         ToolNode in a thread whose latest human message changed)."""
         tool_call = request.tool_call
         info = getattr(request.runtime, "execution_info", None)
-        place = _stored_place(request.state) if _in_agent(request) else _tool_node_place(request)
+        # In an agent, before_agent has stored the run's place in the state before any tool runs.
+        place = cast(Place, _stored_place(request.state)) if _in_agent(request) else _tool_node_place(request)
         turn = None
         if place.thread_run and not _in_agent(request):
             prompt = _last_human_id(request.state)
@@ -315,9 +317,11 @@ def _caller(call: GuardedCall) -> Caller:
 def _asked(call: GuardedCall, before: Before, request: ToolCallRequest) -> Answer:
     """Hold the call for a person: the first time, interrupt() ends the invocation here; when the
     graph is resumed, it returns their answer (checked against RESUME_SCHEMA by LangGraph)."""
-    value = interrupt(ask_payload(before.verdict, run_id=call.place.run_id, tool=call.tool_name,
+    # An "ask" Before always holds its ASK verdict. RESUME_SCHEMA is a Union, which interrupt()
+    # validates with at run time but its overloads (a class or a JSON schema dict) do not name.
+    value = interrupt(ask_payload(cast(Verdict, before.verdict), run_id=call.place.run_id, tool=call.tool_name,
                                   args=request.tool_call.get("args") or {}, tool_call_id=call.tool_call_id),
-                      response_schema=RESUME_SCHEMA)
+                      response_schema=RESUME_SCHEMA)  # type: ignore[call-overload]
     return answer_of(value)
 
 
@@ -373,7 +377,7 @@ def _refused(request: ToolCallRequest, before: Before) -> ToolResult:
     if before.action == "block":
         return _tool_message(request, before.message, status="error", artifact=before.details())
     if not _in_agent(request):
-        raise RunAborted(before.verdict)
+        raise RunAborted(cast(Verdict, before.verdict))  # an "abort" Before always holds its verdict
     return Command(update={"messages": [_tool_message(request, before.message, status="error",
                                                       artifact=before.details())],
                            _ABORT_KEY: before.message})

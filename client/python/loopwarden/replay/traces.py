@@ -181,17 +181,17 @@ def conversation_events(messages: Iterable[Any], run_id: str, *, origin: str = "
                 legacy.append((call_id, name, params))
                 emit(EventKind.TOOL_CALL, tool_name=name, tool_call_id=call_id, **params)
         elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str) or call_id not in calls:
-                raise TraceError(f"{where}: tool message answers no earlier tool call (tool_call_id {call_id!r})")
-            name, params = calls[call_id]
-            emit(EventKind.TOOL_OUTCOME, tool_name=name, tool_call_id=call_id, **params,
+            answered = message.get("tool_call_id")
+            if not isinstance(answered, str) or answered not in calls:
+                raise TraceError(f"{where}: tool message answers no earlier tool call (tool_call_id {answered!r})")
+            name, params = calls[answered]
+            emit(EventKind.TOOL_OUTCOME, tool_name=name, tool_call_id=answered, **params,
                  **_outcome(message.get("content"), where))
         elif role == "function":
-            name = message.get("name")
-            match = next((i for i in range(len(legacy) - 1, -1, -1) if legacy[i][1] == name), None)
+            named = message.get("name")
+            match = next((i for i in range(len(legacy) - 1, -1, -1) if legacy[i][1] == named), None)
             if match is None:
-                raise TraceError(f"{where}: function message answers no earlier function_call named {name!r}")
+                raise TraceError(f"{where}: function message answers no earlier function_call named {named!r}")
             call_id, name, params = legacy.pop(match)
             emit(EventKind.TOOL_OUTCOME, tool_name=name, tool_call_id=call_id, **params,
                  **_outcome(message.get("content"), where))

@@ -49,7 +49,7 @@ class Place:
     def child(self, name: str) -> Place:
         return Place(f"{self.run_id}/{name}", self.run_id, self.root)
 
-    def fields(self) -> dict[str, str]:
+    def fields(self) -> dict[str, Any]:
         """The client verbs' keyword arguments that place an event in its tree."""
         return {"parent_run_id": self.parent_run_id, "root_run_id": self.root}
 
@@ -121,7 +121,10 @@ class Scopes:
         if held is not None and held[0]() is usage:
             return held[1]
         scope = Scope()
-        self._scopes[key] = (weakref.ref(usage, lambda _ref, key=key: self._scopes.pop(key, None)), scope)
+        def forget(_ref: weakref.ref) -> None:
+            self._scopes.pop(key, None)
+
+        self._scopes[key] = (weakref.ref(usage, forget), scope)
         return scope
 
     def owns(self, usage: object) -> bool:
