@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from importlib.metadata import version as distribution_version
+from typing import cast
 
 import grpc
 from prometheus_client import CollectorRegistry
@@ -44,7 +45,9 @@ def _server_credentials(security: Security) -> grpc.ServerCredentials | None:
     if not security.tls:
         return None
     try:
-        certificates = RotatingServerCertificates(security.tls_cert, security.tls_key, security.tls_client_ca)
+        # security.tls: both the certificate and its key are set.
+        certificates = RotatingServerCertificates(cast(str, security.tls_cert), cast(str, security.tls_key),
+                                                  security.tls_client_ca)
     except (OSError, ValueError) as exc:
         raise StartupError(f"cannot load TLS files (--tls-cert/--tls-key/--tls-client-ca): {exc}") from None
     return certificates.credentials()
@@ -150,7 +153,11 @@ class Daemon:
     def _spawn(self, coroutine) -> None:
         task = asyncio.create_task(coroutine)
         self._tasks.append(task)
-        task.add_done_callback(lambda done: done in self._tasks and self._tasks.remove(done))
+        def forget(done: asyncio.Task) -> None:
+            if done in self._tasks:
+                self._tasks.remove(done)
+
+        task.add_done_callback(forget)
 
     def _current_tokens(self):
         return self._tokens.current() if self._tokens is not None else None
@@ -170,11 +177,12 @@ class Daemon:
         if self.hooks is not None:
             await self.hooks.start()
         if restoring:
+            state = cast(StateKeeper, self.state)  # restoring: there is a state to restore
             log.info("restoring state; health says NOT_SERVING until it is done",
-                     extra={"state_store": self.state.store.describe(), "grpc_address": listeners.grpc_address,
+                     extra={"state_store": state.store.describe(), "grpc_address": listeners.grpc_address,
                             "health_address": listeners.health_address, "hooks_address": hooks_address})
             try:
-                await asyncio.to_thread(self.state.restore)
+                await asyncio.to_thread(state.restore)
             finally:
                 self.servers.lifecycle.restoring = False
             await self.servers.serve()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import cast
 
 
 def add_serve(commands) -> None:
@@ -80,6 +81,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     from loopwarden import LoopwardenError
     from loopwarden.commands.common import connection_or_none, open_client, report_failure
+    from loopwarden.connection import Connection
     from loopwarden.replay import TraceError
     from loopwarden.replay.online import daemon_judge
 
@@ -98,10 +100,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     try:
         labelled_set = load_labelled_set(args.manifest)
         if online:
-            with open_client(connection) as client:
+            daemon = cast(Connection, connection)  # online: checked above
+            with open_client(daemon) as client:
                 tally = replay_labelled_set(labelled_set, daemon_judge(client, args.run_prefix))
             report = score(labelled_set, tally)
-            source = f"through the daemon at {connection.address}"
+            source = f"through the daemon at {daemon.address}"
         else:
             if args.config:
                 with open(args.config, "rb") as handle:
@@ -119,8 +122,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except LoopwardenError as exc:
-        return report_failure(exc, connection)
+    except LoopwardenError as exc:  # the daemon's: online, with a connection
+        return report_failure(exc, cast(Connection, connection))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=str))
     else:

@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import loopwarden_core
 from loopwarden.eventformat import EventRecord
@@ -51,6 +51,7 @@ _LIMIT_FIELDS = ("max_params_bytes", "max_result_bytes", "max_run_id_chars", "ma
 
 Answer = loopwarden_core.Answer
 Pending = loopwarden_core.Pending
+Summary = loopwarden_core.Summary
 RunView = loopwarden_core.RunView
 ExemptionView = loopwarden_core.ExemptionView
 TotalsView = loopwarden_core.TotalsView
@@ -148,7 +149,7 @@ class CoreService:
         if not answer.missing_runs:
             return answer
         await loader.ensure_loaded(tenant, answer.missing_runs)
-        return self.resume(answer.pending, tenant, routed, report=report)
+        return self.resume(cast(Pending, answer.pending), tenant, routed, report=report)  # set with missing_runs
 
     # ------------------------------------------------------------------ runs
 

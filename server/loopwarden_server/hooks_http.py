@@ -48,7 +48,7 @@ import ssl
 import time
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
@@ -108,7 +108,7 @@ class _TlsContexts:
 
     def _load(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self._security.tls_cert, self._security.tls_key)
+        context.load_cert_chain(cast(str, self._security.tls_cert), self._security.tls_key)  # made with TLS on
         if self._security.tls_client_ca:
             context.verify_mode = ssl.CERT_REQUIRED
             context.load_verify_locations(self._security.tls_client_ca)
@@ -156,7 +156,7 @@ class HookEvaluator(Protocol):
     `routed`: the run tree's root), their verdicts out, in order."""
 
     async def evaluate(self, records: Sequence[EventRecord], integration: str, tenant: str,
-                       routed: str, *, agent_only: bool = False) -> list[VerdictLike]: ...
+                       routed: str, *, agent_only: bool = False) -> Sequence[VerdictLike]: ...
 
 
 class CoreHookEvaluator:
@@ -168,7 +168,7 @@ class CoreHookEvaluator:
         self._loader = loader  # a shared state store's keeper: runs not in memory are loaded first
 
     async def evaluate(self, records: Sequence[EventRecord], integration: str, tenant: str,
-                       routed: str, *, agent_only: bool = False) -> list[VerdictLike]:
+                       routed: str, *, agent_only: bool = False) -> Sequence[VerdictLike]:
         token = current_integration.set(integration)  # the verdict counter's integration label
         try:
             lazy = self._loader is not None
@@ -179,7 +179,7 @@ class CoreHookEvaluator:
             current_integration.reset(token)
         if answer.refusal:
             raise RuntimeError(f"the core refused a hook request: {answer.refusal}")
-        return verdicts(answer.response)
+        return verdicts(cast(bytes, answer.response))  # a request not refused is answered
 
 
 class HooksEndpoint:
@@ -228,8 +228,8 @@ class HooksEndpoint:
         """The answer to one hook request whose whole body was read."""
         routed = self.route(target, authorization, common_name)
         if not isinstance(routed[0], Dialect):
-            return routed  # type: ignore[return-value]
-        dialect, caller, agent_id = routed  # type: ignore[misc]
+            return routed
+        dialect, caller, agent_id = routed
         tenant = caller.tenant
         fail_closed = self.fail_closed(target)
         if len(body) > PARSE_IN_THREAD_BYTES:
@@ -498,7 +498,7 @@ class _HttpFront:
         common_name = _common_name(request.transport.get_extra_info("peercert") if request.transport else None)
         routed = self._endpoint.route(request.path_qs, authorization, common_name)
         if not isinstance(routed[0], Dialect):
-            return self._json(*routed)  # type: ignore[arg-type]
+            return self._json(*routed)
         fail_closed = self._endpoint.fail_closed(request.path_qs)
         try:
             body, over = await asyncio.wait_for(_read_body(request, self._endpoint.max_body_bytes),

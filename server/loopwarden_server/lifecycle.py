@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -102,7 +103,7 @@ class Servers:
         # answered from its threads, never queued behind the event loop's work.
         self._health_server: grpc.Server | None = None
         self._probe_health = health.HealthServicer(experimental_non_blocking=True)
-        self._httpd = None
+        self._httpd: WSGIServer | None = None
         self._service_names: list[str] = []
 
     def add_service(self, full_name: str, register: Callable[[grpc.aio.Server], None]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_METRICS_LISTEN = "127.0.0.1:9464"
@@ -196,7 +197,7 @@ _SECURITY_FIELDS = {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file"}
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, env, dest, parse, help_text in _OPTIONS:
         # A boolean may stand alone (`--hooks-fail-closed` means `--hooks-fail-closed true`).
-        alone = {"nargs": "?", "const": "true"} if parse is _boolean else {}
+        alone: dict[str, Any] = {"nargs": "?", "const": "true"} if parse is _boolean else {}
         parser.add_argument(flag, dest=dest, default=None, metavar=flag.strip("-").split("-")[-1].upper(),
                             help=f"{help_text}; env {env}", **alone)
     parser.add_argument("--no-reflection", dest="reflection", action="store_const", const="false", default=None,
@@ -205,9 +206,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> DaemonSettings:
     """Flags win over environment variables, which win over defaults."""
-    values: dict[str, object] = {}
-    limits: dict[str, object] = {}
-    security: dict[str, object] = {}
+    values: dict[str, Any] = {}  # each checked by its option's parser
+    limits: dict[str, Any] = {}
+    security: dict[str, Any] = {}
     for flag, env, dest, parse, _help in _OPTIONS:
         raw = getattr(args, dest, None)
         source = flag

@@ -102,14 +102,18 @@ def export_target(flag_endpoint: str | None, environ: Mapping[str, str]) -> Expo
 
 
 def _exporter(target: ExportTarget):
+    # Two classes of one name: bound to one local name, so a type checker reads them as one type.
+    exporter: type
     if target.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+        exporter = GrpcExporter
     else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+        exporter = HttpExporter
     kwargs: dict[str, Any] = {"timeout": EXPORT_TIMEOUT_SECONDS}
     if target.endpoint is not None:
         kwargs["endpoint"] = target.endpoint
-    return OTLPSpanExporter(**kwargs)
+    return exporter(**kwargs)
 
 
 def tracing_from(flag_endpoint: str | None, environ: Mapping[str, str], *, version: str = "") -> Tracing | None:

@@ -157,7 +157,7 @@ def _values_block(t: Tables, path: str, indent: str, chart_values: dict[str, obj
 
 # The chart turns detection on: that is what it is deployed for (the daemon's own default, unset,
 # runs only the post-compaction guard).
-CHART_VALUES = {"tools.loopDetection.enabled": True}
+CHART_VALUES: dict[str, object] = {"tools.loopDetection.enabled": True}
 
 
 def update_values(t: Tables, text: str) -> str:

@@ -9,6 +9,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 SOURCE = Path("tables/loopwarden.toml")
 
@@ -237,8 +238,9 @@ def _check(t: Tables) -> None:
             raise SourceError(f"{where}: {s.block} is not a block")
         if s.kind in ("count", "count_or_off") and (s.minimum is None or s.maximum is None or s.default is None):
             raise SourceError(f"{where}: a {s.kind} needs min, max and default")
+        # A number's default is a TOML int or float (a Setting's default is any TOML value).
         if s.kind == "number" and (s.minimum is None or s.maximum is None or s.default is None
-                                   or not s.minimum <= s.default <= s.maximum):
+                                   or not s.minimum <= cast(float, s.default) <= s.maximum):
             raise SourceError(f"{where}: a number needs min, max and a default between them")
         if s.kind == "choice" and (len(s.choices) < 2 or s.default not in s.choices):
             raise SourceError(f"{where}: a choice needs two or more choices and a default among them")

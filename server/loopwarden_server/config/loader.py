@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import fields
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import json5
 
@@ -110,11 +110,11 @@ def load_config_text(text: str, source: str = "<string>") -> Config:
     finally:
         _found.reset(token)
     if not found:
-        return config
+        return cast(Config, config)  # None only when a problem was reported, and none was
     lines = key_lines(text)
-    for error in found:
-        error.line = _line_of(error.path, lines)
-    found.sort(key=lambda error: error.line or 0)  # stable: same line keeps the order found
+    for problem in found:
+        problem.line = _line_of(problem.path, lines)
+    found.sort(key=lambda problem: problem.line or 0)  # stable: same line keeps the order found
     raise found[0] if len(found) == 1 else ConfigErrors(found)
 
 
@@ -343,14 +343,18 @@ def _parse_strict(value: Any, path: str, schema: Schema) -> dict[str, Any]:
 
 def _parser(row: SettingRow) -> Parser:
     """The value parser of one key, by its kind in the table."""
+    # Ints for a count, ints or floats for a number; the table's checks (tables/gen/source.py)
+    # hold every count and number to a min and a max.
+    minimum: Any = row.minimum
+    maximum: Any = row.maximum
     if row.kind in ("switch", "bool", "gate"):
         return _boolean
     if row.kind == "count":
-        return _positive_int(row.maximum) if row.minimum == 1 else _at_least(row.minimum, row.maximum)
+        return _positive_int(maximum) if minimum == 1 else _at_least(minimum, maximum)
     if row.kind == "count_or_off":
-        return _limit_or_off(row.maximum) if row.minimum == 1 else _optional_count(row.minimum)
+        return _limit_or_off(maximum) if minimum == 1 else _optional_count(minimum)
     if row.kind == "number":
-        return _number(row.minimum, row.maximum)
+        return _number(minimum, maximum)
     if row.kind == "tool_names":
         return _tool_names
     if row.kind == "preset":

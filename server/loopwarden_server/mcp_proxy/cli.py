@@ -178,8 +178,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
 
 
-async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen, run_id: str, gate=None,
-                 limits=None, sizes=None) -> int:
+async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen: tuple[str, int] | None,
+                 run_id: str, gate=None, limits=None, sizes=None) -> int:
     """Serve until the client is done; the exit status."""
     import anyio
 
@@ -205,9 +205,11 @@ async def _serve(server, make_judge, fail_closed: bool, timeout: float, listen, 
         try:
             # The SDK's stdio_server ends once stdin has and its output stream is closed; once the
             # relay is done (the client ended, or the server is gone) neither is worth waiting for.
+            # It types its streams as anyio's AsyncFile; ours have the methods it calls (stdio.py).
             with anyio.CancelScope() as scope:
                 async with stdio_client(server) as (server_read, server_write), \
-                        stdio_server(stdin=await stdin_lines(stdout), stdout=stdout) as (client_read, client_write):
+                        stdio_server(stdin=await stdin_lines(stdout),  # type: ignore[arg-type]
+                                     stdout=stdout) as (client_read, client_write):  # type: ignore[arg-type]
                     await relay.run(client_read, client_write, server_read, server_write)
                     await client_write.aclose()
                     scope.cancel()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 from uuid import uuid4
@@ -63,7 +63,7 @@ class SessionLimits:
 
 
 async def _reply(send, status: int, message: str, *, code: int = -32600, data: dict | None = None,
-                 extra_headers: list[tuple[bytes, bytes]] = (), request_id=None) -> None:
+                 extra_headers: Sequence[tuple[bytes, bytes]] = (), request_id=None) -> None:
     error = {"code": code, "message": message, **({"data": data} if data is not None else {})}
     body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
     await send({"type": "http.response.start", "status": status,
@@ -170,10 +170,11 @@ class _Sessions:
 
     async def _open_session(self, scope, receive, send) -> None:
         origins = [f"{scheme}://{address}" for address in self._bound for scheme in ("http", "https")]
+        session_id = uuid4().hex
         transport = StreamableHTTPServerTransport(
-            mcp_session_id=uuid4().hex, idle_timeout=self._limits.idle_seconds,
+            mcp_session_id=session_id, idle_timeout=self._limits.idle_seconds,
             security_settings=TransportSecuritySettings(allowed_hosts=self._bound, allowed_origins=origins))
-        self._open[transport.mcp_session_id] = transport
+        self._open[session_id] = transport
         status: list[int] = []
 
         async def watched(message) -> None:

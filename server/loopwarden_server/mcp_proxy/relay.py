@@ -40,7 +40,7 @@ import logging
 import secrets
 import sys
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import anyio
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
@@ -118,8 +118,8 @@ class Relay:
         self._held: dict[Any, _Held] = {}  # tools/call request id -> the call held for a person
         self._asks: dict[str, _Held] = {}  # elicitation id -> the held call it asks about
         self._ask_numbers = iter(range(1, 2**62))
-        self._group = None  # the relay's task group, where held calls wait
-        self._server_write = None
+        self._group: Any = None  # the relay's task group, where held calls wait (set by run)
+        self._server_write: Any = None  # the server's write stream (set by run)
         self._client_done = False
         self.server_exited = False  # the server went away while the client was still there
 
@@ -283,9 +283,9 @@ class Relay:
             request_id = hashable_id(params.get("requestId"))
             if request_id is None:
                 raise MetaError("params.requestId of notifications/cancelled must be a string or an integer")
-            held = self._held.pop(request_id, None)
-            if held is not None:  # cancelled while a person was asked: it never reached the server
-                held.scope.cancel()
+            waiting = self._held.pop(request_id, None)
+            if waiting is not None:  # cancelled while a person was asked: it never reached the server
+                waiting.scope.cancel()
                 return False
             self._settle(request_id)
             guarded = self._guarded.pop(request_id, None)
@@ -331,7 +331,7 @@ class Relay:
         """An ASK: the call waits in a task of its own while the client is asked (its answer comes
         in through the same reader that must go on reading)."""
         held = _Held(f"{ASK_ID_PREFIX}{next(self._ask_numbers)}", anyio.CancelScope(), anyio.Event())
-        self._held[item.message.id] = held
+        self._held[cast(JSONRPCRequest, item.message).id] = held  # a tools/call request
         self._group.start_soon(self._ask_person, item, call, asked, token, held, client_write)
 
     async def _ask_person(self, item: SessionMessage, call: ToolCall, asked: Verdict, token: Any, held: _Held,
@@ -344,7 +344,7 @@ class Relay:
     async def _ask_and_go_on(self, item: SessionMessage, call: ToolCall, asked: Verdict, token: Any, held: _Held,
                              client_write) -> None:
         """Ask the person; then the call runs (approved) or is answered with a refusal."""
-        message = item.message
+        message = cast(JSONRPCRequest, item.message)  # only a tools/call request is held
         request = JSONRPCRequest(jsonrpc="2.0", id=held.ask_id, method="elicitation/create",
                                  params={"message": asked.message, "requestedSchema": ASK_SCHEMA})
         with held.scope:

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from loopwarden.eventformat import EventRecord, parse_event
 from loopwarden.replay import Observed
@@ -39,7 +39,7 @@ class OfflineEngine:
 
     def decide(self, record: EventRecord) -> CoreVerdict:
         """One event record's verdict. EventFormatError never: a record is already parsed."""
-        return self.core.decide(record).verdict
+        return cast(CoreVerdict, self.core.decide(record).verdict)  # an event's answer holds its verdict
 
     def judge(self, data: Mapping[str, Any]) -> Observed:
         """One event dict (loopwarden.eventformat) as the replay reports it; EventFormatError (a

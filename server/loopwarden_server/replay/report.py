@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from html import escape
+from typing import cast
 
 from loopwarden.eventformat import EventFormatError, EventKind, parse_event
 from loopwarden.replay import ReplayTally
@@ -264,9 +265,9 @@ def detection_chart(report: EvaluationReport) -> str:
         kinds = [kind for kind in dict.fromkeys(loop.kind for loop in loops) if kind != detector]
         rows.append(StripRow(
             detector, f"{len(detected)}/{len(loops)} caught" + (f"\n{', '.join(kinds)}" if kinds else ""),
-            [[(loop.detected_after, f"{loop.run_id}: first {loop.detected_action.upper()} at call "
+            [[(cast(int, loop.detected_after), f"{loop.run_id}: first {loop.detected_action.upper()} at call "
                                     f"{loop.detected_after}") for loop in detected],
-             [(loop.enforced_after, f"{loop.run_id}: {loop.detector} blocked or aborted at call "
+             [(cast(int, loop.enforced_after), f"{loop.run_id}: {loop.detector} blocked or aborted at call "
                                     f"{loop.enforced_after}") for loop in enforced]]))
     series = [Series("first verdict of the expected detector", GOOD_COLOR, ()),
               Series("first BLOCK or ABORT", BLOCK_COLOR, ())]

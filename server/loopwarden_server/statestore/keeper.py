@@ -61,7 +61,8 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import cast
 
 from ..metrics import from_scrape_thread
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
@@ -274,7 +275,7 @@ class StateKeeper:
         self._task = asyncio.create_task(self._flush_loop())
 
     # ------------------------------------------------------------------ first event
-    async def ensure_loaded(self, tenant: str, runs: list[str | tuple[str, str]]) -> None:
+    async def ensure_loaded(self, tenant: str, runs: Sequence[str | tuple[str, str]]) -> None:
         """Fetch these runs from the shared store into memory (at most one GET per run), and the
         tenant's exemption table with them: a replica meets a tenant through a run it does not
         hold, so another replica's "always" answers arrive with it (staleness: see docs/ask.md).
@@ -623,7 +624,8 @@ class StateKeeper:
             return await self._store_items(*group[0])
         chunk = [item for batch in group for item in batch[0]]
         items = [item for batch in group for item in batch[1]]
-        generations = None if group[0][2] is None else [g for batch in group for g in batch[2]]
+        # A store is fenced or not: every batch of a group has generations, or none has.
+        generations = None if group[0][2] is None else [g for batch in group for g in cast(list, batch[2])]
         return await self._store_items(chunk, items, generations)
 
     async def _store_items(self, chunk: list, items: list, generations: list | None) -> None:

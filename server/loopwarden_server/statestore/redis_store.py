@@ -25,6 +25,7 @@ any store error and the keeper's own fail-open rules apply (a failed load is mer
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .base import FencedItem, FlushItem, StateStore, StateStoreError
@@ -103,7 +104,7 @@ class RedisStateStore(StateStore):
             self._where = f"{parts.scheme}://{seeds}"
         else:
             self._where = f"{parts.scheme}://{parts.hostname or 'localhost'}:{parts.port or 6379}{parts.path or ''}"
-        self._client = None
+        self._client: Any = None  # redis.asyncio's Redis or RedisCluster, made on first use
 
     def describe(self) -> str:
         return self._where

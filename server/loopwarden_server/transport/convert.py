@@ -1,6 +1,8 @@
 """The core's typed views as the contract spells them (InspectRun, the exemption RPCs)."""
 from __future__ import annotations
 
+from typing import Any
+
 from loopwarden.v1 import loopwarden_pb2 as pb
 
 from ..config.detection import LoopDetectionSettings
@@ -17,7 +19,7 @@ _TOOL_CLASS = {"": pb.TOOL_CLASS_UNSPECIFIED, "readOnly": pb.TOOL_CLASS_READ_ONL
                "mutating": pb.TOOL_CLASS_MUTATING, "poll": pb.TOOL_CLASS_POLL}
 
 
-def _wire(value: object) -> object:
+def _wire(value: object) -> Any:
     if isinstance(value, ToolRules):
         return [pb.ToolRule(tool=r.tool, tool_class=_TOOL_CLASS[r.tool_class],
                             ignore_args=[p.text for p in r.ignore_args], keep_args=[p.text for p in r.keep_args],

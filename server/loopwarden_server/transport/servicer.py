@@ -29,11 +29,12 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from typing import NoReturn, cast
 
 import grpc
 from loopwarden.v1 import loopwarden_pb2 as pb
 
-from ..core import Answer, CoreService
+from ..core import Answer, CoreService, Summary
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
 from ..statestore.keeper import StateKeeper
@@ -77,7 +78,9 @@ def _routed_run_id(context: grpc.aio.ServicerContext) -> str:
     return ""
 
 
-async def _fail(context: grpc.aio.ServicerContext, failure: str, **fields) -> None:
+# context.abort raises grpc.aio.AbortError, always; grpc is untyped, so mypy cannot see that the
+# two functions below never return (their type: ignore), and their callers' checks narrow after them.
+async def _fail(context: grpc.aio.ServicerContext, failure: str, **fields) -> NoReturn:  # type: ignore[misc]
     code, template = STREAM_FAILURES[failure]
     await context.abort(code, template.format(**fields))
 
@@ -90,12 +93,13 @@ async def _admit(context: grpc.aio.ServicerContext, lifecycle: Lifecycle) -> Non
         await _fail(context, "restoring")
 
 
-async def _refuse(context: grpc.aio.ServicerContext, metrics: Metrics, refusal: Refusal) -> None:
+async def _refuse(context: grpc.aio.ServicerContext, metrics: Metrics,  # type: ignore[misc]
+                  refusal: Refusal) -> NoReturn:
     metrics.rejected_requests.labels(refusal.reason).inc()
     await context.abort(refusal.code, refusal.message)
 
 
-async def _internal(context: grpc.aio.ServicerContext, rpc: str) -> None:
+async def _internal(context: grpc.aio.ServicerContext, rpc: str) -> NoReturn:
     error_id = os.urandom(4).hex()
     log.exception("unexpected failure in an RPC", extra={"rpc": rpc, "error_id": error_id})
     await _fail(context, "internal", error_id=error_id)
@@ -108,7 +112,7 @@ class _IdleTimer:
         self.seconds = seconds
         self.fired = False
         self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
+        self._task = cast(asyncio.Task, asyncio.current_task())  # made in the stream's own task
         self.last = self._loop.time()
         self._handle = self._loop.call_later(seconds, self._check)
 
@@ -204,7 +208,7 @@ class LoopDetectionServicer:
             report = self._reporting()
             answer = evaluate(request, tenant, routed, lazy=lazy, report=report, agent_only=agent_only)
             if lazy:
-                answer = await self._core.loaded(answer, self._loader, tenant, routed, report=report)
+                answer = await self._core.loaded(answer, cast(StateKeeper, self._loader), tenant, routed, report=report)
             if answer.refusal:
                 await _refuse(context, self._metrics,
                               _refusal(answer.refusal, self._core.limits.max_events_per_request))
@@ -220,22 +224,23 @@ class LoopDetectionServicer:
             lazy, report = self._loader is not None, self._reporting()
             answer = self._core.check(request, tenant, routed, lazy=lazy, report=report, agent_only=caller.agent_only)
             if lazy:
-                answer = await self._core.loaded(answer, self._loader, tenant, routed, report=report)
+                answer = await self._core.loaded(answer, cast(StateKeeper, self._loader), tenant, routed, report=report)
             if answer.refusal == "missing_event":
                 await _fail(context, "missing_event")
             if answer.refusal:
                 await _refuse(context, self._metrics, _refusal(UNDECODABLE, 0))
             if report:
                 self._trace(answer)
-            return answer.response
+            return cast(bytes, answer.response)  # answered: every refusal aborted above
         except grpc.aio.AbortError:
             raise
         except Exception:  # noqa: BLE001
             await _internal(context, "Check")
 
     def _trace(self, answer: Answer) -> None:
-        span = self._current_span()
-        for verdict in answer.summary.reported:
+        """Only when reporting: tracing is on (a current span) and the answer was asked for a summary."""
+        span = cast(Callable, self._current_span)()
+        for verdict in cast(Summary, answer.summary).reported:
             span.add_event(*self._verdict_event(verdict))
 
     async def InspectRun(self, request, context: grpc.aio.ServicerContext) -> pb.InspectRunResponse:
