@@ -1,5 +1,9 @@
-//! Args and outcome fingerprints (spec sections 3 and 4), a port of `engine/fingerprints.py`
-//! and `engine/external_content.py`. Every digest is sha256 over `json::canonical`.
+//! Args and outcome fingerprints (spec sections 3 and 4): what makes two calls the same call and
+//! two outcomes the same outcome, including the ids of external-content wrappers blanked (a
+//! result re-wrapped under a fresh id is still the same result), known polls and unknown-tool
+//! errors. Every digest is sha256 over `json::canonical`. The reference engine's
+//! `fingerprints.py` and `external_content.py` (tests/reference/engine) are the oracle the
+//! differential suite (tests/core) holds these to.
 
 use std::borrow::Cow;
 use std::collections::HashMap;

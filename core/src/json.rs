@@ -1,6 +1,6 @@
 //! JSON as the Python engine reads it, and the canonical text every hash is taken over.
 //!
-//! The reference is `engine/jsonvalues.py`: the stdlib decoder (strict, NaN/Infinity refused,
+//! The reference is tests/reference/engine/jsonvalues.py: the stdlib decoder (strict, NaN/Infinity refused,
 //! integral floats below 1e21 folded to integers, integers over 4,300 digits refused), then
 //! orjson with sorted keys, or the stdlib encoder when orjson refuses the value (an integer
 //! outside [-2^63, 2^64) or a lone surrogate anywhere). The two encoders spell small floats

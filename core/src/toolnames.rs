@@ -1,5 +1,5 @@
-//! Tool-name normalisation (spec section 3), as `engine/toolnames.py` does it: NFKC, format
-//! characters (category Cf) dropped, trimmed, lower-cased, aliases folded, empty -> "tool".
+//! Tool-name normalisation (spec section 3), as tests/reference/engine/toolnames.py does it: NFKC,
+//! format characters (category Cf) dropped, trimmed, lower-cased, aliases folded, empty -> "tool".
 
 use unicode_normalization::UnicodeNormalization;
 

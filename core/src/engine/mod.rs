@@ -1,6 +1,7 @@
-//! The engine: one event in, one verdict out, run state updated in place. A port of
-//! `engine/evaluate.py`, `state.py`, `detectors/` and `compaction_guard.py`; the Python engine
-//! is the reference and the differential suite (tests/core) holds the two to the same verdicts.
+//! The engine: one event in, one verdict out, run state updated in place. It is the only engine
+//! the daemon runs. The Python reference engine in tests/reference/engine (`evaluate.py`,
+//! `state.py`, `detectors/`, `compaction_guard.py`) is the oracle, and the differential suite
+//! (tests/core) holds the two to the same verdicts.
 //!
 //! Split by job, each module beside its tests: the verdict vocabulary, the settings, the run
 //! state, the evaluation entry, the compaction guard and one module per detector. Everything

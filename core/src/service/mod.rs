@@ -1,6 +1,7 @@
-//! What `service.py`, `store.py` and `retries.py` do per event, on raw protobuf: envelope
-//! limits, the run store (LRU over all runs, idle TTL, eviction reasons), idempotent retries,
-//! decision ids, and the per-request summary Python turns into metrics and decision log lines.
+//! The per-event service around the engine, on raw protobuf: envelope limits, the run store (LRU
+//! over all runs, idle TTL, eviction reasons), idempotent retries, decision ids, and the
+//! per-request summary the daemon turns into metrics and decision log lines. The reference's
+//! `service.py`, `store.py` and `retries.py` (tests/reference) are the oracle it is held to.
 //!
 //! Split by job, each module beside its tests: the run store, the retry window, the request
 //! path, the request's events read in place (wire), the per-request summary, the state-store
