@@ -3,7 +3,7 @@ to its exit, for one Claude Code PreToolUse answered by a real daemon.
 
   loopwarden-hook   the compiled command hook (core/hook), posting to the HTTP hook endpoint
   curl              `curl -s -X POST --data-binary @payload URL`: the floor for any process that
-                    makes one HTTP request (issue 26's acceptance: loopwarden-hook's median at most 2x it)
+                    makes one HTTP request (the bar: loopwarden-hook's median at most 2x it)
   loopwarden hook   the Python command form (gRPC), the fallback
 
 Each round runs the three once each, in turn, so noise on this shared machine falls on all of

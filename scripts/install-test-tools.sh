@@ -210,7 +210,7 @@ printf '  unittest    %s\n' "$(HELM_PLUGINS="${cache}/helm-plugins" "${bin}/helm
 printf '  oci-registry %s\n' "$(awk '$1 == "require" && $2 == "github.com/google/go-containerregistry" { print "go-containerregistry " $3 }' "${repo_root}/tests/deploy/ociregistry/go.mod")"
 printf '  grafana sdk %s\n' "$(awk '$1 == "require" && $2 == "github.com/grafana/grafana-foundation-sdk/go" { print $3 }' "${repo_root}/tests/deploy/grafana/go.mod")"
 
-# ================================================================ polyglot clients (issue 6)
+# ================================================================ polyglot clients
 # Section owned by the Node/Go client tests (tests/polyglot/). node, npm and go come with the
 # machine; this checks they are there and warms the caches those tests use:
 # - client/node/node_modules by `npm ci`, skipped while package-lock.json and the node version are
@@ -240,7 +240,7 @@ polyglot_clients() {
 }
 polyglot_clients
 
-# ================================================================ state store routers (issue 14)
+# ================================================================ state store routers
 # tests/deploy/test_routers.py and tests/e2e/test_state_redis.py start their own redis-server,
 # nginx and haproxy on free loopback ports; the packages' own services must never run (apt_install
 # refuses service starts), and a service a postinst started anyway is stopped the ordinary way.
@@ -264,7 +264,7 @@ install_state_store_servers() {
 }
 install_state_store_servers
 
-# ================================================================ headless Chromium (issue 18)
+# ================================================================ headless Chromium
 # tests/replay/test_report_browser.py renders the evaluation report (`loopwarden evaluate --html`)
 # in Debian's chromium, driven over its DevTools pipe (no driver binary), and screenshots it;
 # fonts-dejavu-core gives it text to draw.

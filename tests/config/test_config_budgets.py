@@ -1,4 +1,4 @@
-"""loopwarden.runTree and loopwarden.budgets (issue 25): defaults, the `number` kind (costUsdPerTree,
+"""loopwarden.runTree and loopwarden.budgets: defaults, the `number` kind (costUsdPerTree,
 warnAt), caps past max_threshold, per-agent merge, and refusals that name the field."""
 from __future__ import annotations
 

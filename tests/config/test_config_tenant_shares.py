@@ -1,4 +1,4 @@
-"""loopwarden.tenantMaxRuns / tenantMaxStreams (issue 27): global only, 0 (an equal share) by
+"""loopwarden.tenantMaxRuns / tenantMaxStreams: global only, 0 (an equal share) by
 default, and refusals that name the field."""
 from __future__ import annotations
 

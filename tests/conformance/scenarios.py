@@ -64,7 +64,7 @@ def load_variants() -> list[Variant]:
     return variants
 
 
-# The features beyond the spec a scenario may require (issue 25): the oracle has none of them.
+# The features beyond the spec a scenario may require: the oracle (the reference engine) has none.
 FEATURES = ("runTrees", "budgets", "ask", "sameOutcome")
 
 

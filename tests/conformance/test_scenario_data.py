@@ -24,7 +24,7 @@ PHRASES = {
     ("DETECTOR_ERROR_REPEAT", None): "identical error",
 }
 
-# Detectors of issue 25 have no reference phrase. A budget verdict says "budget"; a child_stopped
+# Detectors beyond the spec (budgets, run trees) have no reference phrase. A budget verdict says "budget"; a child_stopped
 # warning must name the child's run id (NAMES_A_CHILD), which is what the orchestrating model needs.
 EXTENSION_PHRASES = {"DETECTOR_BUDGET": "budget"}
 NAMES_A_CHILD = "DETECTOR_CHILD_STOPPED"

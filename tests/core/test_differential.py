@@ -46,7 +46,7 @@ def requests(draw):
     return script
 
 
-# InspectRun's run-tree fields (issue 25) are the core's alone: the reference engine has no trees.
+# InspectRun's run-tree fields are the core's alone: the reference engine has no trees.
 _TREE_FIELDS = ("parent_run_id", "children", "root_run_id", "depth", "tree_totals", "run_totals")
 
 

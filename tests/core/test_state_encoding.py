@@ -120,7 +120,7 @@ class TestHandOver:
                     if view is not None:
                         for message in (view, moved):
                             del message.recent_verdicts[:]  # decisions of this instance, not stored
-                            for name in _TREE_FIELDS:  # run trees are the core's alone (issue 25)
+                            for name in _TREE_FIELDS:  # run trees are the core's alone
                                 message.ClearField(name)
                         assert view == moved, f"step {index}: InspectRun {tenant_name}/{run_id}"
 

@@ -1,4 +1,4 @@
-"""The ASK verdict through the real daemon (issue 25, item 4): onCritical "ask", approvals once,
+"""The ASK verdict through the real daemon: onCritical "ask", approvals once,
 always (a standing exemption, listed and revoked with the real CLI and the RPCs) and denied, the
 ask timeout, an approval naming no ask, and an exemption surviving kill -9 with the file store."""
 from __future__ import annotations

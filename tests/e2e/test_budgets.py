@@ -1,4 +1,4 @@
-"""Budgets through the real daemon (issue 25, item 3): one test per kind of loopwarden.budgets,
+"""Budgets through the real daemon: one test per kind of loopwarden.budgets,
 the WARN at warnAt, the ABORT past the cap (or ASK with onBudget: "ask" and accepts_ask), counters
 untouched by user_turn, and budgets that survive kill -9 with the file state store."""
 from __future__ import annotations

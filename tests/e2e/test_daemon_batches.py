@@ -1,6 +1,6 @@
 """Parallel batches through the real daemon under `{loopwarden: {preset: "fast"}}`: a fan-out
 sent as one EvaluateRequest of 20 calls, then one of their 20 outcomes; batch ids; and
-criticalScope "batch" for one agent (issue 24, item 4)."""
+criticalScope "batch" for one agent."""
 from __future__ import annotations
 
 import json

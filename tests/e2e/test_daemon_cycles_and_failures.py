@@ -1,4 +1,4 @@
-"""Issue 24's acceptance lines through the real daemon: a stable cycle of P calls is warned and
+"""The opt-in cycle and failure detectors' promises through the real daemon: a stable cycle of P calls is warned and
 blocked by `cycle` by its 4P-th call, forty changing exec commands failing alike are blocked at
 call 21 (execFailureStreak), and N failing calls of N tools block call N + 1 (failureCascade).
 The escaped external-content wrappers (a default-on change) run here through

@@ -1,4 +1,4 @@
-"""Issue #12 through the real daemon: agents.entries overrides, the opt-in detectors (argument churn,
+"""Config fidelity through the real daemon: agents.entries overrides, the opt-in detectors (argument churn,
 identical errors) with their metric labels and evidence, the fast preset, result shapes and tool
 spellings."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The compiled command hook `loopwarden-hook` (issue 26 item 5) against a real daemon: it posts
+"""The compiled command hook `loopwarden-hook` against a real daemon: it posts
 the host's JSON unchanged to the daemon's HTTP hook endpoint and prints the answer, so every answer
 is the endpoint's; when the daemon cannot answer it prints what `loopwarden hook` prints."""
 from __future__ import annotations

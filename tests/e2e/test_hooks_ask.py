@@ -1,5 +1,5 @@
 """ASK through the real daemon's Claude Code hook endpoint and the command form, under
-`loopwarden.onCritical: "ask"` (issue 25, item 5): the 21st identical call is answered
+`loopwarden.onCritical: "ask"`: the 21st identical call is answered
 `permissionDecision: "ask"`; its PostToolUse (the person approved, the call ran) is sent as an
 approval-once, so the next identical call asks again; a PermissionDenied of an asked call is a
 denial, after which the pattern is denied. Codex cannot ask: the same loop there is denied, the
@@ -134,7 +134,7 @@ def test_a_stuck_subagent_is_asked_too(send, run_id):
 
 
 def test_codex_cannot_ask_so_its_deny_tells_the_model_to_ask_the_user(daemon, run_id):
-    """Codex's documented fallback (issue 28): the 21st call is denied with a reason ending in the
+    """Codex's documented fallback: the 21st call is denied with a reason ending in the
     instruction to ask the user, and the user's reply, a new prompt (UserPromptSubmit), lets the
     same call run."""
     address = hooks_address(daemon)

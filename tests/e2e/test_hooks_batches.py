@@ -1,7 +1,7 @@
 """Claude Code's parallel batches through the real daemon's hook endpoint under
 `{loopwarden: {preset: "fast"}}`: every PreToolUse between two PostToolBatch hooks of a session
 is sent with one batch id, so a turn's fan-out of distinct searches is one step of argumentChurn,
-not twenty (issue 24, item 4)."""
+not twenty."""
 from __future__ import annotations
 
 import pytest

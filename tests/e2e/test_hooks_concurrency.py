@@ -1,4 +1,4 @@
-"""The hook listener under a burst of connections (issue 26, item 3): Claude Code fires one HTTP
+"""The hook listener under a burst of connections: Claude Code fires one HTTP
 request per hook, many at once when a model turn calls tools in parallel, and for Claude Code a
 reset connection means the call runs unchecked. The old threaded listener (backlog 5) reset 16 of
 32; the aiohttp listener on the daemon's loop must answer every one."""

@@ -1,4 +1,4 @@
-"""The hook endpoints under hostile load (issue 27): a tenant's flood does not starve another
+"""The hook endpoints under hostile load: a tenant's flood does not starve another
 tenant's session, slow-header connections are closed within the header timeout, a body nested
 100,000 deep and a body that never comes get an answer in the host's format."""
 from __future__ import annotations

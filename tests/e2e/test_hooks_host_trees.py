@@ -1,5 +1,5 @@
-"""Codex's, Gemini CLI's and Cursor's sub-agents and user turns through the real daemon (issue 28,
-items 1 and 6), by each of the three ways a hook reaches it: the HTTP endpoint, the compiled
+"""Codex's, Gemini CLI's and Cursor's sub-agents and user turns through the real daemon, by each
+of the three ways a hook reaches it: the HTTP endpoint, the compiled
 `loopwarden-hook` (which posts to that endpoint) and `loopwarden hook` (gRPC).
 
 - Codex: a hook with `agent_id` (a thread-spawned sub-agent's; codex-rs/core/src/hook_runtime.rs)

@@ -1,4 +1,4 @@
-"""The host's own words (issue 26, item 8), through the real daemon's Claude Code hook endpoint:
+"""The host's own words, through the real daemon's Claude Code hook endpoint:
 the model reads "Bash has been called 10 times", not OpenClaw's alias `exec`, and InspectRun
 shows `Bash`, while matching still folds the alias (a `Bash` call and an `exec` call of the same
 command are one loop, and keys and argument hashes keep the normalised name)."""

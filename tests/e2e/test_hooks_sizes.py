@@ -1,4 +1,4 @@
-"""Hook payloads of any size are judged or answered, never left unguarded (issue 26, item 4).
+"""Hook payloads of any size are judged or answered, never left unguarded.
 
 A tool input or output over the daemon's event limits (--max-params-bytes / --max-result-bytes,
 1 MiB) is judged by its stand-in (sha256, length, prefix: loopwarden.hooks.reduction), so a loop of

@@ -1,4 +1,4 @@
-"""Claude Code's sub-agents through the real daemon's hook endpoint (issue 25, item 5): a hook with
+"""Claude Code's sub-agents through the real daemon's hook endpoint: a hook with
 `agent_id` is an event of the child run `<session_id>/<agent_id>` of the session's run, so
 sub-agents never count each other's calls, and a stuck one warns the main agent (`child_stopped`).
 

@@ -1,4 +1,4 @@
-"""The hook listener's TLS on aiohttp (issue 26, item 3): client certificates (mTLS) are required
+"""The hook listener's TLS on aiohttp: client certificates (mTLS) are required
 when --tls-client-ca is set, and renewed certificate files apply to new handshakes without a
 restart, as on the gRPC port."""
 from __future__ import annotations

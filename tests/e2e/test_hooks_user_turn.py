@@ -1,7 +1,7 @@
 """Claude Code's UserPromptSubmit through the real daemon's hook endpoint and the command form:
 a new prompt is a `user_turn` of the session's run, so a Bash call denied before the prompt runs
-again after it (issue 25, item 2: "after a block, UserPromptSubmit with a new prompt_id and the same
-call -> not denied")."""
+again after it ("after a block, UserPromptSubmit with a new prompt_id and the same call -> not
+denied")."""
 from __future__ import annotations
 
 import json

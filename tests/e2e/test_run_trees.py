@@ -1,4 +1,4 @@
-"""Run trees through the real daemon (issue 25, item 1): sub-agents are child runs of their
+"""Run trees through the real daemon: sub-agents are child runs of their
 parent run, each with its own history; a stopped child warns its parent; InspectRun lists the
 tree; loopwarden.runTree bounds depth and width; the stream's header names the tree's root."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run trees in the shared Redis state store (issue 25): a tree's runs are keyed under its root's
+"""Run trees in the shared Redis state store: a tree's runs are keyed under its root's
 hash tag (one Redis Cluster slot, one owner), and another replica taking the tree over loads the
 child, its parent and its root on the child's first event, so a tree budget keeps counting."""
 from __future__ import annotations

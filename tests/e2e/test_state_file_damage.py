@@ -1,4 +1,4 @@
-"""The file store under damage, through the real daemon (issue 27): a flipped byte costs the
+"""The file store under damage, through the real daemon: a flipped byte costs the
 records it touches, a large restore answers health NOT_SERVING (and the API "restoring") until it
 is done, a path that is no regular file is refused, and a full disk at start degrades to memory
 instead of refusing to start."""

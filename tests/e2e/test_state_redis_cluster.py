@@ -1,4 +1,4 @@
-"""Issue 27 item 2: the state store on a real Redis Cluster (three masters, three replicas on
+"""The state store on a real Redis Cluster (three masters, three replicas on
 loopback, redis+cluster://): replicas behind the repo's nginx config share runs, and a master
 killed mid-run fails over to its replica with every event answered and nothing flushed lost."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 27 items 5 and 6 (fencing) against a real redis-server: an event sent to a replica that
+"""Fencing against a real redis-server: an event sent to a replica that
 does not own its run is counted and logged as a misroute, and that replica's writes are fenced by
 the owner's generation, so its stale copy never overwrites the owner's state; after the owner
 dies, the survivor writes once the owner's lease has run out."""

@@ -1,4 +1,4 @@
-"""Issue 27 item 1 against a real redis-server: a load that fails is remembered, the run is
+"""A Redis outage against a real redis-server: a load that fails is remembered, the run is
 evaluated from memory meanwhile, and once Redis answers the stored copy is merged before anything
 is written back, so an outage never replaces a stored history with a shorter one."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Parallel batches under `{loopwarden: {preset: "fast"}}` (issue 24, item 4), and
+"""Parallel batches under `{loopwarden: {preset: "fast"}}`, and
 criticalScope "batch". Opt-in features: tested on the compiled core only (the reference oracle
 implements the reference, which has no batches)."""
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 24's opt-in detection of loops without one repeated call, through the daemon's service
+"""The opt-in detection of loops without one repeated call, through the daemon's service
 layer on the compiled core: cycles of 3 to 6 calls (`loopwarden.cycles`), exec terminal failures
 across changing commands (`loopwarden.execFailureStreak`) and failures across tools
 (`loopwarden.failureCascade`), each configured as a config file writes it.

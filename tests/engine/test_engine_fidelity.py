@@ -44,7 +44,7 @@ class TestToolNameSpellings:
 
     def test_rotating_spellings_count_as_one_tool(self):
         """Ten calls spelled four ways are ten calls of one tool: the eleventh is warned with count 10,
-        naming the tool as that call spelled it while the key folds it (issue 26 item 8)."""
+        naming the tool as that call spelled it while the key folds it."""
         run = Run(DEFAULTS)
         spellings = ["read", "re\u200bad", "ｒｅａｄ", " READ\u200c"]
         for index in range(10):

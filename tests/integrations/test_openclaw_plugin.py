@@ -3,7 +3,7 @@ OpenClaw-shaped payloads against real daemons the Node tests start, the plugin l
 own plugin loader, the fail-open/fail-closed paths with no daemon, a tsc --strict type check
 against openclaw's published plugin types, the README's install run by OpenClaw's own `plugins
 install`/`enable`/`list` on a fresh copy of the files, `openclaw agent --local` with a scripted
-model whose 11th identical tool result carries the warning, and (issue 28) an ASK answered through
+model whose 11th identical tool result carries the warning, and an ASK answered through
 OpenClaw's own approval flow, sub-agent sessions as child runs and new OpenClaw runs as user turns.
 All of it under Node 24 from the npm `node` package (OpenClaw needs Node >= 24.16), installed with
 openclaw by integrations/openclaw/scripts/setup.sh.
@@ -115,7 +115,7 @@ def test_plugin_test_run_passes(node_run: Completed):
     "plugins install --link --force succeeds on a fresh checkout, and the plugin is listed installed and enabled",
     "without --accept-capabilities and no terminal to ask on, the install stops and names the flag",
     "the 11th identical tool result the model receives carries the warning text",
-    # Issue 28: ASK, sub-agents and user turns through OpenClaw's own loader and approval flow.
+    # ASK, sub-agents and user turns through OpenClaw's own loader and approval flow.
     "allow-always: OpenClaw asks, the call runs, and the answer is an exemption `loopwarden exemptions list` shows",
     "allow-once runs the call and the next critical asks again; deny blocks it, and the loop's later calls are blocked without asking",
     "nobody answers: OpenClaw denies the call when approvalTimeoutMs runs out, with the loop's reason, and the daemon takes it as a denial",

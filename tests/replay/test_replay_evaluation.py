@@ -297,7 +297,7 @@ class TestEventsImporter:
         assert 200 < len(events) and [] == mismatched
 
     def test_offline_replay_reads_a_user_turn(self):
-        """The event format's `user_turn` (issue 25): after a block, a turn and the same call is ALLOW."""
+        """The event format's `user_turn`: after a block, a turn and the same call is ALLOW."""
         call = {"run_id": "r", "kind": "tool_call", "tool_name": "read", "params": {"path": "/x"}}
         outcome = {**call, "kind": "tool_outcome", "result": "same"}
         engine = OfflineEngine(load_config_text(CONFIG))

@@ -1,4 +1,4 @@
-"""Loads that fail are remembered (issue 27 item 1), over the compiled core and a shared store in
+"""Loads that fail are remembered, over the compiled core and a shared store in
 memory that can be taken down: the run is evaluated from memory, never flushed over the stored
 copy it could not read, retried, and merged; exemption tables likewise (union minus revocations)."""
 from __future__ import annotations

@@ -289,8 +289,8 @@ def _flip(path, offset: int) -> None:
 
 
 class TestDamage:
-    """One flipped byte costs the frame it hits, not the log after it (issue 27: a byte flipped at
-    10% of the file used to truncate it there, 90% of the runs gone)."""
+    """One flipped byte costs the frame it hits, not the log after it (a byte flipped at 10%
+    of the file once truncated the log there: 90% of the runs were gone)."""
 
     @pytest.mark.parametrize("where", ["body", "length", "checksum"])
     def test_a_flipped_byte_costs_only_the_frame_it_hits(self, tmp_path, where):

@@ -1,6 +1,6 @@
 package loopwarden_test
 
-// Run trees, usage, approvals, ASK and the exemption RPCs (issue 25) in the Go client, against a
+// Run trees, usage, approvals, ASK and the exemption RPCs in the Go client, against a
 // scripted gRPC service: what the client puts on the wire (routing headers, fields) and how it
 // reads what comes back (an action it does not know is ActionBlock). The daemon's semantics are
 // covered by the shared conformance scenarios (conformance_test.go).

@@ -1,5 +1,5 @@
 // @ts-check
-// Run trees, usage, approvals, ASK and the exemption RPCs (issue 25) in the Node client, against a
+// Run trees, usage, approvals, ASK and the exemption RPCs in the Node client, against a
 // scripted gRPC service: what the client puts on the wire (routing headers, fields) and how it
 // reads what comes back (an action it does not know is 'block'). The daemon's semantics are
 // covered by the shared conformance scenarios (conformance.test.js).

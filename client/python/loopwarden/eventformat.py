@@ -66,7 +66,7 @@ class EventRecord:
     tool_class: str = ""  # tool_call: what the caller knows the tool does ("readOnly", "mutating", "poll")
     batch_id: str = ""  # tool_call: the calls sharing one were issued together (ToolCall.batch_id)
     prompt_id: str = ""  # user_turn: the host's id of the new prompt (UserTurn.prompt_id)
-    # Run trees and ASK (issue 25): any kind.
+    # Run trees and ASK: any kind.
     parent_run_id: str = ""  # this run is a child of that run (fixed by the run's first event)
     accepts_ask: bool = False  # the caller can hold a call for a human: it may be answered ASK
     duration_ms: int = 0  # tool_outcome: how long the call ran (0 = not reported)

@@ -454,7 +454,7 @@ mod tests {
     use crate::engine::testing::{seen, small, Run, ALLOW};
     use crate::engine::{Action, Detector, Event, Settings, Verdict};
 
-    /// Issue 26 item 8: a host's spelling (`Bash`) is what messages and the verdict name, while
+    /// A host's spelling (`Bash`) is what messages and the verdict name, while
     /// matching, keys and hashes fold it (`exec`), so a loop spelled two ways is one loop.
     #[test]
     fn messages_name_the_tool_as_the_host_spelled_it_and_matching_folds_it() {

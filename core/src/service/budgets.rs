@@ -1,4 +1,4 @@
-//! Budgets (issue 25, item 3): caps on what a run and its tree spend: tool calls per run and per
+//! Budgets: caps on what a run and its tree spend: tool calls per run and per
 //! tree, tool seconds, tokens, dollars and wall time per tree (`loopwarden.budgets`).
 //!
 //! The arithmetic is here, apart from the request path, so it is tested on plain numbers. A

@@ -1,4 +1,4 @@
-//! Run trees (issue 25, item 1): a run whose first event names `parent_run_id` is a child of that
+//! Run trees: a run whose first event names `parent_run_id` is a child of that
 //! run. Each run keeps its own history (its own RunState, so concurrent children never count
 //! each other's calls); this module keeps what ties them together on their store entries: the
 //! parent, the root, the depth, the children, the run's and the tree's totals, and the notices a

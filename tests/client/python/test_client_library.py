@@ -168,7 +168,7 @@ class TestRunEnd:
 
 class TestUserTurn:
     def test_a_user_turn_lifts_the_block(self, client, run_id):
-        """Issue 25: after a block, a user_turn and the same call is ALLOW (its streak starts again)."""
+        """After a block, a user_turn and the same call is ALLOW (its streak starts again)."""
         for _ in range(20):
             client.tool_call(run_id, "read", READ_X)
             client.tool_outcome(run_id, "read", READ_X, result="same")

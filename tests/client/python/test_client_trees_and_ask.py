@@ -1,4 +1,4 @@
-"""The Python client typed for run trees, budgets and ASK (issue 25 item 5): child runs routed by
+"""The Python client typed for run trees, budgets and ASK: child runs routed by
 their tree's root, usage and approval events, duration_ms, the ASK action (and any action the
 client does not know read as BLOCK), and InspectRun's tree fields.
 

@@ -1,4 +1,4 @@
-"""Issue 27 item 7: the MCP proxy survives any message, and its HTTP listener authenticates.
+"""The MCP proxy survives any message, and its HTTP listener authenticates.
 
 Raw JSON-RPC written to the real proxy process (stdio) and POSTed to its --listen port: an object
 `progressToken`, a list `id`, a list `requestId` in a cancellation and a 50 MB message are each

@@ -1,4 +1,4 @@
-"""Issue 27 item 4, the MCP proxy's part: --listen caps its sessions (so its server children) and
+"""The MCP proxy's share of the resource limits: --listen caps its sessions (so its server children) and
 ends idle ones. The real proxy process, real SDK clients over Streamable HTTP, a real MCP server."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The proxy in front of the real npm `@modelcontextprotocol/server-filesystem` (a TypeScript SDK
-server, the one issue 26 was found with), judged by the real daemon: its own tools pass through,
+server, as agents run it), judged by the real daemon: its own tools pass through,
 and its answer to a tool it does not have (`isError`, "MCP error -32602: Tool deploy_app not
 found") counts as an unknown tool, so the 11th of 12 tries is blocked by unknown_tool_repeat."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`loopwarden mcp-proxy` when its peers misbehave (issue 26): Streamable HTTP sessions that end
+"""`loopwarden mcp-proxy` when its peers misbehave: Streamable HTTP sessions that end
 (a DELETE, a dropped client, several at once), the MCP server behind it dying mid-call, a server
 that answers `Unknown tool: …` as an `isError` result, and a daemon that never answers. A real
 `mcp` client, the real proxy process, a real MCP server (backend.py), the real daemon."""

@@ -1,4 +1,4 @@
-"""Issue 28 item 5: the MCP proxy's runs, sub-agents, user turns and ASK. A real `mcp`
+"""The MCP proxy's runs, sub-agents, user turns and ASK. A real `mcp`
 ClientSession, the real proxy process, a real MCP server (backend.py) and the real daemon with
 `onCritical: "ask"`: a client that declared elicitation is asked (its answer is the approval), one
 that did not gets the BLOCK; each session is a run, a session naming a parent run in `_meta` is

@@ -28,7 +28,7 @@ class Detector(str, enum.Enum):
     ARGUMENT_CHURN = "argument_churn"
     ERROR_REPEAT = "error_repeat"
     DUPLICATE_SIDE_EFFECT = "duplicate_side_effect"  # opt-in, judged by the core only
-    # The core's alone (opt-in, issue 24): named here so its verdicts can be read in the oracle's terms.
+    # The core's alone (opt-in): named here so its verdicts can be read in the oracle's terms.
     CYCLE = "cycle"
     FAILURE_CASCADE = "failure_cascade"
 

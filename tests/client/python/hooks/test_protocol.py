@@ -204,7 +204,7 @@ class TestAnswers:
 
 
 class TestSubagents:
-    """Claude Code's sub-agents (`agent_id`) are child runs of the session's run (issue 25, item 5)."""
+    """Claude Code's sub-agents (`agent_id`) are child runs of the session's run."""
 
     def test_a_subagents_call_is_an_event_of_its_child_run(self):
         request = parse(Dialect.CLAUDE_CODE, payloads.in_subagent(payloads.claude_pre_tool_use("sess-1", "toolu_1"),

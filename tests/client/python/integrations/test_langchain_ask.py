@@ -1,4 +1,4 @@
-"""ASK as LangGraph's interrupt() (issue 28, item 3) under `loopwarden.onCritical: "ask"`: the 21st
+"""ASK as LangGraph's interrupt() under `loopwarden.onCritical: "ask"`: the 21st
 identical call interrupts the graph with a payload describing it, and the `Command(resume=...)`
 answer goes to the daemon as an approval; real create_agent / ToolNode, scripted fake chat
 models, the real daemon."""

@@ -1,5 +1,5 @@
-"""Token usage from model responses (`AIMessage.usage_metadata`) as `usage` events (issue 28,
-item 3): a `tokensPerTree` budget fed by nothing else warns at 80% and ends the run with
+"""Token usage from model responses (`AIMessage.usage_metadata`) as `usage` events: a
+`tokensPerTree` budget fed by nothing else warns at 80% and ends the run with
 `budget_exhausted`, also when a sub-agent spent it; real create_agent, a scripted fake chat model
 that reports usage, the real daemon."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sub-agents and sub-graphs as child runs (issue 28, item 3): an agent that a guarded tool runs is
+"""Sub-agents and sub-graphs as child runs: an agent that a guarded tool runs is
 the child run `<calling run>/<tool call id>`, a compiled graph added as a node is the child
 `<thread run>/<its namespace>`; real create_agent / StateGraph, scripted fake chat models, the
 real daemon."""

@@ -1,4 +1,4 @@
-"""A new human message in a thread is a `user_turn` of the thread's run (issue 28, item 3): the run
+"""A new human message in a thread is a `user_turn` of the thread's run: the run
 starts fresh for loop detection, so a call blocked in one turn runs in the next; real create_agent
 and a StateGraph with a ToolNode, scripted fake chat models, the real daemon."""
 from __future__ import annotations

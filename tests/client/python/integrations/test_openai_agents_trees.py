@@ -1,4 +1,4 @@
-"""LoopwardenGuardrails with run trees, ASK, budgets and user turns (issue 28 item 4): real
+"""LoopwardenGuardrails with run trees, ASK, budgets and user turns: real
 openai-agents Runners driven by the SDK's ScriptedModel (no network) against the real daemon.
 
 - agents run as tools and handoff targets are child runs: siblings never count each other's calls,
