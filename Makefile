@@ -99,6 +99,8 @@ test: prereqs
 
 ## test-fast: the Python-and-core tier: Python and cargo only (no node, npm, go, root or apt)
 test-fast: $(TEST_STAMP)
+	$(BIN)/ruff check
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -m "not node and not system" tests/core tests/engine tests/reference tests/config \
 	  tests/statestore tests/daemon tests/e2e tests/client/python tests/conformance tests/contract tests/replay \
 	  tests/setup tests/tables tests/test_layering.py tests/test_docs_links.py -q

@@ -22,6 +22,9 @@ trap report EXIT
 
 phase "core build (maturin)" make --no-print-directory .venv/.installed-core
 phase "python install" make --no-print-directory .venv/.installed-test
+# Lint and types first: seconds, where the suite takes minutes (ruff.toml, mypy.ini).
+phase "ruff check" .venv/bin/ruff check
+phase "mypy" .venv/bin/mypy
 phase "core cargo test" cargo test --locked --manifest-path core/Cargo.toml --workspace -q
 phase "core cargo clippy" cargo clippy --locked --manifest-path core/Cargo.toml --workspace --all-targets -q -- -D warnings
 phase "test tools install" bash scripts/install-test-tools.sh
