@@ -203,7 +203,8 @@ class HooksEndpoint:
         self.batches = HookBatches()
         self.asks = HookAsks()
 
-    def route(self, target: str, authorization: str, common_name: str) -> tuple[Dialect, Caller, str] | tuple[int, dict]:
+    def route(self, target: str, authorization: str,
+              common_name: str) -> tuple[Dialect, Caller, str] | tuple[int, dict]:
         """Who may send what where, before the body is judged: (dialect, caller, agent), or the
         error answer (404 unknown path, 401 missing or wrong token)."""
         url = urlsplit(target)

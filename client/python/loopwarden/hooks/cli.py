@@ -22,8 +22,8 @@ from ..eventformat import EventKind, EventRecord
 from .asked_calls import AskedCallFiles, default_state_dir
 from .reduction import DEFAULT_LIMIT_BYTES
 from .protocol import (
-    INTEGRATION_HEADER, Dialect, HookPayloadError, HookRequest, answer, event_name_in, is_before_tool, parse, refused_answer,
-    unavailable_answer, unremembered_ask_answer,
+    INTEGRATION_HEADER, Dialect, HookPayloadError, HookRequest, answer, event_name_in, is_before_tool, parse,
+    refused_answer, unavailable_answer, unremembered_ask_answer,
 )
 
 DEFAULT_TIMEOUT_SECONDS = 5.0
