@@ -8,8 +8,13 @@ whose later PostToolUse or PermissionDenied is sent as the ask's `approval` ahea
 event, in the same request. Every event of a session goes on a request routed by the session's run
 (the root of its run tree, sub-agents being child runs), as a routed gRPC stream would be.
 
-HTTP is served by aiohttp on the daemon's own asyncio loop, where the core and its run store live
-(they are not thread-safe): no hand-over between threads. The listening socket has a backlog of
+HTTP is served by aiohttp on a thread of its own with its own asyncio loop: reading connections,
+parsing requests and hook JSON, and writing answers never queue ahead of the gRPC loop's work, so
+one tenant's flood of hooks does not stall another tenant's gRPC calls or the health checks (it
+competes for the interpreter, not for the loop; bench/hook_flood.py). Each request's events are
+evaluated on the daemon's loop (`DaemonLoopEvaluator`), where the core and its run store live
+(they are not thread-safe). The hook state (batches, asks) is the endpoint's alone, under locks
+anyway. The listening socket has a backlog of
 BACKLOG (the kernel caps it at net.core.somaxconn), so a burst of connections waits to be accepted
 instead of being reset; for Claude Code a reset lets the call run unchecked. Past MAX_CONNECTIONS
 open connections, answers close their connection instead of keeping it alive. A connection that
@@ -40,11 +45,13 @@ the loop's other work (gRPC streams included) while it is parsed.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import errno
 import json
 import logging
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
@@ -182,8 +189,23 @@ class CoreHookEvaluator:
         return verdicts(cast(bytes, answer.response))  # a request not refused is answered
 
 
+class DaemonLoopEvaluator:
+    """`evaluator` as the hook thread uses it: each evaluation runs on the daemon's loop (`loop`),
+    where the core lives, and is awaited from the hook loop. A timeout on the hook side cancels it
+    there too."""
+
+    def __init__(self, evaluator: HookEvaluator, loop: asyncio.AbstractEventLoop) -> None:
+        self._evaluator = evaluator
+        self._loop = loop
+
+    async def evaluate(self, records: Sequence[EventRecord], integration: str, tenant: str,
+                       routed: str, *, agent_only: bool = False) -> Sequence[VerdictLike]:
+        evaluation = self._evaluator.evaluate(records, integration, tenant, routed, agent_only=agent_only)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(evaluation, self._loop))
+
+
 class HooksEndpoint:
-    """Answers one hook request (on the event loop): (status, JSON body)."""
+    """Answers one hook request (on the hook loop): (status, JSON body)."""
 
     def __init__(self, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics | None, *,
                  tokens: Callable[[], TokenTable | None] | None, default_agent: str, fail_closed: bool,
@@ -202,6 +224,10 @@ class HooksEndpoint:
         self._in_flight: dict[str, int] = {}  # tenant -> requests being evaluated
         self.batches = HookBatches()
         self.asks = HookAsks()
+
+    def evaluate_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Evaluations go to `loop` (the daemon's) from now on: the endpoint is served elsewhere."""
+        self._evaluator = DaemonLoopEvaluator(self._evaluator, loop)
 
     def route(self, target: str, authorization: str,
               common_name: str) -> tuple[Dialect, Caller, str] | tuple[int, dict]:
@@ -524,7 +550,8 @@ class _HttpFront:
 
 class HooksListener:
     """The HTTP listener: its socket bound (and listening, so early connections queue) with the
-    daemon's other ports, served by aiohttp on the daemon's loop once the daemon has started."""
+    daemon's other ports, served by aiohttp on a thread and loop of its own once the daemon has
+    started."""
 
     def __init__(self, listen: str, endpoint: HooksEndpoint, security: Security, port_hint: str | None = None) -> None:
         self._listen = listen
@@ -534,6 +561,8 @@ class HooksListener:
         self._socket: socket.socket | None = None
         self._tls: _TlsContexts | None = None
         self._runner: web.ServerRunner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the hook thread's
+        self._thread: threading.Thread | None = None
 
     def bind(self) -> str:
         """Bind the port; the bound HOST:PORT. StartupError says what failed."""
@@ -562,6 +591,33 @@ class HooksListener:
         return f"{host}:{sock.getsockname()[1]}"
 
     async def start(self) -> None:
+        """Serve from a thread of its own; returns once the listener accepts (or raises what
+        stopped it). Evaluations come back to this, the daemon's, loop."""
+        assert self._socket is not None
+        self.endpoint.evaluate_on(asyncio.get_running_loop())
+        started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._serve, args=(started,), name="loopwarden-hooks", daemon=True)
+        self._thread.start()
+        await asyncio.wrap_future(started)
+
+    def _serve(self, started: concurrent.futures.Future[None]) -> None:
+        """The hook thread: its loop runs the listener until `close` stops it."""
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._start_site())
+        except BaseException as exc:  # noqa: BLE001 - handed to start(), which raises it on the daemon's loop
+            started.set_exception(exc)
+            loop.close()
+            return
+        self._loop = loop
+        started.set_result(None)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    async def _start_site(self) -> None:
         assert self._socket is not None
         front = _HttpFront(self.endpoint)
         server = web.Server(front, access_log=None, keepalive_timeout=HEADER_TIMEOUT_SECONDS,
@@ -572,16 +628,23 @@ class HooksListener:
         self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=ANSWER_TIMEOUT_SECONDS)
         await self._runner.setup()
         ssl_context = self._tls.listener_context() if self._tls is not None else None
-        # TLS handshakes run on the loop (asyncio's SSL protocol, 60 s handshake timeout), never
-        # blocking the accept of other connections.
+        # TLS handshakes run on the hook loop (asyncio's SSL protocol, 60 s handshake timeout),
+        # never blocking the accept of other connections.
         site = web.SockSite(self._runner, self._socket, ssl_context=ssl_context, backlog=BACKLOG)
         await site.start()
 
     async def close(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            if self._socket is not None:
+                self._socket.close()
+            return
         if self._runner is not None:
-            await self._runner.cleanup()
-        elif self._socket is not None:
-            self._socket.close()
+            # Answers in flight may wait for evaluations on this, the daemon's, loop: awaited here.
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop))
+        loop.call_soon_threadsafe(loop.stop)
+        await asyncio.to_thread(thread.join)
+        self._loop = self._thread = None
 
 
 def hooks_listener(listen: str, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics, *,
