@@ -276,8 +276,10 @@ impl Core {
     pub(super) fn end_run(&mut self, tenant: &str, run_id: &str, root: &str) {
         let mut pending = vec![run_id.to_string()];
         let mut ended: Vec<(String, String)> = Vec::new();
+        // Seen ids by hash: a wide tree's thousands of children are each looked up once.
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         while let Some(id) = pending.pop() {
-            if ended.len() >= MAX_WALK || ended.iter().any(|(e, _)| *e == id) {
+            if ended.len() >= MAX_WALK || !seen.insert(id.clone()) {
                 continue;
             }
             let root_of = match self.store.get(tenant, &id) {
