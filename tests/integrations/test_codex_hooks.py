@@ -8,6 +8,12 @@ with loopwarden's message, which the model reads as the call's output.
 Codex runs a hook from a user's hooks.json only once the user has reviewed it; `codex exec
 --dangerously-bypass-hook-trust` stands in for that review here, and a run without it shows the
 hooks do not run unreviewed (what the Codex guide tells users to do after installing).
+
+`codex exec` shows the user none of a hook's messages: its human output prints a hook's event name
+and status only, and its `--json` stream leaves hooks out. The announced warning reaches the model
+(`additionalContext`, a developer message) and the session's rollout file, and the daemon keeps it
+for `loopwarden inspect` under Codex's session id; the Codex guide says so, and the test of what
+`codex exec` shows holds it to that.
 """
 from __future__ import annotations
 
@@ -150,3 +156,44 @@ class TestCodexRunsTheInstalledHooks:
         assert 0 == done.returncode, done.stdout[-3000:] + done.stderr[-3000:]
         assert LIMIT == len(scripted_model.outputs)
         assert "hook: PreToolUse" not in done.stdout + done.stderr
+
+
+class TestWhatCodexExecShowsAfterAWarning:
+    """The 10th identical call gets loopwarden's announced warning: `additionalContext` for the model,
+    `systemMessage` for the user. Codex 0.169.0's `codex exec` prints neither (a hook's
+    `systemMessage` is a warning entry of its run, and exec's printers drop a run's entries), so what
+    the user has is the session's rollout file and the daemon's own record of the run."""
+
+    def test_the_warning_reaches_the_model_and_the_rollout_but_not_the_exec_output(
+            self, codex, daemon, client, run_id, tmp_path):
+        warning, _ = reference_messages(client, f"{run_id}-reference")
+        assert warning
+        runs = {}
+        for form, flags in (("human", ()), ("json", ("--json",))):
+            with serving(ScriptedModel()) as model:
+                home, env = codex_home(tmp_path / form, model, f"http://{hooks_address(daemon)}")
+                done = codex_exec(codex, tmp_path / form / "workspace", env, "--dangerously-bypass-hook-trust", *flags)
+            assert 0 == done.returncode, done.stdout[-3000:] + done.stderr[-3000:]
+            assert CRITICAL + 1 == len(model.outputs), model.outputs
+            # The model was told: Codex adds additionalContext to its next request.
+            assert any(warning in request for request in model.requests)
+            runs[form] = (home, done)
+
+        for form, (home, done) in runs.items():
+            shown = done.stdout + done.stderr
+            assert warning not in shown and "loopwarden: WARNING" not in shown, form
+            rollouts = list((home / ".codex" / "sessions").rglob("rollout-*.jsonl"))
+            assert 1 == len(rollouts), rollouts
+            assert any(warning in line and "hooks.additional_context" in line
+                       for line in rollouts[0].read_text().splitlines()), form
+        # The human output: each hook's event and status, the warned call's included, nothing more.
+        human = runs["human"][1].stderr
+        assert CRITICAL == human.count("hook: PreToolUse Completed")
+        assert "hook: PreToolUse Blocked" in human
+        # The JSON stream has no hook events at all; its thread id is the session id, loopwarden's run.
+        events = [json.loads(line) for line in runs["json"][1].stdout.splitlines() if line.startswith("{")]
+        assert {"error", "command_execution", "agent_message"} == {e["item"]["type"] for e in events if "item" in e}
+        assert not any("loopwarden" in json.dumps(event) for event in events)
+        session = next(event["thread_id"] for event in events if event["type"] == "thread.started")
+        recent = client.inspect(session).recent_verdicts  # the latest ones: the 10th has scrolled out
+        assert any(v.action.value == "warn" and v.message.startswith("WARNING: Bash has been called") for v in recent)

@@ -60,7 +60,9 @@ Both hosts:
 - run the call unless a hook denies it, so an ALLOW answers `{}`: loopwarden never says
   `permissionDecision: "allow"`, which would skip the host's own permission rules and prompts;
 - show `additionalContext` to the model and `systemMessage` to the user, which is how an
-  announced warning reaches both (unannounced warnings stay silent: spec section 6);
+  announced warning reaches both (unannounced warnings stay silent: spec section 6). Codex's
+  `codex exec` prints no hook message at all, so there only the model gets it: Codex has no
+  channel for it (docs/integrations/codex.md, "What `codex exec` shows you");
 - take `permissionDecision: "deny"` with `permissionDecisionReason` as a denied call whose reason
   the model reads: that is a BLOCK, and the blocked call is reported as its own outcome, as the
   tool guard does;
