@@ -45,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session-idle-seconds", type=float, default=None, metavar="SECONDS",
                         help="with --listen: a session with no request and no open stream this long is ended and "
                              "its server child stopped (default 1800, 1 to 86400)")
+    parser.add_argument("--max-sse-event-bytes", type=int, default=None, metavar="N",
+                        help="with --listen: an answer larger than this as one server-sent event is replaced by an "
+                             "error saying so, since the client would refuse it (default 1048576, the MCP Python "
+                             "SDK client's limit; 0: no limit, for clients that take any size)")
     parser.add_argument("--fail-closed", action="store_true",
                         help="refuse tool calls while the daemon cannot be asked (default: they run unguarded)")
     parser.add_argument("--check-timeout", type=float, default=None, metavar="SECONDS",
@@ -97,20 +101,26 @@ def _check_timeout(args: argparse.Namespace) -> float:
 
 
 def _session_limits(args: argparse.Namespace, listen):
-    """--max-sessions and --session-idle-seconds (HTTP only), or an error message naming the flag."""
-    from .http import MAX_SESSIONS, SESSION_IDLE_SECONDS, SessionLimits
+    """--max-sessions, --session-idle-seconds and --max-sse-event-bytes (HTTP only), or an error
+    message naming the flag."""
+    from .http import MAX_SESSIONS, MAX_SSE_EVENT_BYTES, SESSION_IDLE_SECONDS, SessionLimits
 
     if listen is None:
-        given = "--max-sessions" if args.max_sessions is not None else (
-            "--session-idle-seconds" if args.session_idle_seconds is not None else None)
+        given = next((flag for flag, value in (("--max-sessions", args.max_sessions),
+                                               ("--session-idle-seconds", args.session_idle_seconds),
+                                               ("--max-sse-event-bytes", args.max_sse_event_bytes))
+                      if value is not None), None)
         return f"{given} needs --listen (over stdio the proxy is one session)" if given else None
     most = MAX_SESSIONS if args.max_sessions is None else args.max_sessions
     idle = SESSION_IDLE_SECONDS if args.session_idle_seconds is None else args.session_idle_seconds
+    event = MAX_SSE_EVENT_BYTES if args.max_sse_event_bytes is None else args.max_sse_event_bytes
     if not 1 <= most <= 10_000:
         return f"--max-sessions must be 1 to 10000, got {most}"
     if not (math.isfinite(idle) and 1 <= idle <= 86_400):
         return f"--session-idle-seconds must be 1 to 86400, got {idle:g}"
-    return SessionLimits(most, idle)
+    if event < 0:
+        return f"--max-sse-event-bytes must be 0 (no limit) or a number of bytes, got {event}"
+    return SessionLimits(most, idle, event or None)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -13,7 +13,9 @@ that vanished and left it idle for --session-idle-seconds, its server child exit
 its relay) ends that session alone: it is forgotten (its id answers 404), its transport
 terminated and its server child stopped, each in the session's own task, so nothing of one
 session can end another or the proxy. At most --max-sessions are open at once (a new one past
-it is answered 503 before a server child starts). This follows the SDK's own
+it is answered 503 before a server child starts). An answer that would be a server-sent event
+over --max-sse-event-bytes (default 1 MiB, what the MCP Python SDK's client takes) is replaced by
+an error saying so (relay.py), since the client would refuse the event and fail the request. This follows the SDK's own
 StreamableHTTPSessionManager, which serves an in-process `Server` where this serves a relay to a child process.
 
 The proxy speaks the session revisions of Streamable HTTP (initialize handshake, Mcp-Session-Id:
@@ -54,12 +56,18 @@ SESSION_IDLE_SECONDS = 30 * 60
 # Sessions open at once, so server children at once (--max-sessions): each session is a process,
 # so this bounds the proxy's memory at about this many times one server's.
 MAX_SESSIONS = 32
+# The largest server-sent event a client takes (--max-sse-event-bytes): the MCP Python SDK's
+# Streamable HTTP client refuses a larger one by default (`streamable_http_client`'s
+# max_sse_event_size, 1 MiB, enforced by httpx2's EventSource), which fails the request whose
+# answer it was. An answer over it is replaced by an error the client can read (Relay).
+MAX_SSE_EVENT_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class SessionLimits:
     max_sessions: int = MAX_SESSIONS
     idle_seconds: float = SESSION_IDLE_SECONDS
+    max_event_bytes: int | None = MAX_SSE_EVENT_BYTES  # None: no limit
 
 
 async def _reply(send, status: int, message: str, *, code: int = -32600, data: dict | None = None,
@@ -153,7 +161,8 @@ class _Sessions:
                     stdio_client(self._server, errlog=self._stderr) as (server_read, server_write):
                 task_status.started()
                 started = True
-                relay = Relay(self._guard, run, keep_session=True, stderr=self._stderr)
+                relay = Relay(self._guard, run, keep_session=True, stderr=self._stderr,
+                              max_event_bytes=self._limits.max_event_bytes)
                 with transport.idle_scope or anyio.CancelScope() as idle:
                     await relay.run(client_read, client_write, server_read, server_write)
                 if idle.cancelled_caught:

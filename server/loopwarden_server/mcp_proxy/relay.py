@@ -18,6 +18,12 @@ Only `tools/call` and `tasks/get` are looked at (see guard.py):
   warning is added to its content for the model.
 - a `tools/list` answer is read (never changed) for each tool's ToolAnnotations: the class they
   give (readOnly, mutating) is sent with that tool's calls; a config `toolRules` class wins.
+- with `max_event_bytes` (Streamable HTTP, --max-sse-event-bytes): an answer whose server-sent
+  event would be larger than that is not passed on, since the client would refuse the event and
+  fail the request with nothing to say why ("SSE stream failed: Server-sent event exceeded the
+  1048576 byte limit.", the MCP Python SDK's client). A tools/call gets an `isError` result
+  saying the tool ran and its result was too large (its outcome was reported whole), any other
+  request a JSON-RPC error saying the same.
 
 NOTE: the relay reads one message at a time from each side, so a call is judged before any later
 message of the client is forwarded, and an outcome is recorded before the client can see it.
@@ -66,6 +72,10 @@ HALF_CLOSE_GRACE_SECONDS = 30.0
 ASK_WAIT_SECONDS = 300.0
 # The id prefix of the proxy's own requests to the client (elicitations): never the server's.
 ASK_ID_PREFIX = "loopwarden-ask-"
+# What an answer's server-sent event holds besides its JSON (the SDK's transport writes
+# `event: message` and `data: <json>`, with no id without an event store); the clients count
+# every field line's bytes, without line ends, towards their limit.
+SSE_EVENT_OVERHEAD = len(b"event: message") + len(b"data: ")
 # A send to a side that has gone away.
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -101,8 +111,9 @@ PROCESS_TOKEN = secrets.token_hex(4)
 
 class Relay:
     def __init__(self, guard: ProxyGuard, run: SessionRun, *, call_id_prefix: str = "", keep_session: bool = False,
-                 stderr: TextIO = sys.stderr) -> None:
+                 stderr: TextIO = sys.stderr, max_event_bytes: int | None = None) -> None:
         self._guard = guard
+        self._max_event_bytes = max_event_bytes  # the largest answer the client takes as one event
         self._run = run  # this session's run
         # Keeps the call ids of several sessions of one run apart, and of this process from an
         # earlier one's (PROCESS_TOKEN).
@@ -379,6 +390,7 @@ class Relay:
                 self._unreadable("server", item)
                 continue
             message = item.message
+            guarded = None
             if isinstance(message, JSONRPCResponse | JSONRPCError):
                 self._settle(message.id)
                 if message.id in self._initializing:
@@ -397,7 +409,36 @@ class Relay:
                         log.exception("mcp-proxy: reporting a call's outcome failed")
                         print(f"loopwarden mcp-proxy: the outcome of call {guarded.call.call_id} was not reported "
                               f"({type(exc).__name__}: {exc}); its answer is passed on", file=self._stderr, flush=True)
+                item = self._fitted(item, guarded)
             await self._to_client(client_write, self._routed(item))
+
+    def _fitted(self, item: SessionMessage, guarded: _Guarded | None) -> SessionMessage:
+        """The answer `item`, or, when its server-sent event would be over `max_event_bytes`, the
+        error that says so: a tools/call's `isError` result (with the call's announced warning),
+        any other request's JSON-RPC error."""
+        message = item.message
+        if self._max_event_bytes is None or not isinstance(message, JSONRPCResponse | JSONRPCError):
+            return item
+        size = SSE_EVENT_OVERHEAD + len(message.model_dump_json(by_alias=True, exclude_unset=True).encode())
+        if size <= self._max_event_bytes:
+            return item
+        if guarded is not None and guarded.call.name == TASKS_GET:
+            guarded = None  # a poll's answer is a task, not a tool's result: an error it is
+        what = f"tools/call '{guarded.call.name}'" if guarded is not None else "request"
+        print(f"loopwarden mcp-proxy: the answer to {what} (id {message.id!r}) is {size} bytes as a server-sent "
+              f"event, over --max-sse-event-bytes {self._max_event_bytes}: the client gets an error instead",
+              file=self._stderr, flush=True)
+        said = (f"as one server-sent event the answer is {size} bytes, over the {self._max_event_bytes}-byte limit "
+                "of this session's client (loopwarden mcp-proxy --max-sse-event-bytes; the MCP Python SDK's client "
+                "refuses larger events by default), so it was not passed on")
+        if guarded is None or message.id is None:
+            return self._error(message.id, INTERNAL_ERROR, f"loopwarden mcp-proxy: {said}")
+        content = [{"type": "text", "text": f"loopwarden mcp-proxy: the tool ran, but {said}. Ask for a smaller "
+                                            "result (a part, a page, a filter) instead of repeating the call."}]
+        if guarded.warning:
+            content.append({"type": "text", "text": guarded.warning})
+        return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=message.id,
+                                              result={"content": content, "isError": True}))
 
     def _with_run_id(self, message: JSONRPCResponse) -> SessionMessage:
         """The server's answer to initialize, with the session's run id in its `_meta` (for the
