@@ -1,6 +1,7 @@
 """The state store on a real Redis Cluster (three masters, three replicas on
-loopback, redis+cluster://): replicas behind the repo's nginx config share runs, and a master
-killed mid-run fails over to its replica with every event answered and nothing flushed lost."""
+loopback, redis+cluster://): replicas behind the repo's nginx config share runs, a master
+killed mid-run fails over to its replica with every event answered and nothing flushed lost, and
+with one master's slots down the runs of the other two still load."""
 from __future__ import annotations
 
 import contextlib
@@ -11,6 +12,7 @@ from loopwarden import LoopwardenClient
 from loopwarden.types import Action
 
 from loopwarden_server.statestore.encoding import run_key
+from tests.support.metrics import delta
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import value
@@ -109,3 +111,34 @@ class TestRedisCluster:
         assert all(len(pair) == 2 for pair in before + during), "every event of the run answered"
         assert [Action.WARN] * 5 == [v.action for v in after[0::2]]
         assert (Action.BLOCK, 20) == (verdict.action, verdict.count)
+
+    def test_with_one_masters_slots_down_only_its_runs_are_unmerged(self):
+        """A master and its replica killed: a run whose key it served is evaluated from memory and
+        marked unmerged (its stored copy is merged before it is written); a run of another master
+        loads as ever, although a load on the dead one failed first."""
+        with contextlib.ExitStack() as stack:
+            cluster = stack.enter_context(redis_cluster())
+            args = ["--state-store", cluster.url, "--state-flush-interval", "5"]
+            daemon = stack.enter_context(running_daemon(ENABLED, args))
+            with LoopwardenClient(daemon.grpc_target) as client:
+                client.tool_call("warm", "read", PARAMS)  # the client's slot map
+            runs = [f"slotted-{n}" for n in range(30)]
+            master_of = {run: cluster.master_of(b"loopwarden:" + run_key("", run)) for run in runs}
+            dead = master_of[runs[0]]
+            replica = next(port for port, flags, master in cluster.nodes() if "slave" in flags
+                           and master == next(line.split()[0] for line in cluster.cli(dead, "cluster", "nodes")
+                                              .splitlines() if "myself" in line))
+            cluster.kill(replica)
+            cluster.kill(dead)
+            on_dead = [run for run in runs if master_of[run] == dead]
+            elsewhere = [run for run in runs if master_of[run] != dead]
+            before = daemon.scrape()
+            with LoopwardenClient(daemon.grpc_target) as client:
+                verdicts = [client.tool_call(run, "read", PARAMS) for run in [on_dead[0], *elsewhere, *on_dead[1:]]]
+            after = daemon.scrape()
+
+        assert on_dead and elsewhere
+        assert all(v.action is Action.ALLOW for v in verdicts), "every event answered, from memory where need be"
+        assert len(on_dead) == delta(before, after, "loopwarden_state_runs_unmerged_total")
+        assert 1 == delta(before, after, "loopwarden_state_store_errors_total", operation="load"), \
+            "the dead master was tried once, then its slots' loads paused"

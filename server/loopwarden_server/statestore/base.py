@@ -62,6 +62,16 @@ class StateStore(ABC):
     def restore(self) -> Iterator[StoredRun]:
         return iter(())
 
+    def shard(self, key: bytes) -> str:
+        """The part of the store that serves `key`, for pausing loads where a load failed: a
+        store with parts (a Redis Cluster: the master serving the key's slot) names it; every
+        other store is one part, ""."""
+        return ""
+
+    def shards(self) -> list[str]:
+        """Every part `shard` names (as far as the store knows them now)."""
+        return [""]
+
     async def load(self, key: bytes) -> bytes | None:
         return None
 

@@ -129,6 +129,32 @@ def owner_mark(mark: bytes | None) -> tuple[str, int, float]:
     return parts[0].decode(errors="replace"), int(parts[1]), int(parts[2]) / 1000.0
 
 
+class _LoadPauses:
+    """Where loads are paused after one failed: a load that failed pauses its shard of the store
+    (a Redis Cluster master: the slots it serves; any other store is one shard) for a flush
+    interval, in which that shard's runs are evaluated from memory without waiting on it again,
+    and marked unmerged. A run of another shard still loads: one master down leaves the others'
+    runs whole. A successful flush lifts every pause."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+
+    def paused(self, shard: str) -> bool:
+        return time.monotonic() < self._until.get(shard, 0.0)
+
+    def pause(self, shard: str, seconds: float) -> None:
+        self._until[shard] = time.monotonic() + seconds
+
+    def everywhere(self, store: StateStore) -> bool:
+        """Every shard the store has is paused (one that is not a cluster: its only one)."""
+        now = time.monotonic()
+        paused = {shard for shard, until in self._until.items() if until > now}
+        return bool(paused) and paused >= set(store.shards())
+
+    def clear(self) -> None:
+        self._until.clear()
+
+
 class StateKeeper:
     def __init__(self, store: StateStore, runs: CoreRuns, metrics: StateMetrics, *, flush_interval: float,
                  wall_clock: Callable[[], float] = time.time, owner_id: str = "") -> None:
@@ -142,7 +168,7 @@ class StateKeeper:
         self._stop = asyncio.Event()
         self._failures = 0
         self._last_ok = time.monotonic()
-        self._load_paused_until = 0.0
+        self._load_pauses = _LoadPauses()
         self._task: asyncio.Task | None = None
         # Runs taken by a flush that has not finished: still waiting to be written, so they count
         # as dirty (a flush in flight against a dead store must not read as "all flushed").
@@ -297,15 +323,17 @@ class StateKeeper:
     async def _fetch_exemptions(self, tenant: str) -> None:
         if not self.store.lazy or isinstance(self.tables, _NoExemptionTables):
             return
-        if time.monotonic() < self._load_paused_until:
+        key = exemptions_key(tenant)
+        shard = self.store.shard(key)
+        if self._load_pauses.paused(shard):
             self._tables_unmerged.add(tenant)
             return
         try:
-            value = await self.store.load(exemptions_key(tenant))
+            value = await self.store.load(key)
         except StateStoreError as exc:
             self.metrics.store_errors.labels("load").inc()
             self.metrics.store_up.set(0)
-            self._load_paused_until = time.monotonic() + self.flush_interval
+            self._load_pauses.pause(shard, self.flush_interval)
             self._tables_unmerged.add(tenant)
             log.warning("state store load of exemptions failed; memory's are used", extra={"error": str(exc)})
             return
@@ -324,20 +352,22 @@ class StateKeeper:
         return pending
 
     async def _fetch(self, tenant: str, run_id: str, root: str) -> None:
-        if time.monotonic() < self._load_paused_until:
-            self._load_failed(tenant, run_id, root)  # the store is away: fail open, from memory
+        key = tree_key(tenant, root, run_id)
+        shard = self.store.shard(key)
+        if self._load_pauses.paused(shard):
+            self._load_failed(tenant, run_id, root)  # that part of the store is away: fail open, from memory
             return
         mark = None
         started = self.runs.clock() if self._fenced else 0.0
         try:
             if self._fenced:
-                value, mark = await self.store.load_owned(tree_key(tenant, root, run_id))
+                value, mark = await self.store.load_owned(key)
             else:
-                value = await self.store.load(tree_key(tenant, root, run_id))
+                value = await self.store.load(key)
         except StateStoreError as exc:
             self.metrics.store_errors.labels("load").inc()
             self.metrics.store_up.set(0)
-            self._load_paused_until = time.monotonic() + self.flush_interval
+            self._load_pauses.pause(shard, self.flush_interval)
             log.warning("state store load failed; the run is evaluated from memory", extra={"error": str(exc)})
             self._load_failed(tenant, run_id, root)
             return
@@ -440,7 +470,7 @@ class StateKeeper:
     async def retry_unmerged(self) -> None:
         """Load every marked run and unread exemption table again (at each flush): those the
         store now answers for are merged, so their next flush can write them."""
-        if not self.unmerged() or time.monotonic() < self._load_paused_until:
+        if not self.unmerged() or self._load_pauses.everywhere(self.store):
             return
         for tenant in list(self._tables_unmerged):
             await self.load_exemptions(tenant)
@@ -448,7 +478,7 @@ class StateKeeper:
             return
         marked = self.runs.unmerged()
         for start in range(0, len(marked), BATCH):
-            if time.monotonic() < self._load_paused_until:
+            if self._load_pauses.everywhere(self.store):
                 return  # the store failed again: the rest wait for the next flush
             await asyncio.gather(*(self._load_one(tenant, run_id, root)
                                    for tenant, run_id, root in marked[start:start + BATCH]))
@@ -570,7 +600,7 @@ class StateKeeper:
             log.info("state store back; dirty runs flushed", extra={"state_store": self.store.describe(),
                                                                   "failed_attempts": self._failures})
         self._failures = 0
-        self._load_paused_until = 0.0
+        self._load_pauses.clear()
         self.metrics.store_up.set(1)
         self._last_ok = time.monotonic()
         self.metrics.flush_seconds.observe(time.perf_counter() - started)

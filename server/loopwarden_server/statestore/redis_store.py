@@ -145,6 +145,26 @@ class RedisStateStore(StateStore):
             require_full_coverage=False,
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), CLUSTER_RETRIES), health_check_interval=0)
 
+    def shard(self, key: bytes) -> str:
+        """A cluster's master serving the key's slot, by the client's slot map ("" before the
+        client has one, or for a single Redis)."""
+        if not self.cluster or self._client is None:
+            return ""
+        try:
+            node = self._client.get_node_from_key(self.prefix + key)
+        except Exception:  # noqa: BLE001 - no slot map yet, a slot no node serves: one shard of its own
+            return ""
+        return node.name if node is not None else ""
+
+    def shards(self) -> list[str]:
+        if not self.cluster or self._client is None:
+            return [""]
+        try:
+            masters = [node.name for node in self._client.get_primaries()]
+        except Exception:  # noqa: BLE001 - no slot map yet
+            return [""]
+        return masters or [""]
+
     async def load(self, key: bytes) -> bytes | None:
         try:
             return await self._client.get(self.prefix + key)
