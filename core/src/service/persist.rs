@@ -163,6 +163,10 @@ impl Core {
         };
         merge(memory, stored.0);
         memory.base = None; // the merged run is none of the stored records: written in full next
+        let (parent, root) = (memory.parent_id().to_string(), memory.root_id().to_string());
+        if [parent, root].iter().any(|id| !id.is_empty() && self.store.get(tenant, id).is_none()) {
+            self.store.orphans_possible = true; // the stored copy named a tree this replica lacks
+        }
         self.store.changed(tenant, run_id);
         Ok(Loaded::Merged)
     }

@@ -118,6 +118,11 @@ pub struct Store {
     /// it evicts the tenant's own least recently used run (`tenant_quota`); a full store then
     /// evicts from the tenant holding the most runs, never from one within its share.
     pub tenant_quota: usize,
+    /// Some held run may descend from a run not held (its parent or root was evicted, expired or
+    /// ended without it, or it was loaded without them). Until then every held run's ancestors
+    /// are held, so a new run, not held itself, cannot be an ancestor of any held run, and the
+    /// cycle check of a new child needs no walk up the tree: O(1) whatever the tree's depth.
+    pub(super) orphans_possible: bool,
 }
 
 /// Runs changed since the last flush. A changed run is flagged on its entry and its key listed
@@ -142,7 +147,7 @@ impl Store {
             max_runs, idle_ttl, slots: Vec::new(), index: HashMap::new(), free: NIL, oldest: NIL, newest: NIL,
             last: std::sync::atomic::AtomicU32::new(NIL), touches: 0, size: 0, changes: None,
             unmerged: HashMap::new(),
-            tenants: Vec::new(), tenant_ids: HashMap::new(), tenant_quota: 0,
+            tenants: Vec::new(), tenant_ids: HashMap::new(), tenant_quota: 0, orphans_possible: false,
         }
     }
     pub fn track_changes(&mut self, evictions_delete: bool) {
@@ -438,6 +443,9 @@ impl Store {
     /// Take the run in `slot` out of the store (its hash chain, the LRU list) and free the slot.
     fn release(&mut self, slot: u32) -> Option<Entry> {
         let entry = self.slots[slot as usize].entry.take()?;
+        if entry.tree.as_ref().is_some_and(|link| link.children_created > 0) {
+            self.orphans_possible = true; // its held descendants, if any, now lack an ancestor
+        }
         if !self.unmerged.is_empty() {
             // An ended or evicted run has nothing left to merge (its stored copy stays as it is).
             self.unmerged.remove(&(entry.tenant.clone(), entry.run_id.clone()));
@@ -534,6 +542,13 @@ impl Store {
     }
     /// Place a run in a free slot (or a new one) as the most recently used.
     fn insert(&mut self, entry: Entry) -> u32 {
+        if let Some(link) = &entry.tree {
+            // A stored run taken in (a restart, a shared store's load) may come without its tree.
+            let lacks = |id: &str| !id.is_empty() && self.find(&entry.tenant, id).is_none();
+            if lacks(&link.parent) || lacks(&link.root) {
+                self.orphans_possible = true;
+            }
+        }
         let hash = key_hash(&entry.tenant, &entry.run_id);
         let chain = self.index.get(&hash).copied().unwrap_or(NIL);
         let tenant = self.tenant_index(&entry.tenant);

@@ -183,6 +183,9 @@ impl Core {
             };
             return Some(Verdict::reject(error_codes::INVALID_PARENT_RUN_ID, message));
         }
+        if !self.store.orphans_possible {
+            return None; // every held run's ancestors are held, and this run is not: no cycle
+        }
         let mut at = parent;
         for _ in 0..MAX_WALK {
             let Some(p) = self.store.get(tenant, at) else { break };
@@ -240,7 +243,10 @@ impl Core {
                 let link = p.link(now);
                 (link.depth.saturating_add(1), root, link.children_created)
             }
-            None => (1, parent.to_string(), 0),
+            None => {
+                self.store.orphans_possible = true; // linked by name alone: its parent is not held
+                (1, parent.to_string(), 0)
+            }
         };
         let root_agent = self.store.get(tenant, &root).map(|e| e.agent_id.clone()).unwrap_or_default();
         let settings = self.config.settings_for(&root_agent);
@@ -396,6 +402,32 @@ mod tests {
         assert_eq!(send(&mut core, "child", "", 3).action, Action::Allow, "an empty parent repeats nothing");
         let v = send(&mut core, "p", "child", 1);
         assert_eq!((v.action, v.error_code), (Action::Reject, "invalid_parent_run_id"), "a cycle");
+    }
+
+    #[test]
+    fn a_deep_tree_whose_ancestors_are_all_held_adds_levels_without_walking_it() {
+        let mut core = core();
+        core.config.default.run_tree_max_depth = 0;
+        send(&mut core, "l0", "", 1);
+        for level in 1..900 {
+            assert_eq!(send(&mut core, &format!("l{level}"), &format!("l{}", level - 1), 1).action, Action::Allow);
+        }
+        assert!(!core.store.orphans_possible, "every run's ancestors are held: a new level checks no chain");
+        assert_eq!(core.store.get("", "l899").unwrap().tree.as_ref().unwrap().depth, 899);
+    }
+
+    #[test]
+    fn a_cycle_through_a_run_that_was_evicted_is_still_refused() {
+        let mut core = Core::new(Config::default(), Limits::default(), 3, 3600.0, "t".into(), vec![]);
+        send(&mut core, "a", "", 1);
+        send(&mut core, "b", "a", 1);
+        send(&mut core, "c", "b", 1);
+        send(&mut core, "x", "", 1); // a full store: its least recently used run is evicted
+        let held: Vec<&str> = ["a", "b", "c"].into_iter().filter(|id| core.store.get("", id).is_some()).collect();
+        assert_eq!(held, ["a", "c"], "b, used least recently, went");
+        assert!(core.store.orphans_possible, "c lost its parent");
+        let v = send(&mut core, "b", "c", 1);
+        assert_eq!((v.action, v.error_code), (Action::Reject, "invalid_parent_run_id"), "b would descend from itself");
     }
 
     #[test]
