@@ -183,6 +183,8 @@ describe('ASK through an OpenClaw gateway, answered with `openclaw approvals`', 
       assert.equal(0, pending.code, pending.stderr);
       assert.deepEqual([], JSON.parse(pending.stdout).approvals);
       assert.equal(denied + 1, await metricValue(daemon.metricsAddress, 'loopwarden_approvals_total', { answer: 'denied', agent: 'main' }));
+      // The gateway's log says why, next to the call's name.
+      await gateway?.until((line) => /loopwarden: read in run .*: OpenClaw could not ask anyone/.test(line));
     });
 
   test('a run from a gateway client that shows approvals (OpenClaw\'s TUI client): `openclaw approvals pending` lists the ASK, `openclaw approvals resolve … allow-always` runs the call and makes the exemption',
