@@ -91,6 +91,7 @@ serve: $(RUNTIME_STAMP) $(HOOK_COMMAND)
 	@echo "    (to move them: make serve GRPC_PORT=PORT METRICS_PORT=PORT HOOKS_PORT=PORT)"
 	@echo "    command hooks: $(abspath $(HOOK_COMMAND)) claude-code|codex --url http://$(SERVE_HOOKS_LISTEN)"
 	@echo "    to write them into a host's config: $(abspath $(BIN))/loopwarden install-hooks claude-code|codex|gemini-cli|cursor [--user] --url http://$(SERVE_HOOKS_LISTEN)"
+	@echo "    OpenClaw plugin, installed and pointed at this gRPC address: bash $(abspath integrations/openclaw/scripts/install.sh) --target $(SERVE_LISTEN)"
 	$(BIN)/loopwarden serve $(SERVE_FLAGS)
 
 ## test: check prerequisites, install everything the tests need, run the whole suite

@@ -4,7 +4,9 @@ own plugin loader, the fail-open/fail-closed paths with no daemon, a tsc --stric
 against openclaw's published plugin types, the README's install run by OpenClaw's own `plugins
 install`/`enable`/`list` on a fresh copy of the files, `openclaw agent --local` with a scripted
 model whose 11th identical tool result carries the warning, and an ASK answered through
-OpenClaw's own approval flow, sub-agent sessions as child runs and new OpenClaw runs as user turns.
+OpenClaw's own approval flow, sub-agent sessions as child runs and new OpenClaw runs as user turns;
+scripts/install.sh writing the daemon's address as the plugin's target; and an ASK through a real
+`openclaw gateway`, listed and answered with `openclaw approvals`.
 All of it under Node 24 from the npm `node` package (OpenClaw needs Node >= 24.16), installed with
 openclaw by integrations/openclaw/scripts/setup.sh.
 
@@ -122,6 +124,14 @@ def test_plugin_test_run_passes(node_run: Completed):
     "a stuck sub-agent is blocked without its siblings being warned, and its parent's next call carries the child_stopped warning",
     "a new OpenClaw run in the session is a user turn: the call blocked in the last run runs again",
     "the second message is a user turn: the call blocked in the first message's run runs again",
+    # The install writes the target of the daemon the user runs.
+    "GRPC_PORT (make serve's port): install.sh checks the daemon there, writes its address with openclaw config set, and says why",
+    "--target wins over LOOPWARDEN_LISTEN, which wins over GRPC_PORT; a wildcard listen host is dialled on 127.0.0.1",
+    "no daemon at the address: install.sh stops before touching OpenClaw and names the address; --no-check writes it anyway",
+    # ASK and `openclaw approvals`, through a real gateway.
+    "`openclaw agent` through the gateway: OpenClaw refuses the approval before the gateway, so `openclaw approvals pending` has nothing, and the daemon takes it as a denial",
+    "a run from a gateway client that shows approvals (OpenClaw's TUI client): `openclaw approvals pending` lists the ASK, `openclaw approvals resolve … allow-always` runs the call and makes the exemption",
+    "an approval OpenClaw could show nobody (cancelled) is a denial, and the log says why nothing could answer it",
 ])
 def test_acceptance_test_passed(node_run: Completed, name: str):
     """Each acceptance check of the plugin is a passing Node test."""

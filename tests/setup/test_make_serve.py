@@ -107,6 +107,24 @@ def test_a_busy_hooks_port_is_named_with_the_variables_that_move_it():
             f"(--hooks-listen HOST:PORT or LOOPWARDEN_HOOKS_LISTEN moves it; {HINT})") == _cannot_start(done.stderr)
 
 
+def test_make_serve_prints_the_openclaw_install_for_its_grpc_port():
+    """`make serve` prints the OpenClaw plugin's install command with the gRPC address it uses, so a
+    moved port needs no hand edit of OpenClaw's config; LOOPWARDEN_LISTEN, when set, is that address.
+    A busy gRPC port makes the daemon exit at once, after make printed its lines; the hook command
+    is taken as built (`-o`), so nothing is compiled into the venv."""
+    script = REPO / "integrations" / "openclaw" / "scripts" / "install.sh"
+    hook = str(VENV / "bin" / "loopwarden-hook")
+    with _busy_port() as busy:
+        moved = subprocess.run(["make", "-o", hook, *_make_serve(f"GRPC_PORT={busy}")[1:]], cwd=REPO, env=_env(),
+                               capture_output=True, text=True, timeout=120)
+        listen = subprocess.run(["make", "-o", hook, *_make_serve("GRPC_PORT=1")[1:]], cwd=REPO,
+                                env={**_env(), "LOOPWARDEN_LISTEN": f"127.0.0.1:{busy}"},
+                                capture_output=True, text=True, timeout=120)
+    line = f"    OpenClaw plugin, installed and pointed at this gRPC address: bash {script} --target 127.0.0.1:{busy}"
+    assert line in moved.stdout.splitlines(), moved.stdout + moved.stderr
+    assert line in listen.stdout.splitlines(), listen.stdout + listen.stderr
+
+
 def test_make_serve_listens_where_it_says():
     """On free ports, the daemon `make serve` starts listens on the three addresses it printed, the
     agent hooks included (they answer a hook)."""

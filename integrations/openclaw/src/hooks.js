@@ -360,7 +360,16 @@ export function createHooks({ client, settings, logger, abortRun, sessionParent,
       ...ids(ctx, toolCallId), parentRunId: parentOf(runId, ctx) || undefined, approved, scope,
       decisionId: toolCallId ? undefined : asked.decisionId,
     };
-    logger.info(`loopwarden: ${ctx.toolName} in run ${runId}: the person's answer is ${resolution} (decision ${asked.decisionId})`);
+    if (resolution === 'cancelled') {
+      // OpenClaw showed the approval to nobody: `openclaw agent`, cron and heartbeat runs have no
+      // approval surface, a gateway with no approval client has no route for it, or the run was
+      // aborted while it waited. Nothing (`openclaw approvals` included) can answer it then.
+      logger.warn(`loopwarden: ${ctx.toolName} in run ${runId}: OpenClaw could not ask anyone (a run with no approval surface, `
+        + 'such as openclaw agent, cron or heartbeat; a gateway with no approval client or forwarding for it; or an aborted run), '
+        + `so the call is denied (decision ${asked.decisionId}). Set ask: false for agents no person watches.`);
+    } else {
+      logger.info(`loopwarden: ${ctx.toolName} in run ${runId}: the person's answer is ${resolution} (decision ${asked.decisionId})`);
+    }
     call.answered = within(client.approval(runId, opts), settings.timeoutMs, `the approval of ${ctx.toolName}`)
       .then((verdict) => {
         daemonAnswered();

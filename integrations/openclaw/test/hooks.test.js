@@ -310,6 +310,25 @@ describe('against a daemon with loopwarden.onCritical "ask"', () => {
       await plugin.dispose();
     }
   });
+
+  test('an approval OpenClaw could show nobody (cancelled) is a denial, and the log says why nothing could answer it', async () => {
+    const plugin = loadPlugin({ target: daemon.grpcTarget });
+    const scope = newRun();
+    try {
+      for (let i = 1; i <= 20; i++) await callTool(plugin, scope, 'read', { path: 'notes.txt' }, sameResult);
+      const ctx = { toolName: 'read', toolCallId: 'asked-2', runId: scope.runId, sessionId: scope.sessionId, sessionKey: scope.sessionKey, agentId: 'coder' };
+      const decision = await plugin.beforeToolCall({ toolName: 'read', params: { path: 'notes.txt' }, runId: scope.runId, toolCallId: 'asked-2' }, ctx);
+      decision?.requireApproval?.onResolution?.('cancelled');
+      await plugin.afterToolCall({ toolName: 'read', params: { path: 'notes.txt' }, runId: scope.runId, toolCallId: 'asked-2', error: 'Plugin approval unavailable' }, ctx);
+      const line = plugin.logs.find((l) => /OpenClaw could not ask anyone/.test(l.message));
+      assert.equal('warn', line?.level, JSON.stringify(plugin.logs));
+      assert.match(line?.message ?? '', /openclaw agent, cron or heartbeat.*so the call is denied.*ask: false/);
+      const next = await callTool(plugin, scope, 'read', { path: 'notes.txt' }, sameResult);
+      assert.equal(true, next.blocked, 'denied: the loop\'s next call is blocked without asking');
+    } finally {
+      await plugin.dispose();
+    }
+  });
 });
 
 describe('against a daemon with a toolSecondsPerTree budget', () => {

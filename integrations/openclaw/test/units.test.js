@@ -7,6 +7,7 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { approvalAnswer, approvalRequest } from '../src/approvals.js';
 import { DEFAULT_SETTINGS, MAX_APPROVAL_TIMEOUT_MS, MAX_TIMEOUT_MS, PluginConfigError, parseSettings } from '../src/config.js';
+import { DEFAULT_TARGET, InstallError, parseArgs, resolveTarget } from '../scripts/install.mjs';
 import { callKey, outcomeOf, resultForDaemon, runIdOf, turnOf, withNote } from '../src/mapping.js';
 
 const manifest = JSON.parse(fs.readFileSync(new URL('../openclaw.plugin.json', import.meta.url), 'utf8'));
@@ -123,5 +124,37 @@ describe('mapping OpenClaw payloads', () => {
     assert.deepEqual({ error: 'Tool x not found' }, outcomeOf({ result: { content: [] }, error: 'Tool x not found' }));
     assert.deepEqual({}, outcomeOf({}));
     assert.deepEqual({ result: 'plain' }, outcomeOf({ result: 'plain' }));
+  });
+});
+
+describe('scripts/install.mjs: which daemon address the install writes', () => {
+  test('--target, then LOOPWARDEN_LISTEN, then GRPC_PORT on 127.0.0.1, then the daemon\'s default', () => {
+    const env = { LOOPWARDEN_LISTEN: '10.0.0.2:7001', GRPC_PORT: '50061' };
+    assert.deepEqual({ target: '10.0.0.1:7000', source: '--target' }, resolveTarget({ target: '10.0.0.1:7000' }, env));
+    assert.deepEqual({ target: '10.0.0.2:7001', source: 'LOOPWARDEN_LISTEN' }, resolveTarget({}, env));
+    assert.deepEqual({ target: '127.0.0.1:50061', source: 'GRPC_PORT' }, resolveTarget({}, { GRPC_PORT: '50061' }));
+    assert.deepEqual({ target: DEFAULT_TARGET, source: 'the default' }, resolveTarget({}, { GRPC_PORT: '', LOOPWARDEN_LISTEN: ' ' }));
+    assert.equal('127.0.0.1:50051', DEFAULT_TARGET);
+  });
+
+  test('a wildcard listen host is dialled on the loopback; IPv6 keeps its brackets', () => {
+    assert.equal('127.0.0.1:7002', resolveTarget({}, { LOOPWARDEN_LISTEN: '0.0.0.0:7002' }).target);
+    assert.equal('127.0.0.1:7003', resolveTarget({}, { LOOPWARDEN_LISTEN: '[::]:7003' }).target);
+    assert.equal('127.0.0.1:7004', resolveTarget({}, { LOOPWARDEN_LISTEN: ':7004' }).target);
+    assert.equal('[::1]:7005', resolveTarget({ target: '[::1]:7005' }, {}).target);
+    assert.equal('daemon.internal:7006', resolveTarget({ target: 'daemon.internal:7006' }, {}).target);
+  });
+
+  test('an address that is not HOST:PORT is an error naming where it came from', () => {
+    assert.throws(() => resolveTarget({}, { GRPC_PORT: 'fifty' }), (err) => err instanceof InstallError && /^GRPC_PORT is/.test(err.message));
+    assert.throws(() => resolveTarget({ target: '127.0.0.1' }, {}), (err) => err instanceof InstallError && /^--target is/.test(err.message));
+    assert.throws(() => resolveTarget({ target: '127.0.0.1:70000' }, {}), InstallError);
+  });
+
+  test('flags: --target (also --target=…), --no-check, --openclaw; anything else is refused', () => {
+    assert.deepEqual({ check: true, openclaw: 'openclaw', target: '127.0.0.1:1' }, parseArgs(['--target', '127.0.0.1:1']));
+    assert.deepEqual({ check: false, openclaw: '/x/openclaw', target: '127.0.0.1:2' }, parseArgs(['--target=127.0.0.1:2', '--no-check', '--openclaw', '/x/openclaw']));
+    assert.throws(() => parseArgs(['--target']), InstallError);
+    assert.throws(() => parseArgs(['--port', '1']), (err) => err instanceof InstallError && /unknown argument --port/.test(err.message));
   });
 });
