@@ -356,12 +356,11 @@ class HooksEndpoint:
         """The asks of the hook's run (`run_id`) that it shows were declined: all of them at the end
         of the run's batch or a new prompt; before a call runs, those of other batches and the
         same call's."""
-        if hook.ends_batch or (hook.event is not None and hook.event.kind is EventKind.USER_TURN):
+        if hook.declines_every_ask:
             return self.asks.unanswered(tenant, hook.session_id, run_id)
-        if hook.before_tool and hook.event is not None:
-            call = hook.event
+        if hook.call is not None and hook.event is not None:
             return self.asks.unanswered(tenant, hook.session_id, run_id, tool_call_id=hook.tool_call_id,
-                                        batch_id=call.batch_id, call=(call.tool_name, call.params_json))
+                                        batch_id=hook.event.batch_id, call=hook.call)
         return []
 
     def _batched(self, hook: HookRequest, tenant: str) -> HookRequest:
@@ -479,9 +478,8 @@ class HooksEndpoint:
             log.warning("hook event refused by the engine: not checked", extra={
                 "hook_event": hook.hook_event_name, "error_code": verdict.error_code, "fail_closed": fail_closed})
         if hook.asked(verdict) and hook.run is not None and hook.event is not None:
-            call = hook.event
-            self.asks.asked(tenant, hook.session_id, hook.run.run_id, hook.tool_call_id, call.batch_id,
-                            (call.tool_name, call.params_json))
+            self.asks.asked(tenant, hook.session_id, hook.run.run_id, hook.tool_call_id, hook.event.batch_id,
+                            hook.call)
         blocked = hook.blocked_outcome(verdict)
         if blocked is not None:
             await self._evaluator.evaluate((blocked,), integration, tenant, routed, agent_only=agent_only)

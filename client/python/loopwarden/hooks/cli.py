@@ -18,7 +18,7 @@ import json
 import sys
 
 from ..connection import ConnectionSettingsError, add_connection_arguments, connection_from
-from ..eventformat import EventKind, EventRecord
+from ..eventformat import EventRecord
 from .asked_calls import AskedCallFiles, default_state_dir
 from .reduction import DEFAULT_LIMIT_BYTES
 from .protocol import (
@@ -143,7 +143,7 @@ def _hook(args: argparse.Namespace) -> int:
             if verdict is not None and request.asked(verdict) and request.run is not None:
                 try:
                     asks.asked(connection.address, request.run.run_id, request.tool_call_id,
-                               (request.event.tool_name, request.event.params_json) if request.event else ("", ""))
+                               request.call or ("", ""))
                 except OSError as exc:
                     print(f"loopwarden hook: cannot remember the asked call in {default_state_dir()}: {exc}",
                           file=sys.stderr)
@@ -161,14 +161,12 @@ def _hook(args: argparse.Namespace) -> int:
 def _declined(request: HookRequest, asks: AskedCallFiles, address: str) -> tuple[EventRecord, ...]:
     """The denials of the run's asks this hook shows went unanswered (asked_calls): the same call
     asked again, or a new prompt."""
-    if not request.dialect.can_ask or request.run is None or request.event is None:
+    if not request.dialect.can_ask or request.run is None:
         return ()
-    if request.event.kind is EventKind.USER_TURN:
+    if request.declines_every_ask:
         declined = asks.unanswered(address, request.run.run_id)
-    elif request.before_tool:
-        call = request.event
-        declined = asks.unanswered(address, request.run.run_id, request.tool_call_id,
-                                   (call.tool_name, call.params_json))
+    elif request.call is not None:
+        declined = asks.unanswered(address, request.run.run_id, request.tool_call_id, request.call)
     else:
         return ()
     return request.declined(declined)

@@ -257,6 +257,20 @@ class HookRequest:
             return None  # Codex and Gemini CLI are never asked
         return _SETTLES_ASK.get(self.hook_event_name)
 
+    @property
+    def call(self) -> tuple[str, str] | None:
+        """A PreToolUse's call as the host named it, (tool name, input as JSON text): what tells
+        the same call asked again under another tool_use_id."""
+        if not self.before_tool or self.event is None:
+            return None
+        return self.event.tool_name, self.event.params_json
+
+    @property
+    def declines_every_ask(self) -> bool:
+        """After this hook no earlier ask of its run can still be answered: the run's batch
+        ended (a call that ran sent its PostToolUse first) or a new prompt came."""
+        return self.ends_batch or (self.event is not None and self.event.kind is EventKind.USER_TURN)
+
     def asked(self, verdict: VerdictLike) -> bool:
         """The verdict on this PreToolUse holds the call for the person: remember its tool_use_id,
         whose later PostToolUse or PermissionDenied is the person's answer."""
