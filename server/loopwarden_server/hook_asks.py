@@ -24,8 +24,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-# A call as the host named it: (tool name, input as JSON text).
-Call = tuple[str, str]
+from loopwarden.hooks.driver import Call
 
 MAX_SESSIONS = 10_000
 MAX_PER_SESSION = 256
@@ -100,3 +99,29 @@ class HookAsks:
     def end_session(self, tenant: str, session_id: str) -> None:
         with self._lock:
             self._sessions.pop((tenant, session_id), None)
+
+    def of(self, tenant: str) -> TenantAsks:
+        """The asks of one tenant, as the hook driver reads them (loopwarden.hooks.driver.AskedCalls)."""
+        return TenantAsks(self, tenant)
+
+
+class TenantAsks:
+    """One tenant's view of HookAsks: the hook driver's asked-call store on the HTTP endpoint."""
+
+    def __init__(self, asks: HookAsks, tenant: str) -> None:
+        self._asks = asks
+        self._tenant = tenant
+
+    def asked(self, session_id: str, run_id: str, tool_call_id: str, batch_id: str, call: Call | None) -> None:
+        self._asks.asked(self._tenant, session_id, run_id, tool_call_id, batch_id, call)
+
+    def settle(self, session_id: str, run_id: str, tool_call_id: str) -> bool:
+        return self._asks.settle(self._tenant, session_id, run_id, tool_call_id)
+
+    def unanswered(self, session_id: str, run_id: str, *, tool_call_id: str = "", batch_id: str | None = None,
+                   call: Call | None = None) -> list[str]:
+        return self._asks.unanswered(self._tenant, session_id, run_id, tool_call_id=tool_call_id, batch_id=batch_id,
+                                     call=call)
+
+    def end_session(self, session_id: str) -> None:
+        self._asks.end_session(self._tenant, session_id)

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from loopwarden.hooks import INTEGRATION_HEADER
+from loopwarden.hooks import HOSTS, INTEGRATION_HEADER
 
 GRPC = "grpc"
-CLAUDE_CODE = "claude_code"
-CODEX = "codex"
-GEMINI_CLI = "gemini_cli"
-CURSOR = "cursor"
+# Each hook host's label (claude_code, codex, gemini_cli, cursor, ...): a registered host counts
+# under its own name.
+HOOK_HOSTS = tuple(host.integration for host in HOSTS)
 MCP_PROXY = "mcp_proxy"
 # The framework adapters name themselves too (the Python client's LangChain and OpenAI Agents
 # adapters, the OpenClaw plugin), so their blocks are not counted as a plain gRPC client's.
@@ -27,7 +26,7 @@ LANGCHAIN = "langchain"
 OPENAI_AGENTS = "openai_agents"
 OPENCLAW = "openclaw"
 OTHER = "other"
-INTEGRATIONS = (GRPC, CLAUDE_CODE, CODEX, GEMINI_CLI, CURSOR, MCP_PROXY, LANGCHAIN, OPENAI_AGENTS, OPENCLAW, OTHER)
+INTEGRATIONS = (GRPC, *HOOK_HOSTS, MCP_PROXY, LANGCHAIN, OPENAI_AGENTS, OPENCLAW, OTHER)
 
 current_integration: ContextVar[str] = ContextVar("loopwarden_integration", default=GRPC)
 
@@ -40,6 +39,5 @@ def integration_label(raw: str | None) -> str:
     return value if value in INTEGRATIONS else OTHER
 
 
-__all__ = ["CLAUDE_CODE", "CODEX", "CURSOR", "GEMINI_CLI", "GRPC", "INTEGRATIONS", "INTEGRATION_HEADER",
-           "MCP_PROXY", "OTHER",
-           "current_integration", "integration_label"]
+__all__ = ["GRPC", "HOOK_HOSTS", "INTEGRATIONS", "INTEGRATION_HEADER", "MCP_PROXY", "OTHER", "current_integration",
+           "integration_label"]

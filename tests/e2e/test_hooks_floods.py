@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 
 from loopwarden_server import hooks_http
+from loopwarden_server.hook_auth import MAX_IN_FLIGHT, TenantShares
 from tests.client.python.hooks import payloads
 from tests.e2e.test_hooks_http import CRITICAL, claude_code_sender, hooks_address, post
 from tests.support.daemon import running_daemon
@@ -102,12 +103,20 @@ class TestFairness:
         """MAX_IN_FLIGHT is shared by the tenants with requests open."""
         endpoint = hooks_http.HooksEndpoint(None, hooks_http.Lifecycle(), None, tokens=None, default_agent="",
                                             fail_closed=False, max_body_bytes=1 << 20)
-        assert endpoint.share("a") == hooks_http.MAX_IN_FLIGHT
-        endpoint._in_flight["a"] = 40
-        assert endpoint.share("b") == hooks_http.MAX_IN_FLIGHT // 2
-        assert endpoint.share("a") == hooks_http.MAX_IN_FLIGHT
-        endpoint._in_flight["b"] = 1
-        assert endpoint.share("a") == endpoint.share("b") == hooks_http.MAX_IN_FLIGHT // 2
+        assert endpoint.share("a") == MAX_IN_FLIGHT
+        with endpoint.shares.hold("a"):
+            assert endpoint.share("b") == MAX_IN_FLIGHT // 2
+            assert endpoint.share("a") == MAX_IN_FLIGHT
+            with endpoint.shares.hold("b") as held:
+                assert held and endpoint.share("a") == endpoint.share("b") == MAX_IN_FLIGHT // 2
+        assert endpoint.shares.in_flight == {}  # each hold gives back its request
+
+    def test_a_tenant_over_its_share_holds_nothing(self):
+        shares = TenantShares(limit=2)
+        with shares.hold("a") as first, shares.hold("a") as second, shares.hold("a") as third:
+            assert (first, second, third) == (True, True, False)
+            assert shares.in_flight == {"a": 2}
+        assert shares.in_flight == {}
 
 
 @pytest.fixture(scope="module")

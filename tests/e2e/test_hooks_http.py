@@ -378,7 +378,7 @@ class TestSlowEvaluation:
         the user (or is denied when fail-closed), and the agent is never left hanging."""
         import asyncio
 
-        from loopwarden.hooks import Dialect, parse
+        from loopwarden.hooks import host, parse
         from loopwarden_server.hooks_http import HooksEndpoint
         from loopwarden_server.lifecycle import Lifecycle
 
@@ -386,7 +386,7 @@ class TestSlowEvaluation:
             async def evaluate(self, records, integration, tenant, routed, agent_only=False):
                 await asyncio.Event().wait()
 
-        hook = parse(Dialect.CLAUDE_CODE, payloads.claude_pre_tool_use("s", "t"))
+        hook = parse(host("claude-code"), payloads.claude_pre_tool_use("s", "t"))
 
         async def answers() -> list[dict]:
             out = []

@@ -366,7 +366,7 @@ class TestCommand:
         result = loopwarden("install-hooks", "--help")
 
         assert 0 == result.returncode
-        assert "claude-code, codex, gemini-cli or cursor" in result.stdout and "--remove" in result.stdout
+        assert "claude-code, codex, gemini-cli, cursor" in result.stdout and "--remove" in result.stdout
 
 
 def _free_port() -> int:

@@ -1,5 +1,5 @@
-"""`loopwarden install-hooks claude-code|codex|gemini-cli|cursor`: write loopwarden's hooks into the
-host's config file (or take them out with --remove), showing the change first.
+"""`loopwarden install-hooks HOST` (claude-code, codex, gemini-cli, cursor, ...): write loopwarden's hooks
+into the host's config file (or take them out with --remove), showing the change first.
 
 The entries run the compiled `loopwarden-hook` next to this `loopwarden` (`make serve` installs both
 in the clone's .venv/bin), by its absolute path; without it, `loopwarden hook` by its absolute path,
@@ -38,7 +38,7 @@ def add(commands) -> None:
         "install-hooks", help="write loopwarden's hooks into Claude Code's, Codex's, Gemini CLI's or Cursor's config",
         description="Merge loopwarden's hook entries into the host's config file (other settings and hooks stay "
                     "as they are), after showing the diff.")
-    parser.add_argument("host", choices=list(HOSTS), metavar="HOST", help="claude-code, codex, gemini-cli or cursor")
+    parser.add_argument("host", choices=list(HOSTS), metavar="HOST", help=", ".join(HOSTS))
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("--project", dest="user", action="store_false",
                        help="the project's config in the current directory (default): "

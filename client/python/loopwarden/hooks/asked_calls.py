@@ -100,6 +100,10 @@ class AskedCallFiles:
             declined.append(asked)
         return declined
 
+    def of(self, scope: str) -> DaemonAsks:
+        """The asks made for one daemon (`scope`: its address), as the hook driver reads them."""
+        return DaemonAsks(self, scope)
+
     def _prune(self) -> None:
         markers = []
         for path in self._directory.glob("*.ask"):
@@ -114,3 +118,28 @@ class AskedCallFiles:
             if mtime >= cutoff and index >= excess:
                 break
             path.unlink(missing_ok=True)
+
+
+class DaemonAsks:
+    """The asks of one daemon address in AskedCallFiles: the hook driver's asked-call store in the
+    command form (loopwarden.hooks.driver.AskedCalls). The command form sees no batch ends, so
+    another call proves nothing (it may be of the asked call's own turn): only the same call asked
+    again, or a new prompt, declines an ask; and a session end leaves the markers to the pruning."""
+
+    def __init__(self, files: AskedCallFiles, scope: str) -> None:
+        self._files = files
+        self._scope = scope
+
+    def asked(self, session_id: str, run_id: str, tool_call_id: str, batch_id: str,
+              call: tuple[str, str] | None) -> None:
+        self._files.asked(self._scope, run_id, tool_call_id, call or ("", ""))
+
+    def settle(self, session_id: str, run_id: str, tool_call_id: str) -> bool:
+        return self._files.settle(self._scope, run_id, tool_call_id)
+
+    def unanswered(self, session_id: str, run_id: str, *, tool_call_id: str = "", batch_id: str | None = None,
+                   call: tuple[str, str] | None = None) -> list[str]:
+        return self._files.unanswered(self._scope, run_id, tool_call_id, call)
+
+    def end_session(self, session_id: str) -> None:
+        pass  # markers are per run and pruned by age; a session end names no marker to find cheaply

@@ -1,11 +1,11 @@
-"""`loopwarden hook claude-code|codex|gemini-cli|cursor`: the command-hook form of the daemon's hook endpoints.
+"""`loopwarden hook HOST` (claude-code, codex, gemini-cli, cursor, ...): the command form of the hook endpoints.
 
 The host runs the command for each hook event with the hook's JSON on stdin. The command asks the
 daemon over gRPC (Check, with `x-loopwarden-integration` naming the host) and prints the hook's
 JSON answer on stdout, the same answer the HTTP endpoint gives. One process per hook cannot keep
-Claude Code's asked calls in memory, so it keeps them as marker files (asked_calls): the process of
-a later PostToolUse or PermissionDenied of an asked call sends the person's answer as an `approval`
-ahead of its own event. Exit codes follow the hook
+asked calls in memory, so it keeps them as marker files (asked_calls); the flow around the hook
+(approvals ahead of the event, the ask remembered, the blocked call's outcome) is the hook driver's
+(driver), shared with the daemon's HTTP endpoint. Exit codes follow the hook
 protocols: 0 with the answer on stdout (a deny is an answer, not an exit code); 1 for an input
 that is not the host's hook JSON, a non-blocking error the host reports and goes on from (the call
 runs). With --fail-closed, such an input of a before-tool event (its name still readable) is
@@ -18,13 +18,11 @@ import json
 import sys
 
 from ..connection import ConnectionSettingsError, add_connection_arguments, connection_from
-from ..eventformat import EventRecord
+from . import driver, hosts
 from .asked_calls import AskedCallFiles, default_state_dir
+from .host import HookHost, HookPayloadError
+from .protocol import INTEGRATION_HEADER, action_of, event_name_in, parse, refused_answer, unavailable_answer
 from .reduction import DEFAULT_LIMIT_BYTES
-from .protocol import (
-    INTEGRATION_HEADER, Dialect, HookPayloadError, HookRequest, answer, event_name_in, is_before_tool, parse,
-    refused_answer, unavailable_answer, unremembered_ask_answer,
-)
 
 DEFAULT_TIMEOUT_SECONDS = 5.0
 
@@ -33,8 +31,8 @@ def add_hook_command(commands) -> None:
     hook = commands.add_parser(
         "hook",
         help="answer one agent hook event: hook JSON on stdin, the daemon's verdict as the hook's JSON on stdout")
-    hook.add_argument("dialect", choices=[dialect.value for dialect in Dialect], metavar="HOST",
-                      help="whose hook protocol: claude-code, codex, gemini-cli or cursor")
+    hook.add_argument("dialect", choices=hosts.names(), metavar="HOST",
+                      help=f"whose hook protocol: {', '.join(hosts.names())}")
     hook.add_argument("--agent", default="", metavar="ID",
                       help="agent id for the daemon's per-agent config (default: the global config)")
     hook.add_argument("--fail-closed", action="store_true",
@@ -69,33 +67,33 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _unreadable(dialect: Dialect, raw: bytes, message: str, fail_closed: bool) -> int:
+def _unreadable(host: HookHost, raw: bytes, message: str, fail_closed: bool) -> int:
     """An input that is not the host's hook JSON: exit 1 (the host reports it; the call runs), or,
     fail closed, a deny when it is a before-tool event: an error exit would let the call run."""
     name = event_name_in(raw)
-    if not (fail_closed and is_before_tool(dialect, name)):
+    if not (fail_closed and host.is_before_tool(name)):
         return _fail(message)
     print(f"loopwarden hook: {message}; the call is denied (--fail-closed)", file=sys.stderr)
-    print(json.dumps(refused_answer(dialect, name, f"the hook input could not be read: {message}", fail_closed=True)))
+    print(json.dumps(refused_answer(host, name, f"the hook input could not be read: {message}", fail_closed=True)))
     return 0
 
 
 def _hook(args: argparse.Namespace) -> int:
-    dialect = Dialect(args.dialect)
+    host = hosts.host(args.dialect)
     raw = sys.stdin.buffer.read()
     try:
         payload = json.loads(raw)
     except RecursionError:
-        return _unreadable(dialect, raw, "the hook input on stdin is nested too deep to be read", args.fail_closed)
+        return _unreadable(host, raw, "the hook input on stdin is nested too deep to be read", args.fail_closed)
     except ValueError as exc:
-        return _unreadable(dialect, raw, f"the hook input on stdin is not JSON: {exc}", args.fail_closed)
+        return _unreadable(host, raw, f"the hook input on stdin is not JSON: {exc}", args.fail_closed)
     try:
-        request = parse(dialect, payload, agent_id=args.agent, max_params_bytes=args.max_params_bytes,
+        request = parse(host, payload, agent_id=args.agent, max_params_bytes=args.max_params_bytes,
                         max_result_bytes=args.max_result_bytes)
     except HookPayloadError as exc:
-        return _unreadable(dialect, raw, f"not a {dialect.value} hook input: {exc}", args.fail_closed)
+        return _unreadable(host, raw, f"not a {host.name} hook input: {exc}", args.fail_closed)
     except RecursionError:
-        return _unreadable(dialect, raw, "the hook input's tool input is nested too deep to be read",
+        return _unreadable(host, raw, "the hook input's tool input is nested too deep to be read",
                            args.fail_closed)
     for reduced in request.reduced:
         print(f"loopwarden hook: {reduced.field} of {reduced.size_bytes} bytes judged by its sha256 "
@@ -107,11 +105,8 @@ def _hook(args: argparse.Namespace) -> int:
         connection = connection_from(args)
     except ConnectionSettingsError as exc:
         return _fail(str(exc))
-    asks = AskedCallFiles(default_state_dir())
-    approvals = _declined(request, asks, connection.address)
-    if request.settles_ask is not None and request.run is not None and asks.settle(
-            connection.address, request.run.run_id, request.tool_call_id):
-        approvals += (request.approval(request.settles_ask),)
+    asks = AskedCallFiles(default_state_dir()).of(connection.address)
+    approvals = driver.approvals(request, asks)
     if request.event is None and not approvals:
         print("{}")  # a denial of a call loopwarden did not ask about
         return 0
@@ -121,7 +116,7 @@ def _hook(args: argparse.Namespace) -> int:
     from ..types import LoopwardenUnavailable
 
     routed = request.root_run_id  # the run tree's root: a sub-agent's events go where the session's go
-    with LoopwardenClient(connection.address, metadata=((INTEGRATION_HEADER, dialect.integration),),
+    with LoopwardenClient(connection.address, metadata=((INTEGRATION_HEADER, host.integration),),
                           timeout=args.timeout, **connection.client_kwargs()) as client:
         try:
             for approval in approvals:  # ahead of the hook's own event: e.g. the outcome of an approved call
@@ -135,42 +130,20 @@ def _hook(args: argparse.Namespace) -> int:
             output = unavailable_answer(request, f"the daemon at {connection.address} did not answer",
                                         fail_closed=args.fail_closed)
         else:
-            output = answer(request, verdict, fail_closed=args.fail_closed)
-            if verdict is not None and verdict.error_code and _action_value(verdict) == "reject":
+            if verdict is not None and verdict.error_code and action_of(verdict) == "reject":
                 print(f"loopwarden hook: the daemon refused this {request.hook_event_name} event "
                       f"({verdict.error_code}): not checked{'; denied (--fail-closed)' if args.fail_closed else ''}",
                       file=sys.stderr)
-            if verdict is not None and request.asked(verdict) and request.run is not None:
+            result = driver.decided(request, verdict, asks, fail_closed=args.fail_closed,
+                                    store=str(default_state_dir()))
+            if result.unremembered is not None:
+                print(f"loopwarden hook: cannot remember the asked call in {default_state_dir()}: "
+                      f"{result.unremembered}", file=sys.stderr)
+            output = result.answer
+            if result.blocked is not None:
                 try:
-                    asks.asked(connection.address, request.run.run_id, request.tool_call_id,
-                               request.call or ("", ""))
-                except OSError as exc:
-                    print(f"loopwarden hook: cannot remember the asked call in {default_state_dir()}: {exc}",
-                          file=sys.stderr)
-                    output = unremembered_ask_answer(verdict, f"{default_state_dir()} is not writable", dialect)
-            blocked = request.blocked_outcome(verdict) if verdict is not None else None
-            if blocked is not None:
-                try:
-                    client.check(event_from_record(blocked), routed=routed)
+                    client.check(event_from_record(result.blocked), routed=routed)
                 except LoopwardenUnavailable as exc:  # the call is denied either way
                     print(f"loopwarden hook: the blocked call's outcome was not recorded: {exc}", file=sys.stderr)
     print(json.dumps(output))
     return 0
-
-
-def _declined(request: HookRequest, asks: AskedCallFiles, address: str) -> tuple[EventRecord, ...]:
-    """The denials of the run's asks this hook shows went unanswered (asked_calls): the same call
-    asked again, or a new prompt."""
-    if not request.dialect.can_ask or request.run is None:
-        return ()
-    if request.declines_every_ask:
-        declined = asks.unanswered(address, request.run.run_id)
-    elif request.call is not None:
-        declined = asks.unanswered(address, request.run.run_id, request.tool_call_id, request.call)
-    else:
-        return ()
-    return request.declined(declined)
-
-
-def _action_value(verdict) -> str:
-    return str(getattr(verdict.action, "value", verdict.action))

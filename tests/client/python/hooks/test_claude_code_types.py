@@ -17,7 +17,7 @@ import tempfile
 import pytest
 
 from loopwarden import Action, Verdict
-from loopwarden.hooks import Dialect, answer, parse, unavailable_answer, unchecked_answer
+from loopwarden.hooks import host, answer, parse, unavailable_answer, unchecked_answer
 from loopwarden.hooks.protocol import unremembered_ask_answer
 
 from . import payloads
@@ -48,7 +48,7 @@ INPUTS["PreToolUseHookInput"].append(payloads.in_subagent(payloads.claude_pre_to
 def _answers() -> list[dict]:
     out = []
     for build in (payloads.claude_pre_tool_use, payloads.claude_post_tool_use):
-        request = parse(Dialect.CLAUDE_CODE, build("s-1", "toolu_1"))
+        request = parse(host("claude-code"), build("s-1", "toolu_1"))
         for action in Action:
             for announce in (False, True):
                 out.append(answer(request, Verdict(0, "s-1", action, message=f"{action.value}: message",
@@ -57,12 +57,12 @@ def _answers() -> list[dict]:
             out.append(unavailable_answer(request, "loopwarden is busy", fail_closed=fail_closed))
             # an input over --hooks-max-body-bytes, of which only the event name was read (or none)
             for name in (request.hook_event_name, ""):
-                out.append(unchecked_answer(Dialect.CLAUDE_CODE, name, "the hook input is too large",
+                out.append(unchecked_answer(host("claude-code"), name, "the hook input is too large",
                                             fail_closed=fail_closed))
-    start = parse(Dialect.CLAUDE_CODE, payloads.claude_subagent_start("s-1", "a1"))
+    start = parse(host("claude-code"), payloads.claude_subagent_start("s-1", "a1"))
     out.append(answer(start, Verdict(0, "s-1/a1", Action.ABORT, message="too many children",
                                      error_code="too_many_children")))
-    out.append(unremembered_ask_answer(Verdict(0, "s-1", Action.ASK, message="ask"), "no state dir"))
+    out.append(unremembered_ask_answer(Verdict(0, "s-1", Action.ASK, message="ask"), "no state dir", host("claude-code")))
     return out
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from loopwarden import Action, Verdict
 from loopwarden.eventformat import EventKind
-from loopwarden.hooks import Dialect, HookPayloadError, answer, parse, unavailable_answer
+from loopwarden.hooks import host, HookPayloadError, answer, parse, unavailable_answer
 from loopwarden.hooks.protocol import ASK_THE_USER, unchecked_answer
 
 from . import dialect_payloads as p
@@ -24,14 +24,14 @@ def verdict(action: Action, message: str = "", *, announce: bool = False, error_
 
 class TestGeminiCliEvents:
     def test_before_tool_is_a_tool_call_that_cannot_be_asked(self):
-        event = parse(Dialect.GEMINI_CLI, p.gemini_before_tool("g-1"), agent_id="coder").event
+        event = parse(host("gemini-cli"), p.gemini_before_tool("g-1"), agent_id="coder").event
 
         assert (EventKind.TOOL_CALL, "g-1", "coder", p.GEMINI_SHELL, False) == (
             event.kind, event.run_id, event.agent_id, event.tool_name, event.accepts_ask)
         assert p.GEMINI_INPUT == json.loads(event.params_json)
 
     def test_after_tool_reports_what_the_model_reads(self):
-        event = parse(Dialect.GEMINI_CLI, p.gemini_after_tool("g-1")).event
+        event = parse(host("gemini-cli"), p.gemini_after_tool("g-1")).event
 
         assert (EventKind.TOOL_OUTCOME, "total 0\n", None) == (event.kind, json.loads(event.result_json), event.error)
 
@@ -42,13 +42,13 @@ class TestGeminiCliEvents:
         two runs of one command are one outcome; the output itself is kept whole."""
         content = f"Output: looping\nProcess Group PGID: 4242 (printed)\nBackground PIDs: 7, 9\nProcess Group PGID: {pgid}"
         response = {"llmContent": content, "returnDisplay": "looping"}
-        event = parse(Dialect.GEMINI_CLI, p.gemini_after_tool("g-1", response)).event
+        event = parse(host("gemini-cli"), p.gemini_after_tool("g-1", response)).event
 
         assert "Output: looping\nProcess Group PGID: 4242 (printed)" == json.loads(event.result_json)
 
     def test_the_ids_go_inside_gemini_s_untrusted_context_wrapper_too(self):
         wrapped = "<untrusted_context>\nOutput: looping\nProcess Group PGID: {}\n</untrusted_context>"
-        results = [json.loads(parse(Dialect.GEMINI_CLI, p.gemini_after_tool(
+        results = [json.loads(parse(host("gemini-cli"), p.gemini_after_tool(
             "g-1", {"llmContent": wrapped.format(pgid), "returnDisplay": ""})).event.result_json) for pgid in (5, 6)]
 
         assert ["<untrusted_context>\nOutput: looping\n</untrusted_context>"] * 2 == results
@@ -57,12 +57,12 @@ class TestGeminiCliEvents:
         response = {"llmContent": "pid list\nProcess Group PGID: 12", "returnDisplay": ""}
         body = {**p.gemini_after_tool("g-1", response), "tool_name": "read_file"}
 
-        assert "pid list\nProcess Group PGID: 12" == json.loads(parse(Dialect.GEMINI_CLI, body).event.result_json)
+        assert "pid list\nProcess Group PGID: 12" == json.loads(parse(host("gemini-cli"), body).event.result_json)
 
     def test_after_tool_with_an_error_reports_the_error(self):
         response = {"llmContent": "failed", "returnDisplay": "failed",
                     "error": {"type": "execution_failed", "message": "Unknown tool: deploy_app"}}
-        event = parse(Dialect.GEMINI_CLI, p.gemini_after_tool("g-1", response)).event
+        event = parse(host("gemini-cli"), p.gemini_after_tool("g-1", response)).event
 
         assert (EventKind.TOOL_OUTCOME, "Unknown tool: deploy_app") == (event.kind, event.error)
 
@@ -72,10 +72,10 @@ class TestGeminiCliEvents:
         (p.gemini_session_end("g"), EventKind.RUN_END),
     ])
     def test_lifecycle_events(self, payload, kind):
-        assert kind == parse(Dialect.GEMINI_CLI, payload).event.kind
+        assert kind == parse(host("gemini-cli"), payload).event.kind
 
     def test_events_loopwarden_does_not_read_have_no_event(self):
-        request = parse(Dialect.GEMINI_CLI, {"hook_event_name": "BeforeModel", "session_id": "g"})
+        request = parse(host("gemini-cli"), {"hook_event_name": "BeforeModel", "session_id": "g"})
 
         assert (None, {}) == (request.event, answer(request, None))
 
@@ -83,12 +83,12 @@ class TestGeminiCliEvents:
         body = p.gemini_before_tool("g")
         del body["session_id"]
         with pytest.raises(HookPayloadError, match="session_id"):
-            parse(Dialect.GEMINI_CLI, body)
+            parse(host("gemini-cli"), body)
 
 
 class TestGeminiCliAnswers:
     def request(self):
-        return parse(Dialect.GEMINI_CLI, p.gemini_before_tool("g"))
+        return parse(host("gemini-cli"), p.gemini_before_tool("g"))
 
     def test_allow_is_empty(self):
         assert {} == answer(self.request(), verdict(Action.ALLOW))
@@ -109,7 +109,7 @@ class TestGeminiCliAnswers:
         assert "compaction_loop_persisted" in out["stopReason"]
 
     def test_abort_after_a_tool_stops_the_agent_loop(self):
-        out = answer(parse(Dialect.GEMINI_CLI, p.gemini_after_tool("g")), verdict(Action.ABORT, "stop"))
+        out = answer(parse(host("gemini-cli"), p.gemini_after_tool("g")), verdict(Action.ABORT, "stop"))
 
         assert {"continue": False, "stopReason": "stop"} == out
 
@@ -120,13 +120,13 @@ class TestGeminiCliAnswers:
         assert "deny" == closed["decision"] and "fail closed" in closed["reason"]
 
     def test_too_large_before_tool_is_denied_when_fail_closed(self):
-        assert "deny" == unchecked_answer(Dialect.GEMINI_CLI, "BeforeTool", "big", fail_closed=True)["decision"]
-        assert "systemMessage" in unchecked_answer(Dialect.GEMINI_CLI, "AfterTool", "big", fail_closed=True)
+        assert "deny" == unchecked_answer(host("gemini-cli"), "BeforeTool", "big", fail_closed=True)["decision"]
+        assert "systemMessage" in unchecked_answer(host("gemini-cli"), "AfterTool", "big", fail_closed=True)
 
 
 class TestCursorEvents:
     def test_pre_tool_use_is_a_tool_call_that_can_be_asked(self):
-        event = parse(Dialect.CURSOR, p.cursor_pre_tool_use("c-1", "tu-1")).event
+        event = parse(host("cursor"), p.cursor_pre_tool_use("c-1", "tu-1")).event
 
         assert (EventKind.TOOL_CALL, "c-1", p.CURSOR_SHELL, "tu-1", True) == (
             event.kind, event.run_id, event.tool_name, event.tool_call_id, event.accepts_ask)
@@ -134,21 +134,21 @@ class TestCursorEvents:
     def test_before_shell_execution_is_the_same_call_as_the_generic_hook(self):
         """The shell pair names no tool: it is Cursor's Shell tool with the command as its input,
         so both hook families hash one command alike. It names no call, so it is never asked."""
-        shell = parse(Dialect.CURSOR, p.cursor_before_shell_execution("c")).event
-        generic = parse(Dialect.CURSOR, p.cursor_pre_tool_use("c", "tu")).event
+        shell = parse(host("cursor"), p.cursor_before_shell_execution("c")).event
+        generic = parse(host("cursor"), p.cursor_pre_tool_use("c", "tu")).event
 
         assert (shell.tool_name, shell.params_json, False) == (generic.tool_name, generic.params_json,
                                                                shell.accepts_ask)
 
     def test_mcp_tool_input_sent_as_json_text_is_read_as_the_object(self):
-        event = parse(Dialect.CURSOR, p.cursor_before_mcp_execution("c")).event
+        event = parse(host("cursor"), p.cursor_before_mcp_execution("c")).event
 
         assert ("get_issue", {"owner": "acme", "repo": "app", "number": 7}) == (
             event.tool_name, json.loads(event.params_json))
 
     def test_post_tool_use_and_failure_are_outcomes(self):
-        ok = parse(Dialect.CURSOR, p.cursor_post_tool_use("c", "tu")).event
-        failed = parse(Dialect.CURSOR, p.cursor_post_tool_use_failure("c", "tu", "exit 1")).event
+        ok = parse(host("cursor"), p.cursor_post_tool_use("c", "tu")).event
+        failed = parse(host("cursor"), p.cursor_post_tool_use_failure("c", "tu", "exit 1")).event
 
         assert (EventKind.TOOL_OUTCOME, json.loads(p.CURSOR_OUTPUT), 12) == (
             ok.kind, json.loads(ok.result_json), ok.duration_ms)
@@ -160,11 +160,11 @@ class TestCursorEvents:
         (p.cursor_session_end("c"), EventKind.RUN_END),
     ])
     def test_lifecycle_events(self, payload, kind):
-        assert kind == parse(Dialect.CURSOR, payload).event.kind
+        assert kind == parse(host("cursor"), payload).event.kind
 
     def test_stop_is_not_evaluated(self):
         """`stop` ends one agent loop (loop_count counts its follow-ups), not the conversation."""
-        request = parse(Dialect.CURSOR, p.cursor_stop("c"))
+        request = parse(host("cursor"), p.cursor_stop("c"))
 
         assert (None, {}) == (request.event, answer(request, None))
 
@@ -172,16 +172,16 @@ class TestCursorEvents:
         body = p.cursor_pre_tool_use("c", "tu")
         del body["conversation_id"]
         with pytest.raises(HookPayloadError, match="conversation_id"):
-            parse(Dialect.CURSOR, body)
+            parse(host("cursor"), body)
 
     def test_a_post_tool_use_settles_an_ask_of_its_call(self):
-        assert parse(Dialect.CURSOR, p.cursor_post_tool_use("c", "tu")).settles_ask is True
-        assert parse(Dialect.GEMINI_CLI, p.gemini_after_tool("g")).settles_ask is None
+        assert parse(host("cursor"), p.cursor_post_tool_use("c", "tu")).settles_ask is True
+        assert parse(host("gemini-cli"), p.gemini_after_tool("g")).settles_ask is None
 
 
 class TestCursorAnswers:
     def request(self):
-        return parse(Dialect.CURSOR, p.cursor_pre_tool_use("c", "tu"))
+        return parse(host("cursor"), p.cursor_pre_tool_use("c", "tu"))
 
     def test_allow_is_empty_never_permission_allow(self):
         assert {} == answer(self.request(), verdict(Action.ALLOW))
@@ -196,7 +196,7 @@ class TestCursorAnswers:
     @pytest.mark.parametrize("action", [Action.ASK, Action.BLOCK])
     def test_a_deny_on_the_shell_hook_tells_the_model_to_ask_the_user(self, action):
         """beforeShellExecution names no call, so it cannot ask: its denials carry the question."""
-        shell = parse(Dialect.CURSOR, p.cursor_before_shell_execution("c"))
+        shell = parse(host("cursor"), p.cursor_before_shell_execution("c"))
 
         out = answer(shell, verdict(action, BLOCK))
         assert ("deny", f"{BLOCK} {ASK_THE_USER}") == (out["permission"], out["agent_message"])
@@ -211,7 +211,7 @@ class TestCursorAnswers:
         assert "deny" == out["permission"] and "continue" not in out
 
     def test_abort_after_a_tool_is_context_for_the_model(self):
-        out = answer(parse(Dialect.CURSOR, p.cursor_post_tool_use("c", "tu")), verdict(Action.ABORT, "stop"))
+        out = answer(parse(host("cursor"), p.cursor_post_tool_use("c", "tu")), verdict(Action.ABORT, "stop"))
 
         assert {"additional_context": "stop"} == out
 
@@ -221,5 +221,5 @@ class TestCursorAnswers:
         assert "deny" == unavailable_answer(self.request(), "down", fail_closed=True)["permission"]
 
     def test_too_large(self):
-        assert "deny" == unchecked_answer(Dialect.CURSOR, "beforeShellExecution", "big", fail_closed=True)["permission"]
-        assert "additional_context" in unchecked_answer(Dialect.CURSOR, "postToolUse", "big", fail_closed=True)
+        assert "deny" == unchecked_answer(host("cursor"), "beforeShellExecution", "big", fail_closed=True)["permission"]
+        assert "additional_context" in unchecked_answer(host("cursor"), "postToolUse", "big", fail_closed=True)

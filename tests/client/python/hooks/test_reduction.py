@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from loopwarden.hooks import Dialect, parse
+from loopwarden.hooks import host, parse
 from loopwarden.hooks.reduction import REDUCED_KEY, bounded_json, bounded_text
 from tests.client.python.hooks import payloads
 
@@ -55,9 +55,9 @@ def test_parse_reduces_the_fields_over_their_limits_and_names_them():
     body = payloads.claude_post_tool_use("s", "t", response={"stdout": "o" * 10000})
     body["tool_input"] = {"command": "i" * 10000}
 
-    hook = parse(Dialect.CLAUDE_CODE, body, max_params_bytes=LIMIT, max_result_bytes=LIMIT)
+    hook = parse(host("claude-code"), body, max_params_bytes=LIMIT, max_result_bytes=LIMIT)
 
     assert ["tool_input", "tool_response"] == [reduced.field for reduced in hook.reduced]
     assert REDUCED_KEY in json.loads(hook.event.params_json)
     assert REDUCED_KEY in json.loads(hook.event.result_json)
-    assert () == parse(Dialect.CLAUDE_CODE, payloads.claude_post_tool_use("s", "t")).reduced
+    assert () == parse(host("claude-code"), payloads.claude_post_tool_use("s", "t")).reduced
