@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import docs_out, go_out, helm_out, node_out, proto_out, python_out, rust_out
+from . import docs_out, go_out, helm_out, hook_hosts_out, node_out, proto_out, python_out, rust_out
 from .regions import RegionError
 from .source import SourceError, Tables, load
 
@@ -24,8 +24,11 @@ class Copy:
     path: str
     render: Callable[[Tables], str] | None = None
     update: Callable[[Tables, str], str] | None = None
+    build: Callable[[Path], str] | None = None  # from the checkout's code, not the tables
 
     def expected(self, tables: Tables, root: Path) -> str:
+        if self.build is not None:
+            return self.build(root)
         if self.render is not None:
             return self.render(tables)
         assert self.update is not None
@@ -43,6 +46,7 @@ COPIES = (
     Copy(helm_out.README_PATH, update=helm_out.update_readme),
     Copy(docs_out.CONFIGURATION_PATH, update=docs_out.update_configuration),
     Copy(docs_out.DETECTORS_PATH, update=docs_out.update_detectors),
+    Copy(hook_hosts_out.PATH, build=hook_hosts_out.render),
 )
 
 

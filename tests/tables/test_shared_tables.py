@@ -19,15 +19,19 @@ from tables.gen.__main__ import COPIES, stale, write
 from tables.gen.source import SOURCE, SourceError, load
 
 ROOT = Path(__file__).resolve().parents[2]
-COPY_PATHS = [copy.path for copy in COPIES]
+COPY_PATHS = [copy.path for copy in COPIES if copy.build is None]  # the copies of the TOML
+HOSTS_RS = "core/hook/src/hosts.rs"  # built from the hook host modules, not the TOML
+CLIENT = "client/python/loopwarden"
 
 
 def checkout(tmp_path: Path) -> Path:
-    """The source and every generated copy, as committed, under a temporary root."""
-    for relative in [str(SOURCE), *COPY_PATHS]:
+    """The source and every generated copy, as committed, under a temporary root, with the Python
+    client the hook host table is built from."""
+    for relative in [str(SOURCE), *(copy.path for copy in COPIES)]:
         target = tmp_path / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / relative, target)
+    shutil.copytree(ROOT / CLIENT, tmp_path / CLIENT, ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
 
 
@@ -78,6 +82,51 @@ def test_a_hand_edited_copy_is_flagged(tmp_path: Path, path: str) -> None:
                       encoding="utf-8")
 
     assert stale(root) == [path]
+
+
+def test_the_compiled_hooks_host_table_follows_the_host_modules(tmp_path: Path) -> None:
+    """hosts.rs is stale when a host's answer changes, fresh again once regenerated, and flagged
+    when edited by hand."""
+    root = checkout(tmp_path)
+    assert stale(root) == []
+    protocol = root / CLIENT / "hooks" / "protocol.py"
+    text = protocol.read_text(encoding="utf-8")
+    protocol.write_text(text.replace("this call ran without a loop check.", "this call ran unchecked."),
+                        encoding="utf-8")
+    assert stale(root) == [HOSTS_RS]
+    assert HOSTS_RS in write(root)
+    assert "this call ran unchecked." in (root / HOSTS_RS).read_text(encoding="utf-8")
+
+    generated = root / HOSTS_RS
+    generated.write_text(generated.read_text(encoding="utf-8").replace('"PreToolUse"', '"preToolUse"', 1),
+                         encoding="utf-8")
+    assert stale(root) == [HOSTS_RS]
+
+
+def test_a_new_hook_host_reaches_the_compiled_hook(tmp_path: Path) -> None:
+    """A host module and its registration line are all the compiled hook's table needs."""
+    root = checkout(tmp_path)
+    hosts = root / CLIENT / "hooks" / "hosts"
+    (hosts / "toy.py").write_text(
+        "from ..host import HookHost, HookInput, Reply, Stage, string\n"
+        "class Toy(HookHost):\n"
+        "    name = 'toy'\n"
+        "    title = 'Toy'\n"
+        "    stages = {'beforeCall': Stage.BEFORE_TOOL}\n"
+        "    def read(self, name, payload):\n"
+        "        return HookInput(Stage.BEFORE_TOOL, string(payload, 'sid'), tool_name=string(payload, 'tool'))\n"
+        "    def render(self, reply: Reply, name):\n"
+        "        return {'block': reply.deny} if reply.deny is not None else {}\n"
+        "HOST = Toy()\n", encoding="utf-8")
+    registry = hosts / "__init__.py"
+    registry.write_text(registry.read_text(encoding="utf-8").replace('"cursor")', '"cursor", "toy")'),
+                        encoding="utf-8")
+
+    assert stale(root) == [HOSTS_RS]
+    write(root)
+    table = (root / HOSTS_RS).read_text(encoding="utf-8")
+    assert 'name: "toy"' in table and 'event: "beforeCall"' in table
+    assert 'denied: r#"{"block": "loopwarden could not check this call (@REASON@)' in table
 
 
 def test_a_new_detector_reaches_every_language(tmp_path: Path) -> None:

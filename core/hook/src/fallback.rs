@@ -1,57 +1,38 @@
 //! The host's own answer when the daemon cannot decide: the JSON `loopwarden hook` prints for
-//! the dialect (client/python/loopwarden/hooks/protocol.py `unavailable_answer`). Only the
-//! "daemon unavailable" answer is written here; every answer the daemon gives is its own.
+//! the host (client/python/loopwarden/hooks/protocol.py `unavailable_answer`), taken from the
+//! generated host table (hosts.rs). Only the "daemon unavailable" answer is written here; every
+//! answer the daemon gives is its own.
 
-/// The hook events of each dialect this command knows that come before a call runs (protocol.py:
-/// Claude Code's and Codex's PreToolUse, Gemini CLI's BeforeTool, Cursor's before-tool family).
-fn before_tool_events(dialect: &str) -> Option<&'static [&'static str]> {
-    match dialect {
-        "claude-code" | "codex" => Some(&["PreToolUse"]),
-        "gemini-cli" => Some(&["BeforeTool"]),
-        "cursor" => Some(&["preToolUse", "beforeShellExecution", "beforeMCPExecution"]),
-        _ => None,
-    }
+use crate::hosts::{BeforeTool, HOSTS, REASON};
+
+/// The before-tool event of `host` that `input` is (a deny applies there), if it is one.
+fn before_tool(host: &str, input: &[u8]) -> Option<&'static BeforeTool> {
+    let event = top_level_string(input, "hook_event_name")?;
+    let known = HOSTS.iter().find(|known| known.name == host)?;
+    known.before_tool.iter().find(|before| before.event == event)
 }
 
-/// Whether `input` is a hook event of `dialect` that comes before a call runs (a deny applies).
-pub fn is_before_tool(dialect: &str, input: &[u8]) -> bool {
-    let event = top_level_string(input, "hook_event_name");
-    before_tool_events(dialect).is_some_and(|before| event.as_deref().is_some_and(|e| before.contains(&e)))
+/// Whether `input` is a hook event of `host` that comes before a call runs (a deny applies).
+pub fn is_before_tool(host: &str, input: &[u8]) -> bool {
+    before_tool(host, input).is_some()
 }
 
 /// The answer for `input` (the host's hook JSON, as read from stdin) when the daemon did not
 /// answer for `reason`: only a call about to run has something to say — it runs with a message
 /// telling the user it was not checked, or, fail closed, is denied, each in the host's own
-/// format (protocol.py's `unavailable_answer`). A dialect this command does not know gets a
-/// `systemMessage` whatever the flag: a deny it cannot spell.
-pub fn unavailable_answer(dialect: &str, input: &[u8], reason: &str, fail_closed: bool) -> Vec<u8> {
-    let not_checked = format!("loopwarden: {reason}; this call ran without a loop check.");
-    let Some(before_tool) = before_tool_events(dialect) else {
+/// format. A host this command does not know gets a `systemMessage` whatever the flag: a deny it
+/// cannot spell.
+pub fn unavailable_answer(host: &str, input: &[u8], reason: &str, fail_closed: bool) -> Vec<u8> {
+    if !HOSTS.iter().any(|known| known.name == host) {
+        let not_checked = format!("loopwarden: {reason}; this call ran without a loop check.");
         return object(&[("systemMessage", string(&not_checked))]);
-    };
-    let event = top_level_string(input, "hook_event_name");
-    if !event.as_deref().is_some_and(|e| before_tool.contains(&e)) {
+    }
+    let Some(event) = before_tool(host, input) else {
         return b"{}".to_vec();
-    }
-    let denial = format!("loopwarden could not check this call ({reason}) and is set to fail closed, so it was not run.");
-    match (dialect, fail_closed) {
-        ("gemini-cli", true) => object(&[("decision", string("deny")), ("reason", string(&denial))]),
-        ("cursor", true) => object(&[
-            ("permission", string("deny")),
-            ("agent_message", string(&denial)),
-            ("user_message", string(&format!("loopwarden: {denial}"))),
-        ]),
-        ("cursor", false) => object(&[("user_message", string(&not_checked))]),
-        (_, false) => object(&[("systemMessage", string(&not_checked))]),
-        (_, true) => {
-            let deny = object(&[
-                ("hookEventName", string("PreToolUse")),
-                ("permissionDecision", string("deny")),
-                ("permissionDecisionReason", string(&denial)),
-            ]);
-            object(&[("hookSpecificOutput", String::from_utf8(deny).expect("JSON is UTF-8"))])
-        }
-    }
+    };
+    let template = if fail_closed { event.denied } else { event.runs };
+    let quoted = string(reason);
+    template.replace(REASON, &quoted[1..quoted.len() - 1]).into_bytes()
 }
 
 /// `{"key": value, ...}` spelled as Python's json.dumps spells it.
@@ -236,7 +217,7 @@ mod tests {
         );
         assert_eq!(text(unavailable_answer("claude-code", br#"{"hook_event_name": "PostToolUse"}"#, "r", true)), "{}");
         assert!(text(unavailable_answer("other", pre, "r", true)).starts_with(r#"{"systemMessage": "#));
-        // Gemini CLI's and Cursor's own formats (protocol.py's _in_host_format).
+        // Gemini CLI's and Cursor's own formats (their host modules' `render`).
         let gemini = br#"{"hook_event_name": "BeforeTool"}"#;
         assert_eq!(
             text(unavailable_answer("gemini-cli", gemini, "r", true)),

@@ -18,6 +18,7 @@
 
 mod args;
 mod fallback;
+mod hosts;
 mod http;
 
 use std::io::{Read, Write};
