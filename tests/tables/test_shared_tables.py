@@ -6,6 +6,7 @@ hand. Both are tried on a temporary copy of the repository, one generated copy a
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -119,7 +120,8 @@ def test_a_new_hook_host_reaches_the_compiled_hook(tmp_path: Path) -> None:
         "        return {'block': reply.deny} if reply.deny is not None else {}\n"
         "HOST = Toy()\n", encoding="utf-8")
     registry = hosts / "__init__.py"
-    registry.write_text(registry.read_text(encoding="utf-8").replace('"cursor")', '"cursor", "toy")'),
+    text = registry.read_text(encoding="utf-8")
+    registry.write_text(re.sub(r"^MODULES = \((.*)\)$", r'MODULES = (\1, "toy")', text, count=1, flags=re.M),
                         encoding="utf-8")
 
     assert stale(root) == [HOSTS_RS]

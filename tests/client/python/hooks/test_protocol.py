@@ -8,7 +8,7 @@ import pytest
 
 from loopwarden import Action, Verdict
 from loopwarden.eventformat import EventKind
-from loopwarden.hooks import HOSTS, host, HookPayloadError, answer, parse, unavailable_answer
+from loopwarden.hooks import host, HookPayloadError, answer, parse, unavailable_answer
 from loopwarden.hooks.protocol import host_seq
 
 from . import payloads
@@ -271,7 +271,7 @@ class TestSubagents:
         """Gemini CLI's and Cursor's hooks name no sub-agent: an agent_id there changes nothing."""
         from . import dialect_payloads as p
 
-        assert [True, True, False, False] == [dialect.reports_subagents for dialect in HOSTS]
+        assert [True, True, False, False] == [host(name).reports_subagents for name in ("claude-code", "codex", "gemini-cli", "cursor")]
         gemini = parse(host("gemini-cli"), {**p.gemini_before_tool("g"), "agent_id": "a1"}).event
         assert ("g", "") == (gemini.run_id, gemini.parent_run_id)
 
