@@ -1,17 +1,22 @@
-"""Drives one run through an engine, with the examples' call/done vocabulary.
+"""Drives one run through the compiled core, with the examples' call/done vocabulary.
 
-The engine tests run twice (tests/engine/conftest.py): on the compiled core, which the daemon
-runs, and on the reference engine (tests/reference), the readable oracle the core is held to.
-Either way a test reads the reference's verdict type (enums) and the run's records, blocks,
-abort and guard, so one assertion checks both.
+The engine tests run on the core (what the daemon runs) and assert in its own vocabulary: the
+strings of `loopwarden_core.ACTIONS`, `DETECTORS` and `LEVELS`, named through `A`, `D` and `L`
+so that a misspelt name fails at once instead of comparing unequal forever. A verdict is the
+core's own `loopwarden_core.Verdict`; a run's state is what InspectRun shows of it.
+
+The reference engine (tests/reference) is not used here: tests/differential pairs it with these
+runs through `pairing` below and holds the two engines to each other event by event.
 """
 from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+import loopwarden_core
 from loopwarden.eventformat import EventKind, EventRecord
 from prometheus_client import CollectorRegistry
 
@@ -21,29 +26,29 @@ from loopwarden_server.config.model import Config, LoopDetectionBlock
 from loopwarden_server.core import CoreService
 from loopwarden_server.metrics import Metrics
 from loopwarden_server.settings import Limits
-from tests.reference.engine import (
-    Action, CompactionRetry, Detector, Level, RunEnd, RunState, ToolCall, ToolOutcome, Verdict, evaluate,
-    new_run_state,
-)
-
-ENGINES = ("core", "reference")
-engine = "core"  # set per test by tests/engine/conftest.py
-
-PROTO_ACTION = {"allow": "ACTION_ALLOW", "warn": "ACTION_WARN", "block": "ACTION_BLOCK",
-                "abort": "ACTION_ABORT", "reject": "ACTION_REJECT"}
 
 
-def verdict_as_proto_dict(verdict: Verdict, seq: int, run_id: str) -> dict:
-    """The verdict spelled like the proto (so conformance data can be shared with the daemon)."""
-    detector = "DETECTOR_UNSPECIFIED" if verdict.detector.value == "none" else "DETECTOR_" + verdict.detector.value.upper()
-    level = "LEVEL_UNSPECIFIED" if verdict.level.value == "none" else "LEVEL_" + verdict.level.value.upper()
-    return {
-        "seq": seq, "run_id": run_id, "action": PROTO_ACTION[verdict.action.value],
-        "detector": detector, "level": level, "count": verdict.count, "message": verdict.message,
-        "warning_key": verdict.warning_key, "announce": verdict.announce,
-        "paired_tool_name": verdict.paired_tool_name, "error_code": verdict.error_code,
-        "tool_name": verdict.tool_name,
-    }
+class Vocabulary:
+    """One of the core's exported tuples, read by attribute: `A.warn == "warn"`. A name the core
+    does not export raises, so a typo (or a name the core dropped) fails the test that uses it."""
+
+    def __init__(self, what: str, names: tuple[str, ...]) -> None:
+        self._what = what
+        self._names = frozenset(names)
+
+    def __getattr__(self, name: str) -> str:
+        if name.startswith("_") or name not in self._names:
+            raise AttributeError(f"loopwarden_core exports no {self._what} {name!r} (it has {sorted(self._names)})")
+        return name
+
+
+A = Vocabulary("action", loopwarden_core.ACTIONS)
+D = Vocabulary("detector", loopwarden_core.DETECTORS)
+L = Vocabulary("level", loopwarden_core.LEVELS)
+# A verdict that names no detector (an ALLOW, a REJECT) carries "" and level "": the core's tuples
+# hold only real names.
+NO_DETECTOR = ""
+NO_LEVEL = ""
 
 
 def settings_from(config: dict | str) -> LoopDetectionSettings:
@@ -56,17 +61,14 @@ def R(text: str) -> dict:
     return {"content": [{"type": "text", "text": text}], "details": {"ok": True}}
 
 
-def reference_verdict(core_verdict) -> Verdict:
-    """A loopwarden_core.Verdict as the reference spells it (enums), to compare field by field."""
-    return Verdict(
-        action=Action(core_verdict.action), detector=Detector(core_verdict.detector or "none"),
-        level=Level(core_verdict.level or "none"), count=core_verdict.count, message=core_verdict.message,
-        warning_key=core_verdict.warning_key, announce=core_verdict.announce,
-        paired_tool_name=core_verdict.paired_tool_name, error_code=core_verdict.error_code,
-        tool_name=core_verdict.tool_name, evidence_seqs=tuple(core_verdict.evidence_seqs),
-        evidence_call_ids=tuple(core_verdict.evidence_call_ids),
-        shadow_action=None if core_verdict.shadow_action is None else Action(core_verdict.shadow_action),
-    )
+def fields_of(verdict: loopwarden_core.Verdict, *, evidence_seqs: bool = True) -> tuple:
+    """A verdict's fields as one comparable value (the core's Verdict compares by identity). Its
+    seq, run id and decision id differ between two runs of one script, so they are left out, and
+    so are the evidence seqs when one run has events the other has not."""
+    return (verdict.action, verdict.detector, verdict.level, verdict.count, verdict.message, verdict.warning_key,
+            verdict.announce, verdict.paired_tool_name, verdict.error_code, verdict.tool_name,
+            tuple(verdict.evidence_seqs) if evidence_seqs else None, tuple(verdict.evidence_call_ids),
+            verdict.shadow_action)
 
 
 @dataclass(frozen=True)
@@ -86,12 +88,24 @@ class GuardSeen:
 
 @dataclass(frozen=True)
 class StateSeen:
-    """A run's state as both engines can show it (the core through InspectRun's view)."""
+    """A run's state as InspectRun shows it."""
 
     records: list[RecordSeen]
     blocks: int
     abort: str | None  # the abort's error code, None while the run is not aborted
     guard: GuardSeen | None
+
+
+class Pairing(Protocol):
+    """Something fed every event of a run after the core has answered it."""
+
+    def __call__(self, run: Run, kind: EventKind, fields: dict[str, Any],
+                 verdict: loopwarden_core.Verdict) -> None: ...
+
+
+# Set by tests/differential (its conftest) to pair each new Run with the reference engine; the
+# engine tests leave it None, so they run on the core alone.
+pairing: Callable[[Run], Pairing] | None = None
 
 
 def _config(settings: LoopDetectionSettings, catalog: ToolCatalog) -> Config:
@@ -100,22 +114,20 @@ def _config(settings: LoopDetectionSettings, catalog: ToolCatalog) -> Config:
 
 
 class Run:
-    """One run fed event by event to the engine this test runs on."""
+    """One run fed event by event to the compiled core."""
 
     _ids = itertools.count()
 
     def __init__(self, settings: LoopDetectionSettings | None = None,
-                 catalog: ToolCatalog = DEFAULT_TOOL_CATALOG, state: RunState | None = None) -> None:
+                 catalog: ToolCatalog = DEFAULT_TOOL_CATALOG, limits: Limits | None = None) -> None:
         self._settings = settings or LoopDetectionSettings(enabled=True)
         self.catalog = catalog
+        self.limits = limits or Limits()
         self.seq = 0
-        self.engine = engine
         self.run_id = f"run-{next(self._ids)}"
-        if self.engine == "core":
-            self._core = CoreService(_config(self._settings, catalog), Metrics(CollectorRegistry()), Limits(),
-                                     max_runs=1000, idle_ttl_seconds=3600.0, clock=lambda: 0.0)
-        else:
-            self._state = state or new_run_state(self._settings)
+        self._core = CoreService(_config(self._settings, catalog), Metrics(CollectorRegistry()), self.limits,
+                                 max_runs=1000, idle_ttl_seconds=3600.0, clock=lambda: 0.0)
+        self._paired = None if pairing is None else pairing(self)
 
     @property
     def settings(self) -> LoopDetectionSettings:
@@ -125,55 +137,51 @@ class Run:
     def settings(self, settings: LoopDetectionSettings) -> None:
         """A config reload: the run's next event is evaluated with these settings."""
         self._settings = settings
-        if self.engine == "core":
-            self._core.swap_config(_config(settings, self.catalog))
+        self._core.swap_config(_config(settings, self.catalog))
 
     @property
     def state(self) -> StateSeen:
-        if self.engine == "core":
-            view = self._core.inspect(self.run_id)
-            if view is None:
-                return StateSeen([], 0, None, None)
-            records = [RecordSeen(r.seq, r.tool_name, r.args_hash, r.tool_call_id, r.result_hash or None)
-                       for r in view.records]
-            guard = GuardSeen(view.guard_window_size, view.guard_observed) if view.guard_armed else None
-            return StateSeen(records, view.blocks, view.abort_error_code if view.aborted else None, guard)
-        s = self._state
-        guard = None if s.guard is None else GuardSeen(s.guard.window_size, s.guard.observed)
-        return StateSeen([RecordSeen(r.seq, r.tool_name, r.args_hash, r.tool_call_id, r.result_hash)
-                          for r in s.records], s.blocks, None if s.abort is None else s.abort.error_code, guard)
+        view = self._core.inspect(self.run_id)
+        if view is None:
+            return StateSeen([], 0, None, None)
+        records = [RecordSeen(r.seq, r.tool_name, r.args_hash, r.tool_call_id, r.result_hash or None)
+                   for r in view.records]
+        guard = GuardSeen(view.guard_window_size, view.guard_observed) if view.guard_armed else None
+        return StateSeen(records, view.blocks, view.abort_error_code if view.aborted else None, guard)
 
-    def _evaluate(self, kind: EventKind, payload, **fields) -> Verdict:
-        if self.engine == "core":
-            record = EventRecord(kind, run_id=self.run_id, seq=self.seq, **fields)
-            return reference_verdict(self._core.decide(record).verdict)
-        return evaluate(self._state, payload, self.settings, self.catalog)
+    def _evaluate(self, kind: EventKind, **fields: Any) -> loopwarden_core.Verdict:
+        answer = self._core.decide(EventRecord(kind, run_id=self.run_id, seq=self.seq, **fields))
+        assert answer.verdict is not None, answer.refusal
+        if self._paired is not None:
+            self._paired(self, kind, fields, answer.verdict)
+        return answer.verdict
 
-    def call(self, tool: str, params: Any = None, tool_call_id: str = "") -> Verdict:
+    def call(self, tool: str, params: Any = None, tool_call_id: str = "", *,
+             params_json: str | None = None) -> loopwarden_core.Verdict:
+        """A tool call; `params_json` sends text as it is (JSON no encoder writes: a bad document)."""
         self.seq += 1
-        params_json = "" if params is None else json.dumps(params)
-        return self._evaluate(EventKind.TOOL_CALL, ToolCall(tool, params_json, tool_call_id, self.seq),
-                              tool_name=tool, params_json=params_json, tool_call_id=tool_call_id)
+        if params_json is None:
+            params_json = "" if params is None else json.dumps(params)
+        return self._evaluate(EventKind.TOOL_CALL, tool_name=tool, params_json=params_json, tool_call_id=tool_call_id)
 
     def outcome(self, tool: str, params: Any = None, result: Any = None, *, error: str | None = None,
-                tool_call_id: str = "", result_json: str | None = None) -> Verdict:
+                tool_call_id: str = "", result_json: str | None = None) -> loopwarden_core.Verdict:
         self.seq += 1
         params_json = "" if params is None else json.dumps(params)
         if result_json is None and error is None and result is not None:
             result_json = json.dumps(result)
-        return self._evaluate(EventKind.TOOL_OUTCOME,
-                              ToolOutcome(tool, params_json, tool_call_id, result_json, error, self.seq),
-                              tool_name=tool, params_json=params_json, tool_call_id=tool_call_id,
-                              result_json=result_json, error=error)
+        return self._evaluate(EventKind.TOOL_OUTCOME, tool_name=tool, params_json=params_json,
+                              tool_call_id=tool_call_id, result_json=result_json, error=error)
 
-    def done(self, tool: str, params: Any, result: Any = None, *, error: str | None = None) -> tuple[Verdict, Verdict]:
+    def done(self, tool: str, params: Any, result: Any = None, *,
+             error: str | None = None) -> tuple[loopwarden_core.Verdict, loopwarden_core.Verdict]:
         """A call that was allowed to run, followed by its outcome."""
         return self.call(tool, params), self.outcome(tool, params, result, error=error)
 
-    def compaction_retry(self) -> Verdict:
+    def compaction_retry(self) -> loopwarden_core.Verdict:
         self.seq += 1
-        return self._evaluate(EventKind.COMPACTION_RETRY, CompactionRetry(self.seq))
+        return self._evaluate(EventKind.COMPACTION_RETRY)
 
-    def run_end(self) -> Verdict:
+    def run_end(self) -> loopwarden_core.Verdict:
         self.seq += 1
-        return self._evaluate(EventKind.RUN_END, RunEnd(self.seq))
+        return self._evaluate(EventKind.RUN_END)

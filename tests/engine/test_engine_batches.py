@@ -1,21 +1,11 @@
 """Parallel batches under `{loopwarden: {preset: "fast"}}`, and
-criticalScope "batch". Opt-in features: tested on the compiled core only (the reference oracle
-implements the reference, which has no batches)."""
-import pytest
-
-from tests.engine import driver
-from tests.engine.driver import Action, Detector, Run, settings_from
+criticalScope "batch"."""
+from tests.engine.driver import A, D, Run, settings_from
 
 FAST = {"loopwarden": {"preset": "fast"}}
 EMPTY = {"content": [{"type": "text", "text": ""}]}
-ENFORCING = (Action.BLOCK, Action.ABORT)
+ENFORCING = (A.block, A.abort)
 
-
-@pytest.fixture(autouse=True)
-def engine():
-    """Overrides tests/engine/conftest.py's fixture: the core only."""
-    driver.engine = "core"
-    yield "core"
 
 
 def search(i: int) -> dict:
@@ -44,7 +34,7 @@ def test_without_parallel_batches_the_same_fan_outs_are_blocked_as_churn():
     for i in queries:
         run.outcome("search_flights", search(i), EMPTY)
     verdict = run.call("search_flights", search(20))
-    assert (verdict.action, verdict.detector) == (Action.BLOCK, Detector.ARGUMENT_CHURN)
+    assert (verdict.action, verdict.detector) == (A.block, D.argument_churn)
 
 
 def test_a_reread_alternating_with_distinct_empty_searches_is_not_blocked():
@@ -68,7 +58,7 @@ def test_identical_rereads_with_nothing_new_between_are_still_blocked():
     for _ in range(3):
         run.done("read", {"path": "policy.md"}, {"content": [{"type": "text", "text": "policy"}]})
     verdict = run.call("read", {"path": "policy.md"})
-    assert (verdict.action, verdict.detector, verdict.count) == (Action.BLOCK, Detector.GENERIC_REPEAT, 3)
+    assert (verdict.action, verdict.detector, verdict.count) == (A.block, D.generic_repeat, 3)
 
 
 def test_critical_scope_batch_blocks_siblings_leaves_a_recovery_turn_then_aborts():
@@ -84,20 +74,20 @@ def test_critical_scope_batch_blocks_siblings_leaves_a_recovery_turn_then_aborts
     first = run.call("list", {"dir": "/"})
     blocked = run.call(loop[0], loop[1])
     sibling = run.call("grep", {"q": "x"})
-    assert first.action is Action.ALLOW
-    assert (blocked.action, blocked.detector, blocked.count) == (Action.BLOCK, Detector.GENERIC_REPEAT, 20)
-    assert (sibling.action, sibling.detector) == (Action.BLOCK, Detector.GENERIC_REPEAT)
+    assert first.action == A.allow
+    assert (blocked.action, blocked.detector, blocked.count) == (A.block, D.generic_repeat, 20)
+    assert (sibling.action, sibling.detector) == (A.block, D.generic_repeat)
     assert "one recovery turn" in sibling.message
     run.outcome("list", {"dir": "/"}, {"content": [{"type": "text", "text": "a b"}]})
     # The recovery turn.
     recovery = run.call("write", {"path": "plan.md"})
-    assert recovery.action is Action.ALLOW
+    assert recovery.action == A.allow
     run.outcome("write", {"path": "plan.md"}, {"content": [{"type": "text", "text": "ok"}]})
     other = run.call("write", {"path": "notes.md"})
     run.outcome("write", {"path": "notes.md"}, {"content": [{"type": "text", "text": "ok"}]})
-    assert other.action is Action.ALLOW
+    assert other.action == A.allow
     second = run.call(loop[0], loop[1])
-    assert (second.action, second.error_code) == (Action.ABORT, "loop_recovery_failed")
+    assert (second.action, second.error_code) == (A.abort, "loop_recovery_failed")
     assert run.call("list", {"dir": "/"}).error_code == "loop_recovery_failed"
 
 
@@ -107,5 +97,5 @@ def test_critical_scope_call_is_the_default():
     for _ in range(20):
         run.done(*loop)
     run.call("list", {"dir": "/"})
-    assert run.call(*loop[:2]).action is Action.BLOCK
-    assert run.call("grep", {"q": "x"}).action is Action.ALLOW
+    assert run.call(*loop[:2]).action == A.block
+    assert run.call("grep", {"q": "x"}).action == A.allow

@@ -1,61 +1,68 @@
-"""Every worked example of the spec (as shared conformance data) through the engine's entry point."""
+"""Every worked example of the spec (as shared conformance data) through the core's entry point
+for one event (`CoreService.decide`, as the offline replay and the MCP proxy call it).
+tests/differential/test_conformance.py runs the same examples on the reference engine too."""
 from __future__ import annotations
 
 import json
 
+import loopwarden_core
 import pytest
+from loopwarden.eventformat import EventKind, EventRecord
+from prometheus_client import CollectorRegistry
 
 from loopwarden_server.config import load_config_text
-from tests.reference.engine import (
-    CompactionRetry, ErrorCode, RunEnd, ToolCall, ToolOutcome, UserTurn, evaluate, new_run_state,
-)
-from tests.reference.engine.verdicts import reject
-from tests.conformance.scenarios import ConcreteEvent, check, expand, load_variants
-from tests.engine.driver import verdict_as_proto_dict
+from loopwarden_server.core import CoreService
+from loopwarden_server.metrics import Metrics
+from loopwarden_server.settings import Limits
+from tests.conformance.scenarios import ConcreteEvent, Variant, check, expand, load_variants
 
-# The reference oracle holds the spec's behaviour; run trees, budgets and ASK are the core's alone.
-VARIANTS = [v for v in load_variants() if not v.requires]
+VARIANTS = load_variants()
+KINDS = {kind.value: kind for kind in EventKind}
 
 
-def _engine_event(event: ConcreteEvent):
-    if event.kind == "tool_call":
-        return ToolCall(event.tool_name, event.params_json, event.tool_call_id, event.seq)
-    if event.kind == "tool_outcome":
-        return ToolOutcome(event.tool_name, event.params_json, event.tool_call_id,
-                           event.result_json, event.error, event.seq)
-    if event.kind == "compaction_retry":
-        return CompactionRetry(event.seq)
-    if event.kind == "run_end":
-        return RunEnd(event.seq)
-    if event.kind == "user_turn":
-        return UserTurn(event.prompt_id, event.seq)
-    return None
+def as_proto_dict(verdict: loopwarden_core.Verdict, seq: int, run_id: str) -> dict:
+    """The core's verdict spelled like the proto, as the conformance data expects it."""
+    return {
+        "seq": seq, "run_id": run_id, "action": "ACTION_" + verdict.action.upper(),
+        "detector": "DETECTOR_" + (verdict.detector.upper() or "UNSPECIFIED"),
+        "level": "LEVEL_" + (verdict.level.upper() or "UNSPECIFIED"), "count": verdict.count,
+        "message": verdict.message, "warning_key": verdict.warning_key, "announce": verdict.announce,
+        "paired_tool_name": verdict.paired_tool_name, "error_code": verdict.error_code,
+        "tool_name": verdict.tool_name,
+    }
+
+
+def event_record(event: ConcreteEvent) -> EventRecord:
+    usage, approval = event.usage or {}, event.approval or {}
+    return EventRecord(
+        None if event.kind is None else KINDS[event.kind], run_id=event.run_id, seq=event.seq,
+        agent_id=event.agent_id, tool_name=event.tool_name, tool_call_id=event.tool_call_id or approval.get("tool_call_id", ""),
+        params_json=event.params_json, result_json=event.result_json, error=event.error, prompt_id=event.prompt_id,
+        parent_run_id=event.parent_run_id, accepts_ask=event.accepts_ask, duration_ms=event.duration_ms,
+        input_tokens=usage.get("input_tokens", 0), output_tokens=usage.get("output_tokens", 0),
+        cost_usd=usage.get("cost_usd", 0.0), model=usage.get("model", ""), decision_id=approval.get("decision_id", ""),
+        approved=approval.get("approved", False), scope=approval.get("scope", ""),
+        ttl_seconds=approval.get("ttl_seconds", 0))
+
+
+def run_variant_on_engine(variant: Variant, config_dict: dict) -> list[loopwarden_core.Verdict]:
+    """Feed one variant through the core with the given config file content, checking each verdict."""
+    core = CoreService(load_config_text(json.dumps(config_dict)), Metrics(CollectorRegistry()), Limits(),
+                       max_runs=1000, idle_ttl_seconds=3600.0, clock=lambda: 0.0)
+    verdicts = []
+    for event in expand(variant):
+        answer = core.decide(event_record(event))
+        assert answer.verdict is not None, answer.refusal
+        check(event.expect, as_proto_dict(answer.verdict, event.seq, event.run_id.strip()),
+              f"{variant.id} seq {event.seq}")
+        verdicts.append(answer.verdict)
+    return verdicts
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.id for v in VARIANTS])
 def test_conformance_variant(variant):
-    """The engine gives every verdict the shared scenario expects."""
+    """The core gives every verdict the shared scenario expects."""
     run_variant_on_engine(variant, variant.config)
-
-
-def run_variant_on_engine(variant, config_dict: dict) -> None:
-    """Feed one variant through `evaluate` with the given config file content, checking each verdict."""
-    config = load_config_text(json.dumps(config_dict))
-    states = {}
-    for event in expand(variant):
-        run_id = event.run_id.strip()
-        engine_event = _engine_event(event)
-        # The envelope checks (run id, event kind) belong to the daemon; mirror them minimally
-        # here so the shared reject cases also hold for the engine-level run.
-        if not run_id:
-            verdict = reject(ErrorCode.MISSING_RUN_ID, "run_id is required")
-        elif engine_event is None:
-            verdict = reject(ErrorCode.MISSING_EVENT_KIND, "event has no kind")
-        else:
-            settings = config.settings_for(event.agent_id)
-            state = states.setdefault(run_id, new_run_state(settings))
-            verdict = evaluate(state, engine_event, settings, config.tool_catalog)
-        check(event.expect, verdict_as_proto_dict(verdict, event.seq, run_id), f"{variant.id} seq {event.seq}")
 
 
 def test_every_spec_example_has_a_scenario():

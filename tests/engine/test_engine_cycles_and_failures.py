@@ -2,26 +2,16 @@
 layer on the compiled core: cycles of 3 to 6 calls (`loopwarden.cycles`), exec terminal failures
 across changing commands (`loopwarden.execFailureStreak`) and failures across tools
 (`loopwarden.failureCascade`), each configured as a config file writes it.
-
-Opt-in features are the core's alone (the reference engine is the oracle of default behaviour),
-so this module pins the `engine` fixture to the core.
 """
 from __future__ import annotations
 
 import pytest
 
-from tests.engine import driver
-from tests.engine.driver import Run, settings_from
-from tests.reference.engine import Action, Detector
+from tests.engine.driver import A, D, NO_DETECTOR, Run, settings_from
 
 MEMBERS = [("list", {"dir": "src"}), ("read", {"path": "a.py"}), ("grep", {"pattern": "todo"}),
            ("read", {"path": "b.py"}), ("exec", {"command": "make"}), ("edit", {"path": "a.py"})]
 
-
-@pytest.fixture(autouse=True)
-def engine():
-    driver.engine = "core"
-    yield "core"
 
 
 def seen(verdict) -> tuple:
@@ -33,7 +23,7 @@ def rounds(run: Run, calls: list[tuple[str, dict, dict]]) -> list:
     verdicts = []
     for tool, params, result in calls:
         verdict = run.call(tool, params)
-        if verdict.action in (Action.ALLOW, Action.WARN):
+        if verdict.action in (A.allow, A.warn):
             run.outcome(tool, params, result)
         verdicts.append(verdict)
     return verdicts
@@ -53,15 +43,15 @@ class TestCycles:
         calls = [(*MEMBERS[i % period], {"content": [{"type": "text", "text": f"member {i % period}"}]})
                  for i in range(4 * period)]
         verdicts = rounds(run, calls)
-        assert all(seen(v) == (Action.ALLOW, Detector.NONE, 0) for v in verdicts[:2 * period])
-        assert seen(verdicts[2 * period]) == (Action.WARN, Detector.CYCLE, 2 * period + 1)
-        assert seen(verdicts[3 * period]) == (Action.BLOCK, Detector.CYCLE, 3 * period + 1)
+        assert all(seen(v) == (A.allow, NO_DETECTOR, 0) for v in verdicts[:2 * period])
+        assert seen(verdicts[2 * period]) == (A.warn, D.cycle, 2 * period + 1)
+        assert seen(verdicts[3 * period]) == (A.block, D.cycle, 3 * period + 1)
         assert verdicts[3 * period].message.startswith("CRITICAL: ")
 
     def test_a_cycle_with_changing_outcomes_is_never_judged(self):
         run = Run(settings_from(self.CONFIG))
         calls = [(*MEMBERS[i % 3], {"content": [{"type": "text", "text": f"round {i // 3}"}]}) for i in range(24)]
-        assert all(v.action is Action.ALLOW for v in rounds(run, calls))
+        assert all(v.action == A.allow for v in rounds(run, calls))
 
 
 class TestExecFailureStreak:
@@ -78,22 +68,22 @@ class TestExecFailureStreak:
                   self.failure(f"Traceback at 2026-08-30T10:{i:02}:00Z (pid {900 + i}): ModuleNotFoundError: foo"))
                  for i in range(40)]
         verdicts = rounds(run, calls)
-        assert all(v.action is Action.ALLOW for v in verdicts[:20])
-        assert seen(verdicts[20]) == (Action.BLOCK, Detector.GENERIC_REPEAT, 20)
+        assert all(v.action == A.allow for v in verdicts[:20])
+        assert seen(verdicts[20]) == (A.block, D.generic_repeat, 20)
         assert "identical outcomes" in verdicts[20].message
-        assert all(seen(v) == (Action.BLOCK, Detector.GENERIC_REPEAT, 20) for v in verdicts[20:])
+        assert all(seen(v) == (A.block, D.generic_repeat, 20) for v in verdicts[20:])
 
     def test_off_by_default(self):
         run = Run(settings_from({"tools": {"loopDetection": {"enabled": True}}}))
         calls = [("exec", {"command": f"python job-{i}.py"}, self.failure("ModuleNotFoundError: foo")) for i in range(30)]
-        assert all(v.action is Action.ALLOW for v in rounds(run, calls))
+        assert all(v.action == A.allow for v in rounds(run, calls))
 
     def test_an_errno_change_resets_the_streak(self):
         run = Run(settings_from(self.CONFIG))
         calls = [("exec", {"command": f"curl h{i}"}, self.failure("connect: errno 111")) for i in range(15)]
         calls += [("exec", {"command": "curl h15"}, self.failure("connect: errno 113"))]
         calls += [("exec", {"command": f"curl g{i}"}, self.failure("connect: errno 111")) for i in range(19)]
-        assert all(v.action is not Action.BLOCK for v in rounds(run, calls))
+        assert all(v.action != A.block for v in rounds(run, calls))
 
 
 class TestFailureCascade:
@@ -106,13 +96,13 @@ class TestFailureCascade:
         for i in range(threshold):
             verdicts.append(run.call(f"tool_{i}", {"n": i}))
             run.outcome(f"tool_{i}", {"n": i}, error=f"tool_{i}: permission denied")
-        assert all(v.action is Action.ALLOW for v in verdicts[:threshold - 1])
-        assert seen(verdicts[threshold - 1]) == (Action.WARN, Detector.FAILURE_CASCADE, threshold - 1)
-        assert seen(run.call("another", {})) == (Action.BLOCK, Detector.FAILURE_CASCADE, threshold)
+        assert all(v.action == A.allow for v in verdicts[:threshold - 1])
+        assert seen(verdicts[threshold - 1]) == (A.warn, D.failure_cascade, threshold - 1)
+        assert seen(run.call("another", {})) == (A.block, D.failure_cascade, threshold)
 
     def test_the_fast_preset_blocks_the_seventh_call_after_six_failures(self):
         run = Run(settings_from({"loopwarden": {"preset": "fast"}}))
         for i in range(6):
             run.call(f"tool_{i}", {})
             run.outcome(f"tool_{i}", {}, error="denied")
-        assert seen(run.call("tool_6", {})) == (Action.BLOCK, Detector.FAILURE_CASCADE, 6)
+        assert seen(run.call("tool_6", {})) == (A.block, D.failure_cascade, 6)

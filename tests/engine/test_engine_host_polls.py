@@ -1,10 +1,10 @@
 """Host poll presets (default-on, docs/extensions.md "Host polls"): Codex `write_stdin` with empty
 input, Claude Code's `TaskOutput` / `BashOutput`, MCP `tasks/get`. Under the reference defaults
 (W 10, C 20) a poll whose output never changes is warned, then blocked at call 21; one whose
-output changes is never warned. Runs on the core and on the reference oracle."""
+output changes is never warned."""
 import pytest
 
-from tests.engine.driver import Action, Detector, Run
+from tests.engine.driver import A, D, NO_DETECTOR, Run
 
 CODEX_POLL = {"session_id": 7, "chars": "", "yield_time_ms": 5000}
 
@@ -21,11 +21,11 @@ def test_codex_polls_with_unchanged_output_are_warned_then_blocked_by_call_21():
     for i in range(21):
         verdict = run.call("write_stdin", CODEX_POLL)
         seen.append((verdict.action, verdict.detector, verdict.count))
-        if verdict.action in (Action.ALLOW, Action.WARN):
+        if verdict.action in (A.allow, A.warn):
             run.outcome("write_stdin", CODEX_POLL, codex_answer(i))
-    assert seen[:10] == [(Action.ALLOW, Detector.NONE, 0)] * 10
-    assert seen[10] == (Action.WARN, Detector.KNOWN_POLL_NO_PROGRESS, 10)
-    assert seen[20] == (Action.BLOCK, Detector.KNOWN_POLL_NO_PROGRESS, 20)
+    assert seen[:10] == [(A.allow, NO_DETECTOR, 0)] * 10
+    assert seen[10] == (A.warn, D.known_poll_no_progress, 10)
+    assert seen[20] == (A.block, D.known_poll_no_progress, 20)
     blocked = run.call("write_stdin", CODEX_POLL)
     assert "yield_time_ms 300000" in blocked.message and "vary" not in blocked.message
 
@@ -34,7 +34,7 @@ def test_codex_polls_whose_output_changes_are_never_warned():
     run = Run()
     for i in range(40):
         verdict = run.call("write_stdin", {"session_id": 7})  # `chars` absent: a poll too
-        assert verdict.action is Action.ALLOW, i
+        assert verdict.action == A.allow, i
         run.outcome("write_stdin", {"session_id": 7}, codex_answer(i, f"step {i}\n"))
 
 
@@ -44,7 +44,7 @@ def test_codex_text_answers_drop_their_header_bookkeeping():
         verdict = run.call("write_stdin", CODEX_POLL)
         text = f"Chunk ID: {i:x}\nWall time: {5 + i / 10} seconds\nProcess running with session ID 7\nOutput:\n"
         run.outcome("write_stdin", CODEX_POLL, {"content": [{"type": "text", "text": text}]})
-    assert (verdict.action, verdict.detector, verdict.count) == (Action.WARN, Detector.KNOWN_POLL_NO_PROGRESS, 10)
+    assert (verdict.action, verdict.detector, verdict.count) == (A.warn, D.known_poll_no_progress, 10)
 
 
 @pytest.mark.parametrize(("tool", "params", "answer"), [
@@ -57,9 +57,9 @@ def test_claude_code_and_mcp_task_polls_are_known_polls(tool, params, answer):
     for i in range(20):
         verdict = run.call(tool, params)
         run.outcome(tool, params, answer.format(i=i) if isinstance(answer, str) else answer)
-    assert (verdict.action, verdict.detector) == (Action.WARN, Detector.KNOWN_POLL_NO_PROGRESS)
+    assert (verdict.action, verdict.detector) == (A.warn, D.known_poll_no_progress)
     blocked = run.call(tool, params)
-    assert (blocked.action, blocked.detector, blocked.count) == (Action.BLOCK, Detector.KNOWN_POLL_NO_PROGRESS, 20)
+    assert (blocked.action, blocked.detector, blocked.count) == (A.block, D.known_poll_no_progress, 20)
     assert "make one " in blocked.message
 
 
@@ -69,4 +69,4 @@ def test_write_stdin_with_input_is_generic_repeats_to_judge():
     for _ in range(10):
         run.done("write_stdin", params, {"output": ""})
     verdict = run.call("write_stdin", params)
-    assert (verdict.action, verdict.detector, verdict.count) == (Action.WARN, Detector.GENERIC_REPEAT, 10)
+    assert (verdict.action, verdict.detector, verdict.count) == (A.warn, D.generic_repeat, 10)

@@ -1,8 +1,7 @@
 """Tool rules (`loopwarden.toolRules`) and the duplicate side-effect guard
 (`loopwarden.duplicateSideEffect`), end to end through the config loader and the compiled core.
 
-Both are opt-in and judged by the core only (the reference oracle has no tool rules), so these
-tests pin the engine to the core. Each starts from the reference defaults (W 10, C 20, G 30) with
+Both are opt-in. Each starts from the reference defaults (W 10, C 20, G 30) with
 only the feature under test switched on.
 """
 from __future__ import annotations
@@ -12,18 +11,10 @@ import pytest
 from loopwarden_server.config import load_config_text
 from loopwarden_server.config.loader import ConfigError
 from loopwarden_server.transport.convert import effective_config
-from tests.engine import driver
-from tests.engine.driver import R, Run, settings_from
-from tests.reference.engine import Action, Detector
+from tests.engine.driver import A, D, R, Run, settings_from
 
 ON = {"enabled": True}  # the embedded default config's switch: the reference's defaults otherwise
 
-
-@pytest.fixture(autouse=True)
-def engine():
-    """Core only: overrides tests/engine/conftest.py's both-engines fixture."""
-    driver.engine = "core"
-    yield "core"
 
 
 def settings(**loopwarden):
@@ -40,19 +31,19 @@ class TestToolRules:
             params = {"url": "https://x.test/status", "nonce": f"n{index}"}
             verdict = run.call("fetch", params)
             verdicts.append(verdict)
-            if verdict.action is not Action.BLOCK:
+            if verdict.action != A.block:
                 run.outcome("fetch", params, R("the same page"))
-        first_block = next(i for i, v in enumerate(verdicts) if v.action is Action.BLOCK)
+        first_block = next(i for i, v in enumerate(verdicts) if v.action == A.block)
         assert (first_block + 1, verdicts[first_block].detector, verdicts[first_block].count) == \
-            (21, Detector.GENERIC_REPEAT, 20)
-        assert [v.action for v in verdicts[:10]] == [Action.ALLOW] * 10
-        assert verdicts[10].action is Action.WARN
+            (21, D.generic_repeat, 20)
+        assert [v.action for v in verdicts[:10]] == [A.allow] * 10
+        assert verdicts[10].action == A.warn
 
     def test_without_the_rule_the_same_calls_are_all_new(self):
         run = Run(settings())
         for index in range(25):
             params = {"url": "https://x.test/status", "nonce": f"n{index}"}
-            assert run.call("fetch", params).action is Action.ALLOW
+            assert run.call("fetch", params).action == A.allow
             run.outcome("fetch", params, R("the same page"))
 
     def test_a_glob_and_an_alias_are_matched_after_normalisation(self):
@@ -64,7 +55,7 @@ class TestToolRules:
         for index in range(11):
             run.done("mcp__search__web", {"query": "q", "cursor": index}, R("same"))
         verdict = run.call("mcp__search__web", {"query": "q"})
-        assert (verdict.action, verdict.detector, verdict.count) == (Action.WARN, Detector.GENERIC_REPEAT, 11)
+        assert (verdict.action, verdict.detector, verdict.count) == (A.warn, D.generic_repeat, 11)
 
     def test_ignored_result_fields_are_not_the_outcome(self):
         """A request id the host adds to every result no longer hides the loop from the breakers."""
@@ -73,11 +64,11 @@ class TestToolRules:
         for index in range(21):
             verdict = run.call("status", {})
             verdicts.append(verdict)
-            if verdict.action is not Action.BLOCK:
+            if verdict.action != A.block:
                 run.outcome("status", {}, {"content": [{"type": "text", "text": "up"}],
                                            "details": {"requestId": f"r{index}"}})
         assert (verdicts[-1].action, verdicts[-1].detector, verdicts[-1].count) == \
-            (Action.BLOCK, Detector.GENERIC_REPEAT, 20)
+            (A.block, D.generic_repeat, 20)
 
     def test_per_agent_rules_merge_over_the_global_ones_by_key(self):
         config = load_config_text("""{
@@ -132,24 +123,24 @@ class TestDuplicateSideEffect:
         send_email is BLOCKed by duplicate_side_effect; a second identical read is ALLOWed."""
         run = Run(settings(duplicateSideEffect={"enabled": True}, toolRules=self.RULES))
         email = {"to": "ana@example.com", "subject": "invoice", "body": "attached"}
-        assert run.call("send_email", email, tool_call_id="c1").action is Action.ALLOW
+        assert run.call("send_email", email, tool_call_id="c1").action == A.allow
         run.outcome("send_email", email, {"content": [{"type": "text", "text": "sent"}]}, tool_call_id="c1")
         verdict = run.call("send_email", email, tool_call_id="c2")
-        assert (verdict.action, verdict.detector, verdict.count) == (Action.BLOCK, Detector.DUPLICATE_SIDE_EFFECT, 1)
+        assert (verdict.action, verdict.detector, verdict.count) == (A.block, D.duplicate_side_effect, 1)
         assert "first call: seq 1, call id c1" in verdict.message
-        assert (verdict.evidence_seqs, verdict.evidence_call_ids) == ((1,), ("c1",))
+        assert (verdict.evidence_seqs, verdict.evidence_call_ids) == ([1], ["c1"])
         run.done("read", {"path": "inbox"}, R("3 messages"))
-        assert run.call("read", {"path": "inbox"}).action is Action.ALLOW
+        assert run.call("read", {"path": "inbox"}).action == A.allow
 
     def test_a_failed_send_may_be_retried(self):
         run = Run(settings(duplicateSideEffect={"enabled": True}, toolRules=self.RULES))
         run.done("send_email", {"to": "a"}, error="SMTP 451: try again later")
-        assert run.call("send_email", {"to": "a"}).action is Action.ALLOW
+        assert run.call("send_email", {"to": "a"}).action == A.allow
 
     def test_off_by_default(self):
         run = Run(settings(toolRules=self.RULES))
         run.done("send_email", {"to": "a"}, R("sent"))
-        assert run.call("send_email", {"to": "a"}).action is Action.ALLOW
+        assert run.call("send_email", {"to": "a"}).action == A.allow
 
 
 def test_the_example_config_loads():
