@@ -103,7 +103,7 @@ test-fast: $(TEST_STAMP)
 	$(BIN)/ruff check
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -m "not node and not system" tests/core tests/engine tests/reference tests/config \
-	  tests/statestore tests/daemon tests/e2e tests/client/python tests/conformance tests/contract tests/replay \
+	  tests/differential tests/statestore tests/daemon tests/e2e tests/client/python tests/conformance tests/contract tests/replay \
 	  tests/setup tests/tables tests/test_layering.py tests/test_docs_links.py -q
 
 ## prereqs: stop at once, one line per missing tool, when something make test cannot install is missing
