@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Union
 
 from .client import AsyncLoopwardenClient, LoopwardenClient
+from .guard_policy import decide
 from .types import Action, LoopwardenUnavailable, RunAborted, Verdict
 
 if TYPE_CHECKING:
@@ -28,8 +29,10 @@ def blocked_tool_result(verdict: VerdictLike) -> dict:
 
 
 def _log_warning(verdict: Verdict) -> None:
-    if verdict.announce:
-        log.warning("loopwarden: %s", verdict.message)
+    # The default handler says only what the guard policy shows the agent (an announced WARN).
+    decision = decide(verdict, can_ask=False)
+    if decision.effect == "run_with_warning":
+        log.warning("loopwarden: %s", decision.text)
 
 
 # What an `on_ask` handler answers for an ASK verdict (it shows the human verdict.message):
@@ -79,12 +82,19 @@ class _GuardPolicy:
             raise exc
         log.warning("loopwarden unavailable, running %s unguarded: %s", tool_name, exc)
 
+    def asks(self, verdict: Verdict) -> bool:
+        """The verdict is an ASK this guard puts to its handler (the guard policy's `ask`)."""
+        return decide(verdict, can_ask=self.on_ask is not None).effect == "ask"
+
     def before(self, verdict: Verdict) -> dict | None:
-        """The blocked result to hand back instead of running, or None to run the tool. An ASK
-        reaches here only without a handler (a daemon that asks anyway): it is a BLOCK."""
-        if verdict.action is Action.ABORT:
+        """The blocked result to hand back instead of running, or None to run the tool (the guard
+        policy, loopwarden.guard_policy). An ASK reaches here only unanswered (no handler, or the
+        person said no): it is a BLOCK. `on_warning` hears every WARN; the default one says only
+        the announced ones, as the policy does."""
+        decision = decide(verdict, can_ask=False)
+        if decision.effect == "end_run":
             raise RunAborted(verdict)
-        if verdict.action in (Action.BLOCK, Action.ASK):
+        if decision.reports_refusal:
             return blocked_tool_result(verdict)
         if verdict.action is Action.WARN:
             self.on_warning(verdict)
@@ -155,7 +165,7 @@ class ToolGuard:
         except LoopwardenUnavailable as exc:
             policy.unavailable(exc, tool_name)
             return fn(**params)
-        if verdict.action is Action.ASK and policy.on_ask is not None:
+        if policy.on_ask is not None and policy.asks(verdict):
             verdict = self._ask(verdict, tool_call_id, policy.on_ask)
         blocked = policy.before(verdict)
         if blocked is not None:
@@ -230,7 +240,7 @@ class AsyncToolGuard:
         except LoopwardenUnavailable as exc:
             policy.unavailable(exc, tool_name)
             return await fn(**params)
-        if verdict.action is Action.ASK and policy.on_ask is not None:
+        if policy.on_ask is not None and policy.asks(verdict):
             verdict = await self._ask(verdict, tool_call_id, policy.on_ask)
         blocked = policy.before(verdict)
         if blocked is not None:

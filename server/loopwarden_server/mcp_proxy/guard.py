@@ -33,6 +33,7 @@ from typing import Any, Protocol, TextIO
 import loopwarden_core
 from loopwarden import Action, AsyncLoopwardenClient, LoopwardenUnavailable, Verdict, blocked_tool_result
 from loopwarden.eventformat import EventKind, EventRecord, json_text
+from loopwarden.guard_policy import abort_text, decide
 from loopwarden.hooks import INTEGRATION_HEADER
 from loopwarden.hooks.reduction import DEFAULT_LIMIT_BYTES, bounded_json, bounded_text
 
@@ -273,7 +274,7 @@ class ProxyGuard:
         tasks/get poll is not held, it gets the BLOCK)."""
         accepts_ask = run.accepts_ask and can_hold
         if run.aborted is not None:
-            return Before(refusal=error_result(run.aborted.message or run.aborted.error_code))
+            return Before(refusal=error_result(abort_text(run.aborted)))
         call = self._bounded(call)
         verdict = await self._ask(self._judge.tool_call(run, call, accepts_ask=accepts_ask))
         if verdict is None:
@@ -281,19 +282,22 @@ class ProxyGuard:
                 return Before(refusal=error_result(
                     "loopwarden is unavailable and set to fail closed: this call was not run."))
             return Before()
+        # The guard policy (loopwarden.guard_policy); only a REJECT is the proxy's own, since its
+        # --fail-closed answers one with a JSON-RPC error instead of running the call.
         if verdict.action is Action.REJECT:
             return self._refused(call, verdict)
-        if verdict.action is Action.ABORT:
+        decision = decide(verdict, can_ask=accepts_ask)
+        if decision.effect == "end_run":
             self._abort(run, verdict)
-            return Before(refusal=error_result(verdict.message or verdict.error_code))
-        if verdict.action is Action.ASK and accepts_ask:
+            return Before(refusal=error_result(decision.text))
+        if decision.effect == "ask":
             return Before(ask=verdict)
-        if verdict.action in (Action.BLOCK, Action.ASK):  # an ASK nobody can answer is a BLOCK
+        if decision.reports_refusal:  # a BLOCK, or an ASK nobody can answer
             await self._ask(self._judge.tool_outcome(run, call, result_json=json.dumps(blocked_tool_result(verdict))))
-            return Before(refusal=error_result(verdict.message))
-        if verdict.action is Action.WARN and verdict.announce:
-            self._say(verdict.message)
-            return Before(warning=verdict.message)
+            return Before(refusal=error_result(decision.text))
+        if decision.effect == "run_with_warning":
+            self._say(decision.text)
+            return Before(warning=decision.text)
         return Before()
 
     async def answered(self, run: SessionRun, call: ToolCall, asked: Verdict, *, approved: bool,
@@ -305,7 +309,7 @@ class ProxyGuard:
                                                        scope="always" if always else "once"))
         if verdict is not None and verdict.action is Action.ABORT:
             self._abort(run, verdict)
-            return Before(refusal=error_result(verdict.message or verdict.error_code))
+            return Before(refusal=error_result(abort_text(verdict)))
         if approved:
             return Before()
         return Before(refusal=error_result(f"A person declined this call: {asked.message}"))
@@ -352,7 +356,7 @@ class ProxyGuard:
         if run.aborted is None:
             run.aborted = verdict
             self._say(f"run {run.run_id} is over, every further tools/call of its session fails: "
-                      f"{verdict.message or verdict.error_code}")
+                      f"{abort_text(verdict)}")
 
     async def end(self, run: SessionRun) -> None:
         """The session is over: so is its run."""

@@ -2,10 +2,10 @@
 
 An adapter turns its framework's tool call into a `Call`, asks `Gate.before` (or `abefore`), runs
 the tool only when told to, and reports what it returned with `after` (`aafter`). The policy is
-the tool guard's (`loopwarden.runner`): a blocked call is reported with the spec's blocked result,
-a REJECT lets the call run unguarded, and an unreachable daemon lets it run unless `fail_open` is
-off. What the model is shown and how a run ends are left to the adapter, because every framework
-has its own idiom for both.
+the tool guard's (`loopwarden.guard_policy`, checked against tests/conformance/guard): a blocked
+call is reported with the spec's blocked result, a REJECT lets the call run unguarded, and an
+unreachable daemon lets it run unless `fail_open` is off. What the model is shown and how a run
+ends are left to the adapter, because every framework has its own idiom for both.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from .._wire import MISSING
 from ..client import DEFAULT_TARGET, AsyncLoopwardenClient, LoopwardenClient
+from ..guard_policy import decide
 from ..hooks.protocol import INTEGRATION_HEADER
 from ..runner import blocked_tool_result
 from ..types import Action, LoopwardenUnavailable, Verdict
@@ -79,22 +80,22 @@ class Before:
 
 
 def _decide(verdict: Verdict, call: Call) -> Before:
-    if verdict.action is Action.ABORT:
-        return Before("abort", message=verdict.message or verdict.error_code, verdict=verdict)
-    # NOTE: an ASK is a BLOCK here: these integrations do not say accepts_ask (no human to ask), so
-    # the daemon sends none; and the client reads an action it does not know as BLOCK already.
-    if verdict.action in (Action.BLOCK, Action.ASK):
-        return Before("block", message=verdict.message, verdict=verdict)
-    if verdict.action is Action.REJECT:
+    """The guard policy's decision (loopwarden.guard_policy) in the gate's terms. An ASK is a BLOCK
+    here: these integrations do not say accepts_ask (no human to ask), so the daemon sends none; an
+    adapter that can ask (langchain's interrupt, the Agents SDK's approval) takes the ASK before
+    this is called."""
+    decision = decide(verdict, can_ask=False)
+    if decision.effect == "end_run":
+        return Before("abort", message=decision.text, verdict=verdict)
+    if decision.effect == "refuse":
+        return Before("block", message=decision.text, verdict=verdict)
+    if not decision.judged:
         log.warning("loopwarden rejected the %s call (%s), running it unguarded: %s", call.tool_name,
                     verdict.error_code, verdict.message)
         return Before("run", verdict=verdict)
-    # NOTE: only announced warnings reach the model. The daemon announces a pattern once per decade
-    # of repeats; the unannounced WARNs in between would tell the model nothing new.
-    warning = verdict.message if verdict.action is Action.WARN and verdict.announce else ""
-    if warning:
-        log.warning("loopwarden: %s", warning)
-    return Before("run", warning=warning, verdict=verdict, report=True)
+    if decision.effect == "run_with_warning":
+        log.warning("loopwarden: %s", decision.text)
+    return Before("run", warning=decision.text, verdict=verdict, report=True)
 
 
 def _unavailable(exc: LoopwardenUnavailable, call: Call, fail_open: bool) -> Before:

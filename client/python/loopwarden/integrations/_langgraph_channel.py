@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ..guard_policy import abort_text, decide
 from ..runner import blocked_tool_result
 from ..types import Action, LoopwardenUnavailable, Verdict
 from ._gate import Before, Call, Gate, _abort_of, _decide, _unavailable
@@ -57,15 +58,16 @@ class GuardedCall:
 
 def asked(verdict: Verdict, call: GuardedCall) -> Before | None:
     """An ASK the adapter can put to a person (an interrupt); None for every other verdict."""
-    if verdict.action is Action.ASK and call.accepts_ask:
-        return Before("ask", message=verdict.message, verdict=verdict)
+    decision = decide(verdict, can_ask=call.accepts_ask)
+    if decision.effect == "ask":
+        return Before("ask", message=decision.text, verdict=verdict)
     return None
 
 
 def _answered(verdict: Verdict | None, call: GuardedCall, answer: Answer, asked_verdict: Verdict) -> Before:
     """What to do once the person answered and the daemon heard it."""
     if verdict is not None and verdict.action is Action.ABORT:
-        return Before("abort", message=verdict.message or verdict.error_code, verdict=verdict)
+        return Before("abort", message=abort_text(verdict), verdict=verdict)
     if verdict is not None and verdict.action is Action.REJECT:
         # The ask had timed out (or was answered elsewhere): the person's word still decides.
         log.warning("loopwarden rejected the approval of %s (%s): %s", call.tool_name, verdict.error_code,

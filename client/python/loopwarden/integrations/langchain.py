@@ -51,6 +51,7 @@ from langgraph.types import Command, interrupt
 
 from ..client import DEFAULT_TARGET
 from ..eventformat import json_text
+from ..guard_policy import abort_text
 from ..types import RunAborted, Verdict
 from ._gate import Before, Gate, Settings, error_text, result_value
 from ._langgraph_ask import RESUME_SCHEMA, Answer, answer_of
@@ -419,7 +420,7 @@ def _delivered(request: ToolCallRequest, result: ToolResult, warning: str, abort
         return result
     if not _in_agent(request):
         raise RunAborted(aborted)
-    message = aborted.message or aborted.error_code
+    message = abort_text(aborted)
     if isinstance(result, ToolMessage):
         return Command(update={"messages": [result], _ABORT_KEY: message})
     if isinstance(result.update, dict):

@@ -21,6 +21,7 @@ from agents.tracing import get_current_trace
 from agents.tracing.traces import NoOpTrace
 
 from ...client import DEFAULT_TARGET
+from ...guard_policy import abort_text, decide
 from ...runner import blocked_tool_result
 from ...types import Action, LoopwardenUnavailable, Verdict
 from .._gate import Before, Call, Gate, Settings, _decide, _unavailable, result_value
@@ -326,7 +327,7 @@ class LoopwardenGuardrails:
             answer = await self._event("approval", asked.place, session_id=asked.call.session_id, approved=True,
                                        tool_call_id=asked.call.tool_call_id, scope="always" if always else "once")
             if answer is not None and answer.action is Action.ABORT:  # the run ended meanwhile
-                return asked.place, asked.call, Before("abort", message=answer.message, verdict=answer)
+                return asked.place, asked.call, Before("abort", message=abort_text(answer), verdict=answer)
             return asked.place, asked.call, Before("run", verdict=asked.verdict, report=True)
         decided = self._decided.pop(key, None)
         if decided is not None:
@@ -401,7 +402,7 @@ class LoopwardenGuardrails:
                                              accepts_ask=accepts_ask, **place.fields())
         except LoopwardenUnavailable as exc:
             return _unavailable(exc, call, self._gate.settings.fail_open)
-        if verdict.action is Action.ASK and accepts_ask:
+        if decide(verdict, can_ask=accepts_ask).effect == "ask":
             return Before("block", message=verdict.message, verdict=verdict)
         before = _decide(verdict, call)
         if before.action == "block":
