@@ -1,11 +1,13 @@
 """The Node client's own test run (node --test): the conformance scenarios over real Evaluate
-streams against daemons it starts, guardTool against a real daemon, and a tsc type check."""
+streams against daemons it starts, guardTool against a real daemon and against the guard-policy
+table, and a tsc type check."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
+from tests.conformance.guard_policy import scenario_names
 from tests.conformance.scenarios import load_variants
 from tests.support.polyglot import NODE_CLIENT, ensure_node_modules, run, tool
 
@@ -35,6 +37,12 @@ def test_every_scenario_variant_passed_in_node(node_run):
     passed = set(re.findall(r"^\s*ok \d+ - (\S+)$", node_run.output, re.M))
     missing = [v.id for v in load_variants() if v.id not in passed]
     assert [] == missing, node_run.tail()
+
+
+def test_every_guard_policy_scenario_passed_in_node(node_run):
+    """Each scenario of the guard-policy table (tests/conformance/guard) is a passing guardTool test."""
+    passed = set(re.findall(r"^\s*ok \d+ - guard policy: (\S+)$", node_run.output, re.M))
+    assert [] == [name for name in scenario_names() if name not in passed], node_run.tail()
 
 
 def test_node_client_type_checks():
