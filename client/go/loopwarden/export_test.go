@@ -5,3 +5,7 @@ package loopwarden
 func EventWithoutKind(runID string, opts ...EventOption) Event {
 	return Event{envelope(runID, fields(opts))}
 }
+
+// VerdictFromMessage decodes a wire verdict as the client does: the guard-policy test builds the
+// blocked result it expects to be reported from the verdict the Guard itself read.
+var VerdictFromMessage = verdictFromMessage

@@ -1,11 +1,13 @@
 """The Go client's own test run (go test): the conformance scenarios over real Evaluate streams
-against daemons it starts, the Guard against a real daemon; plus vet and the stubs' freshness."""
+against daemons it starts, the Guard against a real daemon and against the guard-policy table;
+plus vet and the stubs' freshness."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
+from tests.conformance.guard_policy import scenario_names
 from tests.conformance.scenarios import load_variants
 from tests.support.polyglot import GO_CLIENT, REPO, run, runner_env, tool
 
@@ -34,6 +36,12 @@ def test_every_scenario_variant_passed_in_go(go_run):
     passed = set(re.findall(r"--- PASS: TestConformanceOverEvaluateStream/(\S+)", go_run.output))
     missing = [v.id for v in load_variants() if v.id not in passed]
     assert [] == missing, go_run.tail()
+
+
+def test_every_guard_policy_scenario_passed_in_go(go_run):
+    """Each scenario of the guard-policy table (tests/conformance/guard) is a passing Guard subtest."""
+    passed = set(re.findall(r"--- PASS: TestGuardPolicy/(\S+)", go_run.output))
+    assert [] == [name for name in scenario_names() if name not in passed], go_run.tail()
 
 
 def test_go_stubs_are_fresh(tmp_path):
