@@ -6,7 +6,8 @@ install`/`enable`/`list` on a fresh copy of the files, `openclaw agent --local` 
 model whose 11th identical tool result carries the warning, and an ASK answered through
 OpenClaw's own approval flow, sub-agent sessions as child runs and new OpenClaw runs as user turns;
 scripts/install.sh writing the daemon's address as the plugin's target; and an ASK through a real
-`openclaw gateway`, listed and answered with `openclaw approvals`.
+`openclaw gateway`, listed and answered with `openclaw approvals`; and every scenario of the
+guard-policy table (tests/conformance/guard) through the plugin's hooks.
 All of it under Node 24 from the npm `node` package (OpenClaw needs Node >= 24.16), installed with
 openclaw by integrations/openclaw/scripts/setup.sh.
 
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.conformance.guard_policy import scenario_names
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "integrations" / "openclaw"
@@ -136,3 +139,10 @@ def test_plugin_test_run_passes(node_run: Completed):
 def test_acceptance_test_passed(node_run: Completed, name: str):
     """Each acceptance check of the plugin is a passing Node test."""
     assert name in passed_tests(node_run), node_run.tail()
+
+
+@pytest.mark.parametrize("name", scenario_names())
+def test_guard_policy_scenario_passed(node_run: Completed, name: str):
+    """Each scenario of the guard-policy table (tests/conformance/guard) is a passing test of the
+    plugin's hooks."""
+    assert f"guard policy: {name}" in passed_tests(node_run), node_run.tail()

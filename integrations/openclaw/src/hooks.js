@@ -407,7 +407,9 @@ export function createHooks({ client, settings, logger, abortRun, sessionParent,
         daemonAnswered();
         switch (verdict.action) {
           case 'ask': {
-            if (toolCallId || verdict.decisionId) {
+            // Only where a person can be asked (settings.ask: the call said acceptsAsk) and the
+            // answer can name the call or the decision; else the ASK stands as the block it is.
+            if (settings.ask && (toolCallId || verdict.decisionId)) {
               /** @type {PendingCall} */
               const call = { params, asked: verdict };
               calls.set(key, call);
@@ -417,7 +419,6 @@ export function createHooks({ client, settings, logger, abortRun, sessionParent,
                   (resolution) => answer(call, runId, ctx, toolCallId, resolution)),
               };
             }
-            // An answer could name neither the call nor the decision: the ASK stands as a block.
             calls.set(key, { params, blockedBy: verdict });
             return { block: true, blockReason: verdict.message };
           }
@@ -425,7 +426,8 @@ export function createHooks({ client, settings, logger, abortRun, sessionParent,
           case 'abort': {
             calls.set(key, { params, blockedBy: verdict });
             if (verdict.action === 'abort') endRun(runId, ctx, verdict);
-            return { block: true, blockReason: verdict.message };
+            // An ABORT without a message still tells the model and the person why: its code.
+            return { block: true, blockReason: verdict.action === 'abort' ? verdict.message || verdict.errorCode : verdict.message };
           }
           case 'warn':
             if (verdict.announce) warn(key, verdict, toolName);
