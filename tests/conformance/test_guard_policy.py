@@ -1,6 +1,6 @@
 """The guard-policy table (guard/policy.json) run through every Python place that maps a verdict to
 what the agent gets: the tool guard (loopwarden.runner), the framework adapters' gate, the hook
-protocol of every host dialect, and the MCP proxy's guard.
+protocol of every host dialect, the LangChain middleware's channel, and the MCP proxy's guard.
 
 Each place gets the scenario's verdict where the daemon's would come in (a client, a judge or the
 `answer` argument that hands back that verdict, decoded from the proto message by the client's own
@@ -23,6 +23,8 @@ from loopwarden._wire import verdict_from_message
 from loopwarden.guard_policy import decide
 from loopwarden.hooks.protocol import ASK_THE_USER, Dialect, answer, parse
 from loopwarden.integrations._gate import Call, Gate, Settings
+from loopwarden.integrations._langgraph_channel import Channel, GuardedCall
+from loopwarden.integrations._langgraph_runs import Place
 from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden_server.mcp_proxy.guard import ProxyGuard, SessionRun, ToolCall
 from tests.conformance.guard_policy import EFFECTS, expected, load_scenarios
@@ -147,12 +149,30 @@ def test_framework_gate(scenario):
     client = ScriptedClient(verdict)
     gate = Gate(Settings())
     gate._client = client  # type: ignore[assignment]  # the verdicts' way in: the gate's own client slot
-    before = gate.before(Call("run", "read", json.dumps(PARAMS), tool_call_id="c1"))
+    seen = _before_seen(gate.before(Call("run", "read", json.dumps(PARAMS), tool_call_id="c1")))
+    seen["reported"] = _reported(client.outcomes, verdict)
+    compare(scenario, seen)
+
+
+def _before_seen(before: Any) -> dict[str, Any]:
+    """A gate `Before` in the table's words."""
     effect = {"abort": "end_run", "block": "refuse", "ask": "ask"}.get(before.action)
     if effect is None:
-        seen = {"effect": "run_with_warning", "text": before.warning} if before.warning else {"effect": "run"}
-    else:
-        seen = {"effect": effect, "text": before.message}
+        return {"effect": "run_with_warning", "text": before.warning} if before.warning else {"effect": "run"}
+    return {"effect": effect, "text": before.message}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
+def test_langgraph_channel(scenario):
+    """The LangChain middleware's channel: the gate's policy, plus the ASK it can put to a person (an
+    interrupt) when the graph can pause."""
+    verdict = verdict_of(scenario)
+    client = ScriptedClient(verdict)
+    gate = Gate(Settings())
+    gate._client = client  # type: ignore[assignment]  # the verdicts' way in, as for the gate
+    call = GuardedCall(Place("run"), "read", json.dumps(PARAMS), tool_call_id="c1",
+                       accepts_ask=scenario.get("can_ask", False))
+    seen = _before_seen(Channel(gate).before(call))
     seen["reported"] = _reported(client.outcomes, verdict)
     compare(scenario, seen)
 
