@@ -21,7 +21,9 @@ from google.protobuf.json_format import ParseDict
 from loopwarden import Action, RunAborted, ToolGuard, Verdict, blocked_tool_result
 from loopwarden._wire import verdict_from_message
 from loopwarden.guard_policy import decide
-from loopwarden.hooks.protocol import ASK_THE_USER, Dialect, answer, parse
+from loopwarden.hooks import HookHost, answer, parse
+from loopwarden.hooks import host as hook_host
+from loopwarden.hooks.protocol import ASK_THE_USER
 from loopwarden.integrations._gate import Call, Gate, Settings
 from loopwarden.integrations._langgraph_channel import Channel, GuardedCall
 from loopwarden.integrations._langgraph_runs import Place
@@ -177,50 +179,53 @@ def test_langgraph_channel(scenario):
     compare(scenario, seen)
 
 
-# -- the hook protocol, one PreToolUse per host dialect -------------------------------------------
+# -- the hook protocol, one before-tool input per host --------------------------------------------
 
-# (dialect, its PreToolUse input, whether that hook can ask the person, whether its answer can end the run)
-HOOKS = {
-    "claude-code": (Dialect.CLAUDE_CODE, {
+# host name -> (its before-tool input, whether that hook can ask the person, whether its answer can end
+# the run). The two flags are what the table expects of the host; the test also holds the host
+# module's own capabilities to them, so a host that gains or loses one shows up here.
+HOOKS: dict[str, tuple[dict[str, Any], bool, bool]] = {
+    "claude-code": ({
         "hook_event_name": "PreToolUse", "session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/w",
         "permission_mode": "default", "tool_name": "Read", "tool_input": PARAMS, "tool_use_id": "toolu_1"}, True, True),
-    "codex": (Dialect.CODEX, {
+    "codex": ({
         "hook_event_name": "PreToolUse", "session_id": "s-1", "turn_id": "t-1", "transcript_path": None, "cwd": "/w",
         "model": "gpt-5", "permission_mode": "default", "tool_name": "Bash", "tool_input": {"command": "ls"},
         "tool_use_id": "call_1"}, False, False),
-    "gemini-cli": (Dialect.GEMINI_CLI, {
+    "gemini-cli": ({
         "hook_event_name": "BeforeTool", "session_id": "s-1", "transcript_path": "/tmp/t.json", "cwd": "/w",
         "timestamp": "2026-01-01T00:00:00Z", "tool_name": "read_file", "tool_input": PARAMS}, False, True),
-    "cursor": (Dialect.CURSOR, {
+    "cursor": ({
         "hook_event_name": "preToolUse", "conversation_id": "c-1", "generation_id": "g-1", "tool_name": "Read",
         "tool_input": PARAMS, "tool_use_id": "tu-1"}, True, False),
-    "cursor-shell": (Dialect.CURSOR, {
+    "cursor-shell": ({
         "hook_event_name": "beforeShellExecution", "conversation_id": "c-1", "generation_id": "g-1",
         "command": "ls", "cwd": "/w"}, False, False),
 }
-HOOK_CASES = [(host, scenario) for host, (_, _, can_ask, _) in HOOKS.items() for scenario in SCENARIOS
+HOOK_CASES = [(host, scenario) for host, (_, can_ask, _) in HOOKS.items() for scenario in SCENARIOS
               if scenario.get("can_ask", can_ask) == can_ask]
 
-# Where the hook protocol differs from the table today. loopwarden/hooks is being reworked on
-# another branch, so these stay strict expected failures (they fail loudly once fixed) rather than
-# being fixed here: its ABORT text appends the error code in parentheses, and it reports no blocked
-# outcome for an ASK it answers as a BLOCK (an ASK the engine only sends to a hook that can ask).
+# Where the hook protocol differs from the table today. loopwarden/hooks is another engineer's to
+# change right now, so these stay strict expected failures (they fail loudly once fixed) rather
+# than being fixed here: its ABORT text appends the error code in parentheses, and it reports no
+# blocked outcome for an ASK it answers as a BLOCK (the engine sends an ASK only to a hook that can
+# ask, so that one is a daemon that asks anyway).
 HOOK_DIVERGENCES = {
     "abort_ends_the_run_with_the_message": "the hooks append the error code to an ABORT's text",
     "ask_without_a_person_refuses": "the hooks report no blocked outcome for an ASK answered as a BLOCK",
 }
 
 
-def _hook_seen(dialect: Dialect, out: dict[str, Any]) -> dict[str, Any]:
+def _hook_seen(host: HookHost, out: dict[str, Any]) -> dict[str, Any]:
     """What the host does with the hook's answer, in the table's words."""
-    if dialect is Dialect.GEMINI_CLI:
+    if host.name == "gemini-cli":
         if out.get("continue") is False:
             return {"effect": "end_run", "text": out["stopReason"]}
         if out.get("decision") == "deny":
             return {"effect": "refuse", "text": out["reason"]}
         context = out.get("hookSpecificOutput", {}).get("additionalContext")
         return {"effect": "run_with_warning", "text": context} if context else {"effect": "run"}
-    if dialect is Dialect.CURSOR:
+    if host.name == "cursor":
         if out.get("permission") in ("ask", "deny"):
             return {"effect": {"ask": "ask", "deny": "refuse"}[out["permission"]], "text": out["agent_message"]}
         return {"effect": "run_with_warning", "text": out["agent_message"]} if "agent_message" in out else {"effect": "run"}
@@ -238,16 +243,19 @@ def _hook_seen(dialect: Dialect, out: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(("host", "scenario"), [
     pytest.param(host, scenario, id=f"{host}-{scenario['name']}", marks=[pytest.mark.xfail(
         strict=True, reason=HOOK_DIVERGENCES[scenario["name"]])] if scenario["name"] in HOOK_DIVERGENCES
-        and (scenario["name"] != "ask_without_a_person_refuses" or not HOOKS[host][2]) else [])
+        and (scenario["name"] != "ask_without_a_person_refuses" or not HOOKS[host][1]) else [])
     for host, scenario in HOOK_CASES])
 def test_hook_answer(host, scenario):
-    """`parse` the host's PreToolUse, `answer` it with the verdict; a hook that cannot ask the person
+    """`parse` the host's before-tool input, `answer` it with the verdict; a hook that cannot ask the person
     adds ASK_THE_USER after a refusal's text (the person's reply is a new prompt that lifts it)."""
-    dialect, payload, can_ask, can_end_run = HOOKS[host]
-    request = parse(dialect, payload)
+    payload, can_ask, can_end_run = HOOKS[host]
+    hooks = hook_host(host.removesuffix("-shell"))
+    assert hooks.stops_before_tool == can_end_run
+    assert hooks.can_ask or not can_ask  # Cursor can ask, but not in its shell hook (no call id)
+    request = parse(hooks, payload)
     assert request.before_tool and request.event is not None and request.event.accepts_ask == can_ask
     verdict = verdict_of(scenario, run_id=request.event.run_id)
-    seen = _hook_seen(dialect, answer(request, verdict))
+    seen = _hook_seen(hooks, answer(request, verdict))
     suffix = f" {ASK_THE_USER}"
     if seen["effect"] == "refuse" and not can_ask and seen["text"].endswith(suffix) and verdict.action is not Action.ABORT:
         seen["text"] = seen["text"].removesuffix(suffix)
