@@ -1,6 +1,7 @@
 """The guard-policy table (guard/policy.json) run through every Python place that maps a verdict to
 what the agent gets: the tool guard (loopwarden.runner), the framework adapters' gate, the hook
-protocol of every host dialect, the LangChain middleware's channel, and the MCP proxy's guard.
+protocol of every host, the LangChain middleware's channel, the OpenAI Agents SDK adapter, and the
+MCP proxy's guard.
 
 Each place gets the scenario's verdict where the daemon's would come in (a client, a judge or the
 `answer` argument that hands back that verdict, decoded from the proto message by the client's own
@@ -27,6 +28,8 @@ from loopwarden.hooks.protocol import ASK_THE_USER
 from loopwarden.integrations._gate import Call, Gate, Settings
 from loopwarden.integrations._langgraph_channel import Channel, GuardedCall
 from loopwarden.integrations._langgraph_runs import Place
+from loopwarden.integrations.openai_agents import LoopwardenGuardrails
+from loopwarden.integrations.openai_agents._runs import Place as AgentsPlace
 from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden_server.mcp_proxy.guard import ProxyGuard, SessionRun, ToolCall
 from tests.conformance.guard_policy import EFFECTS, expected, load_scenarios
@@ -122,7 +125,7 @@ def test_tool_guard(scenario, caplog):
         ran.append(params)
         return "contents"
 
-    guard = ToolGuard(client, "run", on_ask=on_ask if scenario.get("can_ask") else None)  # type: ignore[arg-type]
+    guard = ToolGuard(client, "run", on_ask=on_ask if scenario.get("can_ask") else None)
     seen: dict[str, Any]
     with caplog.at_level(logging.WARNING, logger="loopwarden.runner"):
         try:
@@ -150,7 +153,7 @@ def test_framework_gate(scenario):
     verdict = verdict_of(scenario)
     client = ScriptedClient(verdict)
     gate = Gate(Settings())
-    gate._client = client  # type: ignore[assignment]  # the verdicts' way in: the gate's own client slot
+    gate._client = client  # the verdicts' way in: the gate's own client slot
     seen = _before_seen(gate.before(Call("run", "read", json.dumps(PARAMS), tool_call_id="c1")))
     seen["reported"] = _reported(client.outcomes, verdict)
     compare(scenario, seen)
@@ -171,10 +174,42 @@ def test_langgraph_channel(scenario):
     verdict = verdict_of(scenario)
     client = ScriptedClient(verdict)
     gate = Gate(Settings())
-    gate._client = client  # type: ignore[assignment]  # the verdicts' way in, as for the gate
+    gate._client = client  # the verdicts' way in, as for the gate
     call = GuardedCall(Place("run"), "read", json.dumps(PARAMS), tool_call_id="c1",
                        accepts_ask=scenario.get("can_ask", False))
     seen = _before_seen(Channel(gate).before(call))
+    seen["reported"] = _reported(client.outcomes, verdict)
+    compare(scenario, seen)
+
+
+class ScriptedAsyncClient(ScriptedClient):
+    """ScriptedClient for the asyncio client's callers."""
+
+    async def tool_call(self, run_id: str, tool_name: str, params: Any = None, **fields: Any) -> Verdict:
+        return super().tool_call(run_id, tool_name, params, **fields)
+
+    async def tool_outcome(self, run_id: str, tool_name: str, params: Any = None, **fields: Any) -> Verdict:
+        return super().tool_outcome(run_id, tool_name, params, **fields)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
+def test_openai_agents_guardrails(scenario):
+    """The Agents SDK adapter's decision on a call (with `ask=True` it holds an ASK for its approval
+    gate: a "block" that carries the ASK verdict, which the gate then puts to the person)."""
+    verdict = verdict_of(scenario)
+    client = ScriptedAsyncClient(verdict)
+    can_ask = scenario.get("can_ask", False)
+    guardrails = LoopwardenGuardrails(ask=can_ask)
+
+    async def decide_call() -> Any:
+        # The verdicts' way in: the gate's asyncio client slot, for this loop.
+        guardrails._gate._async = (asyncio.get_running_loop(), client)
+        return await guardrails._before(AgentsPlace("run"), Call("run", "read", json.dumps(PARAMS), tool_call_id="c1"),
+                                        accepts_ask=can_ask)
+
+    before = asyncio.run(decide_call())
+    held = before.action == "block" and before.verdict is not None and before.verdict.action is Action.ASK and can_ask
+    seen = {"effect": "ask", "text": before.message} if held else _before_seen(before)
     seen["reported"] = _reported(client.outcomes, verdict)
     compare(scenario, seen)
 
