@@ -240,17 +240,6 @@ HOOKS: dict[str, tuple[dict[str, Any], bool, bool]] = {
 HOOK_CASES = [(host, scenario) for host, (_, can_ask, _) in HOOKS.items() for scenario in SCENARIOS
               if scenario.get("can_ask", can_ask) == can_ask]
 
-# Where the hook protocol differs from the table today. loopwarden/hooks is another engineer's to
-# change right now, so these stay strict expected failures (they fail loudly once fixed) rather
-# than being fixed here: its ABORT text appends the error code in parentheses, and it reports no
-# blocked outcome for an ASK it answers as a BLOCK (the engine sends an ASK only to a hook that can
-# ask, so that one is a daemon that asks anyway).
-HOOK_DIVERGENCES = {
-    "abort_ends_the_run_with_the_message": "the hooks append the error code to an ABORT's text",
-    "ask_without_a_person_refuses": "the hooks report no blocked outcome for an ASK answered as a BLOCK",
-}
-
-
 def _hook_seen(host: HookHost, out: dict[str, Any]) -> dict[str, Any]:
     """What the host does with the hook's answer, in the table's words."""
     if host.name == "gemini-cli":
@@ -276,10 +265,7 @@ def _hook_seen(host: HookHost, out: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("host", "scenario"), [
-    pytest.param(host, scenario, id=f"{host}-{scenario['name']}", marks=[pytest.mark.xfail(
-        strict=True, reason=HOOK_DIVERGENCES[scenario["name"]])] if scenario["name"] in HOOK_DIVERGENCES
-        and (scenario["name"] != "ask_without_a_person_refuses" or not HOOKS[host][1]) else [])
-    for host, scenario in HOOK_CASES])
+    pytest.param(host, scenario, id=f"{host}-{scenario['name']}") for host, scenario in HOOK_CASES])
 def test_hook_answer(host, scenario):
     """`parse` the host's before-tool input, `answer` it with the verdict; a hook that cannot ask the person
     adds ASK_THE_USER after a refusal's text (the person's reply is a new prompt that lifts it)."""

@@ -19,11 +19,25 @@ differently fails there instead of drifting. Change the mapping here and in that
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
-from .types import Action, Verdict
+from .types import Action
 
 Effect = Literal["run", "run_with_warning", "refuse", "ask", "end_run"]
+
+
+class VerdictView(Protocol):
+    """What the mapping reads of a verdict: the client's `loopwarden.Verdict`, or any verdict
+    whose `action` is an Action or its plain name ("allow" … "reject")."""
+
+    @property
+    def action(self) -> Any: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def announce(self) -> bool: ...
+    @property
+    def error_code(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,17 +56,17 @@ class GuardDecision:
         return self.effect == "refuse"
 
 
-def abort_text(verdict: Verdict) -> str:
+def abort_text(verdict: VerdictView) -> str:
     """What the person is told when a run ends: the message; the code only when there is none
     (the code is for machines: logs, metrics, the decision log)."""
     return verdict.message or verdict.error_code
 
 
-def decide(verdict: Verdict, *, can_ask: bool) -> GuardDecision:
+def decide(verdict: VerdictView, *, can_ask: bool) -> GuardDecision:
     """The effect of `verdict` on a call. `can_ask`: the guard can hold the call for a person (its
     event said accepts_ask); without one an ASK is the BLOCK it stands for. An action this client
     does not know is read as BLOCK when the verdict is decoded (`_wire`), so it never gets here."""
-    action = verdict.action
+    action = Action(getattr(verdict.action, "value", verdict.action))
     if action is Action.ABORT:
         return GuardDecision("end_run", abort_text(verdict))
     if action is Action.ASK and can_ask:

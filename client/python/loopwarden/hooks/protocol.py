@@ -60,6 +60,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..eventformat import EventKind, EventRecord, json_text
+from ..guard_policy import abort_text, decide
 from .host import HookHost, HookInput, HookPayloadError, Reply, Stage
 from .reduction import DEFAULT_LIMIT_BYTES, Reduction, bounded_json, bounded_text
 
@@ -222,9 +223,12 @@ class HookRequest:
         return replace(self, event=replace(self.event, batch_id=batch_id))
 
     def blocked_outcome(self, verdict: VerdictLike) -> EventRecord | None:
-        """After a BLOCK of this call: the outcome to report, the blocked result the model got
-        instead (spec section 6), so the run's history holds the blocked call like the guard's."""
-        if not self.before_tool or self.event is None or action_of(verdict) != "block":
+        """After a refusal of this call (a BLOCK, or an ASK this hook could not ask: guard_policy):
+        the outcome to report, the blocked result the model got instead (spec section 6), so the
+        run's history holds the blocked call like the guard's."""
+        if not self.before_tool or self.event is None or action_of(verdict) == "reject":
+            return None
+        if not decide(verdict, can_ask=self.event.accepts_ask).reports_refusal:
             return None
         from ..runner import blocked_tool_result  # the one spelling of the blocked result
 
@@ -313,39 +317,34 @@ def action_of(verdict: VerdictLike) -> str:
     return str(getattr(verdict.action, "value", verdict.action))
 
 
-def _message(verdict: VerdictLike) -> str:
-    """The verdict's message for the model and the user; an abort also names its error code."""
-    message = verdict.message or verdict.error_code
-    if verdict.error_code and verdict.error_code not in message:
-        message = f"{message} ({verdict.error_code})"
-    return message
-
-
 def reply_for(request: HookRequest, verdict: VerdictLike | None) -> Reply:
-    """What the hook's answer says about the verdict on `request.event`, whatever the host."""
+    """What the hook's answer says about the verdict on `request.event`, whatever the host: the
+    guard policy's effect (loopwarden.guard_policy, the one mapping every guard follows) in hook
+    terms, at the hook's stage."""
     if verdict is None or request.stage in (Stage.USER_PROMPT, Stage.SUBAGENT_STOP, Stage.PERMISSION_DENIED):
         # A new prompt is never held up (an aborted run's next call is denied); a sub-agent is
         # never kept running; a denial is only reported.
         return Reply()
-    action = action_of(verdict)
-    message = _message(verdict)
     if request.stage is Stage.SUBAGENT_START:
         # The child was refused (tree_too_deep, too_many_children): the sub-agent is told at once;
         # its calls are denied.
-        return Reply(context=message, note=f"loopwarden: {message}") if action == "abort" else Reply()
+        return Reply(context=abort_text(verdict), note=f"loopwarden: {abort_text(verdict)}") \
+            if action_of(verdict) == "abort" else Reply()
     if not request.before_tool:
         # After a tool, a compaction: only an ABORT has something to say.
-        return Reply(stop=message) if action == "abort" else Reply()
+        return Reply(stop=abort_text(verdict)) if action_of(verdict) == "abort" else Reply()
     can_ask = request.event is not None and request.event.accepts_ask
-    if action == "ask" and can_ask:
-        return Reply(ask=message)
-    if action in ("ask", "block"):  # an ASK here is one this hook cannot ask: the BLOCK it stands for
-        return Reply(deny=message if can_ask else f"{message} {ASK_THE_USER}")
-    if action == "abort":
-        return Reply(deny=message, stop=message, note=f"loopwarden: {message}")
-    if action == "warn" and verdict.announce:
-        return Reply(context=message, note=f"loopwarden: {message}")
-    return Reply()  # ALLOW, an unannounced WARN (a REJECT never gets here: `answer` says it was not checked)
+    decision = decide(verdict, can_ask=can_ask)
+    if decision.effect == "ask":
+        return Reply(ask=decision.text)
+    if decision.effect == "refuse":
+        # A host that cannot ask tells the model to put the question to the person itself.
+        return Reply(deny=decision.text if can_ask else f"{decision.text} {ASK_THE_USER}")
+    if decision.effect == "end_run":
+        return Reply(deny=decision.text, stop=decision.text, note=f"loopwarden: {decision.text}")
+    if decision.effect == "run_with_warning":
+        return Reply(context=decision.text, note=f"loopwarden: {decision.text}")
+    return Reply()  # run (a REJECT never gets here: `answer` says it was not checked)
 
 
 def answer(request: HookRequest, verdict: VerdictLike | None, *, fail_closed: bool = False) -> dict[str, Any]:
@@ -360,8 +359,12 @@ def answer(request: HookRequest, verdict: VerdictLike | None, *, fail_closed: bo
 
 
 def refusal_reason(verdict: VerdictLike) -> str:
-    """What the user (and, denied, the model) is told about a REJECT: the daemon's message and code."""
-    return f"the daemon refused this hook event: {_message(verdict) or 'no reason given'}"
+    """What the user (and, denied, the model) is told about a REJECT: the daemon's message and its
+    code (the code names what to fix in the caller: `params_too_deep`, `run_id_too_long`, ...)."""
+    message = verdict.message or verdict.error_code
+    if verdict.error_code and verdict.error_code not in message:
+        message = f"{message} ({verdict.error_code})"
+    return f"the daemon refused this hook event: {message or 'no reason given'}"
 
 
 # The hook's event name in a body that could not be parsed (hosts send it near the top).
@@ -386,7 +389,7 @@ def unremembered_ask_answer(verdict: VerdictLike, reason: str, host: HookHost) -
     """The answer to an ASK whose call cannot be remembered for the person's answer (the command
     form's state dir is unusable): the call is denied, as it would be without ASK, since an
     approval that could not be reported would later count as a denial anyway."""
-    return host.render(Reply(deny=f"{_message(verdict)} (loopwarden could not keep this question open for you: "
+    return host.render(Reply(deny=f"{verdict.message} (loopwarden could not keep this question open for you: "
                                   f"{reason}; the call was denied instead)"), host.before_tool_events[0])
 
 

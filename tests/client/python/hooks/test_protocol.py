@@ -247,7 +247,7 @@ class TestSubagents:
         result = answer(request, verdict(Action.ABORT, "CRITICAL: too many children", error_code="too_many_children"))
 
         assert {"hookEventName": "SubagentStart",
-                "additionalContext": "CRITICAL: too many children (too_many_children)"} == result["hookSpecificOutput"]
+                "additionalContext": "CRITICAL: too many children"} == result["hookSpecificOutput"]
         assert "continue" not in result, "a refused child never stops the session"
 
     def test_subagent_stop_ends_the_child_run_and_never_keeps_it_running(self):
@@ -308,7 +308,7 @@ class TestCodex:
         start = parse(host("codex"), payloads.codex_subagent_start("s", "th-7"))
 
         out = answer(start, verdict(Action.ABORT, "too many", error_code="too_many_children"))
-        assert {"hookEventName": "SubagentStart", "additionalContext": "too many (too_many_children)"} == \
+        assert {"hookEventName": "SubagentStart", "additionalContext": "too many"} == \
             out["hookSpecificOutput"]
         assert set() == {"continue", "stopReason"} & set(out)
 
