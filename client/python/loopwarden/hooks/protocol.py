@@ -60,7 +60,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..eventformat import EventKind, EventRecord, json_text
-from ..guard_policy import abort_text, decide
+from ..guard_policy import VerdictView, abort_text, decide
 from .host import HookHost, HookInput, HookPayloadError, Reply, Stage
 from .reduction import DEFAULT_LIMIT_BYTES, Reduction, bounded_json, bounded_text
 
@@ -72,18 +72,10 @@ ASK_THE_USER = ("If this call still has to run, ask the user whether it should, 
                 "they reply.")
 
 
-class VerdictLike(Protocol):
-    """What `answer` reads of a verdict: the client's `loopwarden.Verdict` and the daemon's own.
-    Read-only members, so a frozen dataclass's fields satisfy them."""
+class VerdictLike(VerdictView, Protocol):
+    """What `answer` reads of a verdict: what the guard policy reads, and what the blocked result
+    names. Read-only members, so a frozen dataclass's fields satisfy them."""
 
-    @property
-    def action(self) -> Any: ...  # an Action enum (str values "allow" … "reject") or the plain string
-    @property
-    def message(self) -> str: ...
-    @property
-    def announce(self) -> bool: ...
-    @property
-    def error_code(self) -> str: ...
     @property
     def detector(self) -> str: ...  # these two: the blocked result (runner.blocked_tool_result)
     @property
