@@ -98,11 +98,12 @@ serve: $(RUNTIME_STAMP) $(HOOK_COMMAND)
 test: prereqs
 	@bash scripts/test-phases.sh full
 
-## test-fast: the Python-and-core tier: Python and cargo only (no node, npm, go, root or apt)
+## test-fast: the Python-and-core tier: Python and cargo only (no node, npm, go, root or apt), and no
+## test that starts loopwarden processes (marker `daemon`: their start-ups were most of its time)
 test-fast: $(TEST_STAMP)
 	$(BIN)/ruff check
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "not node and not system" tests/core tests/engine tests/reference tests/config \
+	$(BIN)/python -m pytest -m "not node and not system and not daemon" tests/core tests/engine tests/reference tests/config \
 	  tests/differential tests/statestore tests/daemon tests/e2e tests/client/python tests/conformance tests/contract tests/replay \
 	  tests/setup tests/tables tests/test_layering.py tests/test_docs_links.py -q
 

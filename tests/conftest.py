@@ -52,6 +52,26 @@ def client(daemon):
         yield blocking_client
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """A test that takes the `daemon` fixture (or `client`, built on it) talks to a daemon process:
+    it belongs to `make test` only (marker `daemon`, pytest.ini)."""
+    for item in items:
+        if "daemon" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.daemon)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    """In a run that deselects `daemon` (make test-fast), tells tests/support/daemon.py whether
+    this test may start a daemon process (before its fixtures start one): one that does without
+    the marker fails at once instead of slowing the fast tier down unnoticed. Runs that keep the
+    marker's tests (make test) start daemons freely."""
+    from tests.support import daemon as daemon_support
+
+    fast_tier = "not daemon" in (item.config.option.markexpr or "")
+    daemon_support.starts_allowed = not fast_tier or item.get_closest_marker("daemon") is not None
+
+
 @pytest.fixture
 def run_id(request) -> str:
     """A run id of its own for every test, so tests sharing a daemon never share history."""

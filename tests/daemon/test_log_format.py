@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.daemon import started
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pty")
+pytestmark = [pytest.mark.skipif(sys.platform == "win32", reason="pty"), pytest.mark.daemon]
 
 # "12:55:25.151 INFO    listening grpc_address=127.0.0.1:39899 ..."
 TEXT_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) +(\S.*)$")

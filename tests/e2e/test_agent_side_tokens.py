@@ -17,6 +17,8 @@ from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import delta
 
+pytestmark = pytest.mark.daemon
+
 TOKENS = "alpha alpha-user-token\nalpha alpha-agent-token agent\n"
 CONFIG = '{tools: {loopDetection: {enabled: true}}, loopwarden: {onCritical: "ask"}}'
 AGENT, USER = "alpha-agent-token", "alpha-user-token"

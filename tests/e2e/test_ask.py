@@ -18,6 +18,8 @@ from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import value
 from tests.support.state import wait_until_flushed
 
+pytestmark = pytest.mark.daemon
+
 CONFIG = """{
   tools: {loopDetection: {enabled: true}},
   loopwarden: {onCritical: "ask"},

@@ -10,6 +10,8 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 
 from tests.support.grpc_helpers import Stream, call, channel, outcome
 
+pytestmark = pytest.mark.daemon
+
 CONFIG = """{
   loopwarden: {preset: "fast"},
   agents: {list: [{id: "strict", loopwarden: {criticalScope: "batch", abortAfterBlocks: false, progressResetsRepeats: false,

@@ -11,6 +11,8 @@ from tests.conformance.scenarios import check, expand, load_variants
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import Stream, channel, event_message, verdict_dict
 
+pytestmark = pytest.mark.daemon
+
 VARIANTS = load_variants()
 # A daemon lacking a feature a scenario requires may refuse its config: no daemon for it (the
 # variant's test says why it is skipped).

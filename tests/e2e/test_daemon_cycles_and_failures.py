@@ -12,6 +12,8 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 
 from tests.support.grpc_helpers import Stream, call, channel, outcome
 
+pytestmark = pytest.mark.daemon
+
 CONFIG = """{
   tools: {loopDetection: {enabled: true}},
   loopwarden: {

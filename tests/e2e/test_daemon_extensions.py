@@ -10,6 +10,8 @@ from tests.engine.test_engine_conformance import run_variant_on_engine
 from tests.support.grpc_helpers import SAME, Stream, call, channel, compaction, outcome
 from tests.support.metrics import value
 
+pytestmark = pytest.mark.daemon
+
 CONFIG = """{
   tools: {loopDetection: {enabled: true}},
   loopwarden: {abortAfterBlocks: 2},

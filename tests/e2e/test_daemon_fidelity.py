@@ -12,6 +12,8 @@ from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 from tests.support.grpc_helpers import Stream, call, channel, outcome
 from tests.support.metrics import delta
 
+pytestmark = pytest.mark.daemon
+
 CONFIG = """{
   tools: {loopDetection: {enabled: true}},
   agents: {

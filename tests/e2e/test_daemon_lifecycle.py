@@ -12,6 +12,8 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SERVICE, Stream, call, channel, health_status
 
+pytestmark = pytest.mark.daemon
+
 
 def _listed_services(target: str) -> set[str]:
     with channel(target) as ch:

@@ -6,6 +6,8 @@ import pytest
 from tests.support.grpc_helpers import SAME, Stream, call, channel, compaction, outcome, run_end
 from tests.support.metrics import samples, value
 
+pytestmark = pytest.mark.daemon
+
 CONFIG = """{
   tools: {loopDetection: {enabled: true}},
   agents: {list: [{id: "named-agent", tools: {loopDetection: {warningThreshold: 5}}}]},

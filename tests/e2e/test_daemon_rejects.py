@@ -6,6 +6,8 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 
 from tests.support.grpc_helpers import Stream, call, channel, health_status, outcome
 
+pytestmark = pytest.mark.daemon
+
 LIMITS = ["--max-params-bytes", "2048", "--max-result-bytes", "4096"]
 
 

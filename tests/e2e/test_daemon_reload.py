@@ -4,11 +4,15 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
+
 from loopwarden.v1 import loopwarden_pb2 as pb
 
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import Stream, call, channel
 from tests.support.metrics import value
+
+pytestmark = pytest.mark.daemon
 
 
 def _wait_for_reload(daemon, result: str, before: float, timeout: float = 10.0) -> None:

@@ -13,6 +13,8 @@ from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, compaction, outcome, run_end
 from tests.support.metrics import value
 
+pytestmark = pytest.mark.daemon
+
 
 def _inspect(target: str, run_id: str) -> pb.InspectRunResponse:
     with channel(target) as ch:

@@ -8,6 +8,8 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome, verdict_dict
 
+pytestmark = pytest.mark.daemon
+
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 
 

@@ -10,6 +10,8 @@ from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 
+pytestmark = pytest.mark.daemon
+
 CONFIG = """{
   tools: {loopDetection: {enabled: true}},
   loopwarden: {

@@ -14,6 +14,8 @@ from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import Stream, call, channel, health_status
 
+pytestmark = pytest.mark.daemon
+
 
 def _rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as status:

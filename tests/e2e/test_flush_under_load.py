@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from bench.flush_under_load import run
+
+pytestmark = pytest.mark.daemon
 
 RUNS, RECORDS, RATE, INTERVAL = 10_000, 20, 5_000.0, 1.0
 SLACK = 2.0  # seconds: the flush's own time (~0.3 s on a quiet machine, 2.7 s seen on a shared one)

@@ -18,6 +18,8 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 
 from tests.support.grpc_helpers import SAME, Stream, call, channel, health_status, outcome
 
+pytestmark = pytest.mark.daemon
+
 EXAMPLES = int(os.environ.get("LOOPWARDEN_FUZZ_EXAMPLES", "40"))
 _EXAMPLE_NUMBERS = itertools.count()
 

@@ -22,6 +22,8 @@ from tests.e2e.test_hooks_http import (
 from tests.e2e.test_hooks_http import daemon_args, send  # noqa: F401 - the hook tests' shared fixtures
 from tests.support.hook_binary import REPO, hook_binary
 
+pytestmark = pytest.mark.daemon
+
 
 def run_hook(dialect: str, body, *flags: str, url: str) -> subprocess.CompletedProcess:
     data = body if isinstance(body, str) else json.dumps(body)

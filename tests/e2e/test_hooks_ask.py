@@ -20,6 +20,8 @@ from tests.e2e.test_hooks_http import (
 from tests.e2e.test_hooks_http import daemon_args, send  # noqa: F401 - the hook tests' shared fixtures
 from tests.support.metrics import delta
 
+pytestmark = pytest.mark.daemon
+
 # The embedded default's detection (enabled: true) with ASK on criticals.
 CONFIG = '{tools: {loopDetection: {enabled: true}}, loopwarden: {onCritical: "ask"}}'
 

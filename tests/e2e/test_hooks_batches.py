@@ -10,6 +10,8 @@ from tests.client.python.hooks import payloads
 from tests.e2e.test_hooks_http import claude_code_sender, hooks_address, post
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the hook tests' shared fixtures
 
+pytestmark = pytest.mark.daemon
+
 CONFIG = '{loopwarden: {preset: "fast"}}'
 EMPTY = {"content": [{"type": "text", "text": ""}]}  # every search finds nothing
 

@@ -8,8 +8,12 @@ import http.client
 import json
 import threading
 
+import pytest
+
 from tests.client.python.hooks import payloads
 from tests.e2e.test_hooks_http import daemon_args, hooks_address  # noqa: F401 - the hook tests' shared fixtures
+
+pytestmark = pytest.mark.daemon
 
 CONCURRENT = 32
 ROUNDS = 5

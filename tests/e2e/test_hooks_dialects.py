@@ -14,6 +14,8 @@ from tests.e2e.test_hooks_http import hook_command, hook_sender, hooks_address, 
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the hook tests' shared daemon
 from tests.e2e.test_hooks_http import reference_messages
 
+pytestmark = pytest.mark.daemon
+
 CRITICAL = 20
 
 

@@ -14,6 +14,8 @@ from tests.e2e.test_hooks_http import CRITICAL, hook_sender
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the hook tests' shared daemon
 from tests.e2e.test_hooks_ask import CONFIG
 
+pytestmark = pytest.mark.daemon
+
 
 @pytest.fixture(scope="module")
 def daemon_config() -> str:

@@ -19,6 +19,8 @@ from tests.e2e.test_hooks_http import CRITICAL, claude_code_sender, hooks_addres
 from tests.support.daemon import running_daemon
 from tests.support.metrics import value
 
+pytestmark = pytest.mark.daemon
+
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 FLOOD_REQUESTS = 10_000
 FLOOD_CONCURRENCY = 200

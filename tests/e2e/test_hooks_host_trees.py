@@ -27,6 +27,8 @@ from tests.e2e.test_hook_binary import binary_sender
 from tests.e2e.test_hooks_http import CRITICAL, hook_command, hook_sender
 from tests.e2e.test_hooks_http import daemon_args  # noqa: F401 - the hook tests' shared daemon
 
+pytestmark = pytest.mark.daemon
+
 SENDERS = ("endpoint", "loopwarden-hook", "loopwarden hook")
 
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import signal
 
+import pytest
+
 from loopwarden import LoopwardenClient
 from tests.client.python.hooks import payloads
 from tests.support.daemon import running_daemon
 from tests.e2e.test_hooks_http import claude_loop
 from tests.e2e.test_hooks_http import daemon_args, send  # noqa: F401 - the hook tests' shared fixtures
+
+pytestmark = pytest.mark.daemon
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 

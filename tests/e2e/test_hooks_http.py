@@ -20,6 +20,8 @@ from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import Stream, call, channel
 from tests.support.metrics import delta
 
+pytestmark = pytest.mark.daemon
+
 CRITICAL = 20  # the default critical threshold: calls 1..20 run, 21 is denied
 
 

@@ -19,6 +19,8 @@ from tests.support.daemon import running_daemon
 from tests.support.hook_binary import hook_binary
 from tests.support.metrics import delta
 
+pytestmark = pytest.mark.daemon
+
 DIALECTS = ("claude-code", "codex", "gemini-cli", "cursor")
 # Each refused kind: the engine's error code for it.
 KINDS = {"nested_70_deep": "json_too_deep", "nan": "invalid_params_json", "session_id_300": "run_id_too_long"}

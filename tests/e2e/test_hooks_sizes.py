@@ -17,6 +17,8 @@ from tests.e2e.test_hooks_http import CRITICAL, claude_code_sender, hook_command
 from tests.e2e.test_hooks_http import daemon_args, send  # noqa: F401 - the hook tests' shared fixtures
 from tests.support.daemon import running_daemon
 
+pytestmark = pytest.mark.daemon
+
 MIB = 1024 * 1024
 CONFIG = "{tools: {loopDetection: {enabled: true}}}"
 

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from loopwarden import LoopwardenClient
 from loopwarden.hooks import child_run_id
 from tests.client.python.hooks import payloads
 from tests.e2e.test_hooks_http import CRITICAL, hook_command
 from tests.e2e.test_hooks_http import daemon_args, send  # noqa: F401 - the hook tests' shared fixtures
+
+pytestmark = pytest.mark.daemon
 
 README = {"file_path": "/home/dev/demo/README.md"}
 README_TEXT = {"type": "text", "file": {"filePath": "/home/dev/demo/README.md", "content": "# demo\n"}}

@@ -13,6 +13,8 @@ from tests.client.python.hooks import payloads
 from tests.e2e.test_hooks_http import hooks_address, post
 from tests.support.daemon import running_daemon
 
+pytestmark = pytest.mark.daemon
+
 CONFIG = "{tools: {loopDetection: {enabled: true}}}"
 
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.client.python.hooks import payloads
 from tests.e2e.test_hooks_http import claude_loop, hook_command
 from tests.e2e.test_hooks_http import daemon_args, send  # noqa: F401 - the hook tests' shared fixtures
+
+pytestmark = pytest.mark.daemon
 
 
 def is_denied(answer: dict) -> bool:

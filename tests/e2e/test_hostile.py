@@ -11,6 +11,8 @@ from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 from tests.support.grpc_helpers import SAME, Stream, call, channel, health_status, outcome
 from tests.support.metrics import delta
 
+pytestmark = pytest.mark.daemon
+
 EVALUATE = "/loopwarden.v1.LoopDetectionService/Evaluate"
 HUGE_INTEGER = "9" * 4301
 MIB = 1024 * 1024

@@ -9,6 +9,8 @@ from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 from tests.support.grpc_helpers import Stream, call, channel, health_status, outcome
 from tests.support.metrics import delta
 
+pytestmark = pytest.mark.daemon
+
 LIMITS = ["--max-json-depth", "8", "--max-events-per-request", "5", "--max-message-bytes", "65536",
           "--max-streams", "3", "--max-run-id-chars", "16", "--max-tool-name-chars", "12",
           "--max-params-bytes", "1000", "--max-result-bytes", "1000"]

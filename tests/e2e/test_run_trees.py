@@ -11,6 +11,8 @@ from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome, run_end
 from tests.support.metrics import value
 
+pytestmark = pytest.mark.daemon
+
 READ = '{"path":"README.md"}'
 
 

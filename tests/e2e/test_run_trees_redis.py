@@ -14,7 +14,7 @@ from tests.support.servers import redis_server
 from tests.support.state import wait_until_flushed
 
 # A real redis-server from Debian's packages: make test, not make test-fast.
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.daemon]
 
 TREE_BUDGET = "{tools: {loopDetection: {enabled: true}}, loopwarden: {budgets: {toolCallsPerTree: 12}}}"
 

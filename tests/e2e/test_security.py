@@ -13,6 +13,8 @@ from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import call, health_status
 from tests.support.metrics import value
 
+pytestmark = pytest.mark.daemon
+
 TOKEN = "s3cret-token-for-tests"
 
 

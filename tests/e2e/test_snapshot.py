@@ -14,6 +14,8 @@ from loopwarden_server.snapshot import VERSION as SNAPSHOT_VERSION
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, compaction, outcome
 
+pytestmark = pytest.mark.daemon
+
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 
 

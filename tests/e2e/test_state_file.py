@@ -18,6 +18,8 @@ from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import value
 from tests.support.state import flushed_count, stored_runs, wait_until_flushed
 
+pytestmark = pytest.mark.daemon
+
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 
 

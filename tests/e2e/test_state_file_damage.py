@@ -26,6 +26,8 @@ from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import value
 from tests.support.state import stored_runs, wait_until_flushed
 
+pytestmark = pytest.mark.daemon
+
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 ARGS = '{"path":"/x"}'
 RESTORING = "restoring state; health says NOT_SERVING until it is done"

@@ -16,7 +16,7 @@ from tests.support.servers import redis_server
 from tests.support.state import wait_for, wait_until_flushed
 
 # A real redis-server from Debian's packages: make test, not make test-fast.
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.daemon]
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 

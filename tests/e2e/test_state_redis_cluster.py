@@ -20,7 +20,7 @@ from tests.support.redis_cluster import redis_cluster
 from tests.support.servers import nginx_router
 from tests.support.state import read_loop, wait_for, wait_until_flushed
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.daemon]
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 PARAMS = {"path": "/x"}

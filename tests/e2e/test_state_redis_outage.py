@@ -17,7 +17,7 @@ from tests.support.metrics import value
 from tests.support.servers import redis_server
 from tests.support.state import wait_until_flushed
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.daemon]
 
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 ARGS = '{"path":"/a"}'

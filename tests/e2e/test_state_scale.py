@@ -1,7 +1,11 @@
 """bench/state_scale.py, smaller: many full runs flushed to the file store, all back after kill -9."""
 from __future__ import annotations
 
+import pytest
+
 from bench.state_scale import run
+
+pytestmark = pytest.mark.daemon
 
 
 class TestScale:

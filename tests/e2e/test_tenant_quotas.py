@@ -15,6 +15,8 @@ from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import delta, value
 
+pytestmark = pytest.mark.daemon
+
 TOKENS = "alpha alpha-token\nbeta beta-token\n"
 ALPHA, BETA = "alpha-token", "beta-token"
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"

@@ -15,6 +15,8 @@ from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import delta, value
 
+pytestmark = pytest.mark.daemon
+
 TOKENS = "# two tenants\nalpha alpha-token-1\nbeta beta-token-2\n"
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 

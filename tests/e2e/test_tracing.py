@@ -15,6 +15,8 @@ from tests.support.daemon import running_daemon
 from tests.support.otlp import grpc_receiver_running, http_receiver_running
 from tests.support.tracing import PARENT_SPAN_ID, TRACE_ID, loop_until_block, traceparent, until
 
+pytestmark = pytest.mark.daemon
+
 
 # ---------------------------------------------------------------------------------------------
 # End to end: the daemon as a subprocess, exporting to receivers on loopback

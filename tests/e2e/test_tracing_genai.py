@@ -21,6 +21,8 @@ from tests.support.daemon import running_daemon
 from tests.support.otlp import http_receiver_running
 from tests.support.tracing import until
 
+pytestmark = pytest.mark.daemon
+
 CONFIG = "{tools:{loopDetection:{enabled:true}}}"
 AGENT = "genai-agent"
 FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}

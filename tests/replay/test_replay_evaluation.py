@@ -497,6 +497,7 @@ class TestCli:
         assert 2 == result.returncode
         assert "gone.jsonl" in result.stderr
 
+    @pytest.mark.daemon
     def test_online_evaluation_matches_offline(self, labelled_set, tmp_path):
         """Through a real daemon, a slice of the shipped set scores exactly as it does in-process."""
         wanted = {label.run_id for label in labelled_set.labels if label.label == "good"}

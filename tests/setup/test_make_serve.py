@@ -26,8 +26,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 VENV = pathlib.Path(sys.prefix)
 HINT = "make serve GRPC_PORT=PORT METRICS_PORT=PORT HOOKS_PORT=PORT moves them"
 
-pytestmark = pytest.mark.skipif(not (VENV / "bin" / "loopwarden").exists(),
-                                reason="the tests do not run from a venv with the daemon installed")
+pytestmark = [pytest.mark.daemon, pytest.mark.skipif(not (VENV / "bin" / "loopwarden").exists(),
+                                reason="the tests do not run from a venv with the daemon installed")]
 
 
 def _make_serve(*variables: str) -> list[str]:

@@ -24,8 +24,8 @@ SECTION = "## A one-minute tour"
 # An expected-output line may end in a remark for the reader: two or more spaces, then "(...)".
 REMARK = re.compile(r"\s{2,}\(.*\)$")
 
-pytestmark = pytest.mark.skipif(not (VENV / "bin" / "loopwarden").exists(),
-                                reason="the tests do not run from a venv with the daemon installed")
+pytestmark = [pytest.mark.daemon, pytest.mark.skipif(not (VENV / "bin" / "loopwarden").exists(),
+                                reason="the tests do not run from a venv with the daemon installed")]
 
 
 def tour() -> list[tuple[str, list[str]]]:

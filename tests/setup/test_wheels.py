@@ -21,6 +21,10 @@ import pytest
 
 from tests.support.daemon import started
 
+# The installed daemon and hook command run; the wheel build every test here shares is a release
+# build of the core (minutes cold): make test only.
+pytestmark = pytest.mark.daemon
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DIST = REPO / "dist"
 VERSION = "0.1.0"

@@ -10,6 +10,8 @@ import pytest
 
 from tests.support.daemon import running_daemon
 
+pytestmark = pytest.mark.daemon
+
 
 def test_a_second_daemon_on_the_same_state_file_refuses_to_start_naming_the_holder(tmp_path):
     state = tmp_path / "runs.state"

@@ -269,6 +269,7 @@ def _fill_then_recover(tmp_path: pathlib.Path, state: pathlib.Path, wrapper: lis
     assert restored == RUNS
 
 
+@pytest.mark.daemon
 class TestFileSizeLimit:
     """No root needed: RLIMIT_FSIZE on the daemon stands in for a disk that fills."""
 

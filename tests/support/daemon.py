@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 
 STARTUP_TIMEOUT_SECONDS = 30.0
 
+# Set by tests/conftest.py for each test: False when the run leaves out the tests marked `daemon`
+# (pytest.ini; make test-fast) and this one is not marked. None outside pytest (bench/ starts
+# daemons with this module too).
+starts_allowed: bool | None = None
+
 
 @dataclass
 class DaemonHandle:
@@ -96,6 +101,9 @@ def started(args: Sequence[str], env: dict[str, str], cwd: str | os.PathLike[str
     """Any `loopwarden serve` command line as a process whose JSON log is pumped; yielded once it
     logged `until` (default `listening`: ready), stopped with SIGTERM (then SIGKILL) when the
     block ends."""
+    if starts_allowed is False:
+        raise RuntimeError("this test starts a daemon process: mark it `daemon` (pytest.ini) so that "
+                           "make test runs it and make test-fast, which has no time for daemon start-ups, leaves it out")
     process = subprocess.Popen(list(args), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, env=env)
     lines: queue.Queue = queue.Queue()

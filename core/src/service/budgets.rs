@@ -464,4 +464,24 @@ mod service_tests {
         assert!(core.store.get("", "r").unwrap().state.abort.is_none());
         assert_eq!(send(&mut core, call("r", "", 3, 3)).action, Action::Abort, "a caller that cannot ask is aborted");
     }
+
+    /// wallSecondsPerTree counts from the tree's first event on the core's clock (`now`): a
+    /// call past the cap by any run of the tree is aborted, one within it is not.
+    #[test]
+    fn wall_seconds_per_tree_counts_from_the_trees_first_event() {
+        for (elapsed, aborted) in [(59.0, false), (61.0, true)] {
+            let mut core = core();
+            core.config.default.budget_tool_calls_per_tree = 0;
+            core.config.default.budget_wall_seconds_per_tree = 60;
+            let at = |core: &mut Core, event, now| core.evaluate_event(&event, "", now, &mut Summary::default()).verdict;
+            assert_ne!(at(&mut core, call("root", "", 1, 1), 100.0).action, Action::Abort);
+            assert_ne!(at(&mut core, call("kid", "root", 1, 2), 101.0).action, Action::Abort);
+            let late = at(&mut core, call("kid", "root", 2, 3), 100.0 + elapsed);
+            assert_eq!(late.action == Action::Abort, aborted, "{elapsed} s after the tree's first event");
+            if aborted {
+                assert_eq!(late.error_code, "budget_exhausted");
+                assert!(late.message.contains("wallSecondsPerTree"), "{}", late.message);
+            }
+        }
+    }
 }

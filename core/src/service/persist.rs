@@ -451,4 +451,23 @@ mod tests {
             assert_eq!(*record, miniz_oxide::inflate::decompress_to_vec_zlib(&value[4..]).unwrap());
         }
     }
+
+    /// A stored run's idle time runs on the wall clock from its last event, the time no replica
+    /// held it included: past the store's TTL (3600 s here) it is not taken back.
+    #[test]
+    fn a_stored_run_idle_past_the_ttl_is_not_taken_back() {
+        let settings = Settings { enabled: Some(true), ..Default::default() };
+        let wall = 1_700_000_000.0;
+        let mut live = core(&settings);
+        let event = pb::Event { run_id: "r".into(), kind: Some(pb::event::Kind::ToolCall(pb::ToolCall { tool_name: "read".into(), ..Default::default() })), ..Default::default() };
+        live.evaluate_event(&event, "", 5.0, &mut Summary::default());
+        let record = live.encode_run("", "r", wall, 5.0).unwrap();
+        for (idle, taken) in [(3599.0, true), (3601.0, false)] {
+            let mut restarted = core(&settings);
+            let loaded = restarted.load_run(&record, None, wall + idle, 1.0, None, &mut Vec::new()).unwrap();
+            assert_eq!(matches!(loaded, Loaded::Restored), taken, "idle {idle} s");
+            assert_eq!(matches!(loaded, Loaded::Expired), !taken, "idle {idle} s");
+            assert_eq!(restarted.store.get("", "r").is_some(), taken);
+        }
+    }
 }

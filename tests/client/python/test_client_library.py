@@ -498,6 +498,7 @@ class TestUnavailableDaemon:
 
         assert ["LoopwardenUnavailable"] * 3 == asyncio.run(scenario())
 
+    @pytest.mark.daemon
     def test_daemon_gone_then_fresh_daemon_on_reconnect(self):
         """A stopped daemon makes the next call raise LoopwardenUnavailable; a fresh daemon on the same port serves the same client."""
         target = f"127.0.0.1:{free_port()}"
@@ -517,6 +518,7 @@ class TestUnavailableDaemon:
         # The fresh daemon starts with no history: the 11th call overall is not a WARN.
         assert Action.ALLOW == verdict.action
 
+    @pytest.mark.daemon
     def test_daemon_gone_then_fresh_daemon_on_reconnect_async(self):
         """The asyncio client, its loop running while the daemon dies, raises LoopwardenUnavailable and then reconnects."""
         target = f"127.0.0.1:{free_port()}"

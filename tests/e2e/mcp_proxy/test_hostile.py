@@ -24,6 +24,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.mcp_proxy.test_peers import ANSWER, http_session, listening_proxy, proxy_command, texts
 
+pytestmark = pytest.mark.daemon
+
 INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}

@@ -17,6 +17,8 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.e2e.mcp_proxy.test_hostile import INITIALIZE
 from tests.e2e.mcp_proxy.test_peers import ANSWER, listening_proxy, ran, texts
 
+pytestmark = pytest.mark.daemon
+
 
 def children(pid: int) -> int:
     """The proxy's child processes (one MCP server per session)."""

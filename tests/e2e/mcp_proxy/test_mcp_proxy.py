@@ -17,6 +17,8 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.support.daemon import running_daemon
 from tests.support.metrics import delta
 
+pytestmark = pytest.mark.daemon
+
 BACKEND = pathlib.Path(__file__).with_name("backend.py")
 REPEATS, CRITICAL = 25, 20
 ANSWER = "the same answer"

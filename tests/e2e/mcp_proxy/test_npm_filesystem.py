@@ -14,6 +14,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from tests.support.metrics import delta
 from tests.support.polyglot import run, tool
 
+pytestmark = [pytest.mark.node, pytest.mark.daemon]  # npm installs the MCP server it proxies
+
 PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
 
 

@@ -25,6 +25,8 @@ from mcp.shared.exceptions import MCPError
 
 from tests.support.metrics import delta
 
+pytestmark = pytest.mark.daemon
+
 BACKEND = pathlib.Path(__file__).with_name("backend.py")
 ANSWER = "the same answer"
 # Each failure must reach the client well inside the acceptance bound (5 s).

@@ -15,6 +15,8 @@ import pytest
 from tests.e2e.mcp_proxy.test_hostile import INITIALIZE, INITIALIZED, RawStdio, call
 from tests.e2e.mcp_proxy.test_peers import ANSWER, listening_proxy, proxy_command
 
+pytestmark = pytest.mark.daemon
+
 
 def _nested(depth: int):
     value: object = "x"

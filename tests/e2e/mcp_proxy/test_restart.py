@@ -12,6 +12,8 @@ import pytest
 from tests.e2e.mcp_proxy.test_refused import lookups, stdio_proxy, stop
 from tests.e2e.mcp_proxy.test_hostile import call
 
+pytestmark = pytest.mark.daemon
+
 
 @pytest.fixture(scope="module")
 def daemon_args() -> tuple[str, ...]:

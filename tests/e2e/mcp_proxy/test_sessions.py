@@ -16,6 +16,8 @@ from tests.e2e.mcp_proxy.test_mcp_proxy import CRITICAL, ANSWER, identical_looku
 from tests.e2e.mcp_proxy.test_peers import listening_proxy
 from tests.support.metrics import delta
 
+pytestmark = pytest.mark.daemon
+
 PARENT = "io.loopwarden/parentRunId"
 USER_TURN = "io.loopwarden/userTurn"
 RUN_ID = "io.loopwarden/runId"
