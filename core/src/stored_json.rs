@@ -1,483 +1,97 @@
-//! A run as the state stores hold it: the JSON record of `statestore/encoding.py` (version 1),
-//! written and read by this engine exactly as by the Python one, so a file or Redis store
-//! written by either engine is read by the other.
+//! Reads the JSON stored runs written before version 4 (stored.rs): the record of
+//! `statestore/encoding.py` versions 1 to 3 (b"LWR\x01".."LWR\x03" and a zlib stream of the
+//! JSON), its delta (b"LWD\x01" and the JSON), a tenant's exemption table (b"LWX\x01" and a
+//! zlib stream), and a bare record (a pre-state-store snapshot's runs, snapshot.py). Kept so old
+//! state files and Redis values load unchanged; nothing writes this format any more, and a run
+//! read from it is written in the new one at its next flush.
 //!
-//! The record (Python's `snapshot._encode_state` / `_encode_retries` and `encoding.encode_run`):
+//! The record as the JSON-era writer wrote it:
 //!
 //! ```text
 //! {"tenant", "run_id", "agent_id", "session_id", "last_seen": wall-clock seconds,
 //!  "events_evaluated",
 //!  "state": {"history": {"capacity", "args": hex, "results": hex, "status": hex, "tools": [..],
-//!                        "call_ids": [..], "seqs": [..], "unknown": null | [null | name, ..]},
+//!                        "call_ids": [..], "seqs": [..], "unknown": null | [null | name, ..],
+//!                        "failure_keys"?, "spellings"?, "flags"? (absent = none)},
 //!            "announced": null | {key: decade} (insertion order: the oldest key goes first),
 //!            "guard": null | {"window_size", "observed", "all_identical",
 //!                             "first_triple": null | [tool, args hex, status, result hex], "seqs"},
 //!            "abort": null | verdict, "blocks", "seen_triples": null | [u64, ..], "no_new_streak",
-//!            "side_effects" (optional): [[tool, args hex, seq, call id | null, succeeded], ..],
-//!            "batch" (optional): {"number", "size", "outcomes_seen", "critical": null | {"batch",
+//!            "side_effects"?: [[tool, args hex, seq, call id | null, succeeded], ..],
+//!            "batch"?: {"number", "size", "outcomes_seen", "critical": null | {"batch",
 //!            "detector", "tool"}},
-//!            "asks" (optional, engine::ask): {"pending": [[tool call id, decision id, warning key,
-//!            tool, args hex, null | [status, result hex], asked_at (wall-clock seconds), cause], ..],
-//!            "denied": [warning key, ..]}},
-//!  (history's optional "flags": hex, one byte per record: engine::batches; both written only
-//!   when set, and absent = none, so records without batches are unchanged)
-//!  (history's optional "spellings": [null | name, ..], the tool as the host spelled it where that
-//!   differs from "tools" (`Bash` of `exec`); written only when one differs, absent/null = the
-//!   normalised name)
+//!            "asks"?: {"pending": [[tool call id, decision id, warning key, tool, args hex,
+//!            null | [status, result hex], asked_at, cause], ..], "denied": [warning key, ..]}},
 //!  "retries": null | {"seqs", "digests": hex, "next_slot", "decisions": {"slot": {"seq",
 //!                     "decision_id", "verdict"}}},
-//!  "tree" (optional: runs of a run tree or under a budget, service/trees.rs): {"parent", "root"
-//!         ("" = the run is its root), "depth", "children": [..], "children_created",
-//!         "started": wall-clock seconds, "totals": T, "tree_totals": null | T (the root's),
-//!         "notices": [[child, detector, tool, head], ..], "warned", "extensions" (optional:
-//!         [n, ..] per budget, written only when a person extended one)}}
+//!  "tree"?: {"parent", "root", "depth", "children", "children_created", "started", "totals": T,
+//!            "tree_totals": null | T, "notices": [[child, detector, tool, head], ..], "warned",
+//!            "extensions"?: [n, ..]}}
 //!   T = {"tool_calls", "tool_ms", "input_tokens", "output_tokens", "cost_usd", "runs"}
 //! ```
 //!
-//! A *delta* (`encode_delta`, service/persist.rs writes one to a store that keeps them) is the
-//! same object with `"base"`: the 8-byte id (hex) of the full record it applies to, XXH3-64 of
-//! that record's JSON (`record_id`); a history with `"drop"`, `"keep"` and only the records after
-//! the kept ones (history = base[drop..drop + keep] + these); a retry window with `"slots"`,
-//! `"len"` and only the slots written since the base (oldest first; their decisions only); every
-//! other field whole. `decode_delta` + `apply_delta` give the run back.
-//!
-//! Python frames it (magic + zlib) in `encoding.py`; this module only writes and reads the JSON.
+//! A delta is the same object with "base" (XXH3-64 of its base record's JSON, hex), a history
+//! with "drop", "keep" and only the records after the kept ones, and a retry window with
+//! "slots" and "len". Versions 1 and 2 hashed retries (and version 1 run-wide outcomes)
+//! differently: their retry window is dropped, and version 1's outcomes seen run-wide are
+//! forgotten (the breaker can only trip later, never earlier).
 //! The reader keeps object keys in order (the announced keys' order is state) and refuses
 //! anything that is not such a record with a message naming the field.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use crate::engine::{hex, Action, Detector, Guard, Level, Record, RunState, SideEffect, Tool, Verdict, MAX_SIDE_EFFECTS};
-use crate::service::{Notice, Totals, TreeLink};
+use crate::engine::{Detector, Guard, Record, RunState, SideEffect, Tool, Verdict, MAX_SIDE_EFFECTS};
+use crate::stored::{action, error_code, level, Decoded, DecodedRetries, StoredRun};
+use crate::tree_link::{Notice, Totals, TreeLink};
 
 pub const MAX_RECORD_DEPTH: usize = 16;
+pub const RUN_MAGIC_V3: &[u8; 4] = b"LWR\x03";
+pub const RUN_MAGIC_V2: &[u8; 4] = b"LWR\x02";
+pub const RUN_MAGIC_V1: &[u8; 4] = b"LWR\x01";
+pub const DELTA_MAGIC: &[u8; 4] = b"LWD\x01";
+pub const EXEMPTIONS_MAGIC: &[u8; 4] = b"LWX\x01";
+/// An inflated record larger than this is refused (a run's record is kilobytes).
+const MAX_INFLATED: usize = 64 << 20;
 
-// ------------------------------------------------------------------ writing
-
-pub struct Writer(pub Vec<u8>);
-
-impl Writer {
-    fn raw(&mut self, s: &str) {
-        self.0.extend_from_slice(s.as_bytes());
-    }
-    pub fn str(&mut self, s: &str) {
-        self.0.push(b'"');
-        for &b in s.as_bytes() {
-            match b {
-                b'"' => self.raw("\\\""),
-                b'\\' => self.raw("\\\\"),
-                b'\n' => self.raw("\\n"),
-                b'\r' => self.raw("\\r"),
-                b'\t' => self.raw("\\t"),
-                0..=0x1f => self.raw(&format!("\\u{:04x}", b)),
-                _ => self.0.push(b),
-            }
-        }
-        self.0.push(b'"');
-    }
-    fn uint(&mut self, n: u64) {
-        self.raw(&n.to_string());
-    }
-    /// A JSON string of the bytes' hex digits, written in place: the bulk of a record (its
-    /// digests), so no intermediate String and no escape scan (hex digits need none).
-    fn hex_str<'b>(&mut self, parts: impl IntoIterator<Item = &'b [u8]>) {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        self.0.push(b'"');
-        for part in parts {
-            for &b in part {
-                self.0.extend_from_slice(&[HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-            }
-        }
-        self.0.push(b'"');
-    }
-    fn float(&mut self, f: f64) {
-        let mut buffer = ryu::Buffer::new();
-        self.raw(buffer.format_finite(if f.is_finite() { f } else { 0.0 }));
-    }
-    fn bool(&mut self, b: bool) {
-        self.raw(if b { "true" } else { "false" });
-    }
-    fn null(&mut self) {
-        self.raw("null");
-    }
-    fn opt_str(&mut self, s: Option<&str>) {
-        match s {
-            Some(s) => self.str(s),
-            None => self.null(),
-        }
-    }
-    fn list<T>(&mut self, items: impl IntoIterator<Item = T>, mut each: impl FnMut(&mut Self, T)) {
-        self.0.push(b'[');
-        for (i, item) in items.into_iter().enumerate() {
-            if i > 0 {
-                self.0.push(b',');
-            }
-            each(self, item);
-        }
-        self.0.push(b']');
-    }
-    /// An object whose members are written through `Obj::key`, the commas placed by it.
-    fn object(&mut self) -> Obj<'_> {
-        self.0.push(b'{');
-        Obj { w: self, first: true }
-    }
+fn inflate(stream: &[u8], what: &str) -> Result<Vec<u8>, String> {
+    miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(stream, MAX_INFLATED).map_err(|e| format!("malformed {what}: {e:?}"))
 }
 
-struct Obj<'a> {
-    w: &'a mut Writer,
-    first: bool,
-}
-
-impl Obj<'_> {
-    /// Start the member `k`; its value is written to the returned writer.
-    fn key(&mut self, k: &str) -> &mut Writer {
-        if !self.first {
-            self.w.0.push(b',');
-        }
-        self.first = false;
-        self.w.str(k);
-        self.w.0.push(b':');
-        self.w
-    }
-    fn end(self) {
-        self.w.0.push(b'}');
-    }
-}
-
-/// The run's persisted fields, borrowed from its entry.
-pub struct RunRecord<'a> {
-    pub tenant: &'a str,
-    pub run_id: &'a str,
-    pub agent_id: &'a str,
-    pub session_id: &'a str,
-    pub last_seen: f64,
-    pub events_evaluated: u64,
-    pub state: &'a RunState,
-    pub retries: Option<RetriesRecord<'a>>,
-    /// The run's tree link and its start as wall-clock seconds (absent for a plain run).
-    pub tree: Option<(&'a TreeLink, f64)>,
-}
-
-pub struct RetriesRecord<'a> {
-    pub seqs: &'a [u64],
-    pub digests: &'a [[u8; 8]],
-    pub next_slot: usize,
-    /// slot -> (seq, decision id, verdict), in slot order.
-    pub decisions: Vec<(usize, u64, &'a str, &'a Verdict)>,
-    /// Events remembered since the base (a delta writes only their slots).
-    pub unsaved: usize,
-}
-
-pub fn write_verdict(w: &mut Writer, v: &Verdict) {
-    // dataclasses.asdict(Verdict) order, enum values as their names.
-    let mut o = w.object();
-    o.key("action").str(v.action.name());
-    o.key("detector").str(v.detector.name());
-    o.key("level").str(v.level.name());
-    o.key("count").uint(v.count as u64);
-    o.key("message").str(&v.message);
-    o.key("warning_key").str(&v.warning_key);
-    o.key("announce").bool(v.announce);
-    o.key("paired_tool_name").str(&v.paired_tool_name);
-    o.key("error_code").str(v.error_code);
-    o.key("tool_name").str(&v.tool_name);
-    o.key("evidence_seqs").list(&v.evidence_seqs, |w, s| w.uint(*s));
-    o.key("evidence_call_ids").list(&v.evidence_call_ids, |w, s| w.str(s));
-    o.key("shadow_action").opt_str(v.shadow_action.map(|a| a.name()));
-    o.key("guard_armed").bool(v.guard_armed);
-    o.end();
-}
-
-/// The history object: every record (a full record), or, for a delta (`kept`: Some((dropped,
-/// kept))), the base's records it keeps (`drop`, `keep`) and only the records after them.
-fn write_history(w: &mut Writer, state: &RunState, kept: Option<(usize, usize)>) {
-    let skip = kept.map_or(0, |(_, keep)| keep);
-    let h = || state.history().iter().skip(skip);
-    let mut o = w.object();
-    o.key("capacity").uint(state.capacity as u64);
-    if let Some((dropped, keep)) = kept {
-        o.key("drop").uint(dropped as u64);
-        o.key("keep").uint(keep as u64);
-    }
-    o.key("args").hex_str(h().map(|r| &r.args[..]));
-    o.key("results").hex_str(h().map(|r| &r.result[..]));
-    o.key("status").hex_str(h().map(|r| std::slice::from_ref(&r.status)));
-    o.key("tools").list(h(), |w, r| w.str(r.tool()));
-    o.key("call_ids").list(h(), |w, r| w.str(r.call_id().unwrap_or("")));
-    o.key("seqs").list(h(), |w, r| w.uint(r.seq));
-    let unknown = o.key("unknown");
-    if h().any(|r| r.unknown().is_some()) {
-        unknown.list(h(), |w, r| w.opt_str(r.unknown()));
-    } else {
-        unknown.null();
-    }
-    // Optional (absent: no record has one), so a run without exec failure identities is the
-    // record every reader of version 3 knows.
-    if h().any(|r| r.failure_key().is_some()) {
-        o.key("failure_keys").list(h(), |w, r| match r.failure_key() {
-            Some(key) => w.str(&hex(key)),
-            None => w.null(),
-        });
-    }
-    if h().any(|r| r.spelling() != r.tool()) {
-        o.key("spellings").list(h(), |w, r| match r.spelling() {
-            spelled if spelled != r.tool() => w.str(spelled),
-            _ => w.null(),
-        });
-    }
-    if h().any(|r| r.flags != 0) {
-        o.key("flags").hex_str(h().map(|r| std::slice::from_ref(&r.flags)));
-    }
-    o.end();
-}
-
-fn write_guard(w: &mut Writer, g: &Guard) {
-    let mut o = w.object();
-    o.key("window_size").uint(g.window_size as u64);
-    o.key("observed").uint(g.observed as u64);
-    o.key("all_identical").bool(g.all_identical);
-    let triple = o.key("first_triple");
-    match &g.first {
-        None => triple.null(),
-        Some((tool, args, status, result)) => {
-            triple.0.push(b'[');
-            triple.str(tool);
-            triple.0.push(b',');
-            triple.str(&hex(args));
-            triple.0.push(b',');
-            triple.uint(*status as u64);
-            triple.0.push(b',');
-            triple.str(&hex(result));
-            triple.0.push(b']');
-        }
-    }
-    o.key("seqs").list(&g.seqs, |w, s| w.uint(*s));
-    o.end();
-}
-
-fn write_state(w: &mut Writer, state: &RunState, kept: Option<(usize, usize)>) {
-    let mut o = w.object();
-    write_history(o.key("history"), state, kept);
-    match &state.announced {
-        None => o.key("announced").null(),
-        Some(keys) => {
-            let mut announced = o.key("announced").object();
-            for (key, decade) in keys.iter() {
-                announced.key(key).uint(*decade as u64);
-            }
-            announced.end();
-        }
-    }
-    match &state.guard {
-        None => o.key("guard").null(),
-        Some(g) => write_guard(o.key("guard"), g),
-    }
-    match &state.abort {
-        None => o.key("abort").null(),
-        Some(v) => write_verdict(o.key("abort"), v),
-    }
-    o.key("blocks").uint(state.blocks as u64);
-    match &state.seen_triples {
-        None => o.key("seen_triples").null(),
-        Some(seen) => {
-            let mut keys: Vec<u64> = seen.iter().copied().collect();
-            keys.sort_unstable();
-            o.key("seen_triples").list(keys, |w, k| w.uint(k));
-        }
-    }
-    o.key("no_new_streak").uint(state.no_new_streak as u64);
-    // Optional (absent = none): written only once duplicate_side_effect remembered a call, so
-    // every other run's record stays byte for byte what it was.
-    if let Some(effects) = &state.side_effects {
-        o.key("side_effects").list(effects.iter(), |w, e| {
-            w.0.push(b'[');
-            w.str(&e.tool);
-            w.0.push(b',');
-            w.str(&hex(&e.args));
-            w.0.push(b',');
-            w.uint(e.seq);
-            w.0.push(b',');
-            w.opt_str(e.call_id.as_deref());
-            w.0.push(b',');
-            w.bool(e.succeeded);
-            w.0.push(b']');
-        });
-    }
-    if let Some(b) = &state.batch {
-        let mut batch = o.key("batch").object();
-        batch.key("number").uint(b.number as u64);
-        batch.key("size").uint(b.size as u64);
-        batch.key("outcomes_seen").bool(b.outcomes_seen);
-        match &b.critical {
-            None => batch.key("critical").null(),
-            Some(c) => {
-                let mut critical = batch.key("critical").object();
-                critical.key("batch").uint(c.batch as u64);
-                critical.key("detector").str(c.detector.name());
-                critical.key("tool").str(&c.tool);
-                critical.end();
-            }
-        }
-        batch.end();
-    }
-    if let Some(asks) = &state.asks {
-        write_asks(o.key("asks"), asks);
-    }
-    o.end();
-}
-
-/// Optional (absent = none): only a run that was given an ASK has it.
-fn write_asks(w: &mut Writer, asks: &crate::engine::ask::Asks) {
-    let mut o = w.object();
-    o.key("pending").list(asks.pending.iter(), |w, p| {
-        w.0.push(b'[');
-        w.str(&p.tool_call_id);
-        w.0.push(b',');
-        w.str(&p.decision_id);
-        w.0.push(b',');
-        w.str(&p.warning_key);
-        w.0.push(b',');
-        w.str(&p.tool);
-        w.0.push(b',');
-        w.str(&hex(&p.args));
-        w.0.push(b',');
-        write_outcome(w, p.outcome.as_ref());
-        w.0.push(b',');
-        w.float(p.asked_at);
-        w.0.push(b',');
-        w.str(p.cause.name());
-        w.0.push(b']');
-    });
-    o.key("denied").list(asks.denied.iter(), |w, k| w.str(k));
-    o.end();
-}
-
-/// An ask's or an exemption's remembered outcome: null | [status, result hex].
-pub fn write_outcome(w: &mut Writer, outcome: Option<&(u8, [u8; 32])>) {
-    match outcome {
-        None => w.null(),
-        Some((status, result)) => {
-            w.0.push(b'[');
-            w.uint(*status as u64);
-            w.0.push(b',');
-            w.str(&hex(result));
-            w.0.push(b']');
-        }
-    }
-}
-
-/// The retry window: whole (a full record), or for a delta only the slots written since the
-/// base, oldest first (`slots`), and the window's length (`len`).
-fn write_retries(w: &mut Writer, r: &RetriesRecord, delta: bool) {
-    let len = r.seqs.len();
-    let slots: Vec<usize> = if delta {
-        let window = crate::service::RETRY_WINDOW;
-        (1..=r.unsaved.min(len)).rev().map(|back| (r.next_slot + window - back) % window).collect()
-    } else {
-        (0..len).collect()
+/// A JSON-era run value (or a bare record), with the id and length its deltas weigh against.
+pub fn read_run_value(value: &[u8], retry_window: usize) -> Result<StoredRun, String> {
+    let (text, version) = match value.get(..4) {
+        Some(m) if m == RUN_MAGIC_V3 => (inflate(&value[4..], "run")?, 3),
+        Some(m) if m == RUN_MAGIC_V2 => (inflate(&value[4..], "run")?, 2),
+        Some(m) if m == RUN_MAGIC_V1 => (inflate(&value[4..], "run")?, 1),
+        _ if value.first() == Some(&b'{') => (value.to_vec(), 3),
+        _ => return Err(format!("unknown run encoding {:?}", String::from_utf8_lossy(&value[..value.len().min(4)]))),
     };
-    let mut o = w.object();
-    if delta {
-        o.key("slots").list(&slots, |w, s| w.uint(*s as u64));
-        o.key("len").uint(len as u64);
+    let mut run = decode(&text, retry_window)?;
+    if version < 3 {
+        run.retries = None;
     }
-    o.key("seqs").list(&slots, |w, s| w.uint(r.seqs[*s]));
-    o.key("digests").hex_str(slots.iter().map(|s| &r.digests[*s][..]));
-    o.key("next_slot").uint(r.next_slot as u64);
-    let mut decisions = o.key("decisions").object();
-    for (slot, seq, decision_id, verdict) in r.decisions.iter().filter(|d| !delta || slots.contains(&d.0)) {
-        let mut d = decisions.key(&slot.to_string()).object();
-        d.key("seq").uint(*seq);
-        d.key("decision_id").str(decision_id);
-        write_verdict(d.key("verdict"), verdict);
-        d.end();
+    if version == 1 && run.state.seen_triples.is_some() {
+        run.state.seen_triples = Some(Box::default());
+        run.state.no_new_streak = 0;
     }
-    decisions.end();
-    o.end();
+    Ok(StoredRun { id: record_id(&text), len: text.len(), run, legacy: true })
 }
 
-/// The record's JSON text.
-pub fn encode(run: &RunRecord) -> Vec<u8> {
-    encode_as(run, None)
+/// A JSON-era delta value (b"LWD\x01").
+pub fn read_delta_value(value: &[u8], retry_window: usize) -> Result<(u64, Decoded, (usize, usize)), String> {
+    let text = value.strip_prefix(DELTA_MAGIC.as_slice()).ok_or("not a delta")?;
+    decode_delta(text, retry_window)
 }
 
-/// A delta's JSON text: the run as a record of its base (`base`: the base's `record_id`) whose
-/// history keeps `base[dropped..dropped + kept]` and holds only the records after them; every
-/// other field is written whole. See `decode_delta`.
-pub fn encode_delta(run: &RunRecord, base: u64, dropped: usize, kept: usize) -> Vec<u8> {
-    encode_as(run, Some((base, dropped, kept)))
+/// A JSON-era exemption table (b"LWX\x01").
+pub fn read_exemptions_value(value: &[u8], from_wall: f64) -> Result<(String, Vec<crate::engine::ask::Exemption>), String> {
+    let stream = value.strip_prefix(EXEMPTIONS_MAGIC.as_slice()).ok_or_else(|| format!("not an exemption table: {:?}", String::from_utf8_lossy(&value[..value.len().min(4)])))?;
+    decode_exemptions(&inflate(stream, "exemption table")?, from_wall)
 }
 
-/// The id a delta names its base by: XXH3-64 of the base record's JSON text.
-pub fn record_id(text: &[u8]) -> u64 {
+/// The id a JSON-era delta names its base by: XXH3-64 of the base record's JSON text.
+fn record_id(text: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(text)
-}
-
-fn encode_as(run: &RunRecord, delta: Option<(u64, usize, usize)>) -> Vec<u8> {
-    let records = run.state.history().len() - delta.map_or(0, |(_, _, kept)| kept);
-    let mut w = Writer(Vec::with_capacity(1024 + records * 160));
-    let mut o = w.object();
-    o.key("tenant").str(run.tenant);
-    o.key("run_id").str(run.run_id);
-    if let Some((base, _, _)) = delta {
-        o.key("base").hex_str([&base.to_be_bytes()[..]]);
-    }
-    o.key("agent_id").str(run.agent_id);
-    o.key("session_id").str(run.session_id);
-    o.key("last_seen").float(run.last_seen);
-    o.key("events_evaluated").uint(run.events_evaluated);
-    write_state(o.key("state"), run.state, delta.map(|(_, dropped, kept)| (dropped, kept)));
-    match &run.retries {
-        None => o.key("retries").null(),
-        Some(r) => write_retries(o.key("retries"), r, delta.is_some()),
-    }
-    if let Some((link, started)) = run.tree {
-        write_tree(o.key("tree"), link, started);
-    }
-    o.end();
-    w.0
-}
-
-fn write_totals(w: &mut Writer, t: &Totals) {
-    let mut o = w.object();
-    o.key("tool_calls").uint(t.tool_calls);
-    o.key("tool_ms").uint(t.tool_ms);
-    o.key("input_tokens").uint(t.input_tokens);
-    o.key("output_tokens").uint(t.output_tokens);
-    o.key("cost_usd").float(t.cost_usd);
-    o.key("runs").uint(t.runs);
-    o.end();
-}
-
-fn write_tree(w: &mut Writer, link: &TreeLink, started: f64) {
-    let mut o = w.object();
-    o.key("parent").str(&link.parent);
-    o.key("root").str(&link.root);
-    o.key("depth").uint(link.depth as u64);
-    o.key("children").list(&link.children, |w, c| w.str(c));
-    o.key("children_created").uint(link.children_created as u64);
-    o.key("started").float(started);
-    write_totals(o.key("totals"), &link.totals);
-    match &link.tree {
-        None => o.key("tree_totals").null(),
-        Some(t) => write_totals(o.key("tree_totals"), t),
-    }
-    o.key("notices").list(&link.notices, |w, n| {
-        w.0.push(b'[');
-        w.str(&n.child);
-        w.0.push(b',');
-        w.str(n.detector.name());
-        w.0.push(b',');
-        w.str(&n.tool);
-        w.0.push(b',');
-        w.str(&n.head);
-        w.0.push(b']');
-    });
-    o.key("warned").uint(link.warned as u64);
-    if link.extensions.iter().any(|&n| n > 0) {
-        o.key("extensions").list(&link.extensions, |w, &n| w.uint(n as u64));
-    }
-    o.end();
 }
 
 // ------------------------------------------------------------------ reading
@@ -755,16 +369,8 @@ fn hex32(at: &At) -> Result<[u8; 32], String> {
     Ok(digest32(&bytes))
 }
 
-fn action(at: &At) -> Result<Action, String> {
-    Ok(match at.str()? {
-        "allow" => Action::Allow,
-        "warn" => Action::Warn,
-        "block" => Action::Block,
-        "abort" => Action::Abort,
-        "reject" => Action::Reject,
-        "ask" => Action::Ask,
-        other => return Err(format!("{} is not an action: {other:?}", at.path)),
-    })
+fn action_at(at: &At) -> Result<crate::engine::Action, String> {
+    action(at.str()?, &at.path)
 }
 
 fn read_verdict(at: &At) -> Result<Verdict, String> {
@@ -772,20 +378,11 @@ fn read_verdict(at: &At) -> Result<Verdict, String> {
     let detector = Detector::from_name(detector_name.str().unwrap_or(""))
         .ok_or_else(|| format!("{} is not a detector", detector_name.path))?;
     let level_at = at.field("level")?;
-    let level = match level_at.str()? {
-        "none" => Level::None,
-        "warning" => Level::Warning,
-        "critical" => Level::Critical,
-        _ => return Err(format!("{} is not a level", level_at.path)),
-    };
+    let level = level(level_at.str()?, &level_at.path)?;
     let code_at = at.field("error_code")?;
-    let code = code_at.str()?;
-    let error_code = std::iter::once("")
-        .chain(crate::tables::error_codes::ALL.iter().copied())
-        .find(|c| *c == code)
-        .ok_or_else(|| format!("{} is not an error code: {code:?}", code_at.path))?;
+    let error_code = error_code(code_at.str()?, &code_at.path)?;
     Ok(Verdict {
-        action: action(&at.field("action")?)?,
+        action: action_at(&at.field("action")?)?,
         detector,
         level,
         count: at.field("count")?.u32()?,
@@ -799,7 +396,7 @@ fn read_verdict(at: &At) -> Result<Verdict, String> {
         evidence_call_ids: at.field("evidence_call_ids")?.items()?.iter().map(|i| i.str().map(str::to_string)).collect::<Result<_, _>>()?,
         shadow_action: match at.opt("shadow_action")? {
             None => None,
-            Some(a) => Some(action(&a)?),
+            Some(a) => Some(action_at(&a)?),
         },
         guard_armed: match at.field("guard_armed") {
             Ok(b) => b.bool()?,
@@ -1076,34 +673,7 @@ fn read_tree(run: &At) -> Result<Option<TreeLink>, String> {
     }))
 }
 
-/// A decoded run, ready for the store.
-pub struct Decoded {
-    pub tenant: String,
-    pub run_id: String,
-    pub agent_id: String,
-    pub session_id: String,
-    pub last_seen: f64,
-    pub events_evaluated: u64,
-    pub state: RunState,
-    pub retries: Option<DecodedRetries>,
-    /// Its tree link, `started` in wall-clock seconds.
-    pub tree: Option<TreeLink>,
-}
-
-pub struct DecodedRetries {
-    pub seqs: Vec<u64>,
-    pub digests: Vec<[u8; 8]>,
-    pub next_slot: usize,
-    /// slot -> (seq, decision id, verdict)
-    pub decisions: HashMap<usize, (u64, String, Verdict)>,
-    /// A delta's: the slots `seqs`/`digests` hold (written since its base, oldest first) and
-    /// the window's length; `apply_delta` writes them into the base's window.
-    pub slots: Option<(Vec<usize>, usize)>,
-    /// Events remembered since the base: the slots a later delta must still carry.
-    pub unsaved: usize,
-}
-
-pub fn decode(text: &[u8], retry_window: usize) -> Result<Decoded, String> {
+fn decode(text: &[u8], retry_window: usize) -> Result<Decoded, String> {
     match decode_as(text, retry_window)? {
         (decoded, None, None) => Ok(decoded),
         _ => Err("run is a delta, not a record".into()),
@@ -1113,58 +683,11 @@ pub fn decode(text: &[u8], retry_window: usize) -> Result<Decoded, String> {
 /// A delta (`encode_delta`): its base's id, the run as of the delta with only the records after
 /// the kept ones in its history, and (dropped, kept) records of the base. `apply_delta` puts
 /// the kept ones back.
-pub fn decode_delta(text: &[u8], retry_window: usize) -> Result<(u64, Decoded, (usize, usize)), String> {
+fn decode_delta(text: &[u8], retry_window: usize) -> Result<(u64, Decoded, (usize, usize)), String> {
     match decode_as(text, retry_window)? {
         (decoded, Some(base), Some(kept)) => Ok((base, decoded, kept)),
         _ => Err("delta names no base or kept records".into()),
     }
-}
-
-/// A delta on its base (both decoded): the delta's run with the base's kept records first in
-/// its history. Err when the base has fewer records than the delta keeps, or the history would
-/// overflow its capacity (a delta of another base).
-pub fn apply_delta(base: &Decoded, delta: &mut Decoded, (dropped, kept): (usize, usize)) -> Result<(), String> {
-    if let Some(retries) = delta.retries.as_mut() {
-        apply_retries(base.retries.as_ref(), retries)?;
-    }
-    let from_base = base.state.history();
-    // (With nothing kept, `dropped` can pass the base's length: every record of it is gone.)
-    if (kept > 0 && dropped + kept > from_base.len()) || kept + delta.state.history().len() > delta.state.capacity.max(1) {
-        return Err(format!("delta keeps records {dropped}..{} of a base of {}", dropped + kept, from_base.len()));
-    }
-    let tail = delta.state.take_history();
-    let mut history: VecDeque<Record> = if kept == 0 { VecDeque::new() } else { from_base.range(dropped..dropped + kept).cloned().collect() };
-    history.extend(tail);
-    delta.state.replace_history(history);
-    delta.state.mark_unsaved(dropped, kept);
-    Ok(())
-}
-
-/// A delta's retry slots written into its base's window (an empty one when the base had none).
-fn apply_retries(base: Option<&DecodedRetries>, delta: &mut DecodedRetries) -> Result<(), String> {
-    let Some((slots, len)) = delta.slots.take() else { return Ok(()) };
-    let (mut seqs, mut digests, mut decisions) = match base {
-        Some(b) => (b.seqs.clone(), b.digests.clone(), b.decisions.clone()),
-        None => Default::default(),
-    };
-    for (i, &slot) in slots.iter().enumerate() {
-        if slot < seqs.len() {
-            seqs[slot] = delta.seqs[i];
-            digests[slot] = delta.digests[i];
-        } else if slot == seqs.len() {
-            seqs.push(delta.seqs[i]);
-            digests.push(delta.digests[i]);
-        } else {
-            return Err(format!("delta's retry slot {slot} is past its base's window of {}", seqs.len()));
-        }
-        decisions.remove(&slot);
-    }
-    if seqs.len() != len {
-        return Err(format!("delta's retry window of {len} on a base of {}", seqs.len()));
-    }
-    decisions.extend(std::mem::take(&mut delta.decisions));
-    (delta.seqs, delta.digests, delta.decisions) = (seqs, digests, decisions);
-    Ok(())
 }
 
 /// A decoded record or delta: the run, a delta's base id and its (dropped, kept) base records.
@@ -1234,33 +757,8 @@ fn decode_as(text: &[u8], retry_window: usize) -> Result<DecodedAs, String> {
 
 // ------------------------------------------------------------------ exemptions
 
-/// A tenant's standing exemptions as one state-store record (service::exemptions; Python frames
-/// it with its own magic so it is never read as a run):
-/// `{"tenant", "exemptions": [{"id", "agent_id", "tool", "args": hex, "outcome": null |
-/// [status, result hex], "created_at", "expires_at" (wall-clock seconds), "run_id"}, ..]}`.
-/// `to_wall`: added to the in-memory times.
-pub fn encode_exemptions(tenant: &str, exemptions: &[&crate::engine::ask::Exemption], to_wall: f64) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(128 + exemptions.len() * 256));
-    let mut o = w.object();
-    o.key("tenant").str(tenant);
-    o.key("exemptions").list(exemptions.iter(), |w, e| {
-        let mut x = w.object();
-        x.key("id").str(&e.id);
-        x.key("agent_id").str(&e.agent_id);
-        x.key("tool").str(&e.tool);
-        x.key("args").str(&hex(&e.args));
-        write_outcome(x.key("outcome"), e.outcome.as_ref());
-        x.key("created_at").float(e.created_at + to_wall);
-        x.key("expires_at").float(e.expires_at + to_wall);
-        x.key("run_id").str(&e.run_id);
-        x.end();
-    });
-    o.end();
-    w.0
-}
-
-/// `encode_exemptions` read back; `from_wall` is added to the stored times. Err names the field.
-pub fn decode_exemptions(text: &[u8], from_wall: f64) -> Result<(String, Vec<crate::engine::ask::Exemption>), String> {
+/// A JSON-era exemption table's JSON read back; `from_wall` is added to the stored times. Err names the field.
+fn decode_exemptions(text: &[u8], from_wall: f64) -> Result<(String, Vec<crate::engine::ask::Exemption>), String> {
     let root = parse(text)?;
     let at = At { value: &root, path: "exemptions".into() };
     let tenant = at.field("tenant")?.str()?.to_string();
@@ -1280,79 +778,17 @@ pub fn decode_exemptions(text: &[u8], from_wall: f64) -> Result<(String, Vec<cra
     Ok((tenant, exemptions))
 }
 
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn strings_survive_escaping_and_the_reader_keeps_key_order() {
-        let mut w = Writer(Vec::new());
-        w.str("a\"b\\c\n\u{1}é😀");
-        let text = String::from_utf8(w.0).unwrap();
-        let parsed = parse(format!("{{\"z\":{text},\"a\":1}}").as_bytes()).unwrap();
+    fn the_reader_keeps_key_order_and_unescapes() {
+        let parsed = parse("{\"z\":\"a\\\"b\\\\c\\n\\u0001é😀\",\"a\":1}".as_bytes()).unwrap();
         let J::Obj(entries) = parsed else { panic!("not an object") };
         assert_eq!(vec!["z", "a"], entries.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>());
         assert!(matches!(&entries[0].1, J::Str(s) if s == "a\"b\\c\n\u{1}é😀"));
-    }
-
-    /// The in-place hex writer gives exactly the string the escaping writer gave (stored
-    /// records stay byte for byte what they were) and the reader takes it back.
-    #[test]
-    fn hex_written_in_place_is_the_escaped_hex_string() {
-        let parts: [&[u8]; 3] = [&[0x00, 0x0f, 0xf0], &[], &[0xab, 0xcd, 0xef, 0x12]];
-        let mut fast = Writer(Vec::new());
-        fast.hex_str(parts);
-        let mut escaped = Writer(Vec::new());
-        escaped.str(&parts.iter().map(|p| hex(p)).collect::<String>());
-        assert_eq!(escaped.0, fast.0);
-        assert_eq!(b"\"000ff0abcdef12\"".to_vec(), fast.0);
-    }
-
-    /// A run's pending asks and denied patterns (engine::ask) survive a store; absent = none.
-    #[test]
-    fn asks_round_trip_and_are_optional() {
-        use crate::engine::ask::{AskCause, Asks, PendingAsk};
-        let mut state = RunState::new(4);
-        let run = |state: &RunState| encode(&RunRecord {
-            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 1.0, events_evaluated: 2, state,
-            retries: None, tree: None,
-        });
-        let plain = run(&state);
-        assert!(!String::from_utf8_lossy(&plain).contains("asks"), "absent unless asked");
-        assert!(decode(&plain, 16).unwrap().state.asks.is_none());
-        let asks = Asks {
-            pending: vec![
-                PendingAsk { tool_call_id: "c1".into(), decision_id: "lw-1".into(), warning_key: "generic:fetch:ab".into(), tool: "fetch".into(),
-                             args: [7; 32], outcome: Some((1, [8; 32])), asked_at: 1700000000.5, cause: AskCause::Critical },
-                PendingAsk { tool_call_id: "".into(), decision_id: "lw-2".into(), warning_key: "budget:tool_calls".into(), tool: "read".into(),
-                             args: [9; 32], outcome: None, asked_at: 1700000001.0, cause: AskCause::Budget },
-            ],
-            denied: vec!["cycle:3:x".into()],
-        };
-        state.asks = Some(Box::new(asks.clone()));
-        assert_eq!(*decode(&run(&state), 16).unwrap().state.asks.unwrap(), asks);
-        let bad = String::from_utf8(run(&state)).unwrap().replace("\"budget\"", "\"bogus\"");
-        assert!(decode(bad.as_bytes(), 16).err().unwrap().contains("not an ask cause"));
-    }
-
-    #[test]
-    fn side_effects_round_trip_and_are_optional() {
-        use crate::engine::SideEffect;
-        let mut state = RunState::new(4);
-        let run = |state: &RunState| encode(&RunRecord {
-            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 1.0, events_evaluated: 2, state,
-            retries: None, tree: None,
-        });
-        let plain = run(&state);
-        assert!(!String::from_utf8_lossy(&plain).contains("side_effects"), "absent unless remembered");
-        assert!(decode(&plain, 16).unwrap().state.side_effects.is_none());
-        let effects = vec![
-            SideEffect { tool: "send_email".into(), args: [7; 32], seq: 3, call_id: Some("c1".into()), succeeded: true },
-            SideEffect { tool: "pay".into(), args: [9; 32], seq: 5, call_id: None, succeeded: false },
-        ];
-        state.side_effects = Some(Box::new(effects.clone()));
-        let read = decode(&run(&state), 16).unwrap().state.side_effects.unwrap();
-        assert_eq!(*read, effects);
     }
 
     #[test]
@@ -1363,96 +799,22 @@ mod tests {
         assert!(parse(deep.as_bytes()).unwrap_err().contains("nested too deep"));
     }
 
-    /// A run's batches (record flags, the current batch, the first critical) survive a store,
-    /// and a record written without them (absent keys) reads as none.
+    /// Version 1 and 2 values lose what their old digests name; a version 3 value keeps it.
     #[test]
-    fn spellings_round_trip_and_are_optional() {
-        use crate::engine::Tool;
-        let mut state = RunState::new(4);
-        state.append(Record::of(1, Tool::spelled("exec", "Bash"), [1; 32], [0; 32], 1, None, None));
-        state.append(Record::new(2, "exec", [1; 32], [0; 32], 1, None, None));
-        let record = |state: &RunState| encode(&RunRecord {
-            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 2, state, retries: None, tree: None,
-        });
-        let text = String::from_utf8(record(&state)).unwrap();
-        assert!(text.contains(r#""spellings":["Bash",null]"#), "{text}");
-        let back = decode(&record(&state), 16).ok().unwrap().state;
-        let names: Vec<_> = back.history().iter().map(|r| (r.tool(), r.spelling())).collect();
-        assert_eq!(names, [("exec", "Bash"), ("exec", "exec")]);
-        assert!(back.history()[0].same_tool(&back.history()[1]));
-        let plain = String::from_utf8(record(&RunState::new(4))).unwrap();
-        assert!(!plain.contains("spellings"), "{plain}");
-        let wrong = text.replace(r#""spellings":["Bash",null]"#, r#""spellings":["Read",null]"#);
-        let err = decode(wrong.as_bytes(), 16).err().unwrap();
-        assert!(err.contains("spellings[0] is not a spelling of \"exec\""), "{err}");
-    }
-
-    #[test]
-    fn batches_round_trip_and_are_optional() {
-        use crate::engine::batches::{Batch, FirstCritical};
-        let mut state = RunState::new(4);
-        for (i, flags) in [0u8, 2, 5].into_iter().enumerate() {
-            let mut r = Record::new(i as u64, "read", [i as u8; 32], [0; 32], 1, None, None);
-            r.flags = flags;
-            state.append(r);
-        }
-        state.batch = Some(Box::new(Batch {
-            number: 3,
-            size: 2,
-            outcomes_seen: true,
-            critical: Some(Box::new(FirstCritical { batch: 2, detector: Detector::GenericRepeat, tool: "read".into() })),
-            ..Default::default()
-        }));
-        let record = |state: &RunState| encode(&RunRecord {
-            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 3, state, retries: None, tree: None,
-        });
-        let back = decode(&record(&state), 16).ok().unwrap().state;
-        assert_eq!(back.history().iter().map(|r| r.flags).collect::<Vec<_>>(), [0, 2, 5]);
-        let batch = back.batch.unwrap();
-        assert_eq!((batch.number, batch.size, batch.outcomes_seen), (3, 2, true));
-        let critical = batch.critical.unwrap();
-        assert_eq!((critical.batch, critical.detector, critical.tool.as_str()), (2, Detector::GenericRepeat, "read"));
-        let plain = record(&RunState::new(4));
-        let text = String::from_utf8(plain.clone()).unwrap();
-        assert!(!text.contains("flags") && !text.contains("batch"), "{text}");
-        assert!(decode(&plain, 16).ok().unwrap().state.batch.is_none());
-    }
-
-    /// A run's tree link (parent, root, depth, children, totals, notices, warned budgets)
-    /// survives a store; a record without one (absent key) reads as a plain run.
-    #[test]
-    fn tree_links_round_trip_and_are_optional() {
-        let state = RunState::new(4);
-        let mut link = TreeLink::new(0.0);
-        link.parent = "p".into();
-        link.root = "root".into();
-        link.depth = 2;
-        link.children = vec!["c1".into(), "c2".into()];
-        link.children_created = 3;
-        link.totals = Totals { tool_calls: 7, tool_ms: 1500, input_tokens: 10, output_tokens: 20, cost_usd: 0.25, runs: 1 };
-        link.tree = Some(Box::new(Totals { tool_calls: 5_000_000_000, runs: 4, ..Default::default() }));
-        link.notices = vec![Notice { child: "c1".into(), detector: Detector::GenericRepeat, tool: "read".into(), head: "read was \"called\"".into() }];
-        link.warned = 0b101;
-        link.extensions = [0, 2, 0, 0, 1, 0];
-        let record = |tree| encode(&RunRecord {
-            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 3, state: &state, retries: None, tree,
-        });
-        let back = decode(&record(Some((&link, 1234.5))), 16).ok().unwrap().tree.unwrap();
-        assert_eq!((back.parent.as_str(), back.root.as_str(), back.depth), ("p", "root", 2));
-        assert_eq!((back.children.clone(), back.children_created), (vec!["c1".to_string(), "c2".to_string()], 3));
-        assert_eq!(back.totals, link.totals);
-        assert_eq!(back.tree.as_deref(), link.tree.as_deref());
-        assert_eq!((back.notices.clone(), back.warned, back.started), (link.notices.clone(), 0b101, 1234.5));
-        assert_eq!(back.extensions, [0, 2, 0, 0, 1, 0]);
-        let plain_link = TreeLink { extensions: [0; 6], ..link.clone() };
-        let unextended = encode(&RunRecord {
-            tenant: "", run_id: "r", agent_id: "", session_id: "", last_seen: 0.0, events_evaluated: 3, state: &state, retries: None,
-            tree: Some((&plain_link, 1.0)),
-        });
-        assert!(!String::from_utf8_lossy(&unextended).contains("extensions"), "written only when a person extended one");
-        assert_eq!(decode(&unextended, 16).ok().unwrap().tree.unwrap().extensions, [0; 6]);
-        let plain = record(None);
-        assert!(!String::from_utf8_lossy(&plain).contains("tree"));
-        assert!(decode(&plain, 16).ok().unwrap().tree.is_none());
+    fn older_versions_drop_what_their_old_digests_name() {
+        let record = br#"{"tenant":"","run_id":"r","agent_id":"","session_id":"","last_seen":1.0,"events_evaluated":2,
+            "state":{"history":{"capacity":4,"args":"","results":"","status":"","tools":[],"call_ids":[],"seqs":[],"unknown":null},
+                     "announced":null,"guard":null,"abort":null,"blocks":0,"seen_triples":[1,2],"no_new_streak":3},
+            "retries":{"seqs":[5],"digests":"0101010101010101","next_slot":1,"decisions":{}}}"#;
+        let framed = |magic: &[u8]| [magic, &miniz_oxide::deflate::compress_to_vec_zlib(record, 1)].concat();
+        let v3 = read_run_value(&framed(RUN_MAGIC_V3), 64).unwrap();
+        assert!(v3.legacy && v3.run.retries.is_some() && v3.run.state.no_new_streak == 3);
+        assert_eq!(v3.id, record_id(record), "a JSON-era delta names its base by the record's text");
+        let v2 = read_run_value(&framed(RUN_MAGIC_V2), 64).unwrap().run;
+        assert!(v2.retries.is_none() && v2.state.seen_triples.as_ref().unwrap().len() == 2);
+        let v1 = read_run_value(&framed(RUN_MAGIC_V1), 64).unwrap().run;
+        assert!(v1.retries.is_none() && v1.state.seen_triples.unwrap().is_empty() && v1.state.no_new_streak == 0);
+        assert!(read_run_value(record, 64).is_ok(), "a bare record (a snapshot's run)");
+        assert!(read_run_value(b"LWR\x03not zlib", 64).err().unwrap().contains("malformed run"));
     }
 }
