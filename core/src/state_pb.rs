@@ -81,6 +81,7 @@ pub struct Record {
     pub tool: ::prost::alloc::string::String,
     #[prost(bytes = "vec", tag = "3")]
     pub args: ::prost::alloc::vec::Vec<u8>,
+    /// Empty: 32 zero bytes (a call with no outcome yet has no result digest).
     #[prost(bytes = "vec", tag = "4")]
     pub result: ::prost::alloc::vec::Vec<u8>,
     /// 0 pending, 1 result, 2 error.

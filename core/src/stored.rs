@@ -209,7 +209,8 @@ fn state_message(state: &RunState, skip: usize) -> pb::RunState {
             seq: r.seq,
             tool: r.tool().into(),
             args: r.args.to_vec(),
-            result: r.result.to_vec(),
+            // A call with no outcome yet has an all-zero result: left empty, 34 bytes a record less.
+            result: if r.result == [0; 32] { Vec::new() } else { r.result.to_vec() },
             status: r.status as u32,
             call_id: r.call_id().unwrap_or("").into(),
             unknown: r.unknown().map(str::to_string),
@@ -464,7 +465,7 @@ fn read_state(s: pb::RunState) -> Result<RunState, String> {
             r.seq,
             Tool::spelled(&r.tool, spelled),
             digest32(&r.args, &what("args"))?,
-            digest32(&r.result, &what("result"))?,
+            if r.result.is_empty() { [0; 32] } else { digest32(&r.result, &what("result"))? },
             status(r.status, &what("status"))?,
             if r.call_id.is_empty() { None } else { Some(&r.call_id) },
             r.unknown.as_deref(),
@@ -791,7 +792,7 @@ mod tests {
                                 evidence_seqs: vec![1, 2], shadow_action: Some(Action::Block), ..Verdict::allow("read") };
         let mut state = RunState::new(8);
         for seq in 1..=4 {
-            state.append(Record::new(seq, "read", [seq as u8; 32], [0; 32], 1, None, None));
+            state.append(Record::new(seq, "read", [seq as u8; 32], [seq as u8; 32], 1, None, None));
         }
         let (seqs, digests) = (vec![11, 12, 13], vec![[1; 8], [2; 8], [3; 8]]);
         let retries = |unsaved| RetriesRecord { seqs: &seqs, digests: &digests, next_slot: 3, decisions: vec![(2, 13, "lw-3", &verdict)], unsaved, window: 64 };

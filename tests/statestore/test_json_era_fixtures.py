@@ -26,6 +26,21 @@ EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
 NEW_MAGICS = (b"LWR\x04", b"LWD\x02", b"LWX\x02")
 
 
+def _written_at() -> float:
+    """When the fixtures were written (their runs' latest event, wall clock): they are taken in as
+    of then, so a pending ask has not timed out by the time the test runs."""
+    import orjson
+
+    from tests.reference.codec import unframe
+
+    raw = json.loads((FIXTURES / "redis_values.json").read_text())
+    values = [base64.b64decode(v) for v in raw.values()]
+    return max(orjson.loads(unframe(v))["last_seen"] for v in values if v[:4] == b"LWR\x03") + 1.0
+
+
+WALL = _written_at()
+
+
 def redis_values() -> dict[bytes, bytes]:
     """The fixture's Redis values, keyed without the deployment's prefix (as the store loads them)."""
     raw = json.loads((FIXTURES / "redis_values.json").read_text())
@@ -48,6 +63,7 @@ def test_a_json_era_state_file_restores_the_runs_as_main_did(tmp_path):
         store = FileStateStore(str(path))
         store.check()
         core, keeper = replica(store)
+        keeper._wall = lambda: WALL
         keeper.restore()
         assert restored_views(core) == EXPECTED
         # The probes changed every run: the flush writes them all, in the new format only (an
@@ -76,9 +92,9 @@ def test_json_era_redis_values_load_as_main_loaded_them():
     runs = CoreRuns(core)
     for _key, value in redis_values().items():
         if is_exemptions(value):
-            assert runs.exemption_tables.take_in(value, time.time()) == 1
+            assert runs.exemption_tables.take_in(value, WALL) == 1
         else:
-            assert runs.take_in(value, time.time()) == "restored"
+            assert runs.take_in(value, WALL) == "restored"
     assert restored_views(core) == EXPECTED
     for tenant, run_id in RUNS:
         value = runs.encode(tenant, run_id, time.time())
