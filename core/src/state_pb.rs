@@ -71,6 +71,10 @@ pub struct RunState {
     pub batch: ::core::option::Option<Batch>,
     #[prost(message, optional, tag = "11")]
     pub asks: ::core::option::Option<Asks>,
+    /// The history's distinct digests (32 bytes each), which its records name by index: a run in
+    /// a loop repeats one call and one outcome, stored once instead of once a record.
+    #[prost(bytes = "vec", repeated, tag = "12")]
+    pub digests: ::prost::alloc::vec::Vec<::prost::alloc::vec::Vec<u8>>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Record {
@@ -79,11 +83,12 @@ pub struct Record {
     /// The normalised tool name.
     #[prost(string, tag = "2")]
     pub tool: ::prost::alloc::string::String,
-    #[prost(bytes = "vec", tag = "3")]
-    pub args: ::prost::alloc::vec::Vec<u8>,
-    /// Empty: 32 zero bytes (a call with no outcome yet has no result digest).
-    #[prost(bytes = "vec", tag = "4")]
-    pub result: ::prost::alloc::vec::Vec<u8>,
+    /// The call's arguments digest and its outcome's (all zero while it has none), as indices
+    /// into RunState.digests.
+    #[prost(uint32, tag = "3")]
+    pub args: u32,
+    #[prost(uint32, tag = "4")]
+    pub result: u32,
     /// 0 pending, 1 result, 2 error.
     #[prost(uint32, tag = "5")]
     pub status: u32,

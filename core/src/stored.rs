@@ -202,22 +202,41 @@ fn finite(f: f64) -> f64 {
     if f.is_finite() { f } else { 0.0 }
 }
 
+/// Distinct digests in first-seen order, each named by its index.
+#[derive(Default)]
+struct DigestTable {
+    index: HashMap<[u8; 32], u32>,
+    digests: Vec<Vec<u8>>,
+}
+
+impl DigestTable {
+    fn at(&mut self, digest: &[u8; 32]) -> u32 {
+        let next = self.digests.len() as u32;
+        *self.index.entry(*digest).or_insert_with(|| {
+            self.digests.push(digest.to_vec());
+            next
+        })
+    }
+}
+
 fn state_message(state: &RunState, skip: usize) -> pb::RunState {
-    pb::RunState {
-        capacity: state.capacity as u32,
-        history: state.history().iter().skip(skip).map(|r| pb::Record {
+    let mut table = DigestTable::default();
+    let history = state.history().iter().skip(skip).map(|r| pb::Record {
             seq: r.seq,
             tool: r.tool().into(),
-            args: r.args.to_vec(),
-            // A call with no outcome yet has an all-zero result: left empty, 34 bytes a record less.
-            result: if r.result == [0; 32] { Vec::new() } else { r.result.to_vec() },
+            args: table.at(&r.args),
+            result: table.at(&r.result),
             status: r.status as u32,
             call_id: r.call_id().unwrap_or("").into(),
             unknown: r.unknown().map(str::to_string),
             failure_key: r.failure_key().map_or_else(Vec::new, |k| k.to_vec()),
             spelling: if r.spelling() != r.tool() { r.spelling().into() } else { String::new() },
             flags: r.flags as u32,
-        }).collect(),
+        }).collect();
+    pb::RunState {
+        capacity: state.capacity as u32,
+        history,
+        digests: table.digests,
         announced: state.announced.as_ref().map(|keys| pb::Announced {
             keys: keys.iter().map(|(key, decade)| pb::AnnouncedKey { key: key.clone(), decade: *decade }).collect(),
         }),
@@ -451,6 +470,11 @@ fn read_run(run: pb::Run, retry_window: usize) -> Result<Decoded, String> {
 
 fn read_state(s: pb::RunState) -> Result<RunState, String> {
     let capacity = s.capacity as usize;
+    let mut digests = Vec::with_capacity(s.digests.len());
+    for (i, d) in s.digests.iter().enumerate() {
+        digests.push(digest32(d, &format!("state.digests[{i}]"))?);
+    }
+    let digest = |at: u32, what: String| digests.get(at as usize).copied().ok_or_else(|| format!("{what} names no digest"));
     let mut history = VecDeque::with_capacity(s.history.len().max(capacity.min(64)));
     for (i, r) in s.history.into_iter().enumerate() {
         let what = |field: &str| format!("state.history[{i}].{field}");
@@ -464,8 +488,8 @@ fn read_state(s: pb::RunState) -> Result<RunState, String> {
         let mut record = Record::of(
             r.seq,
             Tool::spelled(&r.tool, spelled),
-            digest32(&r.args, &what("args"))?,
-            if r.result.is_empty() { [0; 32] } else { digest32(&r.result, &what("result"))? },
+            digest(r.args, what("args"))?,
+            digest(r.result, what("result"))?,
             status(r.status, &what("status"))?,
             if r.call_id.is_empty() { None } else { Some(&r.call_id) },
             r.unknown.as_deref(),
@@ -777,8 +801,11 @@ mod tests {
         }
         assert!(decode(&value[..value.len() - 1], 16).is_err());
         let mut run = message(&value);
-        run.state.as_mut().unwrap().history[0].args.pop();
-        assert!(decode(&encode_message(&run), 16).err().unwrap().contains("state.history[0].args is not a 32-byte digest"));
+        run.state.as_mut().unwrap().history[0].args = 7;
+        assert!(decode(&encode_message(&run), 16).err().unwrap().contains("state.history[0].args names no digest"));
+        let mut run = message(&value);
+        run.state.as_mut().unwrap().digests[0].pop();
+        assert!(decode(&encode_message(&run), 16).err().unwrap().contains("state.digests[0] is not a 32-byte digest"));
         let mut run = message(&value);
         run.state.as_mut().unwrap().history[0].spelling = "Bash".into();
         assert!(decode(&encode_message(&run), 16).err().unwrap().contains("is not a spelling of"));
@@ -790,21 +817,22 @@ mod tests {
     fn a_delta_applies_to_its_base() {
         let verdict = Verdict { action: Action::Warn, detector: Detector::GenericRepeat, level: Level::Warning, count: 3,
                                 evidence_seqs: vec![1, 2], shadow_action: Some(Action::Block), ..Verdict::allow("read") };
-        let mut state = RunState::new(8);
-        for seq in 1..=4 {
+        let mut state = RunState::new(16);
+        for seq in 1..=10 {
             state.append(Record::new(seq, "read", [seq as u8; 32], [seq as u8; 32], 1, None, None));
         }
         let (seqs, digests) = (vec![11, 12, 13], vec![[1; 8], [2; 8], [3; 8]]);
         let retries = |unsaved| RetriesRecord { seqs: &seqs, digests: &digests, next_slot: 3, decisions: vec![(2, 13, "lw-3", &verdict)], unsaved, window: 64 };
         let base_value = encode(&RunRecord { retries: Some(retries(0)), ..record(&state, None) });
         let base = decode(&base_value, 64).unwrap();
-        state.append(Record::new(5, "read", [5; 32], [0; 32], 1, None, None));
-        let delta_value = encode_delta(&RunRecord { retries: Some(retries(1)), ..record(&state, None) }, record_id(&base_value), 0, 4);
+        state.append(Record::new(11, "read", [11; 32], [0; 32], 1, None, None));
+        let delta_value = encode_delta(&RunRecord { retries: Some(retries(1)), ..record(&state, None) }, record_id(&base_value), 0, 10);
         assert!(is_delta(&delta_value) && delta_value.len() * 2 < base_value.len());
         let (id, mut later, kept) = decode_delta(&delta_value, 64).unwrap();
-        assert_eq!((id, later.state.history().len(), kept), (record_id(&base_value), 1, (0, 4)));
+        assert_eq!((id, later.state.history().len(), kept), (record_id(&base_value), 1, (0, 10)));
         apply_delta(&base, &mut later, kept).unwrap();
-        assert_eq!(later.state.history().iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+        assert_eq!(later.state.history().iter().map(|r| r.seq).collect::<Vec<_>>(), (1..=11).collect::<Vec<_>>());
+        assert_eq!(later.state.history()[10].args, [11; 32]);
         let r = later.retries.unwrap();
         assert_eq!((r.seqs, r.digests.len(), r.decisions[&2].1.as_str()), (seqs.clone(), 3, "lw-3"));
     }
