@@ -846,3 +846,41 @@ mod tests {
         assert_eq!((tenant.as_str(), back), ("t", vec![e]));
     }
 }
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    /// Not a check: `cargo test --release --lib stored::timing -- --ignored --nocapture` prints
+    /// what encoding and decoding a 30-record run cost in the core alone.
+    #[test]
+    #[ignore]
+    fn encode_and_decode_a_30_record_run() {
+        let mut state = RunState::new(30);
+        for seq in 0..30u64 {
+            let mut args = [0u8; 32];
+            args[..8].copy_from_slice(&(seq * 7919).to_le_bytes());
+            state.append(Record::new(seq + 1, "read", args, [0; 32], 0, Some(&format!("c{seq}")), None));
+        }
+        let run = RunRecord { tenant: "", run_id: "run-17", agent_id: "", session_id: "", last_seen: 1.7e9, events_evaluated: 30, state: &state, retries: None, tree: None };
+        let n = 20_000;
+        let started = std::time::Instant::now();
+        let mut bytes = 0;
+        for _ in 0..n {
+            bytes += encode(&run).len();
+        }
+        let encode_us = started.elapsed().as_secs_f64() / n as f64 * 1e6;
+        let value = encode(&run);
+        let started = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(decode(&value, 64).unwrap());
+        }
+        let decode_us = started.elapsed().as_secs_f64() / n as f64 * 1e6;
+        let started = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(run_message(&run, 0));
+        }
+        let build_us = started.elapsed().as_secs_f64() / n as f64 * 1e6;
+        println!("encode {encode_us:.2} us (message built {build_us:.2} us), decode {decode_us:.2} us, {} bytes", bytes / n);
+    }
+}
