@@ -70,7 +70,7 @@ def _fill(core, runs: int, records: int) -> None:
 def _looping(core, runs: int, records: int) -> None:
     from loopwarden.v1 import loopwarden_pb2 as pb
 
-    for record in range(records):
+    for _ in range(records):
         for start in range(0, runs, 250):
             events = []
             for run in range(start, min(runs, start + 250)):
