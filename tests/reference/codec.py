@@ -71,7 +71,7 @@ def encode_verdict(verdict: Verdict) -> dict:
     return {key: (value.value if hasattr(value, "value") else value) for key, value in asdict(verdict).items()}
 
 
-# The codes a stored verdict may carry (core/src/state.rs refuses any other alike).
+# The codes a stored verdict may carry (the core's readers, core/src/stored.rs and stored_json.rs, refuse any other alike).
 _STORED_ERROR_CODES = frozenset({"", "run_id_mismatch", *(code.value for code in ErrorCode)})
 
 
