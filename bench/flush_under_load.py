@@ -13,8 +13,9 @@ reader): for each run, the events it was answered for minus the events its store
 are the events kill -9 lost; the time from the first lost event's answer to the kill is the loss
 in seconds of the run's events. A run loses nothing the interval before a flush took it.
 
-`--breakdown` times the parts of a flush in process on the same records: the core's encode (JSON),
-the framing's zlib, the file store's append + fsync.
+`--breakdown` times the parts of a flush in process on the same records: the core's encode (the
+stored value, framed), the file store's append + fsync; bench/stored_format.py sets the stored
+format against the JSON era's.
 """
 from __future__ import annotations
 
@@ -146,7 +147,7 @@ def _fill(target: str, runs: int, records: int) -> list[list[float]]:
 def stored_counts(path: pathlib.Path) -> dict[str, int]:
     """run id -> events_evaluated of its stored run, read as a restore reads it (the core takes
     each run's full record in with the delta after it)."""
-    return {run_id: record["events_evaluated"] for (_tenant, run_id), record in stored_runs(path).items()}
+    return {run_id: record.events_evaluated for (_tenant, run_id), record in stored_runs(path).items()}
 
 
 def runs_with_delta(path: pathlib.Path) -> int:
@@ -249,17 +250,12 @@ def _append_seconds(store: FileStateStore, items: list) -> float:
 
 
 def breakdown(runs: int, records: int, directory: str) -> dict:
-    """Per run, in process: the core's JSON encode, Python's zlib (level 1: main's framing on the
-    loop), the core's frame_records (the flush's framing now, off the loop), append + fsync; and
-    for a delta after one more call (what a busy run's flush writes now): its encode, its size,
-    its append + fsync."""
-    import zlib
-
-    from loopwarden_server.statestore.encoding import LEVEL, frame, run_key
-    from loopwarden_server.statestore.runs import CoreRuns
+    """Per run, in process: the core's encode (its stored value, framed: protobuf, no zlib),
+    append + fsync; and for a delta after one more call (what a busy run's flush writes to the
+    file store): its encode, its size, its append + fsync."""
+    from loopwarden_server.statestore.encoding import run_key
     from tests.core.harness import CoreEngine
     engine = CoreEngine(CONFIG, max_runs=runs + 10)
-    kept = CoreRuns(engine.service)
     for n in range(records):
         for start in range(0, runs, 1000):
             engine.evaluate([_event(r, n) for r in range(start, min(runs, start + 1000))])
@@ -267,18 +263,8 @@ def breakdown(runs: int, records: int, directory: str) -> dict:
     wall, now = time.time(), engine.clock()
     # CPU seconds of this thread (the machine is shared: wall time would count other processes).
     began = time.thread_time()
-    records_json = [engine.service.native.encode_run(t, r, wall, now) for t, r in keys]
+    values = [engine.service.native.encode_run(t, r, wall, now) for t, r in keys]
     encode = time.thread_time() - began
-    began = time.thread_time()
-    compressed = [zlib.compress(j, LEVEL) for j in records_json]
-    compress = time.thread_time() - began
-    began = time.thread_time()
-    framer = getattr(kept, "frame_records", None)  # None: a daemon from before it (A/B runs)
-    for start in range(0, runs, 256):
-        if framer is not None:
-            framer(records_json[start:start + 256])
-    core_frame = time.thread_time() - began
-    values = [frame(j) for j in records_json]
     store = FileStateStore(str(pathlib.Path(directory) / "breakdown.state"))
     store.check()
     list(store.restore())
@@ -296,11 +282,8 @@ def breakdown(runs: int, records: int, directory: str) -> dict:
     assert all(d.startswith(b"LWD") for d in deltas), "every run written as a delta"
     delta_append = _append_seconds(store, [(run_key(t, r), d, 0.0) for (t, r), d in zip(keys, deltas)])
     return {"runs": runs, "records": records,
-            "record_json_bytes": round(statistics.fmean(map(len, records_json))),
-            "stored_value_bytes": round(statistics.fmean(map(len, compressed))) + 4,
+            "stored_value_bytes": round(statistics.fmean(map(len, values))),
             "encode_us_per_run": round(encode / runs * 1e6, 1),
-            "python_zlib_us_per_run": round(compress / runs * 1e6, 1),
-            "core_frame_records_us_per_run": round(core_frame / runs * 1e6, 1),
             "append_fsync_us_per_run": round(append / runs * 1e6, 1),
             "delta_bytes": round(statistics.fmean(map(len, deltas))),
             "delta_encode_us_per_run": round(delta_encode / runs * 1e6, 1),

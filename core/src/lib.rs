@@ -13,6 +13,11 @@ pub mod toolnames;
 pub mod service;
 pub mod tables;
 pub mod tool_rules;
-pub mod state;
+/// The stored-run format and the JSON-era reader; the data both share with the service.
+pub mod stored;
+pub mod stored_json;
+#[allow(clippy::all)]
+pub mod state_pb;
+pub mod tree_link;
 #[cfg(feature = "python")]
 mod python;

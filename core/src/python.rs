@@ -76,25 +76,6 @@ fn args_digest<'py>(py: Python<'py>, tool_name: &str, params_json: &str) -> PyRe
     Ok(PyBytes::new(py, &crate::fingerprint::args_digest(tool_name, &params_value(params_json)?)))
 }
 
-/// Run records' JSON as stored values (service::persist::frame; None stays None, a delete; a
-/// delta, already a stored value, stays as it is). The compression runs with the GIL let go,
-/// once for the whole list: the keeper calls this from a worker thread, and a thread that took
-/// the GIL back after every record would wait out the event loop's switch interval each time.
-#[pyfunction]
-fn frame_records<'py>(py: Python<'py>, records: Vec<Option<Bound<'py, PyBytes>>>) -> Vec<Option<Bound<'py, PyBytes>>> {
-    // Bytes objects are immutable and held by `records` throughout: their slices can be read
-    // while other threads run.
-    let slices: Vec<Option<&[u8]>> = records.iter().map(|r| r.as_ref().map(|b| b.as_bytes())).collect();
-    let framed: Vec<Option<Vec<u8>>> = py.allow_threads(|| {
-        let mut framer = service::Framer::default();
-        slices.iter().map(|r| r.filter(|record| !record.starts_with(service::DELTA_MAGIC)).map(|record| framer.frame(record))).collect()
-    });
-    framed.into_iter().zip(records).map(|(framed, record)| match framed {
-        Some(value) => Some(PyBytes::new(py, &value)),
-        None => record, // a delete, or a delta: as it came
-    }).collect()
-}
-
 /// (status, digest, unknown tool name) of an outcome: status 0 = nothing recorded.
 #[pyfunction]
 #[pyo3(signature = (tool_name, params_json, result_json, error, provider_send_tools = vec![], extra_poll_tools = vec![]))]
@@ -717,13 +698,13 @@ impl PyCore {
         self.core.store.get(tenant, run_id).is_some()
     }
 
-    /// The run's record as JSON bytes (statestore/encoding.py frames it), None when not held.
+    /// The run's stored value (core/src/stored.rs), None when not held.
     fn encode_run<'py>(&self, py: Python<'py>, tenant: &str, run_id: &str, wall_now: f64, now: f64) -> Option<Bound<'py, PyBytes>> {
         self.core.encode_run(tenant, run_id, wall_now, now).map(|b| PyBytes::new(py, &b))
     }
 
-    /// The run for a flush (persist.rs `flush_record`): its record's JSON, to be framed, or with
-    /// `deltas` perhaps a delta, already a stored value (b"LWD\x01"...). Its change mark is
+    /// The run for a flush (persist.rs `flush_record`): its stored value, or with `deltas`
+    /// perhaps a delta (stored.rs). Its change mark is
     /// cleared as it is encoded, so a change after this lists it again behind the runs still
     /// waiting (store.rs: `written`).
     #[pyo3(signature = (tenant, run_id, wall_now, now, deltas = false))]
@@ -734,7 +715,7 @@ impl PyCore {
         Some(PyBytes::new(py, &bytes))
     }
 
-    /// Take in a record and the delta stored after it, if any: ("restored" | "restored_base_only"
+    /// Take in a stored value (any version) and the delta stored after it, if any: ("restored" | "restored_base_only"
     /// (the delta did not apply) | "expired" | "mismatch", [eviction reasons]); ValueError
     /// naming the field when the record is malformed.
     #[pyo3(signature = (record, wall_now, now, expect = None, delta = None))]
@@ -906,7 +887,7 @@ impl PyCore {
         self.core.exemptions.redirty(tenants)
     }
 
-    /// The tenant's table as JSON bytes and the seconds it stands; None when it holds none.
+    /// The tenant's table as its stored value and the seconds it stands; None when it holds none.
     fn encode_exemptions<'py>(&self, py: Python<'py>, tenant: &str, wall_now: f64, now: f64) -> Option<(Bound<'py, PyBytes>, f64)> {
         let record = self.core.exemptions.encode(tenant, wall_now, now)?;
         Some((PyBytes::new(py, &record), self.core.exemptions.ttl_seconds(tenant, now)))
@@ -930,7 +911,6 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(outcome_fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_tool_name, m)?)?;
     m.add_function(wrap_pyfunction!(parse_json_path, m)?)?;
-    m.add_function(wrap_pyfunction!(frame_records, m)?)?;
     m.add_class::<PyCore>()?;
     m.add_class::<Answer>()?;
     m.add_class::<Pending>()?;

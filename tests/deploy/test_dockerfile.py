@@ -300,7 +300,7 @@ class TestBuildContext:
 
 
 @pytest.mark.parametrize("relative", ["server/loopwarden_server/__init__.py", "server/pyproject.toml",
-                                      "core/Cargo.toml", "core/Cargo.lock", "core/src/state.rs", "core/pyproject.toml",
+                                      "core/Cargo.toml", "core/Cargo.lock", "core/src/stored.rs", "core/pyproject.toml",
                                       "client/python/loopwarden/cli.py", "client/python/pyproject.toml", "LICENSE"])
 def test_dockerignore_keeps_sources(relative: str) -> None:
     assert in_build_context(relative, dockerignore_rules())

@@ -13,13 +13,13 @@ import time
 from collections.abc import Iterator
 
 import grpc
-import orjson
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from loopwarden.v1 import loopwarden_pb2 as pb
-from loopwarden_server.statestore.encoding import frame, run_key
+from loopwarden_server.statestore.encoding import run_key
 from loopwarden_server.statestore.file import HEADER
 from loopwarden_server.statestore.file import frame as log_frame
+from tests.support.stored import frame_run
 
 from tests.support.daemon import running_daemon, started
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
@@ -40,7 +40,7 @@ def _loop(stream: Stream, run_id: str, times: int) -> list[pb.Verdict]:
     return verdicts[0::2]
 
 
-def _template_record(tmp_path: pathlib.Path) -> dict:
+def _template_record(tmp_path: pathlib.Path):
     """The stored record of a real run with 15 identical outcomes (written by a real daemon)."""
     path = tmp_path / "template.state"
     with running_daemon(ENABLED, ["--state-store", f"file:{path}"]) as daemon:
@@ -59,8 +59,10 @@ def _write_state(path: pathlib.Path, record: dict, runs: int) -> list[tuple[int,
     with path.open("wb") as handle:
         handle.write(HEADER)
         for index in range(runs):
-            copy = {**record, "run_id": f"r-{index}", "last_seen": time.time()}
-            data = log_frame(run_key(copy["tenant"], copy["run_id"]), frame(orjson.dumps(copy)))
+            copy = type(record)()
+            copy.CopyFrom(record)
+            copy.run_id, copy.last_seen = f"r-{index}", time.time()
+            data = log_frame(run_key(copy.tenant, copy.run_id), frame_run(copy))
             handle.write(data)
             placed.append((offset, len(data)))
             offset += len(data)

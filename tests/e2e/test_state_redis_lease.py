@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import time
 
-import orjson
 import pytest
 from loopwarden.v1 import loopwarden_pb2 as pb
 
-from loopwarden_server.statestore.encoding import run_key, unframe
+from loopwarden_server.statestore.encoding import run_key
+from tests.support.stored import run_message
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import value
@@ -48,7 +48,7 @@ def stored_events(redis, run_id: str) -> int:
 
     client = redis_py.Redis(host="127.0.0.1", port=redis.port)
     try:
-        return orjson.loads(unframe(client.get(b"loopwarden:" + run_key("", run_id))))["events_evaluated"]
+        return run_message(client.get(b"loopwarden:" + run_key("", run_id))).events_evaluated
     finally:
         client.close()
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import threading
 import time
 
-import orjson
 import pytest
 from loopwarden.v1 import loopwarden_pb2 as pb
 
-from loopwarden_server.statestore.encoding import tree_key_parts, unframe
+from loopwarden_server.statestore.encoding import tree_key_parts
+from tests.support.stored import history_seqs
 from tests.support.daemon import running_daemon
 from tests.support.grpc_helpers import SAME, Stream, call, channel, outcome
 from tests.support.metrics import value
@@ -46,8 +46,7 @@ def stored_records(redis) -> dict[str, int]:
         for key in client.keys("loopwarden:*"):
             if key.endswith((b"}exemptions", b"#owner")):
                 continue
-            record = orjson.loads(unframe(client.get(key)))
-            found[tree_key_parts(key[len(b"loopwarden:"):])[2]] = len(record["state"]["history"]["seqs"])
+            found[tree_key_parts(key[len(b"loopwarden:"):])[2]] = len(history_seqs(client.get(key)))
         return found
     finally:
         client.close()

@@ -1,8 +1,9 @@
-"""The reference engine's runs as the state store's record (the oracle's side of the one format).
+"""The reference engine's runs as the JSON-era stored record (version 3: b"LWR\x03" + zlib).
 
-The daemon stores what the core writes (core/src/state.rs); this writes and reads the same JSON
-from the reference engine's RunEntry objects, so tests can hold the two to one format and write
-snapshots and stored values the way an older daemon did.
+The daemon stored this JSON until its stored format became protobuf (core/src/stored.rs); the
+core still reads it (core/src/stored_json.rs). This writes and reads it from the reference
+engine's RunEntry objects, so tests write snapshots and stored values the way an older daemon
+did, and hold the core's JSON-era reader to the oracle's record.
 """
 from __future__ import annotations
 
@@ -15,13 +16,30 @@ from dataclasses import asdict
 
 import orjson
 from loopwarden_server.snapshot import FORMAT, VERSION
-from loopwarden_server.statestore.encoding import EncodingError, frame, unframe
+from loopwarden_server.statestore.encoding import EncodingError
 
 from .engine import Action, Detector, ErrorCode, Level, RunState, Verdict
 from .engine.compaction_guard import GuardWindow
 from .engine.state import DIGEST, History
 from .retries import RETRY_WINDOW, RetryWindow
 from .store import RunEntry, RunStore
+
+
+MAGIC_V3 = b"LWR\x03"
+
+
+def frame(record_json: bytes) -> bytes:
+    """A record's JSON as the JSON-era daemon stored it (zlib level 1)."""
+    return MAGIC_V3 + zlib.compress(record_json, 1)
+
+
+def unframe(data: bytes) -> bytes:
+    if data[:4] != MAGIC_V3:
+        raise EncodingError(f"not a JSON-era run: {data[:4]!r}")
+    try:
+        return zlib.decompress(data[4:])
+    except zlib.error as exc:
+        raise EncodingError(f"malformed run: {exc!r}") from None
 
 
 def encode_state(state: RunState) -> dict:
@@ -53,7 +71,7 @@ def encode_verdict(verdict: Verdict) -> dict:
     return {key: (value.value if hasattr(value, "value") else value) for key, value in asdict(verdict).items()}
 
 
-# The codes a stored verdict may carry (core/src/state.rs refuses any other alike).
+# The codes a stored verdict may carry (the core's readers, core/src/stored.rs and stored_json.rs, refuse any other alike).
 _STORED_ERROR_CODES = frozenset({"", "run_id_mismatch", *(code.value for code in ErrorCode)})
 
 

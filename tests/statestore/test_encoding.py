@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from loopwarden_server.config import load_default_config
 from tests.reference.engine import ToolCall, ToolOutcome, evaluate, new_run_state
 from loopwarden_server.statestore.encoding import MAGIC, EncodingError, key_parts, run_key, tree_key, tree_key_parts
-from tests.reference.codec import decode_run, encode_run
+from tests.reference.codec import MAGIC_V3, decode_run, encode_run
 from tests.reference.store import RunStore
 
 ids = st.text(st.characters(codec="utf-8"), max_size=40)
@@ -67,7 +67,7 @@ class TestRunValues:
         clock[0] += 7
         data = encode_run(entry, wall_now=1_000_000.0, mono_now=clock[0])
         decoded, idle = decode_run(data, wall_now=1_000_003.0)
-        assert data.startswith(MAGIC)
+        assert data.startswith(MAGIC_V3)
         assert ("acme", "run-1", "agent", "sess", 24) == (decoded.tenant, decoded.run_id, decoded.agent_id,
                                                          decoded.session_id, decoded.events_evaluated)
         assert entry.state.records == decoded.state.records
@@ -81,8 +81,10 @@ class TestRunValues:
 
         import orjson
 
+        from tests.reference.codec import unframe
         from tests.reference.retries import RetryWindow
-        from loopwarden_server.statestore.encoding import MAGIC_V1, unframe
+
+        MAGIC_V1 = b"LWR\x01"
 
         clock = [100.0]
         store = RunStore(max_runs=10, idle_ttl_seconds=3600, clock=lambda: clock[0])
@@ -92,10 +94,11 @@ class TestRunValues:
         entry.state.seen_triples, entry.state.no_new_streak = {1, 2, 3}, 5
         record = orjson.loads(unframe(encode_run(entry, wall_now=1_000_000.0, mono_now=clock[0])))
         old = MAGIC_V1 + zlib.compress(orjson.dumps(record))
-        decoded, _idle = decode_run(old, wall_now=1_000_000.0)
-        assert entry.state.records == decoded.state.records
+        decoded = _read_by_the_core(old, entry.run_id)
+        assert list(entry.state.history.seqs) == [r.seq for r in decoded.state.history]
         assert entry.state.blocks == decoded.state.blocks
-        assert (None, set(), 0) == (decoded.retries, decoded.state.seen_triples, decoded.state.no_new_streak)
+        assert (False, [], 0) == (decoded.HasField("retries"), list(decoded.state.seen_triples.keys),
+                                  decoded.state.no_new_streak)
 
     def test_a_version_2_value_is_read_without_its_retry_window(self):
         """Version 2 (sha256 retry digests) loads whole but for its retry window: its digests are
@@ -105,8 +108,10 @@ class TestRunValues:
 
         import orjson
 
+        from tests.reference.codec import unframe
         from tests.reference.retries import RetryWindow
-        from loopwarden_server.statestore.encoding import MAGIC_V2, unframe
+
+        MAGIC_V2 = b"LWR\x02"
 
         clock = [100.0]
         store = RunStore(max_runs=10, idle_ttl_seconds=3600, clock=lambda: clock[0])
@@ -116,13 +121,29 @@ class TestRunValues:
         entry.state.seen_triples, entry.state.no_new_streak = {1, 2, 3}, 5
         record = orjson.loads(unframe(encode_run(entry, wall_now=1_000_000.0, mono_now=clock[0])))
         old = MAGIC_V2 + zlib.compress(orjson.dumps(record))
-        decoded, _idle = decode_run(old, wall_now=1_000_000.0)
-        assert entry.state.records == decoded.state.records
-        assert (None, {1, 2, 3}, 5) == (decoded.retries, decoded.state.seen_triples, decoded.state.no_new_streak)
+        decoded = _read_by_the_core(old, entry.run_id)
+        assert list(entry.state.history.seqs) == [r.seq for r in decoded.state.history]
+        assert (False, {1, 2, 3}, 5) == (decoded.HasField("retries"), set(decoded.state.seen_triples.keys),
+                                         decoded.state.no_new_streak)
 
-    @pytest.mark.parametrize("data", [b"", b"LWR\x04" + b"x", b"LWR\x03not zlib", b"LWR\x02not zlib", b"LWR\x01not zlib",
-                                      MAGIC + __import__("zlib").compress(b"[]")])
+    @pytest.mark.parametrize("data", [b"", b"LWR\x04" + b"x", MAGIC + b"\0" * 4 + b"not a run", b"LWR\x05" + b"\0" * 8,
+                                      b"LWR\x03not zlib", b"LWR\x02not zlib", b"LWR\x01not zlib",
+                                      MAGIC_V3 + __import__("zlib").compress(b"[]")])
     def test_foreign_bytes_are_refused(self, data):
         """Another version, or bytes that are not a run, raise EncodingError (never a crash)."""
+        from loopwarden_server.statestore.runs import CoreRuns
+        from tests.core.harness import CoreEngine
+
         with pytest.raises(EncodingError):
-            decode_run(data, time.time())
+            CoreRuns(CoreEngine("{}").service).take_in(data, time.time())
+
+
+def _read_by_the_core(value: bytes, run_id: str):
+    """A JSON-era value taken in by the core and written again: the run as the core reads it."""
+    from loopwarden_server.statestore.runs import RESTORED, CoreRuns
+    from tests.core.harness import CoreEngine
+    from tests.support.stored import run_message
+
+    runs = CoreRuns(CoreEngine("{}", idle_ttl=1e12).service)
+    assert RESTORED == runs.take_in(value, 1_000_000.0)
+    return run_message(runs.encode("", run_id, 1_000_000.0))

@@ -7,11 +7,11 @@ import asyncio
 import itertools
 import time
 
-import orjson
 from loopwarden.v1 import loopwarden_pb2 as pb
 from prometheus_client import CollectorRegistry
 
-from loopwarden_server.statestore.encoding import run_key, unframe
+from loopwarden_server.statestore.encoding import run_key
+from tests.support.stored import history_seqs
 from loopwarden_server.config import load_config_text
 from loopwarden_server.core import CoreService
 from loopwarden_server.metrics import Metrics
@@ -35,7 +35,7 @@ def _replica(store) -> tuple[CoreService, StateKeeper]:
 
 
 def _stored_history(store: MemoryStore, run_id: str) -> int:
-    return len(orjson.loads(unframe(store.data[run_key("t", run_id)]))["state"]["history"]["seqs"])
+    return len(history_seqs(store.data[run_key("t", run_id)]))
 
 
 async def _lazily(core, keeper, *events: pb.Event) -> list[pb.Verdict]:

@@ -7,30 +7,30 @@ from __future__ import annotations
 import asyncio
 import time
 
-import loopwarden_core
-import orjson
 from prometheus_client import CollectorRegistry
 
 from bench.flush_under_load import CONFIG, _event
 from loopwarden_server.statestore.base import StateStoreError
-from loopwarden_server.statestore.encoding import MAGIC, frame, is_delta, run_key, unframe
+from loopwarden_server.statestore.encoding import MAGIC, is_delta, run_key
 from loopwarden_server.statestore.file import FileStateStore
 from loopwarden_server.statestore.keeper import BATCH, StateKeeper
 from loopwarden_server.statestore.metrics import StateMetrics
 from loopwarden_server.statestore.runs import CoreRuns
 from tests.core.harness import CoreEngine
 from tests.statestore.test_keeper import MemoryStore
+from tests.support.stored import delta_message, frame_delta, run_message
 
 
 class TestCoreFraming:
-    def test_the_core_frames_a_record_as_encoding_frame_does(self):
-        """Same magic, a zlib stream today's reader inflates to the same record; None stays a delete."""
-        record = orjson.dumps({"tenant": "", "run_id": "r", "state": {"args": "ab" * 2000}})
-        framed, deleted = loopwarden_core.frame_records([record, None])
-        assert deleted is None
-        assert MAGIC == framed[:4] == frame(record)[:4]
-        assert record == unframe(framed)
-        assert len(framed) < len(record) // 2
+    def test_the_core_hands_a_flush_its_values_framed(self):
+        """A flush's values come from the core as stored values already; the keeper's framing
+        hook passes them (and a delete's None) through."""
+        engine = CoreEngine(CONFIG)
+        engine.evaluate([_event(0, 0)])
+        kept = CoreRuns(engine.service)
+        value = kept.record("", "busy-0", time.time())
+        assert value is not None and value[:4] == MAGIC
+        assert [value, None] == kept.frame_records([value, None])
 
 
 class FailingStore(MemoryStore):
@@ -96,8 +96,8 @@ class TestPipelinedWrites:
         engine, registry = asyncio.run(scenario())
         assert {run_key("", f"busy-{r}") for r in range(runs)} == set(store.data)
         assert runs == registry.get_sample_value("loopwarden_state_runs_flushed_total")
-        record = orjson.loads(unframe(store.data[run_key("", "busy-7")]))
-        assert ("busy-7", 1) == (record["run_id"], record["events_evaluated"])
+        record = run_message(store.data[run_key("", "busy-7")])
+        assert ("busy-7", 1) == (record.run_id, record.events_evaluated)
 
     def test_batches_encoded_while_both_writers_are_busy_go_in_one_write(self):
         """Slow writes (a loaded disk): the batches encoded meanwhile are grouped, so 12 batches
@@ -214,7 +214,7 @@ class TestDeltasThroughTheKeeper:
     def test_a_restart_takes_the_run_back_whole_from_its_record_and_latest_delta(self, tmp_path, caplog):
         self._written(tmp_path / "runs.state", calls=3)
         [(base, delta)] = list(FileStateStore(str(tmp_path / "runs.state")).restore())
-        assert delta is not None and is_delta(delta) and len(delta) < len(unframe(base)) // 2
+        assert delta is not None and is_delta(delta) and len(delta) < len(base) // 2
         engine, registry, restored = self._restarted(tmp_path / "runs.state", caplog)
         assert (1, 1, 0) == (restored.runs, restored.runs_with_delta, restored.deltas_left_out)
         view = engine.service.native.inspect("", "busy-0")
@@ -226,12 +226,12 @@ class TestDeltasThroughTheKeeper:
         self._written(path, calls=3)
         [(_base, delta)] = list(FileStateStore(str(path)).restore())
         # The same delta naming another base, appended as the run's latest frame.
-        text = orjson.loads(delta[4:])
-        text["base"] = "00" * 8
+        other = delta_message(delta)
+        other.base = 0
         store = FileStateStore(str(path))
         store.check()
         list(store.restore())
-        asyncio.run(store.flush([(run_key("", "busy-0"), delta[:4] + orjson.dumps(text), 60.0)]))
+        asyncio.run(store.flush([(run_key("", "busy-0"), frame_delta(other), 60.0)]))
         engine, registry, restored = self._restarted(path, caplog)
         assert (1, 0, 1) == (restored.runs, restored.runs_with_delta, restored.deltas_left_out)
         assert 30 == engine.service.native.inspect("", "busy-0").events_evaluated, "as its record holds it"

@@ -263,7 +263,7 @@ def _fill_then_recover(tmp_path: pathlib.Path, state: pathlib.Path, wrapper: lis
     assert back["failed_attempts"] >= 1
     stored = stored_runs(state)
     assert {run_id for _tenant, run_id in stored} == acknowledged
-    assert {record["events_evaluated"] for record in stored.values()} == {CALLS}
+    assert {record.events_evaluated for record in stored.values()} == {CALLS}
     assert not list(state.parent.glob("runs.state.corrupt-*"))
     restored, _log = _restart_restores(state)
     assert restored == RUNS
@@ -378,5 +378,5 @@ class TestFullTmpfs:
         assert health == "SERVING"
         assert verdict.action == pb.ACTION_ALLOW, "judged from memory, with the restored history"
         assert {run_id for _tenant, run_id in stored} == first | later
-        assert stored[("", "before-0")]["events_evaluated"] == CALLS + 1
+        assert stored[("", "before-0")].events_evaluated == CALLS + 1
         assert aside == [], "the hole was a torn tail, cut off; nothing damaged"

@@ -19,17 +19,17 @@ def wait_until_flushed(daemon, at_least: float = 1.0, timeout: float = 15.0) -> 
     raise AssertionError(f"runs not flushed within {timeout}s: {daemon.scrape()[-2000:]}")
 
 
-def stored_runs(path) -> dict[tuple[str, str], dict]:
-    """The runs a state file holds, (tenant, run_id) -> the run's full record: each base with
+def stored_runs(path) -> dict[tuple[str, str], object]:
+    """The runs a state file holds, (tenant, run_id) -> the run's full record (its stored message,
+    tests/support/stored.py): each base with
     the delta after it applied by the core, as a restore does (a test reads what a restarted
     daemon would hold, never a base that a delta has moved past)."""
-    from loopwarden_server.statestore.encoding import is_exemptions, unframe
+    from loopwarden_server.statestore.encoding import is_exemptions
     from loopwarden_server.statestore.file import FileStateStore
     from loopwarden_server.statestore.runs import RESTORED, CoreRuns
 
-    import orjson
-
     from tests.core.harness import CoreEngine
+    from tests.support.stored import run_message
 
     store = FileStateStore(str(path))
     store.check()
@@ -38,10 +38,10 @@ def stored_runs(path) -> dict[tuple[str, str], dict]:
     runs, wall = CoreRuns(engine.service), time.time()
     found = {}
     for stored, delta in chains:
-        base = orjson.loads(unframe(stored))
+        base = run_message(stored)
         assert runs.take_in(stored, wall, delta=delta) == RESTORED, "a delta that does not apply to its base"
-        record = engine.service.native.encode_run(base["tenant"], base["run_id"], wall, engine.clock())
-        found[(base["tenant"], base["run_id"])] = orjson.loads(record)
+        record = engine.service.native.encode_run(base.tenant, base.run_id, wall, engine.clock())
+        found[(base.tenant, base.run_id)] = run_message(record)
     return found
 
 

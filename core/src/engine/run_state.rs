@@ -1,6 +1,6 @@
 //! What the engine remembers about a run between events: its history of records, the warning
 //! keys already announced, the post-compaction guard, the abort it ended in and the run-wide set
-//! of outcomes seen. Its own module because both the engine and the state store (`crate::state`)
+//! of outcomes seen. Its own module because both the engine and the state store (`crate::stored`)
 //! read and write it, and its layout is tuned for memory (80-byte records, boxed rare fields).
 
 use std::collections::{HashSet, VecDeque};

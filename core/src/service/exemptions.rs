@@ -1,6 +1,6 @@
 //! Standing exemptions ("always" answers to an ASK), tenant-wide: every run of a tenant's agent
 //! is checked against them, so they live beside the run store, not in a run. Kept here with
-//! their own dirty set so the state store writes a tenant's table as one record (state.rs:
+//! their own dirty set so the state store writes a tenant's table as one record (stored.rs:
 //! `encode_exemptions`) next to its runs, and a restart or another replica reads it back.
 //!
 //! Times are the service's clock (monotonic seconds) in memory and wall-clock seconds outside
@@ -152,7 +152,7 @@ impl Exemptions {
         if live.is_empty() {
             return None;
         }
-        Some(crate::state::encode_exemptions(tenant, &live, wall_now - now))
+        Some(crate::stored::encode_exemptions(tenant, &live, wall_now - now))
     }
 
     /// Latest expiry of the tenant's table, in seconds from now (the store's key TTL).
@@ -164,7 +164,7 @@ impl Exemptions {
     /// not yet written (then the two are merged by id, memory winning). Expired ones and ones
     /// revoked here are dropped (the union minus revocations). Returns the tenant and how many were taken in; Err names the malformed field.
     pub fn load(&mut self, record: &[u8], wall_now: f64, now: f64) -> Result<(String, usize), String> {
-        let (tenant, stored) = crate::state::decode_exemptions(record, now - wall_now)?;
+        let (tenant, stored) = crate::stored::decode_exemptions(record, now - wall_now)?;
         let revoked = self.revoked.get(&tenant);
         let stored: Vec<Exemption> = stored.into_iter()
             .filter(|e| e.expires_at > now && !revoked.is_some_and(|ids| ids.iter().any(|(id, _)| *id == e.id)))
@@ -242,7 +242,12 @@ mod tests {
         assert_eq!((back.id.as_str(), back.agent_id.as_str(), back.tool.as_str(), back.args, back.outcome), ("d-1", "a", "read", made.args, made.outcome));
         assert!((back.expires_at - 55.0).abs() < 1e-6, "{}", back.expires_at);
         assert!(x.encode("nobody", 1000.0, 100.0).is_none());
-        assert!(y.load(b"{\"tenant\": 1}", 0.0, 0.0).unwrap_err().contains("tenant"));
+        assert!(y.load(b"{\"tenant\": 1}", 0.0, 0.0).unwrap_err().contains("not an exemption table"));
+        // A JSON-era table (b"LWX\x01" + zlib) is still read, and a malformed one names its field.
+        let legacy = |json: &str| [b"LWX\x01".as_slice(), &miniz_oxide::deflate::compress_to_vec_zlib(json.as_bytes(), 1)].concat();
+        let old = legacy(r#"{"tenant":"t","exemptions":[{"id":"d-9","agent_id":"a","tool":"read","args":"0101010101010101010101010101010101010101010101010101010101010101","outcome":null,"created_at":1000.0,"expires_at":1100.0,"run_id":"r"}]}"#);
+        assert_eq!(y.load(&old, 1010.0, 5.0).unwrap(), ("t".into(), 1));
+        assert!(y.load(&legacy(r#"{"tenant": 1}"#), 0.0, 0.0).unwrap_err().contains("tenant"));
     }
 
     #[test]

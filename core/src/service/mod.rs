@@ -28,7 +28,7 @@ mod views;
 mod wire;
 
 pub use exemptions::{Exemptions, MAX_EXEMPTIONS_PER_TENANT};
-pub use persist::{frame, Base, ForFlush, Framer, Loaded, DELTA_MAGIC, RUN_MAGIC};
+pub use persist::{Base, ForFlush, Loaded};
 pub use request::{count_events, py_repr, Limits, Refusal, Side};
 pub use retries::{content_digest, content_digest_of, RETRY_WINDOW};
 pub use store::{Entry, RunKey, Store, RECENT_DECISIONS};

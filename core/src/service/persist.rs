@@ -1,4 +1,4 @@
-//! The glue between the run store and a shared state store (`crate::state` holds the record
+//! The glue between the run store and a shared state store (`crate::stored` holds the stored
 //! format): a held run encoded for writing, a stored run taken back in. Apart from the request
 //! path because Python calls it on its own schedule (flushes, restores, lazy loads).
 
@@ -7,47 +7,6 @@ use super::retries::{Retries, RETRY_WINDOW};
 use super::store::Entry;
 use super::{Core, Decision};
 use crate::engine::Verdict;
-
-/// Run records as stored values (statestore/encoding.py's format, version 3): the magic
-/// b"LWR\x03" and a zlib stream (RFC 1950) of the record's JSON at level 1, as `frame` there.
-/// One compressor is reset between records instead of a new one each (its ~300 KB of tables
-/// allocated and cleared per record cost ~3x the compression itself). Pure bytes to bytes, no
-/// core state, so the flush runs it on a worker thread with the GIL let go.
-pub struct Framer(Box<miniz_oxide::deflate::core::CompressorOxide>);
-
-impl Default for Framer {
-    fn default() -> Self {
-        use miniz_oxide::deflate::core::{create_comp_flags_from_zip_params, CompressionStrategy, CompressorOxide};
-        // Level 1, a 32 KiB window with a zlib header (window bits 15 > 0), default strategy.
-        let flags = create_comp_flags_from_zip_params(1, 15, CompressionStrategy::Default as i32);
-        Framer(Box::new(CompressorOxide::new(flags)))
-    }
-}
-
-impl Framer {
-    pub fn frame(&mut self, record: &[u8]) -> Vec<u8> {
-        use miniz_oxide::deflate::core::{compress_to_output, TDEFLFlush, TDEFLStatus};
-        self.0.reset();
-        let mut out = Vec::with_capacity(4 + record.len() / 2);
-        out.extend_from_slice(RUN_MAGIC);
-        let (status, _) = compress_to_output(&mut self.0, record, TDEFLFlush::Finish, |chunk| {
-            out.extend_from_slice(chunk);
-            true
-        });
-        debug_assert!(matches!(status, TDEFLStatus::Done), "deflate of an in-memory record cannot fail");
-        out
-    }
-}
-
-/// One record framed (a new compressor: for one-off use; a batch uses one `Framer`).
-pub fn frame(record: &[u8]) -> Vec<u8> {
-    Framer::default().frame(record)
-}
-
-pub const RUN_MAGIC: &[u8; 4] = b"LWR\x03";
-/// A delta's stored value: this magic and the delta's JSON (`crate::state::encode_delta`), not
-/// compressed: it is small, and compression is most of what a full record costs a flush.
-pub const DELTA_MAGIC: &[u8; 4] = b"LWD\x01";
 
 /// A run's last full record in the state store: the base its deltas name, and its length (a
 /// delta is written only while it is at most half of it; past that the run is written whole
@@ -58,11 +17,11 @@ pub struct Base {
     pub len: usize,
 }
 
-/// A run as a flush writes it.
+/// A run as a flush writes it: its stored value either way (stored.rs).
 pub enum ForFlush {
-    /// The full record's JSON (framed later, off the event loop).
+    /// The full record.
     Record(Vec<u8>),
-    /// A delta as the stored value itself (DELTA_MAGIC and its JSON).
+    /// A delta against the run's last full record.
     Delta(Vec<u8>),
 }
 
@@ -82,17 +41,17 @@ pub enum Loaded {
 }
 
 impl Core {
-    /// The run's state-store record (state.rs), or None when it is not held. `wall_now` and
+    /// The run's stored value (stored.rs), or None when it is not held. `wall_now` and
     /// `now` (the store's clock) turn its last event into wall-clock time.
     pub fn encode_run(&self, tenant: &str, run_id: &str, wall_now: f64, now: f64) -> Option<Vec<u8>> {
         let entry = self.store.get(tenant, run_id)?;
-        Some(with_record(entry, wall_now, now, crate::state::encode))
+        Some(with_record(entry, wall_now, now, crate::stored::encode))
     }
 
     /// The run as a flush writes it, or None when it is not held. With `deltas` (a store that
     /// keeps a run's base beside its latest delta: the file store), a run whose last full record
     /// was written is written as a delta against it, only what changed since: its new history
-    /// records and its other fields (small), uncompressed; a run with no base, or whose delta
+    /// records and its other fields (small); a run with no base, or whose delta
     /// would pass half its base's size, is written in full and that record becomes its base.
     pub fn flush_record(&mut self, tenant: &str, run_id: &str, wall_now: f64, now: f64, deltas: bool) -> Option<ForFlush> {
         let entry = self.store.get_mut(tenant, run_id)?;
@@ -100,18 +59,15 @@ impl Core {
         let (dropped, kept) = entry.state.unsaved();
         let written = with_record(entry, wall_now, now, |run| {
             if let Some(base) = base {
-                let delta = crate::state::encode_delta(run, base.id, dropped, kept);
+                let delta = crate::stored::encode_delta(run, base.id, dropped, kept);
                 if delta.len() * 2 <= base.len {
-                    let mut value = Vec::with_capacity(DELTA_MAGIC.len() + delta.len());
-                    value.extend_from_slice(DELTA_MAGIC);
-                    value.extend_from_slice(&delta);
-                    return ForFlush::Delta(value);
+                    return ForFlush::Delta(delta);
                 }
             }
-            ForFlush::Record(crate::state::encode(run))
+            ForFlush::Record(crate::stored::encode(run))
         });
         if let ForFlush::Record(record) = &written {
-            entry.base = Some(Base { id: crate::state::record_id(record), len: record.len() });
+            entry.base = Some(Base { id: crate::stored::record_id(record), len: record.len() });
             entry.state.mark_saved();
             if let Some(retries) = entry.retries.as_mut() {
                 retries.unsaved = 0;
@@ -172,7 +128,7 @@ impl Core {
     }
 
     /// A decoded run as a run-store entry and its idle time, or why it is not taken in.
-    fn stored_entry(&self, mut d: crate::state::Decoded, base: Base, wall_now: f64, now: f64, expect: Option<(&str, &str)>)
+    fn stored_entry(&self, mut d: crate::stored::Decoded, base: Option<Base>, wall_now: f64, now: f64, expect: Option<(&str, &str)>)
                     -> Result<Result<(Entry, f64), Loaded>, String> {
         crate::engine::ask::shift_times(&mut d.state, now - wall_now);
         let idle = (wall_now - d.last_seen).max(0.0);
@@ -184,7 +140,7 @@ impl Core {
                 return Ok(Err(Loaded::Mismatch));
             }
         }
-        let retries = d.retries.map(|crate::state::DecodedRetries { seqs, digests, next_slot, decisions, unsaved, .. }| {
+        let retries = d.retries.map(|crate::stored::DecodedRetries { seqs, digests, next_slot, decisions, unsaved, .. }| {
             let decisions = decisions
                 .into_iter()
                 .map(|(slot, (seq, decision_id, verdict))| (slot, Decision { seq, run_id: d.run_id.clone(), verdict, decision_id }))
@@ -211,19 +167,19 @@ impl Core {
             unlinked_calls: 0,
             owner_gen: 0,
             lease_until: f64::INFINITY,
-            base: Some(base),
+            base,
         };
         Ok(Ok((entry, idle)))
     }
 }
 
 /// `f` of the entry as a `RunRecord`.
-fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate::state::RunRecord) -> R) -> R {
+fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate::stored::RunRecord) -> R) -> R {
     let retries = entry.retries.as_ref().map(|r| {
         let mut decisions: Vec<(usize, u64, &str, &Verdict)> =
             r.decisions.iter().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
         decisions.sort_by_key(|d| d.0);
-        crate::state::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions, unsaved: r.unsaved }
+        crate::stored::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions, unsaved: r.unsaved, window: RETRY_WINDOW }
     });
     // Pending asks are stored with wall-clock times (a copy only for a run that has some).
     let shifted;
@@ -235,7 +191,7 @@ fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate:
     } else {
         &entry.state
     };
-    f(&crate::state::RunRecord {
+    f(&crate::stored::RunRecord {
         tenant: &entry.tenant,
         run_id: &entry.run_id,
         agent_id: &entry.agent_id,
@@ -250,25 +206,24 @@ fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate:
 
 /// A stored record and the delta after it, decoded: the run (the delta applied when it is one of
 /// this record's, of the same run), the record as its base, and whether the delta was applied.
-fn decode_stored(record: &[u8], delta: Option<&[u8]>) -> Result<(crate::state::Decoded, Base, bool), String> {
-    let mut decoded = crate::state::decode(record, RETRY_WINDOW)?;
+/// A run read from a JSON-era value has no base: its next flush writes it whole, in this format.
+fn decode_stored(record: &[u8], delta: Option<&[u8]>) -> Result<(crate::stored::Decoded, Option<Base>, bool), String> {
+    let stored = crate::stored::decode_value(record, RETRY_WINDOW)?;
+    let mut decoded = stored.run;
     decoded.state.mark_saved(); // the record is the run's base as it stands
-    let base = Base { id: crate::state::record_id(record), len: record.len() };
-    let Some(delta) = delta else { return Ok((decoded, base, false)) };
-    let applied = delta
-        .strip_prefix(DELTA_MAGIC.as_slice())
-        .ok_or_else(|| "not a delta".to_string())
-        .and_then(|text| crate::state::decode_delta(text, RETRY_WINDOW))
-        .and_then(|(id, mut later, kept)| {
-            if id != base.id || later.tenant != decoded.tenant || later.run_id != decoded.run_id {
-                return Err("a delta of another record".into());
-            }
-            crate::state::apply_delta(&decoded, &mut later, kept)?;
-            Ok(later)
-        });
+    let base = Base { id: stored.id, len: stored.len };
+    let kept_base = (!stored.legacy).then_some(base);
+    let Some(delta) = delta else { return Ok((decoded, kept_base, false)) };
+    let applied = crate::stored::decode_delta(delta, RETRY_WINDOW).and_then(|(id, mut later, kept)| {
+        if id != base.id || later.tenant != decoded.tenant || later.run_id != decoded.run_id {
+            return Err("a delta of another record".into());
+        }
+        crate::stored::apply_delta(&decoded, &mut later, kept)?;
+        Ok(later)
+    });
     Ok(match applied {
-        Ok(later) => (later, base, true),
-        Err(_) => (decoded, base, false),
+        Ok(later) => (later, kept_base, true),
+        Err(_) => (decoded, kept_base, false),
     })
 }
 
@@ -295,11 +250,11 @@ mod tests {
 
     /// The record without its `last_seen` (a wall-clock time that round-trips through the
     /// store's clock with float error).
-    fn comparable(record: Vec<u8>) -> String {
-        let text = String::from_utf8(record).unwrap();
-        let start = text.find(r#""last_seen":"#).unwrap();
-        let end = start + text[start..].find(',').unwrap();
-        format!("{}{}", &text[..start], &text[end..])
+    fn comparable(record: Vec<u8>) -> crate::state_pb::Run {
+        use prost::Message;
+        let mut run = crate::state_pb::Run::decode(&record[8..]).unwrap();
+        run.last_seen = 0.0;
+        run
     }
 
     /// The heart of deltas: whatever the engine did to a run between flushes (calls appended
@@ -380,8 +335,11 @@ mod tests {
                                        "variant {variant} seed {seed} step {step} run {run_id}");
                             // A delta against another base is left out, and says so.
                             if delta.is_some() {
-                                let mut other = base.clone();
-                                other.push(b' ');
+                                // Another base of the same run (another id).
+                                use prost::Message;
+                                let mut run = crate::state_pb::Run::decode(&base[8..]).unwrap();
+                                run.events_evaluated += 1000;
+                                let other = crate::stored::encode_message(&run);
                                 let loaded = core(settings).load_run(&other, delta.as_deref(), wall, now, None, &mut Vec::new()).unwrap();
                                 assert!(matches!(loaded, Loaded::RestoredBaseOnly));
                             }
@@ -419,37 +377,11 @@ mod tests {
         let Some(ForFlush::Record(record)) = live.flush_record("", "r", 0.0, 0.0, true) else { panic!("first: full") };
         live.evaluate_event(&call(31), "", 0.0, &mut summary);
         let Some(ForFlush::Delta(delta)) = live.flush_record("", "r", 0.0, 0.0, true) else { panic!("then: a delta") };
-        assert!(delta.starts_with(DELTA_MAGIC));
+        assert!(delta.starts_with(crate::stored::DELTA_MAGIC));
         assert!(delta.len() * 4 < record.len(), "delta {} bytes, record {}", delta.len(), record.len());
         // Without deltas (a shared store), always the full record.
         live.evaluate_event(&call(32), "", 0.0, &mut summary);
         assert!(matches!(live.flush_record("", "r", 0.0, 0.0, false), Some(ForFlush::Record(_))));
-    }
-
-    /// A framed value is the magic and a zlib stream any zlib reads: checked against a stored
-    /// value framed by encoding.py (zlib level 1) by tests/statestore/test_encoding.py; here the
-    /// stream's own inflate gives the record back.
-    #[test]
-    fn a_framed_record_is_the_magic_and_a_zlib_stream_of_it() {
-        let record = br#"{"tenant":"","run_id":"r","args":"00ff00ff00ff00ff"}"#.repeat(20);
-        let value = frame(&record);
-        assert_eq!(RUN_MAGIC, &value[..4]);
-        assert_eq!(0x78, value[4], "a zlib header (deflate, 32K window)");
-        assert_eq!(record, miniz_oxide::inflate::decompress_to_vec_zlib(&value[4..]).unwrap());
-        assert!(value.len() < record.len() / 4, "compressed: {} of {}", value.len(), record.len());
-    }
-
-    /// A reused compressor gives each record its own complete stream, the same as a new one.
-    #[test]
-    fn a_reused_framer_frames_each_record_as_a_new_one_does() {
-        let mut framer = Framer::default();
-        let first = br#"{"args":"0123456789abcdef0123456789abcdef"}"#.repeat(50);
-        let second = br#"{"run_id":"another"}"#.to_vec();
-        for record in [&first, &second, &first] {
-            let value = framer.frame(record);
-            assert_eq!(frame(record), value);
-            assert_eq!(*record, miniz_oxide::inflate::decompress_to_vec_zlib(&value[4..]).unwrap());
-        }
     }
 
     /// A stored run's idle time runs on the wall clock from its last event, the time no replica

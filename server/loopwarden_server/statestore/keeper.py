@@ -67,7 +67,7 @@ from typing import cast
 from ..metrics import from_scrape_thread
 from ..snapshot import SnapshotError, read_snapshot, snapshot_records
 from .base import STALE, WAITING, WRITTEN, StateStore, StateStoreError
-from .encoding import EncodingError, exemptions_key, frame, is_delta, is_exemptions, run_key, tree_key
+from .encoding import EncodingError, exemptions_key, is_delta, is_exemptions, run_key, tree_key
 from .file import FileStateStore, NotAStateFile
 from .metrics import StateMetrics
 from .runs import HELD, MERGED, RESTORED, RESTORED_BASE_ONLY, CoreRuns, RunKey
@@ -110,7 +110,7 @@ class _NoExemptionTables:
 # uses a second core while the loop encodes; the store orders the appends themselves.
 WRITERS = 2
 # Runs encoded per batch on the event loop: ~3 µs each for a delta, ~15 µs for a full record
-# (its JSON; zlib runs in the writer thread), so a batch holds the loop for 1-4 ms.
+# (its stored value), so a batch holds the loop for 1-4 ms.
 BATCH = 256
 # Runs one write takes at most: the batches encoded while both writers were busy.
 GROUP = 16 * BATCH
@@ -280,7 +280,9 @@ class StateKeeper:
         except (OSError, SnapshotError, EncodingError) as exc:
             self._refuse(str(exc))
             return 0, 0
-        store.rewrite(iter([(run_key(tenant, run_id), frame(record)) for tenant, run_id, record in records]))
+        values = [(run_key(tenant, run_id), self.runs.encode(tenant, run_id, wall))
+                  for tenant, run_id, _record in records]
+        store.rewrite(iter([(key, value) for key, value in values if value is not None]))
         log.info("snapshot converted to a state file", extra={"state_store": store.path, "runs": len(records)})
         return len(records), expired
 

@@ -3,16 +3,14 @@
 Design. The keeper (keeper.py) moves runs between memory and a store as bytes and never looks
 inside one, so all it needs of the memory side is this: which runs changed (and the marks put
 back when a flush fails), whether a run is held, a held run as a stored value, and a stored value
-taken in. The core writes and reads the run record's JSON itself (core/src/state.rs); only the
-framing (magic + zlib) is encoding.py's.
+taken in. The core writes and reads the stored values, framing included (core/src/stored.rs):
+here they are only bytes.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import loopwarden_core
-
-from .encoding import EncodingError, frame, frame_exemptions, unframe, unframe_exemptions
+from .encoding import EncodingError
 
 if TYPE_CHECKING:
     from ..core import CoreService
@@ -59,32 +57,31 @@ class CoreRuns:
         return self.core.native.held(tenant, run_id)
 
     def encode(self, tenant: str, run_id: str, wall_now: float) -> bytes | None:
-        record = self.record(tenant, run_id, wall_now)
-        return None if record is None else frame(record)
+        """The run's stored value (its full record), None when it is not held."""
+        return self.core.native.encode_run(tenant, run_id, wall_now, self.core.clock())
 
     def record(self, tenant: str, run_id: str, wall_now: float, deltas: bool = False) -> bytes | None:
-        """The run for a flush: its record JSON, not yet framed (the keeper frames it off the
-        event loop), or with `deltas` (a store that keeps them) perhaps a delta, already a stored
-        value (encoding.DELTA_MAGIC). Its change mark is cleared, so the run's next change queues
-        it behind the runs still waiting: the longest-unwritten runs are written first."""
+        """The run for a flush: its stored value, or with `deltas` (a store that keeps them)
+        perhaps a delta (encoding.is_delta). Its change mark is cleared, so the run's next change
+        queues it behind the runs still waiting: the longest-unwritten runs are written first."""
         return self.core.native.take_record(tenant, run_id, wall_now, self.core.clock(), deltas)
 
     @staticmethod
-    def frame_records(records: list[bytes | None]) -> list[bytes | None]:
-        """Records as stored values (encoding.frame's format; a delta, already one, as it is),
-        compressed by the core with the GIL let go for the whole list: the keeper runs it in a
-        worker thread while events flow."""
-        return loopwarden_core.frame_records(records)
+    def frame_records(values: list[bytes | None]) -> list[bytes | None]:
+        """The keeper's hook for framing off the event loop: the core's values come framed and
+        uncompressed now, so there is nothing left to do (the keeper still calls it)."""
+        return values
 
     def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None, delta: bytes | None = None) -> str:
         """A stored value, and the delta stored after it (the file store's restore)."""
-        return self.take_in_record(unframe(value), wall_now, expect, delta)
+        return self.take_in_record(value, wall_now, expect, delta)
 
     def take_in_record(self, record: bytes, wall_now: float, expect: RunKey | None = None,
                        delta: bytes | None = None) -> str:
-        """A run record's JSON (unframed), and a delta stored after it: restored (with the
-        delta applied), restored_base_only (the delta was not the record's), expired or
-        mismatch; EncodingError naming the field when the record is malformed."""
+        """A stored value of any version, or a bare JSON-era record (a snapshot's run), and a
+        delta stored after it: restored (with the delta applied), restored_base_only (the delta
+        was not the record's), expired or mismatch; EncodingError saying what is wrong when the
+        value is malformed."""
         try:
             outcome, evictions = self.core.native.load_run(record, wall_now, self.core.clock(), expect, delta)
         except ValueError as exc:
@@ -136,7 +133,7 @@ class CoreRuns:
         restored when the run is not held, left alone (HELD) when memory's copy is current;
         EncodingError when it is malformed (the mark is lifted: nothing readable to merge)."""
         try:
-            outcome, evictions = self.core.native.merge_run(unframe(value), wall_now, self.core.clock(), expect)
+            outcome, evictions = self.core.native.merge_run(value, wall_now, self.core.clock(), expect)
         except ValueError as exc:
             raise EncodingError(f"malformed run: {exc}") from None
         self.core.count_evictions(evictions)
@@ -167,8 +164,7 @@ class CoreExemptionTables:
         encoded = self.core.native.encode_exemptions(tenant, wall_now, self.core.clock())
         if encoded is None:
             return None, 0.0
-        record, ttl = encoded
-        return frame_exemptions(record), ttl
+        return encoded
 
     def absent(self, tenant: str) -> None:
         """The shared store holds none for the tenant (revoked or expired elsewhere)."""
@@ -176,9 +172,8 @@ class CoreExemptionTables:
 
     def take_in(self, value: bytes, wall_now: float) -> int:
         """A stored table taken in (how many unexpired); EncodingError when it is malformed."""
-        record = unframe_exemptions(value)
         try:
-            _tenant, count = self.core.native.load_exemptions(record, wall_now, self.core.clock())
+            _tenant, count = self.core.native.load_exemptions(value, wall_now, self.core.clock())
         except ValueError as exc:
             raise EncodingError(f"malformed exemption table: {exc}") from None
         return count
