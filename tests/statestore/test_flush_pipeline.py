@@ -15,7 +15,8 @@ from bench.flush_under_load import CONFIG, _event
 from loopwarden_server.statestore.base import StateStoreError
 from loopwarden_server.statestore.encoding import MAGIC, frame, is_delta, run_key, unframe
 from loopwarden_server.statestore.file import FileStateStore
-from loopwarden_server.statestore.keeper import BATCH, StateKeeper
+from loopwarden_server.statestore.flusher import BATCH
+from loopwarden_server.statestore.keeper import StateKeeper
 from loopwarden_server.statestore.metrics import StateMetrics
 from loopwarden_server.statestore.runs import CoreRuns
 from tests.core.harness import CoreEngine
@@ -217,7 +218,7 @@ class TestDeltasThroughTheKeeper:
         assert delta is not None and is_delta(delta) and len(delta) < len(unframe(base)) // 2
         engine, registry, restored = self._restarted(tmp_path / "runs.state", caplog)
         assert (1, 1, 0) == (restored.runs, restored.runs_with_delta, restored.deltas_left_out)
-        view = engine.service.native.inspect("", "busy-0")
+        view = engine.service.native.inspection.run("", "busy-0")
         assert 33 == view.events_evaluated
         assert 0 == registry.get_sample_value("loopwarden_state_store_errors_total", {"operation": "restore"})
 
@@ -234,5 +235,5 @@ class TestDeltasThroughTheKeeper:
         asyncio.run(store.flush([(run_key("", "busy-0"), delta[:4] + orjson.dumps(text), 60.0)]))
         engine, registry, restored = self._restarted(path, caplog)
         assert (1, 0, 1) == (restored.runs, restored.runs_with_delta, restored.deltas_left_out)
-        assert 30 == engine.service.native.inspect("", "busy-0").events_evaluated, "as its record holds it"
+        assert 30 == engine.service.native.inspection.run("", "busy-0").events_evaluated, "as its record holds it"
         assert 1 == registry.get_sample_value("loopwarden_state_store_errors_total", {"operation": "restore"})

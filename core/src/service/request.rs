@@ -465,9 +465,11 @@ impl Core {
                 crate::engine::batches::batch_id_key(event.batch_id)
             };
         }
+        #[cfg(feature = "testing")]
         let panic_tool = self.panic_tool.as_deref();
         let mut io = AskIo { accepts_ask: event.accepts_ask, now, exemptions: self.exemptions.of_tenant(tenant), agent_id: &agent_id, ..Default::default() };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            #[cfg(feature = "testing")]
             if let (Some(tool), Some(KindRef::ToolCall { tool_name, .. })) = (panic_tool, event.kind) {
                 assert!(tool_name != tool, "planted panic for a test");
             }
