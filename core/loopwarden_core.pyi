@@ -87,11 +87,18 @@ class Pending:
     """A decoded request waiting for its runs to be loaded; hand it to Evaluator.resume."""
 
 @final
+class MissingRun:
+    """A run a lazy request names that memory lacks: loaded (under its tree's root's key) first."""
+    run_id: str
+    root: str
+    def __init__(self, run_id: str, root: str | None = None) -> None: ...
+
+@final
 class Answer:
     response: bytes | None
     verdict: Verdict | None
     refusal: str
-    missing_runs: list[tuple[str, str]]  # (run id, its tree's root)
+    missing_runs: list[MissingRun]
     pending: Pending | None
     summary: Summary | None
 

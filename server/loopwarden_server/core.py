@@ -61,7 +61,7 @@ class LoadsRuns(Protocol):
     """What loads a lazy answer's runs from a shared state store (statestore/loader.py's
     RunLoader): the transport hands one to `CoreService.loaded`."""
 
-    async def ensure_loaded(self, tenant: str, runs: Sequence[str | tuple[str, str]]) -> None: ...
+    async def ensure_loaded(self, tenant: str, runs: Sequence[str | loopwarden_core.MissingRun]) -> None: ...
 
 
 def core_limits(limits: Limits) -> loopwarden_core.Limits:

@@ -173,16 +173,35 @@ pub(super) struct Pending {
 /// The core's answer to one request or event. Exactly one of these holds:
 /// - `response` (Evaluate/Check bytes) or `verdict` (`decide`), with `summary`;
 /// - `refusal`: "undecodable", "too_many_events" or "missing_event", nothing evaluated;
-/// - `missing_runs` (lazy only): runs to load first, then `Core.resume(pending, ...)`.
+/// - `missing_runs` (lazy only): runs to load first, then `Evaluator.resume(pending, ...)`.
 #[pyclass(module = "loopwarden_core", frozen, get_all)]
 pub(super) struct Answer {
     pub(super) response: Option<Py<PyBytes>>,
     pub(super) verdict: Option<Py<PyVerdict>>,
     pub(super) refusal: &'static str,
-    /// (run id, its tree's root): the root names the run's stored key.
-    pub(super) missing_runs: Vec<(String, String)>,
+    pub(super) missing_runs: Vec<MissingRun>,
     pub(super) pending: Option<Py<Pending>>,
     pub(super) summary: Option<Py<PySummary>>,
+}
+
+/// A run a lazy request names that memory lacks: load it (stored under its tree's `root`'s key)
+/// before the request is resumed.
+#[pyclass(module = "loopwarden_core", frozen, get_all)]
+#[derive(Clone)]
+pub(super) struct MissingRun {
+    pub(super) run_id: String,
+    pub(super) root: String,
+}
+
+#[pymethods]
+impl MissingRun {
+    /// `root` defaults to the run itself (a root run).
+    #[new]
+    #[pyo3(signature = (run_id, root = None))]
+    fn new(run_id: String, root: Option<String>) -> MissingRun {
+        let root = root.unwrap_or_else(|| run_id.clone());
+        MissingRun { run_id, root }
+    }
 }
 
 impl Answer {

@@ -6,7 +6,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::answers::{py_summary, py_verdict, refusal_reason, reportable, Answer, Form, Pending};
+use super::answers::{py_summary, py_verdict, refusal_reason, reportable, Answer, Form, MissingRun, Pending};
 use super::PyCore;
 use crate::pb;
 use crate::service::{self, Core, EventRef, Side, Summary};
@@ -85,7 +85,8 @@ fn answer(py: Python<'_>, core: &mut Core, side: Side, form: Form, events: Vec<p
         let missing = core.missing_runs(&refs, tenant, routed, now, &mut summary);
         if !missing.is_empty() {
             return Ok(Answer {
-                response: None, verdict: None, refusal: "", missing_runs: missing,
+                response: None, verdict: None, refusal: "",
+                missing_runs: missing.into_iter().map(|(run_id, root)| MissingRun { run_id, root }).collect(),
                 pending: Some(Py::new(py, Pending { form, events, side })?),
                 summary: Some(py_summary(py, summary, Vec::new())?),
             });

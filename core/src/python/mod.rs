@@ -297,6 +297,7 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyLimits>()?;
     m.add_class::<answers::Answer>()?;
     m.add_class::<answers::Pending>()?;
+    m.add_class::<answers::MissingRun>()?;
     m.add_class::<answers::PySummary>()?;
     m.add_class::<answers::CounterDelta>()?;
     m.add_class::<answers::DecisionLog>()?;

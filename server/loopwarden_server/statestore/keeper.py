@@ -29,7 +29,7 @@ from .fencing import Fencing
 from .flusher import Flusher
 from .loader import RunLoader
 from .metrics import StateMetrics
-from .runs import CoreRuns
+from .runs import CoreRuns, MissingRun
 
 log = logging.getLogger("loopwarden.daemon")
 
@@ -96,7 +96,7 @@ class StateKeeper:
     def start(self) -> None:
         self.flusher.start()
 
-    async def ensure_loaded(self, tenant: str, runs: Sequence[str | tuple[str, str]]) -> None:
+    async def ensure_loaded(self, tenant: str, runs: Sequence[str | MissingRun]) -> None:
         """The runs (and the tenant's exemption table) from a shared store into memory."""
         await self.loader.ensure_loaded(tenant, runs)
 

@@ -35,7 +35,7 @@ from .encoding import EncodingError, exemptions_key, frame, is_exemptions, run_k
 from .fencing import Fencing, owner_mark
 from .file import FileStateStore, NotAStateFile
 from .metrics import StateMetrics
-from .runs import CoreRuns, Loaded, RunKey
+from .runs import CoreRuns, Loaded, MissingRun, RunKey
 
 log = logging.getLogger("loopwarden.daemon")
 
@@ -203,15 +203,15 @@ class RunLoader:
             log.error("state refused; starting with no runs", extra={"state_store": self.store.describe(),
                                                                       "error": error})
 
-    async def ensure_loaded(self, tenant: str, runs: Sequence[str | tuple[str, str]]) -> None:
+    async def ensure_loaded(self, tenant: str, runs: Sequence[str | MissingRun]) -> None:
         """Fetch these runs from the shared store into memory (at most one GET per run), and the
         tenant's exemption table with them: a replica meets a tenant through a run it does not
         hold, so another replica's "always" answers arrive with it (staleness: see docs/ask.md).
-        Each run is a run id, or (run id, its tree's root): a child run is stored under its
-        root's key."""
+        Each run is a run id (a root run), or a lazy answer's MissingRun: a child run is stored
+        under its tree's root's key."""
         await asyncio.gather(self.load_exemptions(tenant),
-                             *(self._load_one(tenant, *(run if isinstance(run, tuple) else (run, run)))
-                               for run in runs))
+                             *(self._load_one(tenant, run, run) if isinstance(run, str)
+                               else self._load_one(tenant, run.run_id, run.root) for run in runs))
 
     def load_exemptions(self, tenant: str) -> asyncio.Future:
         """Fetch the tenant's exemption table from a shared store (coalesced per tenant); an

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 import loopwarden_core
-from loopwarden_core import DirtyRun, Loaded, MarkedRun
+from loopwarden_core import DirtyRun, Loaded, MarkedRun, MissingRun
 
 from .encoding import EncodingError, frame, frame_exemptions, unframe, unframe_exemptions
 
-__all__ = ["CoreExemptionTables", "CoreRuns", "CoreSide", "DirtyRun", "Loaded", "MarkedRun", "RunKey"]
+__all__ = ["CoreExemptionTables", "CoreRuns", "CoreSide", "DirtyRun", "Loaded", "MarkedRun", "MissingRun", "RunKey"]
 
 RunKey = tuple[str, str]  # (tenant, run_id)
 
