@@ -154,6 +154,18 @@ class ExemptionView:
     run_id: str
 
 @final
+class ToolRule:
+    """One loopwarden.toolRules entry as the config loader compiled it (settings' `tool_rules`):
+    each path as its steps, a member name or None for `[*]`."""
+    tool: str
+    tool_class: str
+    ignore_args: list[list[str | None]]
+    keep_args: list[list[str | None]]
+    ignore_result: list[list[str | None]]
+    def __init__(self, tool: str, tool_class: str, *, ignore_args: list[list[str | None]] = ...,
+                 keep_args: list[list[str | None]] = ..., ignore_result: list[list[str | None]] = ...) -> None: ...
+
+@final
 class Limits:
     """Input limits; an event over one is REJECTed with a stable error code. A keyword left out
     is the core's default."""

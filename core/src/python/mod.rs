@@ -295,6 +295,7 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(frame_records, m)?)?;
     m.add_class::<PyCore>()?;
     m.add_class::<PyLimits>()?;
+    m.add_class::<crate::tool_rules::CompiledRule>()?;
     m.add_class::<answers::Answer>()?;
     m.add_class::<answers::Pending>()?;
     m.add_class::<answers::MissingRun>()?;
