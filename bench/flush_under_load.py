@@ -263,7 +263,7 @@ def breakdown(runs: int, records: int, directory: str) -> dict:
     wall, now = time.time(), engine.clock()
     # CPU seconds of this thread (the machine is shared: wall time would count other processes).
     began = time.thread_time()
-    values = [engine.service.native.encode_run(t, r, wall, now) for t, r in keys]
+    values = [engine.service.native.persistence.encode_run(t, r, wall, now) for t, r in keys]
     encode = time.thread_time() - began
     store = FileStateStore(str(pathlib.Path(directory) / "breakdown.state"))
     store.check()
@@ -271,7 +271,7 @@ def breakdown(runs: int, records: int, directory: str) -> dict:
     append = _append_seconds(store, [(run_key(t, r), v, 0.0) for (t, r), v in zip(keys, values)])
     # A busy run's usual write now: its base written once (a full record, as above), one more
     # call, then the delta a flush writes in its place (the core's take_record, as the keeper).
-    native = engine.service.native
+    native = engine.service.native.persistence
     for t, r in keys:
         native.take_record(t, r, wall, now, True)
     for start in range(0, runs, 1000):

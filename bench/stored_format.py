@@ -108,10 +108,14 @@ def measure(runs: int, records: int) -> dict:
     wall = time.time()
     keys = [("", f"run-{run}") for run in range(runs)]
 
+    def encode_run(side, tenant: str, run_id: str) -> bytes:
+        # The core's face grew role objects with the protobuf era; the JSON era's is flat.
+        return getattr(side.native, "persistence", side.native).encode_run(tenant, run_id, wall, side.clock())
+
     def encode() -> list[bytes]:
         if json_era:  # the JSON, then the framing the keeper runs off the loop
-            return loopwarden_core.frame_records([core.native.encode_run(t, r, wall, core.clock()) for t, r in keys])
-        return [core.native.encode_run(t, r, wall, core.clock()) for t, r in keys]
+            return loopwarden_core.frame_records([encode_run(core, t, r) for t, r in keys])
+        return [encode_run(core, t, r) for t, r in keys]
 
     values = encode()
     encode_s = _best(encode)
@@ -127,7 +131,7 @@ def measure(runs: int, records: int) -> dict:
     looping = _core()
     loops = min(runs, 500)
     _looping(looping, loops, records)
-    loop_values = [looping.native.encode_run("", f"loop-{run}", wall, looping.clock()) for run in range(loops)]
+    loop_values = [encode_run(looping, "", f"loop-{run}") for run in range(loops)]
     if json_era:
         loop_values = loopwarden_core.frame_records(loop_values)
 

@@ -2,8 +2,14 @@
 
 Every object the core returns is frozen and read by name. Nothing here does I/O: the daemon
 feeds it request bytes or event fields and turns its answers into metrics, logs and replies.
+A `Core` is one daemon's core; its roles are typed objects over it: `Core.evaluator`,
+`Core.inspection`, `Core.persistence`, `Core.exemptions`.
+
+Test hooks (`canonical_json`, `args_digest`, `Core._panic_tool`, `Persistence.encode_run`,
+`Inspection.tenant_runs`) exist only in a core built with the `testing` feature (the dev venv);
+`TEST_HOOKS` names those this build carries, none in the release wheel.
 """
-from typing import final
+from typing import ClassVar, final
 
 __version__: str
 
@@ -14,7 +20,10 @@ DETECTORS: tuple[str, ...]
 """Every detector id a verdict can carry."""
 ACTIONS: tuple[str, ...]
 LEVELS: tuple[str, ...]
+TEST_HOOKS: tuple[str, ...]
+"""The test hooks this build carries: all of them with the `testing` feature, none without."""
 
+# Test hooks: only in a core built with `testing`.
 def canonical_json(text: str, max_depth: int = 64) -> bytes: ...
 def args_digest(tool_name: str, params_json: str) -> bytes: ...
 def outcome_fingerprint(tool_name: str, params_json: str, result_json: str | None, error: str | None,
@@ -72,14 +81,21 @@ class Summary:
 
 @final
 class Pending:
-    """A decoded request waiting for its runs to be loaded; hand it to Core.resume."""
+    """A decoded request waiting for its runs to be loaded; hand it to Evaluator.resume."""
+
+@final
+class MissingRun:
+    """A run a lazy request names that memory lacks: loaded (under its tree's root's key) first."""
+    run_id: str
+    root: str
+    def __init__(self, run_id: str, root: str | None = None) -> None: ...
 
 @final
 class Answer:
     response: bytes | None
     verdict: Verdict | None
     refusal: str
-    missing_runs: list[tuple[str, str]]  # (run id, its tree's root)
+    missing_runs: list[MissingRun]
     pending: Pending | None
     summary: Summary | None
 
@@ -135,12 +151,85 @@ class ExemptionView:
     run_id: str
 
 @final
-class Core:
-    debug_logs: bool
-    def __init__(self, instance_id: str, max_runs: int, idle_ttl_seconds: float, limits: dict[str, int],
-                 latency_bounds: list[float]) -> None: ...
-    def configure(self, default: dict[str, object], agents: dict[str, dict[str, object]],
-                  provider_send_tools: list[str], extra_poll_tools: list[str]) -> None: ...
+class ToolRule:
+    """One loopwarden.toolRules entry as the config loader compiled it (settings' `tool_rules`):
+    each path as its steps, a member name or None for `[*]`."""
+    tool: str
+    tool_class: str
+    ignore_args: list[list[str | None]]
+    keep_args: list[list[str | None]]
+    ignore_result: list[list[str | None]]
+    def __init__(self, tool: str, tool_class: str, *, ignore_args: list[list[str | None]] = ...,
+                 keep_args: list[list[str | None]] = ..., ignore_result: list[list[str | None]] = ...) -> None: ...
+
+@final
+class Limits:
+    """Input limits; an event over one is REJECTed with a stable error code. A keyword left out
+    is the core's default."""
+    max_params_bytes: int
+    max_result_bytes: int
+    max_run_id_chars: int
+    max_tool_name_chars: int
+    max_agent_id_chars: int
+    max_session_id_chars: int
+    max_tool_call_id_chars: int
+    max_json_depth: int
+    max_events_per_request: int
+    def __init__(self, *, max_params_bytes: int | None = None, max_result_bytes: int | None = None,
+                 max_run_id_chars: int | None = None, max_tool_name_chars: int | None = None,
+                 max_agent_id_chars: int | None = None, max_session_id_chars: int | None = None,
+                 max_tool_call_id_chars: int | None = None, max_json_depth: int | None = None,
+                 max_events_per_request: int | None = None) -> None: ...
+
+@final
+class Loaded:
+    """What became of a stored run handed to Persistence.load or Persistence.merge."""
+    RESTORED: ClassVar[Loaded]
+    RESTORED_BASE_ONLY: ClassVar[Loaded]  # restored from its full record; the delta after it did not apply
+    EXPIRED: ClassVar[Loaded]
+    MISMATCH: ClassVar[Loaded]  # not the run asked for
+    MERGED: ClassVar[Loaded]  # merged into memory's copy (a run whose load had failed)
+    HELD: ClassVar[Loaded]  # memory's copy is current; the record is not used
+    @property
+    def restored(self) -> bool: ...  # RESTORED or RESTORED_BASE_ONLY
+
+@final
+class RunLoad:
+    outcome: Loaded
+    evictions: list[str]  # reasons of the runs taking it in evicted
+
+@final
+class DirtyRun:
+    """A run changed since the last take_dirty: held False when it ended or was evicted (its
+    stored copy is deleted); root its tree's root, which names the stored key."""
+    tenant: str
+    run_id: str
+    held: bool
+    root: str
+    def __init__(self, tenant: str, run_id: str, held: bool, root: str | None = None) -> None: ...
+    @property
+    def key(self) -> tuple[str, str]: ...  # (tenant, run_id)
+
+@final
+class MarkedRun:
+    """A run whose load from the shared store failed, marked until its stored copy is merged."""
+    tenant: str
+    run_id: str
+    root: str
+
+@final
+class StoredTable:
+    record: bytes  # a tenant's exemption table as its stored value (core/src/stored.rs)
+    ttl_seconds: float
+
+@final
+class TableLoad:
+    tenant: str
+    count: int  # exemptions taken in, still in force
+
+@final
+class Evaluator:
+    """Core.evaluator: one call per request or event."""
     # agent_only: the caller's token is limited to agent-side events (user_turn and approval are
     # REJECTed user_side_only); a lazy answer's Pending keeps it for resume.
     def evaluate(self, data: bytes, tenant: str, now: float, routed: str = "", lazy: bool = False,
@@ -155,28 +244,34 @@ class Core:
                input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0, model: str = "",
                decision_id: str = "", approved: bool = False, scope: str = "", ttl_seconds: int = 0) -> Answer: ...
     def resume(self, pending: Pending, tenant: str, now: float, routed: str = "", report: bool = False) -> Answer: ...
-    def set_tenant_quota(self, runs: int) -> None: ...  # 0: no per-tenant run quota
-    def tenant_runs(self, tenant: str) -> int: ...
+
+@final
+class Inspection:
+    """Core.inspection: a held run as InspectRun shows it."""
+    def held(self, tenant: str, run_id: str) -> bool: ...
+    def run(self, tenant: str, run_id: str, now: float = 0.0) -> RunView | None: ...
+    def tenant_runs(self, tenant: str) -> int: ...  # test hook
+
+@final
+class Persistence:
+    """Core.persistence: the runs as the state store moves them (statestore/runs.py)."""
     def track_changes(self, evictions_delete: bool) -> None: ...
     def dirty_count(self) -> int: ...
-    def take_dirty(self) -> list[tuple[tuple[str, str], bool, str]]: ...  # ((tenant, run), held, root)
-    def redirty(self, items: list[tuple[tuple[str, str], bool, str]]) -> None: ...
-    def clear(self) -> None: ...
+    def take_dirty(self) -> list[DirtyRun]: ...
+    def redirty(self, items: list[DirtyRun]) -> None: ...
+    def clear(self) -> None: ...  # every run and exemption
     def held(self, tenant: str, run_id: str) -> bool: ...
-    def encode_run(self, tenant: str, run_id: str, wall_now: float, now: float) -> bytes | None: ...
     # A flush's stored value (core/src/stored.rs), or with `deltas` perhaps a delta.
     def take_record(self, tenant: str, run_id: str, wall_now: float, now: float,
                     deltas: bool = False) -> bytes | None: ...
-    # ("restored" | "restored_base_only" | "expired" | "mismatch", eviction reasons)
-    def load_run(self, record: bytes, wall_now: float, now: float, expect: tuple[str, str] | None = None,
-                 delta: bytes | None = None) -> tuple[str, list[str]]: ...
+    def load(self, record: bytes, wall_now: float, now: float, expect: tuple[str, str] | None = None,
+             delta: bytes | None = None) -> RunLoad: ...
     # A run whose load from the shared store failed: evaluated from memory, marked, merged once
-    # the store answers. ("merged" | "restored" | "held" | "expired" | "mismatch", eviction reasons)
-    def merge_run(self, record: bytes, wall_now: float, now: float,
-                  expect: tuple[str, str]) -> tuple[str, list[str]]: ...
+    # the store answers.
+    def merge(self, record: bytes, wall_now: float, now: float, expect: tuple[str, str]) -> RunLoad: ...
     def mark_unmerged(self, tenant: str, run_id: str, root: str) -> bool: ...  # True: newly marked
     def clear_unmerged(self, tenant: str, run_id: str) -> bool: ...
-    def unmerged_runs(self) -> list[tuple[str, str, str]]: ...  # (tenant, run_id, root)
+    def unmerged(self) -> list[MarkedRun]: ...
     def unmerged_count(self) -> int: ...
     # Fencing: the owner generation of a held run's copy (0: none known or not held), and until
     # when (the core's clock) this replica's lease on it is known to be live.
@@ -184,18 +279,43 @@ class Core:
     def set_owner_gen(self, tenant: str, run_id: str, gen: int, lease_until: float | None = None) -> None: ...
     def lease_lapsed(self, tenant: str, run_id: str, now: float) -> bool: ...
     def forget(self, tenant: str, run_id: str) -> bool: ...  # drop a held run, the store keeps it
-    def inspect(self, tenant: str, run_id: str, now: float = 0.0) -> RunView | None: ...
+    def encode_run(self, tenant: str, run_id: str, wall_now: float, now: float) -> bytes | None: ...  # test hook
+
+@final
+class Exemptions:
+    """Core.exemptions: standing exemptions as the API shows them and the state store moves them."""
+    def of_tenant(self, tenant: str, agent_id: str, tool_name: str, wall_now: float,
+                  now: float) -> list[ExemptionView]: ...
+    def of_run(self, tenant: str, run_id: str, wall_now: float, now: float) -> list[ExemptionView]: ...
+    def revoke(self, tenant: str, id: str, wall_now: float, now: float) -> ExemptionView | None: ...
+    def count(self, now: float) -> int: ...
+    def track_changes(self) -> None: ...
+    def dirty_count(self) -> int: ...
+    def take_dirty(self) -> list[str]: ...
+    def redirty(self, tenants: list[str]) -> None: ...
+    def encode(self, tenant: str, wall_now: float, now: float) -> StoredTable | None: ...
+    def absent(self, tenant: str) -> None: ...
+    def load(self, record: bytes, wall_now: float, now: float) -> TableLoad: ...
+
+@final
+class Core:
+    """One daemon's run store and compiled config; its roles are typed objects over it."""
+    debug_logs: bool
+    _panic_tool: str | None  # test hook: a call of this tool makes the core panic
+    def __init__(self, instance_id: str, max_runs: int, idle_ttl_seconds: float, limits: Limits,
+                 latency_bounds: list[float]) -> None: ...
+    def configure(self, default: dict[str, object], agents: dict[str, dict[str, object]],
+                  provider_send_tools: list[str], extra_poll_tools: list[str]) -> None: ...
+    @property
+    def limits(self) -> Limits: ...
+    def set_tenant_quota(self, runs: int) -> None: ...  # 0: no per-tenant run quota
     def __len__(self) -> int: ...
     def expire_idle(self, now: float, budget: int) -> int: ...
-    def list_exemptions(self, tenant: str, agent_id: str, tool_name: str, wall_now: float,
-                        now: float) -> list[ExemptionView]: ...
-    def run_exemptions(self, tenant: str, run_id: str, wall_now: float, now: float) -> list[ExemptionView]: ...
-    def revoke_exemption(self, tenant: str, id: str, wall_now: float, now: float) -> ExemptionView | None: ...
-    def exemption_count(self, now: float) -> int: ...
-    def track_exemptions(self) -> None: ...
-    def exemptions_dirty_count(self) -> int: ...
-    def take_dirty_exemptions(self) -> list[str]: ...
-    def redirty_exemptions(self, tenants: list[str]) -> None: ...
-    def encode_exemptions(self, tenant: str, wall_now: float, now: float) -> tuple[bytes, float] | None: ...
-    def exemptions_absent(self, tenant: str) -> None: ...
-    def load_exemptions(self, record: bytes, wall_now: float, now: float) -> tuple[str, int]: ...
+    @property
+    def evaluator(self) -> Evaluator: ...
+    @property
+    def inspection(self) -> Inspection: ...
+    @property
+    def persistence(self) -> Persistence: ...
+    @property
+    def exemptions(self) -> Exemptions: ...

@@ -53,6 +53,10 @@ ticker=$!
 trap 'kill "${ticker}" 2>/dev/null || true' EXIT
 started=${SECONDS}
 # --locked: the committed Cargo.lock is what gets built. No -q: cargo's "Compiling ..." lines are the progress.
-VIRTUAL_ENV="$(cd "${venv}" && pwd)" "${venv}/bin/maturin" develop --profile "${profile}" --locked -m core/Cargo.toml
+# --features python,testing: the dev venv's core carries the test hooks the suite drives
+# (core/Cargo.toml, src/python/testing.rs); the release wheel (build-wheels.sh) is built with
+# pyproject.toml's features alone, without them. (A --features replaces pyproject.toml's list, so
+# `python` is named again here.)
+VIRTUAL_ENV="$(cd "${venv}" && pwd)" "${venv}/bin/maturin" develop --profile "${profile}" --locked --features python,testing -m core/Cargo.toml
 kill "${ticker}" 2>/dev/null || true
 "${venv}/bin/python" -c 'import loopwarden_core; print("==> loopwarden-core", loopwarden_core.__version__, "built into the venv in", '"$((SECONDS - started))"', "s")'

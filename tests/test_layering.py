@@ -6,11 +6,15 @@
 - The daemon has no Python engine: every event is decided by the compiled core (loopwarden_core);
   no shipped module imports the reference engine, which lives in tests/reference as the oracle.
 - The reference engine is pure: no grpc, protobuf, prometheus, clock, I/O or logging.
+- The daemon's modules import one another without a circle (the graph of their imports, built
+  from the source, is acyclic), and the state store knows nothing of the servicer or of the
+  core's per-request face (core.py). `python -m tests.test_layering` prints the graph.
 """
 from __future__ import annotations
 
 import ast
 import pathlib
+import sys
 
 import pytest
 
@@ -220,3 +224,133 @@ class TestScanner:
         found = file_imports(SERVER_DIR / "transport" / "servicer.py")
 
         assert {"grpc", "loopwarden_server.core"} <= found
+
+
+# ------------------------------------------------------------------ the module graph
+
+
+def server_modules() -> dict[str, pathlib.Path]:
+    """Every module of the daemon by its dotted name (a package by its own)."""
+    return {module_name(path, SERVER_DIR): path for path in SERVER_FILES}
+
+
+def module_edges(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The daemon's modules a source file imports, at any depth of the file (TYPE_CHECKING too: a
+    circle there is a circle in the design). `from pkg import name` is an edge to the module
+    pkg.name when there is one, else to pkg."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                if f"{base}.{alias.name}" in known:
+                    found.add(f"{base}.{alias.name}")
+                elif base in known:
+                    found.add(base)
+    found.discard(module)
+    return found
+
+
+def module_graph() -> dict[str, set[str]]:
+    modules = server_modules()
+    known = set(modules)
+    return {module: module_edges(path.read_text(encoding="utf-8"), module, path.name == "__init__.py", known)
+            for module, path in modules.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph.get(node, ())):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def graph_listing(graph: dict[str, set[str]]) -> str:
+    """One line per module: the daemon's modules it imports (names relative to the package)."""
+    def short(name: str) -> str:
+        return name.removeprefix(SERVER + ".") if name != SERVER else "(package)"
+    return "\n".join(f"{short(module)} -> {', '.join(sorted(short(d) for d in graph[module])) or '-'}"
+                     for module in sorted(graph))
+
+
+class TestNoImportCircle:
+    def test_the_daemons_modules_import_one_another_without_a_circle(self):
+        graph = module_graph()
+        print(graph_listing(graph))  # pytest -s shows the graph
+
+        assert [] == circles(graph)
+
+    def test_the_state_store_imports_nothing_of_the_servicer_or_the_per_request_face(self):
+        """statestore/* reads the core through its roles (loopwarden_core), not through core.py, and
+        never sees the transport."""
+        graph = module_graph()
+        offenders = {module: {d for d in deps if is_under(d, f"{SERVER}.core") or is_under(d, f"{SERVER}.transport")}
+                     for module, deps in graph.items() if is_under(module, f"{SERVER}.statestore")}
+
+        assert {module: set() for module in offenders} == offenders
+        assert {f"{SERVER}.statestore.keeper", f"{SERVER}.statestore.loader", f"{SERVER}.statestore.flusher",
+                f"{SERVER}.statestore.runs"} <= set(offenders)
+
+    def test_the_graph_sees_relative_type_checking_and_package_imports(self):
+        """Edges as the scanner reads them: a TYPE_CHECKING import counts, `from . import x`
+        names the module x, a name that is not a module names its package."""
+        known = {"p", "p.a", "p.b", "p.c", "p.sub", "p.sub.d"}
+        source = ("from typing import TYPE_CHECKING\nfrom . import b\nfrom .sub import thing\n"
+                  "if TYPE_CHECKING:\n    from .c import C\nimport os\n")
+
+        assert {"p.b", "p.sub", "p.c"} == module_edges(source, "p.a", False, known)
+
+    def test_a_circle_is_found(self):
+        """The circle this test once had (core.py -> statestore/keeper.py -> statestore/runs.py ->
+        core.py), planted back, is reported; a chain is not."""
+        core, keeper, runs = f"{SERVER}.core", f"{SERVER}.statestore.keeper", f"{SERVER}.statestore.runs"
+
+        assert [sorted([core, keeper, runs])] == circles({core: {keeper}, keeper: {runs}, runs: {core}})
+        assert [] == circles({core: {keeper}, keeper: {runs}, runs: set()})
+
+    def test_the_graph_covers_every_module(self):
+        graph = module_graph()
+
+        assert set(graph) == set(server_modules()) and len(graph) > 50
+        assert f"{SERVER}.statestore.runs" in graph[f"{SERVER}.statestore.loader"]
+
+
+if __name__ == "__main__":
+    listing = graph_listing(module_graph())
+    print(listing)
+    sys.exit(1 if circles(module_graph()) else 0)

@@ -305,23 +305,24 @@ impl ToolRules {
     }
 }
 
-/// The compiled rules from what Python hands over: a sequence of (pattern, class, ignoreArgs,
-/// keepArgs, ignoreResult), each path a sequence of steps (a name, or None for `[*]`), already
-/// validated by the config loader (which parsed every path with `parse_path`).
+/// The compiled rules from what Python hands over: a sequence of `ToolRule`s (`CompiledRule`
+/// below), each path a sequence of steps (a name, or None for `[*]`), already validated by the
+/// config loader (which parsed every path with `parse_path`).
 #[cfg(feature = "python")]
 pub(crate) fn from_py(value: &pyo3::Bound<'_, pyo3::PyAny>) -> pyo3::PyResult<Arc<ToolRules>> {
     use pyo3::types::PyAnyMethods;
-    type Steps = Vec<Vec<Option<String>>>;
-    let raw: Vec<(String, String, Steps, Steps, Steps)> = value.extract()?;
-    let paths = |steps: Steps| -> Vec<Path> {
+    let raw: Vec<pyo3::PyRef<'_, CompiledRule>> = value.extract()?;
+    let paths = |steps: &[Vec<Option<String>>]| -> Vec<Path> {
         steps
-            .into_iter()
-            .map(|p| p.into_iter().map(|s| s.map_or(Step::Each, |k| Step::Key(k.into_bytes().into()))).collect())
+            .iter()
+            .map(|p| p.iter().map(|s| s.as_ref().map_or(Step::Each, |k| Step::Key(k.as_bytes().into()))).collect())
             .collect()
     };
     let mut rules = Vec::with_capacity(raw.len());
-    for (pattern, class, ignore_args, keep_args, ignore_result) in raw {
-        let class = ToolClass::from_name(&class)
+    for rule in &raw {
+        let CompiledRule { tool: pattern, tool_class: class, ignore_args, keep_args, ignore_result } = &**rule;
+        let pattern = pattern.clone();
+        let class = ToolClass::from_name(class)
             .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("tool rule {pattern}: unknown class {class:?}")))?;
         let args = match (ignore_args.is_empty(), keep_args.is_empty()) {
             (true, true) => ArgsProjection::None,
@@ -336,6 +337,30 @@ pub(crate) fn from_py(value: &pyo3::Bound<'_, pyo3::PyAny>) -> pyo3::PyResult<Ar
         rules.push(ToolRule { pattern, class, args, ignore_result: paths(ignore_result) });
     }
     Ok(ToolRules::shared(rules))
+}
+
+/// One `loopwarden.toolRules` entry as the config loader compiled it (`loopwarden_core.ToolRule`,
+/// config/tool_rules.py builds them): its tool pattern, class, and its paths as steps (a member
+/// name, or None for `[*]`), each path already validated with `parse_path`.
+#[cfg(feature = "python")]
+#[pyo3::pyclass(module = "loopwarden_core", name = "ToolRule", frozen, get_all)]
+pub(crate) struct CompiledRule {
+    tool: String,
+    tool_class: String,
+    ignore_args: Vec<Vec<Option<String>>>,
+    keep_args: Vec<Vec<Option<String>>>,
+    ignore_result: Vec<Vec<Option<String>>>,
+}
+
+#[cfg(feature = "python")]
+#[pyo3::pymethods]
+impl CompiledRule {
+    #[new]
+    #[pyo3(signature = (tool, tool_class, *, ignore_args = Vec::new(), keep_args = Vec::new(), ignore_result = Vec::new()))]
+    fn new(tool: String, tool_class: String, ignore_args: Vec<Vec<Option<String>>>, keep_args: Vec<Vec<Option<String>>>,
+           ignore_result: Vec<Vec<Option<String>>>) -> CompiledRule {
+        CompiledRule { tool, tool_class, ignore_args, keep_args, ignore_result }
+    }
 }
 
 #[cfg(test)]

@@ -105,8 +105,8 @@ class Daemon:
                                   flush_interval=settings.state_flush_interval_seconds,
                                   owner_id=instance_id)  # the owner its writes to a shared store are fenced by
                       if settings.state_store is not None else None)
-        # A shared store: runs a request names and memory lacks are loaded first (keeper.py).
-        loader = self.state if self.state is not None and self.state.lazy else None
+        # A shared store: runs a request names and memory lacks are loaded first (statestore/loader.py).
+        loader = self.state.loader if self.state is not None and self.state.lazy else None
         if loader is not None:
             self.core.on_held = loader.metrics.runs_loaded.labels("memory").inc
         if self.state is not None:

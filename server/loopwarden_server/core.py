@@ -11,14 +11,19 @@ frozen settings mapping per agent and handed over whole.
 
 Every counter code, detector id and action name comes from the core (`loopwarden_core.COUNTERS`,
 `DETECTORS`, `ACTIONS`): Python has no second table of them.
+
+The core's face is split by role, each a typed object over the same core: `evaluator` (here),
+`inspection` and `exemptions` (here, for the servicer), `persistence` (the state store's side,
+statestore/runs.py). This module knows nothing of the state store: a lazy answer's runs are
+loaded by whatever `LoadsRuns` the transport hands `loaded` (statestore/loader.py's RunLoader).
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Sequence
+from typing import Protocol, cast
 
 import loopwarden_core
 from loopwarden.eventformat import EventRecord
@@ -29,9 +34,6 @@ from .integration import current_integration
 from .logs import log_batch
 from .metrics import LATENCY_BUCKETS, Metrics, from_scrape_thread
 from .settings import Limits
-
-if TYPE_CHECKING:
-    from .statestore.keeper import StateKeeper
 
 decision_log = logging.getLogger("loopwarden.decisions")
 
@@ -45,9 +47,6 @@ EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS
 ASKS, APPROVALS = _CODE["asks"], _CODE["approvals"]
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(LoopDetectionSettings) if f.name != "preset")
-_LIMIT_FIELDS = ("max_params_bytes", "max_result_bytes", "max_run_id_chars", "max_tool_name_chars",
-                 "max_agent_id_chars", "max_session_id_chars", "max_tool_call_id_chars", "max_json_depth",
-                 "max_events_per_request")
 
 Answer = loopwarden_core.Answer
 Pending = loopwarden_core.Pending
@@ -56,6 +55,23 @@ RunView = loopwarden_core.RunView
 ExemptionView = loopwarden_core.ExemptionView
 TotalsView = loopwarden_core.TotalsView
 CoreVerdict = loopwarden_core.Verdict
+
+
+class LoadsRuns(Protocol):
+    """What loads a lazy answer's runs from a shared state store (statestore/loader.py's
+    RunLoader): the transport hands one to `CoreService.loaded`."""
+
+    async def ensure_loaded(self, tenant: str, runs: Sequence[str | loopwarden_core.MissingRun]) -> None: ...
+
+
+def core_limits(limits: Limits) -> loopwarden_core.Limits:
+    """The envelope limits the core enforces, as its typed struct."""
+    return loopwarden_core.Limits(
+        max_params_bytes=limits.max_params_bytes, max_result_bytes=limits.max_result_bytes,
+        max_run_id_chars=limits.max_run_id_chars, max_tool_name_chars=limits.max_tool_name_chars,
+        max_agent_id_chars=limits.max_agent_id_chars, max_session_id_chars=limits.max_session_id_chars,
+        max_tool_call_id_chars=limits.max_tool_call_id_chars, max_json_depth=limits.max_json_depth,
+        max_events_per_request=limits.max_events_per_request)
 
 
 def settings_dict(settings: LoopDetectionSettings) -> dict:
@@ -77,12 +93,15 @@ class CoreService:
         # runs_loaded{memory} of a shared state store: events of a lazy request whose run was held
         self.on_held: Callable[[int], None] | None = None
         self.native = loopwarden_core.Core(
-            instance_id, max_runs, float(idle_ttl_seconds),
-            {name: getattr(limits, name) for name in _LIMIT_FIELDS}, list(LATENCY_BUCKETS))
+            instance_id, max_runs, float(idle_ttl_seconds), core_limits(limits), list(LATENCY_BUCKETS))
+        # The core's roles, each a typed object over it (persistence: statestore/runs.py's).
+        self.evaluator = self.native.evaluator
+        self.inspection = self.native.inspection
+        self.exemptions = self.native.exemptions
         self._config = config
         self.swap_config(config)
         metrics.active_runs.set_function(from_scrape_thread(lambda: len(self.native)))
-        metrics.exemptions_in_force.set_function(from_scrape_thread(lambda: self.native.exemption_count(self.clock())))
+        metrics.exemptions_in_force.set_function(from_scrape_thread(lambda: self.exemptions.count(self.clock())))
         # Exemption times are the core's clock in memory and Unix seconds outside.
         self.wall_clock: Callable[[], float] = time.time
 
@@ -111,7 +130,7 @@ class CoreService:
         `agent_only`: the caller's token is limited to agent-side events (its user turns and
         approvals are refused, REJECT user_side_only)."""
         self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        return self._applied(self.native.evaluate(data, tenant, self.clock(), routed, lazy, report, agent_only),
+        return self._applied(self.evaluator.evaluate(data, tenant, self.clock(), routed, lazy, report, agent_only),
                              tenant)
 
     def check(self, data: bytes, tenant: str = "", routed: str = "", *, lazy: bool = False,
@@ -119,7 +138,7 @@ class CoreService:
         """CheckRequest bytes; the refusal `missing_event` when it carries none. `agent_only`: the
         caller's token is limited to agent-side events (its user turns and approvals are refused)."""
         self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        return self._applied(self.native.check(data, tenant, self.clock(), routed, lazy, report, agent_only),
+        return self._applied(self.evaluator.check(data, tenant, self.clock(), routed, lazy, report, agent_only),
                              tenant)
 
     def decide(self, record: EventRecord, tenant: str = "", *, lazy: bool = False) -> Answer:
@@ -127,7 +146,7 @@ class CoreService:
         answer's `verdict` is the decision. No protobuf on the way in or out."""
         self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
         kind = "" if record.kind is None else record.kind.value
-        answer = self.native.decide(
+        answer = self.evaluator.decide(
             kind, record.run_id, tenant=tenant, now=self.clock(), agent_id=record.agent_id,
             session_id=record.session_id, seq=record.seq, tool_name=record.tool_name,
             params_json=record.params_json, tool_call_id=record.tool_call_id, result_json=record.result_json,
@@ -140,9 +159,9 @@ class CoreService:
 
     def resume(self, pending: Pending, tenant: str = "", routed: str = "", *, report: bool = False) -> Answer:
         """A request a lazy call set aside, now that its runs are loaded (decoded once)."""
-        return self._applied(self.native.resume(pending, tenant, self.clock(), routed, report), tenant)
+        return self._applied(self.evaluator.resume(pending, tenant, self.clock(), routed, report), tenant)
 
-    async def loaded(self, answer: Answer, loader: StateKeeper, tenant: str, routed: str = "", *,
+    async def loaded(self, answer: Answer, loader: LoadsRuns, tenant: str, routed: str = "", *,
                      report: bool = False) -> Answer:
         """A lazy answer once the runs it names are loaded from the shared store: the request it
         set aside, evaluated. Any other answer as it is."""
@@ -158,24 +177,24 @@ class CoreService:
         self.native.set_tenant_quota(runs)
 
     def held(self, tenant: str, run_id: str) -> bool:
-        return self.native.held(tenant, run_id)
+        return self.inspection.held(tenant, run_id)
 
     def inspect(self, run_id: str, tenant: str = "") -> RunView | None:
-        return self.native.inspect(tenant, run_id, self.clock())
+        return self.inspection.run(tenant, run_id, self.clock())
 
     # ------------------------------------------------------------------ standing exemptions
 
     def list_exemptions(self, tenant: str = "", agent_id: str = "", tool_name: str = "") -> list[ExemptionView]:
         """The tenant's standing exemptions, newest first (empty filters match all)."""
-        return self.native.list_exemptions(tenant, agent_id, tool_name, self.wall_clock(), self.clock())
+        return self.exemptions.of_tenant(tenant, agent_id, tool_name, self.wall_clock(), self.clock())
 
     def run_exemptions(self, run_id: str, tenant: str = "") -> list[ExemptionView]:
         """The tenant's exemptions that apply to a held run's agent (InspectRun)."""
-        return self.native.run_exemptions(tenant, run_id, self.wall_clock(), self.clock())
+        return self.exemptions.of_run(tenant, run_id, self.wall_clock(), self.clock())
 
     def revoke_exemption(self, exemption_id: str, tenant: str = "") -> ExemptionView | None:
         """Withdraw one of the tenant's exemptions; None when it holds no such id."""
-        return self.native.revoke_exemption(tenant, exemption_id, self.wall_clock(), self.clock())
+        return self.exemptions.revoke(tenant, exemption_id, self.wall_clock(), self.clock())
 
     def count_evictions(self, reasons: list[str], tenant: str = "") -> None:
         for reason in reasons:

@@ -82,7 +82,7 @@ class CoreHookEvaluator:
 
     def __init__(self, core: CoreService, loader=None) -> None:
         self._core = core
-        self._loader = loader  # a shared state store's keeper: runs not in memory are loaded first
+        self._loader = loader  # a shared store's loader (statestore/loader.py): runs not in memory load first
 
     async def evaluate(self, records: Sequence[EventRecord], integration: str, tenant: str,
                        routed: str, *, agent_only: bool = False) -> Sequence[VerdictLike]:

@@ -7,6 +7,7 @@ its real clock (`make test`)."""
 from __future__ import annotations
 
 from loopwarden.v1 import loopwarden_pb2 as pb
+from loopwarden_core import Loaded
 from prometheus_client import generate_latest
 
 from tests.core.harness import CoreEngine
@@ -127,18 +128,18 @@ class TestStoredIdleTime:
     def _record(self) -> bytes:
         engine = CoreEngine(ENABLED, idle_ttl=300.0)
         _one(engine, call("stored", "read"))
-        record = engine.service.native.encode_run("", "stored", 1_700_000_000.0, engine.clock.now)
+        record = engine.service.native.persistence.encode_run("", "stored", 1_700_000_000.0, engine.clock.now)
         assert record is not None
         return bytes(record)
 
     def test_a_run_stored_within_the_ttl_is_restored(self):
         restarted = CoreEngine(ENABLED, idle_ttl=300.0)
-        loaded, _ = restarted.service.native.load_run(self._record(), 1_700_000_000.0 + 299.0, 5.0)
-        assert "restored" == loaded
+        loaded = restarted.service.native.persistence.load(self._record(), 1_700_000_000.0 + 299.0, 5.0)
+        assert Loaded.RESTORED == loaded.outcome
         assert restarted.inspect("stored") is not None
 
     def test_a_run_stored_longer_than_the_ttl_is_skipped(self):
         restarted = CoreEngine(ENABLED, idle_ttl=300.0)
-        loaded, _ = restarted.service.native.load_run(self._record(), 1_700_000_000.0 + 301.0, 5.0)
-        assert "expired" == loaded
+        loaded = restarted.service.native.persistence.load(self._record(), 1_700_000_000.0 + 301.0, 5.0)
+        assert Loaded.EXPIRED == loaded.outcome
         assert restarted.inspect("stored") is None

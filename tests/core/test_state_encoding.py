@@ -17,7 +17,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
 from loopwarden_server.statestore.encoding import EncodingError
-from loopwarden_server.statestore.runs import EXPIRED, MISMATCH, RESTORED, CoreRuns
+from loopwarden_server.statestore.runs import CoreRuns, Loaded
 from tests.reference.runs import ReferenceRuns
 from tests.core.harness import CoreEngine, ReferenceEngine, pb_event
 from tests.core.strategies import event_sequences, scenario_configs
@@ -49,7 +49,7 @@ def _record(engine, tenant: str, run_id: str) -> dict | None:
     if engine.name == "reference":
         scratch = CoreEngine("{}", LIMITS, max_runs=BIG, idle_ttl=1e12)
         scratch.clock.now = engine.clock.now
-        assert RESTORED == CoreRuns(scratch.service).take_in(value, engine.clock.now)
+        assert Loaded.RESTORED == CoreRuns(scratch.service).take_in(value, engine.clock.now)
         value = CoreRuns(scratch.service).encode(tenant, run_id, engine.clock.now)
     message = run_message(value)
     message.last_seen = 0
@@ -125,7 +125,7 @@ class TestHandOver:
                 for key in RUNS:
                     value = _kept(before).encode(*key, before.clock.now)
                     if value is not None:
-                        assert RESTORED == _kept(after).take_in(value, after.clock.now, expect=key)
+                        assert Loaded.RESTORED == _kept(after).take_in(value, after.clock.now, expect=key)
             expected = _without_ids(_step(reference, batch, tenant, advance))
             engine = before if index < cut else after
             got = _without_ids(_step(engine, batch, tenant, advance))
@@ -176,10 +176,10 @@ class TestTakingIn:
         value = CoreRuns(core.service).encode("", "r1", core.clock.now)
         fresh = CoreEngine("{tools: {loopDetection: {enabled: true}}}", idle_ttl=TTL)
         kept = CoreRuns(fresh.service)
-        assert EXPIRED == kept.take_in(value, core.clock.now + TTL + 1)
-        assert MISMATCH == kept.take_in(value, core.clock.now, expect=("", "other"))
+        assert Loaded.EXPIRED == kept.take_in(value, core.clock.now + TTL + 1)
+        assert Loaded.MISMATCH == kept.take_in(value, core.clock.now, expect=("", "other"))
         assert 0 == len(kept)
-        assert RESTORED == kept.take_in(value, core.clock.now, expect=("", "r1"))
+        assert Loaded.RESTORED == kept.take_in(value, core.clock.now, expect=("", "r1"))
         assert 1 == len(kept) and kept.held("", "r1")
 
     @pytest.mark.parametrize("mutate, field", [

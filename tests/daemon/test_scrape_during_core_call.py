@@ -2,7 +2,9 @@
 
 The call holds the core mutably; a garbage collection it starts (by allocating its answer) can
 hand the GIL to the metrics server's thread right there. That scrape must wait for the call and
-answer, not fail with a 500 ("Already mutably borrowed" from a gauge reading the core)."""
+answer, not fail with a 500 ("Already mutably borrowed" from a gauge reading the core). The
+core's roles (`Core.evaluator`, `.persistence`, ...) borrow the one core as its own methods did,
+so a role's call is such a call too."""
 from __future__ import annotations
 
 import gc
@@ -14,6 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from loopwarden.eventformat import EventKind, EventRecord
+from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden_server.config import load_config_text
 from loopwarden_server.core import CoreService
 from loopwarden_server.metrics import Metrics
@@ -69,30 +72,38 @@ def inside_core_call() -> Iterator[Callable[[Callable[[], object], Callable[[], 
         gc.callbacks.remove(on_collection)
 
 
-# More than CPython keeps in its free list of tuples of one size (2,000): a tuple taken from that
-# list does not count towards a collection, so a few runs might allocate nothing that does.
 DIRTY_RUNS = 3_000
 
 
 def _with_dirty_runs(core: CoreService, runs: int = DIRTY_RUNS) -> CoreService:
-    """The keeper's flush takes the changed runs from the core: a list of tuples, allocated while
-    the call holds the core."""
-    core.native.track_changes(True)
+    core.native.persistence.track_changes(True)
     for n in range(runs):
         core.decide(EventRecord(EventKind.TOOL_CALL, run_id=f"r{n}", tool_name="read", params_json="{}"))
     return core
 
 
+def _evaluating(core: CoreService) -> Callable[[], object]:
+    """An Evaluate call whose answer holds many objects allocated while the call holds the core:
+    one run repeating a call, warned, blocked, then aborted, with debug logs on: a log line per
+    event and its dict of fields (more dicts than CPython keeps in its free list, so they count
+    towards a collection)."""
+    core.native.debug_logs = True
+    events = [pb.Event(run_id="loop", seq=n + 1, tool_call=pb.ToolCall(tool_name="read", params_json="{}"))
+              for n in range(500)]
+    data = pb.EvaluateRequest(events=events).SerializeToString()
+    return lambda: core.native.evaluator.evaluate(data, "", time.monotonic(), "", False, True)
+
+
 def test_a_bare_read_of_the_core_is_refused_inside_a_call(inside_core_call):
     """The window is real: without waiting, a read from another thread fails."""
     core = _with_dirty_runs(_core(CollectorRegistry()))
-    read = inside_core_call(lambda: len(core.native), core.native.take_dirty)
+    read = inside_core_call(lambda: len(core.native), _evaluating(core))
     assert isinstance(read, RuntimeError) and "Already mutably borrowed" in str(read), read
 
 
 def test_a_scrape_inside_a_call_waits_for_it_and_answers(inside_core_call):
     registry = CollectorRegistry()
     core = _with_dirty_runs(_core(registry))
-    scraped = inside_core_call(lambda: generate_latest(registry).decode(), core.native.take_dirty)
+    scraped = inside_core_call(lambda: generate_latest(registry).decode(), _evaluating(core))
     assert isinstance(scraped, str), scraped
-    assert f"loopwarden_active_runs {DIRTY_RUNS:.1f}" in scraped
+    assert f"loopwarden_active_runs {DIRTY_RUNS + 1:.1f}" in scraped, "read after the call: its looping run too"

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.system, pytest.mark.daemon]
 ENABLED = "{tools: {loopDetection: {enabled: true}}}"
 ARGS = '{"path":"/a"}'
 FLUSH_INTERVAL = 0.1
-# keeper.py: a lease is 3 flush intervals, at least 1 s, counted from the write that took it.
+# statestore/fencing.py: a lease is 3 flush intervals, at least 1 s, counted from the write that took it.
 LEASE_SECONDS = max(1.0, 3 * FLUSH_INTERVAL)
 
 

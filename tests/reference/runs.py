@@ -3,7 +3,7 @@ test can move a run between the oracle and the core through stored bytes."""
 from __future__ import annotations
 
 from loopwarden_server.statestore.encoding import EncodingError
-from loopwarden_server.statestore.runs import EXPIRED, MISMATCH, RESTORED, RunKey
+from loopwarden_server.statestore.runs import DirtyRun, Loaded, RunKey
 
 from .codec import decode_run, encode_run
 from .store import RunStore
@@ -26,11 +26,11 @@ class ReferenceRuns:
     def dirty_count(self) -> int:
         return self.store.dirty_count()
 
-    def take_dirty(self) -> list[tuple[RunKey, bool]]:
-        return list(self.store.take_dirty().items())
+    def take_dirty(self) -> list[DirtyRun]:
+        return [DirtyRun(tenant, run_id, held) for (tenant, run_id), held in self.store.take_dirty().items()]
 
-    def redirty(self, items: list[tuple[RunKey, bool]]) -> None:
-        self.store.redirty(items)
+    def redirty(self, items: list[DirtyRun]) -> None:
+        self.store.redirty([(item.key, item.held) for item in items])
 
     def held(self, tenant: str, run_id: str) -> bool:
         return self.store.get(tenant, run_id) is not None
@@ -39,16 +39,20 @@ class ReferenceRuns:
         entry = self.store.get(tenant, run_id)
         return None if entry is None else encode_run(entry, wall_now, self.store.clock())
 
-    def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None, delta: bytes | None = None) -> str:
+    def record(self, tenant: str, run_id: str, wall_now: float, deltas: bool = False) -> bytes | None:
+        """A flush's value: always the full record (the oracle writes no deltas)."""
+        return self.encode(tenant, run_id, wall_now)
+
+    def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None, delta: bytes | None = None) -> Loaded:
         if delta is not None:  # only the core writes deltas; the oracle's runs are full records
             raise EncodingError("the reference codec reads full records, not deltas")
         entry, idle = decode_run(value, wall_now)
         if idle > self.store.idle_ttl_seconds:
-            return EXPIRED
+            return Loaded.EXPIRED
         if expect is not None and (entry.tenant, entry.run_id) != expect:
-            return MISMATCH
+            return Loaded.MISMATCH
         self.store.restore(entry, idle)
-        return RESTORED
+        return Loaded.RESTORED
 
     def clear(self) -> None:
         self.store.clear()

@@ -272,6 +272,19 @@ class TestInstalledDaemon:
             assert f"{site_packages}/loopwarden_core/loopwarden_core.abi3.so" in mapped
         assert 0 == daemon.process.returncode
 
+    def test_the_installed_core_carries_no_test_hook(self, installed):
+        """The release core (built without the `testing` feature) exposes none of the dev build's
+        test hooks: no planted panic, no parity helper, no test-only method."""
+        venv_dir, env, work = installed
+        code = ("import json, loopwarden_core as c; print(json.dumps([c.TEST_HOOKS, [n for n in ("
+                "'canonical_json', 'args_digest') if hasattr(c, n)], hasattr(c.Core, '_panic_tool'), "
+                "hasattr(c.Persistence, 'encode_run'), hasattr(c.Inspection, 'tenant_runs')]))")
+
+        result = _run([venv_dir / "bin" / "python", "-c", code], 60, cwd=work, env=env)
+
+        assert 0 == result.returncode, result.stderr
+        assert [[], [], False, False, False] == json.loads(result.stdout)
+
     def test_the_installed_hook_command_is_on_path_and_answers_a_claude_code_event(self, installed):
         """`loopwarden-hook`, found on the venv's PATH, posts a Claude Code PreToolUse payload to the
         daemon's hook endpoint (the daemon from the same wheels) and prints its JSON answer."""

@@ -140,10 +140,10 @@ class TestRunValues:
 
 def _read_by_the_core(value: bytes, run_id: str):
     """A JSON-era value taken in by the core and written again: the run as the core reads it."""
-    from loopwarden_server.statestore.runs import RESTORED, CoreRuns
+    from loopwarden_server.statestore.runs import CoreRuns, Loaded
     from tests.core.harness import CoreEngine
     from tests.support.stored import run_message
 
     runs = CoreRuns(CoreEngine("{}", idle_ttl=1e12).service)
-    assert RESTORED == runs.take_in(value, 1_000_000.0)
+    assert Loaded.RESTORED == runs.take_in(value, 1_000_000.0)
     return run_message(runs.encode("", run_id, 1_000_000.0))

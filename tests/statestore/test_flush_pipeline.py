@@ -13,7 +13,8 @@ from bench.flush_under_load import CONFIG, _event
 from loopwarden_server.statestore.base import StateStoreError
 from loopwarden_server.statestore.encoding import MAGIC, is_delta, run_key
 from loopwarden_server.statestore.file import FileStateStore
-from loopwarden_server.statestore.keeper import BATCH, StateKeeper
+from loopwarden_server.statestore.flusher import BATCH
+from loopwarden_server.statestore.keeper import StateKeeper
 from loopwarden_server.statestore.metrics import StateMetrics
 from loopwarden_server.statestore.runs import CoreRuns
 from tests.core.harness import CoreEngine
@@ -23,14 +24,17 @@ from tests.support.stored import delta_message, frame_delta, run_message
 
 class TestCoreFraming:
     def test_the_core_hands_a_flush_its_values_framed(self):
-        """A flush's values come from the core as stored values already; the keeper's framing
-        hook passes them (and a delete's None) through."""
+        """A flush's values come from the core as stored values already (no framing is left
+        to the daemon), and taking one clears the run's change mark."""
         engine = CoreEngine(CONFIG)
         engine.evaluate([_event(0, 0)])
         kept = CoreRuns(engine.service)
+        kept.track_changes(evictions_delete=True)
+        engine.evaluate([_event(0, 1)])
+        assert kept.dirty_count() == 1
         value = kept.record("", "busy-0", time.time())
         assert value is not None and value[:4] == MAGIC
-        assert [value, None] == kept.frame_records([value, None])
+        assert kept.dirty_count() == 0
 
 
 class FailingStore(MemoryStore):
@@ -217,7 +221,7 @@ class TestDeltasThroughTheKeeper:
         assert delta is not None and is_delta(delta) and len(delta) < len(base) // 2
         engine, registry, restored = self._restarted(tmp_path / "runs.state", caplog)
         assert (1, 1, 0) == (restored.runs, restored.runs_with_delta, restored.deltas_left_out)
-        view = engine.service.native.inspect("", "busy-0")
+        view = engine.service.native.inspection.run("", "busy-0")
         assert 33 == view.events_evaluated
         assert 0 == registry.get_sample_value("loopwarden_state_store_errors_total", {"operation": "restore"})
 
@@ -234,5 +238,5 @@ class TestDeltasThroughTheKeeper:
         asyncio.run(store.flush([(run_key("", "busy-0"), frame_delta(other), 60.0)]))
         engine, registry, restored = self._restarted(path, caplog)
         assert (1, 0, 1) == (restored.runs, restored.runs_with_delta, restored.deltas_left_out)
-        assert 30 == engine.service.native.inspect("", "busy-0").events_evaluated, "as its record holds it"
+        assert 30 == engine.service.native.inspection.run("", "busy-0").events_evaluated, "as its record holds it"
         assert 1 == registry.get_sample_value("loopwarden_state_store_errors_total", {"operation": "restore"})

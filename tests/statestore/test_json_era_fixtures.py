@@ -15,7 +15,7 @@ from pathlib import Path
 
 from loopwarden_server.statestore.encoding import EncodingError, is_delta, is_exemptions
 from loopwarden_server.statestore.file import FileStateStore
-from loopwarden_server.statestore.runs import CoreRuns
+from loopwarden_server.statestore.runs import CoreRuns, Loaded
 from tests.statestore.fixtures.generate_json_era import RUNS, replica, restored_views
 from tests.statestore.test_keeper import MemoryStore
 
@@ -62,8 +62,7 @@ def test_a_json_era_state_file_restores_the_runs_as_main_did(tmp_path):
     async def scenario():
         store = FileStateStore(str(path))
         store.check()
-        core, keeper = replica(store)
-        keeper._wall = lambda: WALL
+        core, keeper = replica(store, wall_clock=lambda: WALL)
         keeper.restore()
         assert restored_views(core) == EXPECTED
         # The probes changed every run: the flush writes them all, in the new format only (an
@@ -94,7 +93,7 @@ def test_json_era_redis_values_load_as_main_loaded_them():
         if is_exemptions(value):
             assert runs.exemption_tables.take_in(value, WALL) == 1
         else:
-            assert runs.take_in(value, WALL) == "restored"
+            assert runs.take_in(value, WALL) == Loaded.RESTORED
     assert restored_views(core) == EXPECTED
     for tenant, run_id in RUNS:
         value = runs.encode(tenant, run_id, time.time())
@@ -128,7 +127,7 @@ def test_a_damaged_redis_value_costs_its_run_only(era):
         except EncodingError:
             outcomes[key] = "malformed"
     assert outcomes.pop(bad_key) == "malformed"
-    assert set(outcomes.values()) == {"restored"} and len(outcomes) == len(values) - 1
+    assert set(outcomes.values()) == {Loaded.RESTORED} and len(outcomes) == len(values) - 1
 
 
 def key_of(value: bytes, runs: CoreRuns) -> tuple[str, str]:

@@ -26,7 +26,7 @@ def stored_runs(path) -> dict[tuple[str, str], object]:
     daemon would hold, never a base that a delta has moved past)."""
     from loopwarden_server.statestore.encoding import is_exemptions
     from loopwarden_server.statestore.file import FileStateStore
-    from loopwarden_server.statestore.runs import RESTORED, CoreRuns
+    from loopwarden_server.statestore.runs import CoreRuns, Loaded
 
     from tests.core.harness import CoreEngine
     from tests.support.stored import run_message
@@ -39,8 +39,8 @@ def stored_runs(path) -> dict[tuple[str, str], object]:
     found = {}
     for stored, delta in chains:
         base = run_message(stored)
-        assert runs.take_in(stored, wall, delta=delta) == RESTORED, "a delta that does not apply to its base"
-        record = engine.service.native.encode_run(base.tenant, base.run_id, wall, engine.clock())
+        assert runs.take_in(stored, wall, delta=delta) == Loaded.RESTORED, "a delta that does not apply to its base"
+        record = engine.service.native.persistence.encode_run(base.tenant, base.run_id, wall, engine.clock())
         found[(base.tenant, base.run_id)] = run_message(record)
     return found
 

@@ -71,7 +71,9 @@ pub struct Core {
     decisions: u64,
     pub latency_bounds: Vec<f64>,
     pub debug_logs: bool,
-    /// Tests only: evaluating a call of this tool panics (how a bug in the core would).
+    /// Tests only (the `testing` feature): evaluating a call of this tool panics (how a bug in
+    /// the core would).
+    #[cfg(feature = "testing")]
     pub panic_tool: Option<String>,
     /// Requests evaluated so far: a request's number keys its calls' batch (engine::batches).
     requests: u64,
@@ -81,7 +83,12 @@ pub struct Core {
 
 impl Core {
     pub fn new(config: Config, limits: Limits, max_runs: usize, idle_ttl: f64, instance_id: String, latency_bounds: Vec<f64>) -> Core {
-        Core { config, limits, store: Store::new(max_runs, idle_ttl), instance_id, decisions: 0, latency_bounds, debug_logs: false, panic_tool: None, requests: 0, exemptions: Exemptions::default() }
+        Core {
+            config, limits, store: Store::new(max_runs, idle_ttl), instance_id, decisions: 0, latency_bounds, debug_logs: false,
+            #[cfg(feature = "testing")]
+            panic_tool: None,
+            requests: 0, exemptions: Exemptions::default(),
+        }
     }
 
     pub fn set_decision_counter(&mut self, value: u64) {
@@ -96,5 +103,21 @@ impl Core {
     /// InspectRun's view of one run, or None.
     pub fn inspect(&self, tenant: &str, run_id: &str) -> Option<&Entry> {
         self.store.get(tenant, run_id.trim_matches(py_isspace))
+    }
+}
+
+#[cfg(all(test, not(feature = "testing")))]
+mod release_build {
+    use super::*;
+
+    /// A compile check: built without `testing` (the release wheel's build), `Core` is these
+    /// fields and no others, so a test hook left outside the feature fails to compile here.
+    #[test]
+    fn core_carries_no_test_hook_without_the_testing_feature() {
+        let core = Core {
+            config: Config::default(), limits: Limits::default(), store: Store::new(1, 1.0), instance_id: String::new(),
+            decisions: 0, latency_bounds: Vec::new(), debug_logs: false, requests: 0, exemptions: Exemptions::default(),
+        };
+        assert_eq!(0, core.store.len());
     }
 }

@@ -1,10 +1,15 @@
 //! The request path: bytes in, bytes out. Whole-request refusals decided on the raw bytes (an
-//! undecodable request, too many events), the lazy-load check, the per-event envelope limits,
-//! routing, and `evaluate_event`: the run looked up or created, a retry answered from the
-//! window, the engine called (a panic answered as REJECT internal_error), the decision id given.
-//! Kept together because it is one pass per event and the order of its steps is the contract.
+//! undecodable request, too many events), the lazy-load check, routing, then per event a short
+//! list of named stages (`Core::stages`, a method each, in this order, which is the contract):
+//! `admit` (counted, the envelope limits, a run's end), `touch` (the run touched, a retry answered
+//! from its window), `open_run` (its agent, its parent, created, its tree joined), `spend` (its
+//! totals, a budget's stop), `judge` (the engine, a panic answered as REJECT internal_error),
+//! `settle` (exemptions granted, budgets extended, the tree's bookkeeping), `record` (the
+//! decision id, the run's recent decisions and retry window) and `account_event` (the summary).
+//! A stage that answers the event itself breaks off the list with its decision.
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow::{self, Break, Continue};
 
 use prost::Message;
 
@@ -14,7 +19,7 @@ use super::summary::{counter, LogLine, Summary, ERROR};
 use super::views::evaluate_response;
 use super::wire::{decode_in_place, kind_name, EventRef, Events, KindRef, OutcomeRef};
 use super::{Core, Decision};
-use crate::engine::ask::{Answer, AskIo};
+use crate::engine::ask::{Answer, AskIo, Grant};
 use crate::engine::{evaluate_with, Action, Event, RunState, Verdict};
 use crate::tables::error_codes;
 use crate::json::py_isspace;
@@ -369,12 +374,35 @@ impl Core {
         self.evaluate_ref(&EventRef::from(event), tenant, "", now, summary)
     }
 
+    /// One event through the request path: the stages below, in this order (the order is the
+    /// contract). A stage that answers the event itself (a REJECT, a run's end, a retry, a
+    /// budget's stop already decided, a panic) ends it there with its decision.
     fn evaluate_ref(&mut self, event: &EventRef, tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> Decision {
+        match self.stages(event, tenant, routed, now, summary) {
+            Continue(decision) | Break(decision) => decision,
+        }
+    }
+
+    fn stages(&mut self, event: &EventRef, tenant: &str, routed: &str, now: f64, summary: &mut Summary) -> ControlFlow<Decision, Decision> {
+        let incoming = self.admit(event, tenant, routed, summary)?;
+        let touched = self.touch(&incoming, tenant, now, summary)?;
+        let mut run = self.open_run(&incoming, tenant, routed, touched.held, now, summary)?;
+        let stop = self.spend(&incoming, tenant, &mut run, now, summary);
+        let judged = self.judge(&incoming, tenant, &run, stop, now, summary)?;
+        let verdict = self.settle(&incoming, tenant, &mut run, judged.verdict, judged.granted, judged.extended, now);
+        let decision = self.record(&incoming, tenant, &mut run, verdict, touched.digest);
+        self.account_event(&incoming, tenant, &run, &decision, judged.answer, judged.timed_out, summary);
+        Continue(decision)
+    }
+
+    /// Admitted: the event counted, within the envelope limits (else REJECT with its code); a
+    /// run_end ends its run here (ALLOW).
+    fn admit<'e, 'a>(&mut self, event: &'e EventRef<'a>, tenant: &str, routed: &str, summary: &mut Summary) -> ControlFlow<Decision, Incoming<'e, 'a>> {
         let kind = kind_name(&event.kind);
         summary.count(counter::EVENTS, [kind, ""], "");
-        let run_id: &str = event.run_id.trim_matches(py_isspace);
+        let run_id = event.run_id.trim_matches(py_isspace);
         if let Some(invalid) = self.envelope_error(event, run_id) {
-            return self.rejected(event, run_id, invalid, summary);
+            return Break(self.rejected(event, run_id, invalid, summary));
         }
         let parent = event.parent_run_id.trim_matches(py_isspace);
         if let Some(KindRef::RunEnd) = event.kind {
@@ -383,13 +411,21 @@ impl Core {
             self.end_run(tenant, run_id, &root);
             let agent = self.config.agent_label(event.agent_id).to_string();
             summary.count(counter::VERDICTS, ["allow", "none"], &agent);
-            return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: Verdict::allow(""), decision_id: String::new() };
+            return Break(Decision { seq: event.seq, run_id: run_id.to_string(), verdict: Verdict::allow(""), decision_id: String::new() });
         }
+        Continue(Incoming { event, run_id, parent, kind })
+    }
+
+    /// The run touched in the store (LRU, idle clock); an approval for a run not held is
+    /// REJECTed no_pending_ask (no run made); a resent event is answered from the run's retry
+    /// window with its first verdict, nothing evaluated again.
+    fn touch(&mut self, incoming: &Incoming, tenant: &str, now: f64, summary: &mut Summary) -> ControlFlow<Decision, Touched> {
+        let Incoming { event, run_id, .. } = *incoming;
         let held = self.store.touch(tenant, run_id, now, &mut summary.evictions);
         if let (false, Some(KindRef::Approval { tool_call_id, decision_id, .. })) = (held, event.kind) {
             // An answer for a run this daemon does not hold: nothing to answer, and no run made.
             let message = crate::engine::ask::no_pending_ask_message(tool_call_id, decision_id);
-            return self.rejected(event, run_id, Verdict::reject(error_codes::NO_PENDING_ASK, message), summary);
+            return Break(self.rejected(event, run_id, Verdict::reject(error_codes::NO_PENDING_ASK, message), summary));
         }
         let mut digest: Option<[u8; 8]> = None;
         if held && event.seq != 0 {
@@ -400,7 +436,7 @@ impl Core {
                 if let Some(slot) = retries.find(event.seq, &d) {
                     summary.count(counter::RETRIED, ["", ""], "");
                     if let Some(kept) = retries.decisions.get(&slot) {
-                        return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: kept.verdict.clone(), decision_id: kept.decision_id.clone() };
+                        return Break(Decision { seq: event.seq, run_id: run_id.to_string(), verdict: kept.verdict.clone(), decision_id: kept.decision_id.clone() });
                     }
                     let tool = match event.kind {
                         Some(KindRef::ToolCall { tool_name, .. } | KindRef::ToolOutcome { tool_name, .. }) => {
@@ -409,10 +445,18 @@ impl Core {
                         }
                         _ => String::new(),
                     };
-                    return Decision { seq: event.seq, run_id: run_id.to_string(), verdict: Verdict::allow(&tool), decision_id: String::new() };
+                    return Break(Decision { seq: event.seq, run_id: run_id.to_string(), verdict: Verdict::allow(&tool), decision_id: String::new() });
                 }
             }
         }
+        Continue(Touched { held, digest })
+    }
+
+    /// The run the event is evaluated in: its agent (the event's, else the run's), its parent
+    /// checked (else REJECT), created when new (its parent first, then its place in the tree; a
+    /// tree bound it passes aborts it, or in shadow mode is kept to report).
+    fn open_run(&mut self, incoming: &Incoming, tenant: &str, routed: &str, held: bool, now: f64, summary: &mut Summary) -> ControlFlow<Decision, Opened> {
+        let Incoming { event, run_id, parent, .. } = *incoming;
         let event_agent = event.agent_id.trim_matches(py_isspace);
         let agent_id = if !event_agent.is_empty() {
             event_agent.to_string()
@@ -422,7 +466,7 @@ impl Core {
             String::new()
         };
         if let Some(invalid) = self.parent_error(tenant, run_id, parent) {
-            return self.rejected(event, run_id, invalid, summary);
+            return Break(self.rejected(event, run_id, invalid, summary));
         }
         let created = !held;
         if created && !parent.is_empty() {
@@ -438,25 +482,37 @@ impl Core {
             (entry.state.abort.is_some(), entry.state.blocks)
         };
         // A run past a tree bound is aborted; in shadow mode its verdict only reports the abort.
-        let tree_abort = match tree_abort {
+        let shadow_abort = match tree_abort {
             Some(abort) if !self.config.settings_for(&agent_id).shadow => {
                 self.store.get_mut(tenant, run_id).expect("created").state.abort = Some(Box::new(abort));
                 None
             }
             shadowed => shadowed,
         };
-        let tree_root = self.keep_totals(event, tenant, run_id, &agent_id, now, &mut summary.evictions);
-        // A plain run (no tree, no budget, nothing budgets count): no tree or budget bookkeeping
-        // on its path but the count of its calls (service/budgets.rs: a later child's parent
-        // brings them into its tree).
-        let plain = tree_root.is_empty();
-        let root = if plain { run_id } else { tree_root.as_str() };
-        let pre = if plain { None } else { self.budget_stop(event, tenant, run_id, root, &agent_id, now) };
+        Continue(Opened { agent_id, created, shadow_abort, was_aborted, blocks_before, tree_root: String::new() })
+    }
+
+    /// What the event spends, counted into its run's and tree's totals; a budget already past
+    /// its cap is the verdict (the engine is not asked). A plain run (no tree, no budget, nothing
+    /// budgets count) keeps no totals but the count of its calls (service/budgets.rs).
+    fn spend(&mut self, incoming: &Incoming, tenant: &str, run: &mut Opened, now: f64, summary: &mut Summary) -> Option<Verdict> {
+        let Incoming { event, run_id, .. } = *incoming;
+        run.tree_root = self.keep_totals(event, tenant, run_id, &run.agent_id, now, &mut summary.evictions);
+        if run.plain() {
+            return None;
+        }
+        self.budget_stop(event, tenant, run_id, &run.tree_root, &run.agent_id, now)
+    }
+
+    /// The engine's verdict on the event in its run (or `stop`, a budget's), with what the ask
+    /// rules hand back; a panic in the engine is answered REJECT internal_error, the run as it
+    /// was (a run the event created is dropped).
+    fn judge(&mut self, incoming: &Incoming, tenant: &str, run: &Opened, stop: Option<Verdict>, now: f64, summary: &mut Summary) -> ControlFlow<Decision, Judged> {
+        let Incoming { event, run_id, kind, .. } = *incoming;
         let config = &self.config;
-        let settings = config.settings_for(&agent_id);
+        let settings = config.settings_for(&run.agent_id);
         let max_depth = self.limits.max_json_depth;
-        let entry = self.store.get_mut(tenant, run_id).expect("created");
-        let state = &mut entry.state;
+        let state = &mut self.store.get_mut(tenant, run_id).expect("created").state;
         if let Some(KindRef::ToolCall { .. }) = event.kind {
             // The call's batch: its batch id, else its request (engine::batches).
             state.incoming_batch = if event.batch_id.is_empty() {
@@ -465,106 +521,107 @@ impl Core {
                 crate::engine::batches::batch_id_key(event.batch_id)
             };
         }
+        #[cfg(feature = "testing")]
         let panic_tool = self.panic_tool.as_deref();
-        let mut io = AskIo { accepts_ask: event.accepts_ask, now, exemptions: self.exemptions.of_tenant(tenant), agent_id: &agent_id, ..Default::default() };
+        let mut io = AskIo { accepts_ask: event.accepts_ask, now, exemptions: self.exemptions.of_tenant(tenant), agent_id: &run.agent_id, ..Default::default() };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            #[cfg(feature = "testing")]
             if let (Some(tool), Some(KindRef::ToolCall { tool_name, .. })) = (panic_tool, event.kind) {
                 assert!(tool_name != tool, "planted panic for a test");
             }
-            let engine_event = match event.kind {
-                Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, tool_class }) => {
-                    let tool_class = tool_class_of(tool_class);
-                    Event::ToolCall { tool_name, params_json, tool_call_id, seq: event.seq, tool_class }
-                }
-                Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome, .. }) => Event::ToolOutcome {
-                    tool_name,
-                    params_json,
-                    tool_call_id,
-                    result_json: match outcome {
-                        Some(OutcomeRef::ResultJson(r)) => Some(r),
-                        _ => None,
-                    },
-                    error: match outcome {
-                        Some(OutcomeRef::Error(e)) => Some(e),
-                        _ => None,
-                    },
-                    seq: event.seq,
-                },
-                Some(KindRef::CompactionRetry) => Event::CompactionRetry,
-                Some(KindRef::UserTurn { .. }) => Event::UserTurn,
-                Some(KindRef::Approval { tool_call_id, decision_id, approved, scope, ttl_seconds }) => {
-                    let always = scope == pb::ApprovalScope::Always as i32;
-                    Event::Approval(crate::engine::ask::Approval { tool_call_id, decision_id, approved, always, ttl_seconds })
-                }
-                _ => Event::RunEnd,
-            };
-            if let Some(stop) = pre {
+            if let Some(stop) = stop {
                 return stop;
             }
-            evaluate_with(state, &engine_event, settings, &config.catalog, max_depth, &mut io)
+            evaluate_with(state, &engine_event(event), settings, &config.catalog, max_depth, &mut io)
         }));
-        let (granted, answer, timed_out, extended) = (io.granted.take(), io.answer, io.timed_out, io.extended.take());
-        let mut verdict = match outcome {
-            Ok(v) => v,
-            Err(_) => return self.internal_error(event, tenant, run_id, created, kind, summary),
-        };
+        match outcome {
+            Ok(verdict) => Continue(Judged { verdict, granted: io.granted.take(), answer: io.answer, timed_out: io.timed_out, extended: io.extended.take() }),
+            Err(_) => Break(self.internal_error(event, tenant, run_id, run.created, kind, summary)),
+        }
+    }
+
+    /// What the verdict changes beyond the run: an "always" approval becomes a standing
+    /// exemption, an approved budget ask extends the budget, a tree bound in shadow mode is
+    /// reported on an ALLOW, and a run in a tree has its tree's bookkeeping after the verdict.
+    #[allow(clippy::too_many_arguments)]
+    fn settle(&mut self, incoming: &Incoming, tenant: &str, run: &mut Opened, mut verdict: Verdict, granted: Option<Grant>,
+              extended: Option<Box<str>>, now: f64) -> Verdict {
+        let Incoming { event, run_id, .. } = *incoming;
+        let shadow_abort = run.shadow_abort.take();
+        let root = run.root(run_id);
         if let Some(grant) = granted {
-            self.exemptions.grant(tenant, &agent_id, run_id, grant, now);
+            self.exemptions.grant(tenant, &run.agent_id, run_id, grant, now);
         }
         if let Some(key) = extended {
             self.extend_budget(tenant, run_id, root, &key);
         }
         if verdict.action != Action::Reject {
-            if let Some(abort) = tree_abort {
+            if let Some(abort) = shadow_abort {
                 if verdict.action == Action::Allow && verdict.shadow_action.is_none() {
                     verdict = abort.shadowed();
                 }
             }
-            if !plain {
-                self.after_verdict(event, tenant, run_id, root, &agent_id, now, &mut verdict, blocks_before, was_aborted);
+            if !run.plain() {
+                self.after_verdict(event, tenant, run_id, root, &run.agent_id, now, &mut verdict, run.blocks_before, run.was_aborted);
             }
         }
+        verdict
+    }
+
+    /// The decision recorded in the run: its agent and session noted, an evaluated event
+    /// counted, a decision id given to anything but a plain ALLOW (kept among the run's recent
+    /// decisions, stamped on an ASK), and the event's verdict remembered in the retry window.
+    fn record(&mut self, incoming: &Incoming, tenant: &str, run: &mut Opened, verdict: Verdict, digest: Option<[u8; 8]>) -> Decision {
+        let Incoming { event, run_id, .. } = *incoming;
         let entry = self.store.get_mut(tenant, run_id).expect("held");
         if entry.tree.is_none() && verdict.action != Action::Reject && matches!(event.kind, Some(KindRef::ToolCall { .. })) {
             // Counted without a link, so a run that later becomes a parent brings its calls.
             entry.unlinked_calls = entry.unlinked_calls.saturating_add(1);
         }
-        if entry.agent_id != agent_id {
-            entry.agent_id = agent_id;
+        if entry.agent_id != run.agent_id {
+            entry.agent_id = std::mem::take(&mut run.agent_id);
         }
         if !event.session_id.is_empty() && entry.session_id != event.session_id {
             entry.session_id = event.session_id.to_string();
         }
-        let decision = if verdict.action == Action::Reject {
-            Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id: String::new() }
+        if verdict.action == Action::Reject {
+            return Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id: String::new() };
+        }
+        entry.events_evaluated += 1;
+        let needs_id = !(verdict.action == Action::Allow && verdict.shadow_action.is_none());
+        let decision_id = if needs_id {
+            self.decisions += 1;
+            format!("{}-{:x}", self.instance_id, self.decisions)
         } else {
-            entry.events_evaluated += 1;
-            let needs_id = !(verdict.action == Action::Allow && verdict.shadow_action.is_none());
-            let decision_id = if needs_id {
-                self.decisions += 1;
-                format!("{}-{:x}", self.instance_id, self.decisions)
-            } else {
-                String::new()
-            };
-            let decision = Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id };
-            if decision.verdict.action == Action::Ask {
-                crate::engine::ask::stamp_decision_id(&mut entry.state, &decision.decision_id);
-            }
-            if !decision.decision_id.is_empty() {
-                let recent = entry.recent.get_or_insert_with(|| VecDeque::with_capacity(RECENT_DECISIONS));
-                if recent.len() >= RECENT_DECISIONS {
-                    recent.pop_front();
-                }
-                recent.push_back(decision.clone());
-            }
-            if event.seq != 0 {
-                let v = &decision.verdict;
-                let plain = v.action == Action::Allow && v.message.is_empty() && v.shadow_action.is_none();
-                let d = digest.unwrap_or_else(|| content_digest_of(&event.kind));
-                entry.retries.get_or_insert_with(Default::default).remember(event.seq, d, if plain { None } else { Some(decision.clone()) });
-            }
-            decision
+            String::new()
         };
+        let decision = Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id };
+        if decision.verdict.action == Action::Ask {
+            crate::engine::ask::stamp_decision_id(&mut entry.state, &decision.decision_id);
+        }
+        if !decision.decision_id.is_empty() {
+            let recent = entry.recent.get_or_insert_with(|| VecDeque::with_capacity(RECENT_DECISIONS));
+            if recent.len() >= RECENT_DECISIONS {
+                recent.pop_front();
+            }
+            recent.push_back(decision.clone());
+        }
+        if event.seq != 0 {
+            let v = &decision.verdict;
+            let plain = v.action == Action::Allow && v.message.is_empty() && v.shadow_action.is_none();
+            let d = digest.unwrap_or_else(|| content_digest_of(&event.kind));
+            entry.retries.get_or_insert_with(Default::default).remember(event.seq, d, if plain { None } else { Some(decision.clone()) });
+        }
+        decision
+    }
+
+    /// The decision in the summary: approvals answered or timed out, then its counters and log
+    /// line (summary.rs `account`).
+    #[allow(clippy::too_many_arguments)]
+    fn account_event(&self, incoming: &Incoming, tenant: &str, run: &Opened, decision: &Decision, answer: Option<Answer>,
+                     timed_out: u32, summary: &mut Summary) {
+        let Incoming { event, run_id, kind, .. } = *incoming;
+        let entry = self.store.get(tenant, run_id).expect("held");
         let agent_label = self.config.agent_label(&entry.agent_id);
         for (answered, times) in [(answer.map(Answer::name), 1), (Some("timed_out"), timed_out)] {
             for _ in 0..times {
@@ -574,8 +631,7 @@ impl Core {
             }
         }
         let who = (entry.tenant.as_str(), entry.agent_id.as_str(), entry.session_id.as_str());
-        Core::account(self.debug_logs, event, &decision, agent_label, was_aborted, kind, who, summary);
-        decision
+        Core::account(self.debug_logs, event, decision, agent_label, run.was_aborted, kind, who, summary);
     }
 
     fn internal_error(&mut self, event: &EventRef, tenant: &str, run_id: &str, created: bool, kind: &'static str, summary: &mut Summary) -> Decision {
@@ -602,6 +658,85 @@ impl Core {
         let mut decision = self.rejected(event, run_id, verdict, summary);
         decision.decision_id = decision_id;
         decision
+    }
+}
+
+/// An event admitted to the request path: its run id and parent as the path reads them
+/// (trimmed), its kind's name.
+#[derive(Clone, Copy)]
+struct Incoming<'e, 'a> {
+    event: &'e EventRef<'a>,
+    run_id: &'a str,
+    parent: &'a str,
+    kind: &'static str,
+}
+
+/// What `touch` found: whether the run was held before the event, and the event's content
+/// digest when the retry window already took it.
+struct Touched {
+    held: bool,
+    digest: Option<[u8; 8]>,
+}
+
+/// The run an event is evaluated in, as `open_run` and `spend` leave it.
+struct Opened {
+    agent_id: String,
+    created: bool,
+    /// A tree bound the run passed in shadow mode: reported on its verdict, not enforced.
+    shadow_abort: Option<Verdict>,
+    was_aborted: bool,
+    blocks_before: u32,
+    /// The run's tree root; "" for a plain run (no tree, no budget bookkeeping).
+    tree_root: String,
+}
+
+impl Opened {
+    fn plain(&self) -> bool {
+        self.tree_root.is_empty()
+    }
+
+    fn root<'s>(&'s self, run_id: &'s str) -> &'s str {
+        if self.plain() { run_id } else { &self.tree_root }
+    }
+}
+
+/// The engine's verdict and what the ask rules handed back with it.
+struct Judged {
+    verdict: Verdict,
+    granted: Option<Grant>,
+    answer: Option<Answer>,
+    timed_out: u32,
+    extended: Option<Box<str>>,
+}
+
+/// The engine's event for an event read off the wire.
+fn engine_event<'a>(event: &EventRef<'a>) -> Event<'a> {
+    match event.kind {
+        Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, tool_class }) => {
+            let tool_class = tool_class_of(tool_class);
+            Event::ToolCall { tool_name, params_json, tool_call_id, seq: event.seq, tool_class }
+        }
+        Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, outcome, .. }) => Event::ToolOutcome {
+            tool_name,
+            params_json,
+            tool_call_id,
+            result_json: match outcome {
+                Some(OutcomeRef::ResultJson(r)) => Some(r),
+                _ => None,
+            },
+            error: match outcome {
+                Some(OutcomeRef::Error(e)) => Some(e),
+                _ => None,
+            },
+            seq: event.seq,
+        },
+        Some(KindRef::CompactionRetry) => Event::CompactionRetry,
+        Some(KindRef::UserTurn { .. }) => Event::UserTurn,
+        Some(KindRef::Approval { tool_call_id, decision_id, approved, scope, ttl_seconds }) => {
+            let always = scope == pb::ApprovalScope::Always as i32;
+            Event::Approval(crate::engine::ask::Approval { tool_call_id, decision_id, approved, always, ttl_seconds })
+        }
+        _ => Event::RunEnd,
     }
 }
 

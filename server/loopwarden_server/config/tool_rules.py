@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from loopwarden_core import ToolRule as CoreToolRule
 from loopwarden_core import normalize_tool_name, parse_json_path
 
 CLASSES = ("readOnly", "mutating", "poll")
@@ -55,12 +56,13 @@ class ToolRule:
     keep_args: tuple[JsonPath, ...] = ()
     ignore_result: tuple[JsonPath, ...] = ()
 
-    def compiled(self) -> tuple[str, str, list, list, list]:
-        """What the core's `tool_rules::from_py` reads: paths as their steps."""
+    def compiled(self) -> CoreToolRule:
+        """The rule as the core takes it (`tool_rules::from_py`): paths as their steps."""
         def steps(paths: tuple[JsonPath, ...]) -> list[list[str | None]]:
             return [list(p.steps) for p in paths]
 
-        return (self.tool, self.tool_class, steps(self.ignore_args), steps(self.keep_args), steps(self.ignore_result))
+        return CoreToolRule(self.tool, self.tool_class, ignore_args=steps(self.ignore_args),
+                            keep_args=steps(self.keep_args), ignore_result=steps(self.ignore_result))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +77,7 @@ class ToolRules:
         kept = tuple(rule for rule in base.rules if rule.tool not in mine)
         return ToolRules(kept + self.rules)
 
-    def compiled(self) -> list[tuple[str, str, list, list, list]]:
+    def compiled(self) -> list[CoreToolRule]:
         return [rule.compiled() for rule in self.rules]
 
     def __bool__(self) -> bool:

@@ -79,7 +79,7 @@ class StateStore(ABC):
     async def flush(self, items: Sequence[FlushItem]) -> None: ...
 
     #: True: the store keeps an owner mark per run and fences writes by it (load_owned,
-    #: flush_fenced; keeper.py says how they are used).
+    #: flush_fenced; fencing.py says how they are used).
     fenced: bool = False
 
     async def load_owned(self, key: bytes) -> tuple[bytes | None, bytes | None]:

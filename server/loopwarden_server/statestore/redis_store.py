@@ -6,7 +6,7 @@ encoding.run_key(tenant, run_id); a child run's carries its root's hash tag), ho
 bytes, with the run's idle TTL as its expiry (PX), so Redis forgets a run when the daemon would. A flush is
 one pipeline (no MULTI: keys are independent) of SET ... PX / DEL. A load is one GET.
 Runs are written fenced by owner (FENCED_WRITE, one script per run beside its owner mark, both on
-the run's slot), and loaded with their owner mark (keeper.py: misroutes and fencing).
+the run's slot), and loaded with their owner mark (statestore/fencing.py: misroutes and fencing).
 
 Timeouts are short and redis-py's own retries are off: an unreachable Redis must cost an event
 at most one connect timeout, and the daemon's flusher does its own backoff (persistence fails

@@ -1,37 +1,48 @@
 """The runs a state keeper keeps: the compiled core's memory, seen as stored values.
 
-Design. The keeper (keeper.py) moves runs between memory and a store as bytes and never looks
-inside one, so all it needs of the memory side is this: which runs changed (and the marks put
-back when a flush fails), whether a run is held, a held run as a stored value, and a stored value
-taken in. The core writes and reads the stored values, framing included (core/src/stored.rs):
-here they are only bytes.
+Design. The keeper (loader.py, flusher.py) moves runs between memory and a store as bytes and
+never looks inside one, so all it needs of the memory side is this: which runs changed (and the
+marks put back when a flush fails), whether a run is held, a held run as a stored value, and a
+stored value taken in. That is the core's persistence role (`Core.persistence`) and, for the
+tenants' exemption tables, its exemptions role (`Core.exemptions`); what they answer with (a
+`DirtyRun`, a `RunLoad` and its `Loaded` outcome, a `StoredTable`) are the core's own types. The
+core writes and reads the stored values, framing included (core/src/stored.rs): here they are only
+bytes.
+
+The store knows nothing of the servicer or the daemon's per-request face (core.py): what it
+reads of the daemon's core is `CoreSide`, which core.CoreService is.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
+
+import loopwarden_core
+from loopwarden_core import DirtyRun, Loaded, MarkedRun, MissingRun
 
 from .encoding import EncodingError
 
-if TYPE_CHECKING:
-    from ..core import CoreService
-
-RESTORED, EXPIRED, MISMATCH = "restored", "expired", "mismatch"
-# Restored from its full record alone: the delta stored after it did not apply (another base:
-# the file store's damage handling can leave one behind) and was left out.
-RESTORED_BASE_ONLY = "restored_base_only"
-# merge_in's further outcomes: folded into memory's copy; memory's copy already current.
-MERGED, HELD = "merged", "held"
+__all__ = ["CoreExemptionTables", "CoreRuns", "CoreSide", "DirtyRun", "Loaded", "MarkedRun", "MissingRun", "RunKey"]
 
 RunKey = tuple[str, str]  # (tenant, run_id)
-# A changed run: (key, still held, its tree's root: the run itself unless it is a child run).
-Dirty = tuple[RunKey, bool, str]
+
+
+class CoreSide(Protocol):
+    """What the state store reads of the daemon's core (core.CoreService is one)."""
+
+    native: loopwarden_core.Core
+    idle_ttl_seconds: float
+    clock: Callable[[], float]
+
+    def count_evictions(self, reasons: list[str], tenant: str = "") -> None: ...
 
 
 class CoreRuns:
-    """The compiled core's runs (core.CoreService)."""
+    """The compiled core's runs, through its persistence role."""
 
-    def __init__(self, core: CoreService) -> None:
+    def __init__(self, core: CoreSide) -> None:
         self.core = core
+        self.persistence = core.native.persistence
         self.exemption_tables = CoreExemptionTables(core)
 
     @property
@@ -39,83 +50,78 @@ class CoreRuns:
         return self.core.idle_ttl_seconds
 
     def __len__(self) -> int:
-        return len(self.core)
+        return len(self.core.native)
 
     def track_changes(self, evictions_delete: bool) -> None:
-        self.core.native.track_changes(evictions_delete)
+        self.persistence.track_changes(evictions_delete)
 
     def dirty_count(self) -> int:
-        return self.core.native.dirty_count()
+        return self.persistence.dirty_count()
 
-    def take_dirty(self) -> list[Dirty]:
-        return self.core.native.take_dirty()
+    def take_dirty(self) -> list[DirtyRun]:
+        return self.persistence.take_dirty()
 
-    def redirty(self, items: list[Dirty]) -> None:
-        self.core.native.redirty(items)
+    def redirty(self, items: list[DirtyRun]) -> None:
+        self.persistence.redirty(items)
 
     def held(self, tenant: str, run_id: str) -> bool:
-        return self.core.native.held(tenant, run_id)
+        return self.persistence.held(tenant, run_id)
 
     def encode(self, tenant: str, run_id: str, wall_now: float) -> bytes | None:
-        """The run's stored value (its full record), None when it is not held."""
-        return self.core.native.encode_run(tenant, run_id, wall_now, self.core.clock())
+        """The run's stored value, its full record; None when it is not held."""
+        return self.record(tenant, run_id, wall_now)
 
     def record(self, tenant: str, run_id: str, wall_now: float, deltas: bool = False) -> bytes | None:
         """The run for a flush: its stored value, or with `deltas` (a store that keeps them)
         perhaps a delta (encoding.is_delta). Its change mark is cleared, so the run's next change
         queues it behind the runs still waiting: the longest-unwritten runs are written first."""
-        return self.core.native.take_record(tenant, run_id, wall_now, self.core.clock(), deltas)
+        return self.persistence.take_record(tenant, run_id, wall_now, self.core.clock(), deltas)
 
-    @staticmethod
-    def frame_records(values: list[bytes | None]) -> list[bytes | None]:
-        """The keeper's hook for framing off the event loop: the core's values come framed and
-        uncompressed now, so there is nothing left to do (the keeper still calls it)."""
-        return values
-
-    def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None, delta: bytes | None = None) -> str:
+    def take_in(self, value: bytes, wall_now: float, expect: RunKey | None = None,
+                delta: bytes | None = None) -> Loaded:
         """A stored value, and the delta stored after it (the file store's restore)."""
         return self.take_in_record(value, wall_now, expect, delta)
 
     def take_in_record(self, record: bytes, wall_now: float, expect: RunKey | None = None,
-                       delta: bytes | None = None) -> str:
+                       delta: bytes | None = None) -> Loaded:
         """A stored value of any version, or a bare JSON-era record (a snapshot's run), and a
-        delta stored after it: restored (with the delta applied), restored_base_only (the delta
-        was not the record's), expired or mismatch; EncodingError saying what is wrong when the
+        delta stored after it: RESTORED (with the delta applied), RESTORED_BASE_ONLY (the delta
+        was not the record's), EXPIRED or MISMATCH; EncodingError saying what is wrong when the
         value is malformed."""
         try:
-            outcome, evictions = self.core.native.load_run(record, wall_now, self.core.clock(), expect, delta)
+            loaded = self.persistence.load(record, wall_now, self.core.clock(), expect, delta)
         except ValueError as exc:
             raise EncodingError(f"malformed run: {exc}") from None
-        self.core.count_evictions(evictions)
-        return outcome
+        self.core.count_evictions(loaded.evictions)
+        return loaded.outcome
 
     def clear(self) -> None:
-        self.core.native.clear()
+        self.persistence.clear()
 
-    # A run whose load failed (keeper.py): evaluated from memory, not flushed until merged.
+    # A run whose load failed (loader.py): evaluated from memory, not flushed until merged.
     def mark_unmerged(self, tenant: str, run_id: str, root: str) -> bool:
         """True when newly marked."""
-        return self.core.native.mark_unmerged(tenant, run_id, root)
+        return self.persistence.mark_unmerged(tenant, run_id, root)
 
     def clear_unmerged(self, tenant: str, run_id: str) -> bool:
-        return self.core.native.clear_unmerged(tenant, run_id)
+        return self.persistence.clear_unmerged(tenant, run_id)
 
-    def unmerged(self) -> list[tuple[str, str, str]]:
-        """The marked runs: (tenant, run_id, root)."""
-        return self.core.native.unmerged_runs()
+    def unmerged(self) -> list[MarkedRun]:
+        """The marked runs."""
+        return self.persistence.unmerged()
 
-    # Fencing (keeper.py): the owner generation a held run's copy came from; a stale copy dropped.
+    # Fencing (loader.py, flusher.py): the owner generation a held run's copy came from.
     def owner_gen(self, tenant: str, run_id: str) -> int:
-        return self.core.native.owner_gen(tenant, run_id)
+        return self.persistence.owner_gen(tenant, run_id)
 
     def set_owner_gen(self, tenant: str, run_id: str, generation: int, lease_until: float | None = None) -> None:
         """`lease_until` (the core's clock, `clock()`): until when this replica's lease on the
         run is known to be live; past it the run's next event re-reads the stored copy first."""
-        self.core.native.set_owner_gen(tenant, run_id, generation, lease_until)
+        self.persistence.set_owner_gen(tenant, run_id, generation, lease_until)
 
     def lease_lapsed(self, tenant: str, run_id: str) -> bool:
         """Held, and its lease (set_owner_gen's `lease_until`) lapsed by now."""
-        return self.core.native.lease_lapsed(tenant, run_id, self.core.clock())
+        return self.persistence.lease_lapsed(tenant, run_id, self.core.clock())
 
     def clock(self) -> float:
         """The core's clock, which lease times are kept in."""
@@ -123,57 +129,57 @@ class CoreRuns:
 
     def forget(self, tenant: str, run_id: str) -> bool:
         """Drop a held run without deleting it from the store."""
-        return self.core.native.forget(tenant, run_id)
+        return self.persistence.forget(tenant, run_id)
 
     def unmerged_count(self) -> int:
-        return self.core.native.unmerged_count()
+        return self.persistence.unmerged_count()
 
-    def merge_in(self, value: bytes, wall_now: float, expect: RunKey) -> str:
-        """A stored value read after a failed load: merged into memory's copy of a marked run,
-        restored when the run is not held, left alone (HELD) when memory's copy is current;
+    def merge_in(self, value: bytes, wall_now: float, expect: RunKey) -> Loaded:
+        """A stored value read after a failed load: MERGED into memory's copy of a marked run,
+        RESTORED when the run is not held, left alone (HELD) when memory's copy is current;
         EncodingError when it is malformed (the mark is lifted: nothing readable to merge)."""
         try:
-            outcome, evictions = self.core.native.merge_run(value, wall_now, self.core.clock(), expect)
+            loaded = self.persistence.merge(value, wall_now, self.core.clock(), expect)
         except ValueError as exc:
             raise EncodingError(f"malformed run: {exc}") from None
-        self.core.count_evictions(evictions)
-        return outcome
+        self.core.count_evictions(loaded.evictions)
+        return loaded.outcome
 
 
 class CoreExemptionTables:
     """The compiled core's standing exemptions, a table per tenant: one stored value beside the
     tenant's runs (encoding.exemptions_key), moved by the keeper as runs are."""
 
-    def __init__(self, core: CoreService) -> None:
+    def __init__(self, core: CoreSide) -> None:
         self.core = core
+        self.exemptions = core.native.exemptions
 
     def track_changes(self) -> None:
-        self.core.native.track_exemptions()
+        self.exemptions.track_changes()
 
     def dirty_count(self) -> int:
-        return self.core.native.exemptions_dirty_count()
+        return self.exemptions.dirty_count()
 
     def take_dirty(self) -> list[str]:
-        return self.core.native.take_dirty_exemptions()
+        return self.exemptions.take_dirty()
 
     def redirty(self, tenants: list[str]) -> None:
-        self.core.native.redirty_exemptions(tenants)
+        self.exemptions.redirty(tenants)
 
     def encode(self, tenant: str, wall_now: float) -> tuple[bytes | None, float]:
         """The tenant's table as a stored value and its TTL; (None, 0) when it holds none."""
-        encoded = self.core.native.encode_exemptions(tenant, wall_now, self.core.clock())
-        if encoded is None:
+        stored = self.exemptions.encode(tenant, wall_now, self.core.clock())
+        if stored is None:
             return None, 0.0
-        return encoded
+        return stored.record, stored.ttl_seconds
 
     def absent(self, tenant: str) -> None:
         """The shared store holds none for the tenant (revoked or expired elsewhere)."""
-        self.core.native.exemptions_absent(tenant)
+        self.exemptions.absent(tenant)
 
     def take_in(self, value: bytes, wall_now: float) -> int:
         """A stored table taken in (how many unexpired); EncodingError when it is malformed."""
         try:
-            _tenant, count = self.core.native.load_exemptions(value, wall_now, self.core.clock())
+            return self.exemptions.load(value, wall_now, self.core.clock()).count
         except ValueError as exc:
             raise EncodingError(f"malformed exemption table: {exc}") from None
-        return count

@@ -17,7 +17,7 @@ hashes to pick the run's replica. A stream opened with it serves that run alone:
 another run is REJECTed `run_id_mismatch`, so a multiplexed stream a router pinned to one
 replica cannot silently split a run's history. With a shared state store (`loader`), the core
 answers a request naming runs it does not hold with their ids and the decoded request; the
-handler awaits their load (keeper.py) and resumes the request, so it is decoded once, the
+handler awaits their load (statestore/loader.py) and resumes the request, so it is decoded once, the
 per-event path has no await, and every event is evaluated with its run's history.
 
 With tracing on, the core lists the decisions worth a span event in its summary (typed, so
@@ -37,7 +37,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from ..core import Answer, CoreService, Summary
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
-from ..statestore.keeper import StateKeeper
+from ..statestore.loader import RunLoader
 from ..tenancy import TenantShares
 from ..tracing import VERDICT_EVENT, core_verdict_attributes
 from .auth import Identity
@@ -138,7 +138,7 @@ def _refusal(reason: str, max_events: int) -> Refusal:
 
 class LoopDetectionServicer:
     def __init__(self, core: CoreService, metrics: Metrics, lifecycle: Lifecycle, identity: Identity,
-                 stream_idle_timeout_seconds: float, loader: StateKeeper | None = None,
+                 stream_idle_timeout_seconds: float, loader: RunLoader | None = None,
                  current_span: Callable | None = None, verdict_event: Callable | None = None,
                  shares: TenantShares | None = None) -> None:
         self._core = core
@@ -208,7 +208,7 @@ class LoopDetectionServicer:
             report = self._reporting()
             answer = evaluate(request, tenant, routed, lazy=lazy, report=report, agent_only=agent_only)
             if lazy:
-                answer = await self._core.loaded(answer, cast(StateKeeper, self._loader), tenant, routed, report=report)
+                answer = await self._core.loaded(answer, cast(RunLoader, self._loader), tenant, routed, report=report)
             if answer.refusal:
                 await _refuse(context, self._metrics,
                               _refusal(answer.refusal, self._core.limits.max_events_per_request))
@@ -224,7 +224,7 @@ class LoopDetectionServicer:
             lazy, report = self._loader is not None, self._reporting()
             answer = self._core.check(request, tenant, routed, lazy=lazy, report=report, agent_only=caller.agent_only)
             if lazy:
-                answer = await self._core.loaded(answer, cast(StateKeeper, self._loader), tenant, routed, report=report)
+                answer = await self._core.loaded(answer, cast(RunLoader, self._loader), tenant, routed, report=report)
             if answer.refusal == "missing_event":
                 await _fail(context, "missing_event")
             if answer.refusal:
