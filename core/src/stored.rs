@@ -56,8 +56,8 @@ pub struct RunRecord<'a> {
 }
 
 pub struct RetriesRecord<'a> {
-    pub seqs: &'a [u64],
-    pub digests: &'a [[u8; 8]],
+    pub seqs: Vec<u64>,
+    pub digests: Vec<[u8; 8]>,
     pub next_slot: usize,
     /// slot -> (seq, decision id, verdict), in slot order.
     pub decisions: Vec<(usize, u64, &'a str, &'a Verdict)>,
@@ -822,7 +822,7 @@ mod tests {
             state.append(Record::new(seq, "read", [seq as u8; 32], [seq as u8; 32], 1, None, None));
         }
         let (seqs, digests) = (vec![11, 12, 13], vec![[1; 8], [2; 8], [3; 8]]);
-        let retries = |unsaved| RetriesRecord { seqs: &seqs, digests: &digests, next_slot: 3, decisions: vec![(2, 13, "lw-3", &verdict)], unsaved, window: 64 };
+        let retries = |unsaved| RetriesRecord { seqs: seqs.clone(), digests: digests.clone(), next_slot: 3, decisions: vec![(2, 13, "lw-3", &verdict)], unsaved, window: 64 };
         let base_value = encode(&RunRecord { retries: Some(retries(0)), ..record(&state, None) });
         let base = decode(&base_value, 64).unwrap();
         state.append(Record::new(11, "read", [11; 32], [0; 32], 1, None, None));

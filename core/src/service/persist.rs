@@ -145,14 +145,14 @@ impl Core {
                 .into_iter()
                 .map(|(slot, (seq, decision_id, verdict))| (slot, Decision { seq, run_id: d.run_id.clone(), verdict, decision_id }))
                 .collect();
-            Box::new(Retries { seqs, digests, decisions, next_slot, unsaved })
+            Box::new(Retries::from_parts(&seqs, &digests, decisions, next_slot, unsaved))
         });
         let entry = Entry {
-            tenant: d.tenant,
-            run_id: d.run_id,
+            tenant: d.tenant.into(),
+            run_id: d.run_id.into(),
             state: d.state,
-            agent_id: d.agent_id,
-            session_id: d.session_id,
+            agent_id: d.agent_id.into(),
+            session_id: d.session_id.into(),
             last_seen: 0.0,
             touch: 0,
             events_evaluated: d.events_evaluated,
@@ -177,9 +177,10 @@ impl Core {
 fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate::stored::RunRecord) -> R) -> R {
     let retries = entry.retries.as_ref().map(|r| {
         let mut decisions: Vec<(usize, u64, &str, &Verdict)> =
-            r.decisions.iter().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
+            r.decisions().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
         decisions.sort_by_key(|d| d.0);
-        crate::stored::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions, unsaved: r.unsaved, window: RETRY_WINDOW }
+        crate::stored::RetriesRecord { seqs: r.seqs(), digests: r.digests(), next_slot: r.next_slot as usize, decisions,
+                                       unsaved: r.unsaved as usize, window: RETRY_WINDOW }
     });
     // Pending asks are stored with wall-clock times (a copy only for a run that has some).
     let shifted;

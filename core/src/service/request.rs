@@ -435,7 +435,7 @@ impl Core {
                 digest = Some(d);
                 if let Some(slot) = retries.find(event.seq, &d) {
                     summary.count(counter::RETRIED, ["", ""], "");
-                    if let Some(kept) = retries.decisions.get(&slot) {
+                    if let Some(kept) = retries.decision(slot) {
                         return Break(Decision { seq: event.seq, run_id: run_id.to_string(), verdict: kept.verdict.clone(), decision_id: kept.decision_id.clone() });
                     }
                     let tool = match event.kind {

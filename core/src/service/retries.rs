@@ -12,40 +12,98 @@ use crate::pb;
 /// How many of a run's latest evaluated events (seq not 0) the window remembers, as a ring.
 pub const RETRY_WINDOW: usize = 64;
 
+/// One remembered event: the low 32 bits of its seq and its content digest, 12 bytes (a seq past
+/// u32::MAX keeps its high half in `Retries::high`).
+#[derive(Clone, Copy)]
+struct Slot {
+    seq: u32,
+    digest: [u8; 8],
+}
+
+/// Laid out for memory: a run holds up to 64 slots of 12 bytes (not two vectors of 8 bytes
+/// each), decisions and wide seqs only when it has some.
 #[derive(Default)]
 pub(crate) struct Retries {
-    pub(crate) seqs: Vec<u64>,
-    pub(crate) digests: Vec<[u8; 8]>,
-    pub(crate) decisions: HashMap<usize, Decision>,
-    pub(crate) next_slot: usize,
+    slots: Vec<Slot>,
+    /// The high halves of the slots' seqs, once any seq needed one.
+    high: Option<Box<[u32; RETRY_WINDOW]>>,
+    /// slot -> the decision given there (only decisions worth repeating whole: not a plain ALLOW);
+    /// boxed, 8 bytes and not 48, as most windows hold none.
+    #[allow(clippy::box_collection)]
+    decisions: Option<Box<HashMap<usize, Decision>>>,
+    pub(crate) next_slot: u8,
     /// Events remembered since the run's last full record in the state store (at most the
     /// window): a delta writes only their slots (service/persist.rs).
-    pub(crate) unsaved: usize,
+    pub(crate) unsaved: u8,
 }
 
 impl Retries {
+    /// A window read back from the state store (seqs and digests slot by slot).
+    pub(crate) fn from_parts(seqs: &[u64], digests: &[[u8; 8]], decisions: HashMap<usize, Decision>, next_slot: usize,
+                             unsaved: usize) -> Retries {
+        let mut retries = Retries {
+            slots: Vec::with_capacity(seqs.len()),
+            high: None,
+            decisions: (!decisions.is_empty()).then(|| Box::new(decisions)),
+            next_slot: (next_slot % RETRY_WINDOW) as u8,
+            unsaved: unsaved.min(RETRY_WINDOW) as u8,
+        };
+        for (slot, (&seq, &digest)) in seqs.iter().zip(digests).enumerate().take(RETRY_WINDOW) {
+            retries.slots.push(Slot { seq: seq as u32, digest });
+            retries.set_high(slot, seq);
+        }
+        retries
+    }
+    fn set_high(&mut self, slot: usize, seq: u64) {
+        let high = (seq >> 32) as u32;
+        if high != 0 || self.high.is_some() {
+            self.high.get_or_insert_with(|| Box::new([0; RETRY_WINDOW]))[slot] = high;
+        }
+    }
+    pub(crate) fn seq(&self, slot: usize) -> u64 {
+        let high = self.high.as_ref().map_or(0, |h| h[slot]);
+        (high as u64) << 32 | self.slots[slot].seq as u64
+    }
+    pub(crate) fn seqs(&self) -> Vec<u64> {
+        (0..self.slots.len()).map(|slot| self.seq(slot)).collect()
+    }
+    pub(crate) fn digests(&self) -> Vec<[u8; 8]> {
+        self.slots.iter().map(|s| s.digest).collect()
+    }
+    pub(crate) fn decision(&self, slot: usize) -> Option<&Decision> {
+        self.decisions.as_ref()?.get(&slot)
+    }
+    pub(crate) fn decisions(&self) -> impl Iterator<Item = (&usize, &Decision)> {
+        self.decisions.iter().flat_map(|d| d.iter())
+    }
     pub(super) fn find(&self, seq: u64, digest: &[u8; 8]) -> Option<usize> {
-        (0..self.seqs.len()).find(|&i| self.seqs[i] == seq && &self.digests[i] == digest)
+        let low = seq as u32;
+        (0..self.slots.len()).find(|&i| self.slots[i].seq == low && &self.slots[i].digest == digest && self.seq(i) == seq)
     }
     pub(super) fn remember(&mut self, seq: u64, digest: [u8; 8], decision: Option<Decision>) {
-        let slot = self.next_slot;
-        if slot == self.seqs.len() {
-            self.seqs.push(seq);
-            self.digests.push(digest);
+        let slot = self.next_slot as usize;
+        let remembered = Slot { seq: seq as u32, digest };
+        if slot == self.slots.len() {
+            self.slots.push(remembered);
         } else {
-            self.seqs[slot] = seq;
-            self.digests[slot] = digest;
+            self.slots[slot] = remembered;
         }
+        self.set_high(slot, seq);
         match decision {
             None => {
-                self.decisions.remove(&slot);
+                if let Some(decisions) = self.decisions.as_mut() {
+                    decisions.remove(&slot);
+                    if decisions.is_empty() {
+                        self.decisions = None;
+                    }
+                }
             }
             Some(d) => {
-                self.decisions.insert(slot, d);
+                self.decisions.get_or_insert_with(Default::default).insert(slot, d);
             }
         }
-        self.next_slot = (slot + 1) % RETRY_WINDOW;
-        self.unsaved = (self.unsaved + 1).min(RETRY_WINDOW);
+        self.next_slot = ((slot + 1) % RETRY_WINDOW) as u8;
+        self.unsaved = (self.unsaved as usize + 1).min(RETRY_WINDOW) as u8;
     }
 }
 
@@ -217,14 +275,28 @@ mod tests {
         assert_eq!(retries.find(1, &[1; 8]), Some(0));
         assert_eq!(retries.find(1, &[2; 8]), None, "same seq, other content");
         assert_eq!(retries.find(64, &[64; 8]), Some(63));
-        assert_eq!(retries.decisions.len(), 1);
+        assert_eq!(retries.decisions().count(), 1);
 
         // The 65th event takes the oldest slot, and the decision kept there goes with it.
         retries.remember(65, [65; 8], None);
         assert_eq!(retries.find(1, &[1; 8]), None);
         assert_eq!(retries.find(65, &[65; 8]), Some(0));
-        assert!(retries.decisions.is_empty());
+        assert_eq!(retries.decisions().count(), 0);
         assert_eq!(retries.next_slot, 1);
+    }
+
+    #[test]
+    fn a_seq_past_32_bits_is_remembered_whole() {
+        let mut retries = Retries::default();
+        let wide = (7u64 << 32) | 5;
+        retries.remember(5, [1; 8], None);
+        retries.remember(wide, [1; 8], None);
+        assert_eq!(retries.find(5, &[1; 8]), Some(0));
+        assert_eq!(retries.find(wide, &[1; 8]), Some(1));
+        assert_eq!(retries.find((8u64 << 32) | 5, &[1; 8]), None, "same low half, other seq");
+        assert_eq!(retries.seqs(), vec![5, wide]);
+        let back = Retries::from_parts(&retries.seqs(), &retries.digests(), HashMap::new(), 2, 2);
+        assert_eq!((back.seqs(), back.find(wide, &[1; 8]), back.next_slot), (vec![5, wide], Some(1), 2));
     }
 
     fn core() -> Core {
