@@ -112,8 +112,8 @@ impl Inspection {
             .map(|d| PyBytes::new(py, &service::verdict_message(d).encode_to_vec()).unbind())
             .collect();
         Ok(Some(RunView {
-            run_id: entry.run_id.clone(),
-            agent_id: entry.agent_id.clone(),
+            run_id: entry.run_id.to_string(),
+            agent_id: entry.agent_id.to_string(),
             agent_label: core.config.agent_label(&entry.agent_id).to_string(),
             records,
             guard_armed,

@@ -193,7 +193,7 @@ impl Core {
         let root_entry = self.store.get(tenant, root)?;
         let root_link = root_entry.tree.as_ref()?;
         let tree = root_link.tree.as_deref().cloned().unwrap_or_default();
-        let root_agent = if root == run_id { agent_id } else { root_entry.agent_id.as_str() };
+        let root_agent = if root == run_id { agent_id } else { &*root_entry.agent_id };
         let mut extensions = root_link.extensions;
         extensions[Budget::ToolCallsPerRun as usize] = link.extensions[Budget::ToolCallsPerRun as usize];
         Some((link.totals.clone(), tree, (now - root_link.started).max(0.0), link.warned,

@@ -14,7 +14,18 @@ use crate::engine::Verdict;
 #[derive(Clone, Copy, Debug)]
 pub struct Base {
     pub id: u64,
-    pub len: usize,
+    /// Non-zero (a stored value is never empty), so an entry's `Option<Base>` is 16 bytes, not 24.
+    len: std::num::NonZeroU32,
+}
+
+impl Base {
+    pub fn new(id: u64, len: usize) -> Base {
+        let len = u32::try_from(len).unwrap_or(u32::MAX).max(1);
+        Base { id, len: std::num::NonZeroU32::new(len).expect("at least 1") }
+    }
+    pub fn stored_len(&self) -> usize {
+        self.len.get() as usize
+    }
 }
 
 /// A run as a flush writes it: its stored value either way (stored.rs).
@@ -60,14 +71,14 @@ impl Core {
         let written = with_record(entry, wall_now, now, |run| {
             if let Some(base) = base {
                 let delta = crate::stored::encode_delta(run, base.id, dropped, kept);
-                if delta.len() * 2 <= base.len {
+                if delta.len() * 2 <= base.stored_len() {
                     return ForFlush::Delta(delta);
                 }
             }
             ForFlush::Record(crate::stored::encode(run))
         });
         if let ForFlush::Record(record) = &written {
-            entry.base = Some(Base { id: crate::stored::record_id(record), len: record.len() });
+            entry.base = Some(Base::new(crate::stored::record_id(record), record.len()));
             entry.state.mark_saved();
             if let Some(retries) = entry.retries.as_mut() {
                 retries.unsaved = 0;
@@ -212,7 +223,7 @@ fn decode_stored(record: &[u8], delta: Option<&[u8]>) -> Result<(crate::stored::
     let stored = crate::stored::decode_value(record, RETRY_WINDOW)?;
     let mut decoded = stored.run;
     decoded.state.mark_saved(); // the record is the run's base as it stands
-    let base = Base { id: stored.id, len: stored.len };
+    let base = Base::new(stored.id, stored.len);
     let kept_base = (!stored.legacy).then_some(base);
     let Some(delta) = delta else { return Ok((decoded, kept_base, false)) };
     let applied = crate::stored::decode_delta(delta, RETRY_WINDOW).and_then(|(id, mut later, kept)| {

@@ -461,7 +461,7 @@ impl Core {
         let agent_id = if !event_agent.is_empty() {
             event_agent.to_string()
         } else if held {
-            self.store.get(tenant, run_id).map(|e| e.agent_id.clone()).unwrap_or_default()
+            self.store.get(tenant, run_id).map(|e| e.agent_id.to_string()).unwrap_or_default()
         } else {
             String::new()
         };
@@ -578,11 +578,11 @@ impl Core {
             // Counted without a link, so a run that later becomes a parent brings its calls.
             entry.unlinked_calls = entry.unlinked_calls.saturating_add(1);
         }
-        if entry.agent_id != run.agent_id {
-            entry.agent_id = std::mem::take(&mut run.agent_id);
+        if *entry.agent_id != *run.agent_id {
+            entry.agent_id = std::mem::take(&mut run.agent_id).into();
         }
-        if !event.session_id.is_empty() && entry.session_id != event.session_id {
-            entry.session_id = event.session_id.to_string();
+        if !event.session_id.is_empty() && *entry.session_id != *event.session_id {
+            entry.session_id = event.session_id.into();
         }
         if verdict.action == Action::Reject {
             return Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id: String::new() };
@@ -600,7 +600,7 @@ impl Core {
             crate::engine::ask::stamp_decision_id(&mut entry.state, &decision.decision_id);
         }
         if !decision.decision_id.is_empty() {
-            let recent = entry.recent.get_or_insert_with(|| VecDeque::with_capacity(RECENT_DECISIONS));
+            let recent = entry.recent.get_or_insert_with(|| Box::new(VecDeque::with_capacity(RECENT_DECISIONS)));
             if recent.len() >= RECENT_DECISIONS {
                 recent.pop_front();
             }
@@ -630,7 +630,7 @@ impl Core {
                 }
             }
         }
-        let who = (entry.tenant.as_str(), entry.agent_id.as_str(), entry.session_id.as_str());
+        let who = (&*entry.tenant, &*entry.agent_id, &*entry.session_id);
         Core::account(self.debug_logs, event, decision, agent_label, run.was_aborted, kind, who, summary);
     }
 
