@@ -222,7 +222,7 @@ impl DigestTable {
 fn state_message(state: &RunState, skip: usize) -> pb::RunState {
     let mut table = DigestTable::default();
     let history = state.history().iter().skip(skip).map(|r| pb::Record {
-            seq: r.seq,
+            seq: r.seq(),
             tool: r.tool().into(),
             args: table.at(&r.args),
             result: table.at(&r.result),
@@ -754,7 +754,7 @@ mod tests {
         state.announced = Some(Box::new(vec![("z".into(), 2), ("a".into(), 1)]));
         state.seen_triples = Some(Box::new([5u64, 1, 9].into_iter().collect()));
         let back = decode(&encode(&record(&state, None)), 16).unwrap().state;
-        let h: Vec<_> = back.history().iter().map(|r| (r.seq, r.tool(), r.spelling(), r.call_id(), r.unknown(), r.flags, r.failure_key().copied(), r.status)).collect();
+        let h: Vec<_> = back.history().iter().map(|r| (r.seq(), r.tool(), r.spelling(), r.call_id(), r.unknown(), r.flags, r.failure_key().copied(), r.status)).collect();
         assert_eq!(h, [(1, "exec", "Bash", Some("c1"), None, 0, None, 1), (2, "exec", "exec", None, Some("nope"), 5, Some([3; 32]), 2)]);
         assert_eq!(*back.side_effects.unwrap(), effects);
         let batch = back.batch.unwrap();
@@ -831,7 +831,7 @@ mod tests {
         let (id, mut later, kept) = decode_delta(&delta_value, 64).unwrap();
         assert_eq!((id, later.state.history().len(), kept), (record_id(&base_value), 1, (0, 10)));
         apply_delta(&base, &mut later, kept).unwrap();
-        assert_eq!(later.state.history().iter().map(|r| r.seq).collect::<Vec<_>>(), (1..=11).collect::<Vec<_>>());
+        assert_eq!(later.state.history().iter().map(|r| r.seq()).collect::<Vec<_>>(), (1..=11).collect::<Vec<_>>());
         assert_eq!(later.state.history()[10].args, [11; 32]);
         let r = later.retries.unwrap();
         assert_eq!((r.seqs, r.digests.len(), r.decisions[&2].1.as_str()), (seqs.clone(), 3, "lw-3"));

@@ -103,7 +103,7 @@ fn gate(state: &mut RunState, s: &Settings, tool_name: &str) -> Option<Verdict> 
 }
 
 fn evidence(state: &RunState, indexes: &[usize]) -> (Vec<u64>, Vec<String>) {
-    let seqs = indexes.iter().map(|&i| state.history()[i].seq).collect();
+    let seqs = indexes.iter().map(|&i| state.history()[i].seq()).collect();
     let ids = indexes
         .iter()
         .filter_map(|&i| state.history()[i].call_id().map(str::to_string))

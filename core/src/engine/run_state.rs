@@ -1,7 +1,7 @@
 //! What the engine remembers about a run between events: its history of records, the warning
 //! keys already announced, the post-compaction guard, the abort it ended in and the run-wide set
 //! of outcomes seen. Its own module because both the engine and the state store (`crate::stored`)
-//! read and write it, and its layout is tuned for memory (80-byte records, boxed rare fields).
+//! read and write it, and its layout is tuned for memory (76-byte records, boxed rare fields).
 
 use std::collections::{HashSet, VecDeque};
 
@@ -50,18 +50,20 @@ pub fn spelling_of<'a>(raw: &'a str, normalised: &'a str) -> &'a str {
     }
 }
 
-/// One history record: 80 bytes (the tool an interned u16 id, the rare fields behind a u32
-/// handle), so a full default history of 30 is 2,400 bytes.
+/// One history record: 76 bytes (the seq's low 32 bits, the tool an interned u16 id, the rare
+/// fields behind a u32 handle, among them a seq's high half), so a full default history of 30
+/// is 2,280 bytes.
 #[derive(Clone)]
 pub struct Record {
-    pub seq: u64,
+    /// The low half of the seq (`seq()`); the high half, when not 0, is in the extras.
+    seq: u32,
     pub args: [u8; 32],
     pub result: [u8; 32],
     /// The id of the tool as the host spelled it; matching uses `canonical` of it.
     tool: u16,
     pub status: u8,
     /// Batch links, progress and weak evidence (engine::batches: LINK_*, NEW_TRIPLE, INCONCLUSIVE); 0 unless
-    /// parallelBatches, criticalScope "batch", progressResetsRepeats or sameOutcome is on. Fits the record's padding (80 bytes).
+    /// parallelBatches, criticalScope "batch", progressResetsRepeats or sameOutcome is on.
     pub flags: u8,
     /// Rare: a pending call's id, the missing tool an error named, a tool name without an id.
     extra: ExtraHandle,
@@ -70,7 +72,7 @@ pub struct Record {
 impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Record")
-            .field("seq", &self.seq)
+            .field("seq", &self.seq())
             .field("tool", &self.tool())
             .field("args", &hex(&self.args))
             .field("result", &hex(&self.result))
@@ -90,10 +92,19 @@ impl Record {
     pub(crate) fn of(seq: u64, tool: Tool, args: [u8; 32], result: [u8; 32], status: u8, call_id: Option<&str>,
           unknown: Option<&str>) -> Record {
         let id = if tool.id == OVERFLOW { OVERFLOW } else { tool.spelled };
-        let mut r = Record { seq, args, result, tool: id, status, flags: 0, extra: ExtraHandle::default() };
+        let mut r = Record { seq: seq as u32, args, result, tool: id, status, flags: 0, extra: ExtraHandle::default() };
         let own_name = (tool.id == OVERFLOW).then(|| tool.name.into());
-        r.extra = ExtraHandle::new(RecordExtra { call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name, failure: None });
+        r.extra = ExtraHandle::new(RecordExtra {
+            call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name, failure: None,
+            seq_high: (seq >> 32) as u32,
+        });
         r
+    }
+    /// The seq of the event that formed the record (its low half here; a high half, rare, in the extras).
+    #[inline]
+    pub fn seq(&self) -> u64 {
+        let high = if self.extra.is_some() { self.extra.get().map_or(0, |e| e.seq_high) } else { 0 };
+        (high as u64) << 32 | self.seq as u64
     }
     /// The normalised name (what matching, keys and hashes use).
     pub fn tool(&self) -> &str {
@@ -132,12 +143,13 @@ impl Record {
     }
     /// Completing a pending call: its id goes, the missing tool an error named comes.
     pub(crate) fn complete(&mut self, unknown: Option<&str>) {
-        if self.tool != OVERFLOW && unknown.is_none() {
+        let seq_high = self.extra.get().map_or(0, |e| e.seq_high);
+        if self.tool != OVERFLOW && unknown.is_none() && seq_high == 0 {
             self.extra = ExtraHandle::default();
             return;
         }
         let tool = self.extra.get().and_then(|e| e.tool.clone());
-        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool, failure: None });
+        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool, failure: None, seq_high });
     }
     /// The identity of the terminal exec failure this record ended in (execFailureStreak).
     pub fn failure_key(&self) -> Option<&[u8; 32]> {
@@ -328,5 +340,25 @@ pub fn result_hash_text(status: u8, digest: &[u8; 32]) -> Option<String> {
         PENDING => None,
         ERROR => Some(format!("error:{}", hex(digest))),
         _ => Some(hex(digest)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::RESULT;
+
+    #[test]
+    fn a_record_keeps_a_seq_past_32_bits_whole() {
+        let wide = (3u64 << 32) | 7;
+        let mut pending = Record::new(wide, "read", [1; 32], [0; 32], PENDING, None, None);
+        assert_eq!((pending.seq(), std::mem::size_of::<Record>()), (wide, 76));
+        pending.complete(None);
+        pending.set_failure_key(Some([2; 32]));
+        assert_eq!(pending.seq(), wide, "completing a call keeps its seq");
+        let copy = pending.clone();
+        assert_eq!((copy.seq(), copy.failure_key()), (wide, Some(&[2; 32])));
+        let narrow = Record::new(7, "read", [1; 32], [3; 32], RESULT, Some("c1"), None);
+        assert_eq!((narrow.seq(), narrow.call_id()), (7, Some("c1")));
     }
 }

@@ -100,7 +100,7 @@ impl Inspection {
         let mut records = Vec::new();
         for r in state.history().iter() {
             records.push(Py::new(py, RecordView {
-                seq: r.seq,
+                seq: r.seq(),
                 tool_name: r.spelling().to_string(),
                 args_hash: args_hash_text(r.tool(), &r.args),
                 tool_call_id: r.call_id().unwrap_or("").to_string(),

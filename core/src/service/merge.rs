@@ -299,7 +299,7 @@ mod tests {
         replica.merge_run(&record, 1000.0, 1.0, ("t", "r"), &mut Vec::new()).unwrap();
         let entry = replica.store.get("t", "r").unwrap();
         assert_eq!(entry.state.history().len(), entry.state.capacity);
-        assert_eq!(entry.state.history().back().unwrap().seq, 219, "memory's newest record last");
+        assert_eq!(entry.state.history().back().unwrap().seq(), 219, "memory's newest record last");
         assert_eq!(entry.events_evaluated, 70);
         let mut owner = core();
         for seq in 1..=25 {
