@@ -13,7 +13,7 @@ use std::ops::ControlFlow::{self, Break, Continue};
 
 use prost::Message;
 
-use super::retries::content_digest_of;
+use super::retries::{content_digest_of, Retries};
 use super::store::RECENT_DECISIONS;
 use super::summary::{counter, LogLine, Summary, ERROR};
 use super::views::evaluate_response;
@@ -610,7 +610,7 @@ impl Core {
             let v = &decision.verdict;
             let plain = v.action == Action::Allow && v.message.is_empty() && v.shadow_action.is_none();
             let d = digest.unwrap_or_else(|| content_digest_of(&event.kind));
-            entry.retries.get_or_insert_with(Default::default).remember(event.seq, d, if plain { None } else { Some(decision.clone()) });
+            entry.retries.get_or_insert_with(|| Box::new(Retries::for_history(entry.state.capacity))).remember(event.seq, d, if plain { None } else { Some(decision.clone()) });
         }
         decision
     }
