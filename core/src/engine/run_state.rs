@@ -197,23 +197,32 @@ pub struct RunState {
     /// Transient, never persisted: which records changed since the state store's last full
     /// record of the run, so a flush can write only those (service/persist.rs: deltas).
     unsaved: Unsaved,
-    /// Boxed (8 bytes, not 24): most runs never warn.
+    /// What most runs never have (warnings announced, the guard, an abort, the run-wide set of
+    /// outcomes, side effects, batches, asks), in one box: 8 bytes in every run, not 56.
+    rare: Option<Box<Rare>>,
+    pub blocks: u32,
+    pub no_new_streak: u32,
+    /// Transient, never persisted: the batch key of the event being evaluated (the service sets
+    /// it from ToolCall.batch_id or the EvaluateRequest; 0: none).
+    pub incoming_batch: u64,
+}
+
+/// A run's rare parts (`RunState::rare`): each None until the run needs it.
+#[derive(Clone, Debug, Default)]
+pub struct Rare {
     pub announced: Option<Box<Vec<(String, u32)>>>,
     pub guard: Option<Box<Guard>>,
     pub abort: Option<Box<Verdict>>,
-    pub blocks: u32,
     pub seen_triples: Option<Box<HashSet<u64>>>,
-    pub no_new_streak: u32,
     /// duplicate_side_effect's memory (None unless it is on and a mutating tool was called).
     pub side_effects: Option<Box<Vec<SideEffect>>>,
     /// The run's current batch (engine::batches); None until batches are tracked.
     pub batch: Option<Box<super::batches::Batch>>,
     /// Pending asks and denied patterns (engine::ask); None unless an ASK was given.
     pub asks: Option<Box<super::ask::Asks>>,
-    /// Transient, never persisted: the batch key of the event being evaluated (the service sets
-    /// it from ToolCall.batch_id or the EvaluateRequest; 0: none).
-    pub incoming_batch: u64,
 }
+
+static NO_RARE: Rare = Rare { announced: None, guard: None, abort: None, seen_triples: None, side_effects: None, batch: None, asks: None };
 
 /// How the history differs from the one last saved in full (a *base*): `dropped` records of the
 /// base left at the front, and every record from index `from` on is new or changed. History only
@@ -240,6 +249,31 @@ impl RunState {
     /// A state with this history (a stored run read back); its change mark says "nothing saved".
     pub fn with_history(capacity: usize, history: VecDeque<Record>) -> RunState {
         RunState { capacity, history, unsaved: Unsaved { dropped: 0, from: 0 }, ..Default::default() }
+    }
+
+    /// The run's rare parts (all None when it has none).
+    #[inline]
+    pub fn rare(&self) -> &Rare {
+        self.rare.as_deref().unwrap_or(&NO_RARE)
+    }
+    /// The rare parts to change (made when the run has none: only to set one).
+    pub fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Default::default)
+    }
+    /// The rare parts to change, when the run has any (to clear or update one).
+    #[inline]
+    pub fn rare_if_any(&mut self) -> Option<&mut Rare> {
+        self.rare.as_deref_mut()
+    }
+    /// Rare parts put in whole (a stored run read back, a merge): none kept when all are None.
+    pub fn set_rare(&mut self, rare: Rare) {
+        let none = rare.announced.is_none() && rare.guard.is_none() && rare.abort.is_none() && rare.seen_triples.is_none()
+            && rare.side_effects.is_none() && rare.batch.is_none() && rare.asks.is_none();
+        self.rare = if none { None } else { Some(Box::new(rare)) };
+    }
+    /// The rare parts taken out (a merge), none left.
+    pub fn take_rare(&mut self) -> Rare {
+        self.rare.take().map(|r| *r).unwrap_or_default()
     }
 
     pub fn history(&self) -> &VecDeque<Record> {

@@ -93,7 +93,7 @@ impl Inspection {
             None => None,
         };
         let state = &entry.state;
-        let (guard_armed, guard_window_size, guard_observed) = match &state.guard {
+        let (guard_armed, guard_window_size, guard_observed) = match &state.rare().guard {
             Some(g) => (true, g.window_size, g.observed),
             None => (false, 0, 0),
         };
@@ -120,8 +120,8 @@ impl Inspection {
             guard_window_size,
             guard_observed,
             blocks: state.blocks,
-            aborted: state.abort.is_some(),
-            abort_error_code: state.abort.as_ref().map(|a| a.error_code).unwrap_or(""),
+            aborted: state.rare().abort.is_some(),
+            abort_error_code: state.rare().abort.as_ref().map(|a| a.error_code).unwrap_or(""),
             events_evaluated: entry.events_evaluated,
             recent_verdicts,
             parent_run_id: entry.parent_id().to_string(),

@@ -195,7 +195,7 @@ fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate:
     });
     // Pending asks are stored with wall-clock times (a copy only for a run that has some).
     let shifted;
-    let state = if entry.state.asks.is_some() {
+    let state = if entry.state.rare().asks.is_some() {
         let mut copy = entry.state.clone();
         crate::engine::ask::shift_times(&mut copy, wall_now - now);
         shifted = copy;

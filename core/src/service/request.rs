@@ -479,12 +479,12 @@ impl Core {
         let tree_abort = if created && !parent.is_empty() { self.join_tree(tenant, run_id, parent, now) } else { None };
         let (was_aborted, blocks_before) = {
             let entry = self.store.get(tenant, run_id).expect("created");
-            (entry.state.abort.is_some(), entry.state.blocks)
+            (entry.state.rare().abort.is_some(), entry.state.blocks)
         };
         // A run past a tree bound is aborted; in shadow mode its verdict only reports the abort.
         let shadow_abort = match tree_abort {
             Some(abort) if !self.config.settings_for(&agent_id).shadow => {
-                self.store.get_mut(tenant, run_id).expect("created").state.abort = Some(Box::new(abort));
+                self.store.get_mut(tenant, run_id).expect("created").state.rare_mut().abort = Some(Box::new(abort));
                 None
             }
             shadowed => shadowed,
