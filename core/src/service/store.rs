@@ -326,7 +326,7 @@ impl Store {
     fn find(&self, tenant: &str, run_id: &str) -> Option<u32> {
         let last = self.last.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(e) = self.entry_at(last) {
-            if &*e.run_id == run_id && &*e.tenant == tenant {
+            if super::same_text(&e.run_id, run_id) && super::same_text(&e.tenant, tenant) {
                 return Some(last);
             }
         }
@@ -334,7 +334,7 @@ impl Store {
         while slot != NIL {
             let s = &self.slots[slot as usize];
             if let Some(e) = &s.entry {
-                if &*e.run_id == run_id && &*e.tenant == tenant {
+                if super::same_text(&e.run_id, run_id) && super::same_text(&e.tenant, tenant) {
                     self.last.store(slot, std::sync::atomic::Ordering::Relaxed);
                     return Some(slot);
                 }
