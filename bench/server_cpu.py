@@ -8,9 +8,11 @@ first, and prints µs of server CPU per event and events/s.
 
 `--daemon-python` adds a second daemon from another venv (a same-run A/B: the daemon before a
 change against the one after). `--profile py-spy|perf` samples one server (--profile-server)
-during its batch phase of the last round and writes the report beside --out.
+during its batch phase of the last round and writes the report beside --out. `--memory-runs N`
+then fills every daemon with N runs of 30 records each (grpc_bench.py's memory phase) and
+prints the RSS it grew by per live run, so the speed and memory figures come from one run.
 
-Run: .venv/bin/python bench/server_cpu.py [--rounds 3] [--pairs 20000] [--batch 64]
+Run: .venv/bin/python bench/server_cpu.py [--rounds 3] [--pairs 20000] [--batch 64] [--memory-runs 100000]
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from bench.grpc_bench import ENABLED, Server, phase_pipelined, start_daemon, start_echo
+from bench.grpc_bench import ENABLED, Server, phase_fill_runs, phase_pipelined, start_daemon, start_echo
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -81,11 +83,13 @@ def main() -> None:
     parser.add_argument("--daemon-python", default="", help="a second daemon's python (another venv), for an A/B")
     parser.add_argument("--profile", choices=("py-spy", "perf"), default=None)
     parser.add_argument("--profile-server", default="daemon", help="which server --profile samples (echo, daemon)")
+    parser.add_argument("--memory-runs", type=int, default=0, help="then fill each daemon with this many 30-record runs")
     parser.add_argument("--out", default="server_cpu.json")
     args = parser.parse_args()
     pool = ProcessPoolExecutor(max_workers=1)
     out = pathlib.Path(args.out)
     figures: dict[str, dict[str, list[dict]]] = {}
+    memory: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         servers = {"echo": start_echo(), "daemon": start_daemon(ENABLED, tmp)}
         if args.daemon_python:
@@ -108,6 +112,15 @@ def main() -> None:
                 print(f"round {round_number + 1}: " + "; ".join(
                     f"{name} {phase} {rows[-1]['server_cpu_us_per_event']:.2f} µs cpu/ev {rows[-1]['events_per_s']:,.0f} ev/s"
                     for name in names for phase, rows in figures[name].items()), flush=True)
+            for name in names:
+                server = servers[name]
+                if name == "echo" or not args.memory_runs:
+                    continue
+                before = server.rss_kib()
+                pool.submit(phase_fill_runs, server.target, "mem", args.memory_runs, 30).result()
+                memory[name] = {"runs": args.memory_runs, "records_per_run": 30,
+                                "bytes_per_run": (server.rss_kib() - before) * 1024 / args.memory_runs}
+                print(f"{name}: {memory[name]['bytes_per_run']:,.0f} bytes RSS per live 30-record run", flush=True)
         finally:
             for server in servers.values():
                 server.stop()
@@ -122,7 +135,9 @@ def main() -> None:
             print(f"{name:9s} {phase:8s} server cpu {s['median_server_cpu_us_per_event']:6.2f} µs/event "
                   f"(echo {echo['median_server_cpu_us_per_event']:.2f}); {s['median_events_per_s']:9,.0f} ev/s "
                   f"= {s['median_events_per_s'] / echo['median_events_per_s']:.2f} x echo")
-    out.write_text(json.dumps(summary, indent=1))
+    for name, m in memory.items():
+        print(f"{name:9s} memory   {m['bytes_per_run']:6,.0f} bytes per live run ({m['runs']:,} runs x 30 records)")
+    out.write_text(json.dumps({**summary, "memory": memory} if memory else summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-//! What lets a history record be 80 bytes instead of 104: its tool name as a u16 id into one
+//! What lets a history record be 76 bytes instead of 104: its tool name as a u16 id into one
 //! process-wide table, and its rare extras (a pending call's id, the missing tool an error
-//! named) behind a u32 handle instead of an 8-byte pointer.
+//! named, the high half of a seq past u32::MAX) behind a u32 handle instead of an 8-byte pointer.
 //!
 //! Tool names are shared by every record of every run (Python interns them the same way), up
 //! to a bound past which a hostile stream of ever-new names gets no id: such a record keeps its
@@ -94,11 +94,13 @@ pub struct RecordExtra {
     /// The identity of a terminal exec failure (`crate::exec_failure`), when execFailureStreak is
     /// on: boxed, so the extras every pending call with an id holds grow by 8 bytes, not 33.
     pub failure: Option<Box<[u8; 32]>>,
+    /// The high half of a seq past u32::MAX (a record keeps the low half itself).
+    pub seq_high: u32,
 }
 
 impl RecordExtra {
     fn is_empty(&self) -> bool {
-        self.call_id.is_none() && self.unknown.is_none() && self.tool.is_none() && self.failure.is_none()
+        self.call_id.is_none() && self.unknown.is_none() && self.tool.is_none() && self.failure.is_none() && self.seq_high == 0
     }
 }
 
@@ -132,6 +134,12 @@ impl ExtraHandle {
                 ExtraHandle(index)
             }
         }
+    }
+
+    /// Has extras (without looking them up).
+    #[inline]
+    pub fn is_some(&self) -> bool {
+        self.0 != 0
     }
 
     pub fn get(&self) -> Option<&RecordExtra> {

@@ -56,8 +56,8 @@ pub struct RunRecord<'a> {
 }
 
 pub struct RetriesRecord<'a> {
-    pub seqs: &'a [u64],
-    pub digests: &'a [[u8; 8]],
+    pub seqs: Vec<u64>,
+    pub digests: Vec<[u8; 8]>,
     pub next_slot: usize,
     /// slot -> (seq, decision id, verdict), in slot order.
     pub decisions: Vec<(usize, u64, &'a str, &'a Verdict)>,
@@ -222,7 +222,7 @@ impl DigestTable {
 fn state_message(state: &RunState, skip: usize) -> pb::RunState {
     let mut table = DigestTable::default();
     let history = state.history().iter().skip(skip).map(|r| pb::Record {
-            seq: r.seq,
+            seq: r.seq(),
             tool: r.tool().into(),
             args: table.at(&r.args),
             result: table.at(&r.result),
@@ -237,10 +237,10 @@ fn state_message(state: &RunState, skip: usize) -> pb::RunState {
         capacity: state.capacity as u32,
         history,
         digests: table.digests,
-        announced: state.announced.as_ref().map(|keys| pb::Announced {
+        announced: state.rare().announced.as_ref().map(|keys| pb::Announced {
             keys: keys.iter().map(|(key, decade)| pb::AnnouncedKey { key: key.clone(), decade: *decade }).collect(),
         }),
-        guard: state.guard.as_ref().map(|g| pb::Guard {
+        guard: state.rare().guard.as_ref().map(|g| pb::Guard {
             window_size: g.window_size,
             observed: g.observed,
             all_identical: g.all_identical,
@@ -249,27 +249,27 @@ fn state_message(state: &RunState, skip: usize) -> pb::RunState {
             }),
             seqs: g.seqs.clone(),
         }),
-        abort: state.abort.as_deref().map(verdict_message),
+        abort: state.rare().abort.as_deref().map(verdict_message),
         blocks: state.blocks,
-        seen_triples: state.seen_triples.as_ref().map(|seen| {
+        seen_triples: state.rare().seen_triples.as_ref().map(|seen| {
             let mut keys: Vec<u64> = seen.iter().copied().collect();
             keys.sort_unstable();
             pb::SeenTriples { keys }
         }),
         no_new_streak: state.no_new_streak,
-        side_effects: state.side_effects.as_ref().map(|effects| pb::SideEffects {
+        side_effects: state.rare().side_effects.as_ref().map(|effects| pb::SideEffects {
             effects: effects.iter().map(|e| pb::SideEffect {
                 tool: e.tool.to_string(), args: e.args.to_vec(), seq: e.seq, call_id: e.call_id.as_deref().map(str::to_string),
                 succeeded: e.succeeded,
             }).collect(),
         }),
-        batch: state.batch.as_ref().map(|b| pb::Batch {
+        batch: state.rare().batch.as_ref().map(|b| pb::Batch {
             number: b.number,
             size: b.size,
             outcomes_seen: b.outcomes_seen,
             critical: b.critical.as_ref().map(|c| pb::FirstCritical { batch: c.batch, detector: c.detector.name().into(), tool: c.tool.to_string() }),
         }),
-        asks: state.asks.as_ref().map(|asks| pb::Asks {
+        asks: state.rare().asks.as_ref().map(|asks| pb::Asks {
             pending: asks.pending.iter().map(|p| pb::PendingAsk {
                 tool_call_id: p.tool_call_id.to_string(),
                 decision_id: p.decision_id.to_string(),
@@ -501,8 +501,8 @@ fn read_state(s: pb::RunState) -> Result<RunState, String> {
         history.push_back(record);
     }
     let mut state = RunState::with_history(capacity, history);
-    state.announced = s.announced.map(|a| Box::new(a.keys.into_iter().map(|k| (k.key, k.decade)).collect()));
-    state.guard = match s.guard {
+    let announced = s.announced.map(|a| Box::new(a.keys.into_iter().map(|k| (k.key, k.decade)).collect()));
+    let guard = match s.guard {
         None => None,
         Some(g) => Some(Box::new(Guard {
             window_size: g.window_size,
@@ -517,11 +517,11 @@ fn read_state(s: pb::RunState) -> Result<RunState, String> {
             seqs: g.seqs,
         })),
     };
-    state.abort = s.abort.map(|v| read_verdict(v, "state.abort").map(Box::new)).transpose()?;
+    let abort = s.abort.map(|v| read_verdict(v, "state.abort").map(Box::new)).transpose()?;
     state.blocks = s.blocks;
-    state.seen_triples = s.seen_triples.map(|seen| Box::new(seen.keys.into_iter().collect::<HashSet<u64>>()));
+    let seen_triples = s.seen_triples.map(|seen| Box::new(seen.keys.into_iter().collect::<HashSet<u64>>()));
     state.no_new_streak = s.no_new_streak;
-    state.side_effects = match s.side_effects {
+    let side_effects = match s.side_effects {
         None => None,
         Some(list) => {
             let mut effects = Vec::with_capacity(list.effects.len().min(MAX_SIDE_EFFECTS));
@@ -535,7 +535,7 @@ fn read_state(s: pb::RunState) -> Result<RunState, String> {
             Some(Box::new(effects))
         }
     };
-    state.batch = match s.batch {
+    let batch = match s.batch {
         None => None,
         Some(b) => Some(Box::new(Batch {
             number: b.number,
@@ -548,7 +548,7 @@ fn read_state(s: pb::RunState) -> Result<RunState, String> {
             ..Default::default()
         })),
     };
-    state.asks = match s.asks {
+    let asks = match s.asks {
         None => None,
         Some(a) => {
             let mut asks = Asks::default();
@@ -570,6 +570,7 @@ fn read_state(s: pb::RunState) -> Result<RunState, String> {
             Some(Box::new(asks))
         }
     };
+    state.set_rare(crate::engine::Rare { announced, guard, abort, seen_triples, side_effects, batch, asks });
     Ok(state)
 }
 
@@ -719,7 +720,7 @@ mod tests {
         let mut state = RunState::new(4);
         let plain = encode(&record(&state, None));
         assert!(message(&plain).state.unwrap().asks.is_none(), "absent unless asked");
-        assert!(decode(&plain, 16).unwrap().state.asks.is_none());
+        assert!(decode(&plain, 16).unwrap().state.rare().asks.is_none());
         let asks = Asks {
             pending: vec![
                 PendingAsk { tool_call_id: "c1".into(), decision_id: "lw-1".into(), warning_key: "generic:fetch:ab".into(), tool: "fetch".into(),
@@ -729,8 +730,8 @@ mod tests {
             ],
             denied: vec!["cycle:3:x".into()],
         };
-        state.asks = Some(Box::new(asks.clone()));
-        assert_eq!(*decode(&encode(&record(&state, None)), 16).unwrap().state.asks.unwrap(), asks);
+        state.rare_mut().asks = Some(Box::new(asks.clone()));
+        assert_eq!(*decode(&encode(&record(&state, None)), 16).unwrap().state.rare().asks.clone().unwrap(), asks);
     }
 
     #[test]
@@ -745,22 +746,22 @@ mod tests {
             SideEffect { tool: "send_email".into(), args: [7; 32], seq: 3, call_id: Some("c1".into()), succeeded: true },
             SideEffect { tool: "pay".into(), args: [9; 32], seq: 5, call_id: None, succeeded: false },
         ];
-        state.side_effects = Some(Box::new(effects.clone()));
-        state.batch = Some(Box::new(Batch {
+        state.rare_mut().side_effects = Some(Box::new(effects.clone()));
+        state.rare_mut().batch = Some(Box::new(Batch {
             number: 3, size: 2, outcomes_seen: true,
             critical: Some(Box::new(FirstCritical { batch: 2, detector: Detector::GenericRepeat, tool: "read".into() })),
             ..Default::default()
         }));
-        state.announced = Some(Box::new(vec![("z".into(), 2), ("a".into(), 1)]));
-        state.seen_triples = Some(Box::new([5u64, 1, 9].into_iter().collect()));
+        state.rare_mut().announced = Some(Box::new(vec![("z".into(), 2), ("a".into(), 1)]));
+        state.rare_mut().seen_triples = Some(Box::new([5u64, 1, 9].into_iter().collect()));
         let back = decode(&encode(&record(&state, None)), 16).unwrap().state;
-        let h: Vec<_> = back.history().iter().map(|r| (r.seq, r.tool(), r.spelling(), r.call_id(), r.unknown(), r.flags, r.failure_key().copied(), r.status)).collect();
+        let h: Vec<_> = back.history().iter().map(|r| (r.seq(), r.tool(), r.spelling(), r.call_id(), r.unknown(), r.flags, r.failure_key().copied(), r.status)).collect();
         assert_eq!(h, [(1, "exec", "Bash", Some("c1"), None, 0, None, 1), (2, "exec", "exec", None, Some("nope"), 5, Some([3; 32]), 2)]);
-        assert_eq!(*back.side_effects.unwrap(), effects);
-        let batch = back.batch.unwrap();
+        assert_eq!(*back.rare().side_effects.clone().unwrap(), effects);
+        let batch = back.rare().batch.clone().unwrap();
         assert_eq!((batch.number, batch.size, batch.outcomes_seen, batch.critical.unwrap().detector), (3, 2, true, Detector::GenericRepeat));
-        assert_eq!(*back.announced.unwrap(), [("z".to_string(), 2), ("a".to_string(), 1)], "announced keys keep their order");
-        assert_eq!(*back.seen_triples.unwrap(), [1u64, 5, 9].into_iter().collect());
+        assert_eq!(*back.rare().announced.clone().unwrap(), [("z".to_string(), 2), ("a".to_string(), 1)], "announced keys keep their order");
+        assert_eq!(*back.rare().seen_triples.clone().unwrap(), [1u64, 5, 9].into_iter().collect());
         let plain = message(&encode(&record(&RunState::new(4), None))).state.unwrap();
         assert!(plain.side_effects.is_none() && plain.batch.is_none() && plain.announced.is_none() && plain.seen_triples.is_none());
     }
@@ -822,7 +823,7 @@ mod tests {
             state.append(Record::new(seq, "read", [seq as u8; 32], [seq as u8; 32], 1, None, None));
         }
         let (seqs, digests) = (vec![11, 12, 13], vec![[1; 8], [2; 8], [3; 8]]);
-        let retries = |unsaved| RetriesRecord { seqs: &seqs, digests: &digests, next_slot: 3, decisions: vec![(2, 13, "lw-3", &verdict)], unsaved, window: 64 };
+        let retries = |unsaved| RetriesRecord { seqs: seqs.clone(), digests: digests.clone(), next_slot: 3, decisions: vec![(2, 13, "lw-3", &verdict)], unsaved, window: 64 };
         let base_value = encode(&RunRecord { retries: Some(retries(0)), ..record(&state, None) });
         let base = decode(&base_value, 64).unwrap();
         state.append(Record::new(11, "read", [11; 32], [0; 32], 1, None, None));
@@ -831,7 +832,7 @@ mod tests {
         let (id, mut later, kept) = decode_delta(&delta_value, 64).unwrap();
         assert_eq!((id, later.state.history().len(), kept), (record_id(&base_value), 1, (0, 10)));
         apply_delta(&base, &mut later, kept).unwrap();
-        assert_eq!(later.state.history().iter().map(|r| r.seq).collect::<Vec<_>>(), (1..=11).collect::<Vec<_>>());
+        assert_eq!(later.state.history().iter().map(|r| r.seq()).collect::<Vec<_>>(), (1..=11).collect::<Vec<_>>());
         assert_eq!(later.state.history()[10].args, [11; 32]);
         let r = later.retries.unwrap();
         assert_eq!((r.seqs, r.digests.len(), r.decisions[&2].1.as_str()), (seqs.clone(), 3, "lw-3"));

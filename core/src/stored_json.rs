@@ -70,8 +70,8 @@ pub fn read_run_value(value: &[u8], retry_window: usize) -> Result<StoredRun, St
     if version < 3 {
         run.retries = None;
     }
-    if version == 1 && run.state.seen_triples.is_some() {
-        run.state.seen_triples = Some(Box::default());
+    if version == 1 && run.state.rare().seen_triples.is_some() {
+        run.state.rare_mut().seen_triples = Some(Box::default());
         run.state.no_new_streak = 0;
     }
     Ok(StoredRun { id: record_id(&text), len: text.len(), run, legacy: true })
@@ -522,15 +522,12 @@ fn read_state(at: &At) -> Result<(RunState, Option<(usize, usize)>), String> {
         Some(s) => Some(Box::new(s.items()?.iter().map(At::u64).collect::<Result<HashSet<u64>, _>>()?)),
     };
     let mut state = RunState::with_history(capacity, history);
-    state.announced = announced;
-    state.guard = guard;
-    state.abort = abort;
     state.blocks = at.field("blocks")?.u32()?;
-    state.seen_triples = seen_triples;
     state.no_new_streak = at.field("no_new_streak")?.u32()?;
-    state.side_effects = read_side_effects(at)?.map(Box::new);
-    state.batch = read_batch(at)?;
-    state.asks = read_asks(at)?;
+    let side_effects = read_side_effects(at)?.map(Box::new);
+    let batch = read_batch(at)?;
+    let asks = read_asks(at)?;
+    state.set_rare(crate::engine::Rare { announced, guard, abort, seen_triples, side_effects, batch, asks });
     Ok((state, kept))
 }
 
@@ -811,9 +808,9 @@ mod tests {
         assert!(v3.legacy && v3.run.retries.is_some() && v3.run.state.no_new_streak == 3);
         assert_eq!(v3.id, record_id(record), "a JSON-era delta names its base by the record's text");
         let v2 = read_run_value(&framed(RUN_MAGIC_V2), 64).unwrap().run;
-        assert!(v2.retries.is_none() && v2.state.seen_triples.as_ref().unwrap().len() == 2);
+        assert!(v2.retries.is_none() && v2.state.rare().seen_triples.as_ref().unwrap().len() == 2);
         let v1 = read_run_value(&framed(RUN_MAGIC_V1), 64).unwrap().run;
-        assert!(v1.retries.is_none() && v1.state.seen_triples.unwrap().is_empty() && v1.state.no_new_streak == 0);
+        assert!(v1.retries.is_none() && v1.state.rare().seen_triples.clone().unwrap().is_empty() && v1.state.no_new_streak == 0);
         assert!(read_run_value(record, 64).is_ok(), "a bare record (a snapshot's run)");
         assert!(read_run_value(b"LWR\x03not zlib", 64).err().unwrap().contains("malformed run"));
     }

@@ -30,7 +30,7 @@ fn tools_past_the_bound_keep_their_names() {
     assert_eq!(tool_id("past-the-bound"), OVERFLOW);
 
     let r = Record::new(7, "past-the-bound", [1; 32], [2; 32], RESULT, Some("call-1"), None);
-    assert_eq!((r.tool(), r.call_id(), r.unknown(), r.seq), ("past-the-bound", Some("call-1"), None, 7));
+    assert_eq!((r.tool(), r.call_id(), r.unknown(), r.seq()), ("past-the-bound", Some("call-1"), None, 7));
     let copy = r.clone();
     drop(r);
     assert_eq!(copy.tool(), "past-the-bound");

@@ -183,7 +183,7 @@ fn latest_outcome(state: &RunState, t: Tool, args: &[u8; 32]) -> Option<Outcome>
 
 /// Asks past askTimeoutSeconds count as denials; judged when the run's next event arrives.
 pub(super) fn expire(state: &mut RunState, timeout_seconds: u32, io: &mut AskIo) {
-    let Some(asks) = state.asks.as_mut() else { return };
+    let Some(asks) = state.rare_if_any().and_then(|r| r.asks.as_mut()) else { return };
     let timeout = timeout_seconds as f64;
     let mut i = 0;
     while i < asks.pending.len() {
@@ -196,7 +196,9 @@ pub(super) fn expire(state: &mut RunState, timeout_seconds: u32, io: &mut AskIo)
         }
     }
     if asks.is_empty() {
-        state.asks = None;
+        if let Some(r) = state.rare_if_any() {
+            r.asks = None;
+        }
     }
 }
 
@@ -213,7 +215,7 @@ fn deny(asks: &mut Asks, key: Box<str>) {
 /// Whether a person denied the pattern `key` in this run, or left an ask of it unanswered past
 /// askTimeoutSeconds (which counts as a denial, though `expire` marks it only later).
 pub fn is_denied(state: &RunState, key: &str, now: f64, timeout_seconds: u32) -> bool {
-    state.asks.as_ref().is_some_and(|a| {
+    state.rare().asks.as_ref().is_some_and(|a| {
         a.denied.iter().any(|k| **k == *key)
             || a.pending.iter().any(|p| *p.warning_key == *key && now - p.asked_at >= timeout_seconds as f64)
     })
@@ -221,10 +223,12 @@ pub fn is_denied(state: &RunState, key: &str, now: f64, timeout_seconds: u32) ->
 
 /// A user turn: a new instruction makes the denials moot (pending asks may still be answered).
 pub(super) fn forget_denials(state: &mut RunState) {
-    if let Some(asks) = state.asks.as_mut() {
+    if let Some(asks) = state.rare_if_any().and_then(|r| r.asks.as_mut()) {
         asks.denied.clear();
         if asks.is_empty() {
-            state.asks = None;
+            if let Some(r) = state.rare_if_any() {
+                r.asks = None;
+            }
         }
     }
 }
@@ -277,7 +281,7 @@ fn ask(v: &mut Verdict) {
 
 /// Keep an ask pending (also for budget asks: `cause` Budget).
 pub fn hold(state: &mut RunState, ask: PendingAsk) {
-    let asks = state.asks.get_or_insert_with(Default::default);
+    let asks = state.rare_mut().asks.get_or_insert_with(Default::default);
     if asks.pending.len() >= MAX_PENDING_ASKS {
         asks.pending.remove(0);
     }
@@ -286,7 +290,7 @@ pub fn hold(state: &mut RunState, ask: PendingAsk) {
 
 /// The service gave the ASK verdict its decision id: the newest pending ask is that verdict's.
 pub fn stamp_decision_id(state: &mut RunState, decision_id: &str) {
-    if let Some(ask) = state.asks.as_mut().and_then(|a| a.pending.last_mut()) {
+    if let Some(ask) = state.rare_if_any().and_then(|r| r.asks.as_mut()).and_then(|a| a.pending.last_mut()) {
         if ask.decision_id.is_empty() {
             ask.decision_id = decision_id.into();
         }
@@ -295,7 +299,7 @@ pub fn stamp_decision_id(state: &mut RunState, decision_id: &str) {
 
 /// An `approval` event: the pending ask it answers, settled. REJECT `no_pending_ask` when none.
 pub(super) fn on_approval(state: &mut RunState, s: &crate::engine::Settings, io: &mut AskIo, a: &Approval) -> Verdict {
-    let found = state.asks.as_ref().and_then(|asks| {
+    let found = state.rare().asks.as_ref().and_then(|asks| {
         asks.pending.iter().position(|p| {
             (!a.tool_call_id.is_empty() && *p.tool_call_id == *a.tool_call_id)
                 || (!a.decision_id.is_empty() && *p.decision_id == *a.decision_id)
@@ -304,7 +308,7 @@ pub(super) fn on_approval(state: &mut RunState, s: &crate::engine::Settings, io:
     let Some(index) = found else {
         return Verdict::reject(error_codes::NO_PENDING_ASK, no_pending_ask_message(a.tool_call_id, a.decision_id));
     };
-    let asks = state.asks.as_mut().expect("found");
+    let asks = state.rare_if_any().and_then(|r| r.asks.as_mut()).expect("found");
     let ask = asks.pending.remove(index);
     let tool = ask.tool.to_string();
     if ask.cause == AskCause::Budget && a.approved {
@@ -313,7 +317,9 @@ pub(super) fn on_approval(state: &mut RunState, s: &crate::engine::Settings, io:
         io.extended = Some(ask.warning_key.clone());
         io.answer = Some(Answer::ApprovedOnce);
         if asks.is_empty() {
-            state.asks = None;
+            if let Some(r) = state.rare_if_any() {
+                r.asks = None;
+            }
         }
         return Verdict::allow(&tool);
     }
@@ -334,7 +340,9 @@ pub(super) fn on_approval(state: &mut RunState, s: &crate::engine::Settings, io:
         Answer::ApprovedOnce
     });
     if asks.is_empty() {
-        state.asks = None;
+        if let Some(r) = state.rare_if_any() {
+            r.asks = None;
+        }
     }
     Verdict::allow(&tool)
 }
@@ -353,7 +361,7 @@ pub fn no_pending_ask_message(tool_call_id: &str, decision_id: &str) -> String {
 /// Pending asks' times between the service's clock and wall-clock time (`offset` = wall - now
 /// to store, now - wall to load).
 pub fn shift_times(state: &mut RunState, offset: f64) {
-    if let Some(asks) = state.asks.as_mut() {
+    if let Some(asks) = state.rare_if_any().and_then(|r| r.asks.as_mut()) {
         for ask in asks.pending.iter_mut() {
             ask.asked_at += offset;
         }
@@ -408,10 +416,10 @@ mod tests {
         assert!(!v.evidence_seqs.is_empty());
         assert_eq!(run.state.blocks, 0, "an ASK does not count toward abortAfterBlocks");
         assert_eq!(run.state.history().len(), 5, "the asked call is not recorded");
-        let pending = &run.state.asks.as_ref().unwrap().pending[0];
+        let pending = &run.state.rare().asks.as_ref().unwrap().pending[0];
         assert_eq!((&*pending.tool_call_id, &*pending.warning_key, pending.asked_at, pending.cause), ("c1", v.warning_key.as_str(), 10.0, AskCause::Critical));
         stamp_decision_id(&mut run.state, "lw-1");
-        assert_eq!(&*run.state.asks.as_ref().unwrap().pending[0].decision_id, "lw-1");
+        assert_eq!(&*run.state.rare().asks.as_ref().unwrap().pending[0].decision_id, "lw-1");
     }
 
     #[test]
@@ -420,7 +428,7 @@ mod tests {
         assert_eq!(run.call_with(TOOL, ARGS, "c1", &mut AskIo::default()).action, Action::Block);
         let mut run = looping(small());
         assert_eq!(run.call_with(TOOL, ARGS, "c1", &mut io(0.0)).action, Action::Block);
-        assert!(run.state.asks.is_none());
+        assert!(run.state.rare().asks.is_none());
     }
 
     #[test]
@@ -430,7 +438,7 @@ mod tests {
         let mut answer = io(2.0);
         assert_eq!(seen(&approve(&mut run, "c1", true, false, &mut answer)), ALLOW);
         assert_eq!((answer.answer, answer.granted.is_none()), (Some(Answer::ApprovedOnce), true));
-        assert!(run.state.asks.is_none(), "answered");
+        assert!(run.state.rare().asks.is_none(), "answered");
         run.result(TOOL, ARGS, r#""same""#); // the approved call ran
         assert_eq!(run.call_with(TOOL, ARGS, "c2", &mut io(3.0)).action, Action::Ask);
     }
@@ -445,7 +453,7 @@ mod tests {
         assert_eq!(seen(&run.call_with(TOOL, ARGS, "c2", &mut io(3.0))), (Action::Block, Detector::GenericRepeat, 5));
         assert_eq!(run.state.blocks, 1);
         run.send(&Event::UserTurn);
-        assert!(run.state.asks.is_none(), "a new instruction clears the denial");
+        assert!(run.state.rare().asks.is_none(), "a new instruction clears the denial");
         for _ in 0..5 {
             run.round(TOOL, ARGS, r#""same""#);
         }
@@ -537,6 +545,6 @@ mod tests {
         let mut run = looping(Settings { shadow: true, ..asking() });
         let v = run.call_with(TOOL, ARGS, "c1", &mut io(1.0));
         assert_eq!((v.action, v.shadow_action), (Action::Allow, Some(Action::Ask)));
-        assert!(run.state.asks.is_none(), "nobody is asked in shadow mode");
+        assert!(run.state.rare().asks.is_none(), "nobody is asked in shadow mode");
     }
 }

@@ -84,7 +84,7 @@ fn counts(flags: u8, outcomes_seen: bool) -> bool {
 pub(crate) fn place_call(state: &mut RunState) -> u8 {
     let hint = std::mem::take(&mut state.incoming_batch);
     let pending_in_batch = current_span(state.history()).any(|i| state.history()[i].status == PENDING);
-    let batch = state.batch.get_or_insert_with(Default::default);
+    let batch = state.rare_mut().batch.get_or_insert_with(Default::default);
     let by_key = hint != 0 && hint == batch.key && (hint & 1 == 0 || batch.open);
     let link = if batch.number == 0 || batch.size >= MAX_BATCH {
         0
@@ -117,26 +117,26 @@ pub(crate) fn place_call(state: &mut RunState) -> u8 {
 /// batch): a call linked to a batch none of whose calls is in history (they were blocked)
 /// starts the batch in history.
 pub(crate) fn record_link(state: &mut RunState, link: u8) -> u8 {
-    let batch = state.batch.get_or_insert_with(Default::default);
+    let batch = state.rare_mut().batch.get_or_insert_with(Default::default);
     let flags = if batch.recorded { link } else { 0 };
     batch.recorded = true;
     flags
 }
 
 pub(crate) fn this_batch(state: &RunState, link: u8, ids: &[u32]) -> u32 {
-    match &state.batch {
+    match &state.rare().batch {
         Some(b) if b.recorded && counts(link, b.outcomes_seen) => ids.last().copied().unwrap_or(u32::MAX),
         _ => u32::MAX,
     }
 }
 
 pub(crate) fn outcomes_seen(state: &RunState) -> bool {
-    state.batch.as_ref().is_some_and(|b| b.outcomes_seen)
+    state.rare().batch.as_ref().is_some_and(|b| b.outcomes_seen)
 }
 
 /// After an outcome: the batch is no longer being issued, and pending links now count.
 pub(crate) fn place_outcome(state: &mut RunState) {
-    let batch = state.batch.get_or_insert_with(Default::default);
+    let batch = state.rare_mut().batch.get_or_insert_with(Default::default);
     batch.open = false;
     batch.outcomes_seen = true;
 }

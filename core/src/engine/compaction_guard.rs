@@ -14,7 +14,7 @@ pub(crate) fn arm(state: &mut RunState, s: &Settings) -> Verdict {
         return v;
     }
     let window = s.compaction_window_size;
-    state.guard = Some(Box::new(Guard { window_size: window, observed: 0, first: None, all_identical: true, seqs: Vec::new() }));
+    state.rare_mut().guard = Some(Box::new(Guard { window_size: window, observed: 0, first: None, all_identical: true, seqs: Vec::new() }));
     v.message = format!("post-compaction guard armed for {window} attempts");
     v.guard_armed = true;
     v
@@ -22,7 +22,7 @@ pub(crate) fn arm(state: &mut RunState, s: &Settings) -> Verdict {
 
 /// `tool` the normalised name (the triple, the key), `spelled` the host's (the message, the verdict).
 pub(crate) fn observe_outcome(state: &mut RunState, tool: &str, spelled: &str, args: [u8; 32], status: u8, result: [u8; 32], seq: u64) -> Option<Verdict> {
-    let guard = state.guard.as_mut()?;
+    let guard = state.rare_if_any().and_then(|r| r.guard.as_mut())?;
     let triple = (Box::<str>::from(tool), args, status, result);
     match &guard.first {
         None => guard.first = Some(triple),
@@ -34,7 +34,7 @@ pub(crate) fn observe_outcome(state: &mut RunState, tool: &str, spelled: &str, a
     if guard.observed < guard.window_size {
         return None;
     }
-    let guard = state.guard.take()?;
+    let guard = state.rare_if_any().and_then(|r| r.guard.take())?;
     if !guard.all_identical {
         return None;
     }
@@ -78,7 +78,7 @@ mod tests {
         assert_eq!((v.action, v.detector, v.level, v.count), (Action::Abort, Detector::PostCompactionGuard, Level::Critical, 3));
         assert_eq!(v.error_code, "compaction_loop_persisted");
         assert_eq!(v.evidence_seqs, [2, 4, 6], "the outcomes the guard saw");
-        assert!(run.state.guard.is_none());
+        assert!(run.state.rare().guard.is_none());
 
         // The run is over: whatever comes next gets the abort.
         let next = run.call("other", "{}");
@@ -93,7 +93,7 @@ mod tests {
             run.call(CALL.0, CALL.1);
             assert_eq!(run.result(CALL.0, CALL.1, result).action, Action::Allow);
         }
-        assert!(run.state.guard.is_none() && run.state.abort.is_none());
+        assert!(run.state.rare().guard.is_none() && run.state.rare().abort.is_none());
     }
 
     #[test]
@@ -102,6 +102,6 @@ mod tests {
         let v = run.send(&Event::CompactionRetry);
         assert_eq!((v.action, v.guard_armed), (Action::Allow, false));
         assert!(v.message.contains("guard is off"), "{}", v.message);
-        assert!(run.state.guard.is_none());
+        assert!(run.state.rare().guard.is_none());
     }
 }

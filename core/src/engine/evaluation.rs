@@ -81,7 +81,7 @@ fn rule_digest(rule: Option<&ToolRule>, tool: &str, params_json: &str, params: &
 }
 
 fn still_aborted(state: &RunState, tool_name: &str) -> Option<Verdict> {
-    let abort = state.abort.as_ref()?;
+    let abort = state.rare().abort.as_ref()?;
     let mut v = (**abort).clone();
     if !tool_name.is_empty() {
         v.tool_name = tool_name.to_string();
@@ -103,7 +103,7 @@ fn gate(state: &mut RunState, s: &Settings, tool_name: &str) -> Option<Verdict> 
 }
 
 fn evidence(state: &RunState, indexes: &[usize]) -> (Vec<u64>, Vec<String>) {
-    let seqs = indexes.iter().map(|&i| state.history()[i].seq).collect();
+    let seqs = indexes.iter().map(|&i| state.history()[i].seq()).collect();
     let ids = indexes
         .iter()
         .filter_map(|&i| state.history()[i].call_id().map(str::to_string))
@@ -113,7 +113,7 @@ fn evidence(state: &RunState, indexes: &[usize]) -> (Vec<u64>, Vec<String>) {
 
 fn announce(state: &mut RunState, key: &str, count: u32) -> bool {
     let decade = count / 10;
-    let announced = state.announced.get_or_insert_with(Default::default);
+    let announced = state.rare_mut().announced.get_or_insert_with(Default::default);
     if let Some(entry) = announced.iter_mut().find(|(k, _)| k == key) {
         if decade <= entry.1 {
             return false;
@@ -138,7 +138,7 @@ pub fn evaluate(state: &mut RunState, event: &Event, s: &Settings, catalog: &Cat
 
 /// `evaluate` with what ASK needs from the service and gives back (engine::ask::AskIo).
 pub fn evaluate_with(state: &mut RunState, event: &Event, s: &Settings, catalog: &Catalog, max_depth: usize, io: &mut AskIo) -> Verdict {
-    if state.asks.is_some() {
+    if state.rare().asks.is_some() {
         ask::expire(state, s.ask_timeout_seconds, io);
     }
     let result = match event {
@@ -162,11 +162,17 @@ pub fn evaluate_with(state: &mut RunState, event: &Event, s: &Settings, catalog:
 fn user_turn(state: &mut RunState, s: &Settings) -> Verdict {
     if s.user_turn_resets {
         state.clear_history();
-        state.announced = None;
+        if let Some(r) = state.rare_if_any() {
+            r.announced = None;
+        }
         state.blocks = 0;
-        state.seen_triples = None;
+        if let Some(r) = state.rare_if_any() {
+            r.seen_triples = None;
+        }
         state.no_new_streak = 0;
-        state.batch = None;
+        if let Some(r) = state.rare_if_any() {
+            r.batch = None;
+        }
         ask::forget_denials(state);
     }
     Verdict::allow("")
@@ -223,7 +229,7 @@ fn on_tool_call(
             no_new_streak: state.no_new_streak,
             counts: None,
             tool_class: class,
-            side_effects: state.side_effects.as_deref().map_or(&[], Vec::as_slice),
+            side_effects: state.rare().side_effects.as_deref().map_or(&[], Vec::as_slice),
             exec_failures: s.exec_failure_streak && tool == "exec",
             batches: ids,
             this_batch,
@@ -292,7 +298,7 @@ fn on_tool_call(
             return Ok(v.shadowed());
         }
         if v.action == Action::Abort {
-            state.abort = Some(Box::new(v.clone()));
+            state.rare_mut().abort = Some(Box::new(v.clone()));
         }
         return Ok(v);
     }
@@ -312,7 +318,7 @@ fn append_call(state: &mut RunState, batched: bool, link: u8, mut r: Record) {
 /// criticalScope "batch": a call of the batch whose earlier call was the run's first critical
 /// is blocked with it (not recorded, not counted toward abortAfterBlocks).
 fn sibling_of_critical(state: &RunState, tool: &str) -> Option<Verdict> {
-    let batch = state.batch.as_ref()?;
+    let batch = state.rare().batch.as_ref()?;
     let first = batch.critical.as_ref().filter(|c| c.batch == batch.number)?;
     let mut v = Verdict::allow(tool);
     v.action = Action::Block;
@@ -327,7 +333,7 @@ fn sibling_of_critical(state: &RunState, tool: &str) -> Option<Verdict> {
 /// criticalScope "batch": the run's first critical leaves one recovery turn (its batch's other
 /// calls are blocked with it); a critical in any later batch ends the run.
 fn critical_in_batch_scope(state: &mut RunState, v: &mut Verdict) {
-    let Some(batch) = state.batch.as_mut() else { return };
+    let Some(batch) = state.rare_if_any().and_then(|r| r.batch.as_mut()) else { return };
     if batch.critical.as_ref().is_some_and(|c| c.batch != batch.number) {
         let last = v.message.strip_prefix("CRITICAL: ").unwrap_or(&v.message).to_string();
         v.message = messages::recovery_failed_abort(v.detector.name(), &v.tool_name, last);
@@ -429,7 +435,7 @@ fn on_tool_outcome(
         if s.shadow {
             return Ok(abort.shadowed());
         }
-        state.abort = Some(Box::new(abort.clone()));
+        state.rare_mut().abort = Some(Box::new(abort.clone()));
         return Ok(abort);
     }
     Ok(allow_owned(tool, raw_tool))
@@ -520,12 +526,12 @@ mod tests {
         assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Block, Detector::GenericRepeat, 5));
         assert_eq!(run.state.blocks, 1);
         run.send(&Event::CompactionRetry);
-        assert!(run.state.guard.is_some());
+        assert!(run.state.rare().guard.is_some());
         let v = run.send(&Event::UserTurn);
         assert_eq!(seen(&v), ALLOW);
-        assert!(run.state.history().is_empty() && run.state.announced.is_none() && run.state.seen_triples.is_none());
+        assert!(run.state.history().is_empty() && run.state.rare().announced.is_none() && run.state.rare().seen_triples.is_none());
         assert_eq!((run.state.blocks, run.state.no_new_streak), (0, 0));
-        assert!(run.state.guard.is_some(), "the post-compaction guard stays armed");
+        assert!(run.state.rare().guard.is_some(), "the post-compaction guard stays armed");
         // The same call is allowed again, and its streak counts from the turn.
         assert_eq!(seen(&run.round(CALL.0, CALL.1, r#""same""#)), ALLOW);
     }
@@ -556,7 +562,7 @@ mod tests {
         assert_eq!(send(&mut run, 1).action, Action::Allow);
         run.send(&Event::ToolOutcome { tool_name: "send_email", params_json: "{}", tool_call_id: "", result_json: Some(r#""sent""#), error: None, seq: 2 });
         run.send(&Event::UserTurn);
-        assert!(run.state.side_effects.is_some());
+        assert!(run.state.rare().side_effects.is_some());
         let v = send(&mut run, 3);
         assert_eq!(v.detector, Detector::DuplicateSideEffect, "a duplicate send is still one after a new prompt");
     }

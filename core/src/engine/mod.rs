@@ -21,7 +21,7 @@ mod verdict;
 
 pub use evaluation::{evaluate, evaluate_with, Event};
 pub use run_state::{
-    args_hash_text, hex, result_hash_text, same, spelling_of, Guard, Record, RecordExtra, RunState, SideEffect, Tool, Triple,
+    args_hash_text, hex, result_hash_text, same, spelling_of, Guard, Rare, Record, RecordExtra, RunState, SideEffect, Tool, Triple,
     MAX_ANNOUNCED_KEYS, MAX_SEEN_TRIPLES, MAX_SIDE_EFFECTS,
 };
 pub use settings::Settings;

@@ -1,7 +1,7 @@
 //! What the engine remembers about a run between events: its history of records, the warning
 //! keys already announced, the post-compaction guard, the abort it ended in and the run-wide set
 //! of outcomes seen. Its own module because both the engine and the state store (`crate::stored`)
-//! read and write it, and its layout is tuned for memory (80-byte records, boxed rare fields).
+//! read and write it, and its layout is tuned for memory (76-byte records, boxed rare fields).
 
 use std::collections::{HashSet, VecDeque};
 
@@ -50,18 +50,20 @@ pub fn spelling_of<'a>(raw: &'a str, normalised: &'a str) -> &'a str {
     }
 }
 
-/// One history record: 80 bytes (the tool an interned u16 id, the rare fields behind a u32
-/// handle), so a full default history of 30 is 2,400 bytes.
+/// One history record: 76 bytes (the seq's low 32 bits, the tool an interned u16 id, the rare
+/// fields behind a u32 handle, among them a seq's high half), so a full default history of 30
+/// is 2,280 bytes.
 #[derive(Clone)]
 pub struct Record {
-    pub seq: u64,
+    /// The low half of the seq (`seq()`); the high half, when not 0, is in the extras.
+    seq: u32,
     pub args: [u8; 32],
     pub result: [u8; 32],
     /// The id of the tool as the host spelled it; matching uses `canonical` of it.
     tool: u16,
     pub status: u8,
     /// Batch links, progress and weak evidence (engine::batches: LINK_*, NEW_TRIPLE, INCONCLUSIVE); 0 unless
-    /// parallelBatches, criticalScope "batch", progressResetsRepeats or sameOutcome is on. Fits the record's padding (80 bytes).
+    /// parallelBatches, criticalScope "batch", progressResetsRepeats or sameOutcome is on.
     pub flags: u8,
     /// Rare: a pending call's id, the missing tool an error named, a tool name without an id.
     extra: ExtraHandle,
@@ -70,7 +72,7 @@ pub struct Record {
 impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Record")
-            .field("seq", &self.seq)
+            .field("seq", &self.seq())
             .field("tool", &self.tool())
             .field("args", &hex(&self.args))
             .field("result", &hex(&self.result))
@@ -90,10 +92,19 @@ impl Record {
     pub(crate) fn of(seq: u64, tool: Tool, args: [u8; 32], result: [u8; 32], status: u8, call_id: Option<&str>,
           unknown: Option<&str>) -> Record {
         let id = if tool.id == OVERFLOW { OVERFLOW } else { tool.spelled };
-        let mut r = Record { seq, args, result, tool: id, status, flags: 0, extra: ExtraHandle::default() };
+        let mut r = Record { seq: seq as u32, args, result, tool: id, status, flags: 0, extra: ExtraHandle::default() };
         let own_name = (tool.id == OVERFLOW).then(|| tool.name.into());
-        r.extra = ExtraHandle::new(RecordExtra { call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name, failure: None });
+        r.extra = ExtraHandle::new(RecordExtra {
+            call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name, failure: None,
+            seq_high: (seq >> 32) as u32,
+        });
         r
+    }
+    /// The seq of the event that formed the record (its low half here; a high half, rare, in the extras).
+    #[inline]
+    pub fn seq(&self) -> u64 {
+        let high = if self.extra.is_some() { self.extra.get().map_or(0, |e| e.seq_high) } else { 0 };
+        (high as u64) << 32 | self.seq as u64
     }
     /// The normalised name (what matching, keys and hashes use).
     pub fn tool(&self) -> &str {
@@ -132,12 +143,13 @@ impl Record {
     }
     /// Completing a pending call: its id goes, the missing tool an error named comes.
     pub(crate) fn complete(&mut self, unknown: Option<&str>) {
-        if self.tool != OVERFLOW && unknown.is_none() {
+        let seq_high = self.extra.get().map_or(0, |e| e.seq_high);
+        if self.tool != OVERFLOW && unknown.is_none() && seq_high == 0 {
             self.extra = ExtraHandle::default();
             return;
         }
         let tool = self.extra.get().and_then(|e| e.tool.clone());
-        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool, failure: None });
+        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool, failure: None, seq_high });
     }
     /// The identity of the terminal exec failure this record ended in (execFailureStreak).
     pub fn failure_key(&self) -> Option<&[u8; 32]> {
@@ -185,23 +197,32 @@ pub struct RunState {
     /// Transient, never persisted: which records changed since the state store's last full
     /// record of the run, so a flush can write only those (service/persist.rs: deltas).
     unsaved: Unsaved,
-    /// Boxed (8 bytes, not 24): most runs never warn.
+    /// What most runs never have (warnings announced, the guard, an abort, the run-wide set of
+    /// outcomes, side effects, batches, asks), in one box: 8 bytes in every run, not 56.
+    rare: Option<Box<Rare>>,
+    pub blocks: u32,
+    pub no_new_streak: u32,
+    /// Transient, never persisted: the batch key of the event being evaluated (the service sets
+    /// it from ToolCall.batch_id or the EvaluateRequest; 0: none).
+    pub incoming_batch: u64,
+}
+
+/// A run's rare parts (`RunState::rare`): each None until the run needs it.
+#[derive(Clone, Debug, Default)]
+pub struct Rare {
     pub announced: Option<Box<Vec<(String, u32)>>>,
     pub guard: Option<Box<Guard>>,
     pub abort: Option<Box<Verdict>>,
-    pub blocks: u32,
     pub seen_triples: Option<Box<HashSet<u64>>>,
-    pub no_new_streak: u32,
     /// duplicate_side_effect's memory (None unless it is on and a mutating tool was called).
     pub side_effects: Option<Box<Vec<SideEffect>>>,
     /// The run's current batch (engine::batches); None until batches are tracked.
     pub batch: Option<Box<super::batches::Batch>>,
     /// Pending asks and denied patterns (engine::ask); None unless an ASK was given.
     pub asks: Option<Box<super::ask::Asks>>,
-    /// Transient, never persisted: the batch key of the event being evaluated (the service sets
-    /// it from ToolCall.batch_id or the EvaluateRequest; 0: none).
-    pub incoming_batch: u64,
 }
+
+static NO_RARE: Rare = Rare { announced: None, guard: None, abort: None, seen_triples: None, side_effects: None, batch: None, asks: None };
 
 /// How the history differs from the one last saved in full (a *base*): `dropped` records of the
 /// base left at the front, and every record from index `from` on is new or changed. History only
@@ -228,6 +249,31 @@ impl RunState {
     /// A state with this history (a stored run read back); its change mark says "nothing saved".
     pub fn with_history(capacity: usize, history: VecDeque<Record>) -> RunState {
         RunState { capacity, history, unsaved: Unsaved { dropped: 0, from: 0 }, ..Default::default() }
+    }
+
+    /// The run's rare parts (all None when it has none).
+    #[inline]
+    pub fn rare(&self) -> &Rare {
+        self.rare.as_deref().unwrap_or(&NO_RARE)
+    }
+    /// The rare parts to change (made when the run has none: only to set one).
+    pub fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Default::default)
+    }
+    /// The rare parts to change, when the run has any (to clear or update one).
+    #[inline]
+    pub fn rare_if_any(&mut self) -> Option<&mut Rare> {
+        self.rare.as_deref_mut()
+    }
+    /// Rare parts put in whole (a stored run read back, a merge): none kept when all are None.
+    pub fn set_rare(&mut self, rare: Rare) {
+        let none = rare.announced.is_none() && rare.guard.is_none() && rare.abort.is_none() && rare.seen_triples.is_none()
+            && rare.side_effects.is_none() && rare.batch.is_none() && rare.asks.is_none();
+        self.rare = if none { None } else { Some(Box::new(rare)) };
+    }
+    /// The rare parts taken out (a merge), none left.
+    pub fn take_rare(&mut self) -> Rare {
+        self.rare.take().map(|r| *r).unwrap_or_default()
     }
 
     pub fn history(&self) -> &VecDeque<Record> {
@@ -328,5 +374,25 @@ pub fn result_hash_text(status: u8, digest: &[u8; 32]) -> Option<String> {
         PENDING => None,
         ERROR => Some(format!("error:{}", hex(digest))),
         _ => Some(hex(digest)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::RESULT;
+
+    #[test]
+    fn a_record_keeps_a_seq_past_32_bits_whole() {
+        let wide = (3u64 << 32) | 7;
+        let mut pending = Record::new(wide, "read", [1; 32], [0; 32], PENDING, None, None);
+        assert_eq!((pending.seq(), std::mem::size_of::<Record>()), (wide, 76));
+        pending.complete(None);
+        pending.set_failure_key(Some([2; 32]));
+        assert_eq!(pending.seq(), wide, "completing a call keeps its seq");
+        let copy = pending.clone();
+        assert_eq!((copy.seq(), copy.failure_key()), (wide, Some(&[2; 32])));
+        let narrow = Record::new(7, "read", [1; 32], [3; 32], RESULT, Some("c1"), None);
+        assert_eq!((narrow.seq(), narrow.call_id()), (7, Some("c1")));
     }
 }

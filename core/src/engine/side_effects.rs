@@ -19,7 +19,7 @@ pub(crate) fn class_of(rule: Option<&ToolRule>, sent: ToolClass) -> ToolClass {
 }
 
 fn push(state: &mut RunState, effect: SideEffect) {
-    let effects = state.side_effects.get_or_insert_with(Default::default);
+    let effects = state.rare_mut().side_effects.get_or_insert_with(Default::default);
     if effects.len() >= MAX_SIDE_EFFECTS {
         effects.remove(0);
     }
@@ -36,13 +36,13 @@ pub(crate) fn remember_call(state: &mut RunState, tool: &str, args: [u8; 32], se
 /// outcome with no pending call (a host that reports only outcomes) is remembered when the config
 /// classes its tool mutating and it succeeded.
 pub(crate) fn settle(state: &mut RunState, tool: &str, args: &[u8; 32], call_id: &str, seq: u64, ok: bool, mutating: bool) {
-    let pending = state.side_effects.as_ref().and_then(|effects| {
+    let pending = state.rare().side_effects.as_ref().and_then(|effects| {
         effects.iter().rposition(|e| {
             !e.succeeded && same(&e.args, args) && &*e.tool == tool
                 && (call_id.is_empty() || e.call_id.as_deref() == Some(call_id))
         })
     });
-    match (pending, state.side_effects.as_mut()) {
+    match (pending, state.rare_if_any().and_then(|r| r.side_effects.as_mut())) {
         (Some(i), Some(effects)) if ok => effects[i].succeeded = true,
         (Some(i), Some(effects)) => {
             effects.remove(i);

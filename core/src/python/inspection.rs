@@ -93,14 +93,14 @@ impl Inspection {
             None => None,
         };
         let state = &entry.state;
-        let (guard_armed, guard_window_size, guard_observed) = match &state.guard {
+        let (guard_armed, guard_window_size, guard_observed) = match &state.rare().guard {
             Some(g) => (true, g.window_size, g.observed),
             None => (false, 0, 0),
         };
         let mut records = Vec::new();
         for r in state.history().iter() {
             records.push(Py::new(py, RecordView {
-                seq: r.seq,
+                seq: r.seq(),
                 tool_name: r.spelling().to_string(),
                 args_hash: args_hash_text(r.tool(), &r.args),
                 tool_call_id: r.call_id().unwrap_or("").to_string(),
@@ -112,16 +112,16 @@ impl Inspection {
             .map(|d| PyBytes::new(py, &service::verdict_message(d).encode_to_vec()).unbind())
             .collect();
         Ok(Some(RunView {
-            run_id: entry.run_id.clone(),
-            agent_id: entry.agent_id.clone(),
+            run_id: entry.run_id.to_string(),
+            agent_id: entry.agent_id.to_string(),
             agent_label: core.config.agent_label(&entry.agent_id).to_string(),
             records,
             guard_armed,
             guard_window_size,
             guard_observed,
             blocks: state.blocks,
-            aborted: state.abort.is_some(),
-            abort_error_code: state.abort.as_ref().map(|a| a.error_code).unwrap_or(""),
+            aborted: state.rare().abort.is_some(),
+            abort_error_code: state.rare().abort.as_ref().map(|a| a.error_code).unwrap_or(""),
             events_evaluated: entry.events_evaluated,
             recent_verdicts,
             parent_run_id: entry.parent_id().to_string(),

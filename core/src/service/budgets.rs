@@ -193,7 +193,7 @@ impl Core {
         let root_entry = self.store.get(tenant, root)?;
         let root_link = root_entry.tree.as_ref()?;
         let tree = root_link.tree.as_deref().cloned().unwrap_or_default();
-        let root_agent = if root == run_id { agent_id } else { root_entry.agent_id.as_str() };
+        let root_agent = if root == run_id { agent_id } else { &*root_entry.agent_id };
         let mut extensions = root_link.extensions;
         extensions[Budget::ToolCallsPerRun as usize] = link.extensions[Budget::ToolCallsPerRun as usize];
         Some((link.totals.clone(), tree, (now - root_link.started).max(0.0), link.warned,
@@ -215,7 +215,7 @@ impl Core {
     /// past a budget; an ABORT is kept as the run's (shadow mode: reported, not enforced).
     pub(super) fn budget_stop(&mut self, event: &EventRef, tenant: &str, run_id: &str, root: &str, agent_id: &str, now: f64) -> Option<Verdict> {
         let Some(KindRef::ToolCall { tool_name, tool_call_id, .. }) = event.kind else { return None };
-        if self.store.get(tenant, run_id)?.state.abort.is_some() {
+        if self.store.get(tenant, run_id)?.state.rare().abort.is_some() {
             return None;
         }
         let (run, tree, wall, _, run_s, root_s, extensions) = self.spent(tenant, run_id, root, agent_id, now)?;
@@ -232,7 +232,7 @@ impl Core {
         }
         let state = &mut self.store.get_mut(tenant, run_id)?.state;
         if v.action == Action::Abort {
-            state.abort = Some(Box::new(v.clone()));
+            state.rare_mut().abort = Some(Box::new(v.clone()));
         } else if v.action == Action::Ask {
             // Held for the person's answer: an approval extends the budget (extend_budget).
             ask::hold(state, ask::PendingAsk {
@@ -461,7 +461,7 @@ mod service_tests {
         let mut asking = call("r", "", 2, 2);
         asking.accepts_ask = true;
         assert_eq!(send(&mut core, asking).action, Action::Ask);
-        assert!(core.store.get("", "r").unwrap().state.abort.is_none());
+        assert!(core.store.get("", "r").unwrap().state.rare().abort.is_none());
         assert_eq!(send(&mut core, call("r", "", 3, 3)).action, Action::Abort, "a caller that cannot ask is aborted");
     }
 

@@ -53,7 +53,14 @@ fn merge_state(memory: &mut RunState, mut stored: RunState) {
         history.pop_front();
     }
     memory.replace_history(history);
+    let mut mine = memory.take_rare();
+    merge_rare(&mut mine, stored.take_rare(), memory, &stored);
+    memory.set_rare(mine);
+}
 
+/// The rare parts (`memory`, `stored`) of the two states (`counts`: memory's, where the run's
+/// counts are merged; `theirs`: the stored state's counts).
+fn merge_rare(memory: &mut crate::engine::Rare, stored: crate::engine::Rare, counts: &mut RunState, theirs: &RunState) {
     if let Some(theirs) = stored.announced {
         let mut keys = *theirs;
         for (key, count) in memory.announced.take().map(|b| *b).unwrap_or_default() {
@@ -72,7 +79,7 @@ fn merge_state(memory: &mut RunState, mut stored: RunState) {
     if stored.abort.is_some() {
         memory.abort = stored.abort;
     }
-    memory.blocks = memory.blocks.saturating_add(stored.blocks);
+    counts.blocks = counts.blocks.saturating_add(theirs.blocks);
 
     let seen_before = stored.seen_triples.as_deref();
     let nothing_new = match (seen_before, memory.seen_triples.as_deref()) {
@@ -81,7 +88,7 @@ fn merge_state(memory: &mut RunState, mut stored: RunState) {
         _ => None,
     };
     if let Some(first_seen) = nothing_new {
-        memory.no_new_streak = stored.no_new_streak.saturating_add(memory.no_new_streak).saturating_add(first_seen);
+        counts.no_new_streak = theirs.no_new_streak.saturating_add(counts.no_new_streak).saturating_add(first_seen);
     }
     if let Some(theirs) = stored.seen_triples {
         let mut seen = *theirs;
@@ -299,7 +306,7 @@ mod tests {
         replica.merge_run(&record, 1000.0, 1.0, ("t", "r"), &mut Vec::new()).unwrap();
         let entry = replica.store.get("t", "r").unwrap();
         assert_eq!(entry.state.history().len(), entry.state.capacity);
-        assert_eq!(entry.state.history().back().unwrap().seq, 219, "memory's newest record last");
+        assert_eq!(entry.state.history().back().unwrap().seq(), 219, "memory's newest record last");
         assert_eq!(entry.events_evaluated, 70);
         let mut owner = core();
         for seq in 1..=25 {

@@ -14,7 +14,18 @@ use crate::engine::Verdict;
 #[derive(Clone, Copy, Debug)]
 pub struct Base {
     pub id: u64,
-    pub len: usize,
+    /// Non-zero (a stored value is never empty), so an entry's `Option<Base>` is 16 bytes, not 24.
+    len: std::num::NonZeroU32,
+}
+
+impl Base {
+    pub fn new(id: u64, len: usize) -> Base {
+        let len = u32::try_from(len).unwrap_or(u32::MAX).max(1);
+        Base { id, len: std::num::NonZeroU32::new(len).expect("at least 1") }
+    }
+    pub fn stored_len(&self) -> usize {
+        self.len.get() as usize
+    }
 }
 
 /// A run as a flush writes it: its stored value either way (stored.rs).
@@ -60,14 +71,14 @@ impl Core {
         let written = with_record(entry, wall_now, now, |run| {
             if let Some(base) = base {
                 let delta = crate::stored::encode_delta(run, base.id, dropped, kept);
-                if delta.len() * 2 <= base.len {
+                if delta.len() * 2 <= base.stored_len() {
                     return ForFlush::Delta(delta);
                 }
             }
             ForFlush::Record(crate::stored::encode(run))
         });
         if let ForFlush::Record(record) = &written {
-            entry.base = Some(Base { id: crate::stored::record_id(record), len: record.len() });
+            entry.base = Some(Base::new(crate::stored::record_id(record), record.len()));
             entry.state.mark_saved();
             if let Some(retries) = entry.retries.as_mut() {
                 retries.unsaved = 0;
@@ -145,14 +156,14 @@ impl Core {
                 .into_iter()
                 .map(|(slot, (seq, decision_id, verdict))| (slot, Decision { seq, run_id: d.run_id.clone(), verdict, decision_id }))
                 .collect();
-            Box::new(Retries { seqs, digests, decisions, next_slot, unsaved })
+            Box::new(Retries::from_parts(&seqs, &digests, decisions, next_slot, unsaved))
         });
         let entry = Entry {
-            tenant: d.tenant,
-            run_id: d.run_id,
+            tenant: d.tenant.into(),
+            run_id: d.run_id.into(),
             state: d.state,
-            agent_id: d.agent_id,
-            session_id: d.session_id,
+            agent_id: d.agent_id.into(),
+            session_id: d.session_id.into(),
             last_seen: 0.0,
             touch: 0,
             events_evaluated: d.events_evaluated,
@@ -177,13 +188,14 @@ impl Core {
 fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate::stored::RunRecord) -> R) -> R {
     let retries = entry.retries.as_ref().map(|r| {
         let mut decisions: Vec<(usize, u64, &str, &Verdict)> =
-            r.decisions.iter().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
+            r.decisions().map(|(slot, d)| (*slot, d.seq, d.decision_id.as_str(), &d.verdict)).collect();
         decisions.sort_by_key(|d| d.0);
-        crate::stored::RetriesRecord { seqs: &r.seqs, digests: &r.digests, next_slot: r.next_slot, decisions, unsaved: r.unsaved, window: RETRY_WINDOW }
+        crate::stored::RetriesRecord { seqs: r.seqs(), digests: r.digests(), next_slot: r.next_slot as usize, decisions,
+                                       unsaved: r.unsaved as usize, window: RETRY_WINDOW }
     });
     // Pending asks are stored with wall-clock times (a copy only for a run that has some).
     let shifted;
-    let state = if entry.state.asks.is_some() {
+    let state = if entry.state.rare().asks.is_some() {
         let mut copy = entry.state.clone();
         crate::engine::ask::shift_times(&mut copy, wall_now - now);
         shifted = copy;
@@ -211,7 +223,7 @@ fn decode_stored(record: &[u8], delta: Option<&[u8]>) -> Result<(crate::stored::
     let stored = crate::stored::decode_value(record, RETRY_WINDOW)?;
     let mut decoded = stored.run;
     decoded.state.mark_saved(); // the record is the run's base as it stands
-    let base = Base { id: stored.id, len: stored.len };
+    let base = Base::new(stored.id, stored.len);
     let kept_base = (!stored.legacy).then_some(base);
     let Some(delta) = delta else { return Ok((decoded, kept_base, false)) };
     let applied = crate::stored::decode_delta(delta, RETRY_WINDOW).and_then(|(id, mut later, kept)| {

@@ -13,7 +13,7 @@ use std::ops::ControlFlow::{self, Break, Continue};
 
 use prost::Message;
 
-use super::retries::content_digest_of;
+use super::retries::{content_digest_of, Retries};
 use super::store::RECENT_DECISIONS;
 use super::summary::{counter, LogLine, Summary, ERROR};
 use super::views::evaluate_response;
@@ -435,7 +435,7 @@ impl Core {
                 digest = Some(d);
                 if let Some(slot) = retries.find(event.seq, &d) {
                     summary.count(counter::RETRIED, ["", ""], "");
-                    if let Some(kept) = retries.decisions.get(&slot) {
+                    if let Some(kept) = retries.decision(slot) {
                         return Break(Decision { seq: event.seq, run_id: run_id.to_string(), verdict: kept.verdict.clone(), decision_id: kept.decision_id.clone() });
                     }
                     let tool = match event.kind {
@@ -461,7 +461,7 @@ impl Core {
         let agent_id = if !event_agent.is_empty() {
             event_agent.to_string()
         } else if held {
-            self.store.get(tenant, run_id).map(|e| e.agent_id.clone()).unwrap_or_default()
+            self.store.get(tenant, run_id).map(|e| e.agent_id.to_string()).unwrap_or_default()
         } else {
             String::new()
         };
@@ -479,12 +479,12 @@ impl Core {
         let tree_abort = if created && !parent.is_empty() { self.join_tree(tenant, run_id, parent, now) } else { None };
         let (was_aborted, blocks_before) = {
             let entry = self.store.get(tenant, run_id).expect("created");
-            (entry.state.abort.is_some(), entry.state.blocks)
+            (entry.state.rare().abort.is_some(), entry.state.blocks)
         };
         // A run past a tree bound is aborted; in shadow mode its verdict only reports the abort.
         let shadow_abort = match tree_abort {
             Some(abort) if !self.config.settings_for(&agent_id).shadow => {
-                self.store.get_mut(tenant, run_id).expect("created").state.abort = Some(Box::new(abort));
+                self.store.get_mut(tenant, run_id).expect("created").state.rare_mut().abort = Some(Box::new(abort));
                 None
             }
             shadowed => shadowed,
@@ -578,11 +578,11 @@ impl Core {
             // Counted without a link, so a run that later becomes a parent brings its calls.
             entry.unlinked_calls = entry.unlinked_calls.saturating_add(1);
         }
-        if entry.agent_id != run.agent_id {
-            entry.agent_id = std::mem::take(&mut run.agent_id);
+        if *entry.agent_id != *run.agent_id {
+            entry.agent_id = std::mem::take(&mut run.agent_id).into();
         }
-        if !event.session_id.is_empty() && entry.session_id != event.session_id {
-            entry.session_id = event.session_id.to_string();
+        if !event.session_id.is_empty() && *entry.session_id != *event.session_id {
+            entry.session_id = event.session_id.into();
         }
         if verdict.action == Action::Reject {
             return Decision { seq: event.seq, run_id: run_id.to_string(), verdict, decision_id: String::new() };
@@ -600,7 +600,7 @@ impl Core {
             crate::engine::ask::stamp_decision_id(&mut entry.state, &decision.decision_id);
         }
         if !decision.decision_id.is_empty() {
-            let recent = entry.recent.get_or_insert_with(|| VecDeque::with_capacity(RECENT_DECISIONS));
+            let recent = entry.recent.get_or_insert_with(|| Box::new(VecDeque::with_capacity(RECENT_DECISIONS)));
             if recent.len() >= RECENT_DECISIONS {
                 recent.pop_front();
             }
@@ -610,7 +610,7 @@ impl Core {
             let v = &decision.verdict;
             let plain = v.action == Action::Allow && v.message.is_empty() && v.shadow_action.is_none();
             let d = digest.unwrap_or_else(|| content_digest_of(&event.kind));
-            entry.retries.get_or_insert_with(Default::default).remember(event.seq, d, if plain { None } else { Some(decision.clone()) });
+            entry.retries.get_or_insert_with(|| Box::new(Retries::for_history(entry.state.capacity))).remember(event.seq, d, if plain { None } else { Some(decision.clone()) });
         }
         decision
     }
@@ -630,7 +630,7 @@ impl Core {
                 }
             }
         }
-        let who = (entry.tenant.as_str(), entry.agent_id.as_str(), entry.session_id.as_str());
+        let who = (&*entry.tenant, &*entry.agent_id, &*entry.session_id);
         Core::account(self.debug_logs, event, decision, agent_label, run.was_aborted, kind, who, summary);
     }
 

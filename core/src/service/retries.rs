@@ -12,40 +12,155 @@ use crate::pb;
 /// How many of a run's latest evaluated events (seq not 0) the window remembers, as a ring.
 pub const RETRY_WINDOW: usize = 64;
 
+/// One remembered event: its seq as an offset from the window's base, and its content digest:
+/// 10 bytes.
+#[derive(Clone, Copy)]
+struct Slot {
+    offset: u16,
+    digest: [u8; 8],
+}
+
+/// Laid out for memory: a run holds up to 64 slots of 10 bytes, its seqs as offsets from one
+/// base (a client numbers a run's events from 1 up, so 64 of them span far less than 2^16);
+/// seqs spread wider than that are kept whole in a side table made only then. Decisions are
+/// kept only when the window holds some.
 #[derive(Default)]
 pub(crate) struct Retries {
-    pub(crate) seqs: Vec<u64>,
-    pub(crate) digests: Vec<[u8; 8]>,
-    pub(crate) decisions: HashMap<usize, Decision>,
-    pub(crate) next_slot: usize,
+    slots: Vec<Slot>,
+    /// The seq an offset counts from (the lowest the window held when it was last set).
+    base: u64,
+    /// Every slot's seq, whole, while the window's seqs span more than an offset reaches.
+    wide: Option<Box<[u64; RETRY_WINDOW]>>,
+    /// slot -> the decision given there (only decisions worth repeating whole: not a plain ALLOW);
+    /// boxed, 8 bytes and not 48, as most windows hold none.
+    #[allow(clippy::box_collection)]
+    decisions: Option<Box<HashMap<usize, Decision>>>,
+    pub(crate) next_slot: u8,
     /// Events remembered since the run's last full record in the state store (at most the
     /// window): a delta writes only their slots (service/persist.rs).
-    pub(crate) unsaved: usize,
+    pub(crate) unsaved: u8,
 }
 
 impl Retries {
+    /// An empty window for a run whose history holds `history` records: its slots are allocated
+    /// for that many events at once, as the history's own are (a window grown 4, 8, 16, 32 slots
+    /// at a time leaves each smaller allocation behind as a hole among the runs' live memory).
+    pub(crate) fn for_history(history: usize) -> Retries {
+        Retries { slots: Vec::with_capacity(history.clamp(4, RETRY_WINDOW)), ..Default::default() }
+    }
+    /// A window read back from the state store (seqs and digests slot by slot).
+    pub(crate) fn from_parts(seqs: &[u64], digests: &[[u8; 8]], decisions: HashMap<usize, Decision>, next_slot: usize,
+                             unsaved: usize) -> Retries {
+        let len = seqs.len().min(digests.len()).min(RETRY_WINDOW);
+        let mut retries = Retries {
+            slots: digests[..len].iter().map(|&digest| Slot { offset: 0, digest }).collect(),
+            base: 0,
+            wide: None,
+            decisions: (!decisions.is_empty()).then(|| Box::new(decisions)),
+            next_slot: (next_slot % RETRY_WINDOW) as u8,
+            unsaved: unsaved.min(RETRY_WINDOW) as u8,
+        };
+        let mut whole = Box::new([0; RETRY_WINDOW]);
+        whole[..len].copy_from_slice(&seqs[..len]);
+        retries.wide = Some(whole);
+        retries.narrow();
+        retries
+    }
+    pub(crate) fn seq(&self, slot: usize) -> u64 {
+        match &self.wide {
+            Some(whole) => whole[slot],
+            None => self.base + self.slots[slot].offset as u64,
+        }
+    }
+    pub(crate) fn seqs(&self) -> Vec<u64> {
+        (0..self.slots.len()).map(|slot| self.seq(slot)).collect()
+    }
+    pub(crate) fn digests(&self) -> Vec<[u8; 8]> {
+        self.slots.iter().map(|s| s.digest).collect()
+    }
+    pub(crate) fn decision(&self, slot: usize) -> Option<&Decision> {
+        self.decisions.as_ref()?.get(&slot)
+    }
+    pub(crate) fn decisions(&self) -> impl Iterator<Item = (&usize, &Decision)> {
+        self.decisions.iter().flat_map(|d| d.iter())
+    }
     pub(super) fn find(&self, seq: u64, digest: &[u8; 8]) -> Option<usize> {
-        (0..self.seqs.len()).find(|&i| self.seqs[i] == seq && &self.digests[i] == digest)
+        if let Some(whole) = &self.wide {
+            return (0..self.slots.len()).find(|&i| whole[i] == seq && &self.slots[i].digest == digest);
+        }
+        let offset = u16::try_from(seq.checked_sub(self.base)?).ok()?;
+        (0..self.slots.len()).find(|&i| self.slots[i].offset == offset && &self.slots[i].digest == digest)
+    }
+    /// Offsets from the lowest seq held, when the seqs span no more than an offset reaches
+    /// (the side table of whole seqs goes).
+    fn narrow(&mut self) {
+        let Some(whole) = &self.wide else { return };
+        let held = &whole[..self.slots.len()];
+        let (Some(&low), Some(&high)) = (held.iter().min(), held.iter().max()) else {
+            self.wide = None;
+            return;
+        };
+        if high - low > u16::MAX as u64 {
+            return;
+        }
+        for (slot, &seq) in self.slots.iter_mut().zip(held) {
+            slot.offset = (seq - low) as u16;
+        }
+        self.base = low;
+        self.wide = None;
+    }
+    /// `seq` into `slot` (which holds the oldest event or is the next one past the end).
+    fn place(&mut self, slot: usize, seq: u64) {
+        if self.wide.is_none() {
+            if self.slots.len() == 1 && slot == 0 {
+                self.base = seq; // the only event held: it sets the base
+            }
+            if let Some(offset) = seq.checked_sub(self.base).and_then(|o| u16::try_from(o).ok()) {
+                self.slots[slot].offset = offset;
+                return;
+            }
+            // Out of reach of the base: every seq whole for a moment, then offsets again from
+            // the lowest held if they now span little enough.
+            let mut whole = Box::new([0; RETRY_WINDOW]);
+            for (i, s) in whole.iter_mut().enumerate().take(self.slots.len()) {
+                *s = self.base + self.slots[i].offset as u64;
+            }
+            self.wide = Some(whole);
+        }
+        if let Some(whole) = self.wide.as_mut() {
+            whole[slot] = seq;
+        }
+        self.narrow();
     }
     pub(super) fn remember(&mut self, seq: u64, digest: [u8; 8], decision: Option<Decision>) {
-        let slot = self.next_slot;
-        if slot == self.seqs.len() {
-            self.seqs.push(seq);
-            self.digests.push(digest);
+        let slot = self.next_slot as usize;
+        let remembered = Slot { offset: 0, digest };
+        if slot == self.slots.len() {
+            if self.slots.len() == self.slots.capacity() {
+                // Grown to twice (at most the window), exactly: a Vec's own growth could overshoot it.
+                let target = (self.slots.capacity() * 2).clamp(4, RETRY_WINDOW);
+                self.slots.reserve_exact(target - self.slots.len());
+            }
+            self.slots.push(remembered);
         } else {
-            self.seqs[slot] = seq;
-            self.digests[slot] = digest;
+            self.slots[slot] = remembered;
         }
+        self.place(slot, seq);
         match decision {
             None => {
-                self.decisions.remove(&slot);
+                if let Some(decisions) = self.decisions.as_mut() {
+                    decisions.remove(&slot);
+                    if decisions.is_empty() {
+                        self.decisions = None;
+                    }
+                }
             }
             Some(d) => {
-                self.decisions.insert(slot, d);
+                self.decisions.get_or_insert_with(Default::default).insert(slot, d);
             }
         }
-        self.next_slot = (slot + 1) % RETRY_WINDOW;
-        self.unsaved = (self.unsaved + 1).min(RETRY_WINDOW);
+        self.next_slot = ((slot + 1) % RETRY_WINDOW) as u8;
+        self.unsaved = (self.unsaved as usize + 1).min(RETRY_WINDOW) as u8;
     }
 }
 
@@ -217,14 +332,45 @@ mod tests {
         assert_eq!(retries.find(1, &[1; 8]), Some(0));
         assert_eq!(retries.find(1, &[2; 8]), None, "same seq, other content");
         assert_eq!(retries.find(64, &[64; 8]), Some(63));
-        assert_eq!(retries.decisions.len(), 1);
+        assert_eq!(retries.decisions().count(), 1);
 
         // The 65th event takes the oldest slot, and the decision kept there goes with it.
         retries.remember(65, [65; 8], None);
         assert_eq!(retries.find(1, &[1; 8]), None);
         assert_eq!(retries.find(65, &[65; 8]), Some(0));
-        assert!(retries.decisions.is_empty());
+        assert_eq!(retries.decisions().count(), 0);
         assert_eq!(retries.next_slot, 1);
+    }
+
+    #[test]
+    fn seqs_of_any_spread_are_remembered_whole() {
+        let mut retries = Retries::for_history(30);
+        let far = (7u64 << 32) | 5;
+        retries.remember(1_000, [1; 8], None);
+        retries.remember(900, [2; 8], None); // below the base: the base moves down
+        assert!(retries.wide.is_none());
+        retries.remember(far, [3; 8], None); // out of any offset's reach: whole seqs
+        assert!(retries.wide.is_some());
+        assert_eq!(retries.find(1_000, &[1; 8]), Some(0));
+        assert_eq!(retries.find(900, &[2; 8]), Some(1));
+        assert_eq!(retries.find(far, &[3; 8]), Some(2));
+        assert_eq!(retries.find(far + 65_536, &[3; 8]), None, "another seq, same content");
+        assert_eq!(retries.seqs(), vec![1_000, 900, far]);
+        let back = Retries::from_parts(&retries.seqs(), &retries.digests(), HashMap::new(), 3, 3);
+        assert_eq!((back.seqs(), back.find(far, &[3; 8]), back.next_slot), (vec![1_000, 900, far], Some(2), 3));
+
+        // Once the far seq leaves the window, its seqs are offsets again.
+        for seq in 2_000..2_000 + RETRY_WINDOW as u64 {
+            retries.remember(seq, [4; 8], None);
+        }
+        assert!(retries.wide.is_none());
+        assert_eq!(retries.find(far, &[3; 8]), None);
+        assert_eq!(retries.find(2_000, &[4; 8]), Some(3));
+        assert_eq!(retries.find(2_063, &[4; 8]), Some(2));
+        assert_eq!(retries.seqs().len(), RETRY_WINDOW);
+        assert_eq!(retries.slots.capacity(), RETRY_WINDOW, "grown exactly to the window");
+        let narrow = Retries::from_parts(&[3, 9], &[[1; 8], [2; 8]], HashMap::new(), 2, 0);
+        assert_eq!((narrow.wide.is_none(), narrow.base, narrow.find(9, &[2; 8]), narrow.find(8, &[2; 8])), (true, 3, Some(1), None));
     }
 
     fn core() -> Core {

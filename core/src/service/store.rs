@@ -24,15 +24,17 @@ use crate::engine::RunState;
 pub const RECENT_DECISIONS: usize = 10;
 
 pub struct Entry {
-    pub tenant: String,
-    pub run_id: String,
+    pub tenant: Box<str>,
+    pub run_id: Box<str>,
     pub state: RunState,
-    pub agent_id: String,
-    pub session_id: String,
+    pub agent_id: Box<str>,
+    pub session_id: Box<str>,
     pub(super) last_seen: f64,
     pub(super) touch: u64,
     pub events_evaluated: u64,
-    pub(super) recent: Option<VecDeque<Decision>>,
+    /// Boxed (8 bytes, not 32): most runs never get a decision with an id.
+    #[allow(clippy::box_collection)]
+    pub(super) recent: Option<Box<VecDeque<Decision>>>,
     pub(super) retries: Option<Box<Retries>>,
     /// Changed since the last flush (only while a state store tracks changes).
     pub(super) dirty: bool,
@@ -166,7 +168,7 @@ impl Store {
         }
         entry.dirty = true;
         changes.flagged += 1;
-        let key = (entry.tenant.clone(), entry.run_id.clone());
+        let key = (entry.tenant.to_string(), entry.run_id.to_string());
         if !changes.deleted.is_empty() {
             changes.deleted.remove(&key);
         }
@@ -324,7 +326,7 @@ impl Store {
     fn find(&self, tenant: &str, run_id: &str) -> Option<u32> {
         let last = self.last.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(e) = self.entry_at(last) {
-            if e.run_id == run_id && e.tenant == tenant {
+            if super::same_text(&e.run_id, run_id) && super::same_text(&e.tenant, tenant) {
                 return Some(last);
             }
         }
@@ -332,7 +334,7 @@ impl Store {
         while slot != NIL {
             let s = &self.slots[slot as usize];
             if let Some(e) = &s.entry {
-                if e.run_id == run_id && e.tenant == tenant {
+                if super::same_text(&e.run_id, run_id) && super::same_text(&e.tenant, tenant) {
                     self.last.store(slot, std::sync::atomic::Ordering::Relaxed);
                     return Some(slot);
                 }
@@ -448,7 +450,7 @@ impl Store {
         }
         if !self.unmerged.is_empty() {
             // An ended or evicted run has nothing left to merge (its stored copy stays as it is).
-            self.unmerged.remove(&(entry.tenant.clone(), entry.run_id.clone()));
+            self.unmerged.remove(&(entry.tenant.to_string(), entry.run_id.to_string()));
         }
         let hash = key_hash(&entry.tenant, &entry.run_id);
         let next = self.slots[slot as usize].chain;
@@ -520,11 +522,11 @@ impl Store {
         self.make_room(tenant, evictions);
         self.touches += 1;
         let entry = Entry {
-            tenant: tenant.to_string(),
-            run_id: run_id.to_string(),
+            tenant: tenant.into(),
+            run_id: run_id.into(),
             state,
-            agent_id: String::new(),
-            session_id: String::new(),
+            agent_id: Box::default(),
+            session_id: Box::default(),
             last_seen: now,
             touch: self.touches,
             events_evaluated: 0,
@@ -650,7 +652,7 @@ mod tests {
         let mut out = Vec::new();
         let mut at = store.oldest;
         while at != NIL {
-            out.push(store.slots[at as usize].entry.as_ref().expect("linked slots hold runs").run_id.clone());
+            out.push(store.slots[at as usize].entry.as_ref().expect("linked slots hold runs").run_id.to_string());
             at = store.slots[at as usize].newer;
         }
         out
@@ -695,8 +697,8 @@ mod tests {
         store.create("t1", "run", RunState::new(30), 0.0, &mut evictions);
         store.create("t2", "run", RunState::new(30), 0.0, &mut evictions);
         store.get_mut("t2", "run").unwrap().agent_id = "second".into();
-        assert_eq!(store.get("t1", "run").unwrap().agent_id, "");
-        assert_eq!(store.get("t2", "run").unwrap().agent_id, "second");
+        assert_eq!(&*store.get("t1", "run").unwrap().agent_id, "");
+        assert_eq!(&*store.get("t2", "run").unwrap().agent_id, "second");
         assert!(store.get("t3", "run").is_none());
     }
 
@@ -865,7 +867,7 @@ mod tests {
         let mut at = store.oldest;
         while at != NIL {
             let entry = store.slots[at as usize].entry.as_ref().expect("linked slots hold runs");
-            out.push((entry.tenant.clone(), entry.run_id.clone()));
+            out.push((entry.tenant.to_string(), entry.run_id.to_string()));
             at = store.slots[at as usize].newer;
         }
         out
@@ -958,8 +960,8 @@ mod tests {
         create_for(&mut store, "a", "a-1", 0.0);
         create_for(&mut store, "b", "b-1", 0.0);
         let entry = Entry {
-            tenant: "a".into(), run_id: "a-2".into(), state: RunState::new(30), agent_id: String::new(),
-            session_id: String::new(), last_seen: 0.0, touch: 0, events_evaluated: 0, recent: None, retries: None,
+            tenant: "a".into(), run_id: "a-2".into(), state: RunState::new(30), agent_id: Box::default(),
+            session_id: Box::default(), last_seen: 0.0, touch: 0, events_evaluated: 0, recent: None, retries: None,
             dirty: false, tree: None, unlinked_calls: 0, owner_gen: 0, lease_until: f64::INFINITY, base: None,
         };
         let mut evictions = Vec::new();

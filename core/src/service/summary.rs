@@ -56,9 +56,9 @@ impl Summary {
     pub(super) fn count(&mut self, counter: u8, labels: [&'static str; 2], agent: &str) {
         // Labels are static names: the same name is (almost always) the same pointer, so that is
         // tried before the bytes.
-        let same = |a: &str, b: &str| (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b;
+        let same = |a: &str, b: &str| (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || super::same_text(a, b);
         for entry in self.counters.iter_mut() {
-            if entry.0 == counter && same(entry.1[0], labels[0]) && same(entry.1[1], labels[1]) && entry.2 == agent {
+            if entry.0 == counter && same(entry.1[0], labels[0]) && same(entry.1[1], labels[1]) && super::same_text(&entry.2, agent) {
                 entry.3 += 1;
                 return;
             }

@@ -229,7 +229,7 @@ impl Core {
             return;
         }
         let first_block = blocks_before == 0 && entry.state.blocks >= 1;
-        let first_abort = !was_aborted && entry.state.abort.is_some();
+        let first_abort = !was_aborted && entry.state.rare().abort.is_some();
         if !(first_block || first_abort) {
             return;
         }

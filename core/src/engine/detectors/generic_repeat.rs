@@ -53,7 +53,7 @@ fn same_outcome(ctx: &mut Context, s: &Settings, block_at: u32) -> Option<Detect
         return None;
     }
     let evidence = ctx.streak_evidence(streak);
-    let since = ctx.history[evidence[0]].seq;
+    let since = ctx.history[evidence[0]].seq();
     let outcome = if status == ERROR { "error" } else { "result" };
     Some(detection(
         Detector::GenericRepeat,

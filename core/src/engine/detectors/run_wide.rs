@@ -42,15 +42,15 @@ pub(crate) fn track_outcome(state: &mut RunState, tool: &str, args: &[u8; 32], s
     let mut out = [0u8; 8];
     out.copy_from_slice(&full[..8]);
     let key = u64::from_be_bytes(out);
-    let seen = state.seen_triples.get_or_insert_with(Default::default);
+    let seen = state.rare_mut().seen_triples.get_or_insert_with(Default::default);
     if seen.contains(&key) {
         state.no_new_streak += 1;
         return false;
     }
-    state.no_new_streak = 0;
     if seen.len() < MAX_SEEN_TRIPLES {
         seen.insert(key);
     }
+    state.no_new_streak = 0;
     true
 }
 
@@ -99,6 +99,6 @@ mod tests {
         let mut run = Run::new(settings(0));
         assert!(rotate(&mut run, 2).iter().all(|v| *v == ALLOW));
         assert_eq!(seen(&run.call("list", r#"{"a": 1}"#)), ALLOW);
-        assert!(run.state.seen_triples.is_none(), "nothing tracked while off");
+        assert!(run.state.rare().seen_triples.is_none(), "nothing tracked while off");
     }
 }
