@@ -7,13 +7,16 @@ pub mod hostpolls;
 pub mod inconclusive;
 pub mod intern;
 pub mod json;
+pub mod py_repr;
 #[allow(clippy::all)]
 pub mod pb;
 pub mod toolnames;
 pub mod service;
 pub mod tables;
 pub mod tool_rules;
-/// The stored-run format and the JSON-era reader; the data both share with the service.
+/// The stored-run format, the JSON-era reader, what both decode to; the data they share with the
+/// service.
+pub mod decoded;
 pub mod stored;
 pub mod stored_json;
 #[allow(clippy::all)]

@@ -33,8 +33,9 @@ use prost::Message;
 
 use crate::engine::ask::{AskCause, Asks, Exemption, PendingAsk, MAX_DENIED_PATTERNS, MAX_PENDING_ASKS};
 use crate::engine::batches::{Batch, FirstCritical};
-use crate::engine::{Action, Detector, Guard, Level, Record, RunState, SideEffect, Tool, Verdict, MAX_SIDE_EFFECTS};
+use crate::engine::{Detector, Guard, Record, RunState, SideEffect, Tool, Verdict, MAX_SIDE_EFFECTS};
 use crate::state_pb as pb;
+use crate::decoded::{action, error_code, level, Decoded, DecodedRetries, StoredRun};
 use crate::tree_link::{Notice, Totals, TreeLink};
 
 pub const RUN_MAGIC: &[u8; 4] = b"LWR\x04";
@@ -65,44 +66,6 @@ pub struct RetriesRecord<'a> {
     pub unsaved: usize,
     /// The ring's size (a delta's slots are counted back from `next_slot` around it).
     pub window: usize,
-}
-
-/// A decoded run, ready for the store.
-pub struct Decoded {
-    pub tenant: String,
-    pub run_id: String,
-    pub agent_id: String,
-    pub session_id: String,
-    pub last_seen: f64,
-    pub events_evaluated: u64,
-    pub state: RunState,
-    pub retries: Option<DecodedRetries>,
-    /// Its tree link, `started` in wall-clock seconds.
-    pub tree: Option<TreeLink>,
-}
-
-pub struct DecodedRetries {
-    pub seqs: Vec<u64>,
-    pub digests: Vec<[u8; 8]>,
-    pub next_slot: usize,
-    /// slot -> (seq, decision id, verdict)
-    pub decisions: HashMap<usize, (u64, String, Verdict)>,
-    /// A delta's: the slots `seqs`/`digests` hold (written since its base, oldest first) and
-    /// the window's length; `apply_delta` writes them into the base's window.
-    pub slots: Option<(Vec<usize>, usize)>,
-    /// Events remembered since the base: the slots a later delta must still carry.
-    pub unsaved: usize,
-}
-
-/// A stored run's full record, decoded, with what a delta names it by.
-pub struct StoredRun {
-    pub run: Decoded,
-    /// `record_id` of the value (a JSON-era value's: of its record's JSON text).
-    pub id: u64,
-    /// The value's length, which a delta is weighed against.
-    pub len: usize,
-    /// Read from a JSON-era value (stored_json.rs).
-    pub legacy: bool,
 }
 
 // ------------------------------------------------------------------ writing
@@ -387,34 +350,6 @@ fn status(s: u32, what: &str) -> Result<u8, String> {
 
 fn detector(name: &str, what: &str) -> Result<Detector, String> {
     Detector::from_name(name).ok_or_else(|| format!("{what} is not a detector: {name:?}"))
-}
-
-pub fn action(name: &str, what: &str) -> Result<Action, String> {
-    Ok(match name {
-        "allow" => Action::Allow,
-        "warn" => Action::Warn,
-        "block" => Action::Block,
-        "abort" => Action::Abort,
-        "reject" => Action::Reject,
-        "ask" => Action::Ask,
-        other => return Err(format!("{what} is not an action: {other:?}")),
-    })
-}
-
-pub fn level(name: &str, what: &str) -> Result<Level, String> {
-    Ok(match name {
-        "none" => Level::None,
-        "warning" => Level::Warning,
-        "critical" => Level::Critical,
-        _ => return Err(format!("{what} is not a level")),
-    })
-}
-
-pub fn error_code(code: &str, what: &str) -> Result<&'static str, String> {
-    std::iter::once("")
-        .chain(crate::tables::error_codes::ALL.iter().copied())
-        .find(|c| *c == code)
-        .ok_or_else(|| format!("{what} is not an error code: {code:?}"))
 }
 
 fn read_verdict(v: pb::Verdict, what: &str) -> Result<Verdict, String> {
@@ -704,6 +639,7 @@ pub fn decode_exemptions(value: &[u8], from_wall: f64) -> Result<(String, Vec<Ex
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{Action, Level};
 
     fn record<'a>(state: &'a RunState, tree: Option<(&'a TreeLink, f64)>) -> RunRecord<'a> {
         RunRecord { tenant: "t", run_id: "r", agent_id: "a", session_id: "s", last_seen: 12.5, events_evaluated: 3, state, retries: None, tree }

@@ -41,7 +41,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::engine::{Detector, Guard, Record, RunState, SideEffect, Tool, Verdict, MAX_SIDE_EFFECTS};
-use crate::stored::{action, error_code, level, Decoded, DecodedRetries, StoredRun};
+use crate::decoded::{action, error_code, level, Decoded, DecodedRetries, StoredRun};
 use crate::tree_link::{Notice, Totals, TreeLink};
 
 pub const MAX_RECORD_DEPTH: usize = 16;

@@ -28,8 +28,10 @@ mod views;
 mod wire;
 
 pub use exemptions::{Exemptions, MAX_EXEMPTIONS_PER_TENANT};
-pub use persist::{Base, ForFlush, Loaded};
-pub use request::{count_events, py_repr, Limits, Refusal, Side};
+pub use persist::{ForFlush, Loaded};
+pub use store::Base;
+pub use crate::py_repr::py_repr;
+pub use request::{count_events, Limits, Refusal, Side};
 pub use retries::{content_digest, content_digest_of, RETRY_WINDOW};
 pub use store::{Entry, RunKey, Store, RECENT_DECISIONS};
 pub use summary::{counter, LogLine, Summary, DEBUG, ERROR, INFO, WARNING};

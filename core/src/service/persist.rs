@@ -4,29 +4,9 @@
 
 use super::merge::merge;
 use super::retries::{Retries, RETRY_WINDOW};
-use super::store::Entry;
+use super::store::{Base, Entry};
 use super::{Core, Decision};
 use crate::engine::Verdict;
-
-/// A run's last full record in the state store: the base its deltas name, and its length (a
-/// delta is written only while it is at most half of it; past that the run is written whole
-/// again, which also bounds what a restore applies).
-#[derive(Clone, Copy, Debug)]
-pub struct Base {
-    pub id: u64,
-    /// Non-zero (a stored value is never empty), so an entry's `Option<Base>` is 16 bytes, not 24.
-    len: std::num::NonZeroU32,
-}
-
-impl Base {
-    pub fn new(id: u64, len: usize) -> Base {
-        let len = u32::try_from(len).unwrap_or(u32::MAX).max(1);
-        Base { id, len: std::num::NonZeroU32::new(len).expect("at least 1") }
-    }
-    pub fn stored_len(&self) -> usize {
-        self.len.get() as usize
-    }
-}
 
 /// A run as a flush writes it: its stored value either way (stored.rs).
 pub enum ForFlush {
@@ -139,7 +119,7 @@ impl Core {
     }
 
     /// A decoded run as a run-store entry and its idle time, or why it is not taken in.
-    fn stored_entry(&self, mut d: crate::stored::Decoded, base: Option<Base>, wall_now: f64, now: f64, expect: Option<(&str, &str)>)
+    fn stored_entry(&self, mut d: crate::decoded::Decoded, base: Option<Base>, wall_now: f64, now: f64, expect: Option<(&str, &str)>)
                     -> Result<Result<(Entry, f64), Loaded>, String> {
         crate::engine::ask::shift_times(&mut d.state, now - wall_now);
         let idle = (wall_now - d.last_seen).max(0.0);
@@ -151,7 +131,7 @@ impl Core {
                 return Ok(Err(Loaded::Mismatch));
             }
         }
-        let retries = d.retries.map(|crate::stored::DecodedRetries { seqs, digests, next_slot, decisions, unsaved, .. }| {
+        let retries = d.retries.map(|crate::decoded::DecodedRetries { seqs, digests, next_slot, decisions, unsaved, .. }| {
             let decisions = decisions
                 .into_iter()
                 .map(|(slot, (seq, decision_id, verdict))| (slot, Decision { seq, run_id: d.run_id.clone(), verdict, decision_id }))
@@ -219,7 +199,7 @@ fn with_record<R>(entry: &Entry, wall_now: f64, now: f64, f: impl FnOnce(&crate:
 /// A stored record and the delta after it, decoded: the run (the delta applied when it is one of
 /// this record's, of the same run), the record as its base, and whether the delta was applied.
 /// A run read from a JSON-era value has no base: its next flush writes it whole, in this format.
-fn decode_stored(record: &[u8], delta: Option<&[u8]>) -> Result<(crate::stored::Decoded, Option<Base>, bool), String> {
+fn decode_stored(record: &[u8], delta: Option<&[u8]>) -> Result<(crate::decoded::Decoded, Option<Base>, bool), String> {
     let stored = crate::stored::decode_value(record, RETRY_WINDOW)?;
     let mut decoded = stored.run;
     decoded.state.mark_saved(); // the record is the run's base as it stands

@@ -23,6 +23,7 @@ use crate::engine::ask::{Answer, AskIo, Grant};
 use crate::engine::{evaluate_with, Action, Event, RunState, Verdict};
 use crate::tables::error_codes;
 use crate::json::py_isspace;
+use crate::py_repr::py_repr;
 use crate::pb;
 
 #[derive(Clone, Debug)]
@@ -740,28 +741,6 @@ fn engine_event<'a>(event: &EventRef<'a>) -> Event<'a> {
     }
 }
 
-/// Python's repr() of a str (the quoting and escapes of printable text).
-pub fn py_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
 
 /// ToolCall.tool_class's wire value as the engine's class (an unknown value: unspecified).
 fn tool_class_of(wire: i32) -> crate::tool_rules::ToolClass {
@@ -872,12 +851,5 @@ mod tests {
             Err(Refusal::NotLoaded(ids)) => assert_eq!(ids, owned(&[("c", "root"), ("p", "root"), ("root", "root"), ("later", "root")])),
             _ => panic!("expected NotLoaded"),
         }
-    }
-
-    #[test]
-    fn py_repr_quotes_as_python_does() {
-        assert_eq!(py_repr("run"), "'run'");
-        assert_eq!(py_repr("it's"), "\"it's\"");
-        assert_eq!(py_repr("a'b\"c\n\x01"), "'a\\'b\"c\\n\\x01'");
     }
 }

@@ -23,6 +23,26 @@ use crate::engine::RunState;
 /// How many of a run's latest decisions with an id InspectRun shows.
 pub const RECENT_DECISIONS: usize = 10;
 
+/// A run's last full record in the state store: the base its deltas name, and its length (a
+/// delta is written only while it is at most half of it; past that the run is written whole
+/// again, which also bounds what a restore applies).
+#[derive(Clone, Copy, Debug)]
+pub struct Base {
+    pub id: u64,
+    /// Non-zero (a stored value is never empty), so an entry's `Option<Base>` is 16 bytes, not 24.
+    len: std::num::NonZeroU32,
+}
+
+impl Base {
+    pub fn new(id: u64, len: usize) -> Base {
+        let len = u32::try_from(len).unwrap_or(u32::MAX).max(1);
+        Base { id, len: std::num::NonZeroU32::new(len).expect("at least 1") }
+    }
+    pub fn stored_len(&self) -> usize {
+        self.len.get() as usize
+    }
+}
+
 pub struct Entry {
     pub tenant: Box<str>,
     pub run_id: Box<str>,
@@ -39,7 +59,7 @@ pub struct Entry {
     /// Changed since the last flush (only while a state store tracks changes).
     pub(super) dirty: bool,
     /// Its place in a run tree and its budget totals (service/trees.rs); None for a plain run.
-    pub tree: Option<Box<super::trees::TreeLink>>,
+    pub tree: Option<Box<crate::tree_link::TreeLink>>,
     /// Tool calls evaluated while the run had no link: its totals begin from them when it gets one.
     pub(super) unlinked_calls: u64,
     /// The shared store's owner generation of the copy held here (keeper.py fences writes with
@@ -51,7 +71,7 @@ pub struct Entry {
     pub lease_until: f64,
     /// The run's last full record in the state store, the base its deltas are written against
     /// (service/persist.rs); None: its next write is a full record.
-    pub(super) base: Option<super::persist::Base>,
+    pub(super) base: Option<Base>,
 }
 
 /// FNV-1a of (tenant, run_id): the map key, so a lookup allocates nothing; entries with the same

@@ -15,7 +15,7 @@ use super::summary::Summary;
 use super::Core;
 use crate::engine::{Action, Detector, Level, RunState, Verdict};
 use crate::tables::{error_codes, messages};
-use crate::service::request::py_repr;
+use crate::py_repr::py_repr;
 pub use crate::tree_link::{Notice, Totals, TreeLink, MAX_LISTED_CHILDREN, MAX_NOTICES};
 
 /// How much of a stopped child's message a notice keeps.
