@@ -27,6 +27,7 @@ use crate::service::{self, counter, Config, Core};
 
 mod answers;
 mod evaluator;
+mod event_gen;
 mod exemptions;
 mod inspection;
 mod persistence;
