@@ -157,12 +157,14 @@ class Answer:
 
 @final
 class RecordView:
+    # generated:record-view:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
     seq: int
     tool_name: str
     args_hash: str
     tool_call_id: str
     result_hash: str
     unknown_tool_name: str
+    # generated:record-view:end
 
 @final
 class RunView:

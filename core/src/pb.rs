@@ -386,21 +386,26 @@ pub struct RevokeExemptionResponse {
     #[prost(message, optional, tag = "1")]
     pub revoked: ::core::option::Option<Exemption>,
 }
+/// One entry of a run's history. Its fields are carried as they are into every client's view of it
+/// (generated from this message: tables/gen/views_out.py).
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RunRecord {
-    /// Seq of the event that created the record.
+    /// The seq of the event that created the record.
     #[prost(uint64, tag = "1")]
     pub seq: u64,
-    /// As the call that formed the record spelled it; args_hash is over the normalised name.
+    /// The tool as the call that formed the record spelled it (args_hash is over the normalised name).
     #[prost(string, tag = "2")]
     pub tool_name: ::prost::alloc::string::String,
+    /// The hash of the call's projected arguments.
     #[prost(string, tag = "3")]
     pub args_hash: ::prost::alloc::string::String,
+    /// The call's tool call id, if it had one.
     #[prost(string, tag = "4")]
     pub tool_call_id: ::prost::alloc::string::String,
-    /// Empty while the call is pending (no outcome yet).
+    /// The hash of the outcome; empty while the call is pending (no outcome yet).
     #[prost(string, tag = "5")]
     pub result_hash: ::prost::alloc::string::String,
+    /// The missing tool's name when the outcome's error said no such tool exists.
     #[prost(string, tag = "6")]
     pub unknown_tool_name: ::prost::alloc::string::String,
 }

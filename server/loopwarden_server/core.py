@@ -52,6 +52,7 @@ Answer = loopwarden_core.Answer
 Pending = loopwarden_core.Pending
 Summary = loopwarden_core.Summary
 RunView = loopwarden_core.RunView
+RecordView = loopwarden_core.RecordView
 ExemptionView = loopwarden_core.ExemptionView
 TotalsView = loopwarden_core.TotalsView
 CoreVerdict = loopwarden_core.Verdict

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import docs_out, go_out, helm_out, hook_hosts_out, node_out, proto_out, python_out, rust_out, shapes_out
+from . import (docs_out, go_out, helm_out, hook_hosts_out, node_out, proto_out, python_out, rust_out, shapes_out,
+               views_out)
 from .proto_source import Proto
 from .proto_source import load as load_proto
 from .regions import RegionError
@@ -67,8 +68,16 @@ COPIES = (
     # The shapes: after proto_out, whose regions are in the proto they are read from.
     Copy(shapes_out.WIRE_PATH, shape_render=shapes_out.render_wire),
     Copy(shapes_out.CORE_EVENT_PATH, shape_render=shapes_out.render_core_event),
-    Copy(shapes_out.PYI_PATH, shape_update=shapes_out.update_pyi),
+    Copy(shapes_out.PYI_PATH, shape_update=lambda p, text: views_out.update_pyi(p, shapes_out.update_pyi(p, text))),
     Copy(shapes_out.EVENTFORMAT_PATH, shape_update=shapes_out.update_eventformat),
+    # The views InspectRun gives.
+    Copy(views_out.INSPECTION_PATH, shape_update=views_out.update_inspection),
+    Copy(views_out.CONVERT_PATH, shape_update=views_out.update_convert),
+    Copy(views_out.TYPES_PATH, shape_update=views_out.update_types),
+    Copy(views_out.WIRE_PATH, shape_update=views_out.update_wire),
+    Copy(views_out.GO_PATH, shape_update=views_out.update_go),
+    Copy(views_out.NODE_TYPES_PATH, shape_update=views_out.update_node_types),
+    Copy(views_out.NODE_INSPECTION_PATH, shape_update=views_out.update_node_inspection),
 )
 
 

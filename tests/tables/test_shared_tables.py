@@ -88,20 +88,27 @@ def test_a_hand_edited_copy_is_flagged(tmp_path: Path, path: str) -> None:
     assert stale(root) == [path]
 
 
-def add_tool_call_field(root: Path, line: str) -> None:
+def add_field(root: Path, message: str, last: str, line: str) -> None:
+    """`line` added to the proto's `message` after its field `last`."""
     proto = root / PROTO
     text = proto.read_text(encoding="utf-8")
-    anchor = "  string batch_id = 6;\n}\n"
-    assert text.count(anchor) == 1
-    proto.write_text(text.replace(anchor, f"  string batch_id = 6;\n  {line}\n}}\n"), encoding="utf-8")
+    anchor = f"  {last}\n}}\n"
+    assert text.count(anchor) == 1 and f"message {message} {{" in text.split(anchor)[0].rsplit("\n}\n", 1)[-1]
+    proto.write_text(text.replace(anchor, f"  {last}\n  {line}\n}}\n"), encoding="utf-8")
+
+
+def add_tool_call_field(root: Path, line: str) -> None:
+    add_field(root, "ToolCall", "string batch_id = 6;", line)
 
 
 @pytest.mark.parametrize("path", SHAPE_PATHS)
 def test_a_new_proto_field_flags_the_shape_copy_as_stale(tmp_path: Path, path: str) -> None:
-    """A scalar field added to ToolCall reaches every copy of the event's shape."""
+    """A scalar field added to ToolCall and to RunRecord reaches every copy of the event's shape
+    and of the record's view."""
     root = checkout(tmp_path)
     assert stale(root) == []
     add_tool_call_field(root, "uint32 priority = 7;")
+    add_field(root, "RunRecord", "string unknown_tool_name = 6;", "// The call's priority.\n  uint32 priority = 7;")
 
     assert path in stale(root)
     result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
@@ -110,7 +117,7 @@ def test_a_new_proto_field_flags_the_shape_copy_as_stale(tmp_path: Path, path: s
     assert f"stale: {path} " in result.stderr
     assert path in write(root)
     assert stale(root) == []
-    assert "priority" in (root / path).read_text(encoding="utf-8")
+    assert "priority" in (root / path).read_text(encoding="utf-8").lower()
 
 
 @pytest.mark.parametrize("path", SHAPE_PATHS)
@@ -118,8 +125,10 @@ def test_a_hand_edited_shape_copy_is_flagged(tmp_path: Path, path: str) -> None:
     root = checkout(tmp_path)
     target = root / path
     text = target.read_text(encoding="utf-8")
-    line = next(line for line in text.splitlines() if "batch_id" in line)  # inside the generated part
-    target.write_text(text.replace(line, line.replace("batch_id", "batch_key"), 1), encoding="utf-8")
+    # The first line naming a record field, else an event field: inside the generated part.
+    token = next(t for t in ("unknown_tool_name", "unknownToolName", "UnknownToolName", "batch_id") if t in text)
+    line = next(line for line in text.splitlines() if token in line)
+    target.write_text(text.replace(line, line.replace(token, token + "_x"), 1), encoding="utf-8")
 
     assert stale(root) == [path]
 

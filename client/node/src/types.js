@@ -104,11 +104,27 @@ export {};
  * @property {Action | ''} shadowAction what would have been enforced
  */
 
+// generated:run-record:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+/**
+ * One entry of a run's history.
+ * @typedef {object} RunRecord
+ * @property {number} seq The seq of the event that created the record.
+ * @property {string} toolName The tool as the call that formed the record spelled it (args_hash is
+ * over the normalised name).
+ * @property {string} argsHash The hash of the call's projected arguments.
+ * @property {string} toolCallId The call's tool call id, if it had one.
+ * @property {string} resultHash The hash of the outcome; empty while the call is pending (no
+ * outcome yet).
+ * @property {string} unknownToolName The missing tool's name when the outcome's error said no such
+ * tool exists.
+ */
+// generated:run-record:end
+
 /**
  * @typedef {object} RunInspection
  * @property {string} runId
  * @property {string} agentId
- * @property {{seq: number, toolName: string, argsHash: string, toolCallId: string, resultHash: string, unknownToolName: string}[]} records
+ * @property {RunRecord[]} records
  * @property {boolean} guardArmed
  * @property {number} guardWindowSize
  * @property {number} guardObserved

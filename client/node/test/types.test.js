@@ -26,7 +26,7 @@ const PUBLIC_VALUES = [
 ];
 const PUBLIC_TYPES = [
   'Action', 'ApprovalOptions', 'AskAnswer', 'ClientOptions', 'EffectiveConfig', 'EventOptions', 'Exemption', 'GuardOptions',
-  'OutcomeOptions', 'RunInspection', 'Totals', 'UsageOptions', 'Verdict',
+  'OutcomeOptions', 'RunInspection', 'RunRecord', 'Totals', 'UsageOptions', 'Verdict',
 ];
 const CLIENT_MEMBERS = [
   'acceptsAsk', 'agentId', 'approval', 'check', 'close', 'compactionRetry', 'evaluate', 'inspect', 'listExemptions',

@@ -182,11 +182,18 @@ def exemption_from_message(message: pb.Exemption) -> Exemption:
                      run_id=message.run_id)
 
 
+# generated:run-record:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+def run_record_from_message(message: pb.RunRecord) -> RunRecord:
+    return RunRecord(seq=message.seq, tool_name=message.tool_name, args_hash=message.args_hash,
+                     tool_call_id=message.tool_call_id, result_hash=message.result_hash,
+                     unknown_tool_name=message.unknown_tool_name)
+# generated:run-record:end
+
+
 def inspection_from_message(message: pb.InspectRunResponse) -> RunInspection:
     return RunInspection(
         run_id=message.run_id, agent_id=message.agent_id,
-        records=[RunRecord(r.seq, r.tool_name, r.args_hash, r.tool_call_id, r.result_hash, r.unknown_tool_name)
-                 for r in message.records],
+        records=[run_record_from_message(r) for r in message.records],
         guard_armed=message.guard.armed, guard_window_size=message.guard.window_size,
         guard_observed=message.guard.observed, blocks=message.blocks, aborted=message.aborted,
         abort_error_code=message.abort_error_code,
