@@ -17,7 +17,7 @@ from pathlib import Path
 from . import (docs_out, go_out, helm_out, hook_hosts_out, node_out, proto_out, python_out, rust_out, shapes_out,
                views_out)
 from .proto_source import Proto
-from .proto_source import load as load_proto
+from .shapes_out import load as load_proto
 from .regions import RegionError
 from .source import SourceError, Tables, load
 
@@ -70,6 +70,7 @@ COPIES = (
     Copy(shapes_out.CORE_EVENT_PATH, shape_render=shapes_out.render_core_event),
     Copy(shapes_out.PYI_PATH, shape_update=lambda p, text: views_out.update_pyi(p, shapes_out.update_pyi(p, text))),
     Copy(shapes_out.EVENTFORMAT_PATH, shape_update=shapes_out.update_eventformat),
+    Copy(shapes_out.PY_EXTRA_PATH, shape_render=shapes_out.render_python_extra),
     # The views InspectRun gives.
     Copy(views_out.INSPECTION_PATH, shape_update=views_out.update_inspection),
     Copy(views_out.CONVERT_PATH, shape_update=views_out.update_convert),

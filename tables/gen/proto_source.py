@@ -56,6 +56,9 @@ class ProtoMessage:
 class Proto:
     messages: dict[str, ProtoMessage]
     enums: set[str]
+    # "Message.field" names the clients' event builders take by hand (tables/loopwarden.toml's
+    # [event_builders]); shapes_out.load sets it.
+    by_hand: frozenset[str] = frozenset()
 
     def message(self, name: str) -> ProtoMessage:
         if name not in self.messages:

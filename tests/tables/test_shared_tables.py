@@ -126,9 +126,11 @@ def test_a_hand_edited_shape_copy_is_flagged(tmp_path: Path, path: str) -> None:
     target = root / path
     text = target.read_text(encoding="utf-8")
     # The first line naming a record field, else an event field: inside the generated part.
-    token = next(t for t in ("unknown_tool_name", "unknownToolName", "UnknownToolName", "batch_id") if t in text)
+    token = next(t for t in ("unknown_tool_name", "unknownToolName", "UnknownToolName", "batch_id", '"tool_call"')
+                 if t in text)
     line = next(line for line in text.splitlines() if token in line)
-    target.write_text(text.replace(line, line.replace(token, token + "_x"), 1), encoding="utf-8")
+    renamed = token[:-1] + '_x"' if token.endswith('"') else token + "_x"  # still valid code
+    target.write_text(text.replace(line, line.replace(token, renamed), 1), encoding="utf-8")
 
     assert stale(root) == [path]
 
@@ -137,6 +139,7 @@ def test_a_hand_edited_shape_copy_is_flagged(tmp_path: Path, path: str) -> None:
     ("repeated string tags = 7;", "ToolCall.tags: a repeated field"),
     ("bytes blob = 7;", "ToolCall.blob: type bytes"),
     ("uint64 model = 7;", "Usage.model: string here, uint64 in ToolCall"),
+    ("ToolClass second_class = 7;", "ToolCall.second_class: a builder cannot carry a ToolClass field"),
     ("map<string, string> labels = 7;", "is not a field of the plain form"),
 ])
 def test_a_proto_field_without_a_shape_is_refused_naming_it(tmp_path: Path, line: str, problem: str) -> None:

@@ -22,9 +22,11 @@ from __future__ import annotations
 import enum
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ._event_extra import ENVELOPE_EXTRA, KIND_EXTRA
 
 
 class EventKind(str, enum.Enum):
@@ -149,6 +151,26 @@ def _cost(data: Mapping[str, Any]) -> float:
     return float(value)
 
 
+def _number(data: Mapping[str, Any], key: str) -> float:
+    """A finite number (0.0 when absent)."""
+    value = data.get(key)
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise EventFormatError(f"{key} must be a finite number, got {value!r}")
+    return float(value)
+
+
+# How a generic field (_event_extra.py) is read, by its proto type.
+_READERS: dict[str, Callable[[Mapping[str, Any], str], Any]] = {
+    "string": _string, "bool": _bool, "uint32": lambda data, key: _count(data, key, 32), "uint64": _count,
+    "double": _number, "float": _number}
+
+
+def _generic(data: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
+    return {name: _READERS[type_](data, name) for name, type_ in fields.items()}
+
+
 def _params_json(data: Mapping[str, Any]) -> str:
     text = _optional_string(data, "params_json")
     if text is not None:
@@ -172,7 +194,8 @@ def parse_event(data: Mapping[str, Any]) -> EventRecord:
         "run_id": _string(data, "run_id"), "seq": _seq(data),
         "agent_id": _string(data, "agent_id"), "session_id": _string(data, "session_id"),
         "raw_kind": raw_kind or "", "parent_run_id": _string(data, "parent_run_id"),
-        "accepts_ask": _bool(data, "accepts_ask"),
+        "accepts_ask": _bool(data, "accepts_ask"), **_generic(data, ENVELOPE_EXTRA),
+        **_generic(data, KIND_EXTRA[kind.value] if kind is not None else {}),
     }
     if kind is EventKind.TOOL_CALL:
         tool_class = _string(data, "tool_class")
