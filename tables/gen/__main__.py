@@ -71,13 +71,16 @@ COPIES = (
     Copy(shapes_out.PYI_PATH, shape_update=lambda p, text: views_out.update_pyi(p, shapes_out.update_pyi(p, text))),
     Copy(shapes_out.EVENTFORMAT_PATH, shape_update=shapes_out.update_eventformat),
     Copy(shapes_out.PY_EXTRA_PATH, shape_render=shapes_out.render_python_extra),
+    Copy(shapes_out.GO_EXTRA_PATH, shape_render=shapes_out.render_go_extra),
+    Copy(shapes_out.NODE_EVENTS_PATH, shape_update=shapes_out.update_node_events),
     # The views InspectRun gives.
     Copy(views_out.INSPECTION_PATH, shape_update=views_out.update_inspection),
     Copy(views_out.CONVERT_PATH, shape_update=views_out.update_convert),
     Copy(views_out.TYPES_PATH, shape_update=views_out.update_types),
     Copy(views_out.WIRE_PATH, shape_update=views_out.update_wire),
     Copy(views_out.GO_PATH, shape_update=views_out.update_go),
-    Copy(views_out.NODE_TYPES_PATH, shape_update=views_out.update_node_types),
+    Copy(views_out.NODE_TYPES_PATH,
+         shape_update=lambda p, text: shapes_out.update_node_types_extra(p, views_out.update_node_types(p, text))),
     Copy(views_out.NODE_INSPECTION_PATH, shape_update=views_out.update_node_inspection),
 )
 

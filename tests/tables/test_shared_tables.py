@@ -126,8 +126,9 @@ def test_a_hand_edited_shape_copy_is_flagged(tmp_path: Path, path: str) -> None:
     target = root / path
     text = target.read_text(encoding="utf-8")
     # The first line naming a record field, else an event field: inside the generated part.
-    token = next(t for t in ("unknown_tool_name", "unknownToolName", "UnknownToolName", "batch_id", '"tool_call"')
-                 if t in text)
+    tokens = ("unknown_tool_name", "unknownToolName", "UnknownToolName", "batch_id", '"tool_call"', "toolCallExtra",
+              "toolCall(")
+    token = next(t for t in tokens if t in text)
     line = next(line for line in text.splitlines() if token in line)
     renamed = token[:-1] + '_x"' if token.endswith('"') else token + "_x"  # still valid code
     target.write_text(text.replace(line, line.replace(token, renamed), 1), encoding="utf-8")

@@ -27,18 +27,26 @@ export {};
  *   'ask' (default: the client's acceptsAsk)
  */
 
+// generated:event-extra:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
 /**
- * @typedef {EventOptions & { result?: unknown, resultJson?: string, error?: string, durationMs?: number }} OutcomeOptions
+ * The event fields without an option of their own (tables/loopwarden.toml's [event_builders]):
+ * each is carried as it is into the Event or its kind message.
+ * @typedef {object} EventExtra
+ */
+// generated:event-extra:end
+
+/**
+ * @typedef {EventOptions & EventExtra & { result?: unknown, resultJson?: string, error?: string, durationMs?: number }} OutcomeOptions
  * `durationMs`: how long the tool ran (loopwarden.budgets.toolSecondsPerTree; 0 = not reported)
  */
 
 /**
- * @typedef {EventOptions & { inputTokens?: number, outputTokens?: number, costUsd?: number, model?: string }} UsageOptions
+ * @typedef {EventOptions & EventExtra & { inputTokens?: number, outputTokens?: number, costUsd?: number, model?: string }} UsageOptions
  * What one model response cost: tokens and US dollars (finite, not negative); `model` goes to logs only.
  */
 
 /**
- * @typedef {EventOptions & { approved: boolean, decisionId?: string, scope?: 'once' | 'always', ttlSeconds?: number }} ApprovalOptions
+ * @typedef {EventOptions & EventExtra & { approved: boolean, decisionId?: string, scope?: 'once' | 'always', ttlSeconds?: number }} ApprovalOptions
  * A human's answer to an ASK: `toolCallId` (EventOptions) or `decisionId` names the asked call;
  * `scope` 'once' (default) or 'always' (a standing exemption for `ttlSeconds`, 0: the daemon's default).
  */

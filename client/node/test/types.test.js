@@ -25,7 +25,7 @@ const PUBLIC_VALUES = [
   'CONVENTIONS_COMMIT', 'GUARDRAIL_RESULT_EVENT', 'GUARDRAIL_SPAN', 'OPT_IN_VARIABLE', 'optedIn',
 ];
 const PUBLIC_TYPES = [
-  'Action', 'ApprovalOptions', 'AskAnswer', 'ClientOptions', 'EffectiveConfig', 'EventOptions', 'Exemption', 'GuardOptions',
+  'Action', 'ApprovalOptions', 'AskAnswer', 'ClientOptions', 'EffectiveConfig', 'EventExtra', 'EventOptions', 'Exemption', 'GuardOptions',
   'OutcomeOptions', 'RunInspection', 'RunRecord', 'Totals', 'UsageOptions', 'Verdict',
 ];
 const CLIENT_MEMBERS = [
