@@ -106,7 +106,13 @@ pub struct Record {
     /// engine::batches' flags.
     #[prost(uint32, tag = "10")]
     pub flags: u32,
+    /// What the call carries into InspectRun (absent: nothing).
+    #[prost(message, optional, tag = "11")]
+    pub carried: ::core::option::Option<Carried>,
 }
+/// The ToolCall fields the record carries into InspectRun (core/src/carried_gen.rs).
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct Carried {}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Announced {
     #[prost(message, repeated, tag = "1")]

@@ -74,7 +74,11 @@ COPIES = (
     Copy(shapes_out.GO_EXTRA_PATH, shape_render=shapes_out.render_go_extra),
     Copy(shapes_out.NODE_EVENTS_PATH, shape_update=shapes_out.update_node_events),
     # The views InspectRun gives.
-    Copy(views_out.INSPECTION_PATH, shape_update=views_out.update_inspection),
+    Copy(views_out.INSPECTION_PATH,
+         shape_update=lambda p, text: shapes_out.update_inspection_carried(p, views_out.update_inspection(p, text))),
+    # What a record carries: the core's Carried and its stored form.
+    Copy(shapes_out.CARRIED_PATH, shape_render=shapes_out.render_carried),
+    Copy(shapes_out.STATE_PROTO_PATH, shape_update=shapes_out.update_state_proto),
     Copy(views_out.CONVERT_PATH, shape_update=views_out.update_convert),
     Copy(views_out.TYPES_PATH, shape_update=views_out.update_types),
     Copy(views_out.WIRE_PATH, shape_update=views_out.update_wire),

@@ -59,6 +59,8 @@ class Proto:
     # "Message.field" names the clients' event builders take by hand (tables/loopwarden.toml's
     # [event_builders]); shapes_out.load sets it.
     by_hand: frozenset[str] = frozenset()
+    # RunRecord's fields the core fills by hand (the TOML's [record_view]); the others are carried.
+    record_by_hand: frozenset[str] = frozenset()
 
     def message(self, name: str) -> ProtoMessage:
         if name not in self.messages:

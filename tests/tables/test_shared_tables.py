@@ -127,7 +127,7 @@ def test_a_hand_edited_shape_copy_is_flagged(tmp_path: Path, path: str) -> None:
     text = target.read_text(encoding="utf-8")
     # The first line naming a record field, else an event field: inside the generated part.
     tokens = ("unknown_tool_name", "unknownToolName", "UnknownToolName", "batch_id", '"tool_call"', "toolCallExtra",
-              "toolCall(")
+              "toolCall(", "pub struct Carried", "message Carried")
     token = next(t for t in tokens if t in text)
     line = next(line for line in text.splitlines() if token in line)
     renamed = token[:-1] + '_x"' if token.endswith('"') else token + "_x"  # still valid code
@@ -149,6 +149,14 @@ def test_a_proto_field_without_a_shape_is_refused_naming_it(tmp_path: Path, line
     result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
                             capture_output=True, text=True, check=False)
     assert result.returncode == 2 and problem in result.stderr, result.stderr
+
+
+def test_a_record_field_that_is_no_tool_call_field_is_refused(tmp_path: Path) -> None:
+    """A RunRecord field is filled by hand (listed in [record_view]) or carried from ToolCall."""
+    root = checkout(tmp_path)
+    add_field(root, "RunRecord", "string unknown_tool_name = 6;", "string note = 7;")
+    with pytest.raises(SourceError, match="RunRecord.note: not a ToolCall field of the same type"):
+        write(root)
 
 
 def test_the_compiled_hooks_host_table_follows_the_host_modules(tmp_path: Path) -> None:

@@ -115,6 +115,8 @@ impl Inspection {
                 tool_call_id: r.call_id().unwrap_or("").to_string(),
                 result_hash: result_hash_text(r.status, &r.result).unwrap_or_default(),
                 unknown_tool_name: r.unknown().unwrap_or("").to_string(),
+                // generated:record-view-carried:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+                // generated:record-view-carried:end
             })?);
         }
         let recent_verdicts = entry.recent_decisions().into_iter()
