@@ -117,15 +117,16 @@ tools:
 
 ## tables: regenerate every copy of the shared tables (tables/loopwarden.toml), then the proto's
 ## stubs (the proto holds three generated regions); the test suite fails while any copy is stale
-tables: $(TEST_STAMP)
+# Order-only: these need the venv's tools, not a core built from the sources they are about to change.
+tables: | $(TEST_STAMP)
 	$(BIN)/python -m tables.gen
 	$(MAKE) proto
 
 ## proto: regenerate the committed stubs from proto/: Python, Go (needs go) and the core's prost code
-proto: $(TEST_STAMP)
+proto: | $(TEST_STAMP)
 	$(BIN)/python scripts/gen_proto.py
 	bash scripts/gen_go_stubs.sh
-	cd core && LOOPWARDEN_REGENERATE=1 cargo test --locked --test proto_fresh -q
+	cd core && LOOPWARDEN_REGENERATE=1 cargo test --locked -p loopwarden-protogen -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
