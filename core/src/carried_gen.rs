@@ -4,18 +4,12 @@
 //! (intern.rs: nothing while they are all zero), stores them (state.proto's Carried) and
 //! inspection.rs shows them.
 
-use crate::service::KindRef;
 use crate::state_pb as stored;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Carried {}
 
 impl Carried {
-    /// What an incoming event carries (nothing unless it is a tool call).
-    pub fn of(_kind: &Option<KindRef>) -> Carried {
-        Carried {}
-    }
-
     pub fn is_empty(&self) -> bool {
         *self == Carried::default()
     }

@@ -128,11 +128,11 @@ def render_core_event(proto: Proto) -> str:
         "//! An event as `Evaluator.decide` reads it: the attributes of one Python object (the client's",
         "//! EventRecord, or anything with the same attributes), and the protobuf Event built from them",
         "//! without a round trip. Enums arrive as the config spells them and oneofs as their members;",
-        "//! evaluator.rs converts them (`convert`).",
+        "//! convert.rs converts them.",
         "",
         "use pyo3::prelude::*;",
         "",
-        "use super::evaluator::convert;",
+        "use super::convert;",
         "use crate::pb;",
         "",
         "/// Every field of every kind, once per name; `kind` is the Event.kind member's name.",
@@ -241,6 +241,7 @@ def render_wire(proto: Proto) -> str:
         "//! anything else answers None and is left to prost). Enums are their wire values.",
         "",
         "use super::Reader;",
+        "use crate::carried_gen::Carried;",
         "use crate::pb;",
         "",
     ]
@@ -303,6 +304,20 @@ def render_wire(proto: Proto) -> str:
             values.append(f"{oneof}: m.{oneof}.as_ref().map(|v| match v {{ {arms} }})")
         out.append(f"        Kind::{name}(m) => KindRef::{name} {{ {', '.join(values)} }},")
     out += ["    })", "}", ""]
+    # What a tool call carries into its record (carried_gen.rs).
+    names = [f.name for f in carried(proto)]
+    out += ["impl EventRef<'_> {",
+            "    /// What the event carries into its record (nothing unless it is a tool call).",
+            "    pub fn carried(&self) -> Carried {"]
+    if names:
+        carried_values = ", ".join(f"{n}: *{n}" for n in names)
+        out += ["        match &self.kind {",
+                f"            Some(KindRef::ToolCall {{ {', '.join(names)}, .. }}) => Carried {{ {carried_values} }},",
+                "            _ => Carried::default(),",
+                "        }"]
+    else:
+        out.append("        Carried {}")
+    out += ["    }", "}", ""]
     # One reader per kind message.
     for k in kinds(proto):
         name = k.message.name
@@ -627,7 +642,6 @@ def render_carried(proto: Proto) -> str:
         "//! (intern.rs: nothing while they are all zero), stores them (state.proto's Carried) and",
         "//! inspection.rs shows them.",
         "",
-        "use crate::service::KindRef;",
         "use crate::state_pb as stored;",
         "",
         "#[derive(Clone, Copy, Debug, Default, PartialEq)]",
@@ -636,27 +650,12 @@ def render_carried(proto: Proto) -> str:
     for f in fields:
         out += comment(f.doc, "    /// ") if f.doc else []
         out.append(f"    pub {f.name}: {_CARRIED_RUST[f.type]},")
-    values = ", ".join(f"{n}: *{n}" for n in names)
     this = ", ".join(f"{n}: self.{n}" for n in names)
     other = ", ".join(f"{n}: m.{n}" for n in names)
-    kind = "kind" if names else "_kind"
     out += [
         "}",
         "",
         "impl Carried {",
-        "    /// What an incoming event carries (nothing unless it is a tool call).",
-        f"    pub fn of({kind}: &Option<KindRef>) -> Carried {{",
-    ]
-    if names:
-        out += [f"        match {kind} {{",
-                f"            Some(KindRef::ToolCall {{ {', '.join(names)}, .. }}) => Carried {{ {values} }},",
-                "            _ => Carried::default(),",
-                "        }"]
-    else:
-        out.append("        Carried {}")
-    out += [
-        "    }",
-        "",
         "    pub fn is_empty(&self) -> bool {",
         "        *self == Carried::default()",
         "    }",

@@ -2,11 +2,11 @@
 //! An event as `Evaluator.decide` reads it: the attributes of one Python object (the client's
 //! EventRecord, or anything with the same attributes), and the protobuf Event built from them
 //! without a round trip. Enums arrive as the config spells them and oneofs as their members;
-//! evaluator.rs converts them (`convert`).
+//! convert.rs converts them.
 
 use pyo3::prelude::*;
 
-use super::evaluator::convert;
+use super::convert;
 use crate::pb;
 
 /// Every field of every kind, once per name; `kind` is the Event.kind member's name.

@@ -26,6 +26,7 @@ use crate::json::{decode, JsonError};
 use crate::service::{self, counter, Config, Core};
 
 mod answers;
+mod convert;
 mod evaluator;
 mod event_gen;
 mod exemptions;

@@ -515,7 +515,7 @@ impl Core {
         let max_depth = self.limits.max_json_depth;
         let state = &mut self.store.get_mut(tenant, run_id).expect("created").state;
         if let Some(KindRef::ToolCall { .. }) = event.kind {
-            state.incoming_carried = crate::carried_gen::Carried::of(&event.kind);
+            state.incoming_carried = event.carried();
             // The call's batch: its batch id, else its request (engine::batches).
             state.incoming_batch = if event.batch_id().is_empty() {
                 crate::engine::batches::request_key(self.requests)

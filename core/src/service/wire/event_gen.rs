@@ -4,6 +4,7 @@
 //! anything else answers None and is left to prost). Enums are their wire values.
 
 use super::Reader;
+use crate::carried_gen::Carried;
 use crate::pb;
 
 /// ToolOutcome.outcome.
@@ -69,6 +70,13 @@ pub fn kind_ref(kind: &Option<pb::event::Kind>) -> Option<KindRef<'_>> {
         Kind::Usage(m) => KindRef::Usage { input_tokens: m.input_tokens, output_tokens: m.output_tokens, cost_usd: m.cost_usd, model: &m.model },
         Kind::Approval(m) => KindRef::Approval { tool_call_id: &m.tool_call_id, decision_id: &m.decision_id, approved: m.approved, scope: m.scope, ttl_seconds: m.ttl_seconds },
     })
+}
+
+impl EventRef<'_> {
+    /// What the event carries into its record (nothing unless it is a tool call).
+    pub fn carried(&self) -> Carried {
+        Carried {}
+    }
 }
 
 /// ToolCall's fields; None for anything else.
