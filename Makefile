@@ -117,15 +117,20 @@ tools:
 
 ## tables: regenerate every copy of the shared tables (tables/loopwarden.toml), then the proto's
 ## stubs (the proto holds three generated regions); the test suite fails while any copy is stale
-tables: $(TEST_STAMP)
+# These need the venv's tools (installed once), not a core rebuilt from the sources they are about
+# to regenerate: a new proto field is named by generated Rust before the prost code has it.
+TOOLS = @test -f $(TEST_STAMP) || $(MAKE) $(TEST_STAMP)
+tables:
+	$(TOOLS)
 	$(BIN)/python -m tables.gen
 	$(MAKE) proto
 
 ## proto: regenerate the committed stubs from proto/: Python, Go (needs go) and the core's prost code
-proto: $(TEST_STAMP)
+proto:
+	$(TOOLS)
 	$(BIN)/python scripts/gen_proto.py
 	bash scripts/gen_go_stubs.sh
-	cd core && LOOPWARDEN_REGENERATE=1 cargo test --locked --test proto_fresh -q
+	cd core && LOOPWARDEN_REGENERATE=1 cargo test --locked -p loopwarden-protogen -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

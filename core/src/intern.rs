@@ -96,11 +96,14 @@ pub struct RecordExtra {
     pub failure: Option<Box<[u8; 32]>>,
     /// The high half of a seq past u32::MAX (a record keeps the low half itself).
     pub seq_high: u32,
+    /// The ToolCall fields the record carries into InspectRun (carried_gen.rs).
+    pub carried: crate::carried_gen::Carried,
 }
 
 impl RecordExtra {
     fn is_empty(&self) -> bool {
-        self.call_id.is_none() && self.unknown.is_none() && self.tool.is_none() && self.failure.is_none() && self.seq_high == 0
+        self.call_id.is_none() && self.unknown.is_none() && self.tool.is_none() && self.failure.is_none()
+            && self.seq_high == 0 && self.carried.is_empty()
     }
 }
 

@@ -1,5 +1,6 @@
 //! loopwarden-core: the per-event work of the daemon, compiled. Python hands it request bytes
 //! and compiled settings; it returns response bytes and a small per-request summary.
+pub mod carried_gen;
 pub mod engine;
 pub mod exec_failure;
 pub mod fingerprint;

@@ -195,6 +195,7 @@ fn state_message(state: &RunState, skip: usize) -> pb::RunState {
             failure_key: r.failure_key().map_or_else(Vec::new, |k| k.to_vec()),
             spelling: if r.spelling() != r.tool() { r.spelling().into() } else { String::new() },
             flags: r.flags as u32,
+            carried: r.carried().stored(),
         }).collect();
     pb::RunState {
         capacity: state.capacity as u32,
@@ -433,6 +434,7 @@ fn read_state(s: pb::RunState) -> Result<RunState, String> {
             record.set_failure_key(Some(digest32(&r.failure_key, &what("failure_key"))?));
         }
         record.flags = u8::try_from(r.flags).map_err(|_| format!("{} is out of range", what("flags")))?;
+        record.set_carried(crate::carried_gen::Carried::from_stored(r.carried.as_ref()));
         history.push_back(record);
     }
     let mut state = RunState::with_history(capacity, history);

@@ -52,6 +52,7 @@ Answer = loopwarden_core.Answer
 Pending = loopwarden_core.Pending
 Summary = loopwarden_core.Summary
 RunView = loopwarden_core.RunView
+RecordView = loopwarden_core.RecordView
 ExemptionView = loopwarden_core.ExemptionView
 TotalsView = loopwarden_core.TotalsView
 CoreVerdict = loopwarden_core.Verdict
@@ -145,16 +146,7 @@ class CoreService:
         """One event from its record (offline replay, the MCP proxy's offline judge): the
         answer's `verdict` is the decision. No protobuf on the way in or out."""
         self.native.debug_logs = decision_log.isEnabledFor(logging.DEBUG)
-        kind = "" if record.kind is None else record.kind.value
-        answer = self.evaluator.decide(
-            kind, record.run_id, tenant=tenant, now=self.clock(), agent_id=record.agent_id,
-            session_id=record.session_id, seq=record.seq, tool_name=record.tool_name,
-            params_json=record.params_json, tool_call_id=record.tool_call_id, result_json=record.result_json,
-            error=record.error, lazy=lazy, tool_class=record.tool_class, batch_id=record.batch_id,
-            prompt_id=record.prompt_id, parent_run_id=record.parent_run_id, accepts_ask=record.accepts_ask,
-            duration_ms=record.duration_ms, input_tokens=record.input_tokens, output_tokens=record.output_tokens,
-            cost_usd=record.cost_usd, model=record.model, decision_id=record.decision_id, approved=record.approved,
-            scope=record.scope, ttl_seconds=record.ttl_seconds)
+        answer = self.evaluator.decide(record, tenant=tenant, now=self.clock(), lazy=lazy)
         return self._applied(answer, tenant)
 
     def resume(self, pending: Pending, tenant: str = "", routed: str = "", *, report: bool = False) -> Answer:

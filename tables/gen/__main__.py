@@ -1,7 +1,9 @@
 """python3 -m tables.gen [--check] [--root DIR]
 
-Writes every generated copy of tables/loopwarden.toml; with --check writes nothing and exits 1
-naming each stale copy. --root points at another checkout (the stale-copy test uses a temporary
+Writes every generated copy of tables/loopwarden.toml (the settings, detectors, errors and
+messages) and of proto/loopwarden/v1/loopwarden.proto's shapes (the event spelled out, as the
+core's Python face and the clients carry it); with --check writes nothing and exits 1 naming
+each stale copy. --root points at another checkout (the stale-copy test uses a temporary
 copy of the repository).
 """
 from __future__ import annotations
@@ -12,27 +14,43 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import docs_out, go_out, helm_out, hook_hosts_out, node_out, proto_out, python_out, rust_out
+from . import (docs_out, go_out, helm_out, hook_hosts_out, node_out, proto_out, python_out, rust_out, shapes_out,
+               views_out)
+from .proto_source import Proto
+from .shapes_out import load as load_proto
 from .regions import RegionError
 from .source import SourceError, Tables, load
 
 
 @dataclass(frozen=True)
 class Copy:
-    """One generated copy: a whole file (`render`) or regions of a hand-written one (`update`)."""
+    """One generated copy: a whole file (`render`) or regions of a hand-written one (`update`),
+    of the tables; the same of the proto's shapes (`shape_render`, `shape_update`); or built from
+    the checkout's code (`build`)."""
 
     path: str
     render: Callable[[Tables], str] | None = None
     update: Callable[[Tables, str], str] | None = None
     build: Callable[[Path], str] | None = None  # from the checkout's code, not the tables
+    shape_render: Callable[[Proto], str] | None = None
+    shape_update: Callable[[Proto, str], str] | None = None
 
-    def expected(self, tables: Tables, root: Path) -> str:
+    @property
+    def of_shapes(self) -> bool:
+        return self.shape_render is not None or self.shape_update is not None
+
+    def expected(self, tables: Tables, root: Path, proto: Proto) -> str:
         if self.build is not None:
             return self.build(root)
         if self.render is not None:
             return self.render(tables)
+        if self.shape_render is not None:
+            return self.shape_render(proto)
+        current = (root / self.path).read_text(encoding="utf-8")
+        if self.shape_update is not None:
+            return self.shape_update(proto, current)
         assert self.update is not None
-        return self.update(tables, (root / self.path).read_text(encoding="utf-8"))
+        return self.update(tables, current)
 
 
 COPIES = (
@@ -47,27 +65,48 @@ COPIES = (
     Copy(docs_out.CONFIGURATION_PATH, update=docs_out.update_configuration),
     Copy(docs_out.DETECTORS_PATH, update=docs_out.update_detectors),
     Copy(hook_hosts_out.PATH, build=hook_hosts_out.render),
+    # The shapes: after proto_out, whose regions are in the proto they are read from.
+    Copy(shapes_out.WIRE_PATH, shape_render=shapes_out.render_wire),
+    Copy(shapes_out.CORE_EVENT_PATH, shape_render=shapes_out.render_core_event),
+    Copy(shapes_out.PYI_PATH, shape_update=lambda p, text: views_out.update_pyi(p, shapes_out.update_pyi(p, text))),
+    Copy(shapes_out.EVENTFORMAT_PATH, shape_update=shapes_out.update_eventformat),
+    Copy(shapes_out.PY_EXTRA_PATH, shape_render=shapes_out.render_python_extra),
+    Copy(shapes_out.GO_EXTRA_PATH, shape_render=shapes_out.render_go_extra),
+    Copy(shapes_out.NODE_EVENTS_PATH, shape_update=shapes_out.update_node_events),
+    # The views InspectRun gives.
+    Copy(views_out.INSPECTION_PATH,
+         shape_update=lambda p, text: shapes_out.update_inspection_carried(p, views_out.update_inspection(p, text))),
+    # What a record carries: the core's Carried and its stored form.
+    Copy(shapes_out.CARRIED_PATH, shape_render=shapes_out.render_carried),
+    Copy(shapes_out.STATE_PROTO_PATH, shape_update=shapes_out.update_state_proto),
+    Copy(views_out.CONVERT_PATH, shape_update=views_out.update_convert),
+    Copy(views_out.TYPES_PATH, shape_update=views_out.update_types),
+    Copy(views_out.WIRE_PATH, shape_update=views_out.update_wire),
+    Copy(views_out.GO_PATH, shape_update=views_out.update_go),
+    Copy(views_out.NODE_TYPES_PATH,
+         shape_update=lambda p, text: shapes_out.update_node_types_extra(p, views_out.update_node_types(p, text))),
+    Copy(views_out.NODE_INSPECTION_PATH, shape_update=views_out.update_node_inspection),
 )
 
 
 def stale(root: Path) -> list[str]:
     """The copies under `root` that differ from what the source under `root` generates."""
-    tables = load(root)
+    tables, proto = load(root), load_proto(root)
     found = []
     for copy in COPIES:
         target = root / copy.path
         current = target.read_text(encoding="utf-8") if target.exists() else None
-        if current != copy.expected(tables, root):
+        if current != copy.expected(tables, root, proto):
             found.append(copy.path)
     return found
 
 
 def write(root: Path) -> list[str]:
-    tables = load(root)
+    tables, proto = load(root), load_proto(root)
     written = []
     for copy in COPIES:
         target = root / copy.path
-        text = copy.expected(tables, root)
+        text = copy.expected(tables, root, proto)
         if not target.exists() or target.read_text(encoding="utf-8") != text:
             target.write_text(text, encoding="utf-8")
             written.append(copy.path)
@@ -84,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             found = stale(args.root)
             for path in found:
-                print(f"stale: {path} (generated from tables/loopwarden.toml: run `make tables`)", file=sys.stderr)
+                print(f"stale: {path} (generated from tables/loopwarden.toml or the proto: run `make tables`)",
+                      file=sys.stderr)
             return 1 if found else 0
         for path in write(args.root):
             print(f"wrote {path}")

@@ -1,4 +1,5 @@
-"""The one source of the shared tables (tables/loopwarden.toml) and its generated copies.
+"""The one source of the shared tables (tables/loopwarden.toml), the shapes read from the proto,
+and their generated copies.
 
 The freshness check (`python3 -m tables.gen --check`) must pass on the repository as committed,
 and must name a copy as stale whenever the source changes under it, or the copy is edited by
@@ -17,10 +18,12 @@ import pytest
 import loopwarden_core
 from loopwarden_server.config import tables as config_tables
 from tables.gen.__main__ import COPIES, stale, write
+from tables.gen.proto_source import PROTO
 from tables.gen.source import SOURCE, SourceError, load
 
 ROOT = Path(__file__).resolve().parents[2]
-COPY_PATHS = [copy.path for copy in COPIES if copy.build is None]  # the copies of the TOML
+COPY_PATHS = [copy.path for copy in COPIES if copy.build is None and not copy.of_shapes]  # the copies of the TOML
+SHAPE_PATHS = [copy.path for copy in COPIES if copy.of_shapes]  # the copies of the proto's shapes
 HOSTS_RS = "core/hook/src/hosts.rs"  # built from the hook host modules, not the TOML
 CLIENT = "client/python/loopwarden"
 
@@ -32,7 +35,7 @@ def checkout(tmp_path: Path) -> Path:
         target = tmp_path / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / relative, target)
-    shutil.copytree(ROOT / CLIENT, tmp_path / CLIENT, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / CLIENT, tmp_path / CLIENT, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
     return tmp_path
 
 
@@ -83,6 +86,77 @@ def test_a_hand_edited_copy_is_flagged(tmp_path: Path, path: str) -> None:
                       encoding="utf-8")
 
     assert stale(root) == [path]
+
+
+def add_field(root: Path, message: str, last: str, line: str) -> None:
+    """`line` added to the proto's `message` after its field `last`."""
+    proto = root / PROTO
+    text = proto.read_text(encoding="utf-8")
+    anchor = f"  {last}\n}}\n"
+    assert text.count(anchor) == 1 and f"message {message} {{" in text.split(anchor)[0].rsplit("\n}\n", 1)[-1]
+    proto.write_text(text.replace(anchor, f"  {last}\n  {line}\n}}\n"), encoding="utf-8")
+
+
+def add_tool_call_field(root: Path, line: str) -> None:
+    add_field(root, "ToolCall", "string batch_id = 6;", line)
+
+
+@pytest.mark.parametrize("path", SHAPE_PATHS)
+def test_a_new_proto_field_flags_the_shape_copy_as_stale(tmp_path: Path, path: str) -> None:
+    """A scalar field added to ToolCall and to RunRecord reaches every copy of the event's shape
+    and of the record's view."""
+    root = checkout(tmp_path)
+    assert stale(root) == []
+    add_tool_call_field(root, "uint32 priority = 7;")
+    add_field(root, "RunRecord", "string unknown_tool_name = 6;", "// The call's priority.\n  uint32 priority = 7;")
+
+    assert path in stale(root)
+    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 1
+    assert f"stale: {path} " in result.stderr
+    assert path in write(root)
+    assert stale(root) == []
+    assert "priority" in (root / path).read_text(encoding="utf-8").lower()
+
+
+@pytest.mark.parametrize("path", SHAPE_PATHS)
+def test_a_hand_edited_shape_copy_is_flagged(tmp_path: Path, path: str) -> None:
+    root = checkout(tmp_path)
+    target = root / path
+    text = target.read_text(encoding="utf-8")
+    # The first line naming a record field, else an event field: inside the generated part.
+    tokens = ("unknown_tool_name", "unknownToolName", "UnknownToolName", "batch_id", '"tool_call"', "toolCallExtra",
+              "toolCall(", "pub struct Carried", "message Carried")
+    token = next(t for t in tokens if t in text)
+    line = next(line for line in text.splitlines() if token in line)
+    renamed = token[:-1] + '_x"' if token.endswith('"') else token + "_x"  # still valid code
+    target.write_text(text.replace(line, line.replace(token, renamed), 1), encoding="utf-8")
+
+    assert stale(root) == [path]
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ("repeated string tags = 7;", "ToolCall.tags: a repeated field"),
+    ("bytes blob = 7;", "ToolCall.blob: type bytes"),
+    ("uint64 model = 7;", "Usage.model: string here, uint64 in ToolCall"),
+    ("ToolClass second_class = 7;", "ToolCall.second_class: a builder cannot carry a ToolClass field"),
+    ("map<string, string> labels = 7;", "is not a field of the plain form"),
+])
+def test_a_proto_field_without_a_shape_is_refused_naming_it(tmp_path: Path, line: str, problem: str) -> None:
+    root = checkout(tmp_path)
+    add_tool_call_field(root, line)
+    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and problem in result.stderr, result.stderr
+
+
+def test_a_record_field_that_is_no_tool_call_field_is_refused(tmp_path: Path) -> None:
+    """A RunRecord field is filled by hand (listed in [record_view]) or carried from ToolCall."""
+    root = checkout(tmp_path)
+    add_field(root, "RunRecord", "string unknown_tool_name = 6;", "string note = 7;")
+    with pytest.raises(SourceError, match="RunRecord.note: not a ToolCall field of the same type"):
+        write(root)
 
 
 def test_the_compiled_hooks_host_table_follows_the_host_modules(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ type eventFields struct {
 	paramsJSON, resultJSON, errText *string
 	result                          any
 	hasResult                       bool
+	extra                           extraFields // the fields without an option of their own (events_gen.go)
 }
 
 func fields(opts []EventOption) eventFields {
@@ -65,8 +66,10 @@ func paramsText(params any, f eventFields) (string, error) {
 }
 
 func envelope(runID string, f eventFields) *pb.Event {
-	return &pb.Event{RunId: runID, AgentId: f.agentID, SessionId: f.sessionID, Seq: f.seq, ParentRunId: f.parentRunID,
+	event := &pb.Event{RunId: runID, AgentId: f.agentID, SessionId: f.sessionID, Seq: f.seq, ParentRunId: f.parentRunID,
 		AcceptsAsk: f.acceptsAsk}
+	f.extra.envelope(event)
+	return event
 }
 
 // ToolCallEvent builds the event sent before a tool runs. params is marshalled to JSON (nil sends
@@ -81,9 +84,11 @@ func ToolCallEvent(runID, toolName string, params any, opts ...EventOption) (Eve
 	if err != nil {
 		return Event{}, err
 	}
+	call := &pb.ToolCall{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text, ToolClass: class,
+		BatchId: f.batchID}
+	f.extra.toolCall(call)
 	event := envelope(runID, f)
-	event.Kind = &pb.Event_ToolCall{ToolCall: &pb.ToolCall{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text,
-		ToolClass: class, BatchId: f.batchID}}
+	event.Kind = &pb.Event_ToolCall{ToolCall: call}
 	return Event{event}, nil
 }
 
@@ -112,6 +117,7 @@ func ToolOutcomeEvent(runID, toolName string, params any, opts ...EventOption) (
 		return Event{}, err
 	}
 	outcome := &pb.ToolOutcome{ToolName: toolName, ToolCallId: f.toolCallID, ParamsJson: text, DurationMs: f.durationMs}
+	f.extra.toolOutcome(outcome)
 	switch {
 	case f.errText != nil:
 		outcome.Outcome = &pb.ToolOutcome_Error{Error: *f.errText}
@@ -131,8 +137,11 @@ func ToolOutcomeEvent(runID, toolName string, params any, opts ...EventOption) (
 
 // CompactionRetryEvent builds the event that arms the post-compaction guard.
 func CompactionRetryEvent(runID string, opts ...EventOption) Event {
-	event := envelope(runID, fields(opts))
-	event.Kind = &pb.Event_CompactionRetry{CompactionRetry: &pb.CompactionRetry{}}
+	f := fields(opts)
+	retry := &pb.CompactionRetry{}
+	f.extra.compactionRetry(retry)
+	event := envelope(runID, f)
+	event.Kind = &pb.Event_CompactionRetry{CompactionRetry: retry}
 	return Event{event}
 }
 
@@ -141,8 +150,10 @@ func CompactionRetryEvent(runID string, opts ...EventOption) Event {
 // stays aborted. WithPromptID names the prompt.
 func UserTurnEvent(runID string, opts ...EventOption) Event {
 	f := fields(opts)
+	turn := &pb.UserTurn{PromptId: f.promptID}
+	f.extra.userTurn(turn)
 	event := envelope(runID, f)
-	event.Kind = &pb.Event_UserTurn{UserTurn: &pb.UserTurn{PromptId: f.promptID}}
+	event.Kind = &pb.Event_UserTurn{UserTurn: turn}
 	return Event{event}
 }
 
@@ -160,9 +171,12 @@ type Usage struct {
 // UsageEvent builds the event that reports what one model response cost. The daemon counts it
 // once (a retry with the same seq and content spends nothing) into the run's tree totals.
 func UsageEvent(runID string, usage Usage, opts ...EventOption) Event {
-	event := envelope(runID, fields(opts))
-	event.Kind = &pb.Event_Usage{Usage: &pb.Usage{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens,
-		CostUsd: usage.CostUSD, Model: usage.Model}}
+	f := fields(opts)
+	message := &pb.Usage{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, CostUsd: usage.CostUSD,
+		Model: usage.Model}
+	f.extra.usage(message)
+	event := envelope(runID, f)
+	event.Kind = &pb.Event_Usage{Usage: message}
 	return Event{event}
 }
 
@@ -213,15 +227,21 @@ func ApprovalEvent(runID string, approval Approval, opts ...EventOption) (Event,
 	if approval.ToolCallID == "" && approval.DecisionID == "" {
 		return Event{}, errors.New("loopwarden: an approval names the asked call: set ToolCallID or DecisionID")
 	}
-	event := envelope(runID, fields(opts))
-	event.Kind = &pb.Event_Approval{Approval: &pb.Approval{ToolCallId: approval.ToolCallID, DecisionId: approval.DecisionID,
-		Approved: approval.Approved, Scope: scope, TtlSeconds: approval.TTLSeconds}}
+	f := fields(opts)
+	message := &pb.Approval{ToolCallId: approval.ToolCallID, DecisionId: approval.DecisionID,
+		Approved: approval.Approved, Scope: scope, TtlSeconds: approval.TTLSeconds}
+	f.extra.approval(message)
+	event := envelope(runID, f)
+	event.Kind = &pb.Event_Approval{Approval: message}
 	return Event{event}, nil
 }
 
 // RunEndEvent builds the event that frees a run's state.
 func RunEndEvent(runID string, opts ...EventOption) Event {
-	event := envelope(runID, fields(opts))
-	event.Kind = &pb.Event_RunEnd{RunEnd: &pb.RunEnd{}}
+	f := fields(opts)
+	end := &pb.RunEnd{}
+	f.extra.runEnd(end)
+	event := envelope(runID, f)
+	event.Kind = &pb.Event_RunEnd{RunEnd: end}
 	return Event{event}
 }

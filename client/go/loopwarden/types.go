@@ -130,21 +130,27 @@ func shadowAction(m *pb.Verdict) Action {
 	return actionOf(m.GetShadowAction())
 }
 
+// generated:run-record:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+
 // RunRecord is one entry of a run's history.
 type RunRecord struct {
 	// Seq is the seq of the event that created the record.
 	Seq uint64
-	// ToolName is the normalised tool name.
+	// ToolName is the tool as the call that formed the record spelled it (args_hash is over the
+	// normalised name).
 	ToolName string
-	// ArgsHash is the hash of the call's arguments.
+	// ArgsHash is the hash of the call's projected arguments.
 	ArgsHash string
 	// ToolCallID is the call's tool call id, if it had one.
 	ToolCallID string
-	// ResultHash is the hash of the outcome; "" while the call is pending.
+	// ResultHash is the hash of the outcome; empty while the call is pending (no outcome yet).
 	ResultHash string
-	// UnknownToolName is the missing tool's name when the outcome's error said no such tool exists.
+	// UnknownToolName is the missing tool's name when the outcome's error said no such tool
+	// exists.
 	UnknownToolName string
 }
+
+// generated:run-record:end
 
 // RunInspection is the read-only view InspectRun gives of one run.
 type RunInspection struct {
@@ -237,11 +243,24 @@ func exemptionsFromMessages(ms []*pb.Exemption) []Exemption {
 	return out
 }
 
+// generated:run-record-from-message:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+func runRecordFromMessage(m *pb.RunRecord) RunRecord {
+	return RunRecord{
+		Seq:             m.GetSeq(),
+		ToolName:        m.GetToolName(),
+		ArgsHash:        m.GetArgsHash(),
+		ToolCallID:      m.GetToolCallId(),
+		ResultHash:      m.GetResultHash(),
+		UnknownToolName: m.GetUnknownToolName(),
+	}
+}
+
+// generated:run-record-from-message:end
+
 func inspectionFromMessage(m *pb.InspectRunResponse) RunInspection {
 	records := make([]RunRecord, len(m.GetRecords()))
 	for i, r := range m.GetRecords() {
-		records[i] = RunRecord{r.GetSeq(), r.GetToolName(), r.GetArgsHash(), r.GetToolCallId(), r.GetResultHash(),
-			r.GetUnknownToolName()}
+		records[i] = runRecordFromMessage(r)
 	}
 	return RunInspection{
 		RunID: m.GetRunId(), AgentID: m.GetAgentId(), Records: records,

@@ -2137,16 +2137,21 @@ func (x *RevokeExemptionResponse) GetRevoked() *Exemption {
 	return nil
 }
 
+// One entry of a run's history. Its fields are carried as they are into every client's view of it
+// (generated from this message: tables/gen/views_out.py).
 type RunRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Seq of the event that created the record.
+	// The seq of the event that created the record.
 	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	// As the call that formed the record spelled it; args_hash is over the normalised name.
-	ToolName   string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
-	ArgsHash   string `protobuf:"bytes,3,opt,name=args_hash,json=argsHash,proto3" json:"args_hash,omitempty"`
+	// The tool as the call that formed the record spelled it (args_hash is over the normalised name).
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The hash of the call's projected arguments.
+	ArgsHash string `protobuf:"bytes,3,opt,name=args_hash,json=argsHash,proto3" json:"args_hash,omitempty"`
+	// The call's tool call id, if it had one.
 	ToolCallId string `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	// Empty while the call is pending (no outcome yet).
-	ResultHash      string `protobuf:"bytes,5,opt,name=result_hash,json=resultHash,proto3" json:"result_hash,omitempty"`
+	// The hash of the outcome; empty while the call is pending (no outcome yet).
+	ResultHash string `protobuf:"bytes,5,opt,name=result_hash,json=resultHash,proto3" json:"result_hash,omitempty"`
+	// The missing tool's name when the outcome's error said no such tool exists.
 	UnknownToolName string `protobuf:"bytes,6,opt,name=unknown_tool_name,json=unknownToolName,proto3" json:"unknown_tool_name,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

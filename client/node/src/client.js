@@ -2,7 +2,7 @@
 /** LoopwardenClient: the verbs over one Evaluate stream, plus the unary Check and InspectRun. */
 
 /**
- * @import { ApprovalOptions, ClientOptions, EventOptions, Exemption, OutcomeOptions, RunInspection, UsageOptions, Verdict }
+ * @import { ApprovalOptions, ClientOptions, EventExtra, EventOptions, Exemption, OutcomeOptions, RunInspection, UsageOptions, Verdict }
  *   from './types.js'
  */
 import grpc from '@grpc/grpc-js';
@@ -194,7 +194,7 @@ export class LoopwardenClient {
 
   /**
    * Before a tool runs: may it run? ALLOW/WARN: run it.
-   * @param {string} runId @param {string} toolName @param {unknown} [params] @param {EventOptions} [opts]
+   * @param {string} runId @param {string} toolName @param {unknown} [params] @param {EventOptions & EventExtra} [opts]
    */
   async toolCall(runId, toolName, params, opts = {}) {
     toolClass(opts.toolClass); // a bad class rejects before the call takes a seq
@@ -209,7 +209,7 @@ export class LoopwardenClient {
     return this.send(toolOutcomeEvent(runId, toolName, params, this.common(runId, opts)));
   }
 
-  /** The runner compacted its context after an overflow and retries: arms the guard. @param {string} runId @param {EventOptions} [opts] */
+  /** The runner compacted its context after an overflow and retries: arms the guard. @param {string} runId @param {EventOptions & EventExtra} [opts] */
   compactionRetry(runId, opts = {}) {
     return this.send(compactionRetryEvent(runId, this.common(runId, opts)));
   }
@@ -217,7 +217,7 @@ export class LoopwardenClient {
   /**
    * A person or an orchestrator sent the run a new instruction (`promptId` names it): the run
    * starts fresh for loop detection unless loopwarden.userTurnResets is false, and keeps its
-   * budgets; an aborted run stays aborted. @param {string} runId @param {EventOptions} [opts]
+   * budgets; an aborted run stays aborted. @param {string} runId @param {EventOptions & EventExtra} [opts]
    */
   userTurn(runId, opts = {}) {
     return this.send(userTurnEvent(runId, this.common(runId, opts)));
@@ -241,7 +241,7 @@ export class LoopwardenClient {
     return this.send(approvalEvent(runId, this.common(runId, opts)));
   }
 
-  /** The run is over: the daemon frees its state. @param {string} runId @param {EventOptions} [opts] */
+  /** The run is over: the daemon frees its state. @param {string} runId @param {EventOptions & EventExtra} [opts] */
   runEnd(runId, opts = {}) {
     return this.send(runEndEvent(runId, this.common(runId, opts)));
   }

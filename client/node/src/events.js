@@ -1,7 +1,7 @@
 // @ts-check
 /** Builders of the Event messages, in @grpc/proto-loader's camelCase shape. */
 
-/** @import { ApprovalOptions, EventOptions, OutcomeOptions, UsageOptions } from './types.js' */
+/** @import { ApprovalOptions, EventExtra, EventOptions, OutcomeOptions, UsageOptions } from './types.js' */
 
 /** @param {unknown} params @param {string | undefined} paramsJson */
 function paramsText(params, paramsJson) {
@@ -9,11 +9,31 @@ function paramsText(params, paramsJson) {
   return params === undefined || params === null ? '' : JSON.stringify(params);
 }
 
-/** @param {string} runId @param {EventOptions} opts */
+// The fields without an option of their own (EventExtra), by message: each carried as it is.
+// generated:event-extra:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+/** Event's generic fields: none yet. */
+const envelopeExtra = (/** @type {EventExtra} */ _opts) => ({});
+/** ToolCall's generic fields: none yet. */
+const toolCallExtra = (/** @type {EventExtra} */ _opts) => ({});
+/** ToolOutcome's generic fields: none yet. */
+const toolOutcomeExtra = (/** @type {EventExtra} */ _opts) => ({});
+/** CompactionRetry's generic fields: none yet. */
+const compactionRetryExtra = (/** @type {EventExtra} */ _opts) => ({});
+/** RunEnd's generic fields: none yet. */
+const runEndExtra = (/** @type {EventExtra} */ _opts) => ({});
+/** UserTurn's generic fields: none yet. */
+const userTurnExtra = (/** @type {EventExtra} */ _opts) => ({});
+/** Usage's generic fields: none yet. */
+const usageExtra = (/** @type {EventExtra} */ _opts) => ({});
+/** Approval's generic fields: none yet. */
+const approvalExtra = (/** @type {EventExtra} */ _opts) => ({});
+// generated:event-extra:end
+
+/** @param {string} runId @param {EventOptions & EventExtra} opts */
 function envelope(runId, opts) {
   return {
     runId, agentId: opts.agentId ?? '', sessionId: opts.sessionId ?? '', seq: opts.seq ?? 0,
-    parentRunId: opts.parentRunId ?? '', acceptsAsk: Boolean(opts.acceptsAsk),
+    parentRunId: opts.parentRunId ?? '', acceptsAsk: Boolean(opts.acceptsAsk), ...envelopeExtra(opts),
   };
 }
 
@@ -36,14 +56,14 @@ export function toolClass(name) {
 /**
  * Before a tool runs. `batchId` and `toolClass` (EventOptions) go into the ToolCall; an unknown
  * `toolClass` throws a TypeError naming the classes.
- * @param {string} runId @param {string} toolName @param {unknown} [params] @param {EventOptions} [opts]
+ * @param {string} runId @param {string} toolName @param {unknown} [params] @param {EventOptions & EventExtra} [opts]
  */
 export function toolCallEvent(runId, toolName, params, opts = {}) {
   return {
     ...envelope(runId, opts),
     toolCall: {
       toolName, toolCallId: opts.toolCallId ?? '', paramsJson: paramsText(params, opts.paramsJson),
-      toolClass: toolClass(opts.toolClass), batchId: opts.batchId ?? '',
+      toolClass: toolClass(opts.toolClass), batchId: opts.batchId ?? '', ...toolCallExtra(opts),
     },
   };
 }
@@ -57,7 +77,7 @@ export function toolOutcomeEvent(runId, toolName, params, opts = {}) {
   /** @type {Record<string, unknown>} */
   const outcome = {
     toolName, toolCallId: opts.toolCallId ?? '', paramsJson: paramsText(params, opts.paramsJson),
-    durationMs: opts.durationMs ?? 0,
+    durationMs: opts.durationMs ?? 0, ...toolOutcomeExtra(opts),
   };
   if (opts.error !== undefined && opts.error !== null) outcome.error = opts.error;
   else if (opts.resultJson !== undefined) outcome.resultJson = opts.resultJson;
@@ -65,23 +85,23 @@ export function toolOutcomeEvent(runId, toolName, params, opts = {}) {
   return { ...envelope(runId, opts), toolOutcome: outcome };
 }
 
-/** @param {string} runId @param {EventOptions} [opts] */
+/** @param {string} runId @param {EventOptions & EventExtra} [opts] */
 export function compactionRetryEvent(runId, opts = {}) {
-  return { ...envelope(runId, opts), compactionRetry: {} };
+  return { ...envelope(runId, opts), compactionRetry: compactionRetryExtra(opts) };
 }
 
 /**
  * A person or an orchestrator sent the run a new instruction: the run starts fresh for loop
  * detection (loopwarden.userTurnResets); an aborted run stays aborted. `promptId` names the prompt.
- * @param {string} runId @param {EventOptions} [opts]
+ * @param {string} runId @param {EventOptions & EventExtra} [opts]
  */
 export function userTurnEvent(runId, opts = {}) {
-  return { ...envelope(runId, opts), userTurn: { promptId: opts.promptId ?? '' } };
+  return { ...envelope(runId, opts), userTurn: { promptId: opts.promptId ?? '', ...userTurnExtra(opts) } };
 }
 
-/** @param {string} runId @param {EventOptions} [opts] */
+/** @param {string} runId @param {EventOptions & EventExtra} [opts] */
 export function runEndEvent(runId, opts = {}) {
-  return { ...envelope(runId, opts), runEnd: {} };
+  return { ...envelope(runId, opts), runEnd: runEndExtra(opts) };
 }
 
 /**
@@ -94,7 +114,7 @@ export function usageEvent(runId, opts = {}) {
     ...envelope(runId, opts),
     usage: {
       inputTokens: opts.inputTokens ?? 0, outputTokens: opts.outputTokens ?? 0, costUsd: opts.costUsd ?? 0,
-      model: opts.model ?? '',
+      model: opts.model ?? '', ...usageExtra(opts),
     },
   };
 }
@@ -124,7 +144,7 @@ export function approvalEvent(runId, opts) {
     ...envelope(runId, opts),
     approval: {
       toolCallId: opts.toolCallId ?? '', decisionId: opts.decisionId ?? '', approved: opts.approved, scope,
-      ttlSeconds: opts.ttlSeconds ?? 0,
+      ttlSeconds: opts.ttlSeconds ?? 0, ...approvalExtra(opts),
     },
   };
 }

@@ -1,7 +1,7 @@
 // @ts-check
 /** The InspectRun response as a plain object: the read-only view of one run. */
 
-/** @import { Exemption, RunInspection, Totals } from './types.js' */
+/** @import { Exemption, RunInspection, RunRecord, Totals } from './types.js' */
 
 /** @param {any} message @returns {Totals} */
 function totalsFromMessage(message) {
@@ -20,15 +20,26 @@ export function exemptionFromMessage(message) {
   };
 }
 
+// generated:run-record:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+/** @param {any} message @returns {RunRecord} */
+function runRecordFromMessage(message) {
+  return {
+    seq: Number(message.seq),
+    toolName: message.toolName,
+    argsHash: message.argsHash,
+    toolCallId: message.toolCallId,
+    resultHash: message.resultHash,
+    unknownToolName: message.unknownToolName,
+  };
+}
+// generated:run-record:end
+
 /** @param {any} message @returns {RunInspection} */
 export function inspectionFromMessage(message) {
   return {
     runId: message.runId,
     agentId: message.agentId,
-    records: message.records.map((/** @type {any} */ r) => ({
-      seq: Number(r.seq), toolName: r.toolName, argsHash: r.argsHash, toolCallId: r.toolCallId,
-      resultHash: r.resultHash, unknownToolName: r.unknownToolName,
-    })),
+    records: message.records.map(runRecordFromMessage),
     guardArmed: message.guard?.armed ?? false,
     guardWindowSize: message.guard?.windowSize ?? 0,
     guardObserved: message.guard?.observed ?? 0,

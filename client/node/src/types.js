@@ -27,18 +27,26 @@ export {};
  *   'ask' (default: the client's acceptsAsk)
  */
 
+// generated:event-extra:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
 /**
- * @typedef {EventOptions & { result?: unknown, resultJson?: string, error?: string, durationMs?: number }} OutcomeOptions
+ * The event fields without an option of their own (tables/loopwarden.toml's [event_builders]):
+ * each is carried as it is into the Event or its kind message.
+ * @typedef {object} EventExtra
+ */
+// generated:event-extra:end
+
+/**
+ * @typedef {EventOptions & EventExtra & { result?: unknown, resultJson?: string, error?: string, durationMs?: number }} OutcomeOptions
  * `durationMs`: how long the tool ran (loopwarden.budgets.toolSecondsPerTree; 0 = not reported)
  */
 
 /**
- * @typedef {EventOptions & { inputTokens?: number, outputTokens?: number, costUsd?: number, model?: string }} UsageOptions
+ * @typedef {EventOptions & EventExtra & { inputTokens?: number, outputTokens?: number, costUsd?: number, model?: string }} UsageOptions
  * What one model response cost: tokens and US dollars (finite, not negative); `model` goes to logs only.
  */
 
 /**
- * @typedef {EventOptions & { approved: boolean, decisionId?: string, scope?: 'once' | 'always', ttlSeconds?: number }} ApprovalOptions
+ * @typedef {EventOptions & EventExtra & { approved: boolean, decisionId?: string, scope?: 'once' | 'always', ttlSeconds?: number }} ApprovalOptions
  * A human's answer to an ASK: `toolCallId` (EventOptions) or `decisionId` names the asked call;
  * `scope` 'once' (default) or 'always' (a standing exemption for `ttlSeconds`, 0: the daemon's default).
  */
@@ -104,11 +112,27 @@ export {};
  * @property {Action | ''} shadowAction what would have been enforced
  */
 
+// generated:run-record:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+/**
+ * One entry of a run's history.
+ * @typedef {object} RunRecord
+ * @property {number} seq The seq of the event that created the record.
+ * @property {string} toolName The tool as the call that formed the record spelled it (args_hash is
+ * over the normalised name).
+ * @property {string} argsHash The hash of the call's projected arguments.
+ * @property {string} toolCallId The call's tool call id, if it had one.
+ * @property {string} resultHash The hash of the outcome; empty while the call is pending (no
+ * outcome yet).
+ * @property {string} unknownToolName The missing tool's name when the outcome's error said no such
+ * tool exists.
+ */
+// generated:run-record:end
+
 /**
  * @typedef {object} RunInspection
  * @property {string} runId
  * @property {string} agentId
- * @property {{seq: number, toolName: string, argsHash: string, toolCallId: string, resultHash: string, unknownToolName: string}[]} records
+ * @property {RunRecord[]} records
  * @property {boolean} guardArmed
  * @property {number} guardWindowSize
  * @property {number} guardObserved

@@ -25,8 +25,8 @@ const PUBLIC_VALUES = [
   'CONVENTIONS_COMMIT', 'GUARDRAIL_RESULT_EVENT', 'GUARDRAIL_SPAN', 'OPT_IN_VARIABLE', 'optedIn',
 ];
 const PUBLIC_TYPES = [
-  'Action', 'ApprovalOptions', 'AskAnswer', 'ClientOptions', 'EffectiveConfig', 'EventOptions', 'Exemption', 'GuardOptions',
-  'OutcomeOptions', 'RunInspection', 'Totals', 'UsageOptions', 'Verdict',
+  'Action', 'ApprovalOptions', 'AskAnswer', 'ClientOptions', 'EffectiveConfig', 'EventExtra', 'EventOptions', 'Exemption', 'GuardOptions',
+  'OutcomeOptions', 'RunInspection', 'RunRecord', 'Totals', 'UsageOptions', 'Verdict',
 ];
 const CLIENT_MEMBERS = [
   'acceptsAsk', 'agentId', 'approval', 'check', 'close', 'compactionRetry', 'evaluate', 'inspect', 'listExemptions',

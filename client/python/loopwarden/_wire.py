@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from google.protobuf.json_format import MessageToDict
 
+from ._event_extra import (ENVELOPE_EXTRA, KIND_EXTRA, ApprovalExtra, CompactionRetryExtra, RunEndExtra,
+                           ToolCallExtra, ToolOutcomeExtra, UsageExtra, UserTurnExtra)
 from .eventformat import EventKind, EventRecord, json_text, parse_event
 from .types import Action, Exemption, RunInspection, RunRecord, Totals, Verdict
 from .v1 import loopwarden_pb2 as pb
@@ -35,9 +37,19 @@ def _approval_scope(scope: str) -> pb.ApprovalScope:
 
 
 def _envelope(run_id: str, agent_id: str, session_id: str, seq: int, parent_run_id: str,
-              accepts_ask: bool) -> pb.Event:
+              accepts_ask: bool, extra: Mapping[str, Any]) -> pb.Event:
     return pb.Event(run_id=run_id, agent_id=agent_id, session_id=session_id, seq=seq, parent_run_id=parent_run_id,
-                    accepts_ask=accepts_ask)
+                    accepts_ask=accepts_ask, **{k: v for k, v in extra.items() if k in ENVELOPE_EXTRA})
+
+
+def _own(kind: str, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of `extra` (a builder's generic keywords, _event_extra.py) that are the kind
+    message's own; a name that is neither its own nor Event's is a TypeError, as for any keyword."""
+    own = KIND_EXTRA[kind]
+    for name in extra:
+        if name not in own and name not in ENVELOPE_EXTRA:
+            raise TypeError(f"{kind}_event() got an unexpected keyword argument {name!r}")
+    return {k: v for k, v in extra.items() if k in own}
 
 
 def _params_text(params: Any, params_json: str | None) -> str:
@@ -60,79 +72,88 @@ def _tool_class(name: str) -> pb.ToolClass:
 def tool_call_event(run_id: str, tool_name: str, params: Any = None, *, params_json: str | None = None,
                     tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0,
                     tool_class: str = "", batch_id: str = "", parent_run_id: str = "",
-                    accepts_ask: bool = False) -> pb.Event:
-    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+                    accepts_ask: bool = False, **extra: Unpack[ToolCallExtra]) -> pb.Event:
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask, extra)
     event.tool_call.CopyFrom(pb.ToolCall(tool_name=tool_name, tool_call_id=tool_call_id,
                                          params_json=_params_text(params, params_json),
-                                         tool_class=_tool_class(tool_class), batch_id=batch_id))
+                                         tool_class=_tool_class(tool_class), batch_id=batch_id,
+                                         **_own("tool_call", extra)))
     return event
 
 
 def tool_outcome_event(run_id: str, tool_name: str, params: Any = None, *, result: Any = MISSING,
                        result_json: str | None = None, error: str | None = None, params_json: str | None = None,
                        tool_call_id: str = "", agent_id: str = "", session_id: str = "", seq: int = 0,
-                       duration_ms: int = 0, parent_run_id: str = "", accepts_ask: bool = False) -> pb.Event:
+                       duration_ms: int = 0, parent_run_id: str = "", accepts_ask: bool = False,
+                       **extra: Unpack[ToolOutcomeExtra]) -> pb.Event:
     outcome = pb.ToolOutcome(tool_name=tool_name, tool_call_id=tool_call_id,
-                             params_json=_params_text(params, params_json), duration_ms=duration_ms)
+                             params_json=_params_text(params, params_json), duration_ms=duration_ms,
+                             **_own("tool_outcome", extra))
     if error is not None:
         outcome.error = error
     elif result_json is not None:
         outcome.result_json = result_json
     elif result is not MISSING:
         outcome.result_json = json_text(result)
-    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask, extra)
     event.tool_outcome.CopyFrom(outcome)
     return event
 
 
 def compaction_retry_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0,
-                           parent_run_id: str = "", accepts_ask: bool = False) -> pb.Event:
-    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
-    event.compaction_retry.SetInParent()
+                           parent_run_id: str = "", accepts_ask: bool = False,
+                           **extra: Unpack[CompactionRetryExtra]) -> pb.Event:
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask, extra)
+    event.compaction_retry.CopyFrom(pb.CompactionRetry(**_own("compaction_retry", extra)))
     return event
 
 
 def user_turn_event(run_id: str, *, prompt_id: str = "", agent_id: str = "", session_id: str = "",
-                    seq: int = 0, parent_run_id: str = "", accepts_ask: bool = False) -> pb.Event:
-    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
-    event.user_turn.CopyFrom(pb.UserTurn(prompt_id=prompt_id))
+                    seq: int = 0, parent_run_id: str = "", accepts_ask: bool = False,
+                    **extra: Unpack[UserTurnExtra]) -> pb.Event:
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask, extra)
+    event.user_turn.CopyFrom(pb.UserTurn(prompt_id=prompt_id, **_own("user_turn", extra)))
     return event
 
 
 def usage_event(run_id: str, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0, model: str = "",
                 agent_id: str = "", session_id: str = "", seq: int = 0, parent_run_id: str = "",
-                accepts_ask: bool = False) -> pb.Event:
+                accepts_ask: bool = False, **extra: Unpack[UsageExtra]) -> pb.Event:
     """What one model response cost, for the tree's token and cost budgets."""
-    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask, extra)
     event.usage.CopyFrom(pb.Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd,
-                                  model=model))
+                                  model=model, **_own("usage", extra)))
     return event
 
 
 def approval_event(run_id: str, *, approved: bool, tool_call_id: str = "", decision_id: str = "", scope: str = "once",
                    ttl_seconds: int = 0, agent_id: str = "", session_id: str = "", seq: int = 0,
-                   parent_run_id: str = "", accepts_ask: bool = False) -> pb.Event:
+                   parent_run_id: str = "", accepts_ask: bool = False, **extra: Unpack[ApprovalExtra]) -> pb.Event:
     """A human's answer to an ASK, naming the asked call by tool_call_id or the ASK's decision_id.
     scope "once": this call only; "always": a standing exemption (for ttl_seconds, 0: the daemon's
     loopwarden.exemptionTtlSeconds)."""
     if not tool_call_id and not decision_id:
         raise ValueError("an approval names the asked call: pass tool_call_id or decision_id")
-    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask, extra)
     event.approval.CopyFrom(pb.Approval(tool_call_id=tool_call_id, decision_id=decision_id, approved=approved,
-                                        scope=_approval_scope(scope), ttl_seconds=ttl_seconds))
+                                        scope=_approval_scope(scope), ttl_seconds=ttl_seconds,
+                                        **_own("approval", extra)))
     return event
 
 
 def run_end_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0, parent_run_id: str = "",
-                  accepts_ask: bool = False) -> pb.Event:
-    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask)
-    event.run_end.SetInParent()
+                  accepts_ask: bool = False, **extra: Unpack[RunEndExtra]) -> pb.Event:
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask, extra)
+    event.run_end.CopyFrom(pb.RunEnd(**_own("run_end", extra)))
     return event
 
 
 def event_from_record(record: EventRecord) -> pb.Event:
+    # The builders' own arguments, and the generic fields (_event_extra.py) of the envelope and the kind.
+    generic = [*ENVELOPE_EXTRA, *(KIND_EXTRA[record.kind.value] if record.kind is not None else ())]
     common: dict[str, Any] = {"agent_id": record.agent_id, "session_id": record.session_id, "seq": record.seq,
-              "parent_run_id": record.parent_run_id, "accepts_ask": record.accepts_ask}
+              "parent_run_id": record.parent_run_id, "accepts_ask": record.accepts_ask,
+              **{name: getattr(record, name) for name in generic}}
     if record.kind is EventKind.TOOL_CALL:
         return tool_call_event(record.run_id, record.tool_name, params_json=record.params_json,
                                tool_call_id=record.tool_call_id, tool_class=record.tool_class,
@@ -182,11 +203,18 @@ def exemption_from_message(message: pb.Exemption) -> Exemption:
                      run_id=message.run_id)
 
 
+# generated:run-record:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+def run_record_from_message(message: pb.RunRecord) -> RunRecord:
+    return RunRecord(seq=message.seq, tool_name=message.tool_name, args_hash=message.args_hash,
+                     tool_call_id=message.tool_call_id, result_hash=message.result_hash,
+                     unknown_tool_name=message.unknown_tool_name)
+# generated:run-record:end
+
+
 def inspection_from_message(message: pb.InspectRunResponse) -> RunInspection:
     return RunInspection(
         run_id=message.run_id, agent_id=message.agent_id,
-        records=[RunRecord(r.seq, r.tool_name, r.args_hash, r.tool_call_id, r.result_hash, r.unknown_tool_name)
-                 for r in message.records],
+        records=[run_record_from_message(r) for r in message.records],
         guard_armed=message.guard.armed, guard_window_size=message.guard.window_size,
         guard_observed=message.guard.observed, blocks=message.blocks, aborted=message.aborted,
         abort_error_code=message.abort_error_code,

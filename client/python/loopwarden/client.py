@@ -22,11 +22,13 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 import grpc
 
 from . import _wire
+from ._event_extra import (ApprovalExtra, CompactionRetryExtra, RunEndExtra, ToolCallExtra, ToolOutcomeExtra,
+                           UsageExtra, UserTurnExtra)
 from ._wire import MISSING
 from .tracing import GuardrailSpans
 from .trees import RunTrees
@@ -102,12 +104,13 @@ class _Verbs:
 
     # Every verb also takes, keyword-only: parent_run_id (this run is a child of that run, a
     # sub-agent: fixed by the run's first event), root_run_id (the tree's root, for routing, when
-    # this client has not seen the chain) and accepts_ask (None: the client's setting).
+    # this client has not seen the chain), accepts_ask (None: the client's setting), and the
+    # event's fields that have no argument of their own, as they are (`extra`: _event_extra.py).
 
     def tool_call(self, run_id: str, tool_name: str, params: Any = None, *, tool_call_id: str = "",
                   params_json: str | None = None, agent_id: str | None = None, session_id: str = "",
                   seq: int | None = None, tool_class: str = "", batch_id: str = "", parent_run_id: str = "",
-                  root_run_id: str = "", accepts_ask: bool | None = None):
+                  root_run_id: str = "", accepts_ask: bool | None = None, **extra: Unpack[ToolCallExtra]):
         """Before a tool runs: may it run? Returns the Verdict (ALLOW/WARN: run it; ASK, only with
         accepts_ask: ask a human, then report the answer with `approval`). `tool_class`: what the
         caller knows the tool does ("readOnly", "mutating", "poll"; a config rule wins).
@@ -115,49 +118,55 @@ class _Verbs:
         return self._send(_wire.tool_call_event(
             run_id, tool_name, params, params_json=params_json, tool_call_id=tool_call_id, tool_class=tool_class,
             batch_id=batch_id,
-            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
+            **extra, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id,
+                                    accepts_ask)))
 
     def tool_outcome(self, run_id: str, tool_name: str, params: Any = None, *, result: Any = MISSING,
                      error: str | None = None, result_json: str | None = None, params_json: str | None = None,
                      tool_call_id: str = "", agent_id: str | None = None, session_id: str = "",
                      seq: int | None = None, duration_ms: int = 0, parent_run_id: str = "", root_run_id: str = "",
-                     accepts_ask: bool | None = None):
+                     accepts_ask: bool | None = None, **extra: Unpack[ToolOutcomeExtra]):
         """After a tool ran: what it returned (`result`, any JSON-able value) or the `error` text;
         `duration_ms`: how long it ran (loopwarden.budgets.toolSecondsPerTree)."""
         return self._send(_wire.tool_outcome_event(
             run_id, tool_name, params, result=result, result_json=result_json, error=error,
             params_json=params_json, tool_call_id=tool_call_id, duration_ms=duration_ms,
-            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
+            **extra, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id,
+                                    accepts_ask)))
 
     def compaction_retry(self, run_id: str, *, agent_id: str | None = None, session_id: str = "",
                          seq: int | None = None, parent_run_id: str = "", root_run_id: str = "",
-                         accepts_ask: bool | None = None):
+                         accepts_ask: bool | None = None, **extra: Unpack[CompactionRetryExtra]):
         """The runner compacted its context after an overflow and retries: arms the guard."""
         return self._send(_wire.compaction_retry_event(
-            run_id, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
+            run_id, **extra,
+            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
 
     def user_turn(self, run_id: str, *, prompt_id: str = "", agent_id: str | None = None, session_id: str = "",
                   seq: int | None = None, parent_run_id: str = "", root_run_id: str = "",
-                  accepts_ask: bool | None = None):
+                  accepts_ask: bool | None = None, **extra: Unpack[UserTurnExtra]):
         """A person or an orchestrator sent the run a new instruction: the run starts fresh for
         loop detection (loopwarden.userTurnResets) and keeps its budgets; an aborted run stays aborted."""
         return self._send(_wire.user_turn_event(
             run_id, prompt_id=prompt_id,
-            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
+            **extra, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id,
+                                    accepts_ask)))
 
     def usage(self, run_id: str, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0,
               model: str = "", agent_id: str | None = None, session_id: str = "", seq: int | None = None,
-              parent_run_id: str = "", root_run_id: str = "", accepts_ask: bool | None = None):
+              parent_run_id: str = "", root_run_id: str = "", accepts_ask: bool | None = None,
+              **extra: Unpack[UsageExtra]):
         """What one model response cost (tokens, US dollars), for the tree's token and cost
         budgets (loopwarden.budgets.tokensPerTree, costUsdPerTree). Counted once per event."""
         return self._send(_wire.usage_event(
             run_id, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, model=model,
-            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
+            **extra, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id,
+                                    accepts_ask)))
 
     def approval(self, run_id: str, *, approved: bool, tool_call_id: str = "", decision_id: str = "",
                  scope: str = "once", ttl_seconds: int = 0, agent_id: str | None = None, session_id: str = "",
                  seq: int | None = None, parent_run_id: str = "", root_run_id: str = "",
-                 accepts_ask: bool | None = None):
+                 accepts_ask: bool | None = None, **extra: Unpack[ApprovalExtra]):
         """A human's answer to an ASK verdict, naming the asked call by its `tool_call_id` or the
         ASK's `decision_id`. `scope="once"`: this call only (the next critical asks again);
         `"always"`: a standing exemption for this agent, tool and arguments (for `ttl_seconds`, 0:
@@ -165,13 +174,16 @@ class _Verbs:
         return self._send(_wire.approval_event(
             run_id, approved=approved, tool_call_id=tool_call_id, decision_id=decision_id, scope=scope,
             ttl_seconds=ttl_seconds,
-            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
+            **extra, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id,
+                                    accepts_ask)))
 
     def run_end(self, run_id: str, *, agent_id: str | None = None, session_id: str = "", seq: int | None = None,
-                parent_run_id: str = "", root_run_id: str = "", accepts_ask: bool | None = None):
+                parent_run_id: str = "", root_run_id: str = "", accepts_ask: bool | None = None,
+                **extra: Unpack[RunEndExtra]):
         """The run is over: the daemon frees its state."""
         return self._send(_wire.run_end_event(
-            run_id, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
+            run_id, **extra,
+            **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id, accepts_ask)))
 
     def root_of(self, run_id: str) -> str:
         """The root of run_id's tree as far as this client knows: what its routing header names."""

@@ -22,9 +22,11 @@ from __future__ import annotations
 import enum
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ._event_extra import ENVELOPE_EXTRA, KIND_EXTRA
 
 
 class EventKind(str, enum.Enum):
@@ -48,38 +50,41 @@ class EventFormatError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class EventRecord:
-    """One event, spelled out. `kind` is None when the dict named no kind we know: such an event
-    is still sent (the daemon answers it with REJECT missing_event_kind), and `raw_kind` keeps what
-    it said so a tool can report it."""
+    """One event, spelled out: the Event envelope's fields and every kind message's, once per name
+    (generated from the proto; each names the messages that carry it). JSON is kept as text
+    (`params_json` empty means {}); a tool outcome has at most one of `result_json` / `error`;
+    `tool_class` and `scope` are spelled as the config spells them (TOOL_CLASSES,
+    APPROVAL_SCOPES). `kind` is None when the dict named no kind we know: such an event is still
+    sent (the daemon answers it with REJECT missing_event_kind), and `raw_kind` keeps what it said
+    so a tool can report it."""
 
     kind: EventKind | None
-    run_id: str = ""
-    seq: int = 0
-    agent_id: str = ""
-    session_id: str = ""
-    tool_name: str = ""
-    tool_call_id: str = ""
-    params_json: str = ""  # empty means {}
-    result_json: str | None = None  # tool_outcome: at most one of result_json / error
-    error: str | None = None
+    # generated:event-record:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+    run_id: str = ""  # Event
+    agent_id: str = ""  # Event
+    session_id: str = ""  # Event
+    seq: int = 0  # Event
+    parent_run_id: str = ""  # Event
+    accepts_ask: bool = False  # Event
+    tool_name: str = ""  # ToolCall, ToolOutcome
+    tool_call_id: str = ""  # ToolCall, ToolOutcome, Approval
+    params_json: str = ""  # ToolCall, ToolOutcome
+    tool_class: str = ""  # ToolCall
+    batch_id: str = ""  # ToolCall
+    result_json: str | None = None  # ToolOutcome
+    error: str | None = None  # ToolOutcome
+    duration_ms: int = 0  # ToolOutcome
+    prompt_id: str = ""  # UserTurn
+    input_tokens: int = 0  # Usage
+    output_tokens: int = 0  # Usage
+    cost_usd: float = 0.0  # Usage
+    model: str = ""  # Usage
+    decision_id: str = ""  # Approval
+    approved: bool = False  # Approval
+    scope: str = ""  # Approval
+    ttl_seconds: int = 0  # Approval
+    # generated:event-record:end
     raw_kind: str = ""
-    tool_class: str = ""  # tool_call: what the caller knows the tool does ("readOnly", "mutating", "poll")
-    batch_id: str = ""  # tool_call: the calls sharing one were issued together (ToolCall.batch_id)
-    prompt_id: str = ""  # user_turn: the host's id of the new prompt (UserTurn.prompt_id)
-    # Run trees and ASK: any kind.
-    parent_run_id: str = ""  # this run is a child of that run (fixed by the run's first event)
-    accepts_ask: bool = False  # the caller can hold a call for a human: it may be answered ASK
-    duration_ms: int = 0  # tool_outcome: how long the call ran (0 = not reported)
-    # usage: what one model response cost.
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    model: str = ""
-    # approval: a human's answer to an ASK, naming the call by tool_call_id (above) or decision_id.
-    decision_id: str = ""
-    approved: bool = False
-    scope: str = ""  # "once" ("" = once) or "always"
-    ttl_seconds: int = 0
 
 
 # A tool call's `tool_class`: what its caller knows the tool does ("" = nobody said).
@@ -146,6 +151,26 @@ def _cost(data: Mapping[str, Any]) -> float:
     return float(value)
 
 
+def _number(data: Mapping[str, Any], key: str) -> float:
+    """A finite number (0.0 when absent)."""
+    value = data.get(key)
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise EventFormatError(f"{key} must be a finite number, got {value!r}")
+    return float(value)
+
+
+# How a generic field (_event_extra.py) is read, by its proto type.
+_READERS: dict[str, Callable[[Mapping[str, Any], str], Any]] = {
+    "string": _string, "bool": _bool, "uint32": lambda data, key: _count(data, key, 32), "uint64": _count,
+    "double": _number, "float": _number}
+
+
+def _generic(data: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
+    return {name: _READERS[type_](data, name) for name, type_ in fields.items()}
+
+
 def _params_json(data: Mapping[str, Any]) -> str:
     text = _optional_string(data, "params_json")
     if text is not None:
@@ -169,7 +194,8 @@ def parse_event(data: Mapping[str, Any]) -> EventRecord:
         "run_id": _string(data, "run_id"), "seq": _seq(data),
         "agent_id": _string(data, "agent_id"), "session_id": _string(data, "session_id"),
         "raw_kind": raw_kind or "", "parent_run_id": _string(data, "parent_run_id"),
-        "accepts_ask": _bool(data, "accepts_ask"),
+        "accepts_ask": _bool(data, "accepts_ask"), **_generic(data, ENVELOPE_EXTRA),
+        **_generic(data, KIND_EXTRA[kind.value] if kind is not None else {}),
     }
     if kind is EventKind.TOOL_CALL:
         tool_class = _string(data, "tool_class")

@@ -53,12 +53,23 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class RunRecord:
+    """One entry of a run's history (InspectRun's RunRecord, field for field)."""
+
+    # generated:run-record:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+    # The seq of the event that created the record.
     seq: int
+    # The tool as the call that formed the record spelled it (args_hash is over the normalised
+    # name).
     tool_name: str
+    # The hash of the call's projected arguments.
     args_hash: str
+    # The call's tool call id, if it had one.
     tool_call_id: str
-    result_hash: str  # "" while pending
+    # The hash of the outcome; empty while the call is pending (no outcome yet).
+    result_hash: str
+    # The missing tool's name when the outcome's error said no such tool exists.
     unknown_tool_name: str
+    # generated:run-record:end
 
 
 @dataclass(frozen=True, slots=True)

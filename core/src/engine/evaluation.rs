@@ -206,7 +206,11 @@ fn on_tool_call(
     // The call as it runs (allowed, warned, exempt or shadowed): recorded pending, linked to its
     // batch, and remembered by duplicate_side_effect once let through.
     let runs = |state: &mut RunState| {
-        append_call(state, batched, link, record(seq, t, digest, call_id, PENDING, [0; 32], None));
+        let mut r = record(seq, t, digest, call_id, PENDING, [0; 32], None);
+        if !state.incoming_carried.is_empty() {  // no lookup of the extras for a call that carries nothing
+            r.set_carried(state.incoming_carried);
+        }
+        append_call(state, batched, link, r);
         if side_effect {
             remember_call(state, &tool, digest, seq, call_id);
         }

@@ -5,6 +5,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
+use crate::carried_gen::Carried;
 use crate::fingerprint::{ERROR, PENDING};
 use crate::intern::{canonical, spelling_id, tool_id, tool_name, ExtraHandle, OVERFLOW};
 pub use crate::intern::RecordExtra;
@@ -96,7 +97,7 @@ impl Record {
         let own_name = (tool.id == OVERFLOW).then(|| tool.name.into());
         r.extra = ExtraHandle::new(RecordExtra {
             call_id: call_id.map(Into::into), unknown: unknown.map(Into::into), tool: own_name, failure: None,
-            seq_high: (seq >> 32) as u32,
+            seq_high: (seq >> 32) as u32, carried: Default::default(),
         });
         r
     }
@@ -141,15 +142,33 @@ impl Record {
     pub fn unknown(&self) -> Option<&str> {
         self.extra.get().and_then(|e| e.unknown.as_deref())
     }
-    /// Completing a pending call: its id goes, the missing tool an error named comes.
+    /// Completing a pending call: its id goes, the missing tool an error named comes, what it
+    /// carries stays.
     pub(crate) fn complete(&mut self, unknown: Option<&str>) {
-        let seq_high = self.extra.get().map_or(0, |e| e.seq_high);
-        if self.tool != OVERFLOW && unknown.is_none() && seq_high == 0 {
+        let (seq_high, carried) = self.extra.get().map_or((0, Carried::default()), |e| (e.seq_high, e.carried));
+        if self.tool != OVERFLOW && unknown.is_none() && seq_high == 0 && carried.is_empty() {
             self.extra = ExtraHandle::default();
             return;
         }
         let tool = self.extra.get().and_then(|e| e.tool.clone());
-        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool, failure: None, seq_high });
+        self.extra = ExtraHandle::new(RecordExtra { call_id: None, unknown: unknown.map(Into::into), tool, failure: None, seq_high,
+                                                    carried });
+    }
+    /// The ToolCall fields the record carries into InspectRun (carried_gen.rs).
+    pub fn carried(&self) -> Carried {
+        if !self.extra.is_some() {
+            return Carried::default();
+        }
+        self.extra.get().map_or_else(Carried::default, |e| e.carried)
+    }
+    /// Sets what the record carries, keeping the other extras.
+    pub fn set_carried(&mut self, carried: Carried) {
+        if carried == self.carried() {
+            return;
+        }
+        let mut extra = self.extra.get().cloned().unwrap_or_default();
+        extra.carried = carried;
+        self.extra = ExtraHandle::new(extra);
     }
     /// The identity of the terminal exec failure this record ended in (execFailureStreak).
     pub fn failure_key(&self) -> Option<&[u8; 32]> {
@@ -205,6 +224,8 @@ pub struct RunState {
     /// Transient, never persisted: the batch key of the event being evaluated (the service sets
     /// it from ToolCall.batch_id or the EvaluateRequest; 0: none).
     pub incoming_batch: u64,
+    /// What the incoming tool call carries into its record, set by the service like `incoming_batch`.
+    pub incoming_carried: Carried,
 }
 
 /// A run's rare parts (`RunState::rare`): each None until the run needs it.

@@ -12,12 +12,21 @@ use crate::service;
 /// the call that formed the record; `args_hash` over the normalised name, as matching hashes it).
 #[pyclass(module = "loopwarden_core", frozen, get_all)]
 pub(super) struct RecordView {
+    // generated:record-view:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+    /// The seq of the event that created the record.
     pub(super) seq: u64,
+    /// The tool as the call that formed the record spelled it (args_hash is over the normalised
+    /// name).
     pub(super) tool_name: String,
+    /// The hash of the call's projected arguments.
     pub(super) args_hash: String,
+    /// The call's tool call id, if it had one.
     pub(super) tool_call_id: String,
+    /// The hash of the outcome; empty while the call is pending (no outcome yet).
     pub(super) result_hash: String,
+    /// The missing tool's name when the outcome's error said no such tool exists.
     pub(super) unknown_tool_name: String,
+    // generated:record-view:end
 }
 
 /// A held run, as InspectRun shows it; `recent_verdicts` are loopwarden.v1.Verdict bytes.
@@ -106,6 +115,8 @@ impl Inspection {
                 tool_call_id: r.call_id().unwrap_or("").to_string(),
                 result_hash: result_hash_text(r.status, &r.result).unwrap_or_default(),
                 unknown_tool_name: r.unknown().unwrap_or("").to_string(),
+                // generated:record-view-carried:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+                // generated:record-view-carried:end
             })?);
         }
         let recent_verdicts = entry.recent_decisions().into_iter()

@@ -26,7 +26,9 @@ use crate::json::{decode, JsonError};
 use crate::service::{self, counter, Config, Core};
 
 mod answers;
+mod convert;
 mod evaluator;
+mod event_gen;
 mod exemptions;
 mod inspection;
 mod persistence;

@@ -515,11 +515,12 @@ impl Core {
         let max_depth = self.limits.max_json_depth;
         let state = &mut self.store.get_mut(tenant, run_id).expect("created").state;
         if let Some(KindRef::ToolCall { .. }) = event.kind {
+            state.incoming_carried = event.carried();
             // The call's batch: its batch id, else its request (engine::batches).
-            state.incoming_batch = if event.batch_id.is_empty() {
+            state.incoming_batch = if event.batch_id().is_empty() {
                 crate::engine::batches::request_key(self.requests)
             } else {
-                crate::engine::batches::batch_id_key(event.batch_id)
+                crate::engine::batches::batch_id_key(event.batch_id())
             };
         }
         #[cfg(feature = "testing")]
@@ -713,7 +714,7 @@ struct Judged {
 /// The engine's event for an event read off the wire.
 fn engine_event<'a>(event: &EventRef<'a>) -> Event<'a> {
     match event.kind {
-        Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, tool_class }) => {
+        Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, tool_class, .. }) => {
             let tool_class = tool_class_of(tool_class);
             Event::ToolCall { tool_name, params_json, tool_call_id, seq: event.seq, tool_class }
         }
@@ -733,7 +734,7 @@ fn engine_event<'a>(event: &EventRef<'a>) -> Event<'a> {
         },
         Some(KindRef::CompactionRetry) => Event::CompactionRetry,
         Some(KindRef::UserTurn { .. }) => Event::UserTurn,
-        Some(KindRef::Approval { tool_call_id, decision_id, approved, scope, ttl_seconds }) => {
+        Some(KindRef::Approval { tool_call_id, decision_id, approved, scope, ttl_seconds, .. }) => {
             let always = scope == pb::ApprovalScope::Always as i32;
             Event::Approval(crate::engine::ask::Approval { tool_call_id, decision_id, approved, always, ttl_seconds })
         }

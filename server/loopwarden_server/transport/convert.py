@@ -8,7 +8,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from ..config.detection import LoopDetectionSettings
 from ..config.tables import SETTINGS
 from ..config.tool_rules import ToolRules
-from ..core import ExemptionView, RunView, TotalsView
+from ..core import ExemptionView, RecordView, RunView, TotalsView
 
 
 # resolved field -> EffectiveConfig field, from the one table (the proto's fields are generated too).
@@ -38,13 +38,20 @@ def exemption(view: ExemptionView) -> pb.Exemption:
                         created_at=view.created_at, expires_at=view.expires_at, run_id=view.run_id)
 
 
+# generated:run-record:begin (proto/loopwarden/v1/loopwarden.proto: edit there, then `make tables`)
+def run_record(view: RecordView) -> pb.RunRecord:
+    """The core's view of one record as RunRecord: every field as it is."""
+    return pb.RunRecord(seq=view.seq, tool_name=view.tool_name, args_hash=view.args_hash,
+                        tool_call_id=view.tool_call_id, result_hash=view.result_hash,
+                        unknown_tool_name=view.unknown_tool_name)
+# generated:run-record:end
+
+
 def inspect_response(view: RunView, settings: LoopDetectionSettings) -> pb.InspectRunResponse:
     """A held run's view (the core's) with the agent's effective settings (the config's)."""
     return pb.InspectRunResponse(
         run_id=view.run_id, agent_id=view.agent_id,
-        records=[pb.RunRecord(seq=r.seq, tool_name=r.tool_name, args_hash=r.args_hash, tool_call_id=r.tool_call_id,
-                              result_hash=r.result_hash, unknown_tool_name=r.unknown_tool_name)
-                 for r in view.records],
+        records=[run_record(r) for r in view.records],
         guard=pb.GuardState(armed=view.guard_armed, window_size=view.guard_window_size, observed=view.guard_observed),
         blocks=view.blocks, aborted=view.aborted, abort_error_code=view.abort_error_code,
         effective_config=effective_config(settings), events_evaluated=view.events_evaluated,
