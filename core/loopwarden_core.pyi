@@ -224,6 +224,7 @@ class ToolRule:
 class Limits:
     """Input limits; an event over one is REJECTed with a stable error code. A keyword left out
     is the core's default."""
+    # generated:limits:begin (tables/loopwarden.toml [[limit]]: edit there, then `make tables`)
     max_params_bytes: int
     max_result_bytes: int
     max_run_id_chars: int
@@ -233,11 +234,20 @@ class Limits:
     max_tool_call_id_chars: int
     max_json_depth: int
     max_events_per_request: int
-    def __init__(self, *, max_params_bytes: int | None = None, max_result_bytes: int | None = None,
-                 max_run_id_chars: int | None = None, max_tool_name_chars: int | None = None,
-                 max_agent_id_chars: int | None = None, max_session_id_chars: int | None = None,
-                 max_tool_call_id_chars: int | None = None, max_json_depth: int | None = None,
-                 max_events_per_request: int | None = None) -> None: ...
+    def __init__(
+        self,
+        *,
+        max_params_bytes: int | None = None,
+        max_result_bytes: int | None = None,
+        max_run_id_chars: int | None = None,
+        max_tool_name_chars: int | None = None,
+        max_agent_id_chars: int | None = None,
+        max_session_id_chars: int | None = None,
+        max_tool_call_id_chars: int | None = None,
+        max_json_depth: int | None = None,
+        max_events_per_request: int | None = None,
+    ) -> None: ...
+    # generated:limits:end
 
 @final
 class Loaded:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
@@ -22,6 +22,7 @@ class SettingsError(ValueError):
 class Limits:
     """Input limits; an event over one is rejected with a stable error code."""
 
+    # generated:limits:begin (tables/loopwarden.toml [[limit]]: edit there, then `make tables`)
     max_params_bytes: int = 1024 * 1024
     max_result_bytes: int = 1024 * 1024
     max_run_id_chars: int = 256
@@ -32,16 +33,17 @@ class Limits:
     max_json_depth: int = 64
     max_events_per_request: int = 1000
     # gRPC's own per-message cap: a larger request fails its stream with RESOURCE_EXHAUSTED. 4 MiB
-    # holds one event at both payload limits (1 MiB params + 1 MiB result) with room, and keeps
-    # the memory one request costs to parse far below the chart's 512 MiB limit.
+    # holds one event at both payload limits (1 MiB params + 1 MiB result) with room, and keeps the
+    # memory one request costs to parse far below the chart's 512 MiB limit.
     max_message_bytes: int = 4 * 1024 * 1024
     # One Evaluate stream per run is the routed mode (a router hashes the stream's run id header),
-    # so this cap is also the live routed runs per replica. An idle open stream costs ~25 KiB of
-    # RSS (bench/stream_memory.py over 5,000 streams; the chart README), so 10,000 cost ~240 MiB.
+    # so this cap is also the live routed runs per replica. An idle open stream costs ~25 KiB of RSS
+    # (bench/stream_memory.py over 5,000 streams; the chart README), so 10,000 cost ~240 MiB.
     max_streams: int = 10_000
     # An Evaluate stream that sent nothing for this long is closed, so idle clients cannot keep
     # every stream slot.
     stream_idle_timeout_seconds: float = 600.0
+    # generated:limits:end
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,7 @@ _OPTIONS = (
     ("--log-level", "LOOPWARDEN_LOG_LEVEL", "log_level", _log_level, "DEBUG, INFO, WARNING or ERROR (default INFO)"),
     ("--log-format", "LOOPWARDEN_LOG_FORMAT", "log_format", _log_format, "json: one JSON object per line; text: one short line for a person (default: text when stderr is a terminal, else json)"),
     ("--engine", "LOOPWARDEN_ENGINE", "engine", _engine, "obsolete: every daemon runs the compiled core; only `core` is accepted"),
+    # generated:limit-flags:begin (tables/loopwarden.toml [[limit]]: edit there, then `make tables`)
     ("--max-params-bytes", "LOOPWARDEN_MAX_PARAMS_BYTES", "max_params_bytes", _positive_int, "largest params_json accepted (default 1 MiB)"),
     ("--max-result-bytes", "LOOPWARDEN_MAX_RESULT_BYTES", "max_result_bytes", _positive_int, "largest result_json/error accepted (default 1 MiB)"),
     ("--max-run-id-chars", "LOOPWARDEN_MAX_RUN_ID_CHARS", "max_run_id_chars", _positive_int, "longest run_id accepted (default 256)"),
@@ -172,6 +175,7 @@ _OPTIONS = (
     ("--max-message-bytes", "LOOPWARDEN_MAX_MESSAGE_BYTES", "max_message_bytes", _positive_int, "largest gRPC message (default 4 MiB)"),
     ("--max-streams", "LOOPWARDEN_MAX_STREAMS", "max_streams", _positive_int, "concurrent Evaluate streams; two or more tenants: an equal share each (default 10000)"),
     ("--stream-idle-timeout", "LOOPWARDEN_STREAM_IDLE_TIMEOUT", "stream_idle_timeout_seconds", _positive_float, "seconds an Evaluate stream may send nothing before it is closed (default 600)"),
+    # generated:limit-flags:end
     ("--tenant-label", "LOOPWARDEN_TENANT_LABEL", "tenant_label", _boolean, "true: metrics carry a tenant label (tenants named in the token file; others \"other\") (default false)"),
     ("--state-store", "LOOPWARDEN_STATE_STORE", "state_store", _state_store, "where run state outlives the process: file:PATH (one replica; checkpoints every flush interval) or redis://[user:password@]host:port[/db] / rediss://... (shared by replicas), redis+cluster://host:port[,host:port...] / rediss+cluster://... (Redis Cluster) (default: memory only)"),
     ("--state-flush-interval", "LOOPWARDEN_STATE_FLUSH_INTERVAL", "state_flush_interval_seconds", _positive_float, "seconds between writes of changed runs to the state store (default 1)"),
@@ -188,9 +192,21 @@ _OPTIONS = (
     ("--tls-client-ca", "LOOPWARDEN_TLS_CLIENT_CA", "tls_client_ca", str, "PEM CA bundle: require client certificates it signed (mTLS)"),
     ("--auth-token-file", "LOOPWARDEN_AUTH_TOKEN_FILE", "auth_token_file", str, "file of bearer tokens clients must send: one token, or one `TENANT TOKEN` per line (a tenant each)"),
 )
-_LIMIT_FIELDS = {"max_params_bytes", "max_result_bytes", "max_run_id_chars", "max_tool_name_chars", "max_json_depth",
-                 "max_events_per_request", "max_message_bytes", "max_streams",
-                 "max_agent_id_chars", "max_session_id_chars", "max_tool_call_id_chars", "stream_idle_timeout_seconds"}
+_LIMIT_FIELDS = frozenset(field.name for field in fields(Limits))
+# What the core enforces: core.py hands these fields of Limits to loopwarden_core.Limits.
+CORE_LIMITS = (
+    # generated:core-limits:begin (tables/loopwarden.toml [[limit]]: edit there, then `make tables`)
+    "max_params_bytes",
+    "max_result_bytes",
+    "max_run_id_chars",
+    "max_tool_name_chars",
+    "max_agent_id_chars",
+    "max_session_id_chars",
+    "max_tool_call_id_chars",
+    "max_json_depth",
+    "max_events_per_request",
+    # generated:core-limits:end
+)
 _SECURITY_FIELDS = {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file"}
 
 

@@ -1,10 +1,10 @@
 """docs/: the reference tables, in the pages that explain them.
 
-docs/configuration.md: settings, presets, error codes. docs/detectors.md: detectors, messages.
+docs/configuration.md: settings, presets, error codes, the input limits' flags. docs/detectors.md: detectors, messages.
 """
 from __future__ import annotations
 
-from . import regions
+from . import limits_out, regions
 from .source import Setting, Tables
 
 CONFIGURATION_PATH = "docs/configuration.md"
@@ -109,7 +109,7 @@ def messages_table(t: Tables) -> list[str]:
 
 def update_configuration(t: Tables, text: str) -> str:
     for name, table in (("settings", settings_table), ("presets", presets_table),
-                        ("error-codes", error_codes_table)):
+                        ("error-codes", error_codes_table), ("limit-flags", limits_out.flags_table)):
         text = regions.replace(text, name, table(t), path=CONFIGURATION_PATH)
     return text
 

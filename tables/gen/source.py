@@ -16,6 +16,8 @@ SOURCE = Path("tables/loopwarden.toml")
 KINDS = ("switch", "bool", "count", "count_or_off", "gate", "tool_names", "preset", "tool_rules", "choice", "number")
 LEVELS = ("warning", "critical")
 ERROR_KINDS = ("abort", "reject", "internal", "request")
+UNITS = ("bytes", "chars", "count", "seconds")
+MIB = 1 << 20
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -110,6 +112,7 @@ class ErrorCode:
     code: str
     kind: str
     doc: str
+    limit: str = ""  # the [[limit]] it enforces: `{flag}` in the doc is that limit's flag
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,44 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """One input limit: a daemon flag, and when `core`, a field of the core's Limits."""
+
+    name: str
+    unit: str
+    default: int | float
+    help: str
+    doc: str
+    core: bool
+    flag: str = ""
+    env: str = ""
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.flag:
+            object.__setattr__(self, "flag", "--" + self.name.replace("_", "-"))
+        if not self.env:
+            object.__setattr__(self, "env", "LOOPWARDEN_" + self.flag.strip("-").replace("-", "_").upper())
+
+    @property
+    def is_float(self) -> bool:
+        return self.unit == "seconds"
+
+    @property
+    def shown(self) -> str:
+        """The default as --help and the docs show it: `1 MiB`, `256`, `600`."""
+        value = self.default
+        if self.unit == "bytes" and value % MIB == 0:
+            return f"{int(value) // MIB} MiB"
+        return str(int(value)) if float(value).is_integer() else str(value)
+
+    @property
+    def metavar(self) -> str:
+        """The docs' placeholder of the flag's value."""
+        return "S" if self.unit == "seconds" else "N"
+
+
+@dataclass(frozen=True)
 class Tables:
     bounds: dict[str, int]
     blocks: list[Block]
@@ -141,6 +182,7 @@ class Tables:
     detectors: list[Detector]
     error_codes: list[ErrorCode]
     messages: list[Message]
+    limits: list[Limit]
 
     # ---- views the generators share
 
@@ -153,6 +195,11 @@ class Tables:
     def wire(self) -> list[Setting]:
         """Resolved settings that EffectiveConfig carries, by proto tag."""
         return sorted((s for s in self.resolved if s.proto_tag), key=lambda s: s.proto_tag)
+
+    @property
+    def core_limits(self) -> list[Limit]:
+        """The limits the core enforces, in table order."""
+        return [limit for limit in self.limits if limit.core]
 
     def block(self, path: str) -> Block:
         return next(b for b in self.blocks if b.path == path)
@@ -200,15 +247,31 @@ def load(root: Path) -> Tables:
         if "choices" in row:
             row["choices"] = tuple(row["choices"])
         settings.append(Setting(maximum_name=maximum_name, **row))
+    limits = [Limit(**row) for row in raw["limit"]]
     presets = [Preset(name, table["doc"], dict(table.get("values", {}))) for name, table in raw["preset"].items()]
     tables = Tables(
         bounds=bounds, blocks=blocks, settings=settings, presets=presets,
         detectors=[Detector(**row) for row in raw["detector"]],
-        error_codes=[ErrorCode(**row) for row in raw["error_code"]],
+        error_codes=_error_codes(raw["error_code"], limits),
         messages=[Message(**row) for row in raw["message"]],
+        limits=limits,
     )
     _check(tables)
     return tables
+
+
+def _error_codes(rows: list[dict], limits: list[Limit]) -> list[ErrorCode]:
+    """The error codes, each `{flag}` in a doc filled with the flag of the code's limit."""
+    flags = {limit.name: limit.flag for limit in limits}
+    codes = []
+    for row in rows:
+        code = ErrorCode(**row)
+        if code.limit and code.limit not in flags:
+            raise SourceError(f"error code {code.code}: limit {code.limit!r} is not a [[limit]]")
+        if bool(code.limit) != ("{flag}" in code.doc):
+            raise SourceError(f"error code {code.code}: a doc names its limit's flag as {{flag}}, and only with limit")
+        codes.append(ErrorCode(code.code, code.kind, code.doc.replace("{flag}", flags.get(code.limit, "")), code.limit))
+    return codes
 
 
 def _unique(what: str, values: list) -> None:
@@ -229,6 +292,9 @@ def _check(t: Tables) -> None:
     _unique("detector number", [d.number for d in t.detectors])
     _unique("error code", [e.code for e in t.error_codes])
     _unique("message", [m.id for m in t.messages])
+    _unique("limit", [limit.name for limit in t.limits])
+    _unique("limit flag", [limit.flag for limit in t.limits])
+    _unique("limit env", [limit.env for limit in t.limits])
     paths = {b.path for b in t.blocks}
     for s in t.settings:
         where = f"setting {s.path}"
@@ -279,3 +345,16 @@ def _check(t: Tables) -> None:
         prefix = "WARNING: " if m.level == "warning" else "CRITICAL: "
         if not m.text.startswith(prefix):
             raise SourceError(f"message {m.id}: a {m.level} message starts with {prefix!r}")
+    for limit in t.limits:
+        where = f"limit {limit.name}"
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", limit.name):
+            raise SourceError(f"{where}: a name is snake_case")
+        if limit.unit not in UNITS:
+            raise SourceError(f"{where}: unit {limit.unit!r} is not one of {', '.join(UNITS)}")
+        if not limit.flag.startswith("--") or not limit.env.startswith("LOOPWARDEN_"):
+            raise SourceError(f"{where}: a flag starts with -- and a variable with LOOPWARDEN_")
+        wanted = (int, float) if limit.is_float else (int,)
+        if isinstance(limit.default, bool) or not isinstance(limit.default, wanted) or limit.default <= 0:
+            raise SourceError(f"{where}: the default is a positive {'number' if limit.is_float else 'integer'}")
+        if limit.core and limit.is_float:
+            raise SourceError(f"{where}: the core's limits are counts (usize), not seconds")

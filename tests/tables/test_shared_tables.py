@@ -22,7 +22,10 @@ from tables.gen.proto_source import PROTO
 from tables.gen.source import SOURCE, SourceError, load
 
 ROOT = Path(__file__).resolve().parents[2]
-COPY_PATHS = [copy.path for copy in COPIES if copy.build is None and not copy.of_shapes]  # the copies of the TOML
+COPY_PATHS = [copy.path for copy in COPIES  # the copies of the TOML's settings, detectors, errors, messages
+              if copy.build is None and not copy.of_shapes and not copy.of_limits]
+# The copies of the TOML's input limits ([[limit]]), and the docs page whose flag table is one.
+LIMIT_PATHS = [copy.path for copy in COPIES if copy.of_limits] + ["docs/configuration.md"]
 SHAPE_PATHS = [copy.path for copy in COPIES if copy.of_shapes]  # the copies of the proto's shapes
 HOSTS_RS = "core/hook/src/hosts.rs"  # built from the hook host modules, not the TOML
 CLIENT = "client/python/loopwarden"
@@ -203,6 +206,128 @@ def test_a_new_hook_host_reaches_the_compiled_hook(tmp_path: Path) -> None:
     table = (root / HOSTS_RS).read_text(encoding="utf-8")
     assert 'name: "toy"' in table and 'event: "beforeCall"' in table
     assert 'denied: r#"{"block": "loopwarden could not check this call (@REASON@)' in table
+
+
+TOY_LIMIT = """
+[[limit]]
+name = "max_toy_bytes"
+unit = "bytes"
+default = 2097152
+help = "largest toy accepted"
+doc = "a larger toy is rejected"
+core = true
+"""
+
+
+@pytest.mark.parametrize("path", LIMIT_PATHS)
+def test_a_changed_limit_flags_the_copy_as_stale(tmp_path: Path, path: str) -> None:
+    """A core limit renamed (its field, flag and variable): every copy of the limits names it,
+    and the error code json_too_deep names its new flag."""
+    root = checkout(tmp_path)
+    assert stale(root) == []
+    edit_source(root, 'name = "max_json_depth"', 'name = "max_json_nesting"')
+    edit_source(root, 'limit = "max_json_depth"', 'limit = "max_json_nesting"')  # json_too_deep's
+
+    assert path in stale(root)
+    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 1
+    assert f"stale: {path} " in result.stderr
+    assert path in write(root)
+    assert stale(root) == []
+    text = (root / path).read_text(encoding="utf-8")
+    assert "max_json_nesting" in text or "--max-json-nesting" in text
+    assert "max_json_depth" not in text and "--max-json-depth" not in text
+    if path == "docs/configuration.md":
+        assert "| `json_too_deep` | REJECT | params_json or result_json nests deeper than --max-json-nesting. |" in text
+
+
+@pytest.mark.parametrize("path", LIMIT_PATHS)
+def test_a_hand_edited_limit_copy_is_flagged(tmp_path: Path, path: str) -> None:
+    root = checkout(tmp_path)
+    target = root / path
+    text = target.read_text(encoding="utf-8")
+    # Inside the generated part: the first line naming the JSON depth limit.
+    line = next(line for line in text.splitlines() if "max_json_depth" in line or "--max-json-depth" in line)
+    target.write_text(text.replace(line, line.replace("json_depth", "json_dept").replace("json-depth", "json-dept"),
+                                   1), encoding="utf-8")
+
+    assert stale(root) == [path]
+
+
+def test_a_new_limit_reaches_every_copy(tmp_path: Path) -> None:
+    """One [[limit]] row is all a new limit needs to be a flag, a settings field, a field of the
+    core's Limits and of its Python class, a keyword the daemon passes, and a docs row."""
+    root = checkout(tmp_path)
+    with (root / SOURCE).open("a", encoding="utf-8") as source:
+        source.write(TOY_LIMIT)
+    written = write(root)
+
+    assert sorted(written) == sorted(LIMIT_PATHS)
+    assert stale(root) == []
+    read = {path: (root / path).read_text(encoding="utf-8") for path in LIMIT_PATHS}
+    assert "    pub max_toy_bytes: usize," in read["core/src/service/limits_gen.rs"]
+    assert "            max_toy_bytes: 2 << 20," in read["core/src/service/limits_gen.rs"]
+    python_core = read["core/src/python/limits_gen.rs"]
+    assert "    max_toy_bytes: usize," in python_core and "max_toy_bytes: l.max_toy_bytes," in python_core
+    assert "max_toy_bytes: max_toy_bytes.unwrap_or(base.max_toy_bytes)," in python_core
+    assert "        max_toy_bytes = None\n" in python_core
+    stub = read["core/loopwarden_core.pyi"]
+    assert "    max_toy_bytes: int\n" in stub and "        max_toy_bytes: int | None = None,\n" in stub
+    settings = read["server/loopwarden_server/settings.py"]
+    assert "    max_toy_bytes: int = 2 * 1024 * 1024\n" in settings
+    assert ('    ("--max-toy-bytes", "LOOPWARDEN_MAX_TOY_BYTES", "max_toy_bytes", _positive_int, '
+            '"largest toy accepted (default 2 MiB)"),\n') in settings
+    assert '    "max_toy_bytes",\n    # generated:core-limits:end' in settings
+    assert ("| `--max-toy-bytes N` | `LOOPWARDEN_MAX_TOY_BYTES` | 2 MiB | a larger toy is rejected |"
+            in read["docs/configuration.md"])
+
+
+def test_a_daemon_only_limit_stays_out_of_the_core(tmp_path: Path) -> None:
+    root = checkout(tmp_path)
+    with (root / SOURCE).open("a", encoding="utf-8") as source:
+        source.write(TOY_LIMIT.replace("core = true", "core = false"))
+    written = write(root)
+
+    assert sorted(written) == ["docs/configuration.md", "server/loopwarden_server/settings.py"]
+    assert "max_toy_bytes" not in (root / "server/loopwarden_server/settings.py").read_text().split("core-limits:begin")[1]
+
+
+@pytest.mark.parametrize(("row", "problem"), [
+    (TOY_LIMIT.replace('"bytes"', '"megabytes"'), "limit max_toy_bytes: unit 'megabytes' is not one of"),
+    (TOY_LIMIT.replace("2097152", "0"), "limit max_toy_bytes: the default is a positive integer"),
+    (TOY_LIMIT.replace("2097152", "2.5"), "limit max_toy_bytes: the default is a positive integer"),
+    (TOY_LIMIT.replace('"max_toy_bytes"', '"max_json_depth"'), "limit 'max_json_depth' is defined twice"),
+    (TOY_LIMIT.replace('unit = "bytes"\ndefault = 2097152', 'unit = "seconds"\ndefault = 2.5'),
+     "limit max_toy_bytes: the core's limits are counts"),
+    ('[[error_code]]\ncode = "toy_too_large"\nkind = "reject"\nlimit = "max_toys"\ndoc = "Over {flag}."\n',
+     "error code toy_too_large: limit 'max_toys' is not a [[limit]]"),
+    ('[[error_code]]\ncode = "toy_too_large"\nkind = "reject"\ndoc = "Over {flag}."\n',
+     "error code toy_too_large: a doc names its limit's flag as {flag}, and only with limit"),
+])
+def test_an_inconsistent_limit_is_refused_naming_it(tmp_path: Path, row: str, problem: str) -> None:
+    root = checkout(tmp_path)
+    with (root / SOURCE).open("a", encoding="utf-8") as source:
+        source.write(row)
+    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and problem in result.stderr, result.stderr
+
+
+def test_the_core_the_daemon_and_the_table_hold_the_same_limits() -> None:
+    """The built core's defaults, the daemon's Limits and its flags are the table's."""
+    from loopwarden_server import settings
+
+    tables = load(ROOT)
+    daemon = settings.Limits()
+    core = loopwarden_core.Limits()
+    for limit in tables.limits:
+        assert getattr(daemon, limit.name) == limit.default, limit.name
+        if limit.core:
+            assert getattr(core, limit.name) == limit.default, limit.name
+    assert settings.CORE_LIMITS == tuple(limit.name for limit in tables.core_limits)
+    parsed = settings.parse_serve_args([arg for limit in tables.limits for arg in (limit.flag, "7")], {})
+    assert all(getattr(parsed.limits, limit.name) == 7 for limit in tables.limits)
 
 
 def test_a_new_detector_reaches_every_language(tmp_path: Path) -> None:

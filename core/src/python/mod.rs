@@ -31,9 +31,12 @@ mod evaluator;
 mod event_gen;
 mod exemptions;
 mod inspection;
+mod limits_gen;
 mod persistence;
 #[cfg(feature = "testing")]
 mod testing;
+
+use limits_gen::PyLimits;
 
 fn json_error(e: JsonError) -> PyErr {
     match e {
@@ -119,68 +122,6 @@ fn normalize_tool_name(raw: &str) -> String {
 
 fn settings_from(d: &Bound<'_, PyDict>) -> PyResult<Settings> {
     crate::tables::settings_from_dict(d)
-}
-
-/// Input limits (an event over one is REJECTed with a stable error code); keywords default to
-/// the core's own defaults.
-#[pyclass(module = "loopwarden_core", name = "Limits", frozen, get_all)]
-#[derive(Clone)]
-struct PyLimits {
-    max_params_bytes: usize,
-    max_result_bytes: usize,
-    max_run_id_chars: usize,
-    max_tool_name_chars: usize,
-    max_agent_id_chars: usize,
-    max_session_id_chars: usize,
-    max_tool_call_id_chars: usize,
-    max_json_depth: usize,
-    max_events_per_request: usize,
-}
-
-impl From<service::Limits> for PyLimits {
-    fn from(l: service::Limits) -> PyLimits {
-        PyLimits {
-            max_params_bytes: l.max_params_bytes, max_result_bytes: l.max_result_bytes, max_run_id_chars: l.max_run_id_chars,
-            max_tool_name_chars: l.max_tool_name_chars, max_agent_id_chars: l.max_agent_id_chars,
-            max_session_id_chars: l.max_session_id_chars, max_tool_call_id_chars: l.max_tool_call_id_chars,
-            max_json_depth: l.max_json_depth, max_events_per_request: l.max_events_per_request,
-        }
-    }
-}
-
-impl From<&PyLimits> for service::Limits {
-    fn from(l: &PyLimits) -> service::Limits {
-        service::Limits {
-            max_params_bytes: l.max_params_bytes, max_result_bytes: l.max_result_bytes, max_run_id_chars: l.max_run_id_chars,
-            max_tool_name_chars: l.max_tool_name_chars, max_agent_id_chars: l.max_agent_id_chars,
-            max_session_id_chars: l.max_session_id_chars, max_tool_call_id_chars: l.max_tool_call_id_chars,
-            max_json_depth: l.max_json_depth, max_events_per_request: l.max_events_per_request,
-        }
-    }
-}
-
-#[pymethods]
-impl PyLimits {
-    #[new]
-    #[pyo3(signature = (*, max_params_bytes = None, max_result_bytes = None, max_run_id_chars = None,
-                        max_tool_name_chars = None, max_agent_id_chars = None, max_session_id_chars = None,
-                        max_tool_call_id_chars = None, max_json_depth = None, max_events_per_request = None))]
-    fn new(max_params_bytes: Option<usize>, max_result_bytes: Option<usize>, max_run_id_chars: Option<usize>,
-           max_tool_name_chars: Option<usize>, max_agent_id_chars: Option<usize>, max_session_id_chars: Option<usize>,
-           max_tool_call_id_chars: Option<usize>, max_json_depth: Option<usize>, max_events_per_request: Option<usize>) -> PyLimits {
-        let base = PyLimits::from(service::Limits::default());
-        PyLimits {
-            max_params_bytes: max_params_bytes.unwrap_or(base.max_params_bytes),
-            max_result_bytes: max_result_bytes.unwrap_or(base.max_result_bytes),
-            max_run_id_chars: max_run_id_chars.unwrap_or(base.max_run_id_chars),
-            max_tool_name_chars: max_tool_name_chars.unwrap_or(base.max_tool_name_chars),
-            max_agent_id_chars: max_agent_id_chars.unwrap_or(base.max_agent_id_chars),
-            max_session_id_chars: max_session_id_chars.unwrap_or(base.max_session_id_chars),
-            max_tool_call_id_chars: max_tool_call_id_chars.unwrap_or(base.max_tool_call_id_chars),
-            max_json_depth: max_json_depth.unwrap_or(base.max_json_depth),
-            max_events_per_request: max_events_per_request.unwrap_or(base.max_events_per_request),
-        }
-    }
 }
 
 // ------------------------------------------------------------------ the core

@@ -17,6 +17,7 @@ use crate::json::py_isspace;
 
 mod budgets;
 mod exemptions;
+mod limits_gen;
 mod merge;
 mod persist;
 mod request;
@@ -31,7 +32,8 @@ pub use exemptions::{Exemptions, MAX_EXEMPTIONS_PER_TENANT};
 pub use persist::{ForFlush, Loaded};
 pub use store::Base;
 pub use crate::py_repr::py_repr;
-pub use request::{count_events, Limits, Refusal, Side};
+pub use limits_gen::Limits;
+pub use request::{count_events, Refusal, Side};
 pub use retries::{content_digest, content_digest_of, RETRY_WINDOW};
 pub use store::{Entry, RunKey, Store, RECENT_DECISIONS};
 pub use summary::{counter, LogLine, Summary, DEBUG, ERROR, INFO, WARNING};

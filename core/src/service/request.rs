@@ -26,35 +26,6 @@ use crate::json::py_isspace;
 use crate::py_repr::py_repr;
 use crate::pb;
 
-#[derive(Clone, Debug)]
-pub struct Limits {
-    pub max_params_bytes: usize,
-    pub max_result_bytes: usize,
-    pub max_run_id_chars: usize,
-    pub max_tool_name_chars: usize,
-    pub max_agent_id_chars: usize,
-    pub max_session_id_chars: usize,
-    pub max_tool_call_id_chars: usize,
-    pub max_json_depth: usize,
-    pub max_events_per_request: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_params_bytes: 1 << 20,
-            max_result_bytes: 1 << 20,
-            max_run_id_chars: 256,
-            max_tool_name_chars: 256,
-            max_agent_id_chars: 256,
-            max_session_id_chars: 256,
-            max_tool_call_id_chars: 256,
-            max_json_depth: 64,
-            max_events_per_request: 1000,
-        }
-    }
-}
-
 /// Refusals of a whole request (the transport's decode.py), decided on raw bytes.
 pub enum Refusal {
     Undecodable,
@@ -757,7 +728,7 @@ fn tool_class_of(wire: i32) -> crate::tool_rules::ToolClass {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::Config;
+    use crate::service::{Config, Limits};
 
     fn event(run_id: &str, tool: &str) -> pb::Event {
         pb::Event {
