@@ -49,6 +49,25 @@ def edit_source(root: Path, old: str, new: str) -> None:
     source.write_text(text.replace(old, new), encoding="utf-8")
 
 
+def check(root: Path) -> subprocess.CompletedProcess:
+    """`python -m tables.gen --check` against the checkout at `root`."""
+    return subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+
+
+def assert_checked_stale(root: Path, path: str) -> None:
+    """The check exits 1 and names `path` stale."""
+    result = check(root)
+    assert result.returncode == 1
+    assert f"stale: {path} " in result.stderr
+
+
+def assert_refused(root: Path, problem: str) -> None:
+    """The check refuses the source (exit 2), saying `problem`."""
+    result = check(root)
+    assert result.returncode == 2 and problem in result.stderr, result.stderr
+
+
 def test_the_committed_copies_are_fresh() -> None:
     result = subprocess.run([sys.executable, "-m", "tables.gen", "--check"], cwd=ROOT, capture_output=True,
                             text=True, check=False)
@@ -65,10 +84,7 @@ def test_a_changed_source_flags_the_copy_as_stale(tmp_path: Path, path: str) -> 
     edit_source(root, "Any no-progress streak that grows too long", "Any no-progress streak grown too long")
 
     assert path in stale(root)
-    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
-                            capture_output=True, text=True, check=False)
-    assert result.returncode == 1
-    assert f"stale: {path} " in result.stderr
+    assert_checked_stale(root, path)
 
     # Regenerating makes it fresh again, and the change is in it.
     assert path in write(root)
@@ -114,10 +130,7 @@ def test_a_new_proto_field_flags_the_shape_copy_as_stale(tmp_path: Path, path: s
     add_field(root, "RunRecord", "string unknown_tool_name = 6;", "// The call's priority.\n  uint32 priority = 7;")
 
     assert path in stale(root)
-    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
-                            capture_output=True, text=True, check=False)
-    assert result.returncode == 1
-    assert f"stale: {path} " in result.stderr
+    assert_checked_stale(root, path)
     assert path in write(root)
     assert stale(root) == []
     assert "priority" in (root / path).read_text(encoding="utf-8").lower()
@@ -149,9 +162,7 @@ def test_a_hand_edited_shape_copy_is_flagged(tmp_path: Path, path: str) -> None:
 def test_a_proto_field_without_a_shape_is_refused_naming_it(tmp_path: Path, line: str, problem: str) -> None:
     root = checkout(tmp_path)
     add_tool_call_field(root, line)
-    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
-                            capture_output=True, text=True, check=False)
-    assert result.returncode == 2 and problem in result.stderr, result.stderr
+    assert_refused(root, problem)
 
 
 def test_a_record_field_that_is_no_tool_call_field_is_refused(tmp_path: Path) -> None:
@@ -229,10 +240,7 @@ def test_a_changed_limit_flags_the_copy_as_stale(tmp_path: Path, path: str) -> N
     edit_source(root, 'limit = "max_json_depth"', 'limit = "max_json_nesting"')  # json_too_deep's
 
     assert path in stale(root)
-    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
-                            capture_output=True, text=True, check=False)
-    assert result.returncode == 1
-    assert f"stale: {path} " in result.stderr
+    assert_checked_stale(root, path)
     assert path in write(root)
     assert stale(root) == []
     text = (root / path).read_text(encoding="utf-8")
@@ -309,9 +317,7 @@ def test_an_inconsistent_limit_is_refused_naming_it(tmp_path: Path, row: str, pr
     root = checkout(tmp_path)
     with (root / SOURCE).open("a", encoding="utf-8") as source:
         source.write(row)
-    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
-                            capture_output=True, text=True, check=False)
-    assert result.returncode == 2 and problem in result.stderr, result.stderr
+    assert_refused(root, problem)
 
 
 def test_the_core_the_daemon_and_the_table_hold_the_same_limits() -> None:
@@ -358,9 +364,7 @@ def test_an_inconsistent_source_is_refused_naming_the_row(tmp_path: Path, old: s
     edit_source(root, old, new)
     with pytest.raises(SourceError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         load(root)
-    result = subprocess.run([sys.executable, "-m", "tables.gen", "--check", "--root", str(root)], cwd=ROOT,
-                            capture_output=True, text=True, check=False)
-    assert result.returncode == 2 and problem in result.stderr
+    assert_refused(root, problem)
 
 
 def test_the_core_and_the_config_read_the_same_tables() -> None:
