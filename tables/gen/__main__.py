@@ -25,9 +25,9 @@ from .source import SourceError, Tables, load
 @dataclass(frozen=True)
 class Copy:
     """One generated copy: a whole file (`render`) or regions of a hand-written one (`update`),
-    of the tables; the same of the tables' input limits alone (`limit_render`, `limit_update`) or
-    of the proto's shapes (`shape_render`, `shape_update`); or built from the checkout's code
-    (`build`). A file may hold regions of more than one source: one Copy each."""
+    of the tables (`of_limits`: of their input limits alone); the same of the proto's shapes
+    (`shape_render`, `shape_update`); or built from the checkout's code (`build`). A file may hold
+    regions of more than one source: one Copy each."""
 
     path: str
     render: Callable[[Tables], str] | None = None
@@ -35,31 +35,22 @@ class Copy:
     build: Callable[[Path], str] | None = None  # from the checkout's code, not the tables
     shape_render: Callable[[Proto], str] | None = None
     shape_update: Callable[[Proto, str], str] | None = None
-    limit_render: Callable[[Tables], str] | None = None
-    limit_update: Callable[[Tables, str], str] | None = None
+    of_limits: bool = False  # carries the input limits, no setting or detector
 
     @property
     def of_shapes(self) -> bool:
         return self.shape_render is not None or self.shape_update is not None
-
-    @property
-    def of_limits(self) -> bool:
-        return self.limit_render is not None or self.limit_update is not None
 
     def expected(self, tables: Tables, root: Path, proto: Proto) -> str:
         if self.build is not None:
             return self.build(root)
         if self.render is not None:
             return self.render(tables)
-        if self.limit_render is not None:
-            return self.limit_render(tables)
         if self.shape_render is not None:
             return self.shape_render(proto)
         current = (root / self.path).read_text(encoding="utf-8")
         if self.shape_update is not None:
             return self.shape_update(proto, current)
-        if self.limit_update is not None:
-            return self.limit_update(tables, current)
         assert self.update is not None
         return self.update(tables, current)
 
@@ -98,10 +89,10 @@ COPIES = (
          shape_update=lambda p, text: shapes_out.update_node_types_extra(p, views_out.update_node_types(p, text))),
     Copy(views_out.NODE_INSPECTION_PATH, shape_update=views_out.update_node_inspection),
     # The input limits ([[limit]]); docs/configuration.md's flag table is docs_out's.
-    Copy(limits_out.SERVICE_PATH, limit_render=limits_out.render_service),
-    Copy(limits_out.PYTHON_CORE_PATH, limit_render=limits_out.render_python_core),
-    Copy(limits_out.PYI_PATH, limit_update=limits_out.update_pyi),
-    Copy(limits_out.SETTINGS_PATH, limit_update=limits_out.update_settings),
+    Copy(limits_out.SERVICE_PATH, render=limits_out.render_service, of_limits=True),
+    Copy(limits_out.PYTHON_CORE_PATH, render=limits_out.render_python_core, of_limits=True),
+    Copy(limits_out.PYI_PATH, update=limits_out.update_pyi, of_limits=True),
+    Copy(limits_out.SETTINGS_PATH, update=limits_out.update_settings, of_limits=True),
 )
 
 
