@@ -147,6 +147,36 @@ class SetFigures:
     quiet_turns_hist: Counter = field(default_factory=Counter)
 
 
+@dataclass
+class Turns:
+    """Successive user turns of one run: did the turn call a tool, and which final answer closed it."""
+    started: bool = False
+    tools: bool = False
+    answer: str | None = None
+    quiet: int = 0   # successive turns so far without a tool call
+    same: Streak = field(default_factory=Streak)   # successive quiet turns closed by one answer
+
+    def open(self) -> None:
+        self.started, self.tools, self.answer = True, False, None
+
+    def close(self, figures: SetFigures, run_id: str) -> None:
+        if not self.started:
+            return
+        if self.tools or self.answer is None:
+            self.same.reset()
+            self.end(figures)
+            return
+        self.quiet += 1
+        figures.quiet_turns_max = max(figures.quiet_turns_max, self.quiet)
+        if self.same.see(self.answer) > figures.answer_streak_max:
+            figures.answer_streak_max, figures.answer_streak_where = self.same.length, run_id
+
+    def end(self, figures: SetFigures) -> None:
+        if self.quiet:
+            figures.quiet_turns_hist[self.quiet] += 1
+        self.quiet = 0
+
+
 def measure(runs: dict[str, list[dict]]) -> SetFigures:
     figures = SetFigures(runs=len(runs))
     for run_id, events in runs.items():
@@ -159,27 +189,7 @@ def measure(runs: dict[str, list[dict]]) -> SetFigures:
         # last new tool outcome: a second one would end the run.
         flagged: list[dict[str, bool]] = [{} for _ in CHUNK_RULES]
         texts: dict[str, Counter] = {kind: Counter() for kind in OUTPUT_KINDS}
-        # Successive user turns: did the turn call a tool, and what did it answer last.
-        turn_tools, turn_answer = False, None
-        answer_streak = Streak()
-        quiet_turns = 0
-        in_turn = False
-
-        def close_turn() -> None:
-            nonlocal quiet_turns
-            if not in_turn:
-                return
-            if turn_tools or turn_answer is None:
-                answer_streak.reset()
-                if quiet_turns:
-                    figures.quiet_turns_hist[quiet_turns] += 1
-                quiet_turns = 0
-                return
-            quiet_turns += 1
-            figures.quiet_turns_max = max(figures.quiet_turns_max, quiet_turns)
-            if answer_streak.see(turn_answer) > figures.answer_streak_max:
-                figures.answer_streak_max, figures.answer_streak_where = answer_streak.length, run_id
-
+        turns = Turns()
         for event in events:
             kind = event["kind"]
             if kind == "model_output":
@@ -199,7 +209,7 @@ def measure(runs: dict[str, list[dict]]) -> SetFigures:
                         flagged[number][output_kind] = True
                 chars += len(event.get("text", ""))
                 if output_kind == "final_answer":
-                    turn_answer = text
+                    turns.answer = text
             elif kind == "tool_outcome":
                 triple = outcome_triple(event)
                 chars += len(json.dumps(event.get("result", event.get("error")), ensure_ascii=False))
@@ -210,23 +220,22 @@ def measure(runs: dict[str, list[dict]]) -> SetFigures:
                     for streak in streaks.values():
                         streak.reset()
             elif kind == "tool_call":
-                turn_tools = True
+                turns.tools = True
                 chars += len(json.dumps(event.get("params"), ensure_ascii=False))
             elif kind == "user_turn":
                 figures.user_turns += 1
                 flagged = [{} for _ in CHUNK_RULES]
                 for streak in streaks.values():
                     streak.reset()
-                close_turn()
-                in_turn, turn_tools, turn_answer = True, False, None
+                turns.close(figures, run_id)
+                turns.open()
             if chars > figures.chars_between_new:
                 figures.chars_between_new, figures.chars_between_where = chars, run_id
             if kind == "compaction_retry":
                 figures.compactions += 1
             elif kind == "run_end":
-                close_turn()
-                if quiet_turns:
-                    figures.quiet_turns_hist[quiet_turns] += 1
+                turns.close(figures, run_id)
+                turns.end(figures)
         for output_kind in OUTPUT_KINDS:
             if texts[output_kind]:
                 figures.streak_hist[output_kind][longest[output_kind]] += 1
