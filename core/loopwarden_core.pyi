@@ -86,6 +86,14 @@ class EventLike(Protocol):
     def scope(self) -> str: ...
     @property
     def ttl_seconds(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def text_digest(self) -> str: ...
+    @property
+    def output_kind(self) -> str: ...
+    @property
+    def stop_hook_active(self) -> bool: ...
     # generated:event-like:end
 
 @final
@@ -233,6 +241,7 @@ class Limits:
     max_session_id_chars: int
     max_tool_call_id_chars: int
     max_json_depth: int
+    max_output_text_bytes: int
     max_events_per_request: int
     def __init__(
         self,
@@ -245,6 +254,7 @@ class Limits:
         max_session_id_chars: int | None = None,
         max_tool_call_id_chars: int | None = None,
         max_json_depth: int | None = None,
+        max_output_text_bytes: int | None = None,
         max_events_per_request: int | None = None,
     ) -> None: ...
     # generated:limits:end

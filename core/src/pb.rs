@@ -53,7 +53,7 @@ pub struct Event {
     /// decision is a BLOCK (or ABORT), so a caller never meets an action it did not declare.
     #[prost(bool, tag = "6")]
     pub accepts_ask: bool,
-    #[prost(oneof = "event::Kind", tags = "10, 11, 12, 13, 14, 15, 16")]
+    #[prost(oneof = "event::Kind", tags = "10, 11, 12, 13, 14, 15, 16, 17")]
     pub kind: ::core::option::Option<event::Kind>,
 }
 /// Nested message and enum types in `Event`.
@@ -82,6 +82,10 @@ pub mod event {
         /// A human's answer to an ACTION_ASK verdict.
         #[prost(message, tag = "16")]
         Approval(super::Approval),
+        /// What the model said (a message, a thought or the final answer of its turn), for the
+        /// detectors of loops without tool calls; with usage, also what it cost.
+        #[prost(message, tag = "17")]
+        ModelOutput(super::ModelOutput),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -166,6 +170,30 @@ pub struct Usage {
     #[prost(string, tag = "4")]
     pub model: ::prost::alloc::string::String,
 }
+/// What the model said: a message, a thought or the final answer of its turn, as a host hook saw
+/// it (Claude Code/Codex Stop, Gemini CLI AfterModel, Cursor afterAgentResponse/stop, OpenClaw
+/// llm_output, LangChain's AIMessage, the Agents SDK's on_llm_end). Judged by the detectors of
+/// loops without tool calls (repeated_output, stop_continuation, repeated_final_answer); its
+/// verdict is ALLOW, WARN or ABORT (the run is over: a stop hook ends the session).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ModelOutput {
+    /// The text (UTF-8). The daemon keeps digests of it, never the text.
+    #[prost(string, tag = "1")]
+    pub text: ::prost::alloc::string::String,
+    /// Instead of text: the caller's own digest of the normalised text (any stable string, compared
+    /// for equality only). Without text a message made of one chunk repeated is not recognised.
+    #[prost(string, tag = "2")]
+    pub text_digest: ::prost::alloc::string::String,
+    #[prost(enumeration = "OutputKind", tag = "3")]
+    pub output_kind: i32,
+    /// Optional: what this response cost; spent into the tree's budgets exactly like a Usage event.
+    #[prost(message, optional, tag = "4")]
+    pub usage: ::core::option::Option<Usage>,
+    /// The host is asking whether the turn may end (a stop hook) and a stop hook already kept this
+    /// turn going once (Claude Code / Codex `stop_hook_active`, Cursor `loop_count` > 0).
+    #[prost(bool, tag = "5")]
+    pub stop_hook_active: bool,
+}
 /// A human's answer to an ACTION_ASK verdict. Names the asked call by its tool_call_id, or by the
 /// ASK verdict's decision_id when the call had none.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -219,12 +247,13 @@ pub struct Verdict {
     pub paired_tool_name: ::prost::alloc::string::String,
     /// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
     /// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed, tree_too_deep,
-    /// too_many_children, budget_exhausted.
+    /// too_many_children, budget_exhausted, output_loop_persisted, compaction_storm, stop_hook_loop,
+    /// final_answer_loop.
     /// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
     /// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
     /// tool_name_too_long, agent_id_too_long, session_id_too_long, tool_call_id_too_long,
     /// run_id_mismatch, parent_run_id_too_long, invalid_parent_run_id, invalid_usage, no_pending_ask,
-    /// user_side_only.
+    /// user_side_only, missing_output_text, output_text_too_large.
     /// when the daemon failed on this event (it changed nothing): internal_error.
     /// generated:error-codes:end
     #[prost(string, tag = "11")]
@@ -627,10 +656,46 @@ pub struct EffectiveConfig {
     /// loopwarden.exemptionTtlSeconds: How long an "always" approval (a standing exemption) stands
     /// when the approval gives no `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is
     /// capped to the same 30 days).
-    ///
-    /// generated:effective-config:end
     #[prost(uint32, tag = "82")]
     pub exemption_ttl_seconds: u32,
+    /// loopwarden.repeatedOutput.warnAt: Outputs of one kind (message, thought, final answer) with the
+    /// same normalised text in a row, no new (tool, args, result) triple and no user turn in between,
+    /// that warn. Provisional default, to be set from the text-bearing traces.
+    #[prost(uint32, tag = "90")]
+    pub repeated_output_warn_at: u32,
+    /// loopwarden.repeatedOutput.abortAt: The same count that ends the run (`output_loop_persisted`);
+    /// false: warn only. Provisional default.
+    #[prost(uint32, tag = "91")]
+    pub repeated_output_abort_at: u32,
+    /// loopwarden.repeatedOutput.chunkChars: Length in characters of the piece of normalised text
+    /// whose repetition inside one output is a loop by itself.
+    #[prost(uint32, tag = "92")]
+    pub repeated_output_chunk_chars: u32,
+    /// loopwarden.repeatedOutput.chunkRepeats: Copies of one `chunkChars` piece, each starting within
+    /// 1.5 x chunkChars of the previous, that make an output a loop by itself: the first such output
+    /// is warned, the next one of its kind (no new tool result between) ends the run.
+    #[prost(uint32, tag = "93")]
+    pub repeated_output_chunk_repeats: u32,
+    /// loopwarden.compactionStorm.abortAt: `compaction_retry` events with no new (tool, args, result)
+    /// triple between any two of them that end the run (`compaction_storm`). Provisional default.
+    #[prost(uint32, tag = "94")]
+    pub compaction_storm_abort_at: u32,
+    /// loopwarden.stopContinuation.abortAt: Final-answer outputs with `stop_hook_active` in a row, no
+    /// new (tool, args, result) triple in between, that end the run (`stop_hook_loop`); keep it below
+    /// the host's own cap (Claude Code stops after 8 continuations). Provisional default.
+    #[prost(uint32, tag = "95")]
+    pub stop_continuation_abort_at: u32,
+    /// loopwarden.repeatedFinalAnswer.warnAt: Successive turns (user turns apart) ending in the same
+    /// normalised final answer, with no new (tool, args, result) triple in any of them, that warn.
+    /// Provisional default.
+    #[prost(uint32, tag = "96")]
+    pub repeated_final_answer_warn_at: u32,
+    /// loopwarden.repeatedFinalAnswer.abortAt: The same count that ends the run (`final_answer_loop`);
+    /// false: warn only. Provisional default.
+    ///
+    /// generated:effective-config:end
+    #[prost(uint32, tag = "97")]
+    pub repeated_final_answer_abort_at: u32,
 }
 /// A tool's class as loop detection uses it (`loopwarden.toolRules` classes, MCP annotations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
@@ -665,6 +730,42 @@ impl ToolClass {
             "TOOL_CLASS_READ_ONLY" => Some(Self::ReadOnly),
             "TOOL_CLASS_MUTATING" => Some(Self::Mutating),
             "TOOL_CLASS_POLL" => Some(Self::Poll),
+            _ => None,
+        }
+    }
+}
+/// What a ModelOutput's text is: each kind is its own stream for repeated_output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum OutputKind {
+    /// Taken as MESSAGE.
+    Unspecified = 0,
+    Message = 1,
+    /// Reasoning / thought text.
+    Thought = 2,
+    /// The answer the turn ends with (a Stop hook's last_assistant_message).
+    FinalAnswer = 3,
+}
+impl OutputKind {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "OUTPUT_KIND_UNSPECIFIED",
+            Self::Message => "OUTPUT_KIND_MESSAGE",
+            Self::Thought => "OUTPUT_KIND_THOUGHT",
+            Self::FinalAnswer => "OUTPUT_KIND_FINAL_ANSWER",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "OUTPUT_KIND_UNSPECIFIED" => Some(Self::Unspecified),
+            "OUTPUT_KIND_MESSAGE" => Some(Self::Message),
+            "OUTPUT_KIND_THOUGHT" => Some(Self::Thought),
+            "OUTPUT_KIND_FINAL_ANSWER" => Some(Self::FinalAnswer),
             _ => None,
         }
     }
@@ -792,9 +893,23 @@ pub enum Detector {
     /// Budgets (`loopwarden.budgets`): the call that reaches `warnAt` of a budget is warned with what
     /// is left; the first call past a cap is ABORTed (`budget_exhausted`) or, with `onBudget: "ask"`,
     /// ASKed.
+    Budget = 14,
+    /// No-tool loops (`model_output`): the same normalised message, thought or final answer N times in
+    /// a row with no new tool result in between, or one output made of one short piece of text
+    /// repeated: warns at warnAt, ends the run at abortAt (`output_loop_persisted`).
+    RepeatedOutput = 15,
+    /// No-tool loops: N context compactions (`compaction_retry`) with no new (tool, args, result)
+    /// triple between them: ends the run (`compaction_storm`).
+    CompactionStorm = 16,
+    /// No-tool loops: a stop hook kept the turn going (`model_output` final answers with
+    /// `stop_hook_active`) N times with no new tool result in between: ends the run
+    /// (`stop_hook_loop`).
+    StopContinuation = 17,
+    /// No-tool loops: the same normalised final answer at the end of N successive turns with no tool
+    /// work in any of them: warns at warnAt, ends the run at abortAt (`final_answer_loop`).
     ///
     /// generated:detector:end
-    Budget = 14,
+    RepeatedFinalAnswer = 18,
 }
 impl Detector {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -818,6 +933,10 @@ impl Detector {
             Self::FailureCascade => "DETECTOR_FAILURE_CASCADE",
             Self::ChildStopped => "DETECTOR_CHILD_STOPPED",
             Self::Budget => "DETECTOR_BUDGET",
+            Self::RepeatedOutput => "DETECTOR_REPEATED_OUTPUT",
+            Self::CompactionStorm => "DETECTOR_COMPACTION_STORM",
+            Self::StopContinuation => "DETECTOR_STOP_CONTINUATION",
+            Self::RepeatedFinalAnswer => "DETECTOR_REPEATED_FINAL_ANSWER",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -838,6 +957,10 @@ impl Detector {
             "DETECTOR_FAILURE_CASCADE" => Some(Self::FailureCascade),
             "DETECTOR_CHILD_STOPPED" => Some(Self::ChildStopped),
             "DETECTOR_BUDGET" => Some(Self::Budget),
+            "DETECTOR_REPEATED_OUTPUT" => Some(Self::RepeatedOutput),
+            "DETECTOR_COMPACTION_STORM" => Some(Self::CompactionStorm),
+            "DETECTOR_STOP_CONTINUATION" => Some(Self::StopContinuation),
+            "DETECTOR_REPEATED_FINAL_ANSWER" => Some(Self::RepeatedFinalAnswer),
             _ => None,
         }
     }

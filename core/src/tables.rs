@@ -89,6 +89,22 @@ pub struct Settings {
     pub ask_timeout_seconds: u32,
     /// How long an "always" approval (a standing exemption) stands when the approval gives no `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is capped to the same 30 days).
     pub exemption_ttl_seconds: u32,
+    /// Outputs of one kind (message, thought, final answer) with the same normalised text in a row, no new (tool, args, result) triple and no user turn in between, that warn. Provisional default, to be set from the text-bearing traces.
+    pub repeated_output_warn_at: u32,
+    /// The same count that ends the run (`output_loop_persisted`); false: warn only. Provisional default.
+    pub repeated_output_abort_at: u32,
+    /// Length in characters of the piece of normalised text whose repetition inside one output is a loop by itself.
+    pub repeated_output_chunk_chars: u32,
+    /// Copies of one `chunkChars` piece, each starting within 1.5 x chunkChars of the previous, that make an output a loop by itself: the first such output is warned, the next one of its kind (no new tool result between) ends the run.
+    pub repeated_output_chunk_repeats: u32,
+    /// `compaction_retry` events with no new (tool, args, result) triple between any two of them that end the run (`compaction_storm`). Provisional default.
+    pub compaction_storm_abort_at: u32,
+    /// Final-answer outputs with `stop_hook_active` in a row, no new (tool, args, result) triple in between, that end the run (`stop_hook_loop`); keep it below the host's own cap (Claude Code stops after 8 continuations). Provisional default.
+    pub stop_continuation_abort_at: u32,
+    /// Successive turns (user turns apart) ending in the same normalised final answer, with no new (tool, args, result) triple in any of them, that warn. Provisional default.
+    pub repeated_final_answer_warn_at: u32,
+    /// The same count that ends the run (`final_answer_loop`); false: warn only. Provisional default.
+    pub repeated_final_answer_abort_at: u32,
 }
 
 impl Default for Settings {
@@ -136,12 +152,20 @@ impl Default for Settings {
             on_critical: "block".to_string(),
             ask_timeout_seconds: 300,
             exemption_ttl_seconds: 86400,
+            repeated_output_warn_at: 0,
+            repeated_output_abort_at: 0,
+            repeated_output_chunk_chars: 0,
+            repeated_output_chunk_repeats: 0,
+            compaction_storm_abort_at: 0,
+            stop_continuation_abort_at: 0,
+            repeated_final_answer_warn_at: 0,
+            repeated_final_answer_abort_at: 0,
         }
     }
 }
 
 /// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "same_outcome_block_at", "same_outcome_inconclusive_block_at", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "run_tree_max_depth", "run_tree_max_children", "budget_tool_calls_per_run", "budget_tool_calls_per_tree", "budget_tool_seconds_per_tree", "budget_tokens_per_tree", "budget_cost_usd_per_tree", "budget_wall_seconds_per_tree", "budget_warn_at", "on_budget", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds"];
+pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "same_outcome_block_at", "same_outcome_inconclusive_block_at", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "run_tree_max_depth", "run_tree_max_children", "budget_tool_calls_per_run", "budget_tool_calls_per_tree", "budget_tool_seconds_per_tree", "budget_tokens_per_tree", "budget_cost_usd_per_tree", "budget_wall_seconds_per_tree", "budget_warn_at", "on_budget", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds", "repeated_output_warn_at", "repeated_output_abort_at", "repeated_output_chunk_chars", "repeated_output_chunk_repeats", "compaction_storm_abort_at", "stop_continuation_abort_at", "repeated_final_answer_warn_at", "repeated_final_answer_abort_at"];
 
 #[cfg(feature = "python")]
 pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
@@ -273,6 +297,30 @@ pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> py
     if let Some(v) = d.get_item("exemption_ttl_seconds")? {
         s.exemption_ttl_seconds = pyo3::types::PyAnyMethods::extract(&v)?;
     }
+    if let Some(v) = d.get_item("repeated_output_warn_at")? {
+        s.repeated_output_warn_at = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("repeated_output_abort_at")? {
+        s.repeated_output_abort_at = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("repeated_output_chunk_chars")? {
+        s.repeated_output_chunk_chars = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("repeated_output_chunk_repeats")? {
+        s.repeated_output_chunk_repeats = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("compaction_storm_abort_at")? {
+        s.compaction_storm_abort_at = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("stop_continuation_abort_at")? {
+        s.stop_continuation_abort_at = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("repeated_final_answer_warn_at")? {
+        s.repeated_final_answer_warn_at = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
+    if let Some(v) = d.get_item("repeated_final_answer_abort_at")? {
+        s.repeated_final_answer_abort_at = pyo3::types::PyAnyMethods::extract(&v)?;
+    }
     Ok(s)
 }
 
@@ -309,10 +357,18 @@ pub enum Detector {
     ChildStopped = 13,
     /// Budgets (`loopwarden.budgets`): the call that reaches `warnAt` of a budget is warned with what is left; the first call past a cap is ABORTed (`budget_exhausted`) or, with `onBudget: "ask"`, ASKed.
     Budget = 14,
+    /// No-tool loops (`model_output`): the same normalised message, thought or final answer N times in a row with no new tool result in between, or one output made of one short piece of text repeated: warns at warnAt, ends the run at abortAt (`output_loop_persisted`).
+    RepeatedOutput = 15,
+    /// No-tool loops: N context compactions (`compaction_retry`) with no new (tool, args, result) triple between them: ends the run (`compaction_storm`).
+    CompactionStorm = 16,
+    /// No-tool loops: a stop hook kept the turn going (`model_output` final answers with `stop_hook_active`) N times with no new tool result in between: ends the run (`stop_hook_loop`).
+    StopContinuation = 17,
+    /// No-tool loops: the same normalised final answer at the end of N successive turns with no tool work in any of them: warns at warnAt, ends the run at abortAt (`final_answer_loop`).
+    RepeatedFinalAnswer = 18,
 }
 
 impl Detector {
-    pub const ALL: [Detector; 15] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat, Detector::Cycle, Detector::DuplicateSideEffect, Detector::FailureCascade, Detector::ChildStopped, Detector::Budget];
+    pub const ALL: [Detector; 19] = [Detector::None, Detector::GenericRepeat, Detector::KnownPollNoProgress, Detector::PingPong, Detector::UnknownToolRepeat, Detector::GlobalCircuitBreaker, Detector::PostCompactionGuard, Detector::RunWideNoProgress, Detector::ArgumentChurn, Detector::ErrorRepeat, Detector::Cycle, Detector::DuplicateSideEffect, Detector::FailureCascade, Detector::ChildStopped, Detector::Budget, Detector::RepeatedOutput, Detector::CompactionStorm, Detector::StopContinuation, Detector::RepeatedFinalAnswer];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -331,6 +387,10 @@ impl Detector {
             Detector::FailureCascade => "failure_cascade",
             Detector::ChildStopped => "child_stopped",
             Detector::Budget => "budget",
+            Detector::RepeatedOutput => "repeated_output",
+            Detector::CompactionStorm => "compaction_storm",
+            Detector::StopContinuation => "stop_continuation",
+            Detector::RepeatedFinalAnswer => "repeated_final_answer",
         }
     }
 
@@ -347,7 +407,7 @@ pub mod error_codes {
     pub const TOOL_LOOP_PERSISTED: &str = "tool_loop_persisted";
     /// reject: The event has no run id (or a blank one).
     pub const MISSING_RUN_ID: &str = "missing_run_id";
-    /// reject: The event sets none of tool_call, tool_outcome, compaction_retry, user_turn, run_end.
+    /// reject: The event sets none of tool_call, tool_outcome, compaction_retry, user_turn, usage, model_output, approval, run_end.
     pub const MISSING_EVENT_KIND: &str = "missing_event_kind";
     /// reject: params_json is not valid JSON.
     pub const INVALID_PARAMS_JSON: &str = "invalid_params_json";
@@ -393,8 +453,20 @@ pub mod error_codes {
     pub const NO_PENDING_ASK: &str = "no_pending_ask";
     /// reject: A `user_turn` or `approval` sent with a token the token file limits to agent-side events (`TENANT TOKEN agent`): only a user-side credential may speak for the person.
     pub const USER_SIDE_ONLY: &str = "user_side_only";
+    /// abort: `repeated_output` ended the run: the same output (or one piece of text repeated inside outputs) went on after its warning, with no new tool result.
+    pub const OUTPUT_LOOP_PERSISTED: &str = "output_loop_persisted";
+    /// abort: `compaction_storm` ended the run: it compacted its context `compactionStorm.abortAt` times with no new tool result between compactions.
+    pub const COMPACTION_STORM: &str = "compaction_storm";
+    /// abort: `stop_continuation` ended the run: a stop hook kept the turn going `stopContinuation.abortAt` times with no new tool result in between.
+    pub const STOP_HOOK_LOOP: &str = "stop_hook_loop";
+    /// abort: `repeated_final_answer` ended the run: the same final answer ended `repeatedFinalAnswer.abortAt` successive turns with no tool work in them.
+    pub const FINAL_ANSWER_LOOP: &str = "final_answer_loop";
+    /// reject: A `model_output` carries neither `text` nor `text_digest`.
+    pub const MISSING_OUTPUT_TEXT: &str = "missing_output_text";
+    /// reject: A `model_output`'s text or text_digest is over --max-output-text-bytes.
+    pub const OUTPUT_TEXT_TOO_LARGE: &str = "output_text_too_large";
 
-    pub const ALL: &[&str] = &[COMPACTION_LOOP_PERSISTED, TOOL_LOOP_PERSISTED, MISSING_RUN_ID, MISSING_EVENT_KIND, INVALID_PARAMS_JSON, INVALID_RESULT_JSON, PARAMS_TOO_LARGE, RESULT_TOO_LARGE, RUN_ID_TOO_LONG, JSON_TOO_DEEP, TOO_MANY_EVENTS, TOOL_NAME_TOO_LONG, AGENT_ID_TOO_LONG, SESSION_ID_TOO_LONG, TOOL_CALL_ID_TOO_LONG, RUN_ID_MISMATCH, INTERNAL_ERROR, LOOP_RECOVERY_FAILED, TREE_TOO_DEEP, TOO_MANY_CHILDREN, BUDGET_EXHAUSTED, PARENT_RUN_ID_TOO_LONG, INVALID_PARENT_RUN_ID, INVALID_USAGE, NO_PENDING_ASK, USER_SIDE_ONLY];
+    pub const ALL: &[&str] = &[COMPACTION_LOOP_PERSISTED, TOOL_LOOP_PERSISTED, MISSING_RUN_ID, MISSING_EVENT_KIND, INVALID_PARAMS_JSON, INVALID_RESULT_JSON, PARAMS_TOO_LARGE, RESULT_TOO_LARGE, RUN_ID_TOO_LONG, JSON_TOO_DEEP, TOO_MANY_EVENTS, TOOL_NAME_TOO_LONG, AGENT_ID_TOO_LONG, SESSION_ID_TOO_LONG, TOOL_CALL_ID_TOO_LONG, RUN_ID_MISMATCH, INTERNAL_ERROR, LOOP_RECOVERY_FAILED, TREE_TOO_DEEP, TOO_MANY_CHILDREN, BUDGET_EXHAUSTED, PARENT_RUN_ID_TOO_LONG, INVALID_PARENT_RUN_ID, INVALID_USAGE, NO_PENDING_ASK, USER_SIDE_ONLY, OUTPUT_LOOP_PERSISTED, COMPACTION_STORM, STOP_HOOK_LOOP, FINAL_ANSWER_LOOP, MISSING_OUTPUT_TEXT, OUTPUT_TEXT_TOO_LARGE];
 }
 
 /// What the agent is shown, one function per message: placeholders are its arguments.
@@ -528,5 +600,37 @@ pub mod messages {
     /// none, critical.
     pub fn ask_critical(detector: impl Display, tool: impl Display, reason: impl Display) -> String {
         format!("CRITICAL: this call is held for a person, who decides whether it runs ({detector} on {tool}): {reason}")
+    }
+    /// repeated_output, warning.
+    pub fn repeated_output_warning(what: impl Display, count: impl Display) -> String {
+        format!("WARNING: you have written the same {what} {count} times in a row with no new tool result in between. Repeating it does not move the task forward: do something different (use a tool, change approach) or finish the turn.")
+    }
+    /// repeated_output, warning.
+    pub fn repeated_output_chunk_warning(what: impl Display, repeats: impl Display) -> String {
+        format!("WARNING: this {what} repeats one piece of text {repeats} times over: it looks like a generation loop. Stop repeating it: finish the turn, or change approach.")
+    }
+    /// repeated_output, critical.
+    pub fn repeated_output_abort(what: impl Display, count: impl Display) -> String {
+        format!("CRITICAL: run aborted: the same {what} was written {count} times in a row with no new tool result in between, so the loop persisted and the run is over (output_loop_persisted). Report the task as failed or start it again differently.")
+    }
+    /// repeated_output, critical.
+    pub fn repeated_output_chunk_abort(what: impl Display, repeats: impl Display) -> String {
+        format!("CRITICAL: run aborted: this {what} again repeats one piece of text {repeats} times over after a warning, with no new tool result in between, so the loop persisted and the run is over (output_loop_persisted).")
+    }
+    /// compaction_storm, critical.
+    pub fn compaction_storm_abort(count: impl Display) -> String {
+        format!("CRITICAL: run aborted: the context was compacted {count} times with no new tool result between compactions, so compaction is not making progress and the run is over (compaction_storm). Report the task as failed, or restart it with a smaller scope.")
+    }
+    /// stop_continuation, critical.
+    pub fn stop_continuation_abort(count: impl Display) -> String {
+        format!("CRITICAL: run aborted: a stop hook kept this turn going {count} times with no new tool result in between, so the session is ended (stop_hook_loop). Report what is done and what is still missing.")
+    }
+    /// repeated_final_answer, warning.
+    pub fn repeated_final_answer_warning(count: impl Display) -> String {
+        format!("WARNING: you have ended {count} turns in a row with the same final answer and no tool work. Repeating it is not helping: answer what was asked this time, do the work it needs, or say plainly that you cannot.")
+    }
+    /// repeated_final_answer, critical.
+    pub fn repeated_final_answer_abort(count: impl Display) -> String {
+        format!("CRITICAL: run aborted: {count} turns in a row ended with the same final answer and no tool work, so the run is over (final_answer_loop).")
     }
 }

@@ -31,6 +31,7 @@ class Limits:
     max_session_id_chars: int = 256
     max_tool_call_id_chars: int = 256
     max_json_depth: int = 64
+    max_output_text_bytes: int = 1024 * 1024
     max_events_per_request: int = 1000
     # gRPC's own per-message cap: a larger request fails its stream with RESOURCE_EXHAUSTED. 4 MiB
     # holds one event at both payload limits (1 MiB params + 1 MiB result) with room, and keeps the
@@ -171,6 +172,7 @@ _OPTIONS = (
     ("--max-session-id-chars", "LOOPWARDEN_MAX_SESSION_ID_CHARS", "max_session_id_chars", _positive_int, "longest session_id accepted (default 256)"),
     ("--max-tool-call-id-chars", "LOOPWARDEN_MAX_TOOL_CALL_ID_CHARS", "max_tool_call_id_chars", _positive_int, "longest tool_call_id accepted (default 256)"),
     ("--max-json-depth", "LOOPWARDEN_MAX_JSON_DEPTH", "max_json_depth", _positive_int, "deepest JSON nesting accepted (default 64)"),
+    ("--max-output-text-bytes", "LOOPWARDEN_MAX_OUTPUT_TEXT_BYTES", "max_output_text_bytes", _positive_int, "largest model_output text/text_digest accepted (default 1 MiB)"),
     ("--max-events-per-request", "LOOPWARDEN_MAX_EVENTS_PER_REQUEST", "max_events_per_request", _positive_int, "events one request may carry (default 1000)"),
     ("--max-message-bytes", "LOOPWARDEN_MAX_MESSAGE_BYTES", "max_message_bytes", _positive_int, "largest gRPC message (default 4 MiB)"),
     ("--max-streams", "LOOPWARDEN_MAX_STREAMS", "max_streams", _positive_int, "concurrent Evaluate streams; two or more tenants: an equal share each (default 10000)"),
@@ -204,6 +206,7 @@ CORE_LIMITS = (
     "max_session_id_chars",
     "max_tool_call_id_chars",
     "max_json_depth",
+    "max_output_text_bytes",
     "max_events_per_request",
     # generated:core-limits:end
 )

@@ -9,7 +9,11 @@ decided by its proto type alone:
 - an enum is spelled as the config spells it (a string) and converted by a hand-written function
   named after the field (`tool_class`, `scope`) in the file that receives it;
 - the string members of a oneof are optional strings, combined by a hand-written function named
-  after the oneof (`outcome`).
+  after the oneof (`outcome`);
+- a field of a kind message whose type is a message of scalars (ModelOutput.usage, a Usage) is
+  *embedded*: its message's fields join the flat ones (sharing names with that message's own
+  kind), the message is present when any of them is set, and the wire reader reads it in place
+  as a `<Type>Ref` (a second copy of it is left to prost, which merges).
 
 So a new scalar field of a kind message needs no hand-written line on these paths.
 """
@@ -74,6 +78,14 @@ def kinds(proto: Proto) -> list[Kind]:
     return [Kind(f.name, proto.message(f.type)) for f in proto.message(EVENT).oneof(KIND_ONEOF)]
 
 
+def embedded(proto: Proto, f: ProtoField) -> ProtoMessage | None:
+    """The message of an embedded field (a singular message-typed field, not in a oneof); None
+    for any other field."""
+    if f.label or f.oneof or f.type not in proto.messages:
+        return None
+    return proto.message(f.type)
+
+
 def _form(proto: Proto, where: str, f: ProtoField) -> str:
     if f.label == "repeated":
         raise SourceError(f"{where}.{f.name}: a repeated field has no flat form; carry it by hand")
@@ -92,7 +104,12 @@ def flat_fields(proto: Proto) -> list[Flat]:
     """The envelope's fields, then each kind's in kind order, once per name."""
     found: dict[str, Flat] = {}
     sources = [(EVENT, [f for f in proto.message(EVENT).fields if f.oneof != KIND_ONEOF])]
-    sources += [(k.message.name, k.message.fields) for k in kinds(proto)]
+    for k in kinds(proto):
+        sources.append((k.message.name, [f for f in k.message.fields if embedded(proto, f) is None]))
+        for f in k.message.fields:
+            inner = embedded(proto, f)
+            if inner is not None:
+                sources.append((f"{k.message.name}.{f.name}", inner.fields))
     for where, fields in sources:
         for f in fields:
             flat = Flat(f.name, _form(proto, where, f), f.type, (where,))
@@ -118,6 +135,10 @@ def _rust_value(proto: Proto, kind: Kind, f: ProtoField) -> str | None:
         return None
     if f.type in proto.enums:
         return f"convert::{f.name}(&e.{f.name})? as i32"
+    inner = embedded(proto, f)
+    if inner is not None:
+        values = ", ".join(f"{g.name}: {_rust_value(proto, kind, g)}" for g in inner.fields)
+        return f"Some(pb::{inner.name} {{ {values} }}).filter(|m| *m != pb::{inner.name}::default())"
     return f"e.{f.name}"
 
 
@@ -214,6 +235,25 @@ _WIRE = {
 _WIRE_ZERO = {"&'a str": '""', "bool": "false", "u64": "0", "u32": "0", "i64": "0", "i32": "0", "f64": "0.0"}
 
 
+def _zero(borrowed: str) -> str:
+    return "None" if borrowed.startswith("Option<") else _WIRE_ZERO[borrowed]
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+def _embedded_messages(proto: Proto) -> list[ProtoMessage]:
+    """The messages some kind embeds, once each, in kind order."""
+    found: dict[str, ProtoMessage] = {}
+    for k in kinds(proto):
+        for f in k.message.fields:
+            inner = embedded(proto, f)
+            if inner is not None:
+                found.setdefault(inner.name, inner)
+    return list(found.values())
+
+
 def _ref_pascal(name: str) -> str:
     return "".join(part.title() for part in name.split("_"))
 
@@ -223,6 +263,8 @@ def _wire(proto: Proto, where: str, f: ProtoField) -> tuple[int, str, str]:
         raise SourceError(f"{where}.{f.name}: a repeated field is not read in place; extend shapes_out._WIRE")
     if f.type in proto.enums:
         return 0, "r.varint()? as i32", "i32"  # as prost reads an enum: its wire value
+    if embedded(proto, f) is not None:
+        return 2, f"{_snake(f.type)}_fields(r.bytes()?)?", f"Option<{f.type}Ref<'a>>"
     if f.type not in _WIRE:
         raise SourceError(f"{where}.{f.name}: type {f.type} is not read in place; extend shapes_out._WIRE")
     return _WIRE[f.type]
@@ -253,6 +295,12 @@ def render_wire(proto: Proto) -> str:
                     f"pub enum {_ref_pascal(oneof)}Ref<'a> {{"]
             out += [f"    {_ref_pascal(f.name)}(&'a str)," for f in members]
             out += ["}", ""]
+    for inner in _embedded_messages(proto):
+        out += [f"/// A {inner.name} embedded in a kind message, borrowed.",
+                "#[derive(Clone, Copy, Debug, PartialEq)]",
+                f"pub struct {inner.name}Ref<'a> {{"]
+        out += [f"    pub {g.name}: {_wire(proto, inner.name, g)[2]}," for g in inner.fields]
+        out += ["}", ""]
     out += ["/// The event's kind: each kind message's fields, borrowed.",
             "#[derive(Clone, Copy, Debug, PartialEq)]",
             "pub enum KindRef<'a> {"]
@@ -295,7 +343,16 @@ def render_wire(proto: Proto) -> str:
         if not k.message.fields:
             out.append(f"        Kind::{name}(_) => KindRef::{name},")
             continue
-        values = [f"{f.name}: {'&' if f.type == 'string' else ''}m.{f.name}" for f in k.message.fields if not f.oneof]
+        values = []
+        for f in k.message.fields:
+            if f.oneof:
+                continue
+            held = embedded(proto, f)
+            if held is None:
+                values.append(f"{f.name}: {'&' if f.type == 'string' else ''}m.{f.name}")
+                continue
+            held_values = ", ".join(f"{g.name}: {'&' if g.type == 'string' else ''}v.{g.name}" for g in held.fields)
+            values.append(f"{f.name}: m.{f.name}.as_ref().map(|v| {held.name}Ref {{ {held_values} }})")
         for oneof in _oneofs(k.message):
             module = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
             arms = " ".join(f"pb::{module}::{_ref_pascal(oneof)}::{_ref_pascal(f.name)}(v) => "
@@ -328,7 +385,7 @@ def render_wire(proto: Proto) -> str:
             continue
         plain = [f for f in k.message.fields if not f.oneof]
         for f in plain:
-            out.append(f"    let mut {f.name} = {_WIRE_ZERO[_wire(proto, name, f)[2]]};")
+            out.append(f"    let mut {f.name} = {_zero(_wire(proto, name, f)[2])};")
         for oneof in _oneofs(k.message):
             out.append(f"    let mut {oneof} = None;")
         out += ["    let mut r = Reader { data, pos: 0 };", "    while !r.done() {", "        match r.key()? {"]
@@ -337,11 +394,25 @@ def render_wire(proto: Proto) -> str:
             if f.oneof:
                 out.append(f"            ({f.number}, {wire}) => {f.oneof} = "
                            f"Some({_ref_pascal(f.oneof)}Ref::{_ref_pascal(f.name)}({read})),")
+            elif embedded(proto, f) is not None:
+                # Twice is prost's to merge: left to it.
+                out.append(f"            ({f.number}, {wire}) if {f.name}.is_none() => {f.name} = Some({read}),")
             else:
                 out.append(f"            ({f.number}, {wire}) => {f.name} = {read},")
         names = [f.name for f in plain] + _oneofs(k.message)
         out += ["            _ => return None,", "        }", "    }",
                 f"    Some(KindRef::{name} {{ {', '.join(names)} }})", "}", ""]
+    for inner in _embedded_messages(proto):
+        out.append(f"/// A {inner.name} embedded in a kind message; None for anything else.")
+        out.append(f"fn {_snake(inner.name)}_fields(data: &[u8]) -> Option<{inner.name}Ref<'_>> {{")
+        for g in inner.fields:
+            out.append(f"    let mut {g.name} = {_zero(_wire(proto, inner.name, g)[2])};")
+        out += ["    let mut r = Reader { data, pos: 0 };", "    while !r.done() {", "        match r.key()? {"]
+        for g in sorted(inner.fields, key=lambda g: g.number):
+            wire, read, _ = _wire(proto, inner.name, g)
+            out.append(f"            ({g.number}, {wire}) => {g.name} = {read},")
+        out += ["            _ => return None,", "        }", "    }",
+                f"    Some({inner.name}Ref {{ {', '.join(g.name for g in inner.fields)} }})", "}", ""]
     # The event itself.
     out += ["/// One Event's fields, each kind at most once (prost merges a repeated kind: its case); None",
             "/// for anything else.",
@@ -384,6 +455,10 @@ _RANDOM = {
 }
 
 
+def _random_value(proto: Proto, f: ProtoField) -> str:
+    return "(next() % 5) as i32" if f.type in proto.enums else _RANDOM[f.type]
+
+
 def render_wire_random(proto: Proto) -> list[str]:
     """A random owned event of every shape, for the reader's agreement tests with prost."""
     out = ["/// A random event: every kind (or none), every field from values that stress its encoding.",
@@ -401,8 +476,13 @@ def render_wire_random(proto: Proto) -> list[str]:
         for f in k.message.fields:
             if f.oneof:
                 continue
-            value = "(next() % 5) as i32" if f.type in proto.enums else _RANDOM[f.type]
-            values.append(f"{f.name}: {value}")
+            inner = embedded(proto, f)
+            if inner is not None:
+                inner_values = ", ".join(f"{g.name}: {_random_value(proto, g)}" for g in inner.fields)
+                present = f"Some(pb::{inner.name} {{ {inner_values} }})"
+                values.append(f"{f.name}: match next() % 2 {{ 0 => None, _ => {present} }}")
+                continue
+            values.append(f"{f.name}: {_random_value(proto, f)}")
         for oneof in _oneofs(k.message):
             module = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
             members = k.message.oneof(oneof)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from loopwarden.eventformat import EventKind, EventRecord
@@ -65,3 +66,25 @@ def test_an_ask_is_answered_with_an_approval_event():
     assert ["asker"] == [e.agent_id for e in core.list_exemptions()]
     unknown = _decide(core, EventKind.APPROVAL, "asked", tool_call_id="nope", approved=True)
     assert ("reject", "no_pending_ask") == (unknown.action, unknown.error_code)
+
+
+def test_a_model_output_is_judged_and_its_usage_spends_the_token_budget():
+    core = _core()
+    said = _decide(core, EventKind.MODEL_OUTPUT, "talker", text="Done.", output_kind="final_answer",
+                   input_tokens=600, output_tokens=401, model="m")
+    assert ("allow", "") == (said.action, said.error_code)
+    view = core.inspect("talker")
+    assert 1001 == view.tree_totals.input_tokens + view.tree_totals.output_tokens
+    stopped = _decide(core, EventKind.TOOL_CALL, "talker", tool_name="read", params_json="{}")
+    assert ("abort", "budget", "budget_exhausted") == (stopped.action, stopped.detector, stopped.error_code)
+
+
+def test_a_model_output_without_text_or_with_a_bad_kind_is_refused():
+    core = _core()
+    empty = _decide(core, EventKind.MODEL_OUTPUT, "quiet")
+    assert ("reject", "missing_output_text") == (empty.action, empty.error_code)
+    assert "neither text nor text_digest" in empty.message
+    by_digest = _decide(core, EventKind.MODEL_OUTPUT, "quiet", text_digest="sha:abc", output_kind="thought")
+    assert ("allow", "") == (by_digest.action, by_digest.error_code)
+    with pytest.raises(ValueError, match="output_kind"):
+        _decide(core, EventKind.MODEL_OUTPUT, "quiet", text="x", output_kind="shout")

@@ -166,7 +166,7 @@ class LoopwardenService:
                           f"session_id is {len(event.session_id)} characters; the limit is {limits.max_session_id_chars}")
         payload = event.payload
         if payload is None:
-            return reject(ErrorCode.MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, user_turn, usage, approval, run_end")
+            return reject(ErrorCode.MISSING_EVENT_KIND, "event has no kind: set one of tool_call, tool_outcome, compaction_retry, user_turn, usage, model_output, approval, run_end")
         if not isinstance(payload, (ToolCall, ToolOutcome)):
             return None
         if len(payload.tool_name) > limits.max_tool_name_chars:

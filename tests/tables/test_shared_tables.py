@@ -355,7 +355,7 @@ def test_a_new_detector_reaches_every_language(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("old", "new", "problem"), [
     ("proto_tag = 18", "proto_tag = 17", "proto tag 17 is defined twice"),
     ('blockAt"\nkind = "count_or_off"', 'blockAt"\nkind = "counter"', "kind 'counter' is not one of"),
-    ('after = "warnAt"', 'after = "warnAtt"', "after 'warnAtt' is not a key of loopwarden.argumentChurn"),
+    ('default = 12\nafter = "warnAt"', 'default = 12\nafter = "warnAtt"', "after 'warnAtt' is not a key of loopwarden.argumentChurn"),
     ('level = "warning"\ntext = "WARNING: {tool} has', 'level = "critical"\ntext = "WARNING: {tool} has',
      "message generic_repeat_warning: a critical message starts with 'CRITICAL: '"),
 ])

@@ -368,6 +368,13 @@ func (c *Client) Usage(ctx context.Context, runID string, usage Usage, opts ...E
 	return c.send(ctx, UsageEvent(runID, usage, c.complete(runID, opts)...), nil)
 }
 
+// ModelOutput reports what the model said (see ModelOutput): ALLOW, WARN (show the message) or
+// ABORT (end the run); an error before anything is sent for an unknown kind.
+func (c *Client) ModelOutput(ctx context.Context, runID string, output ModelOutput, opts ...EventOption) (Verdict, error) {
+	event, err := ModelOutputEvent(runID, output, c.complete(runID, opts)...)
+	return c.send(ctx, event, err)
+}
+
 // Approval reports a human's answer to an ActionAsk verdict (see Approval); an error before
 // anything is sent for an approval that names no call or has an unknown scope.
 func (c *Client) Approval(ctx context.Context, runID string, approval Approval, opts ...EventOption) (Verdict, error) {

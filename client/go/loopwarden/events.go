@@ -12,7 +12,7 @@ import (
 )
 
 // Event is one event of a run, built by ToolCallEvent, ToolOutcomeEvent, CompactionRetryEvent,
-// UserTurnEvent, UsageEvent, ApprovalEvent or RunEndEvent, for Client.Evaluate (several events in one request) and Client.Check. The client
+// UserTurnEvent, UsageEvent, ModelOutputEvent, ApprovalEvent or RunEndEvent, for Client.Evaluate (several events in one request) and Client.Check. The client
 // sends it exactly as built: no default agent id, no numbering. The zero Event has no run id, so
 // the daemon rejects it.
 type Event struct{ message *pb.Event }
@@ -178,6 +178,71 @@ func UsageEvent(runID string, usage Usage, opts ...EventOption) Event {
 	event := envelope(runID, f)
 	event.Kind = &pb.Event_Usage{Usage: message}
 	return Event{event}
+}
+
+// OutputKind is what a model output is: each kind is its own stream of repeats.
+type OutputKind string
+
+// The kinds of a model output.
+const (
+	// OutputMessage is a message of the model (the zero kind is taken as one).
+	OutputMessage OutputKind = "message"
+	// OutputThought is reasoning or thought text.
+	OutputThought OutputKind = "thought"
+	// OutputFinalAnswer is the answer the turn ends with (a Stop hook's last assistant message).
+	OutputFinalAnswer OutputKind = "final_answer"
+)
+
+// ModelOutput is what the model said, for the detectors of loops without tool calls.
+type ModelOutput struct {
+	// Text is what the model said; the daemon keeps digests of it, never the text.
+	Text string
+	// TextDigest is, instead of Text, your own digest of the normalised text (compared for
+	// equality only); without Text a message made of one chunk repeated is not recognised.
+	TextDigest string
+	// Kind is OutputMessage (or empty), OutputThought or OutputFinalAnswer.
+	Kind OutputKind
+	// StopHookActive: a stop hook already kept this turn going once (Claude Code's
+	// stop_hook_active, Cursor's loop_count > 0).
+	StopHookActive bool
+	// Usage, when set, is what the response cost: spent into the budgets as a UsageEvent is.
+	Usage *Usage
+}
+
+func (o ModelOutput) kind() (pb.OutputKind, error) {
+	switch o.Kind {
+	case "":
+		return pb.OutputKind_OUTPUT_KIND_UNSPECIFIED, nil
+	case OutputMessage:
+		return pb.OutputKind_OUTPUT_KIND_MESSAGE, nil
+	case OutputThought:
+		return pb.OutputKind_OUTPUT_KIND_THOUGHT, nil
+	case OutputFinalAnswer:
+		return pb.OutputKind_OUTPUT_KIND_FINAL_ANSWER, nil
+	}
+	return 0, fmt.Errorf("loopwarden: output kind must be %q, %q or %q, got %q", OutputMessage, OutputThought,
+		OutputFinalAnswer, o.Kind)
+}
+
+// ModelOutputEvent builds the event that reports what the model said. Its verdict is ALLOW, WARN
+// (show the message) or ABORT (end the run; for a stop hook, end the session). An error for an
+// unknown kind; the daemon rejects an output with neither Text nor TextDigest.
+func ModelOutputEvent(runID string, output ModelOutput, opts ...EventOption) (Event, error) {
+	kind, err := output.kind()
+	if err != nil {
+		return Event{}, err
+	}
+	f := fields(opts)
+	message := &pb.ModelOutput{Text: output.Text, TextDigest: output.TextDigest, OutputKind: kind,
+		StopHookActive: output.StopHookActive}
+	if u := output.Usage; u != nil {
+		message.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUsd: u.CostUSD,
+			Model: u.Model}
+	}
+	f.extra.modelOutput(message)
+	event := envelope(runID, f)
+	event.Kind = &pb.Event_ModelOutput{ModelOutput: message}
+	return Event{event}, nil
 }
 
 // ApprovalScope is how far a human's approval reaches.

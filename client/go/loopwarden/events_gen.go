@@ -32,3 +32,6 @@ func (extraFields) usage(*pb.Usage) {}
 
 // approval sets Approval's generic fields.
 func (extraFields) approval(*pb.Approval) {}
+
+// modelOutput sets ModelOutput's generic fields.
+func (extraFields) modelOutput(*pb.ModelOutput) {}

@@ -165,6 +165,37 @@ type EffectiveConfig struct {
 	// exemption) stands when the approval gives no `ttl_seconds` (at most 30 days; an approval's own
 	// ttl_seconds is capped to the same 30 days).
 	ExemptionTtlSeconds uint32
+	// RepeatedOutputWarnAt is loopwarden.repeatedOutput.warnAt: Outputs of one kind (message, thought,
+	// final answer) with the same normalised text in a row, no new (tool, args, result) triple and no
+	// user turn in between, that warn. Provisional default, to be set from the text-bearing traces.
+	RepeatedOutputWarnAt uint32
+	// RepeatedOutputAbortAt is loopwarden.repeatedOutput.abortAt: The same count that ends the run
+	// (`output_loop_persisted`); false: warn only. Provisional default.
+	RepeatedOutputAbortAt uint32
+	// RepeatedOutputChunkChars is loopwarden.repeatedOutput.chunkChars: Length in characters of the
+	// piece of normalised text whose repetition inside one output is a loop by itself.
+	RepeatedOutputChunkChars uint32
+	// RepeatedOutputChunkRepeats is loopwarden.repeatedOutput.chunkRepeats: Copies of one `chunkChars`
+	// piece, each starting within 1.5 x chunkChars of the previous, that make an output a loop by
+	// itself: the first such output is warned, the next one of its kind (no new tool result between)
+	// ends the run.
+	RepeatedOutputChunkRepeats uint32
+	// CompactionStormAbortAt is loopwarden.compactionStorm.abortAt: `compaction_retry` events with no
+	// new (tool, args, result) triple between any two of them that end the run (`compaction_storm`).
+	// Provisional default.
+	CompactionStormAbortAt uint32
+	// StopContinuationAbortAt is loopwarden.stopContinuation.abortAt: Final-answer outputs with
+	// `stop_hook_active` in a row, no new (tool, args, result) triple in between, that end the run
+	// (`stop_hook_loop`); keep it below the host's own cap (Claude Code stops after 8 continuations).
+	// Provisional default.
+	StopContinuationAbortAt uint32
+	// RepeatedFinalAnswerWarnAt is loopwarden.repeatedFinalAnswer.warnAt: Successive turns (user turns
+	// apart) ending in the same normalised final answer, with no new (tool, args, result) triple in
+	// any of them, that warn. Provisional default.
+	RepeatedFinalAnswerWarnAt uint32
+	// RepeatedFinalAnswerAbortAt is loopwarden.repeatedFinalAnswer.abortAt: The same count that ends
+	// the run (`final_answer_loop`); false: warn only. Provisional default.
+	RepeatedFinalAnswerAbortAt uint32
 }
 
 func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
@@ -211,6 +242,14 @@ func effectiveConfigFromMessage(m *pb.EffectiveConfig) EffectiveConfig {
 	config.OnCritical = m.GetOnCritical()
 	config.AskTimeoutSeconds = m.GetAskTimeoutSeconds()
 	config.ExemptionTtlSeconds = m.GetExemptionTtlSeconds()
+	config.RepeatedOutputWarnAt = m.GetRepeatedOutputWarnAt()
+	config.RepeatedOutputAbortAt = m.GetRepeatedOutputAbortAt()
+	config.RepeatedOutputChunkChars = m.GetRepeatedOutputChunkChars()
+	config.RepeatedOutputChunkRepeats = m.GetRepeatedOutputChunkRepeats()
+	config.CompactionStormAbortAt = m.GetCompactionStormAbortAt()
+	config.StopContinuationAbortAt = m.GetStopContinuationAbortAt()
+	config.RepeatedFinalAnswerWarnAt = m.GetRepeatedFinalAnswerWarnAt()
+	config.RepeatedFinalAnswerAbortAt = m.GetRepeatedFinalAnswerAbortAt()
 	if m != nil && m.Enabled != nil {
 		value := m.GetEnabled()
 		config.Enabled = &value
@@ -310,6 +349,27 @@ const DetectorChildStopped = "child_stopped"
 // (`budget_exhausted`) or, with `onBudget: "ask"`, ASKed.
 const DetectorBudget = "budget"
 
+// DetectorRepeatedOutput is a value of Verdict.Detector: No-tool loops (`model_output`): the same
+// normalised message, thought or final answer N times in a row with no new tool result in between,
+// or one output made of one short piece of text repeated: warns at warnAt, ends the run at abortAt
+// (`output_loop_persisted`).
+const DetectorRepeatedOutput = "repeated_output"
+
+// DetectorCompactionStorm is a value of Verdict.Detector: No-tool loops: N context compactions
+// (`compaction_retry`) with no new (tool, args, result) triple between them: ends the run
+// (`compaction_storm`).
+const DetectorCompactionStorm = "compaction_storm"
+
+// DetectorStopContinuation is a value of Verdict.Detector: No-tool loops: a stop hook kept the turn
+// going (`model_output` final answers with `stop_hook_active`) N times with no new tool result in
+// between: ends the run (`stop_hook_loop`).
+const DetectorStopContinuation = "stop_continuation"
+
+// DetectorRepeatedFinalAnswer is a value of Verdict.Detector: No-tool loops: the same normalised
+// final answer at the end of N successive turns with no tool work in any of them: warns at warnAt,
+// ends the run at abortAt (`final_answer_loop`).
+const DetectorRepeatedFinalAnswer = "repeated_final_answer"
+
 // ErrorCodeCompactionLoopPersisted is a value of Verdict.ErrorCode (abort): The post-compaction
 // guard ended the run: the same (tool, args, result) filled its window.
 const ErrorCodeCompactionLoopPersisted = "compaction_loop_persisted"
@@ -323,7 +383,7 @@ const ErrorCodeToolLoopPersisted = "tool_loop_persisted"
 const ErrorCodeMissingRunId = "missing_run_id"
 
 // ErrorCodeMissingEventKind is a value of Verdict.ErrorCode (reject): The event sets none of
-// tool_call, tool_outcome, compaction_retry, user_turn, run_end.
+// tool_call, tool_outcome, compaction_retry, user_turn, usage, model_output, approval, run_end.
 const ErrorCodeMissingEventKind = "missing_event_kind"
 
 // ErrorCodeInvalidParamsJson is a value of Verdict.ErrorCode (reject): params_json is not valid
@@ -416,3 +476,31 @@ const ErrorCodeNoPendingAsk = "no_pending_ask"
 // with a token the token file limits to agent-side events (`TENANT TOKEN agent`): only a user-side
 // credential may speak for the person.
 const ErrorCodeUserSideOnly = "user_side_only"
+
+// ErrorCodeOutputLoopPersisted is a value of Verdict.ErrorCode (abort): `repeated_output` ended the
+// run: the same output (or one piece of text repeated inside outputs) went on after its warning,
+// with no new tool result.
+const ErrorCodeOutputLoopPersisted = "output_loop_persisted"
+
+// ErrorCodeCompactionStorm is a value of Verdict.ErrorCode (abort): `compaction_storm` ended the
+// run: it compacted its context `compactionStorm.abortAt` times with no new tool result between
+// compactions.
+const ErrorCodeCompactionStorm = "compaction_storm"
+
+// ErrorCodeStopHookLoop is a value of Verdict.ErrorCode (abort): `stop_continuation` ended the run:
+// a stop hook kept the turn going `stopContinuation.abortAt` times with no new tool result in
+// between.
+const ErrorCodeStopHookLoop = "stop_hook_loop"
+
+// ErrorCodeFinalAnswerLoop is a value of Verdict.ErrorCode (abort): `repeated_final_answer` ended
+// the run: the same final answer ended `repeatedFinalAnswer.abortAt` successive turns with no tool
+// work in them.
+const ErrorCodeFinalAnswerLoop = "final_answer_loop"
+
+// ErrorCodeMissingOutputText is a value of Verdict.ErrorCode (reject): A `model_output` carries
+// neither `text` nor `text_digest`.
+const ErrorCodeMissingOutputText = "missing_output_text"
+
+// ErrorCodeOutputTextTooLarge is a value of Verdict.ErrorCode (reject): A `model_output`'s text or
+// text_digest is over --max-output-text-bytes.
+const ErrorCodeOutputTextTooLarge = "output_text_too_large"

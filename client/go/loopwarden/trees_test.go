@@ -369,3 +369,30 @@ func TestExemptionRPCs(t *testing.T) {
 		t.Fatalf("an unknown id must be ErrExemptionNotFound: %v", err)
 	}
 }
+
+func TestModelOutputEventsCarryTheirTextKindStopFlagAndUsage(t *testing.T) {
+	scripted, client := startScripted(t)
+	ctx := context.Background()
+	if _, err := client.ModelOutput(ctx, "r", loopwarden.ModelOutput{Text: "Done.", Kind: loopwarden.OutputFinalAnswer,
+		StopHookActive: true, Usage: &loopwarden.Usage{InputTokens: 7, OutputTokens: 3, CostUSD: 0.25, Model: "m"}}); err != nil {
+		t.Fatal(err)
+	}
+	bare, err := loopwarden.ModelOutputEvent("r", loopwarden.ModelOutput{TextDigest: "d1", Kind: loopwarden.OutputThought})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Evaluate(ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	said, thought := scripted.received[0].event.GetModelOutput(), scripted.received[1].event.GetModelOutput()
+	if said.GetText() != "Done." || said.GetOutputKind() != pb.OutputKind_OUTPUT_KIND_FINAL_ANSWER || !said.GetStopHookActive() ||
+		said.GetUsage().GetInputTokens() != 7 || said.GetUsage().GetCostUsd() != 0.25 {
+		t.Fatalf("model output: %v", said)
+	}
+	if thought.GetTextDigest() != "d1" || thought.GetOutputKind() != pb.OutputKind_OUTPUT_KIND_THOUGHT || thought.GetUsage() != nil {
+		t.Fatalf("a digest alone, no usage: %v", thought)
+	}
+	if _, err := loopwarden.ModelOutputEvent("r", loopwarden.ModelOutput{Text: "x", Kind: "shout"}); err == nil {
+		t.Fatal("an unknown output kind must be refused")
+	}
+}

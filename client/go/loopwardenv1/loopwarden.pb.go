@@ -3,8 +3,9 @@
 // A runner asks before each tool call whether it may run (ToolCall), reports what the call
 // returned afterwards (ToolOutcome), tells the daemon when it compacted its context and retries
 // (CompactionRetry), tells it when a person or an orchestrator sent a new instruction (UserTurn),
-// what a model response cost (Usage), what a human answered when a call was held for them
-// (Approval), and frees the run's state when the run is over (RunEnd). The daemon keeps a short
+// what a model response cost (Usage), what the model said (ModelOutput), what a human answered
+// when a call was held for them (Approval), and frees the run's state when the run is over
+// (RunEnd). The daemon keeps a short
 // per-run history, a tree of runs per root run (sub-agents are child runs), and answers each
 // event with a Verdict.
 //
@@ -90,6 +91,62 @@ func (ToolClass) EnumDescriptor() ([]byte, []int) {
 	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{0}
 }
 
+// What a ModelOutput's text is: each kind is its own stream for repeated_output.
+type OutputKind int32
+
+const (
+	// Taken as MESSAGE.
+	OutputKind_OUTPUT_KIND_UNSPECIFIED OutputKind = 0
+	OutputKind_OUTPUT_KIND_MESSAGE     OutputKind = 1
+	// Reasoning / thought text.
+	OutputKind_OUTPUT_KIND_THOUGHT OutputKind = 2
+	// The answer the turn ends with (a Stop hook's last_assistant_message).
+	OutputKind_OUTPUT_KIND_FINAL_ANSWER OutputKind = 3
+)
+
+// Enum value maps for OutputKind.
+var (
+	OutputKind_name = map[int32]string{
+		0: "OUTPUT_KIND_UNSPECIFIED",
+		1: "OUTPUT_KIND_MESSAGE",
+		2: "OUTPUT_KIND_THOUGHT",
+		3: "OUTPUT_KIND_FINAL_ANSWER",
+	}
+	OutputKind_value = map[string]int32{
+		"OUTPUT_KIND_UNSPECIFIED":  0,
+		"OUTPUT_KIND_MESSAGE":      1,
+		"OUTPUT_KIND_THOUGHT":      2,
+		"OUTPUT_KIND_FINAL_ANSWER": 3,
+	}
+)
+
+func (x OutputKind) Enum() *OutputKind {
+	p := new(OutputKind)
+	*p = x
+	return p
+}
+
+func (x OutputKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OutputKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[1].Descriptor()
+}
+
+func (OutputKind) Type() protoreflect.EnumType {
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[1]
+}
+
+func (x OutputKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OutputKind.Descriptor instead.
+func (OutputKind) EnumDescriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{1}
+}
+
 type ApprovalScope int32
 
 const (
@@ -124,11 +181,11 @@ func (x ApprovalScope) String() string {
 }
 
 func (ApprovalScope) Descriptor() protoreflect.EnumDescriptor {
-	return file_loopwarden_v1_loopwarden_proto_enumTypes[1].Descriptor()
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[2].Descriptor()
 }
 
 func (ApprovalScope) Type() protoreflect.EnumType {
-	return &file_loopwarden_v1_loopwarden_proto_enumTypes[1]
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[2]
 }
 
 func (x ApprovalScope) Number() protoreflect.EnumNumber {
@@ -137,7 +194,7 @@ func (x ApprovalScope) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalScope.Descriptor instead.
 func (ApprovalScope) EnumDescriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{1}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{2}
 }
 
 type Action int32
@@ -193,11 +250,11 @@ func (x Action) String() string {
 }
 
 func (Action) Descriptor() protoreflect.EnumDescriptor {
-	return file_loopwarden_v1_loopwarden_proto_enumTypes[2].Descriptor()
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[3].Descriptor()
 }
 
 func (Action) Type() protoreflect.EnumType {
-	return &file_loopwarden_v1_loopwarden_proto_enumTypes[2]
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[3]
 }
 
 func (x Action) Number() protoreflect.EnumNumber {
@@ -206,7 +263,7 @@ func (x Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Action.Descriptor instead.
 func (Action) EnumDescriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{2}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{3}
 }
 
 type Detector int32
@@ -253,7 +310,21 @@ const (
 	// Budgets (`loopwarden.budgets`): the call that reaches `warnAt` of a budget is warned with what
 	// is left; the first call past a cap is ABORTed (`budget_exhausted`) or, with `onBudget: "ask"`,
 	// ASKed.
-	Detector_DETECTOR_BUDGET Detector = 14 // generated:detector:end
+	Detector_DETECTOR_BUDGET Detector = 14
+	// No-tool loops (`model_output`): the same normalised message, thought or final answer N times in
+	// a row with no new tool result in between, or one output made of one short piece of text
+	// repeated: warns at warnAt, ends the run at abortAt (`output_loop_persisted`).
+	Detector_DETECTOR_REPEATED_OUTPUT Detector = 15
+	// No-tool loops: N context compactions (`compaction_retry`) with no new (tool, args, result)
+	// triple between them: ends the run (`compaction_storm`).
+	Detector_DETECTOR_COMPACTION_STORM Detector = 16
+	// No-tool loops: a stop hook kept the turn going (`model_output` final answers with
+	// `stop_hook_active`) N times with no new tool result in between: ends the run
+	// (`stop_hook_loop`).
+	Detector_DETECTOR_STOP_CONTINUATION Detector = 17
+	// No-tool loops: the same normalised final answer at the end of N successive turns with no tool
+	// work in any of them: warns at warnAt, ends the run at abortAt (`final_answer_loop`).
+	Detector_DETECTOR_REPEATED_FINAL_ANSWER Detector = 18 // generated:detector:end
 )
 
 // Enum value maps for Detector.
@@ -274,6 +345,10 @@ var (
 		12: "DETECTOR_FAILURE_CASCADE",
 		13: "DETECTOR_CHILD_STOPPED",
 		14: "DETECTOR_BUDGET",
+		15: "DETECTOR_REPEATED_OUTPUT",
+		16: "DETECTOR_COMPACTION_STORM",
+		17: "DETECTOR_STOP_CONTINUATION",
+		18: "DETECTOR_REPEATED_FINAL_ANSWER",
 	}
 	Detector_value = map[string]int32{
 		"DETECTOR_UNSPECIFIED":            0,
@@ -291,6 +366,10 @@ var (
 		"DETECTOR_FAILURE_CASCADE":        12,
 		"DETECTOR_CHILD_STOPPED":          13,
 		"DETECTOR_BUDGET":                 14,
+		"DETECTOR_REPEATED_OUTPUT":        15,
+		"DETECTOR_COMPACTION_STORM":       16,
+		"DETECTOR_STOP_CONTINUATION":      17,
+		"DETECTOR_REPEATED_FINAL_ANSWER":  18,
 	}
 )
 
@@ -305,11 +384,11 @@ func (x Detector) String() string {
 }
 
 func (Detector) Descriptor() protoreflect.EnumDescriptor {
-	return file_loopwarden_v1_loopwarden_proto_enumTypes[3].Descriptor()
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[4].Descriptor()
 }
 
 func (Detector) Type() protoreflect.EnumType {
-	return &file_loopwarden_v1_loopwarden_proto_enumTypes[3]
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[4]
 }
 
 func (x Detector) Number() protoreflect.EnumNumber {
@@ -318,7 +397,7 @@ func (x Detector) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Detector.Descriptor instead.
 func (Detector) EnumDescriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{3}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{4}
 }
 
 type Level int32
@@ -354,11 +433,11 @@ func (x Level) String() string {
 }
 
 func (Level) Descriptor() protoreflect.EnumDescriptor {
-	return file_loopwarden_v1_loopwarden_proto_enumTypes[4].Descriptor()
+	return file_loopwarden_v1_loopwarden_proto_enumTypes[5].Descriptor()
 }
 
 func (Level) Type() protoreflect.EnumType {
-	return &file_loopwarden_v1_loopwarden_proto_enumTypes[4]
+	return &file_loopwarden_v1_loopwarden_proto_enumTypes[5]
 }
 
 func (x Level) Number() protoreflect.EnumNumber {
@@ -367,7 +446,7 @@ func (x Level) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Level.Descriptor instead.
 func (Level) EnumDescriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{4}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{5}
 }
 
 // Usually one event; a batch of parallel tool calls may send several.
@@ -581,6 +660,7 @@ type Event struct {
 	//	*Event_UserTurn
 	//	*Event_Usage
 	//	*Event_Approval
+	//	*Event_ModelOutput
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -728,6 +808,15 @@ func (x *Event) GetApproval() *Approval {
 	return nil
 }
 
+func (x *Event) GetModelOutput() *ModelOutput {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_ModelOutput); ok {
+			return x.ModelOutput
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -768,6 +857,12 @@ type Event_Approval struct {
 	Approval *Approval `protobuf:"bytes,16,opt,name=approval,proto3,oneof"`
 }
 
+type Event_ModelOutput struct {
+	// What the model said (a message, a thought or the final answer of its turn), for the
+	// detectors of loops without tool calls; with usage, also what it cost.
+	ModelOutput *ModelOutput `protobuf:"bytes,17,opt,name=model_output,json=modelOutput,proto3,oneof"`
+}
+
 func (*Event_ToolCall) isEvent_Kind() {}
 
 func (*Event_ToolOutcome) isEvent_Kind() {}
@@ -781,6 +876,8 @@ func (*Event_UserTurn) isEvent_Kind() {}
 func (*Event_Usage) isEvent_Kind() {}
 
 func (*Event_Approval) isEvent_Kind() {}
+
+func (*Event_ModelOutput) isEvent_Kind() {}
 
 type ToolCall struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -1182,6 +1279,93 @@ func (x *Usage) GetModel() string {
 	return ""
 }
 
+// What the model said: a message, a thought or the final answer of its turn, as a host hook saw
+// it (Claude Code/Codex Stop, Gemini CLI AfterModel, Cursor afterAgentResponse/stop, OpenClaw
+// llm_output, LangChain's AIMessage, the Agents SDK's on_llm_end). Judged by the detectors of
+// loops without tool calls (repeated_output, stop_continuation, repeated_final_answer); its
+// verdict is ALLOW, WARN or ABORT (the run is over: a stop hook ends the session).
+type ModelOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The text (UTF-8). The daemon keeps digests of it, never the text.
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// Instead of text: the caller's own digest of the normalised text (any stable string, compared
+	// for equality only). Without text a message made of one chunk repeated is not recognised.
+	TextDigest string     `protobuf:"bytes,2,opt,name=text_digest,json=textDigest,proto3" json:"text_digest,omitempty"`
+	OutputKind OutputKind `protobuf:"varint,3,opt,name=output_kind,json=outputKind,proto3,enum=loopwarden.v1.OutputKind" json:"output_kind,omitempty"`
+	// Optional: what this response cost; spent into the tree's budgets exactly like a Usage event.
+	Usage *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The host is asking whether the turn may end (a stop hook) and a stop hook already kept this
+	// turn going once (Claude Code / Codex `stop_hook_active`, Cursor `loop_count` > 0).
+	StopHookActive bool `protobuf:"varint,5,opt,name=stop_hook_active,json=stopHookActive,proto3" json:"stop_hook_active,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ModelOutput) Reset() {
+	*x = ModelOutput{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelOutput) ProtoMessage() {}
+
+func (x *ModelOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelOutput.ProtoReflect.Descriptor instead.
+func (*ModelOutput) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ModelOutput) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ModelOutput) GetTextDigest() string {
+	if x != nil {
+		return x.TextDigest
+	}
+	return ""
+}
+
+func (x *ModelOutput) GetOutputKind() OutputKind {
+	if x != nil {
+		return x.OutputKind
+	}
+	return OutputKind_OUTPUT_KIND_UNSPECIFIED
+}
+
+func (x *ModelOutput) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *ModelOutput) GetStopHookActive() bool {
+	if x != nil {
+		return x.StopHookActive
+	}
+	return false
+}
+
 // A human's answer to an ACTION_ASK verdict. Names the asked call by its tool_call_id, or by the
 // ASK verdict's decision_id when the call had none.
 type Approval struct {
@@ -1201,7 +1385,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1397,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[11]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1410,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{11}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Approval) GetToolCallId() string {
@@ -1288,12 +1472,13 @@ type Verdict struct {
 	PairedToolName string `protobuf:"bytes,10,opt,name=paired_tool_name,json=pairedToolName,proto3" json:"paired_tool_name,omitempty"`
 	// generated:error-codes:begin (tables/loopwarden.toml: edit there, then `make tables`)
 	// on ABORT: compaction_loop_persisted, tool_loop_persisted, loop_recovery_failed, tree_too_deep,
-	// too_many_children, budget_exhausted.
+	// too_many_children, budget_exhausted, output_loop_persisted, compaction_storm, stop_hook_loop,
+	// final_answer_loop.
 	// on REJECT (nothing was recorded): missing_run_id, missing_event_kind, invalid_params_json,
 	// invalid_result_json, params_too_large, result_too_large, run_id_too_long, json_too_deep,
 	// tool_name_too_long, agent_id_too_long, session_id_too_long, tool_call_id_too_long,
 	// run_id_mismatch, parent_run_id_too_long, invalid_parent_run_id, invalid_usage, no_pending_ask,
-	// user_side_only.
+	// user_side_only, missing_output_text, output_text_too_large.
 	// when the daemon failed on this event (it changed nothing): internal_error.
 	// generated:error-codes:end
 	ErrorCode string `protobuf:"bytes,11,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
@@ -1314,7 +1499,7 @@ type Verdict struct {
 
 func (x *Verdict) Reset() {
 	*x = Verdict{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1511,7 @@ func (x *Verdict) String() string {
 func (*Verdict) ProtoMessage() {}
 
 func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[12]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1524,7 @@ func (x *Verdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
 func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{12}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Verdict) GetSeq() uint64 {
@@ -1469,7 +1654,7 @@ type Evidence struct {
 
 func (x *Evidence) Reset() {
 	*x = Evidence{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1666,7 @@ func (x *Evidence) String() string {
 func (*Evidence) ProtoMessage() {}
 
 func (x *Evidence) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[13]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1679,7 @@ func (x *Evidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
 func (*Evidence) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{13}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Evidence) GetSeqs() []uint64 {
@@ -1527,7 +1712,7 @@ type InspectRunRequest struct {
 
 func (x *InspectRunRequest) Reset() {
 	*x = InspectRunRequest{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1724,7 @@ func (x *InspectRunRequest) String() string {
 func (*InspectRunRequest) ProtoMessage() {}
 
 func (x *InspectRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[14]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1737,7 @@ func (x *InspectRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRunRequest.ProtoReflect.Descriptor instead.
 func (*InspectRunRequest) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{14}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InspectRunRequest) GetRunId() string {
@@ -1602,7 +1787,7 @@ type InspectRunResponse struct {
 
 func (x *InspectRunResponse) Reset() {
 	*x = InspectRunResponse{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1799,7 @@ func (x *InspectRunResponse) String() string {
 func (*InspectRunResponse) ProtoMessage() {}
 
 func (x *InspectRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[15]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1812,7 @@ func (x *InspectRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRunResponse.ProtoReflect.Descriptor instead.
 func (*InspectRunResponse) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{15}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InspectRunResponse) GetRunId() string {
@@ -1776,7 +1961,7 @@ type Totals struct {
 
 func (x *Totals) Reset() {
 	*x = Totals{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1973,7 @@ func (x *Totals) String() string {
 func (*Totals) ProtoMessage() {}
 
 func (x *Totals) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[16]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1986,7 @@ func (x *Totals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Totals.ProtoReflect.Descriptor instead.
 func (*Totals) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{16}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Totals) GetToolCalls() uint64 {
@@ -1875,7 +2060,7 @@ type Exemption struct {
 
 func (x *Exemption) Reset() {
 	*x = Exemption{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2072,7 @@ func (x *Exemption) String() string {
 func (*Exemption) ProtoMessage() {}
 
 func (x *Exemption) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2085,7 @@ func (x *Exemption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exemption.ProtoReflect.Descriptor instead.
 func (*Exemption) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{17}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Exemption) GetId() string {
@@ -1963,7 +2148,7 @@ type ListExemptionsRequest struct {
 
 func (x *ListExemptionsRequest) Reset() {
 	*x = ListExemptionsRequest{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[18]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2160,7 @@ func (x *ListExemptionsRequest) String() string {
 func (*ListExemptionsRequest) ProtoMessage() {}
 
 func (x *ListExemptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[18]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2173,7 @@ func (x *ListExemptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExemptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExemptionsRequest) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{18}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListExemptionsRequest) GetAgentId() string {
@@ -2014,7 +2199,7 @@ type ListExemptionsResponse struct {
 
 func (x *ListExemptionsResponse) Reset() {
 	*x = ListExemptionsResponse{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[19]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2211,7 @@ func (x *ListExemptionsResponse) String() string {
 func (*ListExemptionsResponse) ProtoMessage() {}
 
 func (x *ListExemptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[19]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2224,7 @@ func (x *ListExemptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExemptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExemptionsResponse) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{19}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListExemptionsResponse) GetExemptions() []*Exemption {
@@ -2058,7 +2243,7 @@ type RevokeExemptionRequest struct {
 
 func (x *RevokeExemptionRequest) Reset() {
 	*x = RevokeExemptionRequest{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[20]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2255,7 @@ func (x *RevokeExemptionRequest) String() string {
 func (*RevokeExemptionRequest) ProtoMessage() {}
 
 func (x *RevokeExemptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[20]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2268,7 @@ func (x *RevokeExemptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeExemptionRequest.ProtoReflect.Descriptor instead.
 func (*RevokeExemptionRequest) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{20}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RevokeExemptionRequest) GetId() string {
@@ -2102,7 +2287,7 @@ type RevokeExemptionResponse struct {
 
 func (x *RevokeExemptionResponse) Reset() {
 	*x = RevokeExemptionResponse{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[21]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2299,7 @@ func (x *RevokeExemptionResponse) String() string {
 func (*RevokeExemptionResponse) ProtoMessage() {}
 
 func (x *RevokeExemptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[21]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2312,7 @@ func (x *RevokeExemptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeExemptionResponse.ProtoReflect.Descriptor instead.
 func (*RevokeExemptionResponse) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{21}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RevokeExemptionResponse) GetRevoked() *Exemption {
@@ -2159,7 +2344,7 @@ type RunRecord struct {
 
 func (x *RunRecord) Reset() {
 	*x = RunRecord{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[22]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2356,7 @@ func (x *RunRecord) String() string {
 func (*RunRecord) ProtoMessage() {}
 
 func (x *RunRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[22]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2369,7 @@ func (x *RunRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRecord.ProtoReflect.Descriptor instead.
 func (*RunRecord) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{22}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RunRecord) GetSeq() uint64 {
@@ -2242,7 +2427,7 @@ type GuardState struct {
 
 func (x *GuardState) Reset() {
 	*x = GuardState{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[23]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2439,7 @@ func (x *GuardState) String() string {
 func (*GuardState) ProtoMessage() {}
 
 func (x *GuardState) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[23]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2452,7 @@ func (x *GuardState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuardState.ProtoReflect.Descriptor instead.
 func (*GuardState) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{23}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GuardState) GetArmed() bool {
@@ -2306,7 +2491,7 @@ type ToolRule struct {
 
 func (x *ToolRule) Reset() {
 	*x = ToolRule{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[24]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2503,7 @@ func (x *ToolRule) String() string {
 func (*ToolRule) ProtoMessage() {}
 
 func (x *ToolRule) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[24]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2516,7 @@ func (x *ToolRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRule.ProtoReflect.Descriptor instead.
 func (*ToolRule) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{24}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolRule) GetTool() string {
@@ -2519,14 +2704,42 @@ type EffectiveConfig struct {
 	// loopwarden.exemptionTtlSeconds: How long an "always" approval (a standing exemption) stands
 	// when the approval gives no `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is
 	// capped to the same 30 days).
-	ExemptionTtlSeconds uint32 `protobuf:"varint,82,opt,name=exemption_ttl_seconds,json=exemptionTtlSeconds,proto3" json:"exemption_ttl_seconds,omitempty"` // generated:effective-config:end
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	ExemptionTtlSeconds uint32 `protobuf:"varint,82,opt,name=exemption_ttl_seconds,json=exemptionTtlSeconds,proto3" json:"exemption_ttl_seconds,omitempty"`
+	// loopwarden.repeatedOutput.warnAt: Outputs of one kind (message, thought, final answer) with the
+	// same normalised text in a row, no new (tool, args, result) triple and no user turn in between,
+	// that warn. Provisional default, to be set from the text-bearing traces.
+	RepeatedOutputWarnAt uint32 `protobuf:"varint,90,opt,name=repeated_output_warn_at,json=repeatedOutputWarnAt,proto3" json:"repeated_output_warn_at,omitempty"`
+	// loopwarden.repeatedOutput.abortAt: The same count that ends the run (`output_loop_persisted`);
+	// false: warn only. Provisional default.
+	RepeatedOutputAbortAt uint32 `protobuf:"varint,91,opt,name=repeated_output_abort_at,json=repeatedOutputAbortAt,proto3" json:"repeated_output_abort_at,omitempty"`
+	// loopwarden.repeatedOutput.chunkChars: Length in characters of the piece of normalised text
+	// whose repetition inside one output is a loop by itself.
+	RepeatedOutputChunkChars uint32 `protobuf:"varint,92,opt,name=repeated_output_chunk_chars,json=repeatedOutputChunkChars,proto3" json:"repeated_output_chunk_chars,omitempty"`
+	// loopwarden.repeatedOutput.chunkRepeats: Copies of one `chunkChars` piece, each starting within
+	// 1.5 x chunkChars of the previous, that make an output a loop by itself: the first such output
+	// is warned, the next one of its kind (no new tool result between) ends the run.
+	RepeatedOutputChunkRepeats uint32 `protobuf:"varint,93,opt,name=repeated_output_chunk_repeats,json=repeatedOutputChunkRepeats,proto3" json:"repeated_output_chunk_repeats,omitempty"`
+	// loopwarden.compactionStorm.abortAt: `compaction_retry` events with no new (tool, args, result)
+	// triple between any two of them that end the run (`compaction_storm`). Provisional default.
+	CompactionStormAbortAt uint32 `protobuf:"varint,94,opt,name=compaction_storm_abort_at,json=compactionStormAbortAt,proto3" json:"compaction_storm_abort_at,omitempty"`
+	// loopwarden.stopContinuation.abortAt: Final-answer outputs with `stop_hook_active` in a row, no
+	// new (tool, args, result) triple in between, that end the run (`stop_hook_loop`); keep it below
+	// the host's own cap (Claude Code stops after 8 continuations). Provisional default.
+	StopContinuationAbortAt uint32 `protobuf:"varint,95,opt,name=stop_continuation_abort_at,json=stopContinuationAbortAt,proto3" json:"stop_continuation_abort_at,omitempty"`
+	// loopwarden.repeatedFinalAnswer.warnAt: Successive turns (user turns apart) ending in the same
+	// normalised final answer, with no new (tool, args, result) triple in any of them, that warn.
+	// Provisional default.
+	RepeatedFinalAnswerWarnAt uint32 `protobuf:"varint,96,opt,name=repeated_final_answer_warn_at,json=repeatedFinalAnswerWarnAt,proto3" json:"repeated_final_answer_warn_at,omitempty"`
+	// loopwarden.repeatedFinalAnswer.abortAt: The same count that ends the run (`final_answer_loop`);
+	// false: warn only. Provisional default.
+	RepeatedFinalAnswerAbortAt uint32 `protobuf:"varint,97,opt,name=repeated_final_answer_abort_at,json=repeatedFinalAnswerAbortAt,proto3" json:"repeated_final_answer_abort_at,omitempty"` // generated:effective-config:end
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *EffectiveConfig) Reset() {
 	*x = EffectiveConfig{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[25]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2751,7 @@ func (x *EffectiveConfig) String() string {
 func (*EffectiveConfig) ProtoMessage() {}
 
 func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[25]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2764,7 @@ func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EffectiveConfig.ProtoReflect.Descriptor instead.
 func (*EffectiveConfig) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{25}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EffectiveConfig) GetEnabled() bool {
@@ -2855,6 +3068,62 @@ func (x *EffectiveConfig) GetExemptionTtlSeconds() uint32 {
 	return 0
 }
 
+func (x *EffectiveConfig) GetRepeatedOutputWarnAt() uint32 {
+	if x != nil {
+		return x.RepeatedOutputWarnAt
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetRepeatedOutputAbortAt() uint32 {
+	if x != nil {
+		return x.RepeatedOutputAbortAt
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetRepeatedOutputChunkChars() uint32 {
+	if x != nil {
+		return x.RepeatedOutputChunkChars
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetRepeatedOutputChunkRepeats() uint32 {
+	if x != nil {
+		return x.RepeatedOutputChunkRepeats
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetCompactionStormAbortAt() uint32 {
+	if x != nil {
+		return x.CompactionStormAbortAt
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetStopContinuationAbortAt() uint32 {
+	if x != nil {
+		return x.StopContinuationAbortAt
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetRepeatedFinalAnswerWarnAt() uint32 {
+	if x != nil {
+		return x.RepeatedFinalAnswerWarnAt
+	}
+	return 0
+}
+
+func (x *EffectiveConfig) GetRepeatedFinalAnswerAbortAt() uint32 {
+	if x != nil {
+		return x.RepeatedFinalAnswerAbortAt
+	}
+	return 0
+}
+
 var File_loopwarden_v1_loopwarden_proto protoreflect.FileDescriptor
 
 const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
@@ -2867,7 +3136,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\fCheckRequest\x12*\n" +
 	"\x05event\x18\x01 \x01(\v2\x14.loopwarden.v1.EventR\x05event\"A\n" +
 	"\rCheckResponse\x120\n" +
-	"\averdict\x18\x01 \x01(\v2\x16.loopwarden.v1.VerdictR\averdict\"\xcc\x04\n" +
+	"\averdict\x18\x01 \x01(\v2\x16.loopwarden.v1.VerdictR\averdict\"\x8d\x05\n" +
 	"\x05Event\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1d\n" +
@@ -2884,7 +3153,8 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\arun_end\x18\r \x01(\v2\x15.loopwarden.v1.RunEndH\x00R\x06runEnd\x126\n" +
 	"\tuser_turn\x18\x0e \x01(\v2\x17.loopwarden.v1.UserTurnH\x00R\buserTurn\x12,\n" +
 	"\x05usage\x18\x0f \x01(\v2\x14.loopwarden.v1.UsageH\x00R\x05usage\x125\n" +
-	"\bapproval\x18\x10 \x01(\v2\x17.loopwarden.v1.ApprovalH\x00R\bapprovalB\x06\n" +
+	"\bapproval\x18\x10 \x01(\v2\x17.loopwarden.v1.ApprovalH\x00R\bapproval\x12?\n" +
+	"\fmodel_output\x18\x11 \x01(\v2\x1a.loopwarden.v1.ModelOutputH\x00R\vmodelOutputB\x06\n" +
 	"\x04kind\"\xbe\x01\n" +
 	"\bToolCall\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x12 \n" +
@@ -2915,7 +3185,15 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\finput_tokens\x18\x01 \x01(\x04R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\x12\x19\n" +
 	"\bcost_usd\x18\x03 \x01(\x01R\acostUsd\x12\x14\n" +
-	"\x05model\x18\x04 \x01(\tR\x05model\"\xbe\x01\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\"\xd4\x01\n" +
+	"\vModelOutput\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1f\n" +
+	"\vtext_digest\x18\x02 \x01(\tR\n" +
+	"textDigest\x12:\n" +
+	"\voutput_kind\x18\x03 \x01(\x0e2\x19.loopwarden.v1.OutputKindR\n" +
+	"outputKind\x12*\n" +
+	"\x05usage\x18\x04 \x01(\v2\x14.loopwarden.v1.UsageR\x05usage\x12(\n" +
+	"\x10stop_hook_active\x18\x05 \x01(\bR\x0estopHookActive\"\xbe\x01\n" +
 	"\bApproval\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1f\n" +
@@ -3029,7 +3307,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\vignore_args\x18\x03 \x03(\tR\n" +
 	"ignoreArgs\x12\x1b\n" +
 	"\tkeep_args\x18\x04 \x03(\tR\bkeepArgs\x12#\n" +
-	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xdb\x10\n" +
+	"\rignore_result\x18\x05 \x03(\tR\fignoreResult\"\xcb\x14\n" +
 	"\x0fEffectiveConfig\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12!\n" +
 	"\fhistory_size\x18\x02 \x01(\rR\vhistorySize\x12+\n" +
@@ -3077,14 +3355,28 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\von_critical\x18P \x01(\tR\n" +
 	"onCritical\x12.\n" +
 	"\x13ask_timeout_seconds\x18Q \x01(\rR\x11askTimeoutSeconds\x122\n" +
-	"\x15exemption_ttl_seconds\x18R \x01(\rR\x13exemptionTtlSecondsB\n" +
+	"\x15exemption_ttl_seconds\x18R \x01(\rR\x13exemptionTtlSeconds\x125\n" +
+	"\x17repeated_output_warn_at\x18Z \x01(\rR\x14repeatedOutputWarnAt\x127\n" +
+	"\x18repeated_output_abort_at\x18[ \x01(\rR\x15repeatedOutputAbortAt\x12=\n" +
+	"\x1brepeated_output_chunk_chars\x18\\ \x01(\rR\x18repeatedOutputChunkChars\x12A\n" +
+	"\x1drepeated_output_chunk_repeats\x18] \x01(\rR\x1arepeatedOutputChunkRepeats\x129\n" +
+	"\x19compaction_storm_abort_at\x18^ \x01(\rR\x16compactionStormAbortAt\x12;\n" +
+	"\x1astop_continuation_abort_at\x18_ \x01(\rR\x17stopContinuationAbortAt\x12@\n" +
+	"\x1drepeated_final_answer_warn_at\x18` \x01(\rR\x19repeatedFinalAnswerWarnAt\x12B\n" +
+	"\x1erepeated_final_answer_abort_at\x18a \x01(\rR\x1arepeatedFinalAnswerAbortAtB\n" +
 	"\n" +
 	"\b_enabled*o\n" +
 	"\tToolClass\x12\x1a\n" +
 	"\x16TOOL_CLASS_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TOOL_CLASS_READ_ONLY\x10\x01\x12\x17\n" +
 	"\x13TOOL_CLASS_MUTATING\x10\x02\x12\x13\n" +
-	"\x0fTOOL_CLASS_POLL\x10\x03*c\n" +
+	"\x0fTOOL_CLASS_POLL\x10\x03*y\n" +
+	"\n" +
+	"OutputKind\x12\x1b\n" +
+	"\x17OUTPUT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13OUTPUT_KIND_MESSAGE\x10\x01\x12\x17\n" +
+	"\x13OUTPUT_KIND_THOUGHT\x10\x02\x12\x1c\n" +
+	"\x18OUTPUT_KIND_FINAL_ANSWER\x10\x03*c\n" +
 	"\rApprovalScope\x12\x1e\n" +
 	"\x1aAPPROVAL_SCOPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13APPROVAL_SCOPE_ONCE\x10\x01\x12\x19\n" +
@@ -3097,7 +3389,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\fACTION_ABORT\x10\x04\x12\x11\n" +
 	"\rACTION_REJECT\x10\x05\x12\x0e\n" +
 	"\n" +
-	"ACTION_ASK\x10\x06*\xcb\x03\n" +
+	"ACTION_ASK\x10\x06*\xcc\x04\n" +
 	"\bDetector\x12\x18\n" +
 	"\x14DETECTOR_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DETECTOR_GENERIC_REPEAT\x10\x01\x12#\n" +
@@ -3114,7 +3406,11 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\x1eDETECTOR_DUPLICATE_SIDE_EFFECT\x10\v\x12\x1c\n" +
 	"\x18DETECTOR_FAILURE_CASCADE\x10\f\x12\x1a\n" +
 	"\x16DETECTOR_CHILD_STOPPED\x10\r\x12\x13\n" +
-	"\x0fDETECTOR_BUDGET\x10\x0e*E\n" +
+	"\x0fDETECTOR_BUDGET\x10\x0e\x12\x1c\n" +
+	"\x18DETECTOR_REPEATED_OUTPUT\x10\x0f\x12\x1d\n" +
+	"\x19DETECTOR_COMPACTION_STORM\x10\x10\x12\x1e\n" +
+	"\x1aDETECTOR_STOP_CONTINUATION\x10\x11\x12\"\n" +
+	"\x1eDETECTOR_REPEATED_FINAL_ANSWER\x10\x12*E\n" +
 	"\x05Level\x12\x15\n" +
 	"\x11LEVEL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rLEVEL_WARNING\x10\x01\x12\x12\n" +
@@ -3139,86 +3435,91 @@ func file_loopwarden_v1_loopwarden_proto_rawDescGZIP() []byte {
 	return file_loopwarden_v1_loopwarden_proto_rawDescData
 }
 
-var file_loopwarden_v1_loopwarden_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_loopwarden_v1_loopwarden_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_loopwarden_v1_loopwarden_proto_goTypes = []any{
 	(ToolClass)(0),                  // 0: loopwarden.v1.ToolClass
-	(ApprovalScope)(0),              // 1: loopwarden.v1.ApprovalScope
-	(Action)(0),                     // 2: loopwarden.v1.Action
-	(Detector)(0),                   // 3: loopwarden.v1.Detector
-	(Level)(0),                      // 4: loopwarden.v1.Level
-	(*EvaluateRequest)(nil),         // 5: loopwarden.v1.EvaluateRequest
-	(*EvaluateResponse)(nil),        // 6: loopwarden.v1.EvaluateResponse
-	(*CheckRequest)(nil),            // 7: loopwarden.v1.CheckRequest
-	(*CheckResponse)(nil),           // 8: loopwarden.v1.CheckResponse
-	(*Event)(nil),                   // 9: loopwarden.v1.Event
-	(*ToolCall)(nil),                // 10: loopwarden.v1.ToolCall
-	(*ToolOutcome)(nil),             // 11: loopwarden.v1.ToolOutcome
-	(*CompactionRetry)(nil),         // 12: loopwarden.v1.CompactionRetry
-	(*RunEnd)(nil),                  // 13: loopwarden.v1.RunEnd
-	(*UserTurn)(nil),                // 14: loopwarden.v1.UserTurn
-	(*Usage)(nil),                   // 15: loopwarden.v1.Usage
-	(*Approval)(nil),                // 16: loopwarden.v1.Approval
-	(*Verdict)(nil),                 // 17: loopwarden.v1.Verdict
-	(*Evidence)(nil),                // 18: loopwarden.v1.Evidence
-	(*InspectRunRequest)(nil),       // 19: loopwarden.v1.InspectRunRequest
-	(*InspectRunResponse)(nil),      // 20: loopwarden.v1.InspectRunResponse
-	(*Totals)(nil),                  // 21: loopwarden.v1.Totals
-	(*Exemption)(nil),               // 22: loopwarden.v1.Exemption
-	(*ListExemptionsRequest)(nil),   // 23: loopwarden.v1.ListExemptionsRequest
-	(*ListExemptionsResponse)(nil),  // 24: loopwarden.v1.ListExemptionsResponse
-	(*RevokeExemptionRequest)(nil),  // 25: loopwarden.v1.RevokeExemptionRequest
-	(*RevokeExemptionResponse)(nil), // 26: loopwarden.v1.RevokeExemptionResponse
-	(*RunRecord)(nil),               // 27: loopwarden.v1.RunRecord
-	(*GuardState)(nil),              // 28: loopwarden.v1.GuardState
-	(*ToolRule)(nil),                // 29: loopwarden.v1.ToolRule
-	(*EffectiveConfig)(nil),         // 30: loopwarden.v1.EffectiveConfig
+	(OutputKind)(0),                 // 1: loopwarden.v1.OutputKind
+	(ApprovalScope)(0),              // 2: loopwarden.v1.ApprovalScope
+	(Action)(0),                     // 3: loopwarden.v1.Action
+	(Detector)(0),                   // 4: loopwarden.v1.Detector
+	(Level)(0),                      // 5: loopwarden.v1.Level
+	(*EvaluateRequest)(nil),         // 6: loopwarden.v1.EvaluateRequest
+	(*EvaluateResponse)(nil),        // 7: loopwarden.v1.EvaluateResponse
+	(*CheckRequest)(nil),            // 8: loopwarden.v1.CheckRequest
+	(*CheckResponse)(nil),           // 9: loopwarden.v1.CheckResponse
+	(*Event)(nil),                   // 10: loopwarden.v1.Event
+	(*ToolCall)(nil),                // 11: loopwarden.v1.ToolCall
+	(*ToolOutcome)(nil),             // 12: loopwarden.v1.ToolOutcome
+	(*CompactionRetry)(nil),         // 13: loopwarden.v1.CompactionRetry
+	(*RunEnd)(nil),                  // 14: loopwarden.v1.RunEnd
+	(*UserTurn)(nil),                // 15: loopwarden.v1.UserTurn
+	(*Usage)(nil),                   // 16: loopwarden.v1.Usage
+	(*ModelOutput)(nil),             // 17: loopwarden.v1.ModelOutput
+	(*Approval)(nil),                // 18: loopwarden.v1.Approval
+	(*Verdict)(nil),                 // 19: loopwarden.v1.Verdict
+	(*Evidence)(nil),                // 20: loopwarden.v1.Evidence
+	(*InspectRunRequest)(nil),       // 21: loopwarden.v1.InspectRunRequest
+	(*InspectRunResponse)(nil),      // 22: loopwarden.v1.InspectRunResponse
+	(*Totals)(nil),                  // 23: loopwarden.v1.Totals
+	(*Exemption)(nil),               // 24: loopwarden.v1.Exemption
+	(*ListExemptionsRequest)(nil),   // 25: loopwarden.v1.ListExemptionsRequest
+	(*ListExemptionsResponse)(nil),  // 26: loopwarden.v1.ListExemptionsResponse
+	(*RevokeExemptionRequest)(nil),  // 27: loopwarden.v1.RevokeExemptionRequest
+	(*RevokeExemptionResponse)(nil), // 28: loopwarden.v1.RevokeExemptionResponse
+	(*RunRecord)(nil),               // 29: loopwarden.v1.RunRecord
+	(*GuardState)(nil),              // 30: loopwarden.v1.GuardState
+	(*ToolRule)(nil),                // 31: loopwarden.v1.ToolRule
+	(*EffectiveConfig)(nil),         // 32: loopwarden.v1.EffectiveConfig
 }
 var file_loopwarden_v1_loopwarden_proto_depIdxs = []int32{
-	9,  // 0: loopwarden.v1.EvaluateRequest.events:type_name -> loopwarden.v1.Event
-	17, // 1: loopwarden.v1.EvaluateResponse.verdicts:type_name -> loopwarden.v1.Verdict
-	9,  // 2: loopwarden.v1.CheckRequest.event:type_name -> loopwarden.v1.Event
-	17, // 3: loopwarden.v1.CheckResponse.verdict:type_name -> loopwarden.v1.Verdict
-	10, // 4: loopwarden.v1.Event.tool_call:type_name -> loopwarden.v1.ToolCall
-	11, // 5: loopwarden.v1.Event.tool_outcome:type_name -> loopwarden.v1.ToolOutcome
-	12, // 6: loopwarden.v1.Event.compaction_retry:type_name -> loopwarden.v1.CompactionRetry
-	13, // 7: loopwarden.v1.Event.run_end:type_name -> loopwarden.v1.RunEnd
-	14, // 8: loopwarden.v1.Event.user_turn:type_name -> loopwarden.v1.UserTurn
-	15, // 9: loopwarden.v1.Event.usage:type_name -> loopwarden.v1.Usage
-	16, // 10: loopwarden.v1.Event.approval:type_name -> loopwarden.v1.Approval
-	0,  // 11: loopwarden.v1.ToolCall.tool_class:type_name -> loopwarden.v1.ToolClass
-	1,  // 12: loopwarden.v1.Approval.scope:type_name -> loopwarden.v1.ApprovalScope
-	2,  // 13: loopwarden.v1.Verdict.action:type_name -> loopwarden.v1.Action
-	3,  // 14: loopwarden.v1.Verdict.detector:type_name -> loopwarden.v1.Detector
-	4,  // 15: loopwarden.v1.Verdict.level:type_name -> loopwarden.v1.Level
-	18, // 16: loopwarden.v1.Verdict.evidence:type_name -> loopwarden.v1.Evidence
-	2,  // 17: loopwarden.v1.Verdict.shadow_action:type_name -> loopwarden.v1.Action
-	27, // 18: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
-	28, // 19: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
-	30, // 20: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
-	17, // 21: loopwarden.v1.InspectRunResponse.recent_verdicts:type_name -> loopwarden.v1.Verdict
-	21, // 22: loopwarden.v1.InspectRunResponse.tree_totals:type_name -> loopwarden.v1.Totals
-	21, // 23: loopwarden.v1.InspectRunResponse.run_totals:type_name -> loopwarden.v1.Totals
-	22, // 24: loopwarden.v1.InspectRunResponse.exemptions:type_name -> loopwarden.v1.Exemption
-	22, // 25: loopwarden.v1.ListExemptionsResponse.exemptions:type_name -> loopwarden.v1.Exemption
-	22, // 26: loopwarden.v1.RevokeExemptionResponse.revoked:type_name -> loopwarden.v1.Exemption
-	0,  // 27: loopwarden.v1.ToolRule.tool_class:type_name -> loopwarden.v1.ToolClass
-	29, // 28: loopwarden.v1.EffectiveConfig.tool_rules:type_name -> loopwarden.v1.ToolRule
-	5,  // 29: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
-	7,  // 30: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
-	19, // 31: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
-	23, // 32: loopwarden.v1.LoopDetectionService.ListExemptions:input_type -> loopwarden.v1.ListExemptionsRequest
-	25, // 33: loopwarden.v1.LoopDetectionService.RevokeExemption:input_type -> loopwarden.v1.RevokeExemptionRequest
-	6,  // 34: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
-	8,  // 35: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
-	20, // 36: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
-	24, // 37: loopwarden.v1.LoopDetectionService.ListExemptions:output_type -> loopwarden.v1.ListExemptionsResponse
-	26, // 38: loopwarden.v1.LoopDetectionService.RevokeExemption:output_type -> loopwarden.v1.RevokeExemptionResponse
-	34, // [34:39] is the sub-list for method output_type
-	29, // [29:34] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	10, // 0: loopwarden.v1.EvaluateRequest.events:type_name -> loopwarden.v1.Event
+	19, // 1: loopwarden.v1.EvaluateResponse.verdicts:type_name -> loopwarden.v1.Verdict
+	10, // 2: loopwarden.v1.CheckRequest.event:type_name -> loopwarden.v1.Event
+	19, // 3: loopwarden.v1.CheckResponse.verdict:type_name -> loopwarden.v1.Verdict
+	11, // 4: loopwarden.v1.Event.tool_call:type_name -> loopwarden.v1.ToolCall
+	12, // 5: loopwarden.v1.Event.tool_outcome:type_name -> loopwarden.v1.ToolOutcome
+	13, // 6: loopwarden.v1.Event.compaction_retry:type_name -> loopwarden.v1.CompactionRetry
+	14, // 7: loopwarden.v1.Event.run_end:type_name -> loopwarden.v1.RunEnd
+	15, // 8: loopwarden.v1.Event.user_turn:type_name -> loopwarden.v1.UserTurn
+	16, // 9: loopwarden.v1.Event.usage:type_name -> loopwarden.v1.Usage
+	18, // 10: loopwarden.v1.Event.approval:type_name -> loopwarden.v1.Approval
+	17, // 11: loopwarden.v1.Event.model_output:type_name -> loopwarden.v1.ModelOutput
+	0,  // 12: loopwarden.v1.ToolCall.tool_class:type_name -> loopwarden.v1.ToolClass
+	1,  // 13: loopwarden.v1.ModelOutput.output_kind:type_name -> loopwarden.v1.OutputKind
+	16, // 14: loopwarden.v1.ModelOutput.usage:type_name -> loopwarden.v1.Usage
+	2,  // 15: loopwarden.v1.Approval.scope:type_name -> loopwarden.v1.ApprovalScope
+	3,  // 16: loopwarden.v1.Verdict.action:type_name -> loopwarden.v1.Action
+	4,  // 17: loopwarden.v1.Verdict.detector:type_name -> loopwarden.v1.Detector
+	5,  // 18: loopwarden.v1.Verdict.level:type_name -> loopwarden.v1.Level
+	20, // 19: loopwarden.v1.Verdict.evidence:type_name -> loopwarden.v1.Evidence
+	3,  // 20: loopwarden.v1.Verdict.shadow_action:type_name -> loopwarden.v1.Action
+	29, // 21: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
+	30, // 22: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
+	32, // 23: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
+	19, // 24: loopwarden.v1.InspectRunResponse.recent_verdicts:type_name -> loopwarden.v1.Verdict
+	23, // 25: loopwarden.v1.InspectRunResponse.tree_totals:type_name -> loopwarden.v1.Totals
+	23, // 26: loopwarden.v1.InspectRunResponse.run_totals:type_name -> loopwarden.v1.Totals
+	24, // 27: loopwarden.v1.InspectRunResponse.exemptions:type_name -> loopwarden.v1.Exemption
+	24, // 28: loopwarden.v1.ListExemptionsResponse.exemptions:type_name -> loopwarden.v1.Exemption
+	24, // 29: loopwarden.v1.RevokeExemptionResponse.revoked:type_name -> loopwarden.v1.Exemption
+	0,  // 30: loopwarden.v1.ToolRule.tool_class:type_name -> loopwarden.v1.ToolClass
+	31, // 31: loopwarden.v1.EffectiveConfig.tool_rules:type_name -> loopwarden.v1.ToolRule
+	6,  // 32: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
+	8,  // 33: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
+	21, // 34: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
+	25, // 35: loopwarden.v1.LoopDetectionService.ListExemptions:input_type -> loopwarden.v1.ListExemptionsRequest
+	27, // 36: loopwarden.v1.LoopDetectionService.RevokeExemption:input_type -> loopwarden.v1.RevokeExemptionRequest
+	7,  // 37: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
+	9,  // 38: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
+	22, // 39: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
+	26, // 40: loopwarden.v1.LoopDetectionService.ListExemptions:output_type -> loopwarden.v1.ListExemptionsResponse
+	28, // 41: loopwarden.v1.LoopDetectionService.RevokeExemption:output_type -> loopwarden.v1.RevokeExemptionResponse
+	37, // [37:42] is the sub-list for method output_type
+	32, // [32:37] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_loopwarden_v1_loopwarden_proto_init() }
@@ -3234,19 +3535,20 @@ func file_loopwarden_v1_loopwarden_proto_init() {
 		(*Event_UserTurn)(nil),
 		(*Event_Usage)(nil),
 		(*Event_Approval)(nil),
+		(*Event_ModelOutput)(nil),
 	}
 	file_loopwarden_v1_loopwarden_proto_msgTypes[6].OneofWrappers = []any{
 		(*ToolOutcome_ResultJson)(nil),
 		(*ToolOutcome_Error)(nil),
 	}
-	file_loopwarden_v1_loopwarden_proto_msgTypes[25].OneofWrappers = []any{}
+	file_loopwarden_v1_loopwarden_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_loopwarden_v1_loopwarden_proto_rawDesc), len(file_loopwarden_v1_loopwarden_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   26,
+			NumEnums:      6,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

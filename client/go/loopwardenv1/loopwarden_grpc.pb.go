@@ -3,8 +3,9 @@
 // A runner asks before each tool call whether it may run (ToolCall), reports what the call
 // returned afterwards (ToolOutcome), tells the daemon when it compacted its context and retries
 // (CompactionRetry), tells it when a person or an orchestrator sent a new instruction (UserTurn),
-// what a model response cost (Usage), what a human answered when a call was held for them
-// (Approval), and frees the run's state when the run is over (RunEnd). The daemon keeps a short
+// what a model response cost (Usage), what the model said (ModelOutput), what a human answered
+// when a call was held for them (Approval), and frees the run's state when the run is over
+// (RunEnd). The daemon keeps a short
 // per-run history, a tree of runs per root run (sub-agents are child runs), and answers each
 // event with a Verdict.
 //

@@ -2,14 +2,15 @@
 /** LoopwardenClient: the verbs over one Evaluate stream, plus the unary Check and InspectRun. */
 
 /**
- * @import { ApprovalOptions, ClientOptions, EventExtra, EventOptions, Exemption, OutcomeOptions, RunInspection, UsageOptions, Verdict }
+ * @import { ApprovalOptions, ClientOptions, EventExtra, EventOptions, Exemption, ModelOutputOptions, OutcomeOptions, RunInspection, UsageOptions, Verdict }
  *   from './types.js'
  */
 import grpc from '@grpc/grpc-js';
 
 import { ExemptionNotFound, LoopwardenUnavailable, RunNotFound, describeRpcError } from './errors.js';
 import {
-  approvalEvent, compactionRetryEvent, runEndEvent, toolCallEvent, toolClass, toolOutcomeEvent, usageEvent, userTurnEvent,
+  approvalEvent, compactionRetryEvent, modelOutputEvent, runEndEvent, toolCallEvent, toolClass, toolOutcomeEvent, usageEvent,
+  userTurnEvent,
 } from './events.js';
 import { exemptionFromMessage, inspectionFromMessage } from './inspection.js';
 import { createStub } from './stub.js';
@@ -229,6 +230,15 @@ export class LoopwardenClient {
    */
   usage(runId, opts = {}) {
     return this.send(usageEvent(runId, this.common(runId, opts)));
+  }
+
+  /**
+   * What the model said (see modelOutputEvent): 'allow', 'warn' (show the message) or 'abort' (end
+   * the run). @param {string} runId @param {ModelOutputOptions} opts
+   */
+  async modelOutput(runId, opts) {
+    modelOutputEvent(runId, opts); // a bad kind throws before it takes a seq
+    return this.send(modelOutputEvent(runId, this.common(runId, opts)));
   }
 
   /**

@@ -1,7 +1,7 @@
 // @ts-check
 /** Builders of the Event messages, in @grpc/proto-loader's camelCase shape. */
 
-/** @import { ApprovalOptions, EventExtra, EventOptions, OutcomeOptions, UsageOptions } from './types.js' */
+/** @import { ApprovalOptions, EventExtra, EventOptions, ModelOutputOptions, OutcomeOptions, UsageOptions } from './types.js' */
 
 /** @param {unknown} params @param {string | undefined} paramsJson */
 function paramsText(params, paramsJson) {
@@ -27,6 +27,8 @@ const userTurnExtra = (/** @type {EventExtra} */ _opts) => ({});
 const usageExtra = (/** @type {EventExtra} */ _opts) => ({});
 /** Approval's generic fields: none yet. */
 const approvalExtra = (/** @type {EventExtra} */ _opts) => ({});
+/** ModelOutput's generic fields: none yet. */
+const modelOutputExtra = (/** @type {EventExtra} */ _opts) => ({});
 // generated:event-extra:end
 
 /** @param {string} runId @param {EventOptions & EventExtra} opts */
@@ -115,6 +117,41 @@ export function usageEvent(runId, opts = {}) {
     usage: {
       inputTokens: opts.inputTokens ?? 0, outputTokens: opts.outputTokens ?? 0, costUsd: opts.costUsd ?? 0,
       model: opts.model ?? '', ...usageExtra(opts),
+    },
+  };
+}
+
+/** ModelOutput.output_kind by its spelling in the client ('' = message). */
+const OUTPUT_KINDS = new Map([
+  ['', 'OUTPUT_KIND_UNSPECIFIED'], ['message', 'OUTPUT_KIND_MESSAGE'], ['thought', 'OUTPUT_KIND_THOUGHT'],
+  ['final_answer', 'OUTPUT_KIND_FINAL_ANSWER'],
+]);
+
+/**
+ * What the model said: `text` (or, instead, `textDigest`, your own digest of it), its
+ * `outputKind` ('message', 'thought', 'final_answer'; a TypeError for another), `stopHookActive`
+ * when a stop hook already kept the turn going, and `usage` ({inputTokens, outputTokens, costUsd,
+ * model}), when given, spent into the budgets as a usage event is. Its verdict is 'allow', 'warn'
+ * or 'abort' (end the run; for a stop hook, end the session).
+ * @param {string} runId @param {ModelOutputOptions} opts
+ */
+export function modelOutputEvent(runId, opts) {
+  const outputKind = OUTPUT_KINDS.get(opts.outputKind ?? '');
+  if (outputKind === undefined) {
+    throw new TypeError(`outputKind must be 'message', 'thought' or 'final_answer', got ${JSON.stringify(opts.outputKind)}`);
+  }
+  const usage = opts.usage;
+  return {
+    ...envelope(runId, opts),
+    modelOutput: {
+      text: opts.text ?? '', textDigest: opts.textDigest ?? '', outputKind,
+      stopHookActive: Boolean(opts.stopHookActive), ...modelOutputExtra(opts),
+      ...(usage ? {
+        usage: {
+          inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0, costUsd: usage.costUsd ?? 0,
+          model: usage.model ?? '',
+        },
+      } : {}),
     },
   };
 }

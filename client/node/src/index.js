@@ -10,7 +10,8 @@ export * from './tables.js';
 export { DEFAULT_PROTO_ROOT, PROTO_PATH, SERVICE_NAME, loadService } from './stub.js';
 export { ExemptionNotFound, LoopwardenError, LoopwardenUnavailable, RunAborted, RunNotFound } from './errors.js';
 export {
-  approvalEvent, compactionRetryEvent, runEndEvent, toolCallEvent, toolOutcomeEvent, usageEvent, userTurnEvent,
+  approvalEvent, compactionRetryEvent, modelOutputEvent, runEndEvent, toolCallEvent, toolOutcomeEvent, usageEvent,
+  userTurnEvent,
 } from './events.js';
 export { mayRun, verdictFromMessage } from './verdicts.js';
 export { DEFAULT_TARGET, LoopwardenClient } from './client.js';

@@ -48,14 +48,22 @@
  * @property {string} onCritical loopwarden.onCritical: `block`: a critical verdict blocks its call. `ask`: the first critical of a pattern in a run is ACTION_ASK (a person decides whether the call runs) for callers that set `accepts_ask`; others still get the BLOCK. A denial (or no answer within `askTimeoutSeconds`) makes the pattern's later criticals BLOCK. Aborts are never asked.
  * @property {number} askTimeoutSeconds loopwarden.askTimeoutSeconds: An ASK with no `approval` within this many seconds counts as a denial (judged when the run's next event arrives).
  * @property {number} exemptionTtlSeconds loopwarden.exemptionTtlSeconds: How long an "always" approval (a standing exemption) stands when the approval gives no `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is capped to the same 30 days).
+ * @property {number} repeatedOutputWarnAt loopwarden.repeatedOutput.warnAt: Outputs of one kind (message, thought, final answer) with the same normalised text in a row, no new (tool, args, result) triple and no user turn in between, that warn. Provisional default, to be set from the text-bearing traces.
+ * @property {number} repeatedOutputAbortAt loopwarden.repeatedOutput.abortAt: The same count that ends the run (`output_loop_persisted`); false: warn only. Provisional default.
+ * @property {number} repeatedOutputChunkChars loopwarden.repeatedOutput.chunkChars: Length in characters of the piece of normalised text whose repetition inside one output is a loop by itself.
+ * @property {number} repeatedOutputChunkRepeats loopwarden.repeatedOutput.chunkRepeats: Copies of one `chunkChars` piece, each starting within 1.5 x chunkChars of the previous, that make an output a loop by itself: the first such output is warned, the next one of its kind (no new tool result between) ends the run.
+ * @property {number} compactionStormAbortAt loopwarden.compactionStorm.abortAt: `compaction_retry` events with no new (tool, args, result) triple between any two of them that end the run (`compaction_storm`). Provisional default.
+ * @property {number} stopContinuationAbortAt loopwarden.stopContinuation.abortAt: Final-answer outputs with `stop_hook_active` in a row, no new (tool, args, result) triple in between, that end the run (`stop_hook_loop`); keep it below the host's own cap (Claude Code stops after 8 continuations). Provisional default.
+ * @property {number} repeatedFinalAnswerWarnAt loopwarden.repeatedFinalAnswer.warnAt: Successive turns (user turns apart) ending in the same normalised final answer, with no new (tool, args, result) triple in any of them, that warn. Provisional default.
+ * @property {number} repeatedFinalAnswerAbortAt loopwarden.repeatedFinalAnswer.abortAt: The same count that ends the run (`final_answer_loop`); false: warn only. Provisional default.
  */
 
 /** Detector ids: the values of a verdict's `detector` ("" when none answered). */
-export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker", "post_compaction_guard", "run_wide_no_progress", "argument_churn", "error_repeat", "cycle", "duplicate_side_effect", "failure_cascade", "child_stopped", "budget"]);
+export const DETECTORS = Object.freeze(["generic_repeat", "known_poll_no_progress", "ping_pong", "unknown_tool_repeat", "global_circuit_breaker", "post_compaction_guard", "run_wide_no_progress", "argument_churn", "error_repeat", "cycle", "duplicate_side_effect", "failure_cascade", "child_stopped", "budget", "repeated_output", "compaction_storm", "stop_continuation", "repeated_final_answer"]);
 
 /** Error codes: the values of a verdict's `errorCode`, by kind. */
 export const ERROR_CODES = Object.freeze({
-  abort: Object.freeze(["compaction_loop_persisted", "tool_loop_persisted", "loop_recovery_failed", "tree_too_deep", "too_many_children", "budget_exhausted"]),
-  reject: Object.freeze(["missing_run_id", "missing_event_kind", "invalid_params_json", "invalid_result_json", "params_too_large", "result_too_large", "run_id_too_long", "json_too_deep", "tool_name_too_long", "agent_id_too_long", "session_id_too_long", "tool_call_id_too_long", "run_id_mismatch", "parent_run_id_too_long", "invalid_parent_run_id", "invalid_usage", "no_pending_ask", "user_side_only"]),
+  abort: Object.freeze(["compaction_loop_persisted", "tool_loop_persisted", "loop_recovery_failed", "tree_too_deep", "too_many_children", "budget_exhausted", "output_loop_persisted", "compaction_storm", "stop_hook_loop", "final_answer_loop"]),
+  reject: Object.freeze(["missing_run_id", "missing_event_kind", "invalid_params_json", "invalid_result_json", "params_too_large", "result_too_large", "run_id_too_long", "json_too_deep", "tool_name_too_long", "agent_id_too_long", "session_id_too_long", "tool_call_id_too_long", "run_id_mismatch", "parent_run_id_too_long", "invalid_parent_run_id", "invalid_usage", "no_pending_ask", "user_side_only", "missing_output_text", "output_text_too_large"]),
   internal: Object.freeze(["internal_error"]),
 });

@@ -46,6 +46,12 @@ export {};
  */
 
 /**
+ * @typedef {EventOptions & EventExtra & { text?: string, textDigest?: string, outputKind?: 'message' | 'thought' | 'final_answer', stopHookActive?: boolean, usage?: { inputTokens?: number, outputTokens?: number, costUsd?: number, model?: string } }} ModelOutputOptions
+ * What the model said: `text` or your own `textDigest` of it (one is required), its kind, whether a
+ * stop hook already kept the turn going, and what the response cost (spent as a usage event's).
+ */
+
+/**
  * @typedef {EventOptions & EventExtra & { approved: boolean, decisionId?: string, scope?: 'once' | 'always', ttlSeconds?: number }} ApprovalOptions
  * A human's answer to an ASK: `toolCallId` (EventOptions) or `decisionId` names the asked call;
  * `scope` 'once' (default) or 'always' (a standing exemption for `ttlSeconds`, 0: the daemon's default).

@@ -8,8 +8,8 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import grpc from '@grpc/grpc-js';
 
 import {
-  ExemptionNotFound, LoopwardenClient, approvalEvent, guardTool, loadService, toolCallEvent, toolOutcomeEvent, usageEvent,
-  verdictFromMessage,
+  ExemptionNotFound, LoopwardenClient, approvalEvent, guardTool, loadService, modelOutputEvent, toolCallEvent, toolOutcomeEvent,
+  usageEvent, verdictFromMessage,
 } from '../src/index.js';
 import { RunTrees } from '../src/trees.js';
 
@@ -137,6 +137,20 @@ describe('event builders', () => {
     assert.equal(approvalEvent('r', { approved: false, toolCallId: 'c' }).approval.scope, 'APPROVAL_SCOPE_UNSPECIFIED');
     assert.equal(toolOutcomeEvent('r', 'read', {}, { result: 1, durationMs: 1234 }).toolOutcome.durationMs, 1234);
     assert.equal(toolCallEvent('c', 'read', {}, { parentRunId: 'p' }).parentRunId, 'p');
+  });
+
+  test('a model output: its text or digest, kind, stop flag and optional usage', () => {
+    const said = modelOutputEvent('r', {
+      text: 'Done.', outputKind: 'final_answer', stopHookActive: true, usage: { inputTokens: 7, costUsd: 0.25 },
+    });
+    assert.deepStrictEqual(said.modelOutput, {
+      text: 'Done.', textDigest: '', outputKind: 'OUTPUT_KIND_FINAL_ANSWER', stopHookActive: true,
+      usage: { inputTokens: 7, outputTokens: 0, costUsd: 0.25, model: '' },
+    });
+    const thought = modelOutputEvent('r', { textDigest: 'd1', outputKind: 'thought' }).modelOutput;
+    assert.deepStrictEqual([thought.textDigest, thought.outputKind, 'usage' in thought], ['d1', 'OUTPUT_KIND_THOUGHT', false]);
+    assert.equal(modelOutputEvent('r', { text: 'hi' }).modelOutput.outputKind, 'OUTPUT_KIND_UNSPECIFIED');
+    assert.throws(() => modelOutputEvent('r', { text: 'x', outputKind: /** @type {any} */ ('shout') }), /outputKind/);
   });
 
   test('a bad approval is a TypeError naming the field', () => {

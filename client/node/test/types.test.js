@@ -19,17 +19,17 @@ const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
 const PUBLIC_VALUES = [
   'DETECTORS', 'DEFAULT_PROTO_ROOT', 'DEFAULT_TARGET', 'ERROR_CODES', 'ExemptionNotFound', 'LoopwardenClient', 'LoopwardenError',
   'LoopwardenUnavailable', 'PROTO_PATH', 'RunAborted', 'RunNotFound', 'SERVICE_NAME', 'approvalEvent', 'blockedToolResult',
-  'compactionRetryEvent', 'guardTool', 'loadService', 'mayRun', 'runEndEvent', 'toolCallEvent', 'toolOutcomeEvent',
+  'compactionRetryEvent', 'guardTool', 'loadService', 'mayRun', 'modelOutputEvent', 'runEndEvent', 'toolCallEvent', 'toolOutcomeEvent',
   'usageEvent', 'userTurnEvent', 'verdictFromMessage',
   // tracing.js: the GenAI guardrail conventions' names and opt-in
   'CONVENTIONS_COMMIT', 'GUARDRAIL_RESULT_EVENT', 'GUARDRAIL_SPAN', 'OPT_IN_VARIABLE', 'optedIn',
 ];
 const PUBLIC_TYPES = [
   'Action', 'ApprovalOptions', 'AskAnswer', 'ClientOptions', 'EffectiveConfig', 'EventExtra', 'EventOptions', 'Exemption', 'GuardOptions',
-  'OutcomeOptions', 'RunInspection', 'RunRecord', 'Totals', 'UsageOptions', 'Verdict',
+  'ModelOutputOptions', 'OutcomeOptions', 'RunInspection', 'RunRecord', 'Totals', 'UsageOptions', 'Verdict',
 ];
 const CLIENT_MEMBERS = [
-  'acceptsAsk', 'agentId', 'approval', 'check', 'close', 'compactionRetry', 'evaluate', 'inspect', 'listExemptions',
+  'acceptsAsk', 'agentId', 'approval', 'check', 'close', 'compactionRetry', 'evaluate', 'inspect', 'listExemptions', 'modelOutput',
   'revokeExemption', 'rootOf', 'runEnd', 'send', 'timeoutMs', 'toolCall', 'toolOutcome', 'usage', 'userTurn',
   'tracing', // the guardrail spans (tracing.js), null without the GenAI opt-in
 ];

@@ -39,6 +39,10 @@ class ApprovalExtra(EnvelopeExtra, total=False):
     """Approval's fields beyond those its builder names (and Event's)."""
 
 
+class ModelOutputExtra(EnvelopeExtra, total=False):
+    """ModelOutput's fields beyond those its builder names (and Event's)."""
+
+
 # Event's generic fields, and each kind's own: field -> proto type (parse_event reads by type).
 ENVELOPE_EXTRA: dict[str, str] = {}
 KIND_EXTRA: dict[str, dict[str, str]] = {
@@ -49,4 +53,5 @@ KIND_EXTRA: dict[str, dict[str, str]] = {
     "user_turn": {},
     "usage": {},
     "approval": {},
+    "model_output": {},
 }

@@ -6,8 +6,8 @@ from typing import Any, Unpack
 
 from google.protobuf.json_format import MessageToDict
 
-from ._event_extra import (ENVELOPE_EXTRA, KIND_EXTRA, ApprovalExtra, CompactionRetryExtra, RunEndExtra,
-                           ToolCallExtra, ToolOutcomeExtra, UsageExtra, UserTurnExtra)
+from ._event_extra import (ENVELOPE_EXTRA, KIND_EXTRA, ApprovalExtra, CompactionRetryExtra, ModelOutputExtra,
+                           RunEndExtra, ToolCallExtra, ToolOutcomeExtra, UsageExtra, UserTurnExtra)
 from .eventformat import EventKind, EventRecord, json_text, parse_event
 from .types import Action, Exemption, RunInspection, RunRecord, Totals, Verdict
 from .v1 import loopwarden_pb2 as pb
@@ -141,6 +141,36 @@ def approval_event(run_id: str, *, approved: bool, tool_call_id: str = "", decis
     return event
 
 
+# ModelOutput.output_kind by its spelling in the client ("" = message).
+OUTPUT_KINDS = {"": pb.OUTPUT_KIND_UNSPECIFIED, "message": pb.OUTPUT_KIND_MESSAGE, "thought": pb.OUTPUT_KIND_THOUGHT,
+                "final_answer": pb.OUTPUT_KIND_FINAL_ANSWER}
+
+
+def _output_kind(name: str) -> pb.OutputKind:
+    if name not in OUTPUT_KINDS:
+        raise ValueError(f"output_kind must be 'message', 'thought' or 'final_answer', got {name!r}")
+    return OUTPUT_KINDS[name]
+
+
+def model_output_event(run_id: str, text: str = "", *, text_digest: str = "", output_kind: str = "message",
+                       stop_hook_active: bool = False, input_tokens: int = 0, output_tokens: int = 0,
+                       cost_usd: float = 0.0, model: str = "", agent_id: str = "", session_id: str = "", seq: int = 0,
+                       parent_run_id: str = "", accepts_ask: bool = False,
+                       **extra: Unpack[ModelOutputExtra]) -> pb.Event:
+    """What the model said: `text` (or, instead, `text_digest`, your own digest of it), its
+    `output_kind` ("message", "thought", "final_answer"), `stop_hook_active` when a stop hook
+    already kept the turn going; the response's cost (tokens, dollars, model), when given, is
+    spent into the budgets as a usage event's is."""
+    event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask, extra)
+    output = pb.ModelOutput(text=text, text_digest=text_digest, output_kind=_output_kind(output_kind),
+                            stop_hook_active=stop_hook_active, **_own("model_output", extra))
+    usage = pb.Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, model=model)
+    if usage != pb.Usage():
+        output.usage.CopyFrom(usage)
+    event.model_output.CopyFrom(output)
+    return event
+
+
 def run_end_event(run_id: str, *, agent_id: str = "", session_id: str = "", seq: int = 0, parent_run_id: str = "",
                   accepts_ask: bool = False, **extra: Unpack[RunEndExtra]) -> pb.Event:
     event = _envelope(run_id, agent_id, session_id, seq, parent_run_id, accepts_ask, extra)
@@ -175,6 +205,11 @@ def event_from_record(record: EventRecord) -> pb.Event:
         return approval_event(record.run_id, approved=record.approved, tool_call_id=record.tool_call_id,
                               decision_id=record.decision_id, scope=record.scope, ttl_seconds=record.ttl_seconds,
                               **common)
+    if record.kind is EventKind.MODEL_OUTPUT:
+        return model_output_event(record.run_id, record.text, text_digest=record.text_digest,
+                                  output_kind=record.output_kind, stop_hook_active=record.stop_hook_active,
+                                  input_tokens=record.input_tokens, output_tokens=record.output_tokens,
+                                  cost_usd=record.cost_usd, model=record.model, **common)
     return pb.Event(run_id=record.run_id, **common)  # no kind: the daemon answers REJECT
 
 

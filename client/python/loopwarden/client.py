@@ -27,8 +27,8 @@ from typing import Any, Unpack, cast
 import grpc
 
 from . import _wire
-from ._event_extra import (ApprovalExtra, CompactionRetryExtra, RunEndExtra, ToolCallExtra, ToolOutcomeExtra,
-                           UsageExtra, UserTurnExtra)
+from ._event_extra import (ApprovalExtra, CompactionRetryExtra, ModelOutputExtra, RunEndExtra, ToolCallExtra,
+                           ToolOutcomeExtra, UsageExtra, UserTurnExtra)
 from ._wire import MISSING
 from .tracing import GuardrailSpans
 from .trees import RunTrees
@@ -160,6 +160,22 @@ class _Verbs:
         budgets (loopwarden.budgets.tokensPerTree, costUsdPerTree). Counted once per event."""
         return self._send(_wire.usage_event(
             run_id, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, model=model,
+            **extra, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id,
+                                    accepts_ask)))
+
+    def model_output(self, run_id: str, text: str = "", *, text_digest: str = "", output_kind: str = "message",
+                     stop_hook_active: bool = False, input_tokens: int = 0, output_tokens: int = 0,
+                     cost_usd: float = 0.0, model: str = "", agent_id: str | None = None, session_id: str = "",
+                     seq: int | None = None, parent_run_id: str = "", root_run_id: str = "",
+                     accepts_ask: bool | None = None, **extra: Unpack[ModelOutputExtra]):
+        """What the model said: `text` (or your own `text_digest` of it), its `output_kind`
+        ("message", "thought", "final_answer"), `stop_hook_active` when a stop hook already kept
+        the turn going. Judged by the detectors of loops without tool calls: ALLOW, WARN (show the
+        message) or ABORT (end the run: for a stop hook, end the session). The response's cost,
+        when given, feeds the budgets as `usage` does."""
+        return self._send(_wire.model_output_event(
+            run_id, text, text_digest=text_digest, output_kind=output_kind, stop_hook_active=stop_hook_active,
+            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, model=model,
             **extra, **self._common(run_id, agent_id, session_id, seq, parent_run_id, root_run_id,
                                     accepts_ask)))
 

@@ -9,7 +9,9 @@ One event is a JSON object (a dict in Python):
 
 plus, by kind: `user_turn` {"prompt_id"}; `usage` {"input_tokens", "output_tokens", "cost_usd",
 "model"}; `approval` {"tool_call_id" | "decision_id", "approved", "scope": "once" | "always",
-"ttl_seconds"}.
+"ttl_seconds"}; `model_output` {"text" | "text_digest", "output_kind": "message" | "thought" |
+"final_answer", "stop_hook_active", "usage": {"input_tokens", "output_tokens", "cost_usd",
+"model"}} (its usage spelled out in the record as a usage event's fields).
 
 `parse_event` is the only parser of that format. It checks types and spells the event out as an
 `EventRecord` with JSON kept as text, exactly what the wire (and the engine) take, so the gRPC
@@ -39,6 +41,7 @@ class EventKind(str, enum.Enum):
     USER_TURN = "user_turn"
     USAGE = "usage"
     APPROVAL = "approval"
+    MODEL_OUTPUT = "model_output"
 
 
 EVENT_KINDS: tuple[str, ...] = tuple(kind.value for kind in EventKind)
@@ -75,14 +78,18 @@ class EventRecord:
     error: str | None = None  # ToolOutcome
     duration_ms: int = 0  # ToolOutcome
     prompt_id: str = ""  # UserTurn
-    input_tokens: int = 0  # Usage
-    output_tokens: int = 0  # Usage
-    cost_usd: float = 0.0  # Usage
-    model: str = ""  # Usage
+    input_tokens: int = 0  # Usage, ModelOutput.usage
+    output_tokens: int = 0  # Usage, ModelOutput.usage
+    cost_usd: float = 0.0  # Usage, ModelOutput.usage
+    model: str = ""  # Usage, ModelOutput.usage
     decision_id: str = ""  # Approval
     approved: bool = False  # Approval
     scope: str = ""  # Approval
     ttl_seconds: int = 0  # Approval
+    text: str = ""  # ModelOutput
+    text_digest: str = ""  # ModelOutput
+    output_kind: str = ""  # ModelOutput
+    stop_hook_active: bool = False  # ModelOutput
     # generated:event-record:end
     raw_kind: str = ""
 
@@ -92,6 +99,9 @@ TOOL_CLASSES = ("", "readOnly", "mutating", "poll")
 
 # An approval's `scope` ("" = once).
 APPROVAL_SCOPES = ("", "once", "always")
+
+# A model output's `output_kind` ("" = message).
+OUTPUT_KINDS = ("", "message", "thought", "final_answer")
 
 
 def json_text(value: Any) -> str:
@@ -221,7 +231,26 @@ def parse_event(data: Mapping[str, Any]) -> EventRecord:
                            cost_usd=_cost(data), model=_string(data, "model"), **common)
     if kind is EventKind.APPROVAL:
         return _approval(data, common)
+    if kind is EventKind.MODEL_OUTPUT:
+        return _model_output(data, common)
     return EventRecord(kind, **common)
+
+
+def _model_output(data: Mapping[str, Any], common: dict) -> EventRecord:
+    output_kind = _string(data, "output_kind")
+    if output_kind not in OUTPUT_KINDS:
+        raise EventFormatError(
+            f"output_kind must be one of {', '.join(OUTPUT_KINDS[1:])} (or absent), got {output_kind!r}")
+    usage = data.get("usage")
+    if usage is None:
+        usage = {}
+    if not isinstance(usage, Mapping):
+        raise EventFormatError(f"usage must be an object of input_tokens, output_tokens, cost_usd, model, "
+                               f"got {type(usage).__name__}")
+    return EventRecord(EventKind.MODEL_OUTPUT, text=_string(data, "text"), text_digest=_string(data, "text_digest"),
+                       output_kind=output_kind, stop_hook_active=_bool(data, "stop_hook_active"),
+                       input_tokens=_count(usage, "input_tokens"), output_tokens=_count(usage, "output_tokens"),
+                       cost_usd=_cost(usage), model=_string(usage, "model"), **common)
 
 
 def _approval(data: Mapping[str, Any], common: dict) -> EventRecord:

@@ -30,6 +30,8 @@ pub enum Event<'a> {
     UserTurn,
     /// A person's answer to an ASK (engine::ask).
     Approval(ask::Approval<'a>),
+    /// What the model said (engine::outputs).
+    ModelOutput(super::outputs::Output<'a>),
 }
 
 struct Invalid(&'static str, String);
@@ -152,6 +154,7 @@ pub fn evaluate_with(state: &mut RunState, event: &Event, s: &Settings, catalog:
         Event::RunEnd => Ok(Verdict::allow("")),
         Event::UserTurn => Ok(still_aborted(state, "").unwrap_or_else(|| user_turn(state, s))),
         Event::Approval(a) => Ok(still_aborted(state, "").unwrap_or_else(|| ask::on_approval(state, s, io, a))),
+        Event::ModelOutput(_) => Ok(still_aborted(state, "").unwrap_or_else(|| Verdict::allow(""))),
     };
     result.unwrap_or_else(|Invalid(code, message)| Verdict::reject(code, message))
 }

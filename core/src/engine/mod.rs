@@ -12,6 +12,7 @@ pub mod batches;
 mod compaction_guard;
 mod detectors;
 mod evaluation;
+pub mod outputs;
 mod run_state;
 mod settings;
 mod side_effects;

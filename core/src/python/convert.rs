@@ -36,3 +36,15 @@ pub(super) fn outcome(result_json: Option<String>, error: Option<String>) -> Opt
         (None, None) => None,
     }
 }
+
+/// ModelOutput.output_kind from "message", "thought" or "final_answer" ("" for unspecified,
+/// taken as a message).
+pub(super) fn output_kind(name: &str) -> PyResult<pb::OutputKind> {
+    Ok(match name {
+        "" => pb::OutputKind::Unspecified,
+        "message" => pb::OutputKind::Message,
+        "thought" => pb::OutputKind::Thought,
+        "final_answer" => pb::OutputKind::FinalAnswer,
+        other => return Err(PyValueError::new_err(format!("output_kind: {other:?} is not message, thought or final_answer"))),
+    })
+}

@@ -36,6 +36,10 @@ pub(super) struct EventFields {
     pub(super) approved: bool,
     pub(super) scope: String,
     pub(super) ttl_seconds: u32,
+    pub(super) text: String,
+    pub(super) text_digest: String,
+    pub(super) output_kind: String,
+    pub(super) stop_hook_active: bool,
 }
 
 /// The event of `e.kind` (None for a kind that is no Event.kind member: REJECTed downstream).
@@ -49,6 +53,7 @@ pub(super) fn event_from(e: EventFields) -> PyResult<pb::Event> {
         "user_turn" => Some(Kind::UserTurn(pb::UserTurn { prompt_id: e.prompt_id })),
         "usage" => Some(Kind::Usage(pb::Usage { input_tokens: e.input_tokens, output_tokens: e.output_tokens, cost_usd: e.cost_usd, model: e.model })),
         "approval" => Some(Kind::Approval(pb::Approval { tool_call_id: e.tool_call_id, decision_id: e.decision_id, approved: e.approved, scope: convert::scope(&e.scope)? as i32, ttl_seconds: e.ttl_seconds })),
+        "model_output" => Some(Kind::ModelOutput(pb::ModelOutput { text: e.text, text_digest: e.text_digest, output_kind: convert::output_kind(&e.output_kind)? as i32, usage: Some(pb::Usage { input_tokens: e.input_tokens, output_tokens: e.output_tokens, cost_usd: e.cost_usd, model: e.model }).filter(|m| *m != pb::Usage::default()), stop_hook_active: e.stop_hook_active })),
         _ => None,
     };
     Ok(pb::Event { run_id: e.run_id, agent_id: e.agent_id, session_id: e.session_id, seq: e.seq, parent_run_id: e.parent_run_id, accepts_ask: e.accepts_ask, kind })

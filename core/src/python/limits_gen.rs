@@ -18,6 +18,7 @@ pub(super) struct PyLimits {
     max_session_id_chars: usize,
     max_tool_call_id_chars: usize,
     max_json_depth: usize,
+    max_output_text_bytes: usize,
     max_events_per_request: usize,
 }
 
@@ -32,6 +33,7 @@ impl From<service::Limits> for PyLimits {
             max_session_id_chars: l.max_session_id_chars,
             max_tool_call_id_chars: l.max_tool_call_id_chars,
             max_json_depth: l.max_json_depth,
+            max_output_text_bytes: l.max_output_text_bytes,
             max_events_per_request: l.max_events_per_request,
         }
     }
@@ -48,6 +50,7 @@ impl From<&PyLimits> for service::Limits {
             max_session_id_chars: l.max_session_id_chars,
             max_tool_call_id_chars: l.max_tool_call_id_chars,
             max_json_depth: l.max_json_depth,
+            max_output_text_bytes: l.max_output_text_bytes,
             max_events_per_request: l.max_events_per_request,
         }
     }
@@ -66,6 +69,7 @@ impl PyLimits {
         max_session_id_chars = None,
         max_tool_call_id_chars = None,
         max_json_depth = None,
+        max_output_text_bytes = None,
         max_events_per_request = None
     ))]
     fn new(
@@ -77,6 +81,7 @@ impl PyLimits {
         max_session_id_chars: Option<usize>,
         max_tool_call_id_chars: Option<usize>,
         max_json_depth: Option<usize>,
+        max_output_text_bytes: Option<usize>,
         max_events_per_request: Option<usize>,
     ) -> PyLimits {
         let base = service::Limits::default();
@@ -89,6 +94,7 @@ impl PyLimits {
             max_session_id_chars: max_session_id_chars.unwrap_or(base.max_session_id_chars),
             max_tool_call_id_chars: max_tool_call_id_chars.unwrap_or(base.max_tool_call_id_chars),
             max_json_depth: max_json_depth.unwrap_or(base.max_json_depth),
+            max_output_text_bytes: max_output_text_bytes.unwrap_or(base.max_output_text_bytes),
             max_events_per_request: max_events_per_request.unwrap_or(base.max_events_per_request),
         }
     }

@@ -9,7 +9,7 @@
 //! each run of the tree once (each sub-agent is its own model context and needs telling).
 
 use super::trees::Totals;
-use super::wire::{EventRef, KindRef};
+use super::wire::{EventRef, KindRef, UsageRef};
 use super::Core;
 use crate::engine::{ask, Action, Detector, Level, Settings, Verdict};
 use crate::tables::{error_codes, messages};
@@ -98,12 +98,14 @@ impl Spent<'_> {
     }
 }
 
-/// The first budget this call is past, as (budget, used, cap). `spent` counts the calls made
-/// before this one: this one is added to the call-count budgets.
-pub fn exhausted(run: &Settings, root: &Settings, spent: &Spent) -> Option<(Budget, f64, f64)> {
+/// The first budget an event that is `calls` tool calls (a tool call: 1, a model output: 0) is
+/// past, as (budget, used, cap). `spent` counts the calls made before this event: its own are
+/// added to the call-count budgets, so an output is stopped by one only once more calls than the
+/// cap were made.
+pub fn exhausted(run: &Settings, root: &Settings, spent: &Spent, calls: f64) -> Option<(Budget, f64, f64)> {
     Budget::ALL.into_iter().find_map(|b| {
         let cap = b.cap(run, root) * (1.0 + spent.extensions[b as usize] as f64);
-        let used = spent.used(b) + if b.counts_calls() { 1.0 } else { 0.0 };
+        let used = spent.used(b) + if b.counts_calls() { calls } else { 0.0 };
         (cap > 0.0 && used > cap).then_some((b, used, cap))
     })
 }
@@ -163,7 +165,7 @@ impl Core {
                               evictions: &mut Vec<&'static str>) -> String {
         let Some(entry) = self.store.get(tenant, run_id) else { return String::new() };
         let sent = match event.kind {
-            Some(KindRef::Usage { .. }) => true,
+            Some(KindRef::Usage { .. }) | Some(KindRef::ModelOutput { usage: Some(_), .. }) => true,
             Some(KindRef::ToolOutcome { duration_ms, .. }) => duration_ms > 0,
             _ => false,
         };
@@ -211,21 +213,29 @@ impl Core {
         self.store.changed(tenant, holder);
     }
 
-    /// Before the engine, on a tool call of a run not aborted: the ABORT (or ASK) of a call
-    /// past a budget; an ABORT is kept as the run's (shadow mode: reported, not enforced).
+    /// Before the engine, on a tool call or a model output of a run not aborted: the ABORT (or,
+    /// for a call, ASK) of an event past a budget; an ABORT is kept as the run's (shadow mode:
+    /// reported, not enforced). A model output is work too: a run that only talks is stopped
+    /// by its token and cost budgets at its next output.
     pub(super) fn budget_stop(&mut self, event: &EventRef, tenant: &str, run_id: &str, root: &str, agent_id: &str, now: f64) -> Option<Verdict> {
-        let Some(KindRef::ToolCall { tool_name, tool_call_id, .. }) = event.kind else { return None };
+        let (tool_name, tool_call_id, calls) = match event.kind {
+            Some(KindRef::ToolCall { tool_name, tool_call_id, .. }) => (tool_name, tool_call_id, 1.0),
+            Some(KindRef::ModelOutput { .. }) => ("", "", 0.0),
+            _ => return None,
+        };
         if self.store.get(tenant, run_id)?.state.rare().abort.is_some() {
             return None;
         }
         let (run, tree, wall, _, run_s, root_s, extensions) = self.spent(tenant, run_id, root, agent_id, now)?;
-        let past = exhausted(run_s, root_s, &Spent { run: &run, tree: &tree, wall_seconds: wall, extensions })?;
+        let past = exhausted(run_s, root_s, &Spent { run: &run, tree: &tree, wall_seconds: wall, extensions }, calls)?;
         let key = format!("budget:{}", past.0.name());
         let state = &self.store.get(tenant, run_id)?.state;
         // A person who said no (or did not answer in time) to going on past this budget: ABORT.
-        let ask = run_s.on_budget == "ask" && event.accepts_ask && !ask::is_denied(state, &key, now, run_s.ask_timeout_seconds);
+        // Only a call is held for a person (its approval names it).
+        let ask = calls > 0.0 && run_s.on_budget == "ask" && event.accepts_ask
+            && !ask::is_denied(state, &key, now, run_s.ask_timeout_seconds);
         let shadow = run_s.shadow;
-        let tool = crate::toolnames::normalize_tool_name(tool_name);
+        let tool = if calls > 0.0 { crate::toolnames::normalize_tool_name(tool_name) } else { String::new() };
         let v = stop(&tool, past, ask);
         if shadow {
             return Some(v.shadowed());
@@ -258,7 +268,8 @@ impl Core {
         let add = |t: &mut Totals| match event.kind {
             Some(KindRef::ToolCall { .. }) => t.tool_calls = t.tool_calls.saturating_add(1),
             Some(KindRef::ToolOutcome { duration_ms, .. }) => t.tool_ms = t.tool_ms.saturating_add(duration_ms),
-            Some(KindRef::Usage { input_tokens, output_tokens, cost_usd, .. }) => {
+            Some(KindRef::Usage { input_tokens, output_tokens, cost_usd, .. })
+            | Some(KindRef::ModelOutput { usage: Some(UsageRef { input_tokens, output_tokens, cost_usd, .. }), .. }) => {
                 t.input_tokens = t.input_tokens.saturating_add(input_tokens);
                 t.output_tokens = t.output_tokens.saturating_add(output_tokens);
                 t.cost_usd += cost_usd;
@@ -313,7 +324,7 @@ mod tests {
         let mut warned = 0u8;
         for call in 1..=31u64 {
             let before = Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] };
-            if let Some((b, used, cap)) = exhausted(&s, &s, &before) {
+            if let Some((b, used, cap)) = exhausted(&s, &s, &before, 1.0) {
                 assert_eq!((call, b, used, cap), (31, Budget::ToolCallsPerRun, 31.0, 30.0));
                 return;
             }
@@ -336,10 +347,10 @@ mod tests {
         let run = Totals { tool_calls: 3, ..Default::default() };
         let tree = Totals { input_tokens: 150, ..Default::default() };
         let spent = |extensions| Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions };
-        assert_eq!(exhausted(&s, &s, &spent([0; 6])).unwrap().0, Budget::ToolCallsPerRun);
-        let calls_extended = exhausted(&s, &s, &spent([1, 0, 0, 0, 0, 0])).unwrap();
+        assert_eq!(exhausted(&s, &s, &spent([0; 6]), 1.0).unwrap().0, Budget::ToolCallsPerRun);
+        let calls_extended = exhausted(&s, &s, &spent([1, 0, 0, 0, 0, 0]), 1.0).unwrap();
         assert_eq!((calls_extended.0, calls_extended.2), (Budget::TokensPerTree, 100.0), "the 4th call is within 6");
-        assert!(exhausted(&s, &s, &spent([1, 0, 0, 1, 0, 0])).is_none(), "150 tokens are within 200");
+        assert!(exhausted(&s, &s, &spent([1, 0, 0, 1, 0, 0]), 1.0).is_none(), "150 tokens are within 200");
     }
 
     #[test]
@@ -354,17 +365,17 @@ mod tests {
         };
         let run = Totals::default();
         let mut tree = Totals { input_tokens: 600, output_tokens: 400, ..Default::default() };
-        assert!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }).is_none(), "exactly the cap");
+        assert!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }, 1.0).is_none(), "exactly the cap");
         tree.output_tokens = 401;
-        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }).unwrap().0, Budget::TokensPerTree);
+        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }, 1.0).unwrap().0, Budget::TokensPerTree);
         tree.output_tokens = 0;
         tree.cost_usd = 0.51;
-        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }).unwrap().0, Budget::CostUsdPerTree);
+        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }, 1.0).unwrap().0, Budget::CostUsdPerTree);
         tree.cost_usd = 0.0;
         tree.tool_ms = 2001;
-        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }).unwrap().0, Budget::ToolSecondsPerTree);
+        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 0.0, extensions: [0; 6] }, 1.0).unwrap().0, Budget::ToolSecondsPerTree);
         tree.tool_ms = 0;
-        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 61.0, extensions: [0; 6] }).unwrap().0, Budget::WallSecondsPerTree);
+        assert_eq!(exhausted(&run_s, &root_s, &Spent { run: &run, tree: &tree, wall_seconds: 61.0, extensions: [0; 6] }, 1.0).unwrap().0, Budget::WallSecondsPerTree);
         let s = stop("read", (Budget::CostUsdPerTree, 0.51, 0.5), false);
         assert_eq!((s.action, s.error_code, s.detector), (Action::Abort, "budget_exhausted", Detector::Budget));
         assert!(s.message.contains("$0.50"), "{}", s.message);
@@ -373,12 +384,21 @@ mod tests {
     }
 
     #[test]
+    fn a_model_output_is_no_call_for_the_call_budgets() {
+        let s = Settings { budget_tool_calls_per_run: 3, ..Default::default() };
+        let run = Totals { tool_calls: 3, ..Default::default() };
+        let spent = Spent { run: &run, tree: &run, wall_seconds: 0.0, extensions: [0; 6] };
+        assert!(exhausted(&s, &s, &spent, 0.0).is_none(), "3 calls of 3 ran: an output may follow");
+        assert_eq!(exhausted(&s, &s, &spent, 1.0).map(|p| p.0), Some(Budget::ToolCallsPerRun), "a 4th call may not");
+    }
+
+    #[test]
     fn off_budgets_and_a_zero_warn_at_say_nothing() {
         let s = Settings::default();
         let big = Totals { tool_calls: u64::MAX / 2, input_tokens: 1 << 40, ..Default::default() };
         let spent = Spent { run: &big, tree: &big, wall_seconds: 1e9, extensions: [0; 6] };
         assert!(!any_on(&s, &s));
-        assert!(exhausted(&s, &s, &spent).is_none());
+        assert!(exhausted(&s, &s, &spent, 1.0).is_none());
         let s = Settings { budget_tool_calls_per_run: 10, budget_warn_at: 0.0, ..Default::default() };
         let few = Totals { tool_calls: 9, ..Default::default() };
         assert!(to_warn(&s, &s, &Spent { run: &few, tree: &few, wall_seconds: 0.0, extensions: [0; 6] }, 0).is_none());
@@ -449,6 +469,43 @@ mod service_tests {
         assert_eq!(send(&mut core, call("kid", "", 2, 1)).error_code, "budget_exhausted");
         assert_eq!(send(&mut core, usage("kid", "", 3)).action, Action::Allow, "an aborted run's usage still counts");
         assert_eq!(core.store.get("", "kid").unwrap().tree.as_ref().unwrap().totals.input_tokens, 80);
+    }
+
+    /// A model output's usage is spent as a usage event's: into the tree, once (a retry with the
+    /// same seq and content spends nothing), and a plain run without a budget keeps its totals.
+    #[test]
+    fn a_model_outputs_usage_counts_into_the_tree_once() {
+        let mut core = core();
+        core.config.default.budget_tool_calls_per_tree = 0;
+        core.config.default.budget_tokens_per_tree = 100;
+        let said = |run: &str, parent: &str, seq, text: &str| pb::Event {
+            run_id: run.into(),
+            parent_run_id: parent.into(),
+            seq,
+            kind: Some(pb::event::Kind::ModelOutput(pb::ModelOutput {
+                text: text.into(),
+                usage: Some(pb::Usage { input_tokens: 40, output_tokens: 20, cost_usd: 0.1, model: "m".into() }),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        assert_eq!(send(&mut core, said("root", "", 1, "one")).action, Action::Allow);
+        assert_eq!(send(&mut core, said("kid", "root", 1, "two")).action, Action::Allow);
+        send(&mut core, said("kid", "root", 1, "two")); // a retry
+        let tree = core.store.get("", "root").unwrap().tree.as_ref().unwrap().tree.as_deref().cloned().unwrap();
+        assert_eq!((tree.input_tokens, tree.output_tokens), (80, 40));
+        assert!((tree.cost_usd - 0.2).abs() < 1e-9);
+        // 120 tokens of 100: the next output (the same seq with other text is a new event) and
+        // the next call are stopped.
+        let past = send(&mut core, said("kid", "root", 1, "another text"));
+        assert_eq!((past.action, past.error_code, past.tool_name.as_str()), (Action::Abort, "budget_exhausted", ""));
+        assert!(past.message.contains("tokensPerTree"), "{}", past.message);
+        assert_eq!(send(&mut core, call("root", "", 2, 1)).error_code, "budget_exhausted");
+        let without = pb::Event { run_id: "bare".into(), seq: 1, ..said("", "", 1, "x") };
+        core.config.default.budget_tokens_per_tree = 0;
+        send(&mut core, without);
+        let bare = core.store.get("", "bare").unwrap().tree.as_ref().expect("usage gives the run its totals").totals.clone();
+        assert_eq!(bare.input_tokens, 40);
     }
 
     #[test]

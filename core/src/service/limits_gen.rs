@@ -20,6 +20,8 @@ pub struct Limits {
     pub max_tool_call_id_chars: usize,
     /// deepest JSON nesting accepted (`--max-json-depth`).
     pub max_json_depth: usize,
+    /// largest model_output text/text_digest accepted (`--max-output-text-bytes`).
+    pub max_output_text_bytes: usize,
     /// events one request may carry (`--max-events-per-request`).
     pub max_events_per_request: usize,
 }
@@ -35,6 +37,7 @@ impl Default for Limits {
             max_session_id_chars: 256,
             max_tool_call_id_chars: 256,
             max_json_depth: 64,
+            max_output_text_bytes: 1 << 20,
             max_events_per_request: 1000,
         }
     }

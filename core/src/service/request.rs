@@ -17,9 +17,10 @@ use super::retries::{content_digest_of, Retries};
 use super::store::RECENT_DECISIONS;
 use super::summary::{counter, LogLine, Summary, ERROR};
 use super::views::evaluate_response;
-use super::wire::{decode_in_place, kind_name, EventRef, Events, KindRef, OutcomeRef};
+use super::wire::{decode_in_place, kind_name, EventRef, Events, KindRef, OutcomeRef, UsageRef};
 use super::{Core, Decision};
 use crate::engine::ask::{Answer, AskIo, Grant};
+use crate::engine::outputs::{Output, OutputKind};
 use crate::engine::{evaluate_with, Action, Event, RunState, Verdict};
 use crate::tables::error_codes;
 use crate::json::py_isspace;
@@ -108,6 +109,29 @@ pub enum Side {
 /// approval answers an ask. The agent a loop guard restrains must not send them for itself.
 fn speaks_for_the_person(event: &EventRef) -> bool {
     matches!(event.kind, Some(KindRef::UserTurn { .. }) | Some(KindRef::Approval { .. }))
+}
+
+/// A model output's own refusals: no text nor digest, either over the limit, a usage whose cost
+/// is no amount of dollars.
+fn output_error(text: &str, text_digest: &str, usage: Option<&UsageRef>, limit: usize) -> Option<Verdict> {
+    if text.is_empty() && text_digest.is_empty() {
+        return Some(Verdict::reject(
+            error_codes::MISSING_OUTPUT_TEXT,
+            "model_output carries neither text nor text_digest: send what the model said, or your own digest of it".into(),
+        ));
+    }
+    for (name, value) in [("text", text), ("text_digest", text_digest)] {
+        if value.len() > limit {
+            return Some(Verdict::reject(error_codes::OUTPUT_TEXT_TOO_LARGE, format!("model_output.{name} is {} bytes; the limit is {limit}", value.len())));
+        }
+    }
+    match usage {
+        Some(UsageRef { cost_usd, .. }) if !cost_usd.is_finite() || *cost_usd < 0.0 => Some(Verdict::reject(
+            error_codes::INVALID_USAGE,
+            format!("model_output.usage.cost_usd is {cost_usd}; it must be a finite number of dollars, 0 or more"),
+        )),
+        _ => None,
+    }
 }
 
 impl Core {
@@ -288,12 +312,13 @@ impl Core {
             None => {
                 return Some(Verdict::reject(
                     error_codes::MISSING_EVENT_KIND,
-                    "event has no kind: set one of tool_call, tool_outcome, compaction_retry, user_turn, usage, approval, run_end".into(),
+                    "event has no kind: set one of tool_call, tool_outcome, compaction_retry, user_turn, usage, model_output, approval, run_end".into(),
                 ));
             }
             Some(KindRef::Usage { cost_usd, .. }) if !cost_usd.is_finite() || *cost_usd < 0.0 => {
                 return Some(Verdict::reject(error_codes::INVALID_USAGE, format!("usage.cost_usd is {cost_usd}; it must be a finite number of dollars, 0 or more")));
             }
+            Some(KindRef::ModelOutput { text, text_digest, usage, .. }) => return output_error(text, text_digest, usage.as_ref(), l.max_output_text_bytes),
             Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
             Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
             _ => return None,
@@ -709,7 +734,15 @@ fn engine_event<'a>(event: &EventRef<'a>) -> Event<'a> {
             let always = scope == pb::ApprovalScope::Always as i32;
             Event::Approval(crate::engine::ask::Approval { tool_call_id, decision_id, approved, always, ttl_seconds })
         }
-        _ => Event::RunEnd,
+        Some(KindRef::ModelOutput { text, text_digest, output_kind, stop_hook_active, .. }) => Event::ModelOutput(Output {
+            text,
+            text_digest,
+            kind: OutputKind::from_wire(output_kind),
+            stop_hook_active,
+            seq: event.seq,
+        }),
+        // Usage is spent by the service (budgets.rs); the engine has nothing to judge in it.
+        Some(KindRef::Usage { .. }) | Some(KindRef::RunEnd) | None => Event::RunEnd,
     }
 }
 
@@ -782,6 +815,30 @@ mod tests {
         let d = core.evaluate_timed(&EventRef::from(&event("other", "t")), "t", "r", 0.0, &mut summary);
         assert_eq!((d.verdict.action, d.verdict.error_code), (Action::Reject, "run_id_mismatch"));
         assert!(d.verdict.message.starts_with("run_id 'other' differs"), "{}", d.verdict.message);
+    }
+
+    #[test]
+    fn model_outputs_without_text_over_the_limit_or_with_a_bad_cost_are_rejected() {
+        let mut core = core(Limits { max_output_text_bytes: 8, ..Default::default() });
+        let mut summary = Summary::default();
+        let said = |output: pb::ModelOutput| pb::Event { run_id: "r".into(), seq: 1, kind: Some(pb::event::Kind::ModelOutput(output)), ..Default::default() };
+        let mut answer = |output| {
+            let d = core.evaluate_event(&said(output), "t", 0.0, &mut summary);
+            (d.verdict.action, d.verdict.error_code, d.verdict.message)
+        };
+        let (action, code, message) = answer(pb::ModelOutput::default());
+        assert_eq!((action, code), (Action::Reject, "missing_output_text"));
+        assert!(message.contains("neither text nor text_digest"), "{message}");
+        let (action, code, message) = answer(pb::ModelOutput { text: "123456789".into(), ..Default::default() });
+        assert_eq!((action, code, message.as_str()), (Action::Reject, "output_text_too_large", "model_output.text is 9 bytes; the limit is 8"));
+        let (_, code, _) = answer(pb::ModelOutput { text_digest: "123456789".into(), ..Default::default() });
+        assert_eq!(code, "output_text_too_large");
+        let bad = pb::Usage { cost_usd: f64::NAN, ..Default::default() };
+        let (_, code, _) = answer(pb::ModelOutput { text: "hi".into(), usage: Some(bad), ..Default::default() });
+        assert_eq!(code, "invalid_usage");
+        let (action, code, _) = answer(pb::ModelOutput { text_digest: "d1".into(), output_kind: 99, ..Default::default() });
+        assert_eq!((action, code), (Action::Allow, ""), "a digest alone will do; an unknown kind is a message");
+        assert_eq!(core.store.len(), 1, "only the accepted output made a run");
     }
 
     #[test]

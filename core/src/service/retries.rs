@@ -256,6 +256,23 @@ pub fn content_digest_of(kind: &Option<KindRef>) -> [u8; 8] {
             h.update(&scope.to_le_bytes());
             h.update(&ttl_seconds.to_le_bytes());
         }
+        Some(KindRef::ModelOutput { text, text_digest, output_kind, usage, stop_hook_active }) => {
+            h.update(b"m");
+            h.text(text);
+            h.text(text_digest);
+            h.update(&output_kind.to_le_bytes());
+            h.update(&[*stop_hook_active as u8]);
+            match usage {
+                Some(u) => {
+                    h.update(b"g");
+                    h.update(&u.input_tokens.to_le_bytes());
+                    h.update(&u.output_tokens.to_le_bytes());
+                    h.update(&u.cost_usd.to_bits().to_le_bytes());
+                    h.text(u.model);
+                }
+                None => h.update(b"-"),
+            }
+        }
         _ => h.update(b"x"),
     }
     h.finish()

@@ -161,6 +161,55 @@ class BudgetsBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class RepeatedOutputBlock:
+    """`loopwarden.repeatedOutput` as written; None = not set in this block. The model writing the
+    same message, thought or final answer again and again with no new tool result in between, or
+    one piece of text over and over inside one output (opt-in detector, judged on `model_output`
+    events).
+    """
+
+    enabled: bool | None = None
+    warn_at: int | None = None
+    abort_at: int | None = None
+    chunk_chars: int | None = None
+    chunk_repeats: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStormBlock:
+    """`loopwarden.compactionStorm` as written; None = not set in this block. A run that compacts
+    its context again and again with no new tool result between compactions (opt-in detector,
+    judged on `compaction_retry` events).
+    """
+
+    enabled: bool | None = None
+    abort_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StopContinuationBlock:
+    """`loopwarden.stopContinuation` as written; None = not set in this block. A stop hook that
+    keeps a turn going again and again with no new tool result in between (opt-in detector,
+    judged on `model_output` final answers with `stop_hook_active`).
+    """
+
+    enabled: bool | None = None
+    abort_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatedFinalAnswerBlock:
+    """`loopwarden.repeatedFinalAnswer` as written; None = not set in this block. The same final
+    answer at the end of turn after turn, with no tool work in any of them (opt-in detector; its
+    memory outlives user turns).
+    """
+
+    enabled: bool | None = None
+    warn_at: int | None = None
+    abort_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ExtensionsBlock:
     """`loopwarden` as written; None = not set in this block. loopwarden's own settings: the tool
     catalog (global only) and opt-in behaviour beyond the reference (global and per agent).
@@ -189,6 +238,10 @@ class ExtensionsBlock:
     failure_cascade: FailureCascadeBlock = field(default_factory=FailureCascadeBlock)
     run_tree: RunTreeBlock = field(default_factory=RunTreeBlock)
     budgets: BudgetsBlock = field(default_factory=BudgetsBlock)
+    repeated_output: RepeatedOutputBlock = field(default_factory=RepeatedOutputBlock)
+    compaction_storm: CompactionStormBlock = field(default_factory=CompactionStormBlock)
+    stop_continuation: StopContinuationBlock = field(default_factory=StopContinuationBlock)
+    repeated_final_answer: RepeatedFinalAnswerBlock = field(default_factory=RepeatedFinalAnswerBlock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +406,32 @@ class ResolvedSettings:
     # How long an "always" approval (a standing exemption) stands when the approval gives no
     # `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is capped to the same 30 days).
     exemption_ttl_seconds: int = 86400
+    # Outputs of one kind (message, thought, final answer) with the same normalised text in a row,
+    # no new (tool, args, result) triple and no user turn in between, that warn. Provisional
+    # default, to be set from the text-bearing traces.
+    repeated_output_warn_at: int = 0
+    # The same count that ends the run (`output_loop_persisted`); false: warn only. Provisional
+    # default.
+    repeated_output_abort_at: int = 0
+    # Length in characters of the piece of normalised text whose repetition inside one output is a
+    # loop by itself.
+    repeated_output_chunk_chars: int = 0
+    # Copies of one `chunkChars` piece, each starting within 1.5 x chunkChars of the previous, that
+    # make an output a loop by itself: the first such output is warned, the next one of its kind (no
+    # new tool result between) ends the run.
+    repeated_output_chunk_repeats: int = 0
+    # `compaction_retry` events with no new (tool, args, result) triple between any two of them that
+    # end the run (`compaction_storm`). Provisional default.
+    compaction_storm_abort_at: int = 0
+    # Final-answer outputs with `stop_hook_active` in a row, no new (tool, args, result) triple in
+    # between, that end the run (`stop_hook_loop`); keep it below the host's own cap (Claude Code
+    # stops after 8 continuations). Provisional default.
+    stop_continuation_abort_at: int = 0
+    # Successive turns (user turns apart) ending in the same normalised final answer, with no new
+    # (tool, args, result) triple in any of them, that warn. Provisional default.
+    repeated_final_answer_warn_at: int = 0
+    # The same count that ends the run (`final_answer_loop`); false: warn only. Provisional default.
+    repeated_final_answer_abort_at: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,6 +507,18 @@ SETTINGS: tuple[SettingRow, ...] = (
     SettingRow('loopwarden.onCritical', 'onCritical', 'loopwarden', 'on_critical', 'choice', 'on_critical', None, None, 'block', '', '', '', '', 'on_critical', ('block', 'ask')),
     SettingRow('loopwarden.askTimeoutSeconds', 'askTimeoutSeconds', 'loopwarden', 'ask_timeout_seconds', 'count', 'ask_timeout_seconds', 1, 86400, 300, '', '', '', '', 'ask_timeout_seconds'),
     SettingRow('loopwarden.exemptionTtlSeconds', 'exemptionTtlSeconds', 'loopwarden', 'exemption_ttl_seconds', 'count', 'exemption_ttl_seconds', 1, 2592000, 86400, '', '', '', '', 'exemption_ttl_seconds'),
+    SettingRow('loopwarden.repeatedOutput.enabled', 'enabled', 'loopwarden.repeatedOutput', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.repeatedOutput.warnAt', 'warnAt', 'loopwarden.repeatedOutput', 'warn_at', 'count', 'repeated_output_warn_at', 2, 1000, 3, '', '', 'enabled', '', 'repeated_output_warn_at'),
+    SettingRow('loopwarden.repeatedOutput.abortAt', 'abortAt', 'loopwarden.repeatedOutput', 'abort_at', 'count_or_off', 'repeated_output_abort_at', 2, 1000, 5, 'warnAt', 'warn_at', 'enabled', '', 'repeated_output_abort_at'),
+    SettingRow('loopwarden.repeatedOutput.chunkChars', 'chunkChars', 'loopwarden.repeatedOutput', 'chunk_chars', 'count', 'repeated_output_chunk_chars', 8, 10000, 50, '', '', 'enabled', '', 'repeated_output_chunk_chars'),
+    SettingRow('loopwarden.repeatedOutput.chunkRepeats', 'chunkRepeats', 'loopwarden.repeatedOutput', 'chunk_repeats', 'count', 'repeated_output_chunk_repeats', 2, 100000, 10, '', '', 'enabled', '', 'repeated_output_chunk_repeats'),
+    SettingRow('loopwarden.compactionStorm.enabled', 'enabled', 'loopwarden.compactionStorm', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.compactionStorm.abortAt', 'abortAt', 'loopwarden.compactionStorm', 'abort_at', 'count', 'compaction_storm_abort_at', 2, 1000000, 3, '', '', 'enabled', '', 'compaction_storm_abort_at'),
+    SettingRow('loopwarden.stopContinuation.enabled', 'enabled', 'loopwarden.stopContinuation', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.stopContinuation.abortAt', 'abortAt', 'loopwarden.stopContinuation', 'abort_at', 'count', 'stop_continuation_abort_at', 1, 1000000, 3, '', '', 'enabled', '', 'stop_continuation_abort_at'),
+    SettingRow('loopwarden.repeatedFinalAnswer.enabled', 'enabled', 'loopwarden.repeatedFinalAnswer', 'enabled', 'gate', '', None, None, None, '', '', '', '', ''),
+    SettingRow('loopwarden.repeatedFinalAnswer.warnAt', 'warnAt', 'loopwarden.repeatedFinalAnswer', 'warn_at', 'count', 'repeated_final_answer_warn_at', 2, 1000, 3, '', '', 'enabled', '', 'repeated_final_answer_warn_at'),
+    SettingRow('loopwarden.repeatedFinalAnswer.abortAt', 'abortAt', 'loopwarden.repeatedFinalAnswer', 'abort_at', 'count_or_off', 'repeated_final_answer_abort_at', 2, 1000, 5, 'warnAt', 'warn_at', 'enabled', '', 'repeated_final_answer_abort_at'),
     SettingRow('loopwarden.tenantMaxRuns', 'tenantMaxRuns', 'loopwarden', 'tenant_max_runs', 'count', '', 0, 100000000, 0, '', '', '', 'global', ''),
     SettingRow('loopwarden.tenantMaxStreams', 'tenantMaxStreams', 'loopwarden', 'tenant_max_streams', 'count', '', 0, 100000000, 0, '', '', '', 'global', ''),
 )
@@ -448,6 +539,10 @@ BLOCKS: dict[str, type] = {
     'loopwarden.failureCascade': FailureCascadeBlock,
     'loopwarden.runTree': RunTreeBlock,
     'loopwarden.budgets': BudgetsBlock,
+    'loopwarden.repeatedOutput': RepeatedOutputBlock,
+    'loopwarden.compactionStorm': CompactionStormBlock,
+    'loopwarden.stopContinuation': StopContinuationBlock,
+    'loopwarden.repeatedFinalAnswer': RepeatedFinalAnswerBlock,
 }
 
 # Block path -> its child blocks as (key, attribute, child block path).
@@ -455,7 +550,7 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
     'tools.loopDetection': (('detectors', 'detectors', 'tools.loopDetection.detectors'), ('postCompactionGuard', 'post_compaction_guard', 'tools.loopDetection.postCompactionGuard')),
     'tools.loopDetection.detectors': (),
     'tools.loopDetection.postCompactionGuard': (),
-    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat'), ('sameOutcome', 'same_outcome', 'loopwarden.sameOutcome'), ('duplicateSideEffect', 'duplicate_side_effect', 'loopwarden.duplicateSideEffect'), ('cycles', 'cycles', 'loopwarden.cycles'), ('execFailureStreak', 'exec_failure_streak', 'loopwarden.execFailureStreak'), ('failureCascade', 'failure_cascade', 'loopwarden.failureCascade'), ('runTree', 'run_tree', 'loopwarden.runTree'), ('budgets', 'budgets', 'loopwarden.budgets')),
+    'loopwarden': (('runWideBreaker', 'run_wide_breaker', 'loopwarden.runWideBreaker'), ('argumentChurn', 'argument_churn', 'loopwarden.argumentChurn'), ('errorRepeat', 'error_repeat', 'loopwarden.errorRepeat'), ('sameOutcome', 'same_outcome', 'loopwarden.sameOutcome'), ('duplicateSideEffect', 'duplicate_side_effect', 'loopwarden.duplicateSideEffect'), ('cycles', 'cycles', 'loopwarden.cycles'), ('execFailureStreak', 'exec_failure_streak', 'loopwarden.execFailureStreak'), ('failureCascade', 'failure_cascade', 'loopwarden.failureCascade'), ('runTree', 'run_tree', 'loopwarden.runTree'), ('budgets', 'budgets', 'loopwarden.budgets'), ('repeatedOutput', 'repeated_output', 'loopwarden.repeatedOutput'), ('compactionStorm', 'compaction_storm', 'loopwarden.compactionStorm'), ('stopContinuation', 'stop_continuation', 'loopwarden.stopContinuation'), ('repeatedFinalAnswer', 'repeated_final_answer', 'loopwarden.repeatedFinalAnswer')),
     'loopwarden.runWideBreaker': (),
     'loopwarden.argumentChurn': (),
     'loopwarden.errorRepeat': (),
@@ -466,12 +561,16 @@ CHILD_BLOCKS: dict[str, tuple[tuple[str, str, str], ...]] = {
     'loopwarden.failureCascade': (),
     'loopwarden.runTree': (),
     'loopwarden.budgets': (),
+    'loopwarden.repeatedOutput': (),
+    'loopwarden.compactionStorm': (),
+    'loopwarden.stopContinuation': (),
+    'loopwarden.repeatedFinalAnswer': (),
 }
 
 # Preset name -> {setting path: value}: defaults beneath everything written.
 PRESET_VALUES: dict[str, dict[str, Any]] = {
     'reference': {},
-    'fast': {'tools.loopDetection.enabled': True, 'tools.loopDetection.warningThreshold': 4, 'tools.loopDetection.criticalThreshold': 5, 'tools.loopDetection.unknownToolThreshold': 4, 'tools.loopDetection.globalCircuitBreakerThreshold': 8, 'loopwarden.abortAfterBlocks': 3, 'loopwarden.argumentChurn.enabled': True, 'loopwarden.argumentChurn.warnAt': 6, 'loopwarden.argumentChurn.blockAt': 10, 'loopwarden.errorRepeat.enabled': True, 'loopwarden.errorRepeat.threshold': 5, 'loopwarden.runWideBreaker.enabled': True, 'loopwarden.runWideBreaker.threshold': 6, 'loopwarden.pingPongNeedsAnswers': True, 'loopwarden.cycles.enabled': True, 'loopwarden.failureCascade.enabled': True, 'loopwarden.failureCascade.threshold': 6, 'loopwarden.execFailureStreak.enabled': True, 'loopwarden.duplicateSideEffect.enabled': True, 'loopwarden.parallelBatches': True, 'loopwarden.progressResetsRepeats': True, 'loopwarden.sameOutcome.enabled': True},
+    'fast': {'tools.loopDetection.enabled': True, 'tools.loopDetection.warningThreshold': 4, 'tools.loopDetection.criticalThreshold': 5, 'tools.loopDetection.unknownToolThreshold': 4, 'tools.loopDetection.globalCircuitBreakerThreshold': 8, 'loopwarden.abortAfterBlocks': 3, 'loopwarden.argumentChurn.enabled': True, 'loopwarden.argumentChurn.warnAt': 6, 'loopwarden.argumentChurn.blockAt': 10, 'loopwarden.errorRepeat.enabled': True, 'loopwarden.errorRepeat.threshold': 5, 'loopwarden.runWideBreaker.enabled': True, 'loopwarden.runWideBreaker.threshold': 6, 'loopwarden.pingPongNeedsAnswers': True, 'loopwarden.cycles.enabled': True, 'loopwarden.failureCascade.enabled': True, 'loopwarden.failureCascade.threshold': 6, 'loopwarden.execFailureStreak.enabled': True, 'loopwarden.duplicateSideEffect.enabled': True, 'loopwarden.parallelBatches': True, 'loopwarden.progressResetsRepeats': True, 'loopwarden.sameOutcome.enabled': True, 'loopwarden.repeatedOutput.enabled': True, 'loopwarden.compactionStorm.enabled': True, 'loopwarden.stopContinuation.enabled': True, 'loopwarden.repeatedFinalAnswer.enabled': True},
 }
 
 DETECTORS: tuple[str, ...] = (
@@ -490,6 +589,10 @@ DETECTORS: tuple[str, ...] = (
     'failure_cascade',
     'child_stopped',
     'budget',
+    'repeated_output',
+    'compaction_storm',
+    'stop_continuation',
+    'repeated_final_answer',
 )
 
 ERROR_CODES: tuple[str, ...] = (
@@ -519,4 +622,10 @@ ERROR_CODES: tuple[str, ...] = (
     'invalid_usage',
     'no_pending_ask',
     'user_side_only',
+    'output_loop_persisted',
+    'compaction_storm',
+    'stop_hook_loop',
+    'final_answer_loop',
+    'missing_output_text',
+    'output_text_too_large',
 )

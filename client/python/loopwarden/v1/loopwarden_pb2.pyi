@@ -14,6 +14,13 @@ class ToolClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOOL_CLASS_MUTATING: _ClassVar[ToolClass]
     TOOL_CLASS_POLL: _ClassVar[ToolClass]
 
+class OutputKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTPUT_KIND_UNSPECIFIED: _ClassVar[OutputKind]
+    OUTPUT_KIND_MESSAGE: _ClassVar[OutputKind]
+    OUTPUT_KIND_THOUGHT: _ClassVar[OutputKind]
+    OUTPUT_KIND_FINAL_ANSWER: _ClassVar[OutputKind]
+
 class ApprovalScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     APPROVAL_SCOPE_UNSPECIFIED: _ClassVar[ApprovalScope]
@@ -47,6 +54,10 @@ class Detector(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DETECTOR_FAILURE_CASCADE: _ClassVar[Detector]
     DETECTOR_CHILD_STOPPED: _ClassVar[Detector]
     DETECTOR_BUDGET: _ClassVar[Detector]
+    DETECTOR_REPEATED_OUTPUT: _ClassVar[Detector]
+    DETECTOR_COMPACTION_STORM: _ClassVar[Detector]
+    DETECTOR_STOP_CONTINUATION: _ClassVar[Detector]
+    DETECTOR_REPEATED_FINAL_ANSWER: _ClassVar[Detector]
 
 class Level(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -57,6 +68,10 @@ TOOL_CLASS_UNSPECIFIED: ToolClass
 TOOL_CLASS_READ_ONLY: ToolClass
 TOOL_CLASS_MUTATING: ToolClass
 TOOL_CLASS_POLL: ToolClass
+OUTPUT_KIND_UNSPECIFIED: OutputKind
+OUTPUT_KIND_MESSAGE: OutputKind
+OUTPUT_KIND_THOUGHT: OutputKind
+OUTPUT_KIND_FINAL_ANSWER: OutputKind
 APPROVAL_SCOPE_UNSPECIFIED: ApprovalScope
 APPROVAL_SCOPE_ONCE: ApprovalScope
 APPROVAL_SCOPE_ALWAYS: ApprovalScope
@@ -82,6 +97,10 @@ DETECTOR_DUPLICATE_SIDE_EFFECT: Detector
 DETECTOR_FAILURE_CASCADE: Detector
 DETECTOR_CHILD_STOPPED: Detector
 DETECTOR_BUDGET: Detector
+DETECTOR_REPEATED_OUTPUT: Detector
+DETECTOR_COMPACTION_STORM: Detector
+DETECTOR_STOP_CONTINUATION: Detector
+DETECTOR_REPEATED_FINAL_ANSWER: Detector
 LEVEL_UNSPECIFIED: Level
 LEVEL_WARNING: Level
 LEVEL_CRITICAL: Level
@@ -111,7 +130,7 @@ class CheckResponse(_message.Message):
     def __init__(self, verdict: _Optional[_Union[Verdict, _Mapping]] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("run_id", "agent_id", "session_id", "seq", "parent_run_id", "accepts_ask", "tool_call", "tool_outcome", "compaction_retry", "run_end", "user_turn", "usage", "approval")
+    __slots__ = ("run_id", "agent_id", "session_id", "seq", "parent_run_id", "accepts_ask", "tool_call", "tool_outcome", "compaction_retry", "run_end", "user_turn", "usage", "approval", "model_output")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +144,7 @@ class Event(_message.Message):
     USER_TURN_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     agent_id: str
     session_id: str
@@ -138,7 +158,8 @@ class Event(_message.Message):
     user_turn: UserTurn
     usage: Usage
     approval: Approval
-    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., parent_run_id: _Optional[str] = ..., accepts_ask: _Optional[bool] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_outcome: _Optional[_Union[ToolOutcome, _Mapping]] = ..., compaction_retry: _Optional[_Union[CompactionRetry, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., user_turn: _Optional[_Union[UserTurn, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., approval: _Optional[_Union[Approval, _Mapping]] = ...) -> None: ...
+    model_output: ModelOutput
+    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., parent_run_id: _Optional[str] = ..., accepts_ask: _Optional[bool] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_outcome: _Optional[_Union[ToolOutcome, _Mapping]] = ..., compaction_retry: _Optional[_Union[CompactionRetry, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., user_turn: _Optional[_Union[UserTurn, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., approval: _Optional[_Union[Approval, _Mapping]] = ..., model_output: _Optional[_Union[ModelOutput, _Mapping]] = ...) -> None: ...
 
 class ToolCall(_message.Message):
     __slots__ = ("tool_name", "tool_call_id", "params_json", "tool_class", "batch_id")
@@ -195,6 +216,20 @@ class Usage(_message.Message):
     cost_usd: float
     model: str
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., model: _Optional[str] = ...) -> None: ...
+
+class ModelOutput(_message.Message):
+    __slots__ = ("text", "text_digest", "output_kind", "usage", "stop_hook_active")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TEXT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_KIND_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    STOP_HOOK_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    text_digest: str
+    output_kind: OutputKind
+    usage: Usage
+    stop_hook_active: bool
+    def __init__(self, text: _Optional[str] = ..., text_digest: _Optional[str] = ..., output_kind: _Optional[_Union[OutputKind, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., stop_hook_active: _Optional[bool] = ...) -> None: ...
 
 class Approval(_message.Message):
     __slots__ = ("tool_call_id", "decision_id", "approved", "scope", "ttl_seconds")
@@ -405,7 +440,7 @@ class ToolRule(_message.Message):
     def __init__(self, tool: _Optional[str] = ..., tool_class: _Optional[_Union[ToolClass, str]] = ..., ignore_args: _Optional[_Iterable[str]] = ..., keep_args: _Optional[_Iterable[str]] = ..., ignore_result: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EffectiveConfig(_message.Message):
-    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers", "same_outcome_block_at", "same_outcome_inconclusive_block_at", "duplicate_side_effect", "tool_rules", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "run_tree_max_depth", "run_tree_max_children", "budget_tool_calls_per_run", "budget_tool_calls_per_tree", "budget_tool_seconds_per_tree", "budget_tokens_per_tree", "budget_cost_usd_per_tree", "budget_wall_seconds_per_tree", "budget_warn_at", "on_budget", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds")
+    __slots__ = ("enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "post_compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow_mode", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "preset", "ping_pong_needs_answers", "same_outcome_block_at", "same_outcome_inconclusive_block_at", "duplicate_side_effect", "tool_rules", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "run_tree_max_depth", "run_tree_max_children", "budget_tool_calls_per_run", "budget_tool_calls_per_tree", "budget_tool_seconds_per_tree", "budget_tokens_per_tree", "budget_cost_usd_per_tree", "budget_wall_seconds_per_tree", "budget_warn_at", "on_budget", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds", "repeated_output_warn_at", "repeated_output_abort_at", "repeated_output_chunk_chars", "repeated_output_chunk_repeats", "compaction_storm_abort_at", "stop_continuation_abort_at", "repeated_final_answer_warn_at", "repeated_final_answer_abort_at")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     HISTORY_SIZE_FIELD_NUMBER: _ClassVar[int]
     WARNING_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
@@ -449,6 +484,14 @@ class EffectiveConfig(_message.Message):
     ON_CRITICAL_FIELD_NUMBER: _ClassVar[int]
     ASK_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     EXEMPTION_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REPEATED_OUTPUT_WARN_AT_FIELD_NUMBER: _ClassVar[int]
+    REPEATED_OUTPUT_ABORT_AT_FIELD_NUMBER: _ClassVar[int]
+    REPEATED_OUTPUT_CHUNK_CHARS_FIELD_NUMBER: _ClassVar[int]
+    REPEATED_OUTPUT_CHUNK_REPEATS_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_STORM_ABORT_AT_FIELD_NUMBER: _ClassVar[int]
+    STOP_CONTINUATION_ABORT_AT_FIELD_NUMBER: _ClassVar[int]
+    REPEATED_FINAL_ANSWER_WARN_AT_FIELD_NUMBER: _ClassVar[int]
+    REPEATED_FINAL_ANSWER_ABORT_AT_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     history_size: int
     warning_threshold: int
@@ -492,4 +535,12 @@ class EffectiveConfig(_message.Message):
     on_critical: str
     ask_timeout_seconds: int
     exemption_ttl_seconds: int
-    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ..., same_outcome_block_at: _Optional[int] = ..., same_outcome_inconclusive_block_at: _Optional[int] = ..., duplicate_side_effect: _Optional[bool] = ..., tool_rules: _Optional[_Iterable[_Union[ToolRule, _Mapping]]] = ..., cycle_warn_after: _Optional[int] = ..., cycle_block_after: _Optional[int] = ..., exec_failure_streak: _Optional[bool] = ..., failure_cascade_threshold: _Optional[int] = ..., parallel_batches: _Optional[bool] = ..., critical_scope: _Optional[str] = ..., progress_resets_repeats: _Optional[bool] = ..., user_turn_resets: _Optional[bool] = ..., run_tree_max_depth: _Optional[int] = ..., run_tree_max_children: _Optional[int] = ..., budget_tool_calls_per_run: _Optional[int] = ..., budget_tool_calls_per_tree: _Optional[int] = ..., budget_tool_seconds_per_tree: _Optional[int] = ..., budget_tokens_per_tree: _Optional[int] = ..., budget_cost_usd_per_tree: _Optional[float] = ..., budget_wall_seconds_per_tree: _Optional[int] = ..., budget_warn_at: _Optional[float] = ..., on_budget: _Optional[str] = ..., on_critical: _Optional[str] = ..., ask_timeout_seconds: _Optional[int] = ..., exemption_ttl_seconds: _Optional[int] = ...) -> None: ...
+    repeated_output_warn_at: int
+    repeated_output_abort_at: int
+    repeated_output_chunk_chars: int
+    repeated_output_chunk_repeats: int
+    compaction_storm_abort_at: int
+    stop_continuation_abort_at: int
+    repeated_final_answer_warn_at: int
+    repeated_final_answer_abort_at: int
+    def __init__(self, enabled: _Optional[bool] = ..., history_size: _Optional[int] = ..., warning_threshold: _Optional[int] = ..., critical_threshold: _Optional[int] = ..., unknown_tool_threshold: _Optional[int] = ..., global_circuit_breaker_threshold: _Optional[int] = ..., generic_repeat: _Optional[bool] = ..., known_poll_no_progress: _Optional[bool] = ..., ping_pong: _Optional[bool] = ..., post_compaction_window_size: _Optional[int] = ..., abort_after_blocks: _Optional[int] = ..., run_wide_breaker_threshold: _Optional[int] = ..., shadow_mode: _Optional[bool] = ..., argument_churn_warn_at: _Optional[int] = ..., argument_churn_block_at: _Optional[int] = ..., error_repeat_threshold: _Optional[int] = ..., preset: _Optional[str] = ..., ping_pong_needs_answers: _Optional[bool] = ..., same_outcome_block_at: _Optional[int] = ..., same_outcome_inconclusive_block_at: _Optional[int] = ..., duplicate_side_effect: _Optional[bool] = ..., tool_rules: _Optional[_Iterable[_Union[ToolRule, _Mapping]]] = ..., cycle_warn_after: _Optional[int] = ..., cycle_block_after: _Optional[int] = ..., exec_failure_streak: _Optional[bool] = ..., failure_cascade_threshold: _Optional[int] = ..., parallel_batches: _Optional[bool] = ..., critical_scope: _Optional[str] = ..., progress_resets_repeats: _Optional[bool] = ..., user_turn_resets: _Optional[bool] = ..., run_tree_max_depth: _Optional[int] = ..., run_tree_max_children: _Optional[int] = ..., budget_tool_calls_per_run: _Optional[int] = ..., budget_tool_calls_per_tree: _Optional[int] = ..., budget_tool_seconds_per_tree: _Optional[int] = ..., budget_tokens_per_tree: _Optional[int] = ..., budget_cost_usd_per_tree: _Optional[float] = ..., budget_wall_seconds_per_tree: _Optional[int] = ..., budget_warn_at: _Optional[float] = ..., on_budget: _Optional[str] = ..., on_critical: _Optional[str] = ..., ask_timeout_seconds: _Optional[int] = ..., exemption_ttl_seconds: _Optional[int] = ..., repeated_output_warn_at: _Optional[int] = ..., repeated_output_abort_at: _Optional[int] = ..., repeated_output_chunk_chars: _Optional[int] = ..., repeated_output_chunk_repeats: _Optional[int] = ..., compaction_storm_abort_at: _Optional[int] = ..., stop_continuation_abort_at: _Optional[int] = ..., repeated_final_answer_warn_at: _Optional[int] = ..., repeated_final_answer_abort_at: _Optional[int] = ...) -> None: ...

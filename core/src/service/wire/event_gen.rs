@@ -14,6 +14,15 @@ pub enum OutcomeRef<'a> {
     Error(&'a str),
 }
 
+/// A Usage embedded in a kind message, borrowed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UsageRef<'a> {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    pub model: &'a str,
+}
+
 /// The event's kind: each kind message's fields, borrowed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum KindRef<'a> {
@@ -24,6 +33,7 @@ pub enum KindRef<'a> {
     UserTurn { prompt_id: &'a str },
     Usage { input_tokens: u64, output_tokens: u64, cost_usd: f64, model: &'a str },
     Approval { tool_call_id: &'a str, decision_id: &'a str, approved: bool, scope: i32, ttl_seconds: u32 },
+    ModelOutput { text: &'a str, text_digest: &'a str, output_kind: i32, usage: Option<UsageRef<'a>>, stop_hook_active: bool },
 }
 
 /// An event, borrowed from the request bytes (or from an owned `pb::Event`).
@@ -54,6 +64,7 @@ pub fn kind_name(kind: &Option<KindRef>) -> &'static str {
         Some(KindRef::UserTurn { .. }) => "user_turn",
         Some(KindRef::Usage { .. }) => "usage",
         Some(KindRef::Approval { .. }) => "approval",
+        Some(KindRef::ModelOutput { .. }) => "model_output",
         None => "unknown",
     }
 }
@@ -69,6 +80,7 @@ pub fn kind_ref(kind: &Option<pb::event::Kind>) -> Option<KindRef<'_>> {
         Kind::UserTurn(m) => KindRef::UserTurn { prompt_id: &m.prompt_id },
         Kind::Usage(m) => KindRef::Usage { input_tokens: m.input_tokens, output_tokens: m.output_tokens, cost_usd: m.cost_usd, model: &m.model },
         Kind::Approval(m) => KindRef::Approval { tool_call_id: &m.tool_call_id, decision_id: &m.decision_id, approved: m.approved, scope: m.scope, ttl_seconds: m.ttl_seconds },
+        Kind::ModelOutput(m) => KindRef::ModelOutput { text: &m.text, text_digest: &m.text_digest, output_kind: m.output_kind, usage: m.usage.as_ref().map(|v| UsageRef { input_tokens: v.input_tokens, output_tokens: v.output_tokens, cost_usd: v.cost_usd, model: &v.model }), stop_hook_active: m.stop_hook_active },
     })
 }
 
@@ -185,6 +197,46 @@ pub(super) fn approval_message(data: &[u8]) -> Option<KindRef<'_>> {
     Some(KindRef::Approval { tool_call_id, decision_id, approved, scope, ttl_seconds })
 }
 
+/// ModelOutput's fields; None for anything else.
+pub(super) fn model_output_message(data: &[u8]) -> Option<KindRef<'_>> {
+    let mut text = "";
+    let mut text_digest = "";
+    let mut output_kind = 0;
+    let mut usage = None;
+    let mut stop_hook_active = false;
+    let mut r = Reader { data, pos: 0 };
+    while !r.done() {
+        match r.key()? {
+            (1, 2) => text = r.str()?,
+            (2, 2) => text_digest = r.str()?,
+            (3, 0) => output_kind = r.varint()? as i32,
+            (4, 2) if usage.is_none() => usage = Some(usage_fields(r.bytes()?)?),
+            (5, 0) => stop_hook_active = r.varint()? != 0,
+            _ => return None,
+        }
+    }
+    Some(KindRef::ModelOutput { text, text_digest, output_kind, usage, stop_hook_active })
+}
+
+/// A Usage embedded in a kind message; None for anything else.
+fn usage_fields(data: &[u8]) -> Option<UsageRef<'_>> {
+    let mut input_tokens = 0;
+    let mut output_tokens = 0;
+    let mut cost_usd = 0.0;
+    let mut model = "";
+    let mut r = Reader { data, pos: 0 };
+    while !r.done() {
+        match r.key()? {
+            (1, 0) => input_tokens = r.varint()?,
+            (2, 0) => output_tokens = r.varint()?,
+            (3, 1) => cost_usd = f64::from_bits(r.fixed64()?),
+            (4, 2) => model = r.str()?,
+            _ => return None,
+        }
+    }
+    Some(UsageRef { input_tokens, output_tokens, cost_usd, model })
+}
+
 /// One Event's fields, each kind at most once (prost merges a repeated kind: its case); None
 /// for anything else.
 pub(super) fn event(data: &[u8]) -> Option<EventRef<'_>> {
@@ -199,7 +251,7 @@ pub(super) fn event(data: &[u8]) -> Option<EventRef<'_>> {
             (4, 0) => e.seq = r.varint()?,
             (5, 2) => e.parent_run_id = r.str()?,
             (6, 0) => e.accepts_ask = r.varint()? != 0,
-            (10..=16, 2) => {
+            (10..=17, 2) => {
                 if e.kind.is_some() {
                     return None;
                 }
@@ -211,7 +263,8 @@ pub(super) fn event(data: &[u8]) -> Option<EventRef<'_>> {
                     13 => run_end_message(body)?,
                     14 => user_turn_message(body)?,
                     15 => usage_message(body)?,
-                    _ => approval_message(body)?,
+                    16 => approval_message(body)?,
+                    _ => model_output_message(body)?,
                 });
             }
             _ => return None,
@@ -228,7 +281,7 @@ pub(super) fn random_event(next: &mut dyn FnMut() -> u64) -> pb::Event {
         let pieces = ["", "a", "run-1", "\u{e9}", "{\"k\": [1, 2]}", "\u{1F600}", " ", "x\ny"];
         (0..next() % 4).map(|_| pieces[(next() % pieces.len() as u64) as usize]).collect()
     }
-    let kind = match next() % 8 {
+    let kind = match next() % 9 {
         0 => Some(Kind::ToolCall(pb::ToolCall { tool_name: text(next), tool_call_id: text(next), params_json: text(next), tool_class: (next() % 5) as i32, batch_id: text(next) })),
         1 => Some(Kind::ToolOutcome(pb::ToolOutcome { tool_name: text(next), tool_call_id: text(next), params_json: text(next), duration_ms: [0, 1, 127, 128, u64::MAX, next()][(next() % 6) as usize], outcome: match next() % 3 { 0 => None, 1 => Some(pb::tool_outcome::Outcome::ResultJson(text(next))), _ => Some(pb::tool_outcome::Outcome::Error(text(next))) } })),
         2 => Some(Kind::CompactionRetry(pb::CompactionRetry {})),
@@ -236,6 +289,7 @@ pub(super) fn random_event(next: &mut dyn FnMut() -> u64) -> pb::Event {
         4 => Some(Kind::UserTurn(pb::UserTurn { prompt_id: text(next) })),
         5 => Some(Kind::Usage(pb::Usage { input_tokens: [0, 1, 127, 128, u64::MAX, next()][(next() % 6) as usize], output_tokens: [0, 1, 127, 128, u64::MAX, next()][(next() % 6) as usize], cost_usd: [0.0, 0.25, 1e-9, f64::MAX][(next() % 4) as usize], model: text(next) })),
         6 => Some(Kind::Approval(pb::Approval { tool_call_id: text(next), decision_id: text(next), approved: next().is_multiple_of(2), scope: (next() % 5) as i32, ttl_seconds: [0, 1, 60, u32::MAX][(next() % 4) as usize] })),
+        7 => Some(Kind::ModelOutput(pb::ModelOutput { text: text(next), text_digest: text(next), output_kind: (next() % 5) as i32, usage: match next() % 2 { 0 => None, _ => Some(pb::Usage { input_tokens: [0, 1, 127, 128, u64::MAX, next()][(next() % 6) as usize], output_tokens: [0, 1, 127, 128, u64::MAX, next()][(next() % 6) as usize], cost_usd: [0.0, 0.25, 1e-9, f64::MAX][(next() % 4) as usize], model: text(next) }) }, stop_hook_active: next().is_multiple_of(2) })),
         _ => None,
     };
     pb::Event { run_id: text(next), agent_id: text(next), session_id: text(next), seq: [0, 1, 127, 128, u64::MAX, next()][(next() % 6) as usize], parent_run_id: text(next), accepts_ask: next().is_multiple_of(2), kind }
