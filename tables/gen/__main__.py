@@ -88,11 +88,17 @@ COPIES = (
     Copy(views_out.NODE_TYPES_PATH,
          shape_update=lambda p, text: shapes_out.update_node_types_extra(p, views_out.update_node_types(p, text))),
     Copy(views_out.NODE_INSPECTION_PATH, shape_update=views_out.update_node_inspection),
-    # The input limits ([[limit]]); docs/configuration.md's flag table is docs_out's.
+    # The input limits ([[limit]]); docs/configuration.md's flag table is docs_out's. The chart's files
+    # hold regions of both the settings (above) and the limits: one Copy each.
     Copy(limits_out.SERVICE_PATH, render=limits_out.render_service, of_limits=True),
     Copy(limits_out.PYTHON_CORE_PATH, render=limits_out.render_python_core, of_limits=True),
     Copy(limits_out.PYI_PATH, update=limits_out.update_pyi, of_limits=True),
     Copy(limits_out.SETTINGS_PATH, update=limits_out.update_settings, of_limits=True),
+    Copy(limits_out.CLIENT_PATH, render=limits_out.render_client, of_limits=True),
+    Copy(helm_out.SCHEMA_PATH, update=helm_out.update_schema_limits, of_limits=True),
+    Copy(helm_out.VALUES_PATH, update=helm_out.update_values_limits, of_limits=True),
+    Copy(helm_out.HELPERS_PATH, update=helm_out.update_helpers_limits, of_limits=True),
+    Copy(helm_out.README_PATH, update=helm_out.update_readme_limits, of_limits=True),
 )
 
 

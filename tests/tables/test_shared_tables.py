@@ -7,6 +7,7 @@ hand. Both are tried on a temporary copy of the repository, one generated copy a
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -19,13 +20,15 @@ import loopwarden_core
 from loopwarden_server.config import tables as config_tables
 from tables.gen.__main__ import COPIES, stale, write
 from tables.gen.proto_source import PROTO
-from tables.gen.source import SOURCE, SourceError, load
+from tables.gen.source import SOURCE, SourceError, camel, load
 
 ROOT = Path(__file__).resolve().parents[2]
 COPY_PATHS = [copy.path for copy in COPIES  # the copies of the TOML's settings, detectors, errors, messages
               if copy.build is None and not copy.of_shapes and not copy.of_limits]
 # The copies of the TOML's input limits ([[limit]]), and the docs page whose flag table is one.
 LIMIT_PATHS = [copy.path for copy in COPIES if copy.of_limits] + ["docs/configuration.md"]
+# The copies that carry only the limits the core enforces (`core = true`).
+CORE_LIMIT_PATHS = ["core/src/service/limits_gen.rs", "core/src/python/limits_gen.rs", "core/loopwarden_core.pyi"]
 SHAPE_PATHS = [copy.path for copy in COPIES if copy.of_shapes]  # the copies of the proto's shapes
 HOSTS_RS = "core/hook/src/hosts.rs"  # built from the hook host modules, not the TOML
 CLIENT = "client/python/loopwarden"
@@ -289,6 +292,19 @@ def test_a_new_limit_reaches_every_copy(tmp_path: Path) -> None:
     assert '    "max_toy_bytes",\n    # generated:core-limits:end' in settings
     assert ("| `--max-toy-bytes N` | `LOOPWARDEN_MAX_TOY_BYTES` | 2 MiB | a larger toy is rejected |"
             in read["docs/configuration.md"])
+    assert ('MAX_TOY_BYTES = DaemonLimit("--max-toy-bytes", 2 * 1024 * 1024, "2 MiB")\n'
+            in read["client/python/loopwarden/daemon_limits.py"])
+    # The chart: a value (0: the flag left out), its schema, its flag, its README row.
+    meaning = "Largest toy accepted, in bytes (`--max-toy-bytes`; daemon default 2 MiB): a larger toy is rejected."
+    values = read["helm/loopwarden/values.yaml"]
+    assert "    maxToyBytes: 0\n    # generated:daemon-limits:end" in values
+    assert "    # -- Largest toy accepted, in bytes (`--max-toy-bytes`; daemon default 2 MiB)" in values
+    schema = json.loads(read["helm/loopwarden/values.schema.json"])["properties"]["daemon"]["properties"]["limits"]
+    assert schema["properties"]["maxToyBytes"] == {"type": "integer", "minimum": 0,
+                                                   "description": meaning + " 0: the daemon default."}
+    assert schema["required"][-1] == "maxToyBytes"
+    assert "\nmaxToyBytes --max-toy-bytes\n{{- end }}" in read["helm/loopwarden/templates/_helpers.tpl"]
+    assert f"| `daemon.limits.maxToyBytes` | `0` | {meaning} |" in read["helm/loopwarden/README.md"]
 
 
 def test_a_daemon_only_limit_stays_out_of_the_core(tmp_path: Path) -> None:
@@ -297,7 +313,7 @@ def test_a_daemon_only_limit_stays_out_of_the_core(tmp_path: Path) -> None:
         source.write(TOY_LIMIT.replace("core = true", "core = false"))
     written = write(root)
 
-    assert sorted(written) == ["docs/configuration.md", "server/loopwarden_server/settings.py"]
+    assert sorted(written) == sorted(set(LIMIT_PATHS) - set(CORE_LIMIT_PATHS))
     assert "max_toy_bytes" not in (root / "server/loopwarden_server/settings.py").read_text().split("core-limits:begin")[1]
 
 
@@ -334,6 +350,21 @@ def test_the_core_the_daemon_and_the_table_hold_the_same_limits() -> None:
     assert settings.CORE_LIMITS == tuple(limit.name for limit in tables.core_limits)
     parsed = settings.parse_serve_args([arg for limit in tables.limits for arg in (limit.flag, "7")], {})
     assert all(getattr(parsed.limits, limit.name) == 7 for limit in tables.limits)
+
+
+def test_the_client_and_the_chart_hold_the_tables_limits() -> None:
+    """The defaults the client reduces events to and the chart's `daemon.limits` keys are the
+    table's: every limit, in table order, its flag and default."""
+    import yaml
+    from loopwarden import daemon_limits
+
+    tables = load(ROOT)
+    for limit in tables.limits:
+        client = getattr(daemon_limits, limit.name.upper())
+        assert (client.flag, client.default, client.shown) == (limit.flag, limit.default, limit.shown)
+    chart = yaml.safe_load((ROOT / "helm/loopwarden/values.yaml").read_text(encoding="utf-8"))
+    assert chart["daemon"]["limits"] == {camel(limit.name): 0 for limit in tables.limits}
+    assert list(chart["daemon"]["limits"]) == [camel(limit.name) for limit in tables.limits]
 
 
 def test_a_new_detector_reaches_every_language(tmp_path: Path) -> None:
