@@ -2,7 +2,8 @@
 //! The shared tables the engine reads: each agent's Settings (field names as in the config's
 //! resolved settings), the detector ids, the error codes and the messages the agent is shown.
 
-/// Effective settings of one agent, compiled by Python (config/tables.py) and handed in whole.
+/// Effective settings of one agent, resolved by Python (config/tables.py) and handed in whole as
+/// `loopwarden_core.Settings` (python/settings_gen.rs).
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Master switch of the rolling detectors. true: every detector and the post-compaction guard; unset: only the guard; false: nothing runs and nothing is recorded. The embedded default config sets true.
@@ -138,142 +139,6 @@ impl Default for Settings {
             exemption_ttl_seconds: 86400,
         }
     }
-}
-
-/// The settings' field names, as Python's settings mapping spells its keys.
-pub const SETTING_FIELDS: &[&str] = &["enabled", "history_size", "warning_threshold", "critical_threshold", "unknown_tool_threshold", "global_circuit_breaker_threshold", "generic_repeat", "known_poll_no_progress", "ping_pong", "compaction_window_size", "abort_after_blocks", "run_wide_breaker_threshold", "shadow", "argument_churn_warn_at", "argument_churn_block_at", "error_repeat_threshold", "same_outcome_block_at", "same_outcome_inconclusive_block_at", "ping_pong_needs_answers", "tool_rules", "duplicate_side_effect", "cycle_warn_after", "cycle_block_after", "exec_failure_streak", "failure_cascade_threshold", "parallel_batches", "critical_scope", "progress_resets_repeats", "user_turn_resets", "run_tree_max_depth", "run_tree_max_children", "budget_tool_calls_per_run", "budget_tool_calls_per_tree", "budget_tool_seconds_per_tree", "budget_tokens_per_tree", "budget_cost_usd_per_tree", "budget_wall_seconds_per_tree", "budget_warn_at", "on_budget", "on_critical", "ask_timeout_seconds", "exemption_ttl_seconds"];
-
-#[cfg(feature = "python")]
-pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {
-    use pyo3::types::PyDictMethods;
-    let mut s = Settings::default();
-    if let Some(v) = d.get_item("enabled")? {
-        s.enabled = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("history_size")? {
-        s.history_size = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("warning_threshold")? {
-        s.warning_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("critical_threshold")? {
-        s.critical_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("unknown_tool_threshold")? {
-        s.unknown_tool_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("global_circuit_breaker_threshold")? {
-        s.global_circuit_breaker_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("generic_repeat")? {
-        s.generic_repeat = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("known_poll_no_progress")? {
-        s.known_poll_no_progress = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("ping_pong")? {
-        s.ping_pong = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("compaction_window_size")? {
-        s.compaction_window_size = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("abort_after_blocks")? {
-        s.abort_after_blocks = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("run_wide_breaker_threshold")? {
-        s.run_wide_breaker_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("shadow")? {
-        s.shadow = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("argument_churn_warn_at")? {
-        s.argument_churn_warn_at = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("argument_churn_block_at")? {
-        s.argument_churn_block_at = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("error_repeat_threshold")? {
-        s.error_repeat_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("same_outcome_block_at")? {
-        s.same_outcome_block_at = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("same_outcome_inconclusive_block_at")? {
-        s.same_outcome_inconclusive_block_at = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("ping_pong_needs_answers")? {
-        s.ping_pong_needs_answers = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("tool_rules")? {
-        s.tool_rules = crate::tool_rules::from_py(&v)?;
-    }
-    if let Some(v) = d.get_item("duplicate_side_effect")? {
-        s.duplicate_side_effect = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("cycle_warn_after")? {
-        s.cycle_warn_after = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("cycle_block_after")? {
-        s.cycle_block_after = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("exec_failure_streak")? {
-        s.exec_failure_streak = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("failure_cascade_threshold")? {
-        s.failure_cascade_threshold = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("parallel_batches")? {
-        s.parallel_batches = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("critical_scope")? {
-        s.critical_scope = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("progress_resets_repeats")? {
-        s.progress_resets_repeats = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("user_turn_resets")? {
-        s.user_turn_resets = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("run_tree_max_depth")? {
-        s.run_tree_max_depth = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("run_tree_max_children")? {
-        s.run_tree_max_children = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("budget_tool_calls_per_run")? {
-        s.budget_tool_calls_per_run = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("budget_tool_calls_per_tree")? {
-        s.budget_tool_calls_per_tree = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("budget_tool_seconds_per_tree")? {
-        s.budget_tool_seconds_per_tree = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("budget_tokens_per_tree")? {
-        s.budget_tokens_per_tree = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("budget_cost_usd_per_tree")? {
-        s.budget_cost_usd_per_tree = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("budget_wall_seconds_per_tree")? {
-        s.budget_wall_seconds_per_tree = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("budget_warn_at")? {
-        s.budget_warn_at = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("on_budget")? {
-        s.on_budget = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("on_critical")? {
-        s.on_critical = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("ask_timeout_seconds")? {
-        s.ask_timeout_seconds = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    if let Some(v) = d.get_item("exemption_ttl_seconds")? {
-        s.exemption_ttl_seconds = pyo3::types::PyAnyMethods::extract(&v)?;
-    }
-    Ok(s)
 }
 
 /// Which detector answered: the wire numbers of enum Detector, the ids of the metric labels.

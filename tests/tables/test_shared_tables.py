@@ -24,7 +24,9 @@ from tables.gen.source import SOURCE, SourceError, camel, load
 
 ROOT = Path(__file__).resolve().parents[2]
 COPY_PATHS = [copy.path for copy in COPIES  # the copies of the TOML's settings, detectors, errors, messages
-              if copy.build is None and not copy.of_shapes and not copy.of_limits]
+              if copy.build is None and not copy.of_shapes and not copy.of_limits and not copy.of_settings]
+# The copies of the resolved settings' fields alone: how they cross into the core.
+SETTINGS_FACE_PATHS = [copy.path for copy in COPIES if copy.of_settings]
 # The copies of the TOML's input limits ([[limit]]), and the docs page whose flag table is one.
 LIMIT_PATHS = [copy.path for copy in COPIES if copy.of_limits] + ["docs/configuration.md"]
 # The copies that carry only the limits the core enforces (`core = true`).
@@ -108,6 +110,63 @@ def test_a_hand_edited_copy_is_flagged(tmp_path: Path, path: str) -> None:
                       encoding="utf-8")
 
     assert stale(root) == [path]
+
+
+@pytest.mark.parametrize("path", SETTINGS_FACE_PATHS)
+def test_a_renamed_setting_flags_the_face_copy_as_stale(tmp_path: Path, path: str) -> None:
+    """A resolved field renamed: the core's Settings class, its stub and what the daemon passes
+    it all name the new field, and none the old."""
+    root = checkout(tmp_path)
+    assert stale(root) == []
+    edit_source(root, 'field = "history_size"', 'field = "history_length"')
+
+    assert path in stale(root)
+    assert_checked_stale(root, path)
+    assert path in write(root)
+    assert stale(root) == []
+    text = (root / path).read_text(encoding="utf-8")
+    assert "history_length" in text and "history_size" not in text
+
+
+@pytest.mark.parametrize("path", SETTINGS_FACE_PATHS)
+def test_a_hand_edited_face_copy_is_flagged(tmp_path: Path, path: str) -> None:
+    root = checkout(tmp_path)
+    target = root / path
+    text = target.read_text(encoding="utf-8")
+    line = next(line for line in text.splitlines() if "history_size" in line)  # inside the generated part
+    target.write_text(text.replace(line, line.replace("history_size", "history_sizes"), 1), encoding="utf-8")
+
+    assert stale(root) == [path]
+
+
+TOY_SETTING = """
+[[setting]]
+path = "loopwarden.toySwitch"
+kind = "bool"
+default = false
+field = "toy_switch"
+proto_tag = 99
+doc = "A toy switch."
+"""
+
+
+def test_a_new_setting_reaches_the_cores_typed_face(tmp_path: Path) -> None:
+    """One [[setting]] row is all the core's Settings needs: a required keyword, a getter, its
+    stub, and the keyword the daemon passes."""
+    root = checkout(tmp_path)
+    with (root / SOURCE).open("a", encoding="utf-8") as source:
+        source.write(TOY_SETTING)
+    written = write(root)
+
+    assert set(SETTINGS_FACE_PATHS) <= set(written)
+    assert stale(root) == []
+    face = (root / "core/src/python/settings_gen.rs").read_text(encoding="utf-8")
+    assert "        toy_switch: bool,\n" in face and "            toy_switch,\n" in face
+    assert "    /// A toy switch.\n    #[getter]\n    fn toy_switch(&self) -> bool {\n        self.0.toy_switch\n" in face
+    stub = (root / "core/loopwarden_core.pyi").read_text(encoding="utf-8")
+    assert "    # A toy switch.\n    toy_switch: bool\n" in stub and "        toy_switch: bool,\n" in stub
+    core = (root / "server/loopwarden_server/core.py").read_text(encoding="utf-8")
+    assert "        toy_switch=settings.toy_switch,\n        # generated:core-settings:end" in core
 
 
 def add_field(root: Path, message: str, last: str, line: str) -> None:
