@@ -32,7 +32,7 @@ from .config.tables import ResolvedSettings
 from .integration import current_integration
 from .logs import log_batch
 from .metrics import LATENCY_BUCKETS, Metrics, from_scrape_thread
-from .settings import CORE_LIMITS, Limits
+from .settings import Limits
 
 decision_log = logging.getLogger("loopwarden.decisions")
 
@@ -63,9 +63,22 @@ class LoadsRuns(Protocol):
 
 
 def core_limits(limits: Limits) -> loopwarden_core.Limits:
-    """The envelope limits the core enforces, as its typed struct (their names are generated from
-    tables/loopwarden.toml, so a limit added there is passed on here)."""
-    return loopwarden_core.Limits(**{name: getattr(limits, name) for name in CORE_LIMITS})
+    """The envelope limits the core enforces, as its typed struct, each by name (the keywords are
+    generated from tables/loopwarden.toml's `core = true` limits, so a limit added there is passed
+    on here, and checked by mypy against the stub)."""
+    return loopwarden_core.Limits(
+        # generated:core-limits:begin (tables/loopwarden.toml [[limit]]: edit there, then `make tables`)
+        max_params_bytes=limits.max_params_bytes,
+        max_result_bytes=limits.max_result_bytes,
+        max_run_id_chars=limits.max_run_id_chars,
+        max_tool_name_chars=limits.max_tool_name_chars,
+        max_agent_id_chars=limits.max_agent_id_chars,
+        max_session_id_chars=limits.max_session_id_chars,
+        max_tool_call_id_chars=limits.max_tool_call_id_chars,
+        max_json_depth=limits.max_json_depth,
+        max_events_per_request=limits.max_events_per_request,
+        # generated:core-limits:end
+    )
 
 
 def core_settings(settings: ResolvedSettings) -> loopwarden_core.Settings:

@@ -100,6 +100,7 @@ COPIES = (
     Copy(limits_out.PYTHON_CORE_PATH, render=limits_out.render_python_core, of_limits=True),
     Copy(limits_out.PYI_PATH, update=limits_out.update_pyi, of_limits=True),
     Copy(limits_out.SETTINGS_PATH, update=limits_out.update_settings, of_limits=True),
+    Copy(limits_out.CORE_PATH, update=limits_out.update_core, of_limits=True),
     Copy(limits_out.CLIENT_PATH, render=limits_out.render_client, of_limits=True),
     Copy(helm_out.SCHEMA_PATH, update=helm_out.update_schema_limits, of_limits=True),
     Copy(helm_out.VALUES_PATH, update=helm_out.update_values_limits, of_limits=True),

@@ -30,7 +30,8 @@ SETTINGS_FACE_PATHS = [copy.path for copy in COPIES if copy.of_settings]
 # The copies of the TOML's input limits ([[limit]]), and the docs page whose flag table is one.
 LIMIT_PATHS = [copy.path for copy in COPIES if copy.of_limits] + ["docs/configuration.md"]
 # The copies that carry only the limits the core enforces (`core = true`).
-CORE_LIMIT_PATHS = ["core/src/service/limits_gen.rs", "core/src/python/limits_gen.rs", "core/loopwarden_core.pyi"]
+CORE_LIMIT_PATHS = ["core/src/service/limits_gen.rs", "core/src/python/limits_gen.rs", "core/loopwarden_core.pyi",
+                    "server/loopwarden_server/core.py"]
 SHAPE_PATHS = [copy.path for copy in COPIES if copy.of_shapes]  # the copies of the proto's shapes
 HOSTS_RS = "core/hook/src/hosts.rs"  # built from the hook host modules, not the TOML
 CLIENT = "client/python/loopwarden"
@@ -348,7 +349,8 @@ def test_a_new_limit_reaches_every_copy(tmp_path: Path) -> None:
     assert "    max_toy_bytes: int = 2 * 1024 * 1024\n" in settings
     assert ('    ("--max-toy-bytes", "LOOPWARDEN_MAX_TOY_BYTES", "max_toy_bytes", _positive_int, '
             '"largest toy accepted (default 2 MiB)"),\n') in settings
-    assert '    "max_toy_bytes",\n    # generated:core-limits:end' in settings
+    assert ("        max_toy_bytes=limits.max_toy_bytes,\n        # generated:core-limits:end"
+            in read["server/loopwarden_server/core.py"])
     assert ("| `--max-toy-bytes N` | `LOOPWARDEN_MAX_TOY_BYTES` | 2 MiB | a larger toy is rejected |"
             in read["docs/configuration.md"])
     assert ('MAX_TOY_BYTES = DaemonLimit("--max-toy-bytes", 2 * 1024 * 1024, "2 MiB")\n'
@@ -373,7 +375,7 @@ def test_a_daemon_only_limit_stays_out_of_the_core(tmp_path: Path) -> None:
     written = write(root)
 
     assert sorted(written) == sorted(set(LIMIT_PATHS) - set(CORE_LIMIT_PATHS))
-    assert "max_toy_bytes" not in (root / "server/loopwarden_server/settings.py").read_text().split("core-limits:begin")[1]
+    assert "max_toy_bytes" not in (root / "server/loopwarden_server/core.py").read_text()
 
 
 @pytest.mark.parametrize(("row", "problem"), [
@@ -396,8 +398,10 @@ def test_an_inconsistent_limit_is_refused_naming_it(tmp_path: Path, row: str, pr
 
 
 def test_the_core_the_daemon_and_the_table_hold_the_same_limits() -> None:
-    """The built core's defaults, the daemon's Limits and its flags are the table's."""
+    """The built core's defaults, the daemon's Limits and its flags are the table's, and core.py hands
+    each core limit over."""
     from loopwarden_server import settings
+    from loopwarden_server.core import core_limits
 
     tables = load(ROOT)
     daemon = settings.Limits()
@@ -406,7 +410,10 @@ def test_the_core_the_daemon_and_the_table_hold_the_same_limits() -> None:
         assert getattr(daemon, limit.name) == limit.default, limit.name
         if limit.core:
             assert getattr(core, limit.name) == limit.default, limit.name
-    assert settings.CORE_LIMITS == tuple(limit.name for limit in tables.core_limits)
+    # core.py hands every core limit over by name: distinct values arrive as they were set.
+    distinct = settings.Limits(**{limit.name: 1000 + i for i, limit in enumerate(tables.limits)})
+    crossed = core_limits(distinct)
+    assert all(getattr(crossed, limit.name) == getattr(distinct, limit.name) for limit in tables.core_limits)
     parsed = settings.parse_serve_args([arg for limit in tables.limits for arg in (limit.flag, "7")], {})
     assert all(getattr(parsed.limits, limit.name) == 7 for limit in tables.limits)
 
