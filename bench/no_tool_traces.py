@@ -272,14 +272,17 @@ def median_max(values: list[int]) -> str:
 
 
 def loop_cell(values: list[Caught], control: bool) -> str:
+    """Caught / injected, the step of the first warning (median), the step and injected events of
+    the stop (median / max), and the detectors that stopped it; for a control, what it got."""
     stops = [c.stopped for c in values if c.stopped is not None]
     warns = [c.warned for c in values if c.warned is not None]
     if control:
         return f"warned {len(warns)}, stopped {len(stops)} / {len(values)}"
+    warned = f"warned at {statistics.median([w[0] for w in warns]):g}" if warns else "never warned"
     if not stops:
-        return f"0 / {len(values)}" + (f" (warned {len(warns)}, step {median_max([w[0] for w in warns])})" if warns else "")
+        return f"0 / {len(values)} ({warned}" + (f", {len(warns)} warned)" if warns else ")")
     by = ", ".join(sorted({c.detector for c in values if c.stopped is not None}))
-    return (f"{len(stops)} / {len(values)}: step {median_max([s[0] for s in stops])} "
+    return (f"{len(stops)} / {len(values)}: {warned}, stopped at {median_max([s[0] for s in stops])} "
             f"({median_max([s[1] for s in stops])} events; {by})")
 
 
@@ -326,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {setting.name} | {cells} | {detail(merged)} |")
 
     shown = [s.name for s in settings if s.name in ("reference defaults", "preset fast")]
-    print("\n#### Injected no-tool loops: caught / injected, steps to the stop median / max "
-          "(injected events median / max; the detectors that stopped it)\n")
+    print("\n#### Injected no-tool loops: caught / injected; the step warned (median); the step stopped, median / max "
+          "(injected events, median / max; the detectors that stopped it)\n")
     print("| injected loop | " + " | ".join(shown) + " | the detector alone |")
     print("|---" * (len(shown) + 2) + "|")
     for kind, loop in LOOPS.items():

@@ -1,5 +1,6 @@
 """The text-bearing traces: the converter (scripts/convert_traces.py) on small source-shaped runs,
-and the committed traces well-formed and aligned with the vendored tool-only ones."""
+the committed traces well-formed and aligned with the vendored tool-only ones, and the no-tool
+harness (bench/no_tool_traces.py) catching an injected loop through the real core."""
 from __future__ import annotations
 
 import gzip
@@ -170,3 +171,27 @@ def test_committed_text_trace_is_well_formed_and_aligned_with_the_vendored_one(t
     assert {"message", "final_answer"} <= outputs
     assert any(e["kind"] == "user_turn" for e in events) == trace_set.name.startswith("tau")
 
+# ---------------------------------------------------------------------------------------------
+# The no-tool harness, through the daemon's service layer and the compiled core
+
+
+def test_harness_stops_an_injected_repeated_message_and_spares_different_messages():
+    from bench import no_tool_traces as harness
+    from bench.real_traces import good_run_figures, load_runs
+    from loopwarden_server.config import load_config_text
+
+    runs = dict(sorted(load_runs(TRACES / "tau-bench-retail-grok3.text.jsonl.gz").items())[:12])
+    setting = next(s for s in harness.SETTINGS if s.name == "repeatedOutput")
+    settings = load_config_text(json.dumps(setting.config)).settings_for("")
+    warn_at, abort_at = settings.repeated_output_warn_at, settings.repeated_output_abort_at
+    loops = {kind: harness.LOOPS[kind] for kind in ("message repeated", "control: 30 different messages")}
+    injected = list(harness.injected_runs(runs, 4, 40, loops))
+    assert len(injected) == 8
+
+    caught = harness.score(setting.config, injected)
+    # One output a step: the warning and the stop land on the step the thresholds name.
+    assert [(c.warned, c.stopped, c.detector) for c in caught["message repeated"]] == \
+        [((warn_at, warn_at), (abort_at, abort_at), "repeated_output")] * 4
+    assert [(c.warned, c.stopped) for c in caught["control: 30 different messages"]] == [(None, None)] * 4
+    # The same runs without a loop: nothing stopped.
+    assert good_run_figures(setting.config, runs).blocked == 0
