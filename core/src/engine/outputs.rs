@@ -3,7 +3,28 @@
 //! going, and whether the text is one short piece repeated over and over. The detectors of loops
 //! without tool calls judge what output_memory.rs remembers of these; the text is never kept.
 
-use std::collections::HashMap;
+/// Per piece (by its rolling hash): where its latest counted copy starts and how many follow one
+/// another. An open-addressed table sized for every position, so a lookup is a multiply and a
+/// short probe (a general map's hashing was most of the analysis' time).
+struct Chains {
+    slots: Vec<(u64, usize, u32)>, // (hash, start, count); count 0: empty
+    mask: usize,
+}
+
+impl Chains {
+    fn new(positions: usize) -> Chains {
+        let size = (positions * 2).next_power_of_two().max(16);
+        Chains { slots: vec![(0, 0, 0); size], mask: size - 1 }
+    }
+    fn slot(&mut self, hash: u64) -> &mut (u64, usize, u32) {
+        // The polynomial hash's low bits are weak: spread them before taking a slot.
+        let mut at = ((hash ^ (hash >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9) >> 32) as usize & self.mask;
+        while self.slots[at].2 != 0 && self.slots[at].0 != hash {
+            at = (at + 1) & self.mask;
+        }
+        &mut self.slots[at]
+    }
+}
 
 /// What a model output is: each kind is its own stream of repeats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +85,11 @@ pub fn normalise(text: &str) -> String {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.extend(word.chars().flat_map(char::to_lowercase));
+        if word.is_ascii() {
+            out.extend(word.bytes().map(|b| b.to_ascii_lowercase() as char));
+        } else {
+            out.extend(word.chars().flat_map(char::to_lowercase));
+        }
     }
     out
 }
@@ -96,8 +121,9 @@ pub fn chunk_copies(normalised: &str, chunk: usize) -> u32 {
     if chunk == 0 {
         return 0;
     }
-    let all: Vec<char> = normalised.chars().collect();
-    let chars = &all[all.len().saturating_sub(ANALYSED_CHARS)..];
+    // The tail only: its start found from the end, so a long text is not turned into chars whole.
+    let start = normalised.char_indices().rev().nth(ANALYSED_CHARS - 1).map_or(0, |(at, _)| at);
+    let chars: Vec<char> = normalised[start..].chars().collect();
     if chars.len() < 2 * chunk {
         return 0;
     }
@@ -105,27 +131,27 @@ pub fn chunk_copies(normalised: &str, chunk: usize) -> u32 {
     let top = (1..chunk).fold(1u64, |p, _| p.wrapping_mul(BASE)); // BASE^(chunk - 1)
     let mut hash = chars[..chunk].iter().fold(0u64, |h, &c| h.wrapping_mul(BASE).wrapping_add(c as u64));
     let far = chunk + chunk / 2;
-    // Per piece (by hash): where its latest counted copy starts and how many follow one another.
-    let mut chains: HashMap<u64, (usize, u32)> = HashMap::new();
+    let positions = chars.len() - chunk + 1;
+    let mut chains = Chains::new(positions);
     let mut most = 0;
-    for at in 0..=chars.len() - chunk {
+    for at in 0..positions {
         if at > 0 {
             let gone = chars[at - 1] as u64;
             let came = chars[at + chunk - 1] as u64;
             hash = hash.wrapping_sub(gone.wrapping_mul(top)).wrapping_mul(BASE).wrapping_add(came);
         }
-        let chain = chains.entry(hash).or_insert((at, 0));
-        let (last, count) = *chain;
+        let chain = chains.slot(hash);
+        let (_, last, count) = *chain;
         if count == 0 {
-            *chain = (at, 1);
+            *chain = (hash, at, 1);
         } else if at - last < chunk {
             continue; // overlaps the copy counted last
         } else if at - last <= far && chars[at..at + chunk] == chars[last..last + chunk] {
-            *chain = (at, count + 1);
+            *chain = (hash, at, count + 1);
         } else {
-            *chain = (at, 1);
+            *chain = (hash, at, 1);
         }
-        most = most.max(chain.1);
+        most = most.max(chain.2);
     }
     most
 }
