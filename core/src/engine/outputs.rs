@@ -112,9 +112,18 @@ pub fn digest(output: &Output, normalised: &str) -> u64 {
 /// loop that ran to the end of the output is.
 pub const ANALYSED_CHARS: usize = 65_536;
 
-/// The most copies of one `chunk`-character piece of `normalised` that follow one another, each
-/// starting at least `chunk` and at most 1.5 x `chunk` characters after the previous one (a
-/// tight repetition, as gemini-cli's loop detection counts one); 0 or 1 when nothing repeats.
+/// How far apart two counted copies of a piece may start, in pieces. Gemini CLI counts copies
+/// within 1.5 pieces; the real thought loops of the vendored traces repeat a unit of 140 to a few
+/// hundred characters (1,421 and 902 copies of one piece), which that spacing counts once, while no
+/// good output holds more than 5 copies of a piece within 6 pieces of each other outside code
+/// (bench/results/2026-12-06-no-tool-thresholds.md).
+pub const SPACING_PIECES: usize = 6;
+
+/// The most copies of one `chunk`-character piece of `normalised`, outside closed fenced code
+/// blocks, that follow one another, each starting at least `chunk` and at most SPACING_PIECES x
+/// `chunk` characters after the previous one; 0 or 1 when nothing repeats. A closed code block is a
+/// listing the model finished (a `sed` script over 33 line numbers repeats its pieces as much as a
+/// loop does); an unclosed one is kept, since a generation loop can run inside it to the end.
 /// Over the last ANALYSED_CHARS characters only, in time linear in them (a rolling hash, each
 /// match confirmed on the characters themselves).
 pub fn chunk_copies(normalised: &str, chunk: usize) -> u32 {
@@ -122,15 +131,16 @@ pub fn chunk_copies(normalised: &str, chunk: usize) -> u32 {
         return 0;
     }
     // The tail only: its start found from the end, so a long text is not turned into chars whole.
-    let start = normalised.char_indices().rev().nth(ANALYSED_CHARS - 1).map_or(0, |(at, _)| at);
-    let chars: Vec<char> = normalised[start..].chars().collect();
+    let prose = outside_closed_fences(normalised);
+    let start = prose.char_indices().rev().nth(ANALYSED_CHARS - 1).map_or(0, |(at, _)| at);
+    let chars: Vec<char> = prose[start..].chars().collect();
     if chars.len() < 2 * chunk {
         return 0;
     }
     const BASE: u64 = 0x100_0000_01B3;
     let top = (1..chunk).fold(1u64, |p, _| p.wrapping_mul(BASE)); // BASE^(chunk - 1)
     let mut hash = chars[..chunk].iter().fold(0u64, |h, &c| h.wrapping_mul(BASE).wrapping_add(c as u64));
-    let far = chunk + chunk / 2;
+    let far = chunk * SPACING_PIECES;
     let positions = chars.len() - chunk + 1;
     let mut chains = Chains::new(positions);
     let mut most = 0;
@@ -154,6 +164,29 @@ pub fn chunk_copies(normalised: &str, chunk: usize) -> u32 {
         most = most.max(chain.2);
     }
     most
+}
+
+/// The text with every closed ``` fenced block taken out (its fences too); the text after an
+/// unclosed fence stays. Borrowed when there is no fence.
+fn outside_closed_fences(text: &str) -> std::borrow::Cow<'_, str> {
+    const FENCE: &str = "```";
+    if !text.contains(FENCE) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find(FENCE) {
+        let after = &rest[open + FENCE.len()..];
+        match after.find(FENCE) {
+            Some(close) => {
+                out.push_str(&rest[..open]);
+                rest = &after[close + FENCE.len()..];
+            }
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -183,18 +216,34 @@ mod tests {
         assert_eq!(chunk_copies(&format!("a preamble. {}", piece.repeat(12)), 50), 12);
         // A shorter unit repeats its 50-character windows every 50 characters too.
         assert_eq!(chunk_copies(&"ab".repeat(500), 50), 20);
-        // A 60-character unit: copies 60 apart, within 1.5 x 50.
+        // A 60-character unit: copies 60 apart.
         let sixty = format!("{piece}0123456789");
         assert_eq!(chunk_copies(&sixty.repeat(10), 50), 10);
+        // A 140-character unit, the shape of the traces' real thought loops: copies 140 apart,
+        // within SPACING_PIECES pieces of each other.
+        let unit = format!("{piece} wait, i want to add preserve_dtypes to set_output; no change (again) ");
+        assert_eq!(chunk_copies(&unit.repeat(12), 50), 12);
+    }
+
+    #[test]
+    fn closed_code_blocks_are_left_out_and_an_unclosed_one_is_read() {
+        let piece = "sed -i '700s/old/new/' sympy/printing/mathml.py &&";
+        assert_eq!(piece.chars().count(), 50);
+        let listing = format!("the edits: ```bash {} ``` done.", piece.repeat(33));
+        assert!(chunk_copies(&listing, 50) <= 1, "{}", chunk_copies(&listing, 50));
+        let unclosed = format!("the edits: ```bash {}", piece.repeat(33));
+        assert_eq!(chunk_copies(&unclosed, 50), 33);
+        assert_eq!(outside_closed_fences("a ```x``` b ```y``` c ```z"), "a  b  c ```z");
     }
 
     #[test]
     fn text_that_does_not_repeat_tightly_is_not_a_chunk_loop() {
         let prose: String = (0..400).map(|i| format!("word{i} ")).collect();
         assert!(chunk_copies(&prose, 50) <= 1);
-        // An 80-character unit: copies 80 apart, farther than 1.5 x 50.
-        let eighty = "0123456789abcdefghij".repeat(4);
-        let spaced: String = (0..12).map(|i| format!("{eighty}{i:03}")).collect::<Vec<_>>().join("");
+        // A piece seen again only after more than SPACING_PIECES pieces of other text.
+        let piece = "0123456789abcdefghij0123456789abcdefghij0123456789";
+        let filler: String = (0..100).map(|i| format!("w{i:02} ")).collect(); // 400 characters
+        let spaced: String = (0..12).map(|_| format!("{piece}{filler}")).collect();
         assert!(chunk_copies(&spaced, 50) <= 1, "{}", chunk_copies(&spaced, 50));
         assert_eq!(chunk_copies("short", 50), 0);
     }
