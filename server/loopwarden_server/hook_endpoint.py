@@ -120,7 +120,8 @@ class HooksEndpoint:
     def __init__(self, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics | None, *,
                  tokens: Callable[[], TokenTable | None] | None, default_agent: str, fail_closed: bool,
                  max_body_bytes: int, max_params_bytes: int = DEFAULT_LIMIT_BYTES,
-                 max_result_bytes: int = DEFAULT_LIMIT_BYTES, answer_timeout: float = ANSWER_TIMEOUT_SECONDS) -> None:
+                 max_result_bytes: int = DEFAULT_LIMIT_BYTES, max_output_bytes: int = DEFAULT_LIMIT_BYTES,
+                 answer_timeout: float = ANSWER_TIMEOUT_SECONDS) -> None:
         self._evaluator = evaluator
         self._answer_timeout = answer_timeout
         self._lifecycle = lifecycle
@@ -131,6 +132,7 @@ class HooksEndpoint:
         self.max_body_bytes = max_body_bytes
         self._max_params_bytes = max_params_bytes
         self._max_result_bytes = max_result_bytes
+        self._max_output_bytes = max_output_bytes
         self.shares = TenantShares()
         self.batches = HookBatches()
         self.asks = HookAsks()
@@ -198,7 +200,7 @@ class HooksEndpoint:
             return HTTPStatus.OK, self.too_deep(host, body[:EVENT_NAME_PREFIX_BYTES], fail_closed=fail_closed)
         try:
             return parse(host, payload, agent_id=agent_id, max_params_bytes=self._max_params_bytes,
-                         max_result_bytes=self._max_result_bytes)
+                         max_result_bytes=self._max_result_bytes, max_output_bytes=self._max_output_bytes)
         except HookPayloadError as exc:
             return self._unreadable(host, body, "not_hook_input", f"not a {host.name} hook input: {exc}",
                                     fail_closed)
@@ -322,7 +324,7 @@ class HooksEndpoint:
                 # nothing to settle, and the hook's own event was decided all the same.
                 log.info("hook approval not taken", extra={"tool_call_id": approval.tool_call_id,
                                                            "error_code": taken.error_code})
-        verdict = decided[-1] if hook.event is not None else None
+        verdict = hook.verdict_in(decided, len(approvals))
         if verdict is not None and action_of(verdict) == "reject":
             # The event was refused, so nothing was judged: said to the user (denied when fail
             # closed, protocol.answer) and counted, by the refusal's code and the host.

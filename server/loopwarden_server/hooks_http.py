@@ -272,8 +272,10 @@ class HooksListener:
 def hooks_listener(listen: str, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics, *,
                    security: Security, tokens: Callable[[], TokenTable | None] | None, default_agent: str,
                    fail_closed: bool, max_body_bytes: int, max_params_bytes: int = DEFAULT_LIMIT_BYTES,
-                   max_result_bytes: int = DEFAULT_LIMIT_BYTES, port_hint: str | None = None) -> HooksListener:
+                   max_result_bytes: int = DEFAULT_LIMIT_BYTES, max_output_bytes: int = DEFAULT_LIMIT_BYTES,
+                   port_hint: str | None = None) -> HooksListener:
     endpoint = HooksEndpoint(evaluator, lifecycle, metrics, tokens=tokens, default_agent=default_agent,
                              fail_closed=fail_closed, max_body_bytes=max_body_bytes,
-                             max_params_bytes=max_params_bytes, max_result_bytes=max_result_bytes)
+                             max_params_bytes=max_params_bytes, max_result_bytes=max_result_bytes,
+                             max_output_bytes=max_output_bytes)
     return HooksListener(listen, endpoint, security, port_hint)
