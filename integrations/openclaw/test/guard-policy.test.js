@@ -101,9 +101,9 @@ describe('guard policy of outputs', () => {
       await new Promise((resolve) => setImmediate(resolve)); // the run is ended after the hook answers
       const prefix = `loopwarden: run ${runId}: `;
       const shown = warned.filter((line) => line.startsWith(prefix)).map((line) => line.slice(prefix.length));
-      /** @type {import('../../../client/node/test/support/guard_policy.js').Seen} */
       // The person reads the abort in the gateway log: `run <id> aborted (<code>): <message>; …`.
       const aborted = errors.map((line) => line.match(/aborted \(([^)]*)\): (.*?); ending/)).find(Boolean);
+      /** @type {import('../../../client/node/test/support/guard_policy.js').Seen} */
       const seen = ended.length ? { effect: 'end_run', text: aborted ? aborted[2] || aborted[1] : '' }
         : shown.length ? { effect: 'run_with_warning', text: shown[0] } : { effect: 'run' };
       const { want, got } = compared(scenario, seen);
