@@ -194,6 +194,17 @@ class RunView:
     depth: int
     tree_totals: TotalsView | None
     run_totals: TotalsView | None
+    output_streaks: OutputStreaksView | None
+
+@final
+class OutputStreaksView:
+    """Where the detectors of loops without tool calls stand for a run (InspectRun's OutputStreaks)."""
+    messages: int
+    thoughts: int
+    final_answers: int
+    compactions: int
+    stop_continuations: int
+    final_answer_turns: int
 
 @final
 class TotalsView:

@@ -345,6 +345,30 @@ pub struct InspectRunResponse {
     /// Standing approvals of the run's tenant that apply to this run's agent.
     #[prost(message, repeated, tag = "18")]
     pub exemptions: ::prost::alloc::vec::Vec<Exemption>,
+    /// Where the detectors of loops without tool calls stand for this run; absent while none of
+    /// them has counted anything for it.
+    #[prost(message, optional, tag = "19")]
+    pub output_streaks: ::core::option::Option<OutputStreaks>,
+}
+/// The counts the detectors of loops without tool calls judge a run by (InspectRunResponse).
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct OutputStreaks {
+    /// repeated_output: identical messages, thoughts and final answers in a row, each kind its own.
+    #[prost(uint32, tag = "1")]
+    pub messages: u32,
+    #[prost(uint32, tag = "2")]
+    pub thoughts: u32,
+    #[prost(uint32, tag = "3")]
+    pub final_answers: u32,
+    /// compaction_storm: compactions since the last new tool result.
+    #[prost(uint32, tag = "4")]
+    pub compactions: u32,
+    /// stop_continuation: final answers a stop hook kept going, in a row, no new tool result between.
+    #[prost(uint32, tag = "5")]
+    pub stop_continuations: u32,
+    /// repeated_final_answer: turns in a row that ended in the same final answer with no tool work.
+    #[prost(uint32, tag = "6")]
+    pub final_answer_turns: u32,
 }
 /// Spending counted for loopwarden.budgets.
 #[derive(Clone, Copy, PartialEq, ::prost::Message)]

@@ -60,7 +60,8 @@ pub struct RunState {
     pub abort: ::core::option::Option<Verdict>,
     #[prost(uint32, tag = "6")]
     pub blocks: u32,
-    /// Outcomes seen run-wide (sorted); absent = the breaker is off for the run.
+    /// Outcomes seen run-wide (sorted); absent = neither the breaker nor a detector of loops
+    /// without tool calls (which count new outcomes as tool work) is on for the run.
     #[prost(message, optional, tag = "7")]
     pub seen_triples: ::core::option::Option<SeenTriples>,
     #[prost(uint32, tag = "8")]
@@ -75,6 +76,38 @@ pub struct RunState {
     /// a loop repeats one call and one outcome, stored once instead of once a record.
     #[prost(bytes = "vec", repeated, tag = "12")]
     pub digests: ::prost::alloc::vec::Vec<::prost::alloc::vec::Vec<u8>>,
+    /// What the detectors of loops without tool calls count (core/src/engine/output_memory.rs);
+    /// absent = none of them ran for the run.
+    #[prost(message, optional, tag = "13")]
+    pub outputs: ::core::option::Option<Outputs>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Outputs {
+    /// repeated_output's streaks, one per output kind: message, thought, final answer.
+    #[prost(message, repeated, tag = "1")]
+    pub streaks: ::prost::alloc::vec::Vec<Streak>,
+    #[prost(message, optional, tag = "2")]
+    pub compactions: ::core::option::Option<Streak>,
+    #[prost(message, optional, tag = "3")]
+    pub continuations: ::core::option::Option<Streak>,
+    #[prost(message, optional, tag = "4")]
+    pub answers: ::core::option::Option<Streak>,
+    /// New tool work since the last turn-ending final answer.
+    #[prost(bool, tag = "5")]
+    pub work_since_answer: bool,
+}
+/// A streak: the digest its events share (XXH3-64; 0 where none is compared), how many in a row,
+/// how many in a row were one piece of text repeated, the seqs of the latest (at most 16).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Streak {
+    #[prost(fixed64, tag = "1")]
+    pub digest: u64,
+    #[prost(uint32, tag = "2")]
+    pub count: u32,
+    #[prost(uint32, tag = "3")]
+    pub chunky: u32,
+    #[prost(uint64, repeated, tag = "4")]
+    pub seqs: ::prost::alloc::vec::Vec<u64>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Record {

@@ -33,6 +33,7 @@ use prost::Message;
 
 use crate::engine::ask::{AskCause, Asks, Exemption, PendingAsk, MAX_DENIED_PATTERNS, MAX_PENDING_ASKS};
 use crate::engine::batches::{Batch, FirstCritical};
+use crate::engine::output_memory::{OutputMemory, Streak, MAX_STREAK_SEQS};
 use crate::engine::{Detector, Guard, Record, RunState, SideEffect, Tool, Verdict, MAX_SIDE_EFFECTS};
 use crate::state_pb as pb;
 use crate::decoded::{action, error_code, level, Decoded, DecodedRetries, StoredRun};
@@ -246,6 +247,39 @@ fn state_message(state: &RunState, skip: usize) -> pb::RunState {
             }).collect(),
             denied: asks.denied.iter().map(|k| k.to_string()).collect(),
         }),
+        outputs: state.rare().outputs.as_deref().map(outputs_message),
+    }
+}
+
+fn streak_message(s: &Streak) -> pb::Streak {
+    pb::Streak { digest: s.digest, count: s.count, chunky: s.chunky, seqs: s.seqs.clone() }
+}
+
+fn outputs_message(m: &OutputMemory) -> pb::Outputs {
+    pb::Outputs {
+        streaks: m.streaks.iter().map(streak_message).collect(),
+        compactions: Some(streak_message(&m.compactions)),
+        continuations: Some(streak_message(&m.continuations)),
+        answers: Some(streak_message(&m.answers)),
+        work_since_answer: m.work_since_answer,
+    }
+}
+
+fn read_streak(s: Option<pb::Streak>) -> Streak {
+    let s = s.unwrap_or_default();
+    let skip = s.seqs.len().saturating_sub(MAX_STREAK_SEQS);
+    Streak { digest: s.digest, count: s.count, chunky: s.chunky, seqs: s.seqs.into_iter().skip(skip).collect() }
+}
+
+/// Streaks past the three output kinds (a newer writer's) are not ours to read; missing ones are empty.
+fn read_outputs(o: pb::Outputs) -> OutputMemory {
+    let mut streaks = o.streaks.into_iter();
+    OutputMemory {
+        streaks: std::array::from_fn(|_| read_streak(streaks.next())),
+        compactions: read_streak(o.compactions),
+        continuations: read_streak(o.continuations),
+        answers: read_streak(o.answers),
+        work_since_answer: o.work_since_answer,
     }
 }
 
@@ -507,7 +541,8 @@ fn read_state(s: pb::RunState) -> Result<RunState, String> {
             Some(Box::new(asks))
         }
     };
-    state.set_rare(crate::engine::Rare { announced, guard, abort, seen_triples, side_effects, batch, asks });
+    let outputs = s.outputs.map(|o| Box::new(read_outputs(o)));
+    state.set_rare(crate::engine::Rare { announced, guard, abort, seen_triples, side_effects, batch, asks, outputs });
     Ok(state)
 }
 
@@ -702,6 +737,27 @@ mod tests {
         assert_eq!(*back.rare().seen_triples.clone().unwrap(), [1u64, 5, 9].into_iter().collect());
         let plain = message(&encode(&record(&RunState::new(4), None))).state.unwrap();
         assert!(plain.side_effects.is_none() && plain.batch.is_none() && plain.announced.is_none() && plain.seen_triples.is_none());
+    }
+
+    /// The detectors of loops without tool calls' counts survive a store, their streaks whole;
+    /// a run that kept none stores none.
+    #[test]
+    fn output_streaks_round_trip() {
+        use crate::engine::output_memory::{OutputMemory, Streak};
+        let mut state = RunState::new(4);
+        let streak = |digest, count, chunky, seqs: &[u64]| Streak { digest, count, chunky, seqs: seqs.to_vec() };
+        let memory = OutputMemory {
+            streaks: [streak(u64::MAX, 3, 0, &[1, 2, 3]), streak(7, 1, 1, &[4]), Streak::default()],
+            compactions: streak(0, 2, 0, &[5, 9]),
+            continuations: streak(0, 1, 0, &[10]),
+            answers: streak(42, 4, 0, &[11, 12, 13, 14]),
+            work_since_answer: true,
+        };
+        state.rare_mut().outputs = Some(Box::new(memory.clone()));
+        let back = decode(&encode(&record(&state, None)), 16).unwrap().state;
+        assert_eq!(*back.rare().outputs.clone().unwrap(), memory);
+        let plain = message(&encode(&record(&RunState::new(4), None))).state.unwrap();
+        assert!(plain.outputs.is_none());
     }
 
     /// A run's tree link survives a store; a run without one reads as a plain run.

@@ -527,7 +527,7 @@ fn read_state(at: &At) -> Result<(RunState, Option<(usize, usize)>), String> {
     let side_effects = read_side_effects(at)?.map(Box::new);
     let batch = read_batch(at)?;
     let asks = read_asks(at)?;
-    state.set_rare(crate::engine::Rare { announced, guard, abort, seen_triples, side_effects, batch, asks });
+    state.set_rare(crate::engine::Rare { announced, guard, abort, seen_triples, side_effects, batch, asks, outputs: None });
     Ok((state, kept))
 }
 

@@ -41,9 +41,10 @@ decision_log = logging.getLogger("loopwarden.decisions")
 # member costs ~6x an int in each comparison of the per-request loop); a name the core does not
 # export fails the import.
 _CODE = {name: code for code, name in enumerate(loopwarden_core.COUNTERS)}
-EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS, GUARD_ABORTS, LIMIT_ABORTS = (
+EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS, GUARD_ABORTS, LIMIT_ABORTS, \
+    OUTPUT_LOOP_ABORTS = (
     _CODE[name] for name in ("events", "rejected", "verdicts", "retried", "shadow", "warnings", "blocks",
-                             "escalation_aborts", "guard_aborts", "limit_aborts"))
+                             "escalation_aborts", "guard_aborts", "limit_aborts", "output_loop_aborts"))
 ASKS, APPROVALS = _CODE["asks"], _CODE["approvals"]
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(LoopDetectionSettings) if f.name != "preset")
@@ -55,6 +56,7 @@ RunView = loopwarden_core.RunView
 RecordView = loopwarden_core.RecordView
 ExemptionView = loopwarden_core.ExemptionView
 TotalsView = loopwarden_core.TotalsView
+OutputStreaksView = loopwarden_core.OutputStreaksView
 CoreVerdict = loopwarden_core.Verdict
 
 
@@ -237,6 +239,8 @@ class CoreService:
                 metrics.approval_of(first, agent).inc(count)
             elif code == LIMIT_ABORTS:
                 metrics.limit_abort_of(first, agent, *tenant_labels).inc(count)
+            elif code == OUTPUT_LOOP_ABORTS:
+                metrics.output_loop_abort_of(first, agent, *tenant_labels).inc(count)
         metrics.evaluation_seconds.add_counts(summary.latency_buckets, summary.latency_sum)
         if summary.logs:
             log_batch(decision_log, ((line.level, line.message, line.extra) for line in summary.logs))

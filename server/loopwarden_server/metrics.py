@@ -25,6 +25,8 @@ HOOK_UNCHECKED_REASONS = ("busy", "timeout", "draining", "restoring", "too_large
 DEFAULT_AGENT = "default"
 # The rolling detectors (the guard aborts, it never warns or blocks): label values known up front.
 DETECTORS = tuple(d for d in loopwarden_core.DETECTORS if d != "post_compaction_guard")
+# The detectors of loops without tool calls, whose ABORTs loopwarden_output_loop_aborts counts.
+OUTPUT_LOOP_DETECTORS = ("repeated_output", "compaction_storm", "stop_continuation", "repeated_final_answer")
 
 
 # PyO3's refusal of a read while a call holds the core mutably (its exact message).
@@ -175,6 +177,10 @@ class Metrics:
             "loopwarden_limit_aborts", "Runs aborted by a limit: budget_exhausted (loopwarden.budgets), tree_too_deep "
             "and too_many_children (loopwarden.runTree).",
             ["reason", "agent", *tenant], registry=registry)
+        self.output_loop_aborts = Counter(
+            "loopwarden_output_loop_aborts", "Runs aborted by a detector of loops without tool calls (repeated_output, "
+            "compaction_storm, stop_continuation, repeated_final_answer).",
+            ["detector", "agent", *tenant], registry=registry)
         self.escalation_aborts = Counter(
             "loopwarden_escalation_aborts", "Runs aborted because they reached abortAfterBlocks (tool_loop_persisted).",
             ["detector", "agent", *tenant], registry=registry)
@@ -261,6 +267,7 @@ class Metrics:
         self.guard_abort_of = _Children(self.guard_aborts)
         self.escalation_abort_of = _Children(self.escalation_aborts)
         self.limit_abort_of = _Children(self.limit_aborts)
+        self.output_loop_abort_of = _Children(self.output_loop_aborts)
         self.shadow_verdict_of = _Children(self.shadow_verdicts)
         self.verdict_of = _Children(self.verdicts)
         self.event_of = _Children(self.events)
@@ -280,6 +287,8 @@ class Metrics:
             self.approvals.labels(answer, DEFAULT_AGENT)
         for reason in ("budget_exhausted", "tree_too_deep", "too_many_children"):
             self.limit_aborts.labels(reason, DEFAULT_AGENT, *default_tenant)
+        for detector in OUTPUT_LOOP_DETECTORS:
+            self.output_loop_aborts.labels(detector, DEFAULT_AGENT, *default_tenant)
         for reason in ("too_many_events", "undecodable", "tenant_streams"):
             self.rejected_requests.labels(reason)
         for reason in ("missing_token", "invalid_token", "token_file_unusable"):

@@ -88,3 +88,14 @@ def test_a_model_output_without_text_or_with_a_bad_kind_is_refused():
     assert ("allow", "") == (by_digest.action, by_digest.error_code)
     with pytest.raises(ValueError, match="output_kind"):
         _decide(core, EventKind.MODEL_OUTPUT, "quiet", text="x", output_kind="shout")
+
+
+def test_under_fast_the_same_message_is_warned_then_ends_the_run_and_inspect_shows_the_streak():
+    core = CoreService(load_config_text('{loopwarden: {preset: "fast"}}'), Metrics(CollectorRegistry()), Limits(),
+                       max_runs=100, idle_ttl_seconds=3600, clock=time.monotonic)
+    said = [_decide(core, EventKind.MODEL_OUTPUT, "talker", seq=n, text="Let me check that again.") for n in range(1, 6)]
+    assert [(v.action, v.detector) for v in said] == [("allow", "")] * 2 + [("warn", "repeated_output")] * 2 + [
+        ("abort", "repeated_output")]
+    assert "output_loop_persisted" == said[-1].error_code
+    view = core.inspect("talker")
+    assert (5, 0, True) == (view.output_streaks.messages, view.output_streaks.compactions, view.aborted)

@@ -190,6 +190,21 @@ type RunInspection struct {
 	RunTotals Totals
 	// Exemptions are the standing approvals of the run's tenant that apply to this run's agent.
 	Exemptions []Exemption
+	// OutputStreaks are the counts the detectors of loops without tool calls judge the run by.
+	OutputStreaks OutputStreaks
+}
+
+// OutputStreaks are where the detectors of loops without tool calls stand for a run (all 0:
+// none counted anything).
+type OutputStreaks struct {
+	// Messages, Thoughts and FinalAnswers are repeated_output's identical outputs in a row.
+	Messages, Thoughts, FinalAnswers uint32
+	// Compactions are compaction_storm's compactions since the last new tool result.
+	Compactions uint32
+	// StopContinuations are stop_continuation's final answers a stop hook kept going, in a row.
+	StopContinuations uint32
+	// FinalAnswerTurns are repeated_final_answer's turns in a row ending in the same answer.
+	FinalAnswerTurns uint32
 }
 
 // Totals is spending counted for loopwarden.budgets, of a run or of its whole tree.
@@ -275,5 +290,12 @@ func inspectionFromMessage(m *pb.InspectRunResponse) RunInspection {
 		TreeTotals:      totalsFromMessage(m.GetTreeTotals()),
 		RunTotals:       totalsFromMessage(m.GetRunTotals()),
 		Exemptions:      exemptionsFromMessages(m.GetExemptions()),
+		OutputStreaks:   outputStreaksFromMessage(m.GetOutputStreaks()),
 	}
+}
+
+func outputStreaksFromMessage(m *pb.OutputStreaks) OutputStreaks {
+	return OutputStreaks{Messages: m.GetMessages(), Thoughts: m.GetThoughts(), FinalAnswers: m.GetFinalAnswers(),
+		Compactions: m.GetCompactions(), StopContinuations: m.GetStopContinuations(),
+		FinalAnswerTurns: m.GetFinalAnswerTurns()}
 }

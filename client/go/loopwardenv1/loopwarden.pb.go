@@ -1780,7 +1780,10 @@ type InspectRunResponse struct {
 	TreeTotals *Totals `protobuf:"bytes,16,opt,name=tree_totals,json=treeTotals,proto3" json:"tree_totals,omitempty"`
 	RunTotals  *Totals `protobuf:"bytes,17,opt,name=run_totals,json=runTotals,proto3" json:"run_totals,omitempty"`
 	// Standing approvals of the run's tenant that apply to this run's agent.
-	Exemptions    []*Exemption `protobuf:"bytes,18,rep,name=exemptions,proto3" json:"exemptions,omitempty"`
+	Exemptions []*Exemption `protobuf:"bytes,18,rep,name=exemptions,proto3" json:"exemptions,omitempty"`
+	// Where the detectors of loops without tool calls stand for this run; absent while none of
+	// them has counted anything for it.
+	OutputStreaks *OutputStreaks `protobuf:"bytes,19,opt,name=output_streaks,json=outputStreaks,proto3" json:"output_streaks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1941,6 +1944,102 @@ func (x *InspectRunResponse) GetExemptions() []*Exemption {
 	return nil
 }
 
+func (x *InspectRunResponse) GetOutputStreaks() *OutputStreaks {
+	if x != nil {
+		return x.OutputStreaks
+	}
+	return nil
+}
+
+// The counts the detectors of loops without tool calls judge a run by (InspectRunResponse).
+type OutputStreaks struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// repeated_output: identical messages, thoughts and final answers in a row, each kind its own.
+	Messages     uint32 `protobuf:"varint,1,opt,name=messages,proto3" json:"messages,omitempty"`
+	Thoughts     uint32 `protobuf:"varint,2,opt,name=thoughts,proto3" json:"thoughts,omitempty"`
+	FinalAnswers uint32 `protobuf:"varint,3,opt,name=final_answers,json=finalAnswers,proto3" json:"final_answers,omitempty"`
+	// compaction_storm: compactions since the last new tool result.
+	Compactions uint32 `protobuf:"varint,4,opt,name=compactions,proto3" json:"compactions,omitempty"`
+	// stop_continuation: final answers a stop hook kept going, in a row, no new tool result between.
+	StopContinuations uint32 `protobuf:"varint,5,opt,name=stop_continuations,json=stopContinuations,proto3" json:"stop_continuations,omitempty"`
+	// repeated_final_answer: turns in a row that ended in the same final answer with no tool work.
+	FinalAnswerTurns uint32 `protobuf:"varint,6,opt,name=final_answer_turns,json=finalAnswerTurns,proto3" json:"final_answer_turns,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *OutputStreaks) Reset() {
+	*x = OutputStreaks{}
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputStreaks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputStreaks) ProtoMessage() {}
+
+func (x *OutputStreaks) ProtoReflect() protoreflect.Message {
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputStreaks.ProtoReflect.Descriptor instead.
+func (*OutputStreaks) Descriptor() ([]byte, []int) {
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *OutputStreaks) GetMessages() uint32 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *OutputStreaks) GetThoughts() uint32 {
+	if x != nil {
+		return x.Thoughts
+	}
+	return 0
+}
+
+func (x *OutputStreaks) GetFinalAnswers() uint32 {
+	if x != nil {
+		return x.FinalAnswers
+	}
+	return 0
+}
+
+func (x *OutputStreaks) GetCompactions() uint32 {
+	if x != nil {
+		return x.Compactions
+	}
+	return 0
+}
+
+func (x *OutputStreaks) GetStopContinuations() uint32 {
+	if x != nil {
+		return x.StopContinuations
+	}
+	return 0
+}
+
+func (x *OutputStreaks) GetFinalAnswerTurns() uint32 {
+	if x != nil {
+		return x.FinalAnswerTurns
+	}
+	return 0
+}
+
 // Spending counted for loopwarden.budgets.
 type Totals struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1961,7 +2060,7 @@ type Totals struct {
 
 func (x *Totals) Reset() {
 	*x = Totals{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2072,7 @@ func (x *Totals) String() string {
 func (*Totals) ProtoMessage() {}
 
 func (x *Totals) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[17]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2085,7 @@ func (x *Totals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Totals.ProtoReflect.Descriptor instead.
 func (*Totals) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{17}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Totals) GetToolCalls() uint64 {
@@ -2060,7 +2159,7 @@ type Exemption struct {
 
 func (x *Exemption) Reset() {
 	*x = Exemption{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[18]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2171,7 @@ func (x *Exemption) String() string {
 func (*Exemption) ProtoMessage() {}
 
 func (x *Exemption) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[18]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2184,7 @@ func (x *Exemption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exemption.ProtoReflect.Descriptor instead.
 func (*Exemption) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{18}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Exemption) GetId() string {
@@ -2148,7 +2247,7 @@ type ListExemptionsRequest struct {
 
 func (x *ListExemptionsRequest) Reset() {
 	*x = ListExemptionsRequest{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[19]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2259,7 @@ func (x *ListExemptionsRequest) String() string {
 func (*ListExemptionsRequest) ProtoMessage() {}
 
 func (x *ListExemptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[19]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2272,7 @@ func (x *ListExemptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExemptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExemptionsRequest) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{19}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListExemptionsRequest) GetAgentId() string {
@@ -2199,7 +2298,7 @@ type ListExemptionsResponse struct {
 
 func (x *ListExemptionsResponse) Reset() {
 	*x = ListExemptionsResponse{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[20]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2310,7 @@ func (x *ListExemptionsResponse) String() string {
 func (*ListExemptionsResponse) ProtoMessage() {}
 
 func (x *ListExemptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[20]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2323,7 @@ func (x *ListExemptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExemptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExemptionsResponse) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{20}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListExemptionsResponse) GetExemptions() []*Exemption {
@@ -2243,7 +2342,7 @@ type RevokeExemptionRequest struct {
 
 func (x *RevokeExemptionRequest) Reset() {
 	*x = RevokeExemptionRequest{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[21]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2354,7 @@ func (x *RevokeExemptionRequest) String() string {
 func (*RevokeExemptionRequest) ProtoMessage() {}
 
 func (x *RevokeExemptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[21]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2367,7 @@ func (x *RevokeExemptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeExemptionRequest.ProtoReflect.Descriptor instead.
 func (*RevokeExemptionRequest) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{21}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RevokeExemptionRequest) GetId() string {
@@ -2287,7 +2386,7 @@ type RevokeExemptionResponse struct {
 
 func (x *RevokeExemptionResponse) Reset() {
 	*x = RevokeExemptionResponse{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[22]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2398,7 @@ func (x *RevokeExemptionResponse) String() string {
 func (*RevokeExemptionResponse) ProtoMessage() {}
 
 func (x *RevokeExemptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[22]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2411,7 @@ func (x *RevokeExemptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeExemptionResponse.ProtoReflect.Descriptor instead.
 func (*RevokeExemptionResponse) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{22}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RevokeExemptionResponse) GetRevoked() *Exemption {
@@ -2344,7 +2443,7 @@ type RunRecord struct {
 
 func (x *RunRecord) Reset() {
 	*x = RunRecord{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[23]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2455,7 @@ func (x *RunRecord) String() string {
 func (*RunRecord) ProtoMessage() {}
 
 func (x *RunRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[23]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2468,7 @@ func (x *RunRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRecord.ProtoReflect.Descriptor instead.
 func (*RunRecord) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{23}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RunRecord) GetSeq() uint64 {
@@ -2427,7 +2526,7 @@ type GuardState struct {
 
 func (x *GuardState) Reset() {
 	*x = GuardState{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[24]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2538,7 @@ func (x *GuardState) String() string {
 func (*GuardState) ProtoMessage() {}
 
 func (x *GuardState) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[24]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2551,7 @@ func (x *GuardState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuardState.ProtoReflect.Descriptor instead.
 func (*GuardState) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{24}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GuardState) GetArmed() bool {
@@ -2491,7 +2590,7 @@ type ToolRule struct {
 
 func (x *ToolRule) Reset() {
 	*x = ToolRule{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[25]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2602,7 @@ func (x *ToolRule) String() string {
 func (*ToolRule) ProtoMessage() {}
 
 func (x *ToolRule) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[25]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2615,7 @@ func (x *ToolRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRule.ProtoReflect.Descriptor instead.
 func (*ToolRule) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{25}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolRule) GetTool() string {
@@ -2739,7 +2838,7 @@ type EffectiveConfig struct {
 
 func (x *EffectiveConfig) Reset() {
 	*x = EffectiveConfig{}
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[26]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +2850,7 @@ func (x *EffectiveConfig) String() string {
 func (*EffectiveConfig) ProtoMessage() {}
 
 func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[26]
+	mi := &file_loopwarden_v1_loopwarden_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +2863,7 @@ func (x *EffectiveConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EffectiveConfig.ProtoReflect.Descriptor instead.
 func (*EffectiveConfig) Descriptor() ([]byte, []int) {
-	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{26}
+	return file_loopwarden_v1_loopwarden_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EffectiveConfig) GetEnabled() bool {
@@ -3229,7 +3328,7 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"\rtool_call_ids\x18\x02 \x03(\tR\vtoolCallIds\x12(\n" +
 	"\x10loop_started_seq\x18\x03 \x01(\x04R\x0eloopStartedSeq\"*\n" +
 	"\x11InspectRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xfd\x05\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xc2\x06\n" +
 	"\x12InspectRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x122\n" +
@@ -3254,7 +3353,15 @@ const file_loopwarden_v1_loopwarden_proto_rawDesc = "" +
 	"run_totals\x18\x11 \x01(\v2\x15.loopwarden.v1.TotalsR\trunTotals\x128\n" +
 	"\n" +
 	"exemptions\x18\x12 \x03(\v2\x18.loopwarden.v1.ExemptionR\n" +
-	"exemptions\"\xda\x01\n" +
+	"exemptions\x12C\n" +
+	"\x0eoutput_streaks\x18\x13 \x01(\v2\x1c.loopwarden.v1.OutputStreaksR\routputStreaks\"\xeb\x01\n" +
+	"\rOutputStreaks\x12\x1a\n" +
+	"\bmessages\x18\x01 \x01(\rR\bmessages\x12\x1a\n" +
+	"\bthoughts\x18\x02 \x01(\rR\bthoughts\x12#\n" +
+	"\rfinal_answers\x18\x03 \x01(\rR\ffinalAnswers\x12 \n" +
+	"\vcompactions\x18\x04 \x01(\rR\vcompactions\x12-\n" +
+	"\x12stop_continuations\x18\x05 \x01(\rR\x11stopContinuations\x12,\n" +
+	"\x12final_answer_turns\x18\x06 \x01(\rR\x10finalAnswerTurns\"\xda\x01\n" +
 	"\x06Totals\x12\x1d\n" +
 	"\n" +
 	"tool_calls\x18\x01 \x01(\x04R\ttoolCalls\x12\x17\n" +
@@ -3436,7 +3543,7 @@ func file_loopwarden_v1_loopwarden_proto_rawDescGZIP() []byte {
 }
 
 var file_loopwarden_v1_loopwarden_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_loopwarden_v1_loopwarden_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_loopwarden_v1_loopwarden_proto_goTypes = []any{
 	(ToolClass)(0),                  // 0: loopwarden.v1.ToolClass
 	(OutputKind)(0),                 // 1: loopwarden.v1.OutputKind
@@ -3461,16 +3568,17 @@ var file_loopwarden_v1_loopwarden_proto_goTypes = []any{
 	(*Evidence)(nil),                // 20: loopwarden.v1.Evidence
 	(*InspectRunRequest)(nil),       // 21: loopwarden.v1.InspectRunRequest
 	(*InspectRunResponse)(nil),      // 22: loopwarden.v1.InspectRunResponse
-	(*Totals)(nil),                  // 23: loopwarden.v1.Totals
-	(*Exemption)(nil),               // 24: loopwarden.v1.Exemption
-	(*ListExemptionsRequest)(nil),   // 25: loopwarden.v1.ListExemptionsRequest
-	(*ListExemptionsResponse)(nil),  // 26: loopwarden.v1.ListExemptionsResponse
-	(*RevokeExemptionRequest)(nil),  // 27: loopwarden.v1.RevokeExemptionRequest
-	(*RevokeExemptionResponse)(nil), // 28: loopwarden.v1.RevokeExemptionResponse
-	(*RunRecord)(nil),               // 29: loopwarden.v1.RunRecord
-	(*GuardState)(nil),              // 30: loopwarden.v1.GuardState
-	(*ToolRule)(nil),                // 31: loopwarden.v1.ToolRule
-	(*EffectiveConfig)(nil),         // 32: loopwarden.v1.EffectiveConfig
+	(*OutputStreaks)(nil),           // 23: loopwarden.v1.OutputStreaks
+	(*Totals)(nil),                  // 24: loopwarden.v1.Totals
+	(*Exemption)(nil),               // 25: loopwarden.v1.Exemption
+	(*ListExemptionsRequest)(nil),   // 26: loopwarden.v1.ListExemptionsRequest
+	(*ListExemptionsResponse)(nil),  // 27: loopwarden.v1.ListExemptionsResponse
+	(*RevokeExemptionRequest)(nil),  // 28: loopwarden.v1.RevokeExemptionRequest
+	(*RevokeExemptionResponse)(nil), // 29: loopwarden.v1.RevokeExemptionResponse
+	(*RunRecord)(nil),               // 30: loopwarden.v1.RunRecord
+	(*GuardState)(nil),              // 31: loopwarden.v1.GuardState
+	(*ToolRule)(nil),                // 32: loopwarden.v1.ToolRule
+	(*EffectiveConfig)(nil),         // 33: loopwarden.v1.EffectiveConfig
 }
 var file_loopwarden_v1_loopwarden_proto_depIdxs = []int32{
 	10, // 0: loopwarden.v1.EvaluateRequest.events:type_name -> loopwarden.v1.Event
@@ -3494,32 +3602,33 @@ var file_loopwarden_v1_loopwarden_proto_depIdxs = []int32{
 	5,  // 18: loopwarden.v1.Verdict.level:type_name -> loopwarden.v1.Level
 	20, // 19: loopwarden.v1.Verdict.evidence:type_name -> loopwarden.v1.Evidence
 	3,  // 20: loopwarden.v1.Verdict.shadow_action:type_name -> loopwarden.v1.Action
-	29, // 21: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
-	30, // 22: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
-	32, // 23: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
+	30, // 21: loopwarden.v1.InspectRunResponse.records:type_name -> loopwarden.v1.RunRecord
+	31, // 22: loopwarden.v1.InspectRunResponse.guard:type_name -> loopwarden.v1.GuardState
+	33, // 23: loopwarden.v1.InspectRunResponse.effective_config:type_name -> loopwarden.v1.EffectiveConfig
 	19, // 24: loopwarden.v1.InspectRunResponse.recent_verdicts:type_name -> loopwarden.v1.Verdict
-	23, // 25: loopwarden.v1.InspectRunResponse.tree_totals:type_name -> loopwarden.v1.Totals
-	23, // 26: loopwarden.v1.InspectRunResponse.run_totals:type_name -> loopwarden.v1.Totals
-	24, // 27: loopwarden.v1.InspectRunResponse.exemptions:type_name -> loopwarden.v1.Exemption
-	24, // 28: loopwarden.v1.ListExemptionsResponse.exemptions:type_name -> loopwarden.v1.Exemption
-	24, // 29: loopwarden.v1.RevokeExemptionResponse.revoked:type_name -> loopwarden.v1.Exemption
-	0,  // 30: loopwarden.v1.ToolRule.tool_class:type_name -> loopwarden.v1.ToolClass
-	31, // 31: loopwarden.v1.EffectiveConfig.tool_rules:type_name -> loopwarden.v1.ToolRule
-	6,  // 32: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
-	8,  // 33: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
-	21, // 34: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
-	25, // 35: loopwarden.v1.LoopDetectionService.ListExemptions:input_type -> loopwarden.v1.ListExemptionsRequest
-	27, // 36: loopwarden.v1.LoopDetectionService.RevokeExemption:input_type -> loopwarden.v1.RevokeExemptionRequest
-	7,  // 37: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
-	9,  // 38: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
-	22, // 39: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
-	26, // 40: loopwarden.v1.LoopDetectionService.ListExemptions:output_type -> loopwarden.v1.ListExemptionsResponse
-	28, // 41: loopwarden.v1.LoopDetectionService.RevokeExemption:output_type -> loopwarden.v1.RevokeExemptionResponse
-	37, // [37:42] is the sub-list for method output_type
-	32, // [32:37] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	24, // 25: loopwarden.v1.InspectRunResponse.tree_totals:type_name -> loopwarden.v1.Totals
+	24, // 26: loopwarden.v1.InspectRunResponse.run_totals:type_name -> loopwarden.v1.Totals
+	25, // 27: loopwarden.v1.InspectRunResponse.exemptions:type_name -> loopwarden.v1.Exemption
+	23, // 28: loopwarden.v1.InspectRunResponse.output_streaks:type_name -> loopwarden.v1.OutputStreaks
+	25, // 29: loopwarden.v1.ListExemptionsResponse.exemptions:type_name -> loopwarden.v1.Exemption
+	25, // 30: loopwarden.v1.RevokeExemptionResponse.revoked:type_name -> loopwarden.v1.Exemption
+	0,  // 31: loopwarden.v1.ToolRule.tool_class:type_name -> loopwarden.v1.ToolClass
+	32, // 32: loopwarden.v1.EffectiveConfig.tool_rules:type_name -> loopwarden.v1.ToolRule
+	6,  // 33: loopwarden.v1.LoopDetectionService.Evaluate:input_type -> loopwarden.v1.EvaluateRequest
+	8,  // 34: loopwarden.v1.LoopDetectionService.Check:input_type -> loopwarden.v1.CheckRequest
+	21, // 35: loopwarden.v1.LoopDetectionService.InspectRun:input_type -> loopwarden.v1.InspectRunRequest
+	26, // 36: loopwarden.v1.LoopDetectionService.ListExemptions:input_type -> loopwarden.v1.ListExemptionsRequest
+	28, // 37: loopwarden.v1.LoopDetectionService.RevokeExemption:input_type -> loopwarden.v1.RevokeExemptionRequest
+	7,  // 38: loopwarden.v1.LoopDetectionService.Evaluate:output_type -> loopwarden.v1.EvaluateResponse
+	9,  // 39: loopwarden.v1.LoopDetectionService.Check:output_type -> loopwarden.v1.CheckResponse
+	22, // 40: loopwarden.v1.LoopDetectionService.InspectRun:output_type -> loopwarden.v1.InspectRunResponse
+	27, // 41: loopwarden.v1.LoopDetectionService.ListExemptions:output_type -> loopwarden.v1.ListExemptionsResponse
+	29, // 42: loopwarden.v1.LoopDetectionService.RevokeExemption:output_type -> loopwarden.v1.RevokeExemptionResponse
+	38, // [38:43] is the sub-list for method output_type
+	33, // [33:38] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_loopwarden_v1_loopwarden_proto_init() }
@@ -3541,14 +3650,14 @@ func file_loopwarden_v1_loopwarden_proto_init() {
 		(*ToolOutcome_ResultJson)(nil),
 		(*ToolOutcome_Error)(nil),
 	}
-	file_loopwarden_v1_loopwarden_proto_msgTypes[26].OneofWrappers = []any{}
+	file_loopwarden_v1_loopwarden_proto_msgTypes[27].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_loopwarden_v1_loopwarden_proto_rawDesc), len(file_loopwarden_v1_loopwarden_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,7 +1,7 @@
 // @ts-check
 /** The InspectRun response as a plain object: the read-only view of one run. */
 
-/** @import { Exemption, RunInspection, RunRecord, Totals } from './types.js' */
+/** @import { Exemption, OutputStreaks, RunInspection, RunRecord, Totals } from './types.js' */
 
 /** @param {any} message @returns {Totals} */
 function totalsFromMessage(message) {
@@ -55,5 +55,18 @@ export function inspectionFromMessage(message) {
     treeTotals: totalsFromMessage(message.treeTotals),
     runTotals: totalsFromMessage(message.runTotals),
     exemptions: (message.exemptions ?? []).map(exemptionFromMessage),
+    outputStreaks: outputStreaksFromMessage(message.outputStreaks),
+  };
+}
+
+/** @param {any} message @returns {OutputStreaks} */
+function outputStreaksFromMessage(message) {
+  return {
+    messages: message?.messages ?? 0,
+    thoughts: message?.thoughts ?? 0,
+    finalAnswers: message?.finalAnswers ?? 0,
+    compactions: message?.compactions ?? 0,
+    stopContinuations: message?.stopContinuations ?? 0,
+    finalAnswerTurns: message?.finalAnswerTurns ?? 0,
   };
 }

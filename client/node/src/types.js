@@ -154,6 +154,18 @@ export {};
  * @property {Totals} treeTotals what the whole tree has spent
  * @property {Totals} runTotals what this run alone has spent
  * @property {Exemption[]} exemptions standing approvals of the tenant that apply to this run's agent
+ * @property {OutputStreaks} outputStreaks the counts the detectors of loops without tool calls judge it by
+ */
+
+/**
+ * Where the detectors of loops without tool calls stand for a run (all 0: none counted anything).
+ * @typedef {object} OutputStreaks
+ * @property {number} messages repeated_output: identical messages in a row
+ * @property {number} thoughts identical thoughts in a row
+ * @property {number} finalAnswers identical final answers in a row
+ * @property {number} compactions compaction_storm: compactions since the last new tool result
+ * @property {number} stopContinuations stop_continuation: final answers a stop hook kept going, in a row
+ * @property {number} finalAnswerTurns repeated_final_answer: turns in a row ending in the same answer
  */
 
 /**

@@ -26,7 +26,7 @@ const PUBLIC_VALUES = [
 ];
 const PUBLIC_TYPES = [
   'Action', 'ApprovalOptions', 'AskAnswer', 'ClientOptions', 'EffectiveConfig', 'EventExtra', 'EventOptions', 'Exemption', 'GuardOptions',
-  'ModelOutputOptions', 'OutcomeOptions', 'RunInspection', 'RunRecord', 'Totals', 'UsageOptions', 'Verdict',
+  'ModelOutputOptions', 'OutcomeOptions', 'OutputStreaks', 'RunInspection', 'RunRecord', 'Totals', 'UsageOptions', 'Verdict',
 ];
 const CLIENT_MEMBERS = [
   'acceptsAsk', 'agentId', 'approval', 'check', 'close', 'compactionRetry', 'evaluate', 'inspect', 'listExemptions', 'modelOutput',

@@ -19,7 +19,7 @@ _EXPORTS = {
     "AsyncToolGuard": "runner", "ToolGuard": "runner", "blocked_tool_result": "runner",
     "Action": "types", "Exemption": "types", "LoopwardenError": "types", "LoopwardenUnavailable": "types",
     "RunAborted": "types", "RunInspection": "types", "RunNotFound": "types", "RunRecord": "types", "Totals": "types",
-    "Verdict": "types", "ExemptionNotFound": "types",
+    "Verdict": "types", "ExemptionNotFound": "types", "OutputStreaks": "types",
 }
 _SUBMODULES = ("events", "eventformat", "replay")
 
@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .client import AsyncLoopwardenClient, LoopwardenClient
     from .runner import AsyncToolGuard, ToolGuard, blocked_tool_result
     from .types import (
-        Action, Exemption, LoopwardenError, LoopwardenUnavailable, RunAborted, RunInspection, RunNotFound, RunRecord,
-        Totals, Verdict,
+        Action, Exemption, LoopwardenError, LoopwardenUnavailable, OutputStreaks, RunAborted, RunInspection,
+        RunNotFound, RunRecord, Totals, Verdict,
     )
 
 

@@ -9,7 +9,7 @@ from google.protobuf.json_format import MessageToDict
 from ._event_extra import (ENVELOPE_EXTRA, KIND_EXTRA, ApprovalExtra, CompactionRetryExtra, ModelOutputExtra,
                            RunEndExtra, ToolCallExtra, ToolOutcomeExtra, UsageExtra, UserTurnExtra)
 from .eventformat import EventKind, EventRecord, json_text, parse_event
-from .types import Action, Exemption, RunInspection, RunRecord, Totals, Verdict
+from .types import Action, Exemption, OutputStreaks, RunInspection, RunRecord, Totals, Verdict
 from .v1 import loopwarden_pb2 as pb
 
 MISSING: Any = object()
@@ -262,7 +262,14 @@ def inspection_from_message(message: pb.InspectRunResponse) -> RunInspection:
         depth=message.depth, tree_totals=totals_from_message(message.tree_totals),
         run_totals=totals_from_message(message.run_totals),
         exemptions=[exemption_from_message(e) for e in message.exemptions],
+        output_streaks=output_streaks_from_message(message.output_streaks),
     )
+
+
+def output_streaks_from_message(message: pb.OutputStreaks) -> OutputStreaks:
+    return OutputStreaks(messages=message.messages, thoughts=message.thoughts, final_answers=message.final_answers,
+                         compactions=message.compactions, stop_continuations=message.stop_continuations,
+                         final_answer_turns=message.final_answer_turns)
 
 
 def totals_from_message(message: pb.Totals) -> Totals:

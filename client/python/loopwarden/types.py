@@ -86,6 +86,23 @@ class Totals:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputStreaks:
+    """Where the detectors of loops without tool calls stand for a run (all 0: none counted)."""
+
+    messages: int = 0  # repeated_output: identical messages in a row
+    thoughts: int = 0  # ... thoughts
+    final_answers: int = 0  # ... final answers
+    compactions: int = 0  # compaction_storm: compactions since the last new tool result
+    stop_continuations: int = 0  # stop_continuation: final answers a stop hook kept going, in a row
+    final_answer_turns: int = 0  # repeated_final_answer: turns ending in the same answer, no tool work
+
+    @property
+    def any(self) -> bool:
+        return any((self.messages, self.thoughts, self.final_answers, self.compactions, self.stop_continuations,
+                    self.final_answer_turns))
+
+
+@dataclass(frozen=True, slots=True)
 class Exemption:
     """A standing approval (an "always" answer to an ASK): criticals of this agent, tool and
     projected arguments are allowed until it expires. Budgets and the breakers still apply."""
@@ -127,6 +144,8 @@ class RunInspection:
     run_totals: Totals = field(default_factory=Totals)
     # Standing approvals of the run's tenant that apply to this run's agent.
     exemptions: list[Exemption] = field(default_factory=list)
+    # The detectors of loops without tool calls' counts.
+    output_streaks: OutputStreaks = field(default_factory=OutputStreaks)
 
 
 class LoopwardenError(Exception):

@@ -66,7 +66,7 @@ mod tests {
     #[test]
     fn the_same_outcome_through_the_window_aborts_the_run() {
         let mut run = Run::new(small()); // window 3
-        let armed = run.send(&Event::CompactionRetry);
+        let armed = run.send(&Event::CompactionRetry { seq: 0 });
         assert_eq!((armed.action, armed.guard_armed), (Action::Allow, true));
         assert_eq!(armed.message, "post-compaction guard armed for 3 attempts");
         for _ in 0..2 {
@@ -88,7 +88,7 @@ mod tests {
     #[test]
     fn a_different_outcome_in_the_window_disarms_it() {
         let mut run = Run::new(small());
-        run.send(&Event::CompactionRetry);
+        run.send(&Event::CompactionRetry { seq: 0 });
         for result in [r#""failed""#, r#""failed""#, r#""built""#] {
             run.call(CALL.0, CALL.1);
             assert_eq!(run.result(CALL.0, CALL.1, result).action, Action::Allow);
@@ -99,7 +99,7 @@ mod tests {
     #[test]
     fn off_when_loop_detection_is_disabled() {
         let mut run = Run::new(Settings { enabled: Some(false), ..small() });
-        let v = run.send(&Event::CompactionRetry);
+        let v = run.send(&Event::CompactionRetry { seq: 0 });
         assert_eq!((v.action, v.guard_armed), (Action::Allow, false));
         assert!(v.message.contains("guard is off"), "{}", v.message);
         assert!(run.state.rare().guard.is_none());

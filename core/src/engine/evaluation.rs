@@ -13,18 +13,22 @@ use crate::toolnames::normalize_tool_name;
 
 use super::ask::{self, AskIo, Turn};
 use super::batches;
-use super::compaction_guard::{arm, observe_outcome};
+use super::compaction_guard::observe_outcome;
+use super::no_tool::{on_compaction, on_model_output};
+use super::output_memory;
 use super::detectors::{detect, track_outcome, Context};
 use super::side_effects::{class_of, remember_call, settle, succeeded};
 use super::run_state::spelling_of;
-use super::{same, Action, Level, Record, RunState, Settings, Tool, Verdict, MAX_ANNOUNCED_KEYS};
+use super::{same, Action, Level, Record, RunState, Settings, Tool, Verdict};
 
 /// One event as the engine sees it (JSON still as text).
 pub enum Event<'a> {
     /// `tool_class`: what the caller says the tool does (MCP annotations); a config rule wins.
     ToolCall { tool_name: &'a str, params_json: &'a str, tool_call_id: &'a str, seq: u64, tool_class: ToolClass },
     ToolOutcome { tool_name: &'a str, params_json: &'a str, tool_call_id: &'a str, result_json: Option<&'a str>, error: Option<&'a str>, seq: u64 },
-    CompactionRetry,
+    /// The runner compacted its context and retries (arms the post-compaction guard; counted by
+    /// compaction_storm).
+    CompactionRetry { seq: u64 },
     RunEnd,
     /// A new instruction from a person or an orchestrator: the run starts fresh for detection.
     UserTurn,
@@ -113,23 +117,6 @@ fn evidence(state: &RunState, indexes: &[usize]) -> (Vec<u64>, Vec<String>) {
     (seqs, ids)
 }
 
-fn announce(state: &mut RunState, key: &str, count: u32) -> bool {
-    let decade = count / 10;
-    let announced = state.rare_mut().announced.get_or_insert_with(Default::default);
-    if let Some(entry) = announced.iter_mut().find(|(k, _)| k == key) {
-        if decade <= entry.1 {
-            return false;
-        }
-        entry.1 = decade;
-        return true;
-    }
-    if announced.len() >= MAX_ANNOUNCED_KEYS {
-        announced.remove(0);
-    }
-    announced.push((key.to_string(), decade));
-    true
-}
-
 fn record(seq: u64, tool: Tool, args: [u8; 32], call_id: &str, status: u8, result: [u8; 32], unknown: Option<&str>) -> Record {
     Record::of(seq, tool, args, result, status, (!call_id.is_empty()).then_some(call_id), unknown)
 }
@@ -150,18 +137,19 @@ pub fn evaluate_with(state: &mut RunState, event: &Event, s: &Settings, catalog:
         Event::ToolOutcome { tool_name, params_json, tool_call_id, result_json, error, seq } => {
             on_tool_outcome(state, tool_name, params_json, tool_call_id, *result_json, *error, *seq, s, catalog, max_depth)
         }
-        Event::CompactionRetry => Ok(still_aborted(state, "").unwrap_or_else(|| arm(state, s))),
+        Event::CompactionRetry { seq } => Ok(still_aborted(state, "").unwrap_or_else(|| on_compaction(state, s, *seq))),
         Event::RunEnd => Ok(Verdict::allow("")),
         Event::UserTurn => Ok(still_aborted(state, "").unwrap_or_else(|| user_turn(state, s))),
         Event::Approval(a) => Ok(still_aborted(state, "").unwrap_or_else(|| ask::on_approval(state, s, io, a))),
-        Event::ModelOutput(_) => Ok(still_aborted(state, "").unwrap_or_else(|| Verdict::allow(""))),
+        Event::ModelOutput(output) => Ok(still_aborted(state, "").unwrap_or_else(|| on_model_output(state, s, output))),
     };
     result.unwrap_or_else(|Invalid(code, message)| Verdict::reject(code, message))
 }
 
 /// A user turn (loopwarden.userTurnResets): forget the repeat streaks (history, warnings
-/// announced, the run-wide streak and triples), the sticky blocks' count and the batch recovery.
-/// The post-compaction guard and duplicate_side_effect's memory stay; an abort is gated before.
+/// announced, the run-wide streak and triples, the output streaks of the turn), the sticky
+/// blocks' count and the batch recovery. The post-compaction guard, duplicate_side_effect's
+/// memory and repeated_final_answer's count of turns stay; an abort is gated before.
 fn user_turn(state: &mut RunState, s: &Settings) -> Verdict {
     if s.user_turn_resets {
         state.clear_history();
@@ -177,6 +165,7 @@ fn user_turn(state: &mut RunState, s: &Settings) -> Verdict {
             r.batch = None;
         }
         ask::forget_denials(state);
+        output_memory::user_turn(state);
     }
     Verdict::allow("")
 }
@@ -310,7 +299,7 @@ fn on_tool_call(
         return Ok(v);
     }
     runs(state);
-    v.announce = announce(state, &v.warning_key, v.count);
+    v.announce = state.announce(&v.warning_key, v.count);
     Ok(v)
 }
 
@@ -427,9 +416,12 @@ fn on_tool_outcome(
     if batches::tracking(s) {
         batches::place_outcome(state);
     }
-    if s.run_wide_breaker_threshold > 0 || s.progress_floor_on() {
+    if s.run_wide_breaker_threshold > 0 || s.progress_floor_on() || s.no_tool_on() {
         let before = state.no_new_streak;
         let new = track_outcome(state, &tool, &digest, fp.status, &fp.digest);
+        if new && s.no_tool_on() {
+            output_memory::tool_work(state);
+        }
         if new && s.progress_floor_on() {
             state.record_mut(index).flags |= batches::NEW_TRIPLE;
         }
@@ -532,7 +524,7 @@ mod tests {
         let mut run = looping(Settings { abort_after_blocks: 2, run_wide_breaker_threshold: 6, ..small() });
         assert_eq!(seen(&run.call(CALL.0, CALL.1)), (Action::Block, Detector::GenericRepeat, 5));
         assert_eq!(run.state.blocks, 1);
-        run.send(&Event::CompactionRetry);
+        run.send(&Event::CompactionRetry { seq: 0 });
         assert!(run.state.rare().guard.is_some());
         let v = run.send(&Event::UserTurn);
         assert_eq!(seen(&v), ALLOW);

@@ -12,6 +12,8 @@ pub mod batches;
 mod compaction_guard;
 mod detectors;
 mod evaluation;
+mod no_tool;
+pub mod output_memory;
 pub mod outputs;
 mod run_state;
 mod settings;

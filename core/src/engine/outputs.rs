@@ -167,7 +167,7 @@ mod tests {
         let prose: String = (0..400).map(|i| format!("word{i} ")).collect();
         assert!(chunk_copies(&prose, 50) <= 1);
         // An 80-character unit: copies 80 apart, farther than 1.5 x 50.
-        let eighty = "x".repeat(0) + &"0123456789abcdefghij".repeat(4);
+        let eighty = "0123456789abcdefghij".repeat(4);
         let spaced: String = (0..12).map(|i| format!("{eighty}{i:03}")).collect::<Vec<_>>().join("");
         assert!(chunk_copies(&spaced, 50) <= 1, "{}", chunk_copies(&spaced, 50));
         assert_eq!(chunk_copies("short", 50), 0);

@@ -1,6 +1,6 @@
 //! What the engine remembers about a run between events: its history of records, the warning
-//! keys already announced, the post-compaction guard, the abort it ended in and the run-wide set
-//! of outcomes seen. Its own module because both the engine and the state store (`crate::stored`)
+//! keys already announced, the post-compaction guard, the abort it ended in, the run-wide set
+//! of outcomes seen and what the detectors of loops without tool calls count. Its own module because both the engine and the state store (`crate::stored`)
 //! read and write it, and its layout is tuned for memory (76-byte records, boxed rare fields).
 
 use std::collections::{HashSet, VecDeque};
@@ -241,9 +241,13 @@ pub struct Rare {
     pub batch: Option<Box<super::batches::Batch>>,
     /// Pending asks and denied patterns (engine::ask); None unless an ASK was given.
     pub asks: Option<Box<super::ask::Asks>>,
+    /// The detectors of loops without tool calls' memory (engine::output_memory); None unless
+    /// one of them is on and the run sent a model output or a compaction.
+    pub outputs: Option<Box<super::output_memory::OutputMemory>>,
 }
 
-static NO_RARE: Rare = Rare { announced: None, guard: None, abort: None, seen_triples: None, side_effects: None, batch: None, asks: None };
+static NO_RARE: Rare =
+    Rare { announced: None, guard: None, abort: None, seen_triples: None, side_effects: None, batch: None, asks: None, outputs: None };
 
 /// How the history differs from the one last saved in full (a *base*): `dropped` records of the
 /// base left at the front, and every record from index `from` on is new or changed. History only
@@ -289,7 +293,7 @@ impl RunState {
     /// Rare parts put in whole (a stored run read back, a merge): none kept when all are None.
     pub fn set_rare(&mut self, rare: Rare) {
         let none = rare.announced.is_none() && rare.guard.is_none() && rare.abort.is_none() && rare.seen_triples.is_none()
-            && rare.side_effects.is_none() && rare.batch.is_none() && rare.asks.is_none();
+            && rare.side_effects.is_none() && rare.batch.is_none() && rare.asks.is_none() && rare.outputs.is_none();
         self.rare = if none { None } else { Some(Box::new(rare)) };
     }
     /// The rare parts taken out (a merge), none left.
@@ -355,6 +359,25 @@ impl RunState {
     /// the base's follow unchanged at the front of the history).
     pub fn unsaved(&self) -> (usize, usize) {
         (self.unsaved.dropped as usize, (self.unsaved.from as usize).min(self.history.len()))
+    }
+
+    /// Whether a warning of `key` at `count` is announced: the first of its pattern in the run,
+    /// then the first of each new decade of its count (spec section 6); remembered here.
+    pub(crate) fn announce(&mut self, key: &str, count: u32) -> bool {
+        let decade = count / 10;
+        let announced = self.rare_mut().announced.get_or_insert_with(Default::default);
+        if let Some(entry) = announced.iter_mut().find(|(k, _)| k == key) {
+            if decade <= entry.1 {
+                return false;
+            }
+            entry.1 = decade;
+            return true;
+        }
+        if announced.len() >= MAX_ANNOUNCED_KEYS {
+            announced.remove(0);
+        }
+        announced.push((key.to_string(), decade));
+        true
     }
 
     /// The history as it is now is the base (it was just saved in full).

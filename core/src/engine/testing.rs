@@ -26,6 +26,11 @@ pub(crate) fn seen(v: &Verdict) -> (Action, Detector, u32) {
 
 pub(crate) const ALLOW: (Action, Detector, u32) = (Action::Allow, Detector::None, 0);
 
+/// `small()` for the detectors of loops without tool calls: each test switches its own on.
+pub(crate) fn no_tool() -> Settings {
+    small()
+}
+
 /// One run: its state, its settings and the next event's seq (every event takes one).
 pub(crate) struct Run {
     pub(crate) state: RunState,
@@ -42,6 +47,39 @@ impl Run {
     fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
+    }
+
+    /// A model output of `kind` ("message", "thought", "final_answer").
+    pub(crate) fn said(&mut self, kind: &str, text: &str) -> Verdict {
+        self.output(kind, text, "", false)
+    }
+
+    /// A model output sent as the caller's digest of its text.
+    pub(crate) fn said_digest(&mut self, kind: &str, digest: &str) -> Verdict {
+        self.output(kind, "", digest, false)
+    }
+
+    /// A model output sent while a stop hook keeps its turn going.
+    pub(crate) fn said_active(&mut self, kind: &str, text: &str) -> Verdict {
+        self.output(kind, text, "", true)
+    }
+
+    /// A final answer at a stop: the turn's own (`active` false) or a stop hook's continuation.
+    pub(crate) fn stop(&mut self, text: &str, active: bool) -> Verdict {
+        self.output("final_answer", text, "", active)
+    }
+
+    fn output(&mut self, kind: &str, text: &str, text_digest: &str, stop_hook_active: bool) -> Verdict {
+        use crate::engine::outputs::{Output, OutputKind};
+        let kind = OutputKind::ALL.into_iter().find(|k| k.name() == kind).expect("an output kind");
+        let seq = self.next_seq();
+        self.send(&Event::ModelOutput(Output { text, text_digest, kind, stop_hook_active, seq }))
+    }
+
+    /// A compaction retry.
+    pub(crate) fn compaction(&mut self) -> Verdict {
+        let seq = self.next_seq();
+        self.send(&Event::CompactionRetry { seq })
     }
 
     pub(crate) fn send(&mut self, event: &Event) -> Verdict {

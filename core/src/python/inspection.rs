@@ -5,6 +5,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::PyCore;
+use crate::engine::output_memory::OutputMemory;
+use crate::engine::outputs::OutputKind;
 use crate::engine::{args_hash_text, result_hash_text};
 use crate::service;
 
@@ -54,6 +56,31 @@ pub(super) struct RunView {
     pub(super) tree_totals: Option<Py<TotalsView>>,
     /// The run's own (None: a plain run keeps none).
     pub(super) run_totals: Option<Py<TotalsView>>,
+    /// The detectors of loops without tool calls' counts (None: none of them counted anything).
+    pub(super) output_streaks: Option<Py<OutputStreaksView>>,
+}
+
+/// InspectRun's OutputStreaks: where the detectors of loops without tool calls stand.
+#[pyclass(module = "loopwarden_core", frozen, get_all)]
+pub(super) struct OutputStreaksView {
+    pub(super) messages: u32,
+    pub(super) thoughts: u32,
+    pub(super) final_answers: u32,
+    pub(super) compactions: u32,
+    pub(super) stop_continuations: u32,
+    pub(super) final_answer_turns: u32,
+}
+
+fn output_streaks_view(py: Python<'_>, m: &OutputMemory) -> PyResult<Py<OutputStreaksView>> {
+    let count = |kind| m.streak(kind).count;
+    Py::new(py, OutputStreaksView {
+        messages: count(OutputKind::Message),
+        thoughts: count(OutputKind::Thought),
+        final_answers: count(OutputKind::FinalAnswer),
+        compactions: m.compactions.count,
+        stop_continuations: m.continuations.count,
+        final_answer_turns: m.answers.count,
+    })
 }
 
 /// Spending counted for budgets, as InspectRun's Totals shows it.
@@ -141,6 +168,7 @@ impl Inspection {
             depth: link.map_or(0, |l| l.depth),
             tree_totals,
             run_totals,
+            output_streaks: state.rare().outputs.as_deref().map(|m| output_streaks_view(py, m)).transpose()?,
         }))
     }
 

@@ -48,7 +48,7 @@ fn json_error(e: JsonError) -> PyErr {
 // ------------------------------------------------------------------ shared vocabulary
 
 /// Counter codes in code order: `COUNTERS[code]` names the Prometheus counter a delta goes to.
-const COUNTERS: [(u8, &str); 12] = [
+const COUNTERS: [(u8, &str); 13] = [
     (counter::EVENTS, "events"),
     (counter::REJECTED, "rejected"),
     (counter::VERDICTS, "verdicts"),
@@ -61,6 +61,7 @@ const COUNTERS: [(u8, &str); 12] = [
     (counter::ASKS, "asks"),
     (counter::APPROVALS, "approvals"),
     (counter::LIMIT_ABORTS, "limit_aborts"),
+    (counter::OUTPUT_LOOP_ABORTS, "output_loop_aborts"),
 ];
 
 /// Every detector id a verdict can carry (the `none` of a plain verdict aside).
@@ -231,6 +232,7 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<inspection::RunView>()?;
     m.add_class::<inspection::RecordView>()?;
     m.add_class::<inspection::TotalsView>()?;
+    m.add_class::<inspection::OutputStreaksView>()?;
     m.add_class::<persistence::Persistence>()?;
     m.add_class::<persistence::Loaded>()?;
     m.add_class::<persistence::RunLoad>()?;

@@ -15,6 +15,7 @@
 //!   store, stored plus memory's plus one per outcome memory first saw (each reset memory's count,
 //!   and none was new); otherwise memory's. A lower bound: the breaker may trip later, not earlier.
 //! - one-of fields: the stored abort wins (an aborted run stays aborted); memory's guard, batch,
+//!   output streaks (the detectors of loops without tool calls: a lower bound, as the breaker's),
 //!   retry window, recent decisions, agent and session when it has them, else the stored ones.
 
 use super::store::Entry;
@@ -113,6 +114,9 @@ fn merge_rare(memory: &mut crate::engine::Rare, stored: crate::engine::Rare, cou
     }
     if memory.batch.is_none() {
         memory.batch = stored.batch;
+    }
+    if memory.outputs.is_none() {
+        memory.outputs = stored.outputs;
     }
     if let Some(theirs) = stored.asks {
         let mut asks = *theirs;

@@ -263,6 +263,11 @@ mod tests {
                        run_wide_breaker_threshold: 12, exec_failure_streak: true, ..Default::default() },
             Settings { enabled: Some(true), history_size: 5, warning_threshold: 2, critical_threshold: 4,
                        user_turn_resets: true, duplicate_side_effect: true, ..Default::default() },
+            // The detectors of loops without tool calls: their streaks are part of the run.
+            Settings { enabled: Some(true), history_size: 6, warning_threshold: 4, critical_threshold: 8, user_turn_resets: true,
+                       repeated_output_warn_at: 2, repeated_output_abort_at: 9, repeated_output_chunk_chars: 8,
+                       repeated_output_chunk_repeats: 3, compaction_storm_abort_at: 9, stop_continuation_abort_at: 9,
+                       repeated_final_answer_warn_at: 2, repeated_final_answer_abort_at: 9, ..Default::default() },
         ];
         let (wall, tools) = (1_700_000_000.0, ["read", "exec", "Bash", "process", "write"]);
         let (mut deltas, mut records) = (0, 0);
@@ -279,7 +284,7 @@ mod tests {
                     let run = format!("r{}", next(&mut rng) % 3);
                     let seq = seqs.entry(run.clone()).or_default();
                     *seq += 1;
-                    let roll = next(&mut rng) % 40;
+                    let roll = next(&mut rng) % 46;
                     let kind = if roll < 18 {
                         let tool = tools[(next(&mut rng) % 5) as usize].to_string();
                         let params = format!(r#"{{"path":"/f/{}","action":"poll"}}"#, next(&mut rng) % 4);
@@ -302,6 +307,12 @@ mod tests {
                     } else if roll < 37 {
                         pending.remove(&run);
                         pb::event::Kind::UserTurn(pb::UserTurn { prompt_id: format!("p{step}") })
+                    } else if roll < 41 {
+                        let text = ["done", "working on it", "abcdefgh".repeat(4).as_str(), "done "][(next(&mut rng) % 4) as usize].to_string();
+                        pb::event::Kind::ModelOutput(pb::ModelOutput { text, output_kind: (next(&mut rng) % 4) as i32,
+                                                                        stop_hook_active: next(&mut rng).is_multiple_of(2), ..Default::default() })
+                    } else if roll < 42 {
+                        pb::event::Kind::CompactionRetry(pb::CompactionRetry {})
                     } else {
                         // A flush of every run, then each taken back as a restart would.
                         for (run_id, (base, delta)) in stored.iter_mut() {

@@ -728,7 +728,7 @@ fn engine_event<'a>(event: &EventRef<'a>) -> Event<'a> {
             },
             seq: event.seq,
         },
-        Some(KindRef::CompactionRetry) => Event::CompactionRetry,
+        Some(KindRef::CompactionRetry) => Event::CompactionRetry { seq: event.seq },
         Some(KindRef::UserTurn { .. }) => Event::UserTurn,
         Some(KindRef::Approval { tool_call_id, decision_id, approved, scope, ttl_seconds, .. }) => {
             let always = scope == pb::ApprovalScope::Always as i32;

@@ -45,6 +45,7 @@ pub mod counter {
     pub const ASKS: u8 = 9; // detector, agent
     pub const APPROVALS: u8 = 10; // answer (approved_once, approved_always, denied, timed_out), agent
     pub const LIMIT_ABORTS: u8 = 11; // error code (budget_exhausted, tree_too_deep, too_many_children), agent (+tenant)
+    pub const OUTPUT_LOOP_ABORTS: u8 = 12; // detector (of loops without tool calls), agent (+tenant)
 }
 
 pub const DEBUG: u8 = 10;
@@ -128,6 +129,9 @@ impl Core {
                     summary.count(counter::ESCALATION_ABORTS, [detector, ""], agent);
                 } else if matches!(v.error_code, "budget_exhausted" | "tree_too_deep" | "too_many_children") {
                     summary.count(counter::LIMIT_ABORTS, [v.error_code, ""], agent);
+                } else if v.detector != crate::engine::Detector::PostCompactionGuard {
+                    // The detectors of loops without tool calls end runs themselves.
+                    summary.count(counter::OUTPUT_LOOP_ABORTS, [detector, ""], agent);
                 } else {
                     summary.count(counter::GUARD_ABORTS, ["", ""], agent);
                 }

@@ -8,7 +8,7 @@ from loopwarden.v1 import loopwarden_pb2 as pb
 from ..config.detection import LoopDetectionSettings
 from ..config.tables import SETTINGS
 from ..config.tool_rules import ToolRules
-from ..core import ExemptionView, RecordView, RunView, TotalsView
+from ..core import ExemptionView, OutputStreaksView, RecordView, RunView, TotalsView
 
 
 # resolved field -> EffectiveConfig field, from the one table (the proto's fields are generated too).
@@ -58,7 +58,16 @@ def inspect_response(view: RunView, settings: LoopDetectionSettings) -> pb.Inspe
         recent_verdicts=[pb.Verdict.FromString(raw) for raw in view.recent_verdicts], agent_label=view.agent_label,
         parent_run_id=view.parent_run_id, children=view.children, root_run_id=view.root_run_id, depth=view.depth,
         tree_totals=_totals(view.tree_totals), run_totals=_totals(view.run_totals),
+        output_streaks=_output_streaks(view.output_streaks),
     )
+
+
+def _output_streaks(view: OutputStreaksView | None) -> pb.OutputStreaks | None:
+    if view is None:
+        return None
+    return pb.OutputStreaks(messages=view.messages, thoughts=view.thoughts, final_answers=view.final_answers,
+                            compactions=view.compactions, stop_continuations=view.stop_continuations,
+                            final_answer_turns=view.final_answer_turns)
 
 
 def _totals(view: TotalsView | None) -> pb.Totals | None:

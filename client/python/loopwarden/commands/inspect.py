@@ -157,6 +157,17 @@ def tree_lines(inspection: RunInspection, shown_children: int = 5) -> list[str]:
     return [f"tree      {place}", f"spent     {spent}"]
 
 
+def output_lines(inspection: RunInspection) -> list[str]:
+    """The detectors of loops without tool calls' counts, when any is not 0 (none otherwise)."""
+    s = inspection.output_streaks
+    if not s.any:
+        return []
+    counts = [(s.messages, "same message"), (s.thoughts, "same thought"), (s.final_answers, "same final answer"),
+              (s.compactions, "compactions"), (s.stop_continuations, "stop-hook continuations"),
+              (s.final_answer_turns, "turns ending in the same answer")]
+    return ["outputs   " + " · ".join(f"{what} {n}" for n, what in counts if n) + " (in a row, no new tool result)"]
+
+
 def summary(inspection: RunInspection, records: int = DEFAULT_RECORDS) -> list[str]:
     """The run as text lines: who, guard, blocks, config, the last records, the recent verdicts."""
     agent = inspection.agent_label or effective_agent(inspection.agent_id)
@@ -180,6 +191,7 @@ def summary(inspection: RunInspection, records: int = DEFAULT_RECORDS) -> list[s
         f"blocks    {inspection.blocks}",
         f"aborted   {aborted}",
         *tree_lines(inspection),
+        *output_lines(inspection),
         f"config    {config[0]}",
         *(f"          {line}" for line in config[1:]),
         "",

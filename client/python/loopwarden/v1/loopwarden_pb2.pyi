@@ -298,7 +298,7 @@ class InspectRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class InspectRunResponse(_message.Message):
-    __slots__ = ("run_id", "agent_id", "records", "guard", "blocks", "aborted", "abort_error_code", "effective_config", "events_evaluated", "recent_verdicts", "agent_label", "parent_run_id", "children", "root_run_id", "depth", "tree_totals", "run_totals", "exemptions")
+    __slots__ = ("run_id", "agent_id", "records", "guard", "blocks", "aborted", "abort_error_code", "effective_config", "events_evaluated", "recent_verdicts", "agent_label", "parent_run_id", "children", "root_run_id", "depth", "tree_totals", "run_totals", "exemptions", "output_streaks")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +317,7 @@ class InspectRunResponse(_message.Message):
     TREE_TOTALS_FIELD_NUMBER: _ClassVar[int]
     RUN_TOTALS_FIELD_NUMBER: _ClassVar[int]
     EXEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_STREAKS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     agent_id: str
     records: _containers.RepeatedCompositeFieldContainer[RunRecord]
@@ -335,7 +336,24 @@ class InspectRunResponse(_message.Message):
     tree_totals: Totals
     run_totals: Totals
     exemptions: _containers.RepeatedCompositeFieldContainer[Exemption]
-    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ..., guard: _Optional[_Union[GuardState, _Mapping]] = ..., blocks: _Optional[int] = ..., aborted: _Optional[bool] = ..., abort_error_code: _Optional[str] = ..., effective_config: _Optional[_Union[EffectiveConfig, _Mapping]] = ..., events_evaluated: _Optional[int] = ..., recent_verdicts: _Optional[_Iterable[_Union[Verdict, _Mapping]]] = ..., agent_label: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., tree_totals: _Optional[_Union[Totals, _Mapping]] = ..., run_totals: _Optional[_Union[Totals, _Mapping]] = ..., exemptions: _Optional[_Iterable[_Union[Exemption, _Mapping]]] = ...) -> None: ...
+    output_streaks: OutputStreaks
+    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ..., guard: _Optional[_Union[GuardState, _Mapping]] = ..., blocks: _Optional[int] = ..., aborted: _Optional[bool] = ..., abort_error_code: _Optional[str] = ..., effective_config: _Optional[_Union[EffectiveConfig, _Mapping]] = ..., events_evaluated: _Optional[int] = ..., recent_verdicts: _Optional[_Iterable[_Union[Verdict, _Mapping]]] = ..., agent_label: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., tree_totals: _Optional[_Union[Totals, _Mapping]] = ..., run_totals: _Optional[_Union[Totals, _Mapping]] = ..., exemptions: _Optional[_Iterable[_Union[Exemption, _Mapping]]] = ..., output_streaks: _Optional[_Union[OutputStreaks, _Mapping]] = ...) -> None: ...
+
+class OutputStreaks(_message.Message):
+    __slots__ = ("messages", "thoughts", "final_answers", "compactions", "stop_continuations", "final_answer_turns")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    THOUGHTS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    COMPACTIONS_FIELD_NUMBER: _ClassVar[int]
+    STOP_CONTINUATIONS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_ANSWER_TURNS_FIELD_NUMBER: _ClassVar[int]
+    messages: int
+    thoughts: int
+    final_answers: int
+    compactions: int
+    stop_continuations: int
+    final_answer_turns: int
+    def __init__(self, messages: _Optional[int] = ..., thoughts: _Optional[int] = ..., final_answers: _Optional[int] = ..., compactions: _Optional[int] = ..., stop_continuations: _Optional[int] = ..., final_answer_turns: _Optional[int] = ...) -> None: ...
 
 class Totals(_message.Message):
     __slots__ = ("tool_calls", "tool_ms", "input_tokens", "output_tokens", "cost_usd", "wall_seconds", "runs")

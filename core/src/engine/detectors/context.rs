@@ -6,6 +6,8 @@
 use std::collections::VecDeque;
 
 use crate::engine::batches::INCONCLUSIVE;
+use crate::engine::output_memory::OutputMemory;
+use crate::engine::outputs::OutputKind;
 use crate::engine::{args_hash_text, result_hash_text, same, Detector, Level, Record, Settings, SideEffect, Tool};
 use crate::fingerprint::PENDING;
 use crate::tool_rules::ToolClass;
@@ -25,6 +27,27 @@ pub(crate) struct Detection {
 
 pub(crate) fn detection(detector: Detector, level: Level, count: u32, message: String, key: String, evidence: Vec<usize>) -> Detection {
     Detection { detector, level, count, message, warning_key: key, paired_tool_name: String::new(), evidence, cited: None }
+}
+
+/// What a detector of loops without tool calls sees: the run's memory of outputs and
+/// compactions (engine::output_memory), already updated with the event being judged.
+pub(crate) struct NoTool<'a> {
+    pub(crate) memory: &'a OutputMemory,
+    pub(crate) event: NoToolEvent,
+}
+
+/// The event a detector of loops without tool calls judges.
+#[derive(Clone, Copy)]
+pub(crate) enum NoToolEvent {
+    /// A model output: its kind, whether a stop hook keeps its turn going, and how many copies
+    /// of one piece its text is (outputs::chunk_copies; 0 without text).
+    Output { kind: OutputKind, stop_hook_active: bool, copies: u32 },
+    Compaction,
+}
+
+/// A detection citing seqs (a no-tool streak's evidence; they are no history records).
+pub(crate) fn cited(detector: Detector, level: Level, count: u32, message: String, key: String, seqs: &[u64]) -> Detection {
+    Detection { cited: Some((seqs.to_vec(), Vec::new())), ..detection(detector, level, count, message, key, Vec::new()) }
 }
 
 pub(crate) struct Counts {

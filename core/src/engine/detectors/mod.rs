@@ -1,4 +1,6 @@
-//! The rolling detectors and their precedence (spec section 5), one module per detector.
+//! The rolling detectors and their precedence (spec section 5), one module per detector; and
+//! the detectors of loops without tool calls (`NO_TOOL`), which judge a model output or a
+//! compaction instead of a call.
 //!
 //! `PRECEDENCE` is the order of the precedence table: the first detector that answers decides
 //! the call. `RANKED_AFTER` holds the opt-in detectors that catch what the reference misses
@@ -8,6 +10,7 @@
 //! level.
 
 mod argument_churn;
+mod compaction_storm;
 mod context;
 mod cycle;
 mod duplicate_side_effect;
@@ -18,10 +21,13 @@ mod generic_repeat;
 mod global_breaker;
 mod known_poll;
 mod ping_pong;
+mod repeated_final_answer;
+mod repeated_output;
 mod run_wide;
+mod stop_continuation;
 mod unknown_tool;
 
-pub(crate) use context::{Context, Detection};
+pub(crate) use context::{Context, Detection, NoTool, NoToolEvent};
 pub(crate) use run_wide::track_outcome;
 
 use crate::engine::{Level, Settings};
@@ -37,6 +43,24 @@ const PRECEDENCE: [DetectFn; 6] = [
 ];
 const RANKED_AFTER: [DetectFn; 5] =
     [error_repeat::detect, argument_churn::detect, cycle::detect, failure_cascade::detect, duplicate_side_effect::detect];
+
+/// The detectors of loops without tool calls, in the order they are asked: the first critical
+/// answer decides (each ends the run), else the first warning.
+type NoToolFn = fn(&NoTool, &Settings) -> Option<Detection>;
+const NO_TOOL: [NoToolFn; 4] =
+    [stop_continuation::detect, compaction_storm::detect, repeated_output::detect, repeated_final_answer::detect];
+
+pub(crate) fn detect_no_tool(ctx: &NoTool, s: &Settings) -> Option<Detection> {
+    let mut warning = None;
+    for d in NO_TOOL {
+        match d(ctx, s) {
+            Some(det) if det.level == Level::Critical => return Some(det),
+            Some(det) if warning.is_none() => warning = Some(det),
+            _ => {}
+        }
+    }
+    warning
+}
 
 pub(crate) fn detect(ctx: &mut Context, s: &Settings) -> Option<Detection> {
     let mut found = None;
