@@ -18,6 +18,8 @@ from tests.client.python.integrations.test_langchain import (  # noqa: F401  (gu
 )
 
 WARN_AT, ABORT_AT = 3, 5
+# The output that ends the run is the one with abortAt identical ones before it.
+ENDED_OUTPUT = ABORT_AT + 1
 SAID = "Let me check the hosts file once more."
 ANSWER = "I cannot find the host you asked about."
 USAGE = {"input_tokens": 30, "output_tokens": 10, "total_tokens": 40}
@@ -25,8 +27,11 @@ USAGE = {"input_tokens": 30, "output_tokens": 10, "total_tokens": 40}
 
 @pytest.fixture(scope="module")
 def daemon_config() -> str:
-    return ("{loopwarden: {repeatedOutput: {enabled: true, warnAt: %d, abortAt: %d}, "
-            "repeatedFinalAnswer: {enabled: true, warnAt: %d, abortAt: %d}}}" % (WARN_AT, ABORT_AT, WARN_AT, ABORT_AT))
+    # tools.loopDetection.enabled is the gate of every detector; the call detectors stay at their
+    # defaults, far from the five identical reads here.
+    return ("{tools: {loopDetection: {enabled: true}}, loopwarden: {repeatedOutput: {enabled: true, warnAt: %d, "
+            "abortAt: %d}, repeatedFinalAnswer: {enabled: true, warnAt: %d, abortAt: %d}}}"
+            % (WARN_AT, ABORT_AT, WARN_AT, ABORT_AT))
 
 
 def repeating_model(turns: int) -> LoopingModel:
@@ -53,16 +58,16 @@ class TestRepeatedMessages:
 
         warned = [r.getMessage() for r in caplog.records if "WARNING: you have written the same" in r.getMessage()]
         messages = tool_messages(state)
-        # Responses 1-4 ran their read; the 5th response's read is refused: the run is over.
-        assert (ABORT_AT - 1, ABORT_AT) == (len(runs), len(messages))
+        # Responses 1-5 ran their read; the 6th response's read is refused: the run is over.
+        assert (ENDED_OUTPUT - 1, ENDED_OUTPUT) == (len(runs), len(messages))
         assert "error" == messages[-1].status
         last = state["messages"][-1]
         assert isinstance(last, AIMessage) and last.content.startswith("CRITICAL:") and "output_loop_persisted" in \
             messages[-1].artifact["error_code"]
         assert warned, "the announced warning is logged"
-        assert 1 == aborts(daemon, "repeated_output") - before
+        assert 2 == aborts(daemon, "repeated_output") - before  # the 6th response, then its refused read
         # The responses' usage reached the tree with their text.
-        assert ABORT_AT * USAGE["input_tokens"] == client.inspect(run_id).tree_totals.input_tokens
+        assert ENDED_OUTPUT * USAGE["input_tokens"] == client.inspect(run_id).tree_totals.input_tokens
 
     def test_ainvoke_judges_the_same_way(self, guard, daemon, run_id):
         runs: list = []
@@ -79,7 +84,7 @@ class TestRepeatedMessages:
 
         state = asyncio.run(main())
 
-        assert ABORT_AT - 1 == len(runs)
+        assert ENDED_OUTPUT - 1 == len(runs)
         assert state["messages"][-1].content.startswith("CRITICAL:")
 
     def test_different_messages_are_never_flagged(self, guard, daemon, run_id):
@@ -100,7 +105,8 @@ class TestRepeatedFinalAnswers:
     def test_the_same_final_answer_turn_after_turn_ends_the_run(self, guard, daemon, run_id):
         """A thread whose every invocation (a new human message, a user turn) ends on the same answer
         with no tool work: the abortAt-th answer is followed by the abort message."""
-        agent = create_agent(LoopingModel(messages=iter([AIMessage(ANSWER)] * 10)), [counting_read([])],
+        answers = [AIMessage(ANSWER) for _ in range(10)]  # one message each: a thread keeps them by id
+        agent = create_agent(LoopingModel(messages=iter(answers)), [counting_read([])],
                              middleware=[guard()], checkpointer=InMemorySaver())
         before = aborts(daemon, "repeated_final_answer")
         config = {"configurable": {"thread_id": run_id}}

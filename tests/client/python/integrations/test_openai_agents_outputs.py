@@ -21,7 +21,9 @@ SAID = "Let me check the hosts file once more."
 
 @pytest.fixture(scope="module")
 def daemon_config() -> str:
-    return "{loopwarden: {repeatedOutput: {enabled: true, warnAt: %d, abortAt: %d}}}" % (WARN_AT, ABORT_AT)
+    # tools.loopDetection.enabled is the gate of every detector.
+    return ("{tools: {loopDetection: {enabled: true}}, loopwarden: {repeatedOutput: {enabled: true, warnAt: %d, "
+            "abortAt: %d}}}" % (WARN_AT, ABORT_AT))
 
 
 def run(guard, agent: Agent, group_id: str):
@@ -50,7 +52,8 @@ class TestRepeatedMessages:
         with caplog.at_level(logging.WARNING, logger="loopwarden.integrations"), pytest.raises(RunAborted) as raised:
             run(guard, agent, run_id)
 
-        assert ("output_loop_persisted", ABORT_AT - 1) == (raised.value.verdict.error_code, len(runs))
+        # The 6th response (five identical before it) ends the run before its read runs.
+        assert ("output_loop_persisted", ABORT_AT) == (raised.value.verdict.error_code, len(runs))
         assert any("WARNING: you have written the same" in record.getMessage() for record in caplog.records)
         assert 1 == aborts(daemon) - before
 
