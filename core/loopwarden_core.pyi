@@ -271,6 +271,218 @@ class Limits:
     # generated:limits:end
 
 @final
+class Settings:
+    """One agent's resolved settings as the core reads them, every field a required keyword (the
+    daemon builds one from its resolved settings: core.py's `core_settings`)."""
+    # generated:settings:begin (tables/loopwarden.toml: edit there, then `make tables`)
+    # Master switch of the rolling detectors. true: every detector and the post-compaction guard;
+    # unset: only the guard; false: nothing runs and nothing is recorded. The embedded default
+    # config sets true.
+    enabled: bool | None
+    # Recent tool calls remembered per run.
+    history_size: int
+    # Repeats of the same call before the agent is warned (the call still runs).
+    warning_threshold: int
+    # Repeats of the same call with the same result before the next one is blocked.
+    critical_threshold: int
+    # Consecutive calls to a tool that does not exist before the next one is blocked.
+    unknown_tool_threshold: int
+    # The circuit breaker: repeats with an unchanged result before the next call is blocked,
+    # whichever detectors are on.
+    global_circuit_breaker_threshold: int
+    # The same call with the same result, again and again.
+    generic_repeat: bool
+    # Polling a known status tool that reports no change.
+    known_poll_no_progress: bool
+    # Alternating between two calls without progress.
+    ping_pong: bool
+    # Attempts watched after a context-compaction retry; the run is aborted when all N are the same
+    # call with the same result.
+    compaction_window_size: int
+    # The N-th BLOCK of a run becomes ABORT (`tool_loop_persisted`); false or 0: off.
+    abort_after_blocks: int
+    # Completed calls in a row with no new (tool, args, result) triple before the next call is
+    # blocked.
+    run_wide_breaker_threshold: int
+    # Compute and report BLOCK and ABORT, but answer ALLOW: enforce nothing.
+    shadow: bool
+    # Streak of calls to one tool with changing arguments and one outcome that warns.
+    argument_churn_warn_at: int
+    # The streak that blocks; false: warn only.
+    argument_churn_block_at: int
+    # Identical failures of the same call that block; one fewer warns.
+    error_repeat_threshold: int
+    # Identical outcomes of one call (same tool, same arguments, nothing new in between) after which
+    # the next identical call is blocked; the call before it is warned. Below C, it is the block; C
+    # still blocks if lower.
+    same_outcome_block_at: int
+    # The same for outcomes that prove less when they repeat: a success that says nothing (an empty
+    # result, a command that printed nothing), since a silent write may have changed what it does
+    # not report, and an error that names a retryable condition (503, 429, a rate limit, a timeout),
+    # since a retry may succeed. Not for known polls, whose unchanged answer is the no-progress
+    # itself.
+    same_outcome_inconclusive_block_at: int
+    # A ping-pong with a side that only returned empty results is warned, never blocked.
+    ping_pong_needs_answers: bool
+    # Block a `mutating` tool called again with identical (projected) arguments after an identical
+    # call of the run succeeded (`duplicate_side_effect`).
+    duplicate_side_effect: bool
+    # Full repetitions of a 3- to 6-call cycle with unchanged outcomes after which the call
+    # continuing it is warned.
+    cycle_warn_after: int
+    # Full repetitions after which the call continuing the cycle is blocked; false: warn only. The
+    # history must hold them (blockAfter x period calls).
+    cycle_block_after: int
+    # exec terminal failures (non-zero exit, not timed out, some output) continue one generic_repeat
+    # streak across changing commands while their failure text, without timestamps, clock times,
+    # pids, attempt counters and durations, stays the same.
+    exec_failure_streak: bool
+    # Consecutive failed calls (error outcomes, any tools) after which the next call is blocked; one
+    # fewer warns.
+    failure_cascade_threshold: int
+    # Calls issued together are one batch (one EvaluateRequest, one ToolCall.batch_id, or calls
+    # issued while the batch's earlier calls are still pending, at most 64): identical calls in a
+    # batch count once, and a fan-out of distinct calls is one step of argumentChurn and the run-
+    # wide breaker.
+    parallel_batches: bool
+    # `call`: a critical verdict blocks its own call. `batch`: the first critical also blocks the
+    # later calls of its batch and leaves one recovery turn; a second critical ends the run
+    # (`loop_recovery_failed`).
+    critical_scope: str
+    # An identical call with an unchanged outcome is a repeat only since another call last brought
+    # the run something new (a new (tool, args, result) triple): re-reading unchanged data between
+    # new calls is not a loop.
+    progress_resets_repeats: bool
+    # A `user_turn` event (a new instruction from a person or an orchestrator) starts the run fresh
+    # for detection: history, announced warnings, sticky blocks and their count, the run-wide streak
+    # and batch recovery are cleared (an aborted run stays aborted; duplicateSideEffect's memory
+    # stays). False keeps streaks across turns (hosts whose user is a simulator).
+    user_turn_resets: bool
+    # Deepest run of a tree (root: depth 0): every event of a run deeper than this is ABORTed
+    # (`tree_too_deep`). The root run's agent settings apply; false or 0: no limit.
+    run_tree_max_depth: int
+    # Children ever created under one parent run: the first event of a child past it is ABORTed
+    # (`too_many_children`) and the child is not counted. The root run's agent settings apply; false
+    # or 0: no limit.
+    run_tree_max_children: int
+    # Tool calls one run may make (the run's own agent settings): call N + 1 is ABORTed
+    # (`budget_exhausted`); false or 0: off.
+    budget_tool_calls_per_run: int
+    # Tool calls the whole run tree may make (the root run's agent settings): the call past it, in
+    # any run of the tree, is ABORTed; false or 0: off.
+    budget_tool_calls_per_tree: int
+    # Seconds of tool time (the sum of `ToolOutcome.duration_ms`) the tree may spend: the first call
+    # after the total passes it is ABORTed; false or 0: off.
+    budget_tool_seconds_per_tree: int
+    # Input plus output tokens (`usage` events) the tree may spend: the first call after the total
+    # passes it is ABORTed; false or 0: off.
+    budget_tokens_per_tree: int
+    # US dollars (`usage.cost_usd`) the tree may spend: the first call after the total passes it is
+    # ABORTed; false or 0: off.
+    budget_cost_usd_per_tree: float
+    # Seconds since the tree's first event: the first call after that is ABORTed; false or 0: off.
+    budget_wall_seconds_per_tree: int
+    # The fraction of a budget whose reaching warns (once per budget per run, on a call that would
+    # be allowed) with what is used and what is left; false or 0: no warnings.
+    budget_warn_at: float
+    # `abort`: the first call past a budget is ABORTed (`budget_exhausted`). `ask`: it is ASKed (a
+    # human decides whether the run goes on; the run is not aborted) when the event accepts ASK,
+    # else ABORTed.
+    on_budget: str
+    # `block`: a critical verdict blocks its call. `ask`: the first critical of a pattern in a run
+    # is ACTION_ASK (a person decides whether the call runs) for callers that set `accepts_ask`;
+    # others still get the BLOCK. A denial (or no answer within `askTimeoutSeconds`) makes the
+    # pattern's later criticals BLOCK. Aborts are never asked.
+    on_critical: str
+    # An ASK with no `approval` within this many seconds counts as a denial (judged when the run's
+    # next event arrives).
+    ask_timeout_seconds: int
+    # How long an "always" approval (a standing exemption) stands when the approval gives no
+    # `ttl_seconds` (at most 30 days; an approval's own ttl_seconds is capped to the same 30 days).
+    exemption_ttl_seconds: int
+    # Outputs of one kind (message, thought, final answer) with the same normalised text in a row,
+    # no new (tool, args, result) triple and no user turn in between, that warn. Provisional
+    # default, to be set from the text-bearing traces.
+    repeated_output_warn_at: int
+    # The same count that ends the run (`output_loop_persisted`); false: warn only. Provisional
+    # default.
+    repeated_output_abort_at: int
+    # Length in characters of the piece of normalised text whose repetition inside one output is a
+    # loop by itself.
+    repeated_output_chunk_chars: int
+    # Copies of one `chunkChars` piece, each starting within 1.5 x chunkChars of the previous, that
+    # make an output a loop by itself: the first such output is warned, the next one of its kind (no
+    # new tool result between) ends the run.
+    repeated_output_chunk_repeats: int
+    # `compaction_retry` events with no new (tool, args, result) triple between any two of them that
+    # end the run (`compaction_storm`). Provisional default.
+    compaction_storm_abort_at: int
+    # Final-answer outputs with `stop_hook_active` in a row, no new (tool, args, result) triple in
+    # between, that end the run (`stop_hook_loop`); keep it below the host's own cap (Claude Code
+    # stops after 8 continuations). Provisional default.
+    stop_continuation_abort_at: int
+    # Successive turns (user turns apart) ending in the same normalised final answer, with no new
+    # (tool, args, result) triple in any of them, that warn. Provisional default.
+    repeated_final_answer_warn_at: int
+    # The same count that ends the run (`final_answer_loop`); false: warn only. Provisional default.
+    repeated_final_answer_abort_at: int
+    def __init__(
+        self,
+        *,
+        enabled: bool | None,
+        history_size: int,
+        warning_threshold: int,
+        critical_threshold: int,
+        unknown_tool_threshold: int,
+        global_circuit_breaker_threshold: int,
+        generic_repeat: bool,
+        known_poll_no_progress: bool,
+        ping_pong: bool,
+        compaction_window_size: int,
+        abort_after_blocks: int,
+        run_wide_breaker_threshold: int,
+        shadow: bool,
+        argument_churn_warn_at: int,
+        argument_churn_block_at: int,
+        error_repeat_threshold: int,
+        same_outcome_block_at: int,
+        same_outcome_inconclusive_block_at: int,
+        ping_pong_needs_answers: bool,
+        tool_rules: list[ToolRule],
+        duplicate_side_effect: bool,
+        cycle_warn_after: int,
+        cycle_block_after: int,
+        exec_failure_streak: bool,
+        failure_cascade_threshold: int,
+        parallel_batches: bool,
+        critical_scope: str,
+        progress_resets_repeats: bool,
+        user_turn_resets: bool,
+        run_tree_max_depth: int,
+        run_tree_max_children: int,
+        budget_tool_calls_per_run: int,
+        budget_tool_calls_per_tree: int,
+        budget_tool_seconds_per_tree: int,
+        budget_tokens_per_tree: int,
+        budget_cost_usd_per_tree: float,
+        budget_wall_seconds_per_tree: int,
+        budget_warn_at: float,
+        on_budget: str,
+        on_critical: str,
+        ask_timeout_seconds: int,
+        exemption_ttl_seconds: int,
+        repeated_output_warn_at: int,
+        repeated_output_abort_at: int,
+        repeated_output_chunk_chars: int,
+        repeated_output_chunk_repeats: int,
+        compaction_storm_abort_at: int,
+        stop_continuation_abort_at: int,
+        repeated_final_answer_warn_at: int,
+        repeated_final_answer_abort_at: int,
+    ) -> None: ...
+    # generated:settings:end
+
+@final
 class Loaded:
     """What became of a stored run handed to Persistence.load or Persistence.merge."""
     RESTORED: ClassVar[Loaded]
@@ -388,8 +600,8 @@ class Core:
     _panic_tool: str | None  # test hook: a call of this tool makes the core panic
     def __init__(self, instance_id: str, max_runs: int, idle_ttl_seconds: float, limits: Limits,
                  latency_bounds: list[float]) -> None: ...
-    def configure(self, default: dict[str, object], agents: dict[str, dict[str, object]],
-                  provider_send_tools: list[str], extra_poll_tools: list[str]) -> None: ...
+    def configure(self, default: Settings, agents: dict[str, Settings], provider_send_tools: list[str],
+                  extra_poll_tools: list[str]) -> None: ...
     @property
     def limits(self) -> Limits: ...
     def set_tenant_quota(self, runs: int) -> None: ...  # 0: no per-tenant run quota

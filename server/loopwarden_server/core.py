@@ -7,7 +7,7 @@ trip; the hook endpoints send Evaluate requests, transport/hook_requests.py) and
 typed `Answer`: the response, and a `Summary` of counter deltas, latency counts, the decisions
 worth a log line and the runs it evicted. Here those become Prometheus
 increments and decision log lines. Config stays Python's: each (re)load is compiled into one
-frozen settings mapping per agent and handed over whole.
+typed `loopwarden_core.Settings` per agent and handed over whole.
 
 Every counter code, detector id and action name comes from the core (`loopwarden_core.COUNTERS`,
 `DETECTORS`, `ACTIONS`): Python has no second table of them.
@@ -19,7 +19,6 @@ loaded by whatever `LoadsRuns` the transport hands `loaded` (statestore/loader.p
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -29,11 +28,11 @@ import loopwarden_core
 from loopwarden.eventformat import EventRecord
 
 from .config import Config
-from .config.detection import LoopDetectionSettings
+from .config.tables import ResolvedSettings
 from .integration import current_integration
 from .logs import log_batch
 from .metrics import LATENCY_BUCKETS, Metrics, from_scrape_thread
-from .settings import CORE_LIMITS, Limits
+from .settings import Limits
 
 decision_log = logging.getLogger("loopwarden.decisions")
 
@@ -46,8 +45,6 @@ EVENTS, REJECTED, VERDICTS, RETRIED, SHADOW, WARNINGS, BLOCKS, ESCALATION_ABORTS
     _CODE[name] for name in ("events", "rejected", "verdicts", "retried", "shadow", "warnings", "blocks",
                              "escalation_aborts", "guard_aborts", "limit_aborts", "output_loop_aborts"))
 ASKS, APPROVALS = _CODE["asks"], _CODE["approvals"]
-
-_SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(LoopDetectionSettings) if f.name != "preset")
 
 Answer = loopwarden_core.Answer
 Pending = loopwarden_core.Pending
@@ -68,16 +65,83 @@ class LoadsRuns(Protocol):
 
 
 def core_limits(limits: Limits) -> loopwarden_core.Limits:
-    """The envelope limits the core enforces, as its typed struct (their names are generated from
-    tables/loopwarden.toml, so a limit added there is passed on here)."""
-    return loopwarden_core.Limits(**{name: getattr(limits, name) for name in CORE_LIMITS})
+    """The envelope limits the core enforces, as its typed struct, each by name (the keywords are
+    generated from tables/loopwarden.toml's `core = true` limits, so a limit added there is passed
+    on here, and checked by mypy against the stub)."""
+    return loopwarden_core.Limits(
+        # generated:core-limits:begin (tables/loopwarden.toml [[limit]]: edit there, then `make tables`)
+        max_params_bytes=limits.max_params_bytes,
+        max_result_bytes=limits.max_result_bytes,
+        max_run_id_chars=limits.max_run_id_chars,
+        max_tool_name_chars=limits.max_tool_name_chars,
+        max_agent_id_chars=limits.max_agent_id_chars,
+        max_session_id_chars=limits.max_session_id_chars,
+        max_tool_call_id_chars=limits.max_tool_call_id_chars,
+        max_json_depth=limits.max_json_depth,
+        max_output_text_bytes=limits.max_output_text_bytes,
+        max_events_per_request=limits.max_events_per_request,
+        # generated:core-limits:end
+    )
 
 
-def settings_dict(settings: LoopDetectionSettings) -> dict:
-    """The settings as the core reads them: tool rules compiled (their paths as parsed steps)."""
-    values = {name: getattr(settings, name) for name in _SETTINGS_FIELDS}
-    values["tool_rules"] = settings.tool_rules.compiled()
-    return values
+def core_settings(settings: ResolvedSettings) -> loopwarden_core.Settings:
+    """The settings as the core's typed object, each field by name (tool rules compiled: their
+    paths as parsed steps). The keywords are generated from tables/loopwarden.toml, and every one
+    is required, so a setting added there and left out here fails the type check and the call."""
+    return loopwarden_core.Settings(
+        # generated:core-settings:begin (tables/loopwarden.toml: edit there, then `make tables`)
+        enabled=settings.enabled,
+        history_size=settings.history_size,
+        warning_threshold=settings.warning_threshold,
+        critical_threshold=settings.critical_threshold,
+        unknown_tool_threshold=settings.unknown_tool_threshold,
+        global_circuit_breaker_threshold=settings.global_circuit_breaker_threshold,
+        generic_repeat=settings.generic_repeat,
+        known_poll_no_progress=settings.known_poll_no_progress,
+        ping_pong=settings.ping_pong,
+        compaction_window_size=settings.compaction_window_size,
+        abort_after_blocks=settings.abort_after_blocks,
+        run_wide_breaker_threshold=settings.run_wide_breaker_threshold,
+        shadow=settings.shadow,
+        argument_churn_warn_at=settings.argument_churn_warn_at,
+        argument_churn_block_at=settings.argument_churn_block_at,
+        error_repeat_threshold=settings.error_repeat_threshold,
+        same_outcome_block_at=settings.same_outcome_block_at,
+        same_outcome_inconclusive_block_at=settings.same_outcome_inconclusive_block_at,
+        ping_pong_needs_answers=settings.ping_pong_needs_answers,
+        tool_rules=settings.tool_rules.compiled(),
+        duplicate_side_effect=settings.duplicate_side_effect,
+        cycle_warn_after=settings.cycle_warn_after,
+        cycle_block_after=settings.cycle_block_after,
+        exec_failure_streak=settings.exec_failure_streak,
+        failure_cascade_threshold=settings.failure_cascade_threshold,
+        parallel_batches=settings.parallel_batches,
+        critical_scope=settings.critical_scope,
+        progress_resets_repeats=settings.progress_resets_repeats,
+        user_turn_resets=settings.user_turn_resets,
+        run_tree_max_depth=settings.run_tree_max_depth,
+        run_tree_max_children=settings.run_tree_max_children,
+        budget_tool_calls_per_run=settings.budget_tool_calls_per_run,
+        budget_tool_calls_per_tree=settings.budget_tool_calls_per_tree,
+        budget_tool_seconds_per_tree=settings.budget_tool_seconds_per_tree,
+        budget_tokens_per_tree=settings.budget_tokens_per_tree,
+        budget_cost_usd_per_tree=settings.budget_cost_usd_per_tree,
+        budget_wall_seconds_per_tree=settings.budget_wall_seconds_per_tree,
+        budget_warn_at=settings.budget_warn_at,
+        on_budget=settings.on_budget,
+        on_critical=settings.on_critical,
+        ask_timeout_seconds=settings.ask_timeout_seconds,
+        exemption_ttl_seconds=settings.exemption_ttl_seconds,
+        repeated_output_warn_at=settings.repeated_output_warn_at,
+        repeated_output_abort_at=settings.repeated_output_abort_at,
+        repeated_output_chunk_chars=settings.repeated_output_chunk_chars,
+        repeated_output_chunk_repeats=settings.repeated_output_chunk_repeats,
+        compaction_storm_abort_at=settings.compaction_storm_abort_at,
+        stop_continuation_abort_at=settings.stop_continuation_abort_at,
+        repeated_final_answer_warn_at=settings.repeated_final_answer_warn_at,
+        repeated_final_answer_abort_at=settings.repeated_final_answer_abort_at,
+        # generated:core-settings:end
+    )
 
 
 class CoreService:
@@ -110,9 +174,9 @@ class CoreService:
 
     def swap_config(self, config: Config) -> None:
         """Compile the config once: settings per agent id, the defaults, the tool catalog."""
-        agents = {agent: settings_dict(settings) for agent, settings in config.agent_settings.items()}
+        agents = {agent: core_settings(settings) for agent, settings in config.agent_settings.items()}
         catalog = config.tool_catalog
-        self.native.configure(settings_dict(config.global_settings), agents,
+        self.native.configure(core_settings(config.global_settings), agents,
                               sorted(catalog.provider_send_tools), sorted(catalog.extra_poll_tools))
         self._config = config
 

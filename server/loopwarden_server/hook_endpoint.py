@@ -39,7 +39,7 @@ from loopwarden.hooks import HOSTS, HookHost, HookPayloadError, HookRequest, Ver
 from loopwarden.hooks.protocol import (
     action_of, event_name_in, parse, refused_answer, unavailable_answer, unchecked_answer,
 )
-from loopwarden.hooks.reduction import DEFAULT_LIMIT_BYTES
+from loopwarden.daemon_limits import MAX_OUTPUT_TEXT_BYTES, MAX_PARAMS_BYTES, MAX_RESULT_BYTES
 
 from .core import CoreService
 from .hook_asks import HookAsks
@@ -119,8 +119,9 @@ class HooksEndpoint:
 
     def __init__(self, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics | None, *,
                  tokens: Callable[[], TokenTable | None] | None, default_agent: str, fail_closed: bool,
-                 max_body_bytes: int, max_params_bytes: int = DEFAULT_LIMIT_BYTES,
-                 max_result_bytes: int = DEFAULT_LIMIT_BYTES, max_output_bytes: int = DEFAULT_LIMIT_BYTES,
+                 max_body_bytes: int, max_params_bytes: int = MAX_PARAMS_BYTES.default,
+                 max_result_bytes: int = MAX_RESULT_BYTES.default,
+                 max_output_bytes: int = MAX_OUTPUT_TEXT_BYTES.default,
                  answer_timeout: float = ANSWER_TIMEOUT_SECONDS) -> None:
         self._evaluator = evaluator
         self._answer_timeout = answer_timeout

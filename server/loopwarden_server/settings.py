@@ -195,21 +195,6 @@ _OPTIONS = (
     ("--auth-token-file", "LOOPWARDEN_AUTH_TOKEN_FILE", "auth_token_file", str, "file of bearer tokens clients must send: one token, or one `TENANT TOKEN` per line (a tenant each)"),
 )
 _LIMIT_FIELDS = frozenset(field.name for field in fields(Limits))
-# What the core enforces: core.py hands these fields of Limits to loopwarden_core.Limits.
-CORE_LIMITS = (
-    # generated:core-limits:begin (tables/loopwarden.toml [[limit]]: edit there, then `make tables`)
-    "max_params_bytes",
-    "max_result_bytes",
-    "max_run_id_chars",
-    "max_tool_name_chars",
-    "max_agent_id_chars",
-    "max_session_id_chars",
-    "max_tool_call_id_chars",
-    "max_json_depth",
-    "max_output_text_bytes",
-    "max_events_per_request",
-    # generated:core-limits:end
-)
 _SECURITY_FIELDS = {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file"}
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import (docs_out, go_out, helm_out, hook_hosts_out, limits_out, node_out, proto_out, python_out, rust_out,
-               shapes_out, views_out)
+               settings_face_out, shapes_out, views_out)
 from .proto_source import Proto
 from .shapes_out import load as load_proto
 from .regions import RegionError
@@ -25,7 +25,8 @@ from .source import SourceError, Tables, load
 @dataclass(frozen=True)
 class Copy:
     """One generated copy: a whole file (`render`) or regions of a hand-written one (`update`),
-    of the tables (`of_limits`: of their input limits alone); the same of the proto's shapes
+    of the tables (`of_limits`: of their input limits alone; `of_settings`: of the resolved settings'
+    fields alone); the same of the proto's shapes
     (`shape_render`, `shape_update`); or built from the checkout's code (`build`). A file may hold
     regions of more than one source: one Copy each."""
 
@@ -36,6 +37,7 @@ class Copy:
     shape_render: Callable[[Proto], str] | None = None
     shape_update: Callable[[Proto, str], str] | None = None
     of_limits: bool = False  # carries the input limits, no setting or detector
+    of_settings: bool = False  # carries the resolved settings' fields alone (their crossing into the core)
 
     @property
     def of_shapes(self) -> bool:
@@ -67,6 +69,10 @@ COPIES = (
     Copy(docs_out.CONFIGURATION_PATH, update=docs_out.update_configuration),
     Copy(docs_out.DETECTORS_PATH, update=docs_out.update_detectors),
     Copy(hook_hosts_out.PATH, build=hook_hosts_out.render),
+    # The resolved settings as one typed object into the core: its class, its stub, what Python passes.
+    Copy(settings_face_out.RUST_PATH, render=settings_face_out.render_rust, of_settings=True),
+    Copy(settings_face_out.PYI_PATH, update=settings_face_out.update_pyi, of_settings=True),
+    Copy(settings_face_out.CORE_PATH, update=settings_face_out.update_core, of_settings=True),
     # The shapes: after proto_out, whose regions are in the proto they are read from.
     Copy(shapes_out.WIRE_PATH, shape_render=shapes_out.render_wire),
     Copy(shapes_out.CORE_EVENT_PATH, shape_render=shapes_out.render_core_event),
@@ -88,11 +94,18 @@ COPIES = (
     Copy(views_out.NODE_TYPES_PATH,
          shape_update=lambda p, text: shapes_out.update_node_types_extra(p, views_out.update_node_types(p, text))),
     Copy(views_out.NODE_INSPECTION_PATH, shape_update=views_out.update_node_inspection),
-    # The input limits ([[limit]]); docs/configuration.md's flag table is docs_out's.
+    # The input limits ([[limit]]); docs/configuration.md's flag table is docs_out's. The chart's files
+    # hold regions of both the settings (above) and the limits: one Copy each.
     Copy(limits_out.SERVICE_PATH, render=limits_out.render_service, of_limits=True),
     Copy(limits_out.PYTHON_CORE_PATH, render=limits_out.render_python_core, of_limits=True),
     Copy(limits_out.PYI_PATH, update=limits_out.update_pyi, of_limits=True),
     Copy(limits_out.SETTINGS_PATH, update=limits_out.update_settings, of_limits=True),
+    Copy(limits_out.CORE_PATH, update=limits_out.update_core, of_limits=True),
+    Copy(limits_out.CLIENT_PATH, render=limits_out.render_client, of_limits=True),
+    Copy(helm_out.SCHEMA_PATH, update=helm_out.update_schema_limits, of_limits=True),
+    Copy(helm_out.VALUES_PATH, update=helm_out.update_values_limits, of_limits=True),
+    Copy(helm_out.HELPERS_PATH, update=helm_out.update_helpers_limits, of_limits=True),
+    Copy(helm_out.README_PATH, update=helm_out.update_readme_limits, of_limits=True),
 )
 
 

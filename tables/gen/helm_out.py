@@ -1,13 +1,17 @@
-"""helm/loopwarden: the `config` schema in values.schema.json and the `config` block of values.yaml."""
+"""helm/loopwarden: the `config` schema in values.schema.json and the `config` block of values.yaml,
+and the daemon's input limits ([[limit]] rows) as `daemon.limits`: their values, their schema, the
+map from each key to its flag in templates/_helpers.tpl, and their rows in the chart README."""
 from __future__ import annotations
 
 import json
 
 from . import regions
-from .source import Setting, Tables
+from .source import Limit, Setting, Tables, camel
 
 SCHEMA_PATH = "helm/loopwarden/values.schema.json"
 VALUES_PATH = "helm/loopwarden/values.yaml"
+HELPERS_PATH = "helm/loopwarden/templates/_helpers.tpl"
+README_PATH = "helm/loopwarden/README.md"
 
 _NULLABLE_OBJECT = ["object", "null"]
 
@@ -167,8 +171,6 @@ def update_values(t: Tables, text: str) -> str:
     return regions.replace(text, "config-loopwarden", loopwarden, path=VALUES_PATH)
 
 
-README_PATH = "helm/loopwarden/README.md"
-
 
 def update_readme(t: Tables, text: str) -> str:
     """The values table of the `config` keys the daemon reads (the chart README's Values section)."""
@@ -178,3 +180,58 @@ def update_readme(t: Tables, text: str) -> str:
         meaning = (_describe(s) + _note(t, s)).replace("|", "\\|").replace("<", "&lt;")
         rows.append(f"| `config.{s.path}` | `{value}` | {meaning} |")
     return regions.replace(text, "chart-config", rows, path=README_PATH)
+
+
+# ---------------------------------------------------------------- daemon.limits ([[limit]] rows)
+# One key per limit, camelCase of its name; 0 (the default) leaves its flag out, so the daemon's own
+# default applies and the chart never carries a second copy of it.
+
+_UNIT_WORDS = {"bytes": ", in bytes", "chars": ", in characters"}  # counts and seconds say so already
+
+
+def limit_key(limit: Limit) -> str:
+    return camel(limit.name)
+
+
+def _limit_meaning(limit: Limit) -> str:
+    head = limit.help[0].upper() + limit.help[1:]
+    return f"{head}{_UNIT_WORDS.get(limit.unit, '')} (`{limit.flag}`; daemon default {limit.shown}): {limit.doc}."
+
+
+def update_schema_limits(t: Tables, text: str) -> str:
+    document = json.loads(text)
+    properties = {limit_key(limit): {"type": "number" if limit.is_float else "integer", "minimum": 0,
+                                     "description": _limit_meaning(limit) + " 0: the daemon default."}
+                  for limit in t.limits}
+    document["properties"]["daemon"]["properties"]["limits"] = {
+        "type": "object", "additionalProperties": False,
+        "description": "The daemon's input limits, one key per flag; 0 keeps the daemon default.",
+        "properties": properties, "required": list(properties)}
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def update_values_limits(t: Tables, text: str) -> str:
+    lines: list[str] = []
+    for limit in t.limits:
+        lines += _comment(_limit_meaning(limit), "    ")
+        lines.append(f"    {limit_key(limit)}: 0")
+    return regions.replace(text, "daemon-limits", lines, path=VALUES_PATH)
+
+
+def update_helpers_limits(t: Tables, text: str) -> str:
+    """`loopwarden.limitFlags`: one "key flag" line per limit, in table order (deployment.yaml
+    renders the args from it, leaving out a limit of 0)."""
+    lines = ['{{/* daemon.limits keys and the `loopwarden serve` flags they set, one "key flag" a line, in',
+             "the order the args are rendered (a limit of 0 leaves its flag out: the daemon default). */}}",
+             '{{- define "loopwarden.limitFlags" -}}']
+    lines += [f"{limit_key(limit)} {limit.flag}" for limit in t.limits]
+    lines.append("{{- end }}")
+    return regions.replace(text, "limit-flags", lines, path=HELPERS_PATH)
+
+
+def update_readme_limits(t: Tables, text: str) -> str:
+    rows = ["| value | default | meaning |", "|---|---|---|"]
+    for limit in t.limits:
+        meaning = _limit_meaning(limit).replace("|", "\\|").replace("<", "&lt;")
+        rows.append(f"| `daemon.limits.{limit_key(limit)}` | `0` | {meaning} |")
+    return regions.replace(text, "chart-limits", rows, path=README_PATH)

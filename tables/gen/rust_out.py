@@ -9,7 +9,7 @@ _RUST = {"switch": "Option<bool>", "bool": "bool", "count": "u32", "count_or_off
          "tool_rules": "std::sync::Arc<crate::tool_rules::ToolRules>", "choice": "String", "number": "f64"}
 
 
-def _rust_type(setting) -> str:
+def rust_type(setting) -> str:
     return setting.rust_type or _RUST[setting.kind]
 
 
@@ -38,33 +38,18 @@ def render(t: Tables) -> str:
         "//! The shared tables the engine reads: each agent's Settings (field names as in the config's",
         "//! resolved settings), the detector ids, the error codes and the messages the agent is shown.",
         "",
-        "/// Effective settings of one agent, compiled by Python (config/tables.py) and handed in whole.",
+        "/// Effective settings of one agent, resolved by Python (config/tables.py) and handed in whole as",
+        "/// `loopwarden_core.Settings` (python/settings_gen.rs).",
         "#[derive(Clone, Debug)]",
         "pub struct Settings {",
     ]
     for s in engine:
         out += _doc(s.doc, "    ")
-        out.append(f"    pub {s.field}: {_rust_type(s)},")
+        out.append(f"    pub {s.field}: {rust_type(s)},")
     out += ["}", "", "impl Default for Settings {", "    fn default() -> Self {", "        Settings {"]
     for s in engine:
         out.append(f"            {s.field}: {_rust_value(t.resolved_default(s))},")
-    out += ["        }", "    }", "}", "",
-            "/// The settings' field names, as Python's settings mapping spells its keys.",
-            "pub const SETTING_FIELDS: &[&str] = &[" + ", ".join(f'"{s.field}"' for s in engine) + "];", ""]
-    out += [
-        "#[cfg(feature = \"python\")]",
-        "pub(crate) fn settings_from_dict(d: &pyo3::Bound<'_, pyo3::types::PyDict>) -> pyo3::PyResult<Settings> {",
-        "    use pyo3::types::PyDictMethods;",
-        "    let mut s = Settings::default();",
-    ]
-    for s in engine:
-        out.append(f'    if let Some(v) = d.get_item("{s.field}")? {{')
-        if s.kind == "tool_rules":  # compiled from the loader's frozen rules (paths already parsed)
-            out.append(f"        s.{s.field} = crate::tool_rules::from_py(&v)?;")
-        else:
-            out.append(f"        s.{s.field} = pyo3::types::PyAnyMethods::extract(&v)?;")
-        out.append("    }")
-    out += ["    Ok(s)", "}", ""]
+    out += ["        }", "    }", "}", ""]
     out += ["/// Which detector answered: the wire numbers of enum Detector, the ids of the metric labels.",
             "#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]", "pub enum Detector {"]
     for d in t.detectors:

@@ -17,6 +17,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden.v1 import loopwarden_pb2_grpc as pb_grpc
 
+from loopwarden_server.settings import parse_serve_args
+from tables.gen.source import camel
+from tables.gen.source import load as load_tables
 from tests.deploy.tooling import (
     ALERTS,
     ALL_OPTIONAL_VALUES,
@@ -166,7 +169,8 @@ class TestValuesSchema:
             ("daemon.limits.maxStreams=-1", "/daemon/limits/maxStreams"),
             ("daemon.limits.maxJsonDepth=2.5", "/daemon/limits/maxJsonDepth"),
             ('daemon.limits.maxMessageBytes="8Mi"', "/daemon/limits/maxMessageBytes"),
-            ("daemon.limits.maxRunIdChars=10", "additional properties 'maxRunIdChars'"),
+            ("daemon.limits.maxRunIdChar=10", "additional properties 'maxRunIdChar'"),
+            ('daemon.limits.streamIdleTimeoutSeconds="10m"', "/daemon/limits/streamIdleTimeoutSeconds"),
             ('snapshot.enabled="true"', "/snapshot/enabled"),
             ('snapshot.sizeLimit="lots"', "/snapshot/sizeLimit"),
             ('updateStrategy="BlueGreen"', "/updateStrategy"),
@@ -335,7 +339,7 @@ class TestDeployment:
         assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
 
 
-# TLS with mTLS, a token, the snapshot and every limit on, over the defaults.
+# TLS with mTLS, a token, the snapshot and six limits on, over the defaults.
 SECURE_SETS = (
     'security.tls.secretName="lw-tls"',
     "security.tls.clientCA=true",
@@ -360,12 +364,13 @@ SECURE_ARGS = [
     "--metrics-listen", "0.0.0.0:9464",
     "--config", "/etc/loopwarden/loopwarden.json5",
     "--drain-grace", "10",
+    # In the order of tables/loopwarden.toml's [[limit]] rows, which the chart's flag map follows.
+    "--max-params-bytes", "524288",
+    "--max-result-bytes", "2097152",
     "--max-json-depth", "32",
     "--max-events-per-request", "500",
     "--max-message-bytes", "16777216",
     "--max-streams", "2000",
-    "--max-params-bytes", "524288",
-    "--max-result-bytes", "2097152",
     "--health-listen", "0.0.0.0:50053",
     "--tls-cert", "/etc/loopwarden-tls/tls.crt",
     "--tls-key", "/etc/loopwarden-tls/tls.key",
@@ -375,6 +380,8 @@ SECURE_ARGS = [
     "--log-level", "info",
 ]
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+# Every daemon limit as its chart key and flag, from the one table the chart's copies come from.
+LIMIT_FLAGS = [(camel(limit.name), limit.flag, limit.name) for limit in load_tables(REPO).limits]
 
 
 class TestSecurityAndSnapshot:
@@ -490,23 +497,26 @@ class TestSecurityAndSnapshot:
         peers = [peer["podSelector"]["matchLabels"] for peer in grpc_rule["from"] if "podSelector" in peer]
         assert any(all(test_pod["metadata"]["labels"].get(k) == v for k, v in peer.items()) for peer in peers)
 
-    @pytest.mark.parametrize(
-        ("key", "flag"),
-        [
-            ("maxJsonDepth", "--max-json-depth"),
-            ("maxEventsPerRequest", "--max-events-per-request"),
-            ("maxMessageBytes", "--max-message-bytes"),
-            ("maxStreams", "--max-streams"),
-            ("maxParamsBytes", "--max-params-bytes"),
-            ("maxResultBytes", "--max-result-bytes"),
-        ],
-    )
-    def test_each_limit_sets_its_flag_and_zero_leaves_it_out(self, key: str, flag: str) -> None:
+    @pytest.mark.parametrize(("key", "flag", "name"), LIMIT_FLAGS, ids=[key for key, _, _ in LIMIT_FLAGS])
+    def test_each_limit_sets_its_flag_and_zero_leaves_it_out(self, key: str, flag: str, name: str) -> None:
+        """Every daemon limit (each [[limit]] row of tables/loopwarden.toml) is a value: 0 leaves its
+        flag out, a number sets it (a large one as a plain integer), and the daemon's own parser
+        reads it as that limit."""
         assert values()["daemon"]["limits"][key] == 0
-        assert flag not in daemon_container(render())["args"]
+        default_args = daemon_container(render())["args"]
+        assert flag not in default_args
         args = daemon_container(render(set_json=(f"daemon.limits.{key}=123456789",)))["args"]
         assert flag_values(args)[flag] == "123456789"
-        assert [a for a in args if a.startswith("--max-")] == [flag]
+        assert len(args) == len(default_args) + 2
+        assert getattr(parse_serve_args(args, {}).limits, name) == 123456789
+
+    def test_seconds_keep_their_fraction(self) -> None:
+        """A limit in seconds may be a fraction: rendered as one, and the daemon takes it."""
+        args = daemon_container(render(set_json=("daemon.limits.streamIdleTimeoutSeconds=2.5",)))["args"]
+        assert flag_values(args)["--stream-idle-timeout"] == "2.5"
+        assert parse_serve_args(args, {}).limits.stream_idle_timeout_seconds == 2.5
+        whole = daemon_container(render(set_json=("daemon.limits.streamIdleTimeoutSeconds=1200",)))["args"]
+        assert flag_values(whole)["--stream-idle-timeout"] == "1200"
 
     def test_snapshot_size_limit_is_the_empty_dir_limit(self) -> None:
         pod = find(render(set_json=("snapshot.enabled=true", 'snapshot.sizeLimit="256Mi"')), "Deployment")["spec"]["template"]["spec"]

@@ -21,6 +21,7 @@ from tests.reference.engine import fingerprints, toolnames
 from tests.reference.engine.external_content import blank_wrapper_ids
 from tests.reference.engine.jsonvalues import canonical_json, decode_json
 from tests.strategies import json_values
+from tests.support.results import text_result, wrapped
 
 
 def tool_name(raw: str) -> str:
@@ -51,16 +52,6 @@ def result_hash(tool: str, params: Any, result: Any, catalog: ToolCatalog = Tool
     assert (expected.status, expected.digest if expected.status else b"", expected.unknown_tool_name) == (
         status, digest if status else b"", unknown), f"the core fingerprints {tool} {result_json or error!r} differently"
     return expected.result_hash
-
-
-def wrapped(body: str, wrapper_id: str, closing_id: str | None = None) -> str:
-    closing_id = wrapper_id if closing_id is None else closing_id
-    return (f'<<<EXTERNAL_UNTRUSTED_CONTENT id="{wrapper_id}">>>\nSource: Web Fetch\n---\n{body}\n'
-            f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id="{closing_id}">>>')
-
-
-def text_result(text: str) -> dict:
-    return {"content": [{"type": "text", "text": text}], "details": {}}
 
 
 class TestToolNames:

@@ -7,18 +7,9 @@ import json
 
 from loopwarden_server.config.detection import LoopDetectionSettings
 from tests.engine.driver import A, D, Run
+from tests.support.results import text_result, wrapped
 
 DEFAULTS = LoopDetectionSettings(enabled=True)
-
-
-def wrapped(body: str, wrapper_id: str, closing_id: str | None = None) -> str:
-    closing_id = wrapper_id if closing_id is None else closing_id
-    return (f'<<<EXTERNAL_UNTRUSTED_CONTENT id="{wrapper_id}">>>\nSource: Web Fetch\n---\n{body}\n'
-            f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id="{closing_id}">>>')
-
-
-def text_result(text: str) -> dict:
-    return {"content": [{"type": "text", "text": text}], "details": {}}
 
 
 class TestToolNameSpellings:

@@ -7,6 +7,7 @@ hand. Both are tried on a temporary copy of the repository, one generated copy a
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -19,13 +20,18 @@ import loopwarden_core
 from loopwarden_server.config import tables as config_tables
 from tables.gen.__main__ import COPIES, stale, write
 from tables.gen.proto_source import PROTO
-from tables.gen.source import SOURCE, SourceError, load
+from tables.gen.source import SOURCE, SourceError, camel, load
 
 ROOT = Path(__file__).resolve().parents[2]
 COPY_PATHS = [copy.path for copy in COPIES  # the copies of the TOML's settings, detectors, errors, messages
-              if copy.build is None and not copy.of_shapes and not copy.of_limits]
+              if copy.build is None and not copy.of_shapes and not copy.of_limits and not copy.of_settings]
+# The copies of the resolved settings' fields alone: how they cross into the core.
+SETTINGS_FACE_PATHS = [copy.path for copy in COPIES if copy.of_settings]
 # The copies of the TOML's input limits ([[limit]]), and the docs page whose flag table is one.
 LIMIT_PATHS = [copy.path for copy in COPIES if copy.of_limits] + ["docs/configuration.md"]
+# The copies that carry only the limits the core enforces (`core = true`).
+CORE_LIMIT_PATHS = ["core/src/service/limits_gen.rs", "core/src/python/limits_gen.rs", "core/loopwarden_core.pyi",
+                    "server/loopwarden_server/core.py"]
 SHAPE_PATHS = [copy.path for copy in COPIES if copy.of_shapes]  # the copies of the proto's shapes
 HOSTS_RS = "core/hook/src/hosts.rs"  # built from the hook host modules, not the TOML
 CLIENT = "client/python/loopwarden"
@@ -105,6 +111,63 @@ def test_a_hand_edited_copy_is_flagged(tmp_path: Path, path: str) -> None:
                       encoding="utf-8")
 
     assert stale(root) == [path]
+
+
+@pytest.mark.parametrize("path", SETTINGS_FACE_PATHS)
+def test_a_renamed_setting_flags_the_face_copy_as_stale(tmp_path: Path, path: str) -> None:
+    """A resolved field renamed: the core's Settings class, its stub and what the daemon passes
+    it all name the new field, and none the old."""
+    root = checkout(tmp_path)
+    assert stale(root) == []
+    edit_source(root, 'field = "history_size"', 'field = "history_length"')
+
+    assert path in stale(root)
+    assert_checked_stale(root, path)
+    assert path in write(root)
+    assert stale(root) == []
+    text = (root / path).read_text(encoding="utf-8")
+    assert "history_length" in text and "history_size" not in text
+
+
+@pytest.mark.parametrize("path", SETTINGS_FACE_PATHS)
+def test_a_hand_edited_face_copy_is_flagged(tmp_path: Path, path: str) -> None:
+    root = checkout(tmp_path)
+    target = root / path
+    text = target.read_text(encoding="utf-8")
+    line = next(line for line in text.splitlines() if "history_size" in line)  # inside the generated part
+    target.write_text(text.replace(line, line.replace("history_size", "history_sizes"), 1), encoding="utf-8")
+
+    assert stale(root) == [path]
+
+
+TOY_SETTING = """
+[[setting]]
+path = "loopwarden.toySwitch"
+kind = "bool"
+default = false
+field = "toy_switch"
+proto_tag = 99
+doc = "A toy switch."
+"""
+
+
+def test_a_new_setting_reaches_the_cores_typed_face(tmp_path: Path) -> None:
+    """One [[setting]] row is all the core's Settings needs: a required keyword, a getter, its
+    stub, and the keyword the daemon passes."""
+    root = checkout(tmp_path)
+    with (root / SOURCE).open("a", encoding="utf-8") as source:
+        source.write(TOY_SETTING)
+    written = write(root)
+
+    assert set(SETTINGS_FACE_PATHS) <= set(written)
+    assert stale(root) == []
+    face = (root / "core/src/python/settings_gen.rs").read_text(encoding="utf-8")
+    assert "        toy_switch: bool,\n" in face and "            toy_switch,\n" in face
+    assert "    /// A toy switch.\n    #[getter]\n    fn toy_switch(&self) -> bool {\n        self.0.toy_switch\n" in face
+    stub = (root / "core/loopwarden_core.pyi").read_text(encoding="utf-8")
+    assert "    # A toy switch.\n    toy_switch: bool\n" in stub and "        toy_switch: bool,\n" in stub
+    core = (root / "server/loopwarden_server/core.py").read_text(encoding="utf-8")
+    assert "        toy_switch=settings.toy_switch,\n        # generated:core-settings:end" in core
 
 
 def add_field(root: Path, message: str, last: str, line: str) -> None:
@@ -286,9 +349,23 @@ def test_a_new_limit_reaches_every_copy(tmp_path: Path) -> None:
     assert "    max_toy_bytes: int = 2 * 1024 * 1024\n" in settings
     assert ('    ("--max-toy-bytes", "LOOPWARDEN_MAX_TOY_BYTES", "max_toy_bytes", _positive_int, '
             '"largest toy accepted (default 2 MiB)"),\n') in settings
-    assert '    "max_toy_bytes",\n    # generated:core-limits:end' in settings
+    assert ("        max_toy_bytes=limits.max_toy_bytes,\n        # generated:core-limits:end"
+            in read["server/loopwarden_server/core.py"])
     assert ("| `--max-toy-bytes N` | `LOOPWARDEN_MAX_TOY_BYTES` | 2 MiB | a larger toy is rejected |"
             in read["docs/configuration.md"])
+    assert ('MAX_TOY_BYTES = DaemonLimit("--max-toy-bytes", 2 * 1024 * 1024, "2 MiB")\n'
+            in read["client/python/loopwarden/daemon_limits.py"])
+    # The chart: a value (0: the flag left out), its schema, its flag, its README row.
+    meaning = "Largest toy accepted, in bytes (`--max-toy-bytes`; daemon default 2 MiB): a larger toy is rejected."
+    values = read["helm/loopwarden/values.yaml"]
+    assert "    maxToyBytes: 0\n    # generated:daemon-limits:end" in values
+    assert "    # -- Largest toy accepted, in bytes (`--max-toy-bytes`; daemon default 2 MiB)" in values
+    schema = json.loads(read["helm/loopwarden/values.schema.json"])["properties"]["daemon"]["properties"]["limits"]
+    assert schema["properties"]["maxToyBytes"] == {"type": "integer", "minimum": 0,
+                                                   "description": meaning + " 0: the daemon default."}
+    assert schema["required"][-1] == "maxToyBytes"
+    assert "\nmaxToyBytes --max-toy-bytes\n{{- end }}" in read["helm/loopwarden/templates/_helpers.tpl"]
+    assert f"| `daemon.limits.maxToyBytes` | `0` | {meaning} |" in read["helm/loopwarden/README.md"]
 
 
 def test_a_daemon_only_limit_stays_out_of_the_core(tmp_path: Path) -> None:
@@ -297,8 +374,8 @@ def test_a_daemon_only_limit_stays_out_of_the_core(tmp_path: Path) -> None:
         source.write(TOY_LIMIT.replace("core = true", "core = false"))
     written = write(root)
 
-    assert sorted(written) == ["docs/configuration.md", "server/loopwarden_server/settings.py"]
-    assert "max_toy_bytes" not in (root / "server/loopwarden_server/settings.py").read_text().split("core-limits:begin")[1]
+    assert sorted(written) == sorted(set(LIMIT_PATHS) - set(CORE_LIMIT_PATHS))
+    assert "max_toy_bytes" not in (root / "server/loopwarden_server/core.py").read_text()
 
 
 @pytest.mark.parametrize(("row", "problem"), [
@@ -321,8 +398,10 @@ def test_an_inconsistent_limit_is_refused_naming_it(tmp_path: Path, row: str, pr
 
 
 def test_the_core_the_daemon_and_the_table_hold_the_same_limits() -> None:
-    """The built core's defaults, the daemon's Limits and its flags are the table's."""
+    """The built core's defaults, the daemon's Limits and its flags are the table's, and core.py hands
+    each core limit over."""
     from loopwarden_server import settings
+    from loopwarden_server.core import core_limits
 
     tables = load(ROOT)
     daemon = settings.Limits()
@@ -331,9 +410,27 @@ def test_the_core_the_daemon_and_the_table_hold_the_same_limits() -> None:
         assert getattr(daemon, limit.name) == limit.default, limit.name
         if limit.core:
             assert getattr(core, limit.name) == limit.default, limit.name
-    assert settings.CORE_LIMITS == tuple(limit.name for limit in tables.core_limits)
+    # core.py hands every core limit over by name: distinct values arrive as they were set.
+    distinct = settings.Limits(**{limit.name: 1000 + i for i, limit in enumerate(tables.limits)})
+    crossed = core_limits(distinct)
+    assert all(getattr(crossed, limit.name) == getattr(distinct, limit.name) for limit in tables.core_limits)
     parsed = settings.parse_serve_args([arg for limit in tables.limits for arg in (limit.flag, "7")], {})
     assert all(getattr(parsed.limits, limit.name) == 7 for limit in tables.limits)
+
+
+def test_the_client_and_the_chart_hold_the_tables_limits() -> None:
+    """The defaults the client reduces events to and the chart's `daemon.limits` keys are the
+    table's: every limit, in table order, its flag and default."""
+    import yaml
+    from loopwarden import daemon_limits
+
+    tables = load(ROOT)
+    for limit in tables.limits:
+        client = getattr(daemon_limits, limit.name.upper())
+        assert (client.flag, client.default, client.shown) == (limit.flag, limit.default, limit.shown)
+    chart = yaml.safe_load((ROOT / "helm/loopwarden/values.yaml").read_text(encoding="utf-8"))
+    assert chart["daemon"]["limits"] == {camel(limit.name): 0 for limit in tables.limits}
+    assert list(chart["daemon"]["limits"]) == [camel(limit.name) for limit in tables.limits]
 
 
 def test_a_new_detector_reaches_every_language(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-//! The effective settings of one agent, compiled by Python and handed in whole: kept apart from
+//! The effective settings of one agent, resolved by Python and handed in whole (as the typed
+//! `loopwarden_core.Settings`, python/settings_gen.rs): kept apart from
 //! the engine's logic so that adding a knob touches one struct, and the switches that turn whole
 //! groups of detectors on or off are named once.
 

@@ -8,7 +8,7 @@
 //! ("Already mutably borrowed"), which the daemon's metrics scrape waits out (metrics.py).
 //!
 //! Design. Python never sees the core's internals, and the core never sees a Python config
-//! object: the daemon hands over compiled settings dicts once per (re)load, and per request it
+//! object: the daemon hands over typed `Settings` (settings_gen.rs) once per (re)load, and per request it
 //! gets back frozen objects with named fields (an `Answer`, its `Summary`, `Verdict`s, a
 //! `RunView`), never positional tuples. Vocabulary the two sides share (detector ids, actions,
 //! counter codes) is exported from here, so Python has no second spelling of it.
@@ -16,11 +16,13 @@
 // Python keyword arguments are this face's API: a struct per call would be a second spelling of them.
 #![allow(clippy::too_many_arguments)]
 
+use std::collections::HashMap;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyTuple};
 
-use crate::engine::{Action, Detector, Level, Settings};
+use crate::engine::{Action, Detector, Level};
 use crate::fingerprint::Catalog;
 use crate::json::{decode, JsonError};
 use crate::service::{self, counter, Config, Core};
@@ -33,10 +35,12 @@ mod exemptions;
 mod inspection;
 mod limits_gen;
 mod persistence;
+mod settings_gen;
 #[cfg(feature = "testing")]
 mod testing;
 
 use limits_gen::PyLimits;
+use settings_gen::PySettings;
 
 fn json_error(e: JsonError) -> PyErr {
     match e {
@@ -119,12 +123,6 @@ fn normalize_tool_name(raw: &str) -> String {
     crate::toolnames::normalize_tool_name(raw)
 }
 
-// ------------------------------------------------------------------ compiled settings
-
-fn settings_from(d: &Bound<'_, PyDict>) -> PyResult<Settings> {
-    crate::tables::settings_from_dict(d)
-}
-
 // ------------------------------------------------------------------ the core
 
 /// One daemon's run store and compiled config. Its roles are typed objects over it.
@@ -142,15 +140,11 @@ impl PyCore {
     }
 
     /// Swap in a compiled config: the defaults, settings per agent id, the tool catalog.
-    fn configure(&mut self, default: &Bound<'_, PyDict>, agents: &Bound<'_, PyDict>, provider_send_tools: Vec<String>,
-                 extra_poll_tools: Vec<String>) -> PyResult<()> {
-        let mut config = Config { default: settings_from(default)?, ..Default::default() };
-        for (key, value) in agents.iter() {
-            config.agents.insert(key.extract()?, settings_from(value.downcast()?)?);
-        }
-        config.catalog = Catalog { provider_send_tools, extra_poll_tools };
-        self.core.config = config;
-        Ok(())
+    fn configure(&mut self, default: PyRef<'_, PySettings>, agents: HashMap<String, PyRef<'_, PySettings>>,
+                 provider_send_tools: Vec<String>, extra_poll_tools: Vec<String>) {
+        let agents = agents.into_iter().map(|(agent, settings)| (agent, settings.settings().clone())).collect();
+        let catalog = Catalog { provider_send_tools, extra_poll_tools };
+        self.core.config = Config { default: default.settings().clone(), agents, catalog };
     }
 
     #[getter]
@@ -219,6 +213,7 @@ fn loopwarden_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_json_path, m)?)?;
     m.add_class::<PyCore>()?;
     m.add_class::<PyLimits>()?;
+    m.add_class::<PySettings>()?;
     m.add_class::<crate::tool_rules::CompiledRule>()?;
     m.add_class::<answers::Answer>()?;
     m.add_class::<answers::Pending>()?;

@@ -121,16 +121,25 @@ probes and the helm test pod ask that port. Empty otherwise.
 {{- if include "loopwarden.healthPortEnabled" . }}{{ .Values.daemon.healthPort }}{{ else }}{{ .Values.daemon.grpcPort }}{{ end }}
 {{- end }}
 
+{{/* generated:limit-flags:begin (tables/loopwarden.toml [[limit]]: edit there, then `make tables`) */}}
 {{/* daemon.limits keys and the `loopwarden serve` flags they set, one "key flag" a line, in
 the order the args are rendered (a limit of 0 leaves its flag out: the daemon default). */}}
 {{- define "loopwarden.limitFlags" -}}
+maxParamsBytes --max-params-bytes
+maxResultBytes --max-result-bytes
+maxRunIdChars --max-run-id-chars
+maxToolNameChars --max-tool-name-chars
+maxAgentIdChars --max-agent-id-chars
+maxSessionIdChars --max-session-id-chars
+maxToolCallIdChars --max-tool-call-id-chars
 maxJsonDepth --max-json-depth
+maxOutputTextBytes --max-output-text-bytes
 maxEventsPerRequest --max-events-per-request
 maxMessageBytes --max-message-bytes
 maxStreams --max-streams
-maxParamsBytes --max-params-bytes
-maxResultBytes --max-result-bytes
+streamIdleTimeoutSeconds --stream-idle-timeout
 {{- end }}
+{{/* generated:limit-flags:end */}}
 
 {{/* The most replicas that can run at once: autoscaling.maxReplicas with autoscaling on, else replicaCount. */}}
 {{- define "loopwarden.maxReplicas" -}}

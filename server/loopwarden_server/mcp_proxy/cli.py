@@ -19,6 +19,7 @@ SERVER_EXITED_STATUS = 1
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from loopwarden.connection import add_connection_arguments
+    from loopwarden.daemon_limits import MAX_PARAMS_BYTES, MAX_RESULT_BYTES
 
     from .listener_auth import add_listener_arguments
 
@@ -34,11 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", metavar="HOST:PORT",
                         help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free port)")
     parser.add_argument("--max-params-bytes", type=int, default=None, metavar="N",
-                        help="the daemon's --max-params-bytes: larger tool arguments are judged by their sha256, "
-                             "length and prefix (default 1 MiB)")
+                        help=f"the daemon's {MAX_PARAMS_BYTES.flag}: larger tool arguments are judged by their "
+                             f"sha256, length and prefix (default {MAX_PARAMS_BYTES.shown})")
     parser.add_argument("--max-result-bytes", type=int, default=None, metavar="N",
-                        help="the daemon's --max-result-bytes: a larger result or error is judged by its sha256, "
-                             "length and prefix (default 1 MiB)")
+                        help=f"the daemon's {MAX_RESULT_BYTES.flag}: a larger result or error is judged by its "
+                             f"sha256, length and prefix (default {MAX_RESULT_BYTES.shown})")
     parser.add_argument("--max-sessions", type=int, default=None, metavar="N",
                         help="with --listen: sessions (so server children) open at once; a new one past it is "
                              "answered 503 (default 32, at most 10000)")

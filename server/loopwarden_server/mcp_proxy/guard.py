@@ -35,7 +35,8 @@ from loopwarden import Action, AsyncLoopwardenClient, LoopwardenUnavailable, Ver
 from loopwarden.eventformat import EventKind, EventRecord, json_text
 from loopwarden.guard_policy import abort_text, decide
 from loopwarden.hooks import INTEGRATION_HEADER
-from loopwarden.hooks.reduction import DEFAULT_LIMIT_BYTES, bounded_json, bounded_text
+from loopwarden.daemon_limits import MAX_PARAMS_BYTES, MAX_RESULT_BYTES
+from loopwarden.hooks.reduction import bounded_json, bounded_text
 
 from ..integration import MCP_PROXY, current_integration
 
@@ -234,7 +235,8 @@ def error_result(message: str) -> dict[str, Any]:
 class ProxyGuard:
     def __init__(self, judge: Judge, *, fail_closed: bool = False, timeout: float = JUDGE_TIMEOUT_SECONDS,
                  stderr: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic,
-                 max_params_bytes: int = DEFAULT_LIMIT_BYTES, max_result_bytes: int = DEFAULT_LIMIT_BYTES) -> None:
+                 max_params_bytes: int = MAX_PARAMS_BYTES.default,
+                 max_result_bytes: int = MAX_RESULT_BYTES.default) -> None:
         self._judge = judge
         # The daemon's event limits: larger arguments or results are judged by their sha256, length
         # and prefix (the hooks' reduction), so a loop of huge identical results is still one.

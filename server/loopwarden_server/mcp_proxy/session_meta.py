@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any
 
+from loopwarden import daemon_limits
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
 META_PREFIX = "io.loopwarden/"
@@ -27,7 +28,7 @@ PARENT_RUN_ID = META_PREFIX + "parentRunId"
 USER_TURN = META_PREFIX + "userTurn"
 RUN_ID = META_PREFIX + "runId"
 # The daemon refuses longer run ids (--max-run-id-chars' default); said here in the field's words.
-MAX_RUN_ID_CHARS = 256
+MAX_RUN_ID_CHARS = daemon_limits.MAX_RUN_ID_CHARS.default
 
 # The form an ASK shows (elicitation, form mode): the message says what loops and why; accepting
 # runs the call once, or with `always` checked from now on (a standing exemption for this agent,

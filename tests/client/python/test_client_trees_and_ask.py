@@ -153,6 +153,21 @@ class TestEvents:
         """duration_ms rides on the ToolOutcome."""
         assert 1234 == events.tool_outcome("r", "read", {}, result=1, duration_ms=1234).tool_outcome.duration_ms
 
+    def test_model_output_event(self):
+        """events.model_output carries the text or a digest, the kind, the stop flag and usage only when given."""
+        said = events.model_output("r", "Done.", output_kind="final_answer", stop_hook_active=True, input_tokens=7,
+                                   cost_usd=0.25, parent_run_id="root")
+        assert ("model_output", "Done.", pb.OUTPUT_KIND_FINAL_ANSWER, True, 7, 0.25, "root") == (
+            said.WhichOneof("kind"), said.model_output.text, said.model_output.output_kind,
+            said.model_output.stop_hook_active, said.model_output.usage.input_tokens, said.model_output.usage.cost_usd,
+            said.parent_run_id)
+        thought = events.model_output("r", text_digest="d1", output_kind="thought")
+        assert ("d1", pb.OUTPUT_KIND_THOUGHT, False) == (thought.model_output.text_digest,
+                                                         thought.model_output.output_kind,
+                                                         thought.model_output.HasField("usage"))
+        with pytest.raises(ValueError, match="output_kind"):
+            events.model_output("r", "x", output_kind="shout")
+
     def test_every_builder_takes_the_tree_fields(self):
         """parent_run_id and accepts_ask on every kind."""
         built = [events.tool_call("c", "read", parent_run_id="p", accepts_ask=True),
@@ -181,7 +196,29 @@ class TestEventFormat:
         assert (True, "d", pb.APPROVAL_SCOPE_UNSPECIFIED) == (wire.approval.approved, wire.approval.decision_id,
                                                               wire.approval.scope)
 
+    def test_model_output_lines(self):
+        """The JSONL form of a model output, its usage nested, becomes the same event."""
+        line = {"kind": "model_output", "run_id": "c", "seq": 3, "text": "Same again.", "output_kind": "final_answer",
+                "stop_hook_active": True, "usage": {"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.01}}
+        record = parse_event(line)
+        assert (EventKind.MODEL_OUTPUT, "Same again.", "final_answer", True, 10, 2, 0.01) == (
+            record.kind, record.text, record.output_kind, record.stop_hook_active, record.input_tokens,
+            record.output_tokens, record.cost_usd)
+        wire = events.from_dict(line)
+        assert ("Same again.", pb.OUTPUT_KIND_FINAL_ANSWER, True, 10) == (
+            wire.model_output.text, wire.model_output.output_kind, wire.model_output.stop_hook_active,
+            wire.model_output.usage.input_tokens)
+        bare = events.from_dict({"kind": "model_output", "run_id": "c", "text_digest": "d"})
+        assert ("d", pb.OUTPUT_KIND_UNSPECIFIED, False) == (bare.model_output.text_digest,
+                                                            bare.model_output.output_kind,
+                                                            bare.model_output.HasField("usage"))
+
     @pytest.mark.parametrize(("line", "field"), [
+        ({"kind": "model_output", "run_id": "r", "text": "x", "output_kind": "shout"}, "output_kind"),
+        ({"kind": "model_output", "run_id": "r", "text": 7}, "text"),
+        ({"kind": "model_output", "run_id": "r", "text": "x", "usage": [1]}, "usage"),
+        ({"kind": "model_output", "run_id": "r", "text": "x", "usage": {"cost_usd": -1}}, "cost_usd"),
+        ({"kind": "model_output", "run_id": "r", "text": "x", "stop_hook_active": "yes"}, "stop_hook_active"),
         ({"kind": "usage", "run_id": "r", "cost_usd": -1}, "cost_usd"),
         ({"kind": "usage", "run_id": "r", "cost_usd": float("nan")}, "cost_usd"),
         ({"kind": "usage", "run_id": "r", "input_tokens": -5}, "input_tokens"),
@@ -360,6 +397,15 @@ class TestInspection:
         assert "spent     tree: 31 calls, 1.5 tool s, 1000 tokens, $0.25, 4 runs · this run: 8 calls" in lines
         assert [] == [line for line in summary(inspection_from_message(pb.InspectRunResponse(run_id="r")))
                       if line.startswith(("tree ", "spent "))]
+
+    def test_output_streaks_are_a_line_only_when_one_counts(self):
+        """loopwarden inspect shows the no-tool detectors' counts that are not 0, and no line without."""
+        from loopwarden.commands.inspect import summary
+        counted = pb.InspectRunResponse(run_id="r", output_streaks=pb.OutputStreaks(messages=4, compactions=2))
+        lines = summary(inspection_from_message(counted))
+        assert "outputs   same message 4 · compactions 2 (in a row, no new tool result)" in lines
+        assert [] == [line for line in summary(inspection_from_message(pb.InspectRunResponse(run_id="r")))
+                      if line.startswith("outputs ")]
 
     def test_an_older_daemon_reads_as_a_root_with_zero_totals(self):
         """A response without the fields: a root of depth 0, empty totals and no exemptions."""

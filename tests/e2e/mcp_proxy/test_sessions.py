@@ -11,6 +11,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from loopwarden.daemon_limits import MAX_RUN_ID_CHARS
 
 from tests.e2e.mcp_proxy.test_mcp_proxy import CRITICAL, ANSWER, identical_lookups, proxy, ran, session_run, texts
 from tests.e2e.mcp_proxy.test_peers import listening_proxy
@@ -166,13 +167,13 @@ class TestUserTurn:
         assert CRITICAL + 1 == ran(log, "lookup")
 
     def test_a_bad_meta_value_is_that_requests_error(self, daemon, tmp_path):
-        """userTurn "yes" and a numeric parentRunId are each refused with INVALID_PARAMS naming the
-        key; nothing is run, and the session goes on."""
+        """userTurn "yes", a numeric parentRunId and one longer than the daemon takes are each
+        refused with INVALID_PARAMS naming the key; nothing is run, and the session goes on."""
         log = tmp_path / "backend.log"
 
         async def body(session):
             errors = []
-            for meta in ({USER_TURN: "yes"}, {PARENT: 5}):
+            for meta in ({USER_TURN: "yes"}, {PARENT: 5}, {PARENT: "p" * (MAX_RUN_ID_CHARS.default + 1)}):
                 with pytest.raises(MCPError) as caught:
                     await session.call_tool("lookup", {"query": "q"}, meta=meta)
                 errors.append((caught.value.error.code, caught.value.error.message))
@@ -180,8 +181,9 @@ class TestUserTurn:
 
         errors, after = session_run(proxy("--address", daemon.grpc_target, log=log), tmp_path / "err", body)
 
-        assert [types.INVALID_PARAMS] * 2 == [code for code, _ in errors]
+        assert [types.INVALID_PARAMS] * 3 == [code for code, _ in errors]
         assert USER_TURN in errors[0][1] and PARENT in errors[1][1]
+        assert PARENT in errors[2][1] and f"at most {MAX_RUN_ID_CHARS.default}" in errors[2][1]
         assert (False, 1) == (after.is_error, ran(log, "lookup"))
 
 

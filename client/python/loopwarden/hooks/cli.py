@@ -22,7 +22,7 @@ from . import driver, hosts
 from .asked_calls import AskedCallFiles, default_state_dir
 from .host import HookHost, HookPayloadError
 from .protocol import INTEGRATION_HEADER, action_of, event_name_in, parse, refused_answer, unavailable_answer
-from .reduction import DEFAULT_LIMIT_BYTES
+from ..daemon_limits import MAX_OUTPUT_TEXT_BYTES, MAX_PARAMS_BYTES, MAX_RESULT_BYTES
 
 DEFAULT_TIMEOUT_SECONDS = 5.0
 
@@ -43,15 +43,15 @@ def add_hook_command(commands) -> None:
     # The daemon's event limits (its --max-params-bytes / --max-result-bytes /
     # --max-output-text-bytes): a tool input or output over them is sent as its sha256, length and
     # prefix (reduction), a model's text as its sha256, never refused.
-    hook.add_argument("--max-params-bytes", type=_positive, default=DEFAULT_LIMIT_BYTES, metavar="N",
-                      help="the daemon's --max-params-bytes: a larger tool_input is judged by its sha256, length "
-                           "and prefix (default 1 MiB)")
-    hook.add_argument("--max-result-bytes", type=_positive, default=DEFAULT_LIMIT_BYTES, metavar="N",
-                      help="the daemon's --max-result-bytes: a larger tool_response or error is judged by its "
-                           "sha256, length and prefix (default 1 MiB)")
-    hook.add_argument("--max-output-text-bytes", type=_positive, default=DEFAULT_LIMIT_BYTES, metavar="N",
-                      help="the daemon's --max-output-text-bytes: a longer model text (a Stop hook's final "
-                           "answer) is judged by its sha256 (default 1 MiB)")
+    hook.add_argument("--max-params-bytes", type=_positive, default=MAX_PARAMS_BYTES.default, metavar="N",
+                      help=f"the daemon's {MAX_PARAMS_BYTES.flag}: a larger tool_input is judged by its sha256, "
+                           f"length and prefix (default {MAX_PARAMS_BYTES.shown})")
+    hook.add_argument("--max-result-bytes", type=_positive, default=MAX_RESULT_BYTES.default, metavar="N",
+                      help=f"the daemon's {MAX_RESULT_BYTES.flag}: a larger tool_response or error is judged by "
+                           f"its sha256, length and prefix (default {MAX_RESULT_BYTES.shown})")
+    hook.add_argument("--max-output-text-bytes", type=_positive, default=MAX_OUTPUT_TEXT_BYTES.default, metavar="N",
+                      help=f"the daemon's {MAX_OUTPUT_TEXT_BYTES.flag}: a longer model text (a Stop hook's final "
+                           f"answer) is judged by its sha256 (default {MAX_OUTPUT_TEXT_BYTES.shown})")
     add_connection_arguments(hook)
     hook.set_defaults(handler=_hook)
 

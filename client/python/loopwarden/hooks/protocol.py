@@ -68,10 +68,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ..daemon_limits import MAX_OUTPUT_TEXT_BYTES, MAX_PARAMS_BYTES, MAX_RESULT_BYTES
 from ..eventformat import EventKind, EventRecord, json_text
 from ..guard_policy import VerdictView, abort_text, decide, decide_output
 from .host import HookHost, HookInput, HookPayloadError, Reply, Stage
-from .reduction import DEFAULT_LIMIT_BYTES, Reduction, bounded_json, bounded_text
+from .reduction import Reduction, bounded_json, bounded_text
 
 INTEGRATION_HEADER = "x-loopwarden-integration"
 # Appended to every denial (BLOCK, or an ASK, which the engine gives such events as the BLOCK) of a
@@ -251,8 +252,9 @@ class HookRequest:
                            result_json=json_text(blocked_tool_result(verdict)))
 
 
-def parse(host: HookHost, payload: Any, *, agent_id: str = "", max_params_bytes: int = DEFAULT_LIMIT_BYTES,
-          max_result_bytes: int = DEFAULT_LIMIT_BYTES, max_output_bytes: int = DEFAULT_LIMIT_BYTES) -> HookRequest:
+def parse(host: HookHost, payload: Any, *, agent_id: str = "", max_params_bytes: int = MAX_PARAMS_BYTES.default,
+          max_result_bytes: int = MAX_RESULT_BYTES.default,
+          max_output_bytes: int = MAX_OUTPUT_TEXT_BYTES.default) -> HookRequest:
     """Read one hook input (the decoded JSON) of `host`. The run is the hook's session, or a
     sub-agent's child run of it. A tool input over `max_params_bytes`, or a result or error over
     `max_result_bytes` (the daemon's event limits), is reduced to its stand-in (reduction), named
@@ -302,7 +304,7 @@ def _output_event(run: HookRun, read: HookInput, max_output_bytes: int) -> tuple
 
 
 def _request(host: HookHost, name: str, read: HookInput, agent_id: str, max_params_bytes: int,
-             max_result_bytes: int, max_output_bytes: int = DEFAULT_LIMIT_BYTES) -> HookRequest:
+             max_result_bytes: int, max_output_bytes: int = MAX_OUTPUT_TEXT_BYTES.default) -> HookRequest:
     if not read.session_id.strip():
         raise HookPayloadError("session_id must not be blank: it names the run")
     run = _run(host, name, read, agent_id)

@@ -1,7 +1,7 @@
 """Hook payloads larger than the daemon's event limits, reduced to a value the engine can judge.
 
-A tool's input or output can be far larger than `--max-params-bytes` / `--max-result-bytes` (1 MiB
-by default): a 2 MiB `tool_response` would make the event a `result_too_large` rejection, and the
+A tool's input or output can be far larger than `--max-params-bytes` / `--max-result-bytes` (their
+defaults are `daemon_limits.py`'s): a 2 MiB `tool_response` would make the event a `result_too_large` rejection, and the
 loop it belongs to would never be caught. Instead, a JSON text over its limit is replaced by a
 small JSON value that stands for it:
 
@@ -20,7 +20,6 @@ import json
 from dataclasses import dataclass
 
 REDUCED_KEY = "loopwarden_reduced"
-DEFAULT_LIMIT_BYTES = 1024 * 1024  # the daemon's default --max-params-bytes and --max-result-bytes
 PREFIX_CHARS = 1024
 
 
