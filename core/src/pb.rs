@@ -684,38 +684,41 @@ pub struct EffectiveConfig {
     pub exemption_ttl_seconds: u32,
     /// loopwarden.repeatedOutput.warnAt: Outputs of one kind (message, thought, final answer) with the
     /// same normalised text in a row, no new (tool, args, result) triple and no user turn in between,
-    /// that warn. Provisional default, to be set from the text-bearing traces.
+    /// that warn. No good run of the text-bearing real traces repeats one text of one kind twice with
+    /// no new tool outcome between (37,604 outputs), nor 3 times with tool work between.
     #[prost(uint32, tag = "90")]
     pub repeated_output_warn_at: u32,
     /// loopwarden.repeatedOutput.abortAt: The same count that ends the run (`output_loop_persisted`);
-    /// false: warn only. Provisional default.
+    /// false: warn only.
     #[prost(uint32, tag = "91")]
     pub repeated_output_abort_at: u32,
     /// loopwarden.repeatedOutput.chunkChars: Length in characters of the piece of normalised text
     /// whose repetition inside one output is a loop by itself.
     #[prost(uint32, tag = "92")]
     pub repeated_output_chunk_chars: u32,
-    /// loopwarden.repeatedOutput.chunkRepeats: Copies of one `chunkChars` piece, each starting within
-    /// 1.5 x chunkChars of the previous, that make an output a loop by itself: the first such output
-    /// is warned, the next one of its kind (no new tool result between) ends the run.
+    /// loopwarden.repeatedOutput.chunkRepeats: Copies of one `chunkChars` piece outside closed ```
+    /// code blocks, each starting within 6 x chunkChars of the previous, that make an output a loop by
+    /// itself: the first such output is warned, the next one of its kind (no new tool result between)
+    /// ends the run.
     #[prost(uint32, tag = "93")]
     pub repeated_output_chunk_repeats: u32,
     /// loopwarden.compactionStorm.abortAt: `compaction_retry` events with no new (tool, args, result)
-    /// triple between any two of them that end the run (`compaction_storm`). Provisional default.
+    /// triple between any two of them that end the run (`compaction_storm`). No good run of the traces
+    /// adds a context window of text without a new tool outcome, so none could compact twice.
     #[prost(uint32, tag = "94")]
     pub compaction_storm_abort_at: u32,
     /// loopwarden.stopContinuation.abortAt: Final-answer outputs with `stop_hook_active` in a row, no
     /// new (tool, args, result) triple in between, that end the run (`stop_hook_loop`); keep it below
-    /// the host's own cap (Claude Code stops after 8 continuations). Provisional default.
+    /// the host's own cap (Claude Code stops after 8 continuations).
     #[prost(uint32, tag = "95")]
     pub stop_continuation_abort_at: u32,
     /// loopwarden.repeatedFinalAnswer.warnAt: Successive turns (user turns apart) ending in the same
-    /// normalised final answer, with no new (tool, args, result) triple in any of them, that warn.
-    /// Provisional default.
+    /// normalised final answer, with no new (tool, args, result) triple in any of them, that warn. No
+    /// good τ-bench conversation closes two quiet turns with the same answer (2,460 user turns).
     #[prost(uint32, tag = "96")]
     pub repeated_final_answer_warn_at: u32,
     /// loopwarden.repeatedFinalAnswer.abortAt: The same count that ends the run (`final_answer_loop`);
-    /// false: warn only. Provisional default.
+    /// false: warn only.
     ///
     /// generated:effective-config:end
     #[prost(uint32, tag = "97")]

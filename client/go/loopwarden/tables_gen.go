@@ -167,34 +167,37 @@ type EffectiveConfig struct {
 	ExemptionTtlSeconds uint32
 	// RepeatedOutputWarnAt is loopwarden.repeatedOutput.warnAt: Outputs of one kind (message, thought,
 	// final answer) with the same normalised text in a row, no new (tool, args, result) triple and no
-	// user turn in between, that warn. Provisional default, to be set from the text-bearing traces.
+	// user turn in between, that warn. No good run of the text-bearing real traces repeats one text of
+	// one kind twice with no new tool outcome between (37,604 outputs), nor 3 times with tool work
+	// between.
 	RepeatedOutputWarnAt uint32
 	// RepeatedOutputAbortAt is loopwarden.repeatedOutput.abortAt: The same count that ends the run
-	// (`output_loop_persisted`); false: warn only. Provisional default.
+	// (`output_loop_persisted`); false: warn only.
 	RepeatedOutputAbortAt uint32
 	// RepeatedOutputChunkChars is loopwarden.repeatedOutput.chunkChars: Length in characters of the
 	// piece of normalised text whose repetition inside one output is a loop by itself.
 	RepeatedOutputChunkChars uint32
 	// RepeatedOutputChunkRepeats is loopwarden.repeatedOutput.chunkRepeats: Copies of one `chunkChars`
-	// piece, each starting within 1.5 x chunkChars of the previous, that make an output a loop by
-	// itself: the first such output is warned, the next one of its kind (no new tool result between)
-	// ends the run.
+	// piece outside closed ``` code blocks, each starting within 6 x chunkChars of the previous, that
+	// make an output a loop by itself: the first such output is warned, the next one of its kind (no
+	// new tool result between) ends the run.
 	RepeatedOutputChunkRepeats uint32
 	// CompactionStormAbortAt is loopwarden.compactionStorm.abortAt: `compaction_retry` events with no
 	// new (tool, args, result) triple between any two of them that end the run (`compaction_storm`).
-	// Provisional default.
+	// No good run of the traces adds a context window of text without a new tool outcome, so none
+	// could compact twice.
 	CompactionStormAbortAt uint32
 	// StopContinuationAbortAt is loopwarden.stopContinuation.abortAt: Final-answer outputs with
 	// `stop_hook_active` in a row, no new (tool, args, result) triple in between, that end the run
 	// (`stop_hook_loop`); keep it below the host's own cap (Claude Code stops after 8 continuations).
-	// Provisional default.
 	StopContinuationAbortAt uint32
 	// RepeatedFinalAnswerWarnAt is loopwarden.repeatedFinalAnswer.warnAt: Successive turns (user turns
 	// apart) ending in the same normalised final answer, with no new (tool, args, result) triple in
-	// any of them, that warn. Provisional default.
+	// any of them, that warn. No good τ-bench conversation closes two quiet turns with the same answer
+	// (2,460 user turns).
 	RepeatedFinalAnswerWarnAt uint32
 	// RepeatedFinalAnswerAbortAt is loopwarden.repeatedFinalAnswer.abortAt: The same count that ends
-	// the run (`final_answer_loop`); false: warn only. Provisional default.
+	// the run (`final_answer_loop`); false: warn only.
 	RepeatedFinalAnswerAbortAt uint32
 }
 

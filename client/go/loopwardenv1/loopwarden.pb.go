@@ -2806,31 +2806,34 @@ type EffectiveConfig struct {
 	ExemptionTtlSeconds uint32 `protobuf:"varint,82,opt,name=exemption_ttl_seconds,json=exemptionTtlSeconds,proto3" json:"exemption_ttl_seconds,omitempty"`
 	// loopwarden.repeatedOutput.warnAt: Outputs of one kind (message, thought, final answer) with the
 	// same normalised text in a row, no new (tool, args, result) triple and no user turn in between,
-	// that warn. Provisional default, to be set from the text-bearing traces.
+	// that warn. No good run of the text-bearing real traces repeats one text of one kind twice with
+	// no new tool outcome between (37,604 outputs), nor 3 times with tool work between.
 	RepeatedOutputWarnAt uint32 `protobuf:"varint,90,opt,name=repeated_output_warn_at,json=repeatedOutputWarnAt,proto3" json:"repeated_output_warn_at,omitempty"`
 	// loopwarden.repeatedOutput.abortAt: The same count that ends the run (`output_loop_persisted`);
-	// false: warn only. Provisional default.
+	// false: warn only.
 	RepeatedOutputAbortAt uint32 `protobuf:"varint,91,opt,name=repeated_output_abort_at,json=repeatedOutputAbortAt,proto3" json:"repeated_output_abort_at,omitempty"`
 	// loopwarden.repeatedOutput.chunkChars: Length in characters of the piece of normalised text
 	// whose repetition inside one output is a loop by itself.
 	RepeatedOutputChunkChars uint32 `protobuf:"varint,92,opt,name=repeated_output_chunk_chars,json=repeatedOutputChunkChars,proto3" json:"repeated_output_chunk_chars,omitempty"`
-	// loopwarden.repeatedOutput.chunkRepeats: Copies of one `chunkChars` piece, each starting within
-	// 1.5 x chunkChars of the previous, that make an output a loop by itself: the first such output
-	// is warned, the next one of its kind (no new tool result between) ends the run.
+	// loopwarden.repeatedOutput.chunkRepeats: Copies of one `chunkChars` piece outside closed ```
+	// code blocks, each starting within 6 x chunkChars of the previous, that make an output a loop by
+	// itself: the first such output is warned, the next one of its kind (no new tool result between)
+	// ends the run.
 	RepeatedOutputChunkRepeats uint32 `protobuf:"varint,93,opt,name=repeated_output_chunk_repeats,json=repeatedOutputChunkRepeats,proto3" json:"repeated_output_chunk_repeats,omitempty"`
 	// loopwarden.compactionStorm.abortAt: `compaction_retry` events with no new (tool, args, result)
-	// triple between any two of them that end the run (`compaction_storm`). Provisional default.
+	// triple between any two of them that end the run (`compaction_storm`). No good run of the traces
+	// adds a context window of text without a new tool outcome, so none could compact twice.
 	CompactionStormAbortAt uint32 `protobuf:"varint,94,opt,name=compaction_storm_abort_at,json=compactionStormAbortAt,proto3" json:"compaction_storm_abort_at,omitempty"`
 	// loopwarden.stopContinuation.abortAt: Final-answer outputs with `stop_hook_active` in a row, no
 	// new (tool, args, result) triple in between, that end the run (`stop_hook_loop`); keep it below
-	// the host's own cap (Claude Code stops after 8 continuations). Provisional default.
+	// the host's own cap (Claude Code stops after 8 continuations).
 	StopContinuationAbortAt uint32 `protobuf:"varint,95,opt,name=stop_continuation_abort_at,json=stopContinuationAbortAt,proto3" json:"stop_continuation_abort_at,omitempty"`
 	// loopwarden.repeatedFinalAnswer.warnAt: Successive turns (user turns apart) ending in the same
-	// normalised final answer, with no new (tool, args, result) triple in any of them, that warn.
-	// Provisional default.
+	// normalised final answer, with no new (tool, args, result) triple in any of them, that warn. No
+	// good τ-bench conversation closes two quiet turns with the same answer (2,460 user turns).
 	RepeatedFinalAnswerWarnAt uint32 `protobuf:"varint,96,opt,name=repeated_final_answer_warn_at,json=repeatedFinalAnswerWarnAt,proto3" json:"repeated_final_answer_warn_at,omitempty"`
 	// loopwarden.repeatedFinalAnswer.abortAt: The same count that ends the run (`final_answer_loop`);
-	// false: warn only. Provisional default.
+	// false: warn only.
 	RepeatedFinalAnswerAbortAt uint32 `protobuf:"varint,97,opt,name=repeated_final_answer_abort_at,json=repeatedFinalAnswerAbortAt,proto3" json:"repeated_final_answer_abort_at,omitempty"` // generated:effective-config:end
 	unknownFields              protoimpl.UnknownFields
 	sizeCache                  protoimpl.SizeCache

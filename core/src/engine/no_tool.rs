@@ -29,8 +29,10 @@ pub(crate) fn on_model_output(state: &mut RunState, s: &Settings, output: &Outpu
         return Verdict::allow("");
     }
     let normalised = if output.text.is_empty() { String::new() } else { normalise(output.text) };
-    let copies = if s.repeated_output_on() && s.repeated_output_chunk_repeats > 0 {
-        chunk_copies(&normalised, s.repeated_output_chunk_chars as usize)
+    let (chunk, repeats) = (s.repeated_output_chunk_chars as usize, s.repeated_output_chunk_repeats as usize);
+    // Fewer characters than `repeats` pieces cannot hold them (each copy starts a piece or more on).
+    let copies = if s.repeated_output_on() && repeats > 0 && normalised.len() >= chunk.saturating_mul(repeats) {
+        chunk_copies(&normalised, chunk)
     } else {
         0
     };

@@ -3,7 +3,28 @@
 //! going, and whether the text is one short piece repeated over and over. The detectors of loops
 //! without tool calls judge what output_memory.rs remembers of these; the text is never kept.
 
-use std::collections::HashMap;
+/// Per piece (by its rolling hash): where its latest counted copy starts and how many follow one
+/// another. An open-addressed table sized for every position, so a lookup is a multiply and a
+/// short probe (a general map's hashing was most of the analysis' time).
+struct Chains {
+    slots: Vec<(u64, usize, u32)>, // (hash, start, count); count 0: empty
+    mask: usize,
+}
+
+impl Chains {
+    fn new(positions: usize) -> Chains {
+        let size = (positions * 2).next_power_of_two().max(16);
+        Chains { slots: vec![(0, 0, 0); size], mask: size - 1 }
+    }
+    fn slot(&mut self, hash: u64) -> &mut (u64, usize, u32) {
+        // The polynomial hash's low bits are weak: spread them before taking a slot.
+        let mut at = ((hash ^ (hash >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9) >> 32) as usize & self.mask;
+        while self.slots[at].2 != 0 && self.slots[at].0 != hash {
+            at = (at + 1) & self.mask;
+        }
+        &mut self.slots[at]
+    }
+}
 
 /// What a model output is: each kind is its own stream of repeats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +85,11 @@ pub fn normalise(text: &str) -> String {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.extend(word.chars().flat_map(char::to_lowercase));
+        if word.is_ascii() {
+            out.extend(word.bytes().map(|b| b.to_ascii_lowercase() as char));
+        } else {
+            out.extend(word.chars().flat_map(char::to_lowercase));
+        }
     }
     out
 }
@@ -87,47 +112,81 @@ pub fn digest(output: &Output, normalised: &str) -> u64 {
 /// loop that ran to the end of the output is.
 pub const ANALYSED_CHARS: usize = 65_536;
 
-/// The most copies of one `chunk`-character piece of `normalised` that follow one another, each
-/// starting at least `chunk` and at most 1.5 x `chunk` characters after the previous one (a
-/// tight repetition, as gemini-cli's loop detection counts one); 0 or 1 when nothing repeats.
+/// How far apart two counted copies of a piece may start, in pieces. Gemini CLI counts copies
+/// within 1.5 pieces; the real thought loops of the vendored traces repeat a unit of 140 to a few
+/// hundred characters (1,421 and 902 copies of one piece), which that spacing counts once, while no
+/// good output holds more than 5 copies of a piece within 6 pieces of each other outside code
+/// (bench/results/2026-12-06-no-tool-thresholds.md).
+pub const SPACING_PIECES: usize = 6;
+
+/// The most copies of one `chunk`-character piece of `normalised`, outside closed fenced code
+/// blocks, that follow one another, each starting at least `chunk` and at most SPACING_PIECES x
+/// `chunk` characters after the previous one; 0 or 1 when nothing repeats. A closed code block is a
+/// listing the model finished (a `sed` script over 33 line numbers repeats its pieces as much as a
+/// loop does); an unclosed one is kept, since a generation loop can run inside it to the end.
 /// Over the last ANALYSED_CHARS characters only, in time linear in them (a rolling hash, each
 /// match confirmed on the characters themselves).
 pub fn chunk_copies(normalised: &str, chunk: usize) -> u32 {
     if chunk == 0 {
         return 0;
     }
-    let all: Vec<char> = normalised.chars().collect();
-    let chars = &all[all.len().saturating_sub(ANALYSED_CHARS)..];
+    // The tail only: its start found from the end, so a long text is not turned into chars whole.
+    let prose = outside_closed_fences(normalised);
+    let start = prose.char_indices().rev().nth(ANALYSED_CHARS - 1).map_or(0, |(at, _)| at);
+    let chars: Vec<char> = prose[start..].chars().collect();
     if chars.len() < 2 * chunk {
         return 0;
     }
     const BASE: u64 = 0x100_0000_01B3;
     let top = (1..chunk).fold(1u64, |p, _| p.wrapping_mul(BASE)); // BASE^(chunk - 1)
     let mut hash = chars[..chunk].iter().fold(0u64, |h, &c| h.wrapping_mul(BASE).wrapping_add(c as u64));
-    let far = chunk + chunk / 2;
-    // Per piece (by hash): where its latest counted copy starts and how many follow one another.
-    let mut chains: HashMap<u64, (usize, u32)> = HashMap::new();
+    let far = chunk * SPACING_PIECES;
+    let positions = chars.len() - chunk + 1;
+    let mut chains = Chains::new(positions);
     let mut most = 0;
-    for at in 0..=chars.len() - chunk {
+    for at in 0..positions {
         if at > 0 {
             let gone = chars[at - 1] as u64;
             let came = chars[at + chunk - 1] as u64;
             hash = hash.wrapping_sub(gone.wrapping_mul(top)).wrapping_mul(BASE).wrapping_add(came);
         }
-        let chain = chains.entry(hash).or_insert((at, 0));
-        let (last, count) = *chain;
+        let chain = chains.slot(hash);
+        let (_, last, count) = *chain;
         if count == 0 {
-            *chain = (at, 1);
+            *chain = (hash, at, 1);
         } else if at - last < chunk {
             continue; // overlaps the copy counted last
         } else if at - last <= far && chars[at..at + chunk] == chars[last..last + chunk] {
-            *chain = (at, count + 1);
+            *chain = (hash, at, count + 1);
         } else {
-            *chain = (at, 1);
+            *chain = (hash, at, 1);
         }
-        most = most.max(chain.1);
+        most = most.max(chain.2);
     }
     most
+}
+
+/// The text with every closed ``` fenced block taken out (its fences too); the text after an
+/// unclosed fence stays. Borrowed when there is no fence.
+fn outside_closed_fences(text: &str) -> std::borrow::Cow<'_, str> {
+    const FENCE: &str = "```";
+    if !text.contains(FENCE) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find(FENCE) {
+        let after = &rest[open + FENCE.len()..];
+        match after.find(FENCE) {
+            Some(close) => {
+                out.push_str(&rest[..open]);
+                rest = &after[close + FENCE.len()..];
+            }
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -157,18 +216,34 @@ mod tests {
         assert_eq!(chunk_copies(&format!("a preamble. {}", piece.repeat(12)), 50), 12);
         // A shorter unit repeats its 50-character windows every 50 characters too.
         assert_eq!(chunk_copies(&"ab".repeat(500), 50), 20);
-        // A 60-character unit: copies 60 apart, within 1.5 x 50.
+        // A 60-character unit: copies 60 apart.
         let sixty = format!("{piece}0123456789");
         assert_eq!(chunk_copies(&sixty.repeat(10), 50), 10);
+        // A 140-character unit, the shape of the traces' real thought loops: copies 140 apart,
+        // within SPACING_PIECES pieces of each other.
+        let unit = format!("{piece} wait, i want to add preserve_dtypes to set_output; no change (again) ");
+        assert_eq!(chunk_copies(&unit.repeat(12), 50), 12);
+    }
+
+    #[test]
+    fn closed_code_blocks_are_left_out_and_an_unclosed_one_is_read() {
+        let piece = "sed -i '700s/old/new/' sympy/printing/mathml.py &&";
+        assert_eq!(piece.chars().count(), 50);
+        let listing = format!("the edits: ```bash {} ``` done.", piece.repeat(33));
+        assert!(chunk_copies(&listing, 50) <= 1, "{}", chunk_copies(&listing, 50));
+        let unclosed = format!("the edits: ```bash {}", piece.repeat(33));
+        assert_eq!(chunk_copies(&unclosed, 50), 33);
+        assert_eq!(outside_closed_fences("a ```x``` b ```y``` c ```z"), "a  b  c ```z");
     }
 
     #[test]
     fn text_that_does_not_repeat_tightly_is_not_a_chunk_loop() {
         let prose: String = (0..400).map(|i| format!("word{i} ")).collect();
         assert!(chunk_copies(&prose, 50) <= 1);
-        // An 80-character unit: copies 80 apart, farther than 1.5 x 50.
-        let eighty = "0123456789abcdefghij".repeat(4);
-        let spaced: String = (0..12).map(|i| format!("{eighty}{i:03}")).collect::<Vec<_>>().join("");
+        // A piece seen again only after more than SPACING_PIECES pieces of other text.
+        let piece = "0123456789abcdefghij0123456789abcdefghij0123456789";
+        let filler: String = (0..100).map(|i| format!("w{i:02} ")).collect(); // 400 characters
+        let spaced: String = (0..12).map(|_| format!("{piece}{filler}")).collect();
         assert!(chunk_copies(&spaced, 50) <= 1, "{}", chunk_copies(&spaced, 50));
         assert_eq!(chunk_copies("short", 50), 0);
     }
