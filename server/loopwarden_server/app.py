@@ -143,6 +143,7 @@ class Daemon:
             default_agent=settings.hooks_agent, fail_closed=settings.hooks_fail_closed,
             max_body_bytes=settings.hooks_max_body_bytes, max_params_bytes=settings.limits.max_params_bytes,
             max_result_bytes=settings.limits.max_result_bytes,
+            max_output_bytes=settings.limits.max_output_text_bytes,
             port_hint=os.environ.get("LOOPWARDEN_PORT_HINT", "").strip() or None)
             if settings.hooks_listen is not None else None)
         self.stopping = asyncio.Event()

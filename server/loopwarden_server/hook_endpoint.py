@@ -39,7 +39,7 @@ from loopwarden.hooks import HOSTS, HookHost, HookPayloadError, HookRequest, Ver
 from loopwarden.hooks.protocol import (
     action_of, event_name_in, parse, refused_answer, unavailable_answer, unchecked_answer,
 )
-from loopwarden.daemon_limits import MAX_PARAMS_BYTES, MAX_RESULT_BYTES
+from loopwarden.daemon_limits import MAX_OUTPUT_TEXT_BYTES, MAX_PARAMS_BYTES, MAX_RESULT_BYTES
 
 from .core import CoreService
 from .hook_asks import HookAsks
@@ -121,6 +121,7 @@ class HooksEndpoint:
                  tokens: Callable[[], TokenTable | None] | None, default_agent: str, fail_closed: bool,
                  max_body_bytes: int, max_params_bytes: int = MAX_PARAMS_BYTES.default,
                  max_result_bytes: int = MAX_RESULT_BYTES.default,
+                 max_output_bytes: int = MAX_OUTPUT_TEXT_BYTES.default,
                  answer_timeout: float = ANSWER_TIMEOUT_SECONDS) -> None:
         self._evaluator = evaluator
         self._answer_timeout = answer_timeout
@@ -132,6 +133,7 @@ class HooksEndpoint:
         self.max_body_bytes = max_body_bytes
         self._max_params_bytes = max_params_bytes
         self._max_result_bytes = max_result_bytes
+        self._max_output_bytes = max_output_bytes
         self.shares = TenantShares()
         self.batches = HookBatches()
         self.asks = HookAsks()
@@ -199,7 +201,7 @@ class HooksEndpoint:
             return HTTPStatus.OK, self.too_deep(host, body[:EVENT_NAME_PREFIX_BYTES], fail_closed=fail_closed)
         try:
             return parse(host, payload, agent_id=agent_id, max_params_bytes=self._max_params_bytes,
-                         max_result_bytes=self._max_result_bytes)
+                         max_result_bytes=self._max_result_bytes, max_output_bytes=self._max_output_bytes)
         except HookPayloadError as exc:
             return self._unreadable(host, body, "not_hook_input", f"not a {host.name} hook input: {exc}",
                                     fail_closed)
@@ -323,7 +325,7 @@ class HooksEndpoint:
                 # nothing to settle, and the hook's own event was decided all the same.
                 log.info("hook approval not taken", extra={"tool_call_id": approval.tool_call_id,
                                                            "error_code": taken.error_code})
-        verdict = decided[-1] if hook.event is not None else None
+        verdict = hook.verdict_in(decided, len(approvals))
         if verdict is not None and action_of(verdict) == "reject":
             # The event was refused, so nothing was judged: said to the user (denied when fail
             # closed, protocol.answer) and counted, by the refusal's code and the host.

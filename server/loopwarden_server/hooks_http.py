@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, cast
 from aiohttp import web
 
 from loopwarden.hooks import HookHost
-from loopwarden.daemon_limits import MAX_PARAMS_BYTES, MAX_RESULT_BYTES
+from loopwarden.daemon_limits import MAX_OUTPUT_TEXT_BYTES, MAX_PARAMS_BYTES, MAX_RESULT_BYTES
 
 from .filewatch import FileWatch
 from .hook_endpoint import (
@@ -272,8 +272,11 @@ class HooksListener:
 def hooks_listener(listen: str, evaluator: HookEvaluator, lifecycle: Lifecycle, metrics: Metrics, *,
                    security: Security, tokens: Callable[[], TokenTable | None] | None, default_agent: str,
                    fail_closed: bool, max_body_bytes: int, max_params_bytes: int = MAX_PARAMS_BYTES.default,
-                   max_result_bytes: int = MAX_RESULT_BYTES.default, port_hint: str | None = None) -> HooksListener:
+                   max_result_bytes: int = MAX_RESULT_BYTES.default,
+                   max_output_bytes: int = MAX_OUTPUT_TEXT_BYTES.default,
+                   port_hint: str | None = None) -> HooksListener:
     endpoint = HooksEndpoint(evaluator, lifecycle, metrics, tokens=tokens, default_agent=default_agent,
                              fail_closed=fail_closed, max_body_bytes=max_body_bytes,
-                             max_params_bytes=max_params_bytes, max_result_bytes=max_result_bytes)
+                             max_params_bytes=max_params_bytes, max_result_bytes=max_result_bytes,
+                             max_output_bytes=max_output_bytes)
     return HooksListener(listen, endpoint, security, port_hint)

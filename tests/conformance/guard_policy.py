@@ -11,6 +11,8 @@ from typing import Any
 
 TABLE = pathlib.Path(__file__).parent / "guard" / "policy.json"
 EFFECTS = ("run", "run_with_warning", "refuse", "ask", "end_run")
+# What a verdict on a model output or a compaction can do: there is no call to refuse or hold.
+OUTPUT_EFFECTS = ("run", "run_with_warning", "end_run")
 
 
 def load_scenarios() -> list[dict[str, Any]]:
@@ -19,6 +21,15 @@ def load_scenarios() -> list[dict[str, Any]]:
 
 def scenario_names() -> list[str]:
     return [scenario["name"] for scenario in load_scenarios()]
+
+
+def load_output_scenarios() -> list[dict[str, Any]]:
+    """The table's `outputs`: verdicts on what the model wrote (model_output) or on a compaction."""
+    return json.loads(TABLE.read_text())["outputs"]
+
+
+def output_scenario_names() -> list[str]:
+    return [scenario["name"] for scenario in load_output_scenarios()]
 
 
 def expected(scenario: dict[str, Any], *, can_end_run: bool = True) -> dict[str, Any]:

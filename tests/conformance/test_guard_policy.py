@@ -21,7 +21,7 @@ from google.protobuf.json_format import ParseDict
 
 from loopwarden import Action, RunAborted, ToolGuard, Verdict, blocked_tool_result
 from loopwarden._wire import verdict_from_message
-from loopwarden.guard_policy import decide
+from loopwarden.guard_policy import decide, decide_output
 from loopwarden.hooks import HookHost, answer, parse
 from loopwarden.hooks import host as hook_host
 from loopwarden.hooks.protocol import ASK_THE_USER
@@ -32,7 +32,7 @@ from loopwarden.integrations.openai_agents import LoopwardenGuardrails
 from loopwarden.integrations.openai_agents._runs import Place as AgentsPlace
 from loopwarden.v1 import loopwarden_pb2 as pb
 from loopwarden_server.mcp_proxy.guard import ProxyGuard, SessionRun, ToolCall
-from tests.conformance.guard_policy import EFFECTS, expected, load_scenarios
+from tests.conformance.guard_policy import EFFECTS, OUTPUT_EFFECTS, expected, load_output_scenarios, load_scenarios
 
 SCENARIOS = load_scenarios()
 IDS = [scenario["name"] for scenario in SCENARIOS]
@@ -336,3 +336,67 @@ def test_mcp_proxy_guard(scenario):
         seen = {"effect": "run"}
     seen["reported"] = json.dumps(blocked_tool_result(verdict)) in judge.outcomes
     compare(scenario, seen)
+
+
+# -- verdicts on what the model wrote and on compactions (the table's `outputs`) -------------------
+
+OUTPUT_SCENARIOS = load_output_scenarios()
+OUTPUT_IDS = [scenario["name"] for scenario in OUTPUT_SCENARIOS]
+
+
+def test_the_outputs_speak_their_closed_vocabulary():
+    assert len(OUTPUT_IDS) == len(set(OUTPUT_IDS)) and not set(OUTPUT_IDS) & set(IDS)
+    assert set(OUTPUT_EFFECTS) == {scenario["expect"]["effect"] for scenario in OUTPUT_SCENARIOS}
+    assert {f"ACTION_{a.name}" for a in Action} == {scenario["verdict"]["action"] for scenario in OUTPUT_SCENARIOS}
+    for scenario in OUTPUT_SCENARIOS:
+        expect = scenario["expect"]
+        assert set(expect) <= {"effect", "text"} and expect["effect"] in OUTPUT_EFFECTS, scenario["name"]
+        assert (expect["effect"] != "run") == bool(expect.get("text")), scenario["name"]
+        ParseDict(scenario["verdict"], pb.Verdict())
+
+
+@pytest.mark.parametrize("scenario", OUTPUT_SCENARIOS, ids=OUTPUT_IDS)
+def test_guard_policy_decide_output(scenario):
+    decision = decide_output(verdict_of(scenario))
+    assert {"text": "", **scenario["expect"]} == {"effect": decision.effect, "text": decision.text}
+
+
+# Each host's hook at the end of a turn (a stop hook), where an answer that keeps the turn going
+# would be the worst one: what the host does with loopwarden's answer there.
+STOP_HOOKS = {
+    "claude-code": {"hook_event_name": "Stop", "session_id": "s-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/w",
+                    "permission_mode": "default", "stop_hook_active": True, "last_assistant_message": "Done."},
+    "codex": {"hook_event_name": "Stop", "session_id": "s-1", "turn_id": "t-1", "transcript_path": None, "cwd": "/w",
+              "model": "gpt-5", "permission_mode": "default", "stop_hook_active": True,
+              "last_assistant_message": "Done."},
+    "gemini-cli": {"hook_event_name": "AfterAgent", "session_id": "s-1", "transcript_path": "/tmp/t.json", "cwd": "/w",
+                   "timestamp": "2026-01-01T00:00:00Z", "prompt": "go", "prompt_response": "Done.",
+                   "stop_hook_active": True},
+}
+
+
+def _stop_seen(out: dict[str, Any]) -> dict[str, Any]:
+    """What the host does with a stop hook's answer, in the table's words; nothing in it may keep
+    the turn going (a block or deny decision, context the host would continue the turn to give)."""
+    assert not {"decision", "reason", "hookSpecificOutput"} & set(out), out
+    if out.get("continue") is False:
+        return {"effect": "end_run", "text": out["stopReason"]}
+    if "systemMessage" in out:
+        return {"effect": "run_with_warning", "text": out["systemMessage"].removeprefix("loopwarden: ")}
+    assert out == {}, out
+    return {"effect": "run", "text": ""}
+
+
+@pytest.mark.parametrize(("host", "scenario"), [
+    pytest.param(host, scenario, id=f"{host}-{scenario['name']}") for host in STOP_HOOKS for scenario in OUTPUT_SCENARIOS])
+def test_stop_hook_answer(host, scenario):
+    """`parse` the host's stop hook (the final answer, a stop hook already active), `answer` it. A
+    REJECT judged nothing: the person is told the hook was not checked, the model nothing."""
+    request = parse(hook_host(host), STOP_HOOKS[host])
+    assert request.event is not None and request.event.stop_hook_active
+    verdict = verdict_of(scenario, run_id=request.event.run_id)
+    seen = _stop_seen(answer(request, verdict))
+    if verdict.action is Action.REJECT:
+        assert seen["effect"] == "run_with_warning" and "not checked" in seen["text"]
+        seen = {"effect": "run", "text": ""}
+    assert {"text": "", **scenario["expect"]} == seen

@@ -249,11 +249,13 @@ class TestEndpointFlow:
         assert 0 == len(endpoint.asks)
 
     def test_subagent_start_and_stop_are_the_child_runs_first_and_last_events(self, endpoint):
+        """SubagentStop: the sub-agent's final answer, then the child's run_end, in one request."""
         post(endpoint, payloads.claude_subagent_start("s", "a1", "Explore"))
         post(endpoint, payloads.in_subagent(payloads.claude_pre_tool_use("s", "toolu_1"), "a1", "Explore"))
         post(endpoint, payloads.claude_subagent_stop("s", "a1", "Explore"))
 
         records = [r for request, _ in endpoint._evaluator.requests for r in request]
-        assert [("user_turn", "s/a1", "s"), ("tool_call", "s/a1", "s"), ("run_end", "s/a1", "s")] == [
-            (r.kind.value, r.run_id, r.parent_run_id) for r in records]
+        assert [("user_turn", "s/a1", "s"), ("tool_call", "s/a1", "s"), ("model_output", "s/a1", "s"),
+                ("run_end", "s/a1", "s")] == [(r.kind.value, r.run_id, r.parent_run_id) for r in records]
+        assert 2 == len(endpoint._evaluator.requests[-1][0])
         assert 0 == len(endpoint.batches), "SubagentStop freed the sub-agent's batches"

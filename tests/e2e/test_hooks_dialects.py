@@ -72,19 +72,17 @@ def test_identical_calls_warn_at_11_and_are_denied_at_21(daemon, client, run_id,
 
 
 LIFECYCLE = {
-    "gemini-cli": (p.gemini_pre_compress, p.gemini_before_agent, p.gemini_session_end,
-                   lambda a: a.get("continue") is False and "compaction_loop_persisted" in a["stopReason"]),
+    "gemini-cli": (p.gemini_pre_compress, p.gemini_before_agent, p.gemini_session_end, None),
     "cursor": (p.cursor_pre_compact, p.cursor_before_submit_prompt, p.cursor_session_end,
                lambda a: "compaction_loop_persisted" in a.get("additional_context", "")),
 }
 
 
-@pytest.mark.parametrize("dialect", sorted(HOSTS))
-def test_a_loop_that_persists_after_compaction_is_stopped(daemon, run_id, dialect):
-    """The host's compaction event, then three identical call/outcome pairs: the third outcome's
-    answer stops the loop in the host's words, and the next call is denied."""
-    host, (compaction, _, _, stopped) = HOSTS[dialect], LIFECYCLE[dialect]
-    send = hook_sender(daemon, dialect)
+def test_a_loop_that_persists_after_compaction_is_stopped(daemon, run_id):
+    """Cursor's compaction event, then three identical call/outcome pairs: the third outcome's
+    answer stops the loop in Cursor's words, and the next call is denied."""
+    host, (compaction, _, _, stopped) = HOSTS["cursor"], LIFECYCLE["cursor"]
+    send = hook_sender(daemon, "cursor")
 
     assert {} == send(compaction(run_id))
     outcomes = []
@@ -94,6 +92,18 @@ def test_a_loop_that_persists_after_compaction_is_stopped(daemon, run_id, dialec
 
     assert [{}, {}] == outcomes[:2] and stopped(outcomes[2])
     assert host["denied"](send(host["before"](run_id, 3)))
+
+
+def test_gemini_clis_precompress_is_no_compaction(daemon, run_id):
+    """Gemini CLI 0.61.0 fires PreCompress before every model request, compaction or not: it arms
+    nothing, so three identical call/outcome pairs after it run on."""
+    host, (compaction, _, _, _) = HOSTS["gemini-cli"], LIFECYCLE["gemini-cli"]
+    send = hook_sender(daemon, "gemini-cli")
+
+    assert {} == send(compaction(run_id))
+    for index in range(4):
+        assert {} == send(host["before"](run_id, index))
+        assert {} == send(host["after"](run_id, index))
 
 
 @pytest.mark.parametrize("dialect", sorted(HOSTS))

@@ -131,7 +131,7 @@ class TestClaudeCodeAcceptsThePlugin:
         # Claude Code copied the plugin into its cache: the launcher cannot find the clone by its own path.
         assert pathlib.Path(plugin["installPath"]).is_relative_to(installed["home"] / ".claude" / "plugins")
 
-    def test_claude_code_lists_the_ten_hooks_of_the_guide(self, claude, installed):
+    def test_claude_code_lists_the_eleven_hooks_of_the_guide(self, claude, installed):
         """The installed plugin's hooks, as Claude Code reports them, are the events of the guide's
         loopwarden-hook settings block, with the same matchers."""
         details = run_claude(claude, installed["home"], "plugin", "details", "loopwarden@loopwarden")
@@ -141,7 +141,7 @@ class TestClaudeCodeAcceptsThePlugin:
         assert 0 == details.returncode, details.stderr
         listed = re.search(r"Hooks \((\d+)\)\s+(.*)", details.stdout)
         assert listed is not None, details.stdout
-        assert int(listed.group(1)) == len(guide_block["hooks"]) == 10
+        assert int(listed.group(1)) == len(guide_block["hooks"]) == 11
         assert {name.strip() for name in listed.group(2).split(" (")[0].split(",")} == set(guide_block["hooks"])
         assert {event: [group.get("matcher") for group in groups] for event, groups in plugin_hooks.items()} == {
             event: [group.get("matcher") for group in groups] for event, groups in guide_block["hooks"].items()}
@@ -223,6 +223,9 @@ class ScriptedModel(ScriptedModelServer):
 
 
 class _ScriptedModelHandler(JsonHandler):
+    """The Messages API's answer to `server.reply(request)`: {"content", "stop_reason"}, and the
+    request's `input_tokens` when the reply names them (10 otherwise)."""
+
     server: ScriptedModel
 
     def do_POST(self) -> None:
@@ -232,7 +235,7 @@ class _ScriptedModelHandler(JsonHandler):
         answer = self.server.reply(request)
         message = {"id": "msg_scripted", "type": "message", "role": "assistant", "model": request.get("model", ""),
                    "content": answer["content"], "stop_reason": answer["stop_reason"], "stop_sequence": None,
-                   "usage": {"input_tokens": 10, "output_tokens": 5}}
+                   "usage": {"input_tokens": answer.get("input_tokens", 10), "output_tokens": 5}}
         if not request.get("stream"):
             return self._send(json.dumps(message).encode(), "application/json")
         events = [("message_start", {"type": "message_start",

@@ -30,6 +30,7 @@ import jsonschema
 import pytest
 
 from loopwarden.hookinstall.hosts import HOSTS
+from loopwarden.hooks import host as hook_host
 from tests.client.python.hooks.test_claude_code_types import PREFIX as SDK_PREFIX
 from tests.client.python.hooks.test_claude_code_types import tsc  # noqa: F401 - the SDK and tsc, installed
 
@@ -199,7 +200,8 @@ class TestGeminiCli:
             report = gemini_load(gemini_cli, settings, tmp_path / variant)
 
             assert [] == gemini_problems(report), variant
-            assert set(report["hooks"]) >= {"BeforeTool", "AfterTool", "PreCompress", "BeforeAgent", "SessionEnd"}
+            assert set(report["hooks"]) >= {"BeforeTool", "AfterTool", "BeforeAgent", "SessionEnd", "AfterModel",
+                                            "AfterAgent"}
 
     def test_the_check_catches_a_misspelled_event_and_a_wrong_type(self, gemini_cli, tmp_path):
         bad = {"hooks": {"BeforeTools": [{"hooks": [{"type": "command", "command": "x"}]}],
@@ -316,7 +318,7 @@ class TestCodex:
         managed = dict(requirements["hooks"])
         assert managed.pop("managed_dir").startswith("/")
         jsonschema.validate({"hooks": managed}, CODEX_SCHEMA)
-        assert set(managed) == {"PreToolUse", "PostToolUse", "PreCompact", "UserPromptSubmit", "SubagentStart"}
+        assert set(managed) == {event.name for event in hook_host("codex").install.events}
         assert features == {"features": {"hooks": True}} and requirements["features"] == {"hooks": True}
         assert requirements["allow_managed_hooks_only"] is True
         commands = [hook["command"] for groups in managed.values() for group in groups for hook in group["hooks"]]

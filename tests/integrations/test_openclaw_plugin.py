@@ -6,8 +6,9 @@ install`/`enable`/`list` on a fresh copy of the files, `openclaw agent --local` 
 model whose 11th identical tool result carries the warning, and an ASK answered through
 OpenClaw's own approval flow, sub-agent sessions as child runs and new OpenClaw runs as user turns;
 scripts/install.sh writing the daemon's address as the plugin's target; and an ASK through a real
-`openclaw gateway`, listed and answered with `openclaw approvals`; and every scenario of the
-guard-policy table (tests/conformance/guard) through the plugin's hooks.
+`openclaw gateway`, listed and answered with `openclaw approvals`; `llm_output`'s usage spending
+a tokensPerTree budget through `openclaw agent --local`; and every scenario of the guard-policy
+table (tests/conformance/guard), its outputs included, through the plugin's hooks.
 All of it under Node 24 from the npm `node` package (OpenClaw needs Node >= 24.16), installed with
 openclaw by integrations/openclaw/scripts/setup.sh.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.guard_policy import scenario_names
+from tests.conformance.guard_policy import output_scenario_names, scenario_names
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "integrations" / "openclaw"
@@ -135,6 +136,9 @@ def test_plugin_test_run_passes(node_run: Completed):
     "`openclaw agent` through the gateway: OpenClaw refuses the approval before the gateway, so `openclaw approvals pending` has nothing, and the daemon takes it as a denial",
     "a run from a gateway client that shows approvals (OpenClaw's TUI client): `openclaw approvals pending` lists the ASK, `openclaw approvals resolve … allow-always` runs the call and makes the exemption",
     "an approval OpenClaw could show nobody (cancelled) is a denial, and the log says why nothing could answer it",
+    # llm_output: a run's answer and usage, with OpenClaw's conversation-access grant.
+    "with conversation access, the run that spent tokensPerTree leaves the next run's first tool call stopped by budget_exhausted",
+    "without conversation access no token is counted: the next run's tool calls run",
 ])
 def test_acceptance_test_passed(node_run: Completed, name: str):
     """Each acceptance check of the plugin is a passing Node test."""
@@ -146,3 +150,9 @@ def test_guard_policy_scenario_passed(node_run: Completed, name: str):
     """Each scenario of the guard-policy table (tests/conformance/guard) is a passing test of the
     plugin's hooks."""
     assert f"guard policy: {name}" in passed_tests(node_run), node_run.tail()
+
+
+@pytest.mark.parametrize("name", output_scenario_names())
+def test_guard_policy_output_scenario_passed(node_run: Completed, name: str):
+    """Each output scenario of the guard-policy table is a passing test of the plugin's llm_output."""
+    assert f"guard policy output: {name}" in passed_tests(node_run), node_run.tail()

@@ -15,6 +15,9 @@ the daemon's verdict on a call into one of five effects on the agent:
 The same table, as language-neutral data, is `tests/conformance/guard/policy.json`: the Python,
 Node, Go, hook and OpenClaw guards are all checked against it, so a guard that maps a verdict
 differently fails there instead of drifting. Change the mapping here and in that table together.
+
+A verdict on what the model wrote or on a compaction has no call to act on: `decide_output` is its
+mapping (three of the five effects), and the table's `outputs` scenarios are its data.
 """
 from __future__ import annotations
 
@@ -77,4 +80,22 @@ def decide(verdict: VerdictView, *, can_ask: bool) -> GuardDecision:
         return GuardDecision("run", judged=False)
     if action is Action.WARN and verdict.announce:
         return GuardDecision("run_with_warning", verdict.message)
+    return GuardDecision("run")
+
+
+def decide_output(verdict: VerdictView) -> GuardDecision:
+    """The effect of `verdict` on what the model wrote (a `model_output`) or on a compaction
+    (`compaction_retry`): there is no call to refuse or to hold, so there are three effects. ABORT
+    ends the run (`end_run`); an announced WARN is shown (`run_with_warning`: to the person, and to
+    the model where the place can tell it without keeping a turn going); a BLOCK or an ASK, which
+    these events' detectors do not give but a run's other rules may (a budget spent by an output's
+    usage), is shown as a warning too, its critical text telling what the run's next call will
+    meet; anything else says nothing. The table is `policy.json`'s `outputs`."""
+    action = Action(getattr(verdict.action, "value", verdict.action))
+    if action is Action.ABORT:
+        return GuardDecision("end_run", abort_text(verdict))
+    if action in (Action.BLOCK, Action.ASK) or (action is Action.WARN and verdict.announce):
+        return GuardDecision("run_with_warning", verdict.message)
+    if action is Action.REJECT:
+        return GuardDecision("run", judged=False)
     return GuardDecision("run")

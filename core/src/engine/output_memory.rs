@@ -123,10 +123,12 @@ pub(crate) fn tool_work(state: &mut RunState) {
     m.work_since_answer = true;
 }
 
-/// A user turn (with userTurnResets): the streaks of a turn end; the answers across turns stay.
+/// A user turn (with userTurnResets): the streaks of a turn end; the answers across turns stay,
+/// and so do the stop hook's continuations: a host may re-send its prompt hook for the
+/// continuation a stop hook asked for (Gemini CLI 0.61.0 fires BeforeAgent again for an AfterAgent
+/// retry), and a person's new prompt ends its turn with a fresh stop, which starts them again.
 pub(crate) fn user_turn(state: &mut RunState) {
     let Some(m) = state.rare_if_any().and_then(|r| r.outputs.as_deref_mut()) else { return };
     m.streaks.iter_mut().for_each(Streak::clear);
     m.compactions.clear();
-    m.continuations.clear();
 }

@@ -17,7 +17,7 @@
  */
 import { LoopwardenUnavailable, blockedToolResult } from '@loopwarden/client';
 import { approvalAnswer, approvalRequest } from './approvals.js';
-import { callKey, outcomeOf, runIdOf, sessionOf, turnOf, withNote } from './mapping.js';
+import { callKey, modelOutputOf, outcomeOf, runIdOf, sessionOf, turnOf, withNote } from './mapping.js';
 
 /** @typedef {import('@loopwarden/client').Verdict} Verdict */
 /** @typedef {import('@loopwarden/client').LoopwardenClient} LoopwardenClient */
@@ -35,13 +35,14 @@ import { callKey, outcomeOf, runIdOf, sessionOf, turnOf, withNote } from './mapp
 /** @typedef {import('./openclaw.js').MiddlewareResult} MiddlewareResult */
 /** @typedef {import('./openclaw.js').SubagentSpawnedEvent} SubagentSpawnedEvent */
 /** @typedef {import('./openclaw.js').SubagentContext} SubagentContext */
+/** @typedef {import('./openclaw.js').LlmOutputEvent} LlmOutputEvent */
 /** @typedef {import('./approvals.js').Resolution} Resolution */
 
 /** @typedef {{ debug?: (message: string) => void, info: (message: string) => void, warn: (message: string) => void, error: (message: string) => void }} Logger */
 
 /**
  * The daemon calls the hooks make: the Node client's verbs, so a test can stand in for it.
- * @typedef {Pick<LoopwardenClient, 'toolCall' | 'toolOutcome' | 'compactionRetry' | 'runEnd' | 'userTurn' | 'approval'>} DaemonClient
+ * @typedef {Pick<LoopwardenClient, 'toolCall' | 'toolOutcome' | 'compactionRetry' | 'runEnd' | 'userTurn' | 'approval' | 'modelOutput' | 'usage'>} DaemonClient
  */
 
 /**
@@ -480,7 +481,7 @@ export function createHooks({ client, settings, logger, abortRun, sessionParent,
 
     /**
      * after_compaction: OpenClaw compacted the run's context and goes on; arms the daemon's
-     * post-compaction guard.
+     * post-compaction guard and counts toward a compaction storm, whose ABORT ends the run.
      * @param {CompactionEvent} _event @param {AgentContext} ctx
      * @returns {Promise<void>}
      */
@@ -492,10 +493,47 @@ export function createHooks({ client, settings, logger, abortRun, sessionParent,
         const verdict = await within(client.compactionRetry(runId, { ...ids(ctx), parentRunId: parentOf(runId, ctx) || undefined }),
           settings.timeoutMs, 'the compaction');
         daemonAnswered();
-        if (verdict.message) logger.info(`loopwarden: run ${runId}: ${verdict.message}`);
+        // A compaction storm (or the guard's own abort) ends the run; its next call is blocked anyway.
+        if (verdict.action === 'abort') endRun(runId, ctx, verdict);
+        else if (verdict.message) logger.info(`loopwarden: run ${runId}: ${verdict.message}`);
       } catch (err) {
         if (err instanceof LoopwardenUnavailable) logOutage(`loopwarden: compaction not reported: ${describe(err)}`);
         else logger.error(`loopwarden: after_compaction failed: ${describe(err)}`);
+      }
+    },
+
+    /**
+     * llm_output: an attempt of an OpenClaw run is over (OpenClaw 2026.9 sends it once per attempt,
+     * after its model and tool calls): its text is the answer the run ends on, a `model_output`
+     * final answer for the detectors of loops without tool calls, and its usage is spent into the
+     * run tree's budgets (`tokensPerTree`), which stop the tree's next tool call once spent. An
+     * attempt with usage and no text is a `usage` event. OpenClaw hands a non-bundled plugin this
+     * hook only with `plugins.entries.loopwarden.hooks.allowConversationAccess: true`.
+     * @param {LlmOutputEvent} event @param {AgentContext} ctx
+     * @returns {Promise<void>}
+     */
+    async llmOutput(event, ctx) {
+      try {
+        const runId = runIdOf(ctx, event);
+        const output = runId ? modelOutputOf(event) : null;
+        if (!runId || !output) return;
+        rememberRun(runId, ctx);
+        const opts = { ...ids(ctx), parentRunId: parentOf(runId, ctx) || undefined };
+        await within(startTurn(runId, turnOf(ctx, event), ctx), settings.timeoutMs, 'the user turn');
+        const sent = output.text
+          ? client.modelOutput(runId, { ...opts, text: output.text, outputKind: 'final_answer', usage: output.usage })
+          : client.usage(runId, { ...opts, ...output.usage });
+        const verdict = await within(sent, settings.timeoutMs, 'the model output');
+        daemonAnswered();
+        if (verdict.action === 'abort') endRun(runId, ctx, verdict);
+        else if (verdict.action === 'reject') {
+          logger.warn(`loopwarden: the output of run ${runId} was not evaluated (${verdict.errorCode}): ${verdict.message}`);
+        } else if (verdict.action !== 'allow' && verdict.announce && settings.warnings !== 'off') {
+          logger.warn(`loopwarden: run ${runId}: ${verdict.message}`);
+        }
+      } catch (err) {
+        if (err instanceof LoopwardenUnavailable) logOutage(`loopwarden: model output not reported: ${describe(err)}`);
+        else logger.error(`loopwarden: llm_output failed: ${describe(err)}`);
       }
     },
 

@@ -2,8 +2,9 @@
 /**
  * loopwarden as an OpenClaw plugin: registers before_tool_call (BLOCK and ABORT block the call,
  * ASK asks a person through OpenClaw's requireApproval), after_tool_call, after_compaction,
- * session_end and subagent_spawned (a sub-agent's session is a child run), plus tool-result
- * middleware that hands an announced warning to the model. Configured at
+ * session_end, subagent_spawned (a sub-agent's session is a child run) and llm_output (a run's
+ * answer and usage: the detectors of loops without tool calls, the token budgets), plus
+ * tool-result middleware that hands an announced warning to the model. Configured at
  * `plugins.entries.loopwarden.config`.
  */
 import { LoopwardenClient } from '@loopwarden/client';
@@ -57,6 +58,15 @@ function storedSessionParent(api) {
 }
 
 /**
+ * Whether OpenClaw lets this plugin read conversation content (`plugins.entries.loopwarden.hooks.
+ * allowConversationAccess: true`), which its llm_output hook needs.
+ * @param {OpenClawPluginApi} api
+ */
+function conversationAccess(api) {
+  return api.config?.plugins?.entries?.[PLUGIN_ID]?.hooks?.allowConversationAccess === true;
+}
+
+/**
  * @param {PluginOptions} [options]
  * @returns {OpenClawPluginDefinition}
  */
@@ -80,6 +90,11 @@ export function createLoopwardenPlugin(options = {}) {
       api.on('after_compaction', (event, ctx) => hooks.afterCompaction(event, ctx));
       api.on('session_end', (event, ctx) => hooks.sessionEnd(event, ctx));
       api.on('subagent_spawned', (event, ctx) => hooks.subagentSpawned(event, ctx));
+      if (conversationAccess(api)) {
+        // OpenClaw hands a non-bundled plugin a run's output only with this grant; without it the
+        // registration would be refused with a warning on every start.
+        api.on('llm_output', (event, ctx) => hooks.llmOutput(event, ctx));
+      }
       if (settings.warnings === 'tool-result') {
         // NOTE: OpenClaw accepts this only from an explicitly enabled plugin whose manifest
         // declares contracts.agentToolResultMiddleware; otherwise it records a diagnostic and

@@ -111,3 +111,25 @@ export function outcomeOf(event, note) {
 export function withNote(result, note) {
   return { ...result, content: [...result.content, { type: 'text', text: note }] };
 }
+
+/**
+ * What an llm_output event (one attempt of an OpenClaw run: its model calls and tool calls, ending
+ * on the run's answer) tells the daemon: the attempt's assistant texts joined, the answer the run
+ * ends on, and its token usage (prompt tokens with the cached ones, completion tokens). null when
+ * it carries neither (OpenClaw may send no text and no usage).
+ * @param {{ assistantTexts?: unknown, usage?: { input?: number, output?: number, cacheRead?: number, cacheWrite?: number, total?: number }, model?: string }} event
+ * @returns {{ text: string, usage?: { inputTokens: number, outputTokens: number, model: string } } | null}
+ */
+export function modelOutputOf(event) {
+  const texts = Array.isArray(event.assistantTexts) ? event.assistantTexts : [];
+  const outputText = texts.filter((part) => typeof part === 'string').join('\n').trim();
+  const u = event.usage ?? {};
+  /** @param {unknown} value */
+  const count = (value) => (typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.round(value) : 0);
+  let inputTokens = count(u.input) + count(u.cacheRead) + count(u.cacheWrite);
+  const outputTokens = count(u.output);
+  if (!inputTokens && !outputTokens) inputTokens = count(u.total); // a runtime that reports only the total
+  const usage = inputTokens || outputTokens ? { inputTokens, outputTokens, model: text(event.model) } : undefined;
+  if (!outputText && !usage) return null;
+  return { text: outputText, ...(usage ? { usage } : {}) };
+}

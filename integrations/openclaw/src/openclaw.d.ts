@@ -20,6 +20,7 @@ export type SessionEndEvent = Parameters<Handler<'session_end'>>[0];
 export type SessionContext = Parameters<Handler<'session_end'>>[1];
 export type SubagentSpawnedEvent = Parameters<Handler<'subagent_spawned'>>[0];
 export type SubagentContext = Parameters<Handler<'subagent_spawned'>>[1];
+export type LlmOutputEvent = Parameters<Handler<'llm_output'>>[0];
 
 type Middleware = Parameters<OpenClawPluginApi['registerAgentToolResultMiddleware']>[0];
 export type MiddlewareEvent = Parameters<Middleware>[0];

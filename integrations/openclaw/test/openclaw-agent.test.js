@@ -4,74 +4,15 @@
 // OpenAI-compatible endpoint, against a real daemon. The model asks for the same `read` 12 times;
 // what it is shown as tool results is checked from the requests it received.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { LoopwardenClient } from '@loopwarden/client';
 import { DETECTION_ON, startDaemon } from './support/daemon.js';
 import { startFakeModel } from './support/fake-model.js';
-import { PLUGIN_DIR } from './support/openclaw-host.js';
+import { AGENT_TIMEOUT_MS, openclaw, openclawHome } from './support/openclaw-cli.js';
 
 /** @typedef {import('./support/daemon.js').Daemon} Daemon */
 /** @typedef {import('./support/fake-model.js').FakeModel} FakeModel */
-
-const OPENCLAW = path.join(PLUGIN_DIR, 'node_modules', 'openclaw', 'openclaw.mjs');
-const AGENT_TIMEOUT_MS = 240_000;
-
-/**
- * A fresh HOME with openclaw.json: the fake model as the default model, this plugin loaded and
- * explicitly enabled, OpenClaw's own loop detection off (README.md).
- * @param {string} modelUrl @param {string} target
- */
-function openclawHome(modelUrl, target) {
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'openclaw-agent-'));
-  const workspace = path.join(home, 'workspace');
-  fs.mkdirSync(workspace, { recursive: true });
-  fs.writeFileSync(path.join(workspace, 'notes.txt'), 'line 1\nline 2\n');
-  const config = {
-    tools: { loopDetection: { enabled: false } },
-    models: {
-      mode: 'replace',
-      providers: {
-        fake: {
-          baseUrl: modelUrl,
-          apiKey: 'fake-key',
-          api: 'openai-completions',
-          models: [{ id: 'fake-model', name: 'Fake model', reasoning: false, input: ['text'],
-            cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }],
-        },
-      },
-    },
-    agents: { defaults: { model: { primary: 'fake/fake-model' }, workspace } },
-    plugins: {
-      load: { paths: [PLUGIN_DIR] },
-      entries: { loopwarden: { enabled: true, config: { target } } },
-    },
-  };
-  fs.mkdirSync(path.join(home, '.openclaw'), { recursive: true });
-  fs.writeFileSync(path.join(home, '.openclaw', 'openclaw.json'), JSON.stringify(config, null, 2));
-  return home;
-}
-
-/**
- * @param {string} home @param {string[]} args
- * @returns {Promise<{ code: number | null, stdout: string, stderr: string }>}
- */
-function openclaw(home, args) {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OPENCLAW_') && !k.startsWith('LOOPWARDEN_')));
-  const child = spawn(process.execPath, [OPENCLAW, ...args], { cwd: home, env: { ...env, HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => { stdout += chunk; });
-  child.stderr.on('data', (chunk) => { stderr += chunk; });
-  const timer = setTimeout(() => child.kill('SIGKILL'), AGENT_TIMEOUT_MS);
-  return new Promise((resolve) => child.once('close', (code) => {
-    clearTimeout(timer);
-    resolve({ code, stdout, stderr });
-  }));
-}
 
 describe('openclaw agent --local with a scripted model', () => {
   /** @type {Daemon} */

@@ -17,6 +17,11 @@ export function loadScenarios() {
   return JSON.parse(fs.readFileSync(TABLE, 'utf8')).scenarios;
 }
 
+/** The table's `outputs`: verdicts on what the model wrote or on a compaction. @returns {Scenario[]} */
+export function loadOutputScenarios() {
+  return JSON.parse(fs.readFileSync(TABLE, 'utf8')).outputs;
+}
+
 /** @param {string} name */
 const camel = (name) => name.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
 

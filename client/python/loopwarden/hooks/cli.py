@@ -22,7 +22,7 @@ from . import driver, hosts
 from .asked_calls import AskedCallFiles, default_state_dir
 from .host import HookHost, HookPayloadError
 from .protocol import INTEGRATION_HEADER, action_of, event_name_in, parse, refused_answer, unavailable_answer
-from ..daemon_limits import MAX_PARAMS_BYTES, MAX_RESULT_BYTES
+from ..daemon_limits import MAX_OUTPUT_TEXT_BYTES, MAX_PARAMS_BYTES, MAX_RESULT_BYTES
 
 DEFAULT_TIMEOUT_SECONDS = 5.0
 
@@ -40,14 +40,18 @@ def add_hook_command(commands) -> None:
                            "event, or the input cannot be read (default: they run, unchecked)")
     hook.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
                       help=f"seconds to wait for the daemon (default {DEFAULT_TIMEOUT_SECONDS:g})")
-    # The daemon's event limits (its --max-params-bytes / --max-result-bytes): a tool input or
-    # output over them is sent as its sha256, length and prefix (reduction), never refused.
+    # The daemon's event limits (its --max-params-bytes / --max-result-bytes /
+    # --max-output-text-bytes): a tool input or output over them is sent as its sha256, length and
+    # prefix (reduction), a model's text as its sha256, never refused.
     hook.add_argument("--max-params-bytes", type=_positive, default=MAX_PARAMS_BYTES.default, metavar="N",
                       help=f"the daemon's {MAX_PARAMS_BYTES.flag}: a larger tool_input is judged by its sha256, "
                            f"length and prefix (default {MAX_PARAMS_BYTES.shown})")
     hook.add_argument("--max-result-bytes", type=_positive, default=MAX_RESULT_BYTES.default, metavar="N",
                       help=f"the daemon's {MAX_RESULT_BYTES.flag}: a larger tool_response or error is judged by "
                            f"its sha256, length and prefix (default {MAX_RESULT_BYTES.shown})")
+    hook.add_argument("--max-output-text-bytes", type=_positive, default=MAX_OUTPUT_TEXT_BYTES.default, metavar="N",
+                      help=f"the daemon's {MAX_OUTPUT_TEXT_BYTES.flag}: a longer model text (a Stop hook's final "
+                           f"answer) is judged by its sha256 (default {MAX_OUTPUT_TEXT_BYTES.shown})")
     add_connection_arguments(hook)
     hook.set_defaults(handler=_hook)
 
@@ -89,7 +93,7 @@ def _hook(args: argparse.Namespace) -> int:
         return _unreadable(host, raw, f"the hook input on stdin is not JSON: {exc}", args.fail_closed)
     try:
         request = parse(host, payload, agent_id=args.agent, max_params_bytes=args.max_params_bytes,
-                        max_result_bytes=args.max_result_bytes)
+                        max_result_bytes=args.max_result_bytes, max_output_bytes=args.max_output_text_bytes)
     except HookPayloadError as exc:
         return _unreadable(host, raw, f"not a {host.name} hook input: {exc}", args.fail_closed)
     except RecursionError:
@@ -125,6 +129,8 @@ def _hook(args: argparse.Namespace) -> int:
                     print(f"loopwarden hook: the daemon did not take the approval of {approval.tool_call_id}: "
                           f"{taken.error_code}", file=sys.stderr)
             verdict = client.check(event_from_record(request.event), routed=routed) if request.event else None
+            for trailing in request.trailing:  # after the hook's own event: e.g. a sub-agent's run_end
+                client.check(event_from_record(trailing), routed=routed)
         except LoopwardenUnavailable as exc:
             print(f"loopwarden hook: the daemon at {connection.address} did not answer: {exc}", file=sys.stderr)
             output = unavailable_answer(request, f"the daemon at {connection.address} did not answer",

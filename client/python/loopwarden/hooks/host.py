@@ -16,7 +16,7 @@ import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
     from ..hookinstall.spec import HookConfig
@@ -30,11 +30,17 @@ class Stage(enum.Enum):
     TOOL_FAILED = "tool_failed"  # a call ran and failed with an error
     BATCH_END = "batch_end"  # every call of a model turn has resolved
     COMPACT = "compact"  # the host compacts its context
+    MODEL_OUTPUT = "model_output"  # the model wrote a message or a thought; the turn goes on
+    STOP = "stop"  # the turn is about to end on the model's final answer (a stop hook)
     USER_PROMPT = "user_prompt"  # a person sent a new prompt: a user turn
     SESSION_END = "session_end"
     SUBAGENT_START = "subagent_start"
-    SUBAGENT_STOP = "subagent_stop"
+    SUBAGENT_STOP = "subagent_stop"  # a sub-agent ends on its final answer
     PERMISSION_DENIED = "permission_denied"  # the host reports a call it denied
+
+
+# What kind of model output a hook saw (ModelOutput.output_kind, by its event-format name).
+OutputKind = Literal["message", "thought", "final_answer"]
 
 
 class HookPayloadError(ValueError):
@@ -56,6 +62,14 @@ class HookInput:
     tool_response: Any = None  # a JSON value
     error: str = ""
     duration_ms: int = 0
+    # What the model wrote (MODEL_OUTPUT, STOP, SUBAGENT_STOP): its text, or instead a stable name
+    # of it (`output_digest`, compared for equality only) where the host hands over no text.
+    output_text: str = ""
+    output_digest: str = ""
+    output_kind: OutputKind = "message"
+    # A stop hook already kept this turn going at least once (Claude Code and Codex
+    # `stop_hook_active`, Gemini CLI's AfterAgent retry, Cursor's `loop_count` > 0).
+    stop_hook_active: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +167,15 @@ def duration_ms(value: Any, key: str = "duration_ms") -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2**63:
         raise HookPayloadError(f"{key} must be a non-negative number of milliseconds, got {value!r}")
     return round(value)
+
+
+def flag(payload: Mapping[str, Any], key: str) -> bool:
+    """An optional boolean field of a hook input (absent: false); HookPayloadError names it when it
+    is not a boolean."""
+    value = payload.get(key, False)
+    if not isinstance(value, bool):
+        raise HookPayloadError(f"{key} must be a boolean, got {type(value).__name__}")
+    return value
 
 
 def json_value(payload: Mapping[str, Any], key: str) -> Any:

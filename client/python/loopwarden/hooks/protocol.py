@@ -8,6 +8,12 @@ interface); what a hook *means* is written here once, by stage:
 
 - a tool call about to run (`Stage.BEFORE_TOOL`) is a `tool_call`; a call that ran is its
   `tool_outcome` (its result, or its error); a compaction is a `compaction_retry`;
+- what the model wrote is a `model_output`: a message or a thought (`Stage.MODEL_OUTPUT`), or the
+  final answer a turn is about to end on (`Stage.STOP`, a stop hook, with `stop_hook_active` when
+  a stop hook already kept the turn going). Its verdict can only be shown or end the session
+  (guard_policy.decide_output): a stop hook's "keep going" (Claude Code's `decision: "block"`,
+  Gemini CLI's AfterAgent deny, Cursor's followup_message) is never loopwarden's answer, and
+  neither is context at a stop (Claude Code continues the turn to deliver it);
 - a new prompt (`Stage.USER_PROMPT`; the prompt's id is carried along) is a `user_turn` of the
   session's run: the run starts fresh for loop detection, so a call blocked before the prompt runs
   again after it. Its answer is always empty (loopwarden never holds up a prompt; an aborted run's
@@ -25,7 +31,10 @@ carries the sub-agent's type, the one thing its run id does not say; the config 
 hook's (`?agent=` / `--agent`) for the whole tree. `Stage.SUBAGENT_START` creates the child (a
 `user_turn` of it: no tool call counted) and `Stage.SUBAGENT_STOP` ends it (`run_end`); both are
 answered empty. Every event of a session is routed by the tree's root, the session's run
-(`HookRequest.root_run_id`).
+(`HookRequest.root_run_id`). A `Stage.SUBAGENT_STOP` carrying the sub-agent's final answer is its
+`model_output` first, then the `run_end` (`HookRequest.trailing`), except while a stop hook keeps
+the sub-agent going (`stop_hook_active`): its run then stays, so that the continuations are
+counted, and the session's end ends it with the tree.
 
 ASK: a host that `can_ask` holds a call for the person; its before-tool events carry
 `accepts_ask`, and an ASK verdict is answered with the host's ask and the verdict's message. Every
@@ -59,9 +68,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ..daemon_limits import MAX_PARAMS_BYTES, MAX_RESULT_BYTES
+from ..daemon_limits import MAX_OUTPUT_TEXT_BYTES, MAX_PARAMS_BYTES, MAX_RESULT_BYTES
 from ..eventformat import EventKind, EventRecord, json_text
-from ..guard_policy import VerdictView, abort_text, decide
+from ..guard_policy import VerdictView, abort_text, decide, decide_output
 from .host import HookHost, HookInput, HookPayloadError, Reply, Stage
 from .reduction import Reduction, bounded_json, bounded_text
 
@@ -138,6 +147,9 @@ class HookRequest:
     run: HookRun | None = None  # the run of the hook's event (None: a hook of no run)
     tool_call_id: str = ""  # a tool hook's call id (Claude Code's tool_use_id)
     reduced: tuple[Reduction, ...] = ()  # fields over the event limits, judged by their stand-in (reduction)
+    # Events to send after the hook's own, whose verdicts decide nothing (a sub-agent's run_end
+    # after its final answer).
+    trailing: tuple[EventRecord, ...] = ()
 
     @property
     def before_tool(self) -> bool:
@@ -150,7 +162,8 @@ class HookRequest:
 
     @property
     def ends_subagent(self) -> bool:
-        return self.stage is Stage.SUBAGENT_STOP and self.event is not None
+        return self.stage is Stage.SUBAGENT_STOP and any(event.kind is EventKind.RUN_END
+                                                         for event in (self.event, *self.trailing) if event)
 
     @property
     def settles_ask(self) -> bool | None:
@@ -197,8 +210,14 @@ class HookRequest:
 
     def events(self, *approvals: EventRecord | None) -> tuple[EventRecord, ...]:
         """What to send for this hook, in order: the approvals of asked calls (when the caller
-        knows the calls were asked), then the hook's own event."""
-        return tuple(event for event in (*approvals, self.event) if event is not None)
+        knows the calls were asked), then the hook's own event, then its `trailing` events. The
+        hook's verdict is the own event's: `verdict_in`."""
+        return tuple(event for event in (*approvals, self.event, *self.trailing) if event is not None)
+
+    def verdict_in(self, verdicts: Sequence[Any], approvals: int) -> Any:
+        """The hook's own verdict among the verdicts on `events(*approvals)` (`approvals` of them
+        ahead of it), or None when the hook has no event."""
+        return verdicts[approvals] if self.event is not None else None
 
     @property
     def ends_batch(self) -> bool:
@@ -234,11 +253,13 @@ class HookRequest:
 
 
 def parse(host: HookHost, payload: Any, *, agent_id: str = "", max_params_bytes: int = MAX_PARAMS_BYTES.default,
-          max_result_bytes: int = MAX_RESULT_BYTES.default) -> HookRequest:
+          max_result_bytes: int = MAX_RESULT_BYTES.default,
+          max_output_bytes: int = MAX_OUTPUT_TEXT_BYTES.default) -> HookRequest:
     """Read one hook input (the decoded JSON) of `host`. The run is the hook's session, or a
     sub-agent's child run of it. A tool input over `max_params_bytes`, or a result or error over
     `max_result_bytes` (the daemon's event limits), is reduced to its stand-in (reduction), named
-    in `HookRequest.reduced`.
+    in `HookRequest.reduced`; a model's text over `max_output_bytes` is sent as its sha256
+    (`text_digest`).
 
     HookPayloadError names the field when a mapped event lacks what its host always sends."""
     if not isinstance(payload, Mapping):
@@ -246,7 +267,8 @@ def parse(host: HookHost, payload: Any, *, agent_id: str = "", max_params_bytes:
     name = host.event_name(payload)
     if host.stage_of(name) is None:
         return HookRequest(host, name)
-    return _request(host, name, host.read(name, payload), agent_id, max_params_bytes, max_result_bytes)
+    return _request(host, name, host.read(name, payload), agent_id, max_params_bytes, max_result_bytes,
+                    max_output_bytes)
 
 
 def _run(host: HookHost, name: str, read: HookInput, agent_id: str) -> HookRun:
@@ -261,8 +283,28 @@ def _run(host: HookHost, name: str, read: HookInput, agent_id: str) -> HookRun:
                    session_id=read.agent_type or read.session_id)
 
 
+def _output_event(run: HookRun, read: HookInput, max_output_bytes: int) -> tuple[EventRecord | None, Reduction | None]:
+    """What the model wrote as a `model_output` of `run`, or None when there is nothing to judge
+    (no text, or only whitespace, and no digest: a chunk of a function call, a turn that ended
+    on no text)."""
+    text, digest, reduced = read.output_text, read.output_digest, None
+    if not text.strip():
+        text = ""
+        if not digest:
+            return None, None
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) > max_output_bytes:
+        # Over the daemon's limit the text would be refused: its hash stands for it (equal texts,
+        # equal hashes), and only the repetition inside it goes unjudged.
+        digest = hashlib.sha256(data).hexdigest()
+        text, reduced = "", Reduction("output_text", len(data), digest)
+    event = run.event(EventKind.MODEL_OUTPUT, text=text, text_digest=digest if not text else "",
+                      output_kind=read.output_kind, stop_hook_active=read.stop_hook_active)
+    return event, reduced
+
+
 def _request(host: HookHost, name: str, read: HookInput, agent_id: str, max_params_bytes: int,
-             max_result_bytes: int) -> HookRequest:
+             max_result_bytes: int, max_output_bytes: int = MAX_OUTPUT_TEXT_BYTES.default) -> HookRequest:
     if not read.session_id.strip():
         raise HookPayloadError("session_id must not be blank: it names the run")
     run = _run(host, name, read, agent_id)
@@ -273,7 +315,18 @@ def _request(host: HookHost, name: str, read: HookInput, agent_id: str, max_para
         return HookRequest(host, name, stage, **scope)
     if stage is Stage.COMPACT:
         return HookRequest(host, name, stage, run.event(EventKind.COMPACTION_RETRY), **scope)
-    if stage in (Stage.SESSION_END, Stage.SUBAGENT_STOP):
+    if stage in (Stage.MODEL_OUTPUT, Stage.STOP):
+        output, output_reduced = _output_event(run, read, max_output_bytes)
+        return HookRequest(host, name, stage, output, reduced=tuple(r for r in (output_reduced,) if r), **scope)
+    if stage is Stage.SUBAGENT_STOP:
+        # The sub-agent's final answer, then its end; no end while a stop hook keeps it going.
+        output, output_reduced = _output_event(run, read, max_output_bytes)
+        end = () if read.stop_hook_active else (run.event(EventKind.RUN_END),)
+        if output is None:
+            return HookRequest(host, name, stage, end[0] if end else None, **scope)
+        return HookRequest(host, name, stage, output, reduced=tuple(r for r in (output_reduced,) if r),
+                           trailing=end, **scope)
+    if stage is Stage.SESSION_END:
         return HookRequest(host, name, stage, run.event(EventKind.RUN_END), **scope)
     if stage is Stage.SUBAGENT_START:
         # Creates the child run (its parent set) without counting a tool call; a sub-agent started
@@ -314,9 +367,20 @@ def reply_for(request: HookRequest, verdict: VerdictLike | None) -> Reply:
     """What the hook's answer says about the verdict on `request.event`, whatever the host: the
     guard policy's effect (loopwarden.guard_policy, the one mapping every guard follows) in hook
     terms, at the hook's stage."""
-    if verdict is None or request.stage in (Stage.USER_PROMPT, Stage.SUBAGENT_STOP, Stage.PERMISSION_DENIED):
-        # A new prompt is never held up (an aborted run's next call is denied); a sub-agent is
-        # never kept running; a denial is only reported.
+    if verdict is None or request.stage in (Stage.USER_PROMPT, Stage.PERMISSION_DENIED):
+        # A new prompt is never held up (an aborted run's next call is denied); a denial is only
+        # reported.
+        return Reply()
+    if request.stage in (Stage.MODEL_OUTPUT, Stage.STOP, Stage.SUBAGENT_STOP, Stage.COMPACT):
+        if request.event is None or request.event.kind is EventKind.RUN_END:
+            return Reply()  # a sub-agent's end with no answer to judge
+        # What the model wrote, or a compaction: shown, or the session ended; never context,
+        # which a stop hook's host would continue the turn to deliver.
+        output = decide_output(verdict)
+        if output.effect == "end_run":
+            return Reply(stop=output.text, note=f"loopwarden: {output.text}")
+        if output.effect == "run_with_warning":
+            return Reply(note=f"loopwarden: {output.text}")
         return Reply()
     if request.stage is Stage.SUBAGENT_START:
         # The child was refused (tree_too_deep, too_many_children): the sub-agent is told at once;
@@ -324,7 +388,7 @@ def reply_for(request: HookRequest, verdict: VerdictLike | None) -> Reply:
         return Reply(context=abort_text(verdict), note=f"loopwarden: {abort_text(verdict)}") \
             if action_of(verdict) == "abort" else Reply()
     if not request.before_tool:
-        # After a tool, a compaction: only an ABORT has something to say.
+        # After a tool: only an ABORT has something to say.
         return Reply(stop=abort_text(verdict)) if action_of(verdict) == "abort" else Reply()
     can_ask = request.event is not None and request.event.accepts_ask
     decision = decide(verdict, can_ask=can_ask)

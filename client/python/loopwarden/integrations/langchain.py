@@ -29,13 +29,19 @@ Under `create_agent` both end with their invocation (a bare `ToolNode` never sen
   and unless `ask=False`): the call is held with `interrupt()` (its value describes the call, see
   `_langgraph_ask`); the `Command(resume=...)` answer goes to the daemon as an `approval`, and the
   call runs only if approved.
-- Usage: each model response's `usage_metadata` under `create_agent` is a `usage` event, for the
-  tree's token budget (`loopwarden.budgets.tokensPerTree`); in a graph of your own, the model node
-  reports it with `report_usage`.
+- What the model wrote: each model response under `create_agent` is a `model_output` event (its
+  text; a `final_answer` when it calls no tool, else a `message`) carrying its `usage_metadata`,
+  for the detectors of loops without tool calls and the tree's token budget
+  (`loopwarden.budgets.tokensPerTree`); a response with no text is a `usage` event. An announced
+  WARN is logged (`loopwarden.integrations`); an ABORT ends the run as a tool's would: the
+  response's tool calls are refused and the agent jumps to its end with a final `AIMessage`
+  saying why (a final answer is followed by that message). In a graph of your own, the model node
+  reports its response with `report_usage`.
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Final, NotRequired, cast
@@ -51,7 +57,7 @@ from langgraph.types import Command, interrupt
 
 from ..client import DEFAULT_TARGET
 from ..eventformat import json_text
-from ..guard_policy import abort_text
+from ..guard_policy import abort_text, decide_output
 from ..types import RunAborted, Verdict
 from ._gate import Before, Gate, Settings, error_text, result_value
 from ._langgraph_ask import RESUME_SCHEMA, Answer, answer_of
@@ -60,6 +66,8 @@ from ._langgraph_channel import Channel, GuardedCall
 from ._langgraph_runs import CALLER, Caller, Place, PromptMemory, fresh_run_id, place_of
 
 __all__ = ["LoopwardenMiddleware"]
+
+log = logging.getLogger("loopwarden.integrations")
 
 # Final: the literal keys, so reads of LoopwardenState are typed as its fields.
 _RUN_KEY: Final = "loopwarden_run_id"
@@ -134,32 +142,39 @@ class LoopwardenMiddleware(AgentMiddleware[LoopwardenState, Any]):
     async def abefore_model(self, state: LoopwardenState, runtime: Any) -> dict[str, Any] | None:
         return self.before_model(state, runtime)
 
-    def after_model(self, state: LoopwardenState, runtime: Any) -> None:
-        usage = _usage_of(state, runtime)
-        if usage is not None:
-            place, key, tokens = usage
-            self._channel.event("usage", place, key, **tokens)
+    def after_model(self, state: LoopwardenState, runtime: Any) -> dict[str, Any] | None:
+        output = _output_of(state, runtime)
+        if output is None:
+            return None
+        place, key, verb, fields = output
+        return _after_output(self._channel.event(verb, place, key, **fields), fields)
 
-    async def aafter_model(self, state: LoopwardenState, runtime: Any) -> None:
-        usage = _usage_of(state, runtime)
-        if usage is not None:
-            place, key, tokens = usage
-            await self._channel.aevent("usage", place, key, **tokens)
+    async def aafter_model(self, state: LoopwardenState, runtime: Any) -> dict[str, Any] | None:
+        output = _output_of(state, runtime)
+        if output is None:
+            return None
+        place, key, verb, fields = output
+        return _after_output(await self._channel.aevent(verb, place, key, **fields), fields)
 
-    def report_usage(self, message: AIMessage, state: Any = None) -> None:
-        """In a LangGraph graph of your own: send a model response's `usage_metadata` as a `usage`
-        event of the run its tool calls are in. Call it in the node that called the model; `state`:
-        the node's state (needed only when the graph has no thread id and no run id)."""
-        usage = _node_usage(message, state)
-        if usage is not None:
-            place, key, tokens = usage
-            self._channel.event("usage", place, key, **tokens)
+    def report_usage(self, message: AIMessage, state: Any = None) -> Verdict | None:
+        """In a LangGraph graph of your own: send a model response (its text as a `model_output`
+        with its `usage_metadata`, or its usage alone as a `usage` event) in the run its tool calls
+        are in, and return the daemon's verdict (None: nothing sent, or the daemon unreachable); an
+        ABORT there is yours to act on (the run's later tool calls are refused). Call it in the
+        node that called the model; `state`: the node's state (needed only when the graph has no
+        thread id and no run id)."""
+        output = _node_output(message, state)
+        if output is None:
+            return None
+        place, key, verb, fields = output
+        return self._channel.event(verb, place, key, **fields)
 
-    async def areport_usage(self, message: AIMessage, state: Any = None) -> None:
-        usage = _node_usage(message, state)
-        if usage is not None:
-            place, key, tokens = usage
-            await self._channel.aevent("usage", place, key, **tokens)
+    async def areport_usage(self, message: AIMessage, state: Any = None) -> Verdict | None:
+        output = _node_output(message, state)
+        if output is None:
+            return None
+        place, key, verb, fields = output
+        return await self._channel.aevent(verb, place, key, **fields)
 
     def after_agent(self, state: LoopwardenState, runtime: Any) -> None:
         place = _stored_place(state)
@@ -326,26 +341,71 @@ def _asked(call: GuardedCall, before: Before, request: ToolCallRequest) -> Answe
     return answer_of(value)
 
 
-def _usage_of(state: LoopwardenState, runtime: Any) -> tuple[Place, str, dict[str, Any]] | None:
-    """create_agent: the usage event of the model response that just came in, when it says what it used."""
+Output = tuple[Place, str, str, dict[str, Any]]  # the run, the event's key, its verb, its fields
+
+
+def _output_of(state: LoopwardenState, runtime: Any) -> Output | None:
+    """create_agent: the event of the model response that just came in (`_response_event`)."""
     place = _stored_place(state)
     messages = state.get("messages") or []
-    tokens = _tokens_of(messages[-1] if messages else None)
-    if place is None or tokens is None:
+    event = _response_event(messages[-1] if messages else None)
+    if place is None or event is None:
         return None
     info = runtime.execution_info
-    return place, messages[-1].id or (info.checkpoint_ns if info else ""), tokens
+    return place, messages[-1].id or (info.checkpoint_ns if info else ""), *event
 
 
-def _node_usage(message: Any, state: Any) -> tuple[Place, str, dict[str, Any]] | None:
-    """A node of your own graph: the usage event of the response it got, in the run its tool calls are in."""
-    tokens = _tokens_of(message)
-    if tokens is None:
+def _node_output(message: Any, state: Any) -> Output | None:
+    """A node of your own graph: the event of the response it got, in the run its tool calls are in."""
+    event = _response_event(message)
+    if event is None:
         return None
     runtime = get_runtime()
     info = runtime.execution_info
-    return (_graph_place(info, get_config(), state), message.id or (info.checkpoint_ns if info else ""),
-            tokens)
+    return (_graph_place(info, get_config(), state), message.id or (info.checkpoint_ns if info else ""), *event)
+
+
+def _response_event(message: Any) -> tuple[str, dict[str, Any]] | None:
+    """A model response as an event: its text as a `model_output` (a `final_answer` when it calls
+    no tool, else a `message`) with its usage, or its usage alone as a `usage` event; None when
+    it has neither."""
+    if not isinstance(message, AIMessage):
+        return None
+    tokens = _tokens_of(message) or {}
+    text = _text_of(message)
+    if text:
+        kind = "message" if message.tool_calls else "final_answer"
+        return "model_output", {"text": text, "output_kind": kind, **tokens}
+    return ("usage", tokens) if tokens else None
+
+
+def _text_of(message: AIMessage) -> str:
+    """What the model wrote in a response: its text, its text blocks joined (reasoning and tool
+    blocks left out)."""
+    content = message.content
+    if isinstance(content, str):
+        return content.strip()
+    parts = [block if isinstance(block, str) else block.get("text", "") for block in content
+             if isinstance(block, str) or (isinstance(block, dict) and block.get("type") == "text")]
+    return "\n".join(part for part in parts if isinstance(part, str)).strip()
+
+
+def _after_output(verdict: Verdict | None, fields: dict[str, Any]) -> dict[str, Any] | None:
+    """The state update after the verdict on a response: an ABORT marks the run aborted (its tool
+    calls are then refused by the daemon, and the agent jumps to its end with the message before
+    its next model call); a final answer is followed by the message at once. An announced WARN is
+    logged: the response is the model's already."""
+    if verdict is None:
+        return None
+    decision = decide_output(verdict)
+    if decision.effect == "run_with_warning":
+        log.warning("loopwarden: %s", decision.text)
+    if decision.effect != "end_run":
+        return None
+    update: dict[str, Any] = {_ABORT_KEY: decision.text}
+    if fields.get("output_kind") == "final_answer":
+        update["messages"] = [AIMessage(content=decision.text)]
+    return update
 
 
 def _tokens_of(message: Any) -> dict[str, Any] | None:

@@ -57,6 +57,19 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_hook_between_continuations_does_not_restart_the_count() {
+        // Gemini CLI fires its prompt hook (a user turn) again for each retry its AfterAgent hook asks for.
+        let mut run = Run::new(on());
+        run.stop("Done.", false);
+        run.send(&crate::engine::Event::UserTurn);
+        run.stop("Done.", true);
+        run.send(&crate::engine::Event::UserTurn);
+        run.stop("Done.", true);
+        run.send(&crate::engine::Event::UserTurn);
+        assert_eq!(run.stop("Done.", true).action, Action::Abort);
+    }
+
+    #[test]
     fn other_outputs_with_the_flag_are_no_continuations() {
         let mut run = Run::new(on());
         for _ in 0..5 {

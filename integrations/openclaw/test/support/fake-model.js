@@ -23,8 +23,9 @@ function textOf(content) {
 
 /**
  * `perTurn`: count only the tool results since the user's last message, so a second message in the
- * same session (a new OpenClaw run) gets `calls` more tool calls.
- * @param {{ tool: string, args: Record<string, unknown>, calls: number, stopWhen?: (text: string) => boolean, perTurn?: boolean }} script
+ * same session (a new OpenClaw run) gets `calls` more tool calls. `usage`: the tokens each response
+ * reports (default 10 prompt, 5 completion).
+ * @param {{ tool: string, args: Record<string, unknown>, calls: number, stopWhen?: (text: string) => boolean, perTurn?: boolean, usage?: { prompt_tokens: number, completion_tokens: number } }} script
  * @returns {Promise<FakeModel>}
  */
 export async function startFakeModel(script) {
@@ -72,7 +73,8 @@ export async function startFakeModel(script) {
       const answer = reply(body);
       const id = `chatcmpl-${requests.length}`;
       const created = Math.floor(Date.now() / 1000);
-      const usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 };
+      const tokens = script.usage ?? { prompt_tokens: 10, completion_tokens: 5 };
+      const usage = { ...tokens, total_tokens: tokens.prompt_tokens + tokens.completion_tokens };
       const toolCalls = answer.toolCall
         ? [{ index: 0, id: answer.toolCall.id, type: 'function', function: { name: answer.toolCall.name, arguments: answer.toolCall.arguments } }]
         : undefined;

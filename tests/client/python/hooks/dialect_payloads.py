@@ -3,11 +3,14 @@
 Gemini CLI: `@google/gemini-cli` 0.61.0, bundle/docs/hooks/reference.md (base input: session_id,
 transcript_path, cwd, hook_event_name, timestamp; BeforeTool/AfterTool: tool_name, tool_input,
 AfterTool's tool_response {llmContent, returnDisplay, error?}; PreCompress: trigger; BeforeAgent:
-prompt; SessionEnd: reason). Cursor: cursor.com/docs/agent/hooks (common input: conversation_id,
+prompt; SessionEnd: reason; AfterModel: llm_request, llm_response {text?, candidates, usageMetadata?}
+as its hookTranslator writes it; AfterAgent: prompt, prompt_response, stop_hook_active). Cursor:
+cursor.com/docs/agent/hooks (common input: conversation_id,
 generation_id, model, hook_event_name, cursor_version, workspace_roots, user_email,
 transcript_path; preToolUse/postToolUse/postToolUseFailure: tool_name, tool_input, tool_use_id,
 tool_output / error_message; beforeShellExecution: command, cwd; beforeMCPExecution: tool_name,
-tool_input as JSON text; preCompact, beforeSubmitPrompt: prompt, sessionEnd).
+tool_input as JSON text; preCompact, beforeSubmitPrompt: prompt, sessionEnd; afterAgentResponse:
+text; afterAgentThought: text, duration_ms; stop: status, loop_count).
 """
 from __future__ import annotations
 
@@ -39,6 +42,27 @@ def gemini_after_tool(session_id: str, response: dict | None = None) -> dict[str
 
 def gemini_pre_compress(session_id: str) -> dict[str, Any]:
     return {**_gemini_base(session_id, "PreCompress"), "trigger": "auto"}
+
+
+def gemini_after_model(session_id: str, text: str | None = "Working on it.", *, thought: str = "") -> dict[str, Any]:
+    """One streamed chunk of the model's response: `text` its text without thoughts (None: a chunk
+    of no text, e.g. a function call), `thought` a thought part of the same chunk."""
+    parts = [part for part in (thought, text) if part]
+    response: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP",
+                                                "index": 0}],
+                                "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
+                                                  "totalTokenCount": 15}}
+    if text is not None:
+        response["text"] = text
+    request = {"model": "gemini-2.5-pro", "messages": [{"role": "user", "content": "say done"}],
+               "config": {"temperature": 1}}
+    return {**_gemini_base(session_id, "AfterModel"), "llm_request": request, "llm_response": response}
+
+
+def gemini_after_agent(session_id: str, response: str = "All done.", *, stop_hook_active: bool = False,
+                       prompt: str = "say done") -> dict[str, Any]:
+    return {**_gemini_base(session_id, "AfterAgent"), "prompt": prompt, "prompt_response": response,
+            "stop_hook_active": stop_hook_active}
 
 
 def gemini_before_agent(session_id: str, prompt: str = "try again") -> dict[str, Any]:
@@ -94,5 +118,14 @@ def cursor_session_end(conversation_id: str) -> dict[str, Any]:
             "reason": "completed", "duration_ms": 1000}
 
 
-def cursor_stop(conversation_id: str) -> dict[str, Any]:
-    return {**_cursor_base(conversation_id, "stop"), "status": "completed", "loop_count": 0}
+def cursor_stop(conversation_id: str, loop_count: int = 0, generation_id: str | None = None) -> dict[str, Any]:
+    body = {**_cursor_base(conversation_id, "stop"), "status": "completed", "loop_count": loop_count}
+    return body if generation_id is None else {**body, "generation_id": generation_id}
+
+
+def cursor_after_agent_response(conversation_id: str, text: str = "Working on it.") -> dict[str, Any]:
+    return {**_cursor_base(conversation_id, "afterAgentResponse"), "text": text}
+
+
+def cursor_after_agent_thought(conversation_id: str, text: str = "Let me think.") -> dict[str, Any]:
+    return {**_cursor_base(conversation_id, "afterAgentThought"), "text": text, "duration_ms": 500}

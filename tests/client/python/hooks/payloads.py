@@ -70,10 +70,21 @@ def claude_subagent_start(session_id: str, agent_id: str, agent_type: str = "gen
     return {**_claude_base(session_id, "SubagentStart"), "agent_id": agent_id, "agent_type": agent_type}
 
 
-def claude_subagent_stop(session_id: str, agent_id: str, agent_type: str = "general-purpose") -> dict[str, Any]:
-    return {**_claude_base(session_id, "SubagentStop"), "stop_hook_active": False, "agent_id": agent_id,
+def claude_subagent_stop(session_id: str, agent_id: str, agent_type: str = "general-purpose", *,
+                         message: str | None = "Done.", stop_hook_active: bool = False) -> dict[str, Any]:
+    """A sub-agent ending on its final answer (`message`; None: the input has none)."""
+    body = {**_claude_base(session_id, "SubagentStop"), "stop_hook_active": stop_hook_active, "agent_id": agent_id,
             "agent_transcript_path": f"/home/dev/.claude/projects/demo/{session_id}/subagents/{agent_id}.jsonl",
-            "agent_type": agent_type, "last_assistant_message": "Done."}
+            "agent_type": agent_type}
+    return body if message is None else {**body, "last_assistant_message": message}
+
+
+def claude_stop(session_id: str, message: str | None = "All done.", *, stop_hook_active: bool = False) -> dict[str, Any]:
+    """The turn about to end on the model's final answer (StopHookInput; `message` None: the input
+    has no last_assistant_message), as Claude Code 2.1.332 sends it."""
+    body = {**_claude_base(session_id, "Stop"), "stop_hook_active": stop_hook_active, "background_tasks": [],
+            "session_crons": []}
+    return body if message is None else {**body, "last_assistant_message": message}
 
 
 def claude_permission_denied(session_id: str, tool_use_id: str, command: str = COMMAND,
@@ -110,9 +121,11 @@ def codex_pre_compact(session_id: str) -> dict[str, Any]:
     return {**base, "trigger": "auto"}
 
 
-def codex_stop(session_id: str) -> dict[str, Any]:
-    """An event loopwarden does not map (a turn ending is not the session ending)."""
-    return {**_codex_base(session_id, "Stop"), "stop_hook_active": False, "last_assistant_message": "Done."}
+def codex_stop(session_id: str, message: str | None = "Done.", *, stop_hook_active: bool = False) -> dict[str, Any]:
+    """A turn about to end on its final answer (stop.command.input: last_assistant_message is
+    required and nullable)."""
+    return {**_codex_base(session_id, "Stop"), "stop_hook_active": stop_hook_active,
+            "last_assistant_message": message}
 
 
 def codex_user_prompt_submit(session_id: str, prompt: str, turn_id: str = "turn-2") -> dict[str, Any]:
@@ -130,8 +143,9 @@ def codex_subagent_start(session_id: str, agent_id: str, agent_type: str = "expl
     return {**_codex_base(session_id, "SubagentStart"), "agent_id": agent_id, "agent_type": agent_type}
 
 
-def codex_subagent_stop(session_id: str, agent_id: str, agent_type: str = "explorer") -> dict[str, Any]:
+def codex_subagent_stop(session_id: str, agent_id: str, agent_type: str = "explorer", *,
+                        stop_hook_active: bool = False) -> dict[str, Any]:
     """The end of one turn of a Codex sub-agent (it runs again on the parent's next send_input)."""
     return {**_codex_base(session_id, "SubagentStop"), "agent_id": agent_id, "agent_type": agent_type,
-            "agent_transcript_path": f"/home/dev/.codex/sessions/{agent_id}.jsonl", "stop_hook_active": False,
-            "last_assistant_message": "Done."}
+            "agent_transcript_path": f"/home/dev/.codex/sessions/{agent_id}.jsonl",
+            "stop_hook_active": stop_hook_active, "last_assistant_message": "Done."}

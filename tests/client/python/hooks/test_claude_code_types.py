@@ -41,7 +41,9 @@ INPUTS = {
     "SubagentStartHookInput": [payloads.claude_subagent_start("s-1", "a1", "Explore")],
     "SubagentStopHookInput": [payloads.claude_subagent_stop("s-1", "a1", "Explore")],
     "PermissionDeniedHookInput": [payloads.claude_permission_denied("s-1", "toolu_1")],
+    "StopHookInput": [payloads.claude_stop("s-1"), payloads.claude_stop("s-1", None, stop_hook_active=True)],
 }
+INPUTS["SubagentStopHookInput"].append(payloads.claude_subagent_stop("s-1", "a2", message=None, stop_hook_active=True))
 INPUTS["PreToolUseHookInput"].append(payloads.in_subagent(payloads.claude_pre_tool_use("s-1", "toolu_2"), "a1"))
 
 
@@ -59,6 +61,12 @@ def _answers() -> list[dict]:
             for name in (request.hook_event_name, ""):
                 out.append(unchecked_answer(host("claude-code"), name, "the hook input is too large",
                                             fail_closed=fail_closed))
+    # What the model wrote: the answers to a Stop and a SubagentStop, for every action.
+    for stop in (payloads.claude_stop("s-1", stop_hook_active=True), payloads.claude_subagent_stop("s-1", "a1")):
+        request = parse(host("claude-code"), stop)
+        for action in Action:
+            out.append(answer(request, Verdict(0, "s-1", action, message=f"{action.value}: message", announce=True,
+                                               error_code="stop_hook_loop")))
     start = parse(host("claude-code"), payloads.claude_subagent_start("s-1", "a1"))
     out.append(answer(start, Verdict(0, "s-1/a1", Action.ABORT, message="too many children",
                                      error_code="too_many_children")))

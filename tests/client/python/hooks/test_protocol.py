@@ -62,7 +62,6 @@ class TestEvents:
 
     @pytest.mark.parametrize(("dialect", "payload"), [
         (host("claude-code"), payloads.claude_session_start("s")),
-        (host("codex"), payloads.codex_stop("s")),
         (host("codex"), payloads.claude_session_end("s")),  # Codex has no SessionEnd
         (host("claude-code"), {"hook_event_name": "SomethingNew"}),
     ])
@@ -250,12 +249,23 @@ class TestSubagents:
                 "additionalContext": "CRITICAL: too many children"} == result["hookSpecificOutput"]
         assert "continue" not in result, "a refused child never stops the session"
 
-    def test_subagent_stop_ends_the_child_run_and_never_keeps_it_running(self):
+    def test_subagent_stop_judges_the_childs_final_answer_then_ends_the_child_run(self):
         request = parse(host("claude-code"), payloads.claude_subagent_stop("s", "a1"))
 
-        assert (EventKind.RUN_END, "s/a1", "s", True) == (
-            request.event.kind, request.event.run_id, request.event.parent_run_id, request.ends_subagent)
-        assert {} == answer(request, verdict(Action.ABORT, ABORT, error_code="tool_loop_persisted"))
+        assert (EventKind.MODEL_OUTPUT, "s/a1", "s", "Done.", "final_answer") == (
+            request.event.kind, request.event.run_id, request.event.parent_run_id, request.event.text,
+            request.event.output_kind)
+        (end,) = request.trailing
+        assert (EventKind.RUN_END, "s/a1", "s", True) == (end.kind, end.run_id, end.parent_run_id,
+                                                        request.ends_subagent)
+        assert [EventKind.MODEL_OUTPUT, EventKind.RUN_END] == [event.kind for event in request.events()]
+
+    def test_a_subagent_stop_without_an_answer_only_ends_the_child_run(self):
+        request = parse(host("claude-code"), payloads.claude_subagent_stop("s", "a1", message=None))
+
+        assert (EventKind.RUN_END, "s/a1", (), True) == (request.event.kind, request.event.run_id, request.trailing,
+                                                        request.ends_subagent)
+        assert {} == answer(request, verdict(Action.ALLOW))
 
     def test_session_end_ends_the_root_even_from_a_subagent(self):
         event = parse(host("claude-code"), payloads.in_subagent(payloads.claude_session_end("s"), "a1")).event
@@ -291,7 +301,7 @@ class TestCodex:
                                                           event.agent_id), hook["hook_event_name"]
             assert "s" == request.root_run_id, "routed by the tree's root"
 
-    def test_subagent_start_creates_the_child_and_subagent_stop_ends_nothing(self):
+    def test_subagent_start_creates_the_child_and_subagent_stop_ends_no_run(self):
         """SubagentStart is a user_turn of the child (no call counted); Codex's SubagentStop ends a
         turn of the sub-agent, which send_input starts again, so it is not the child's run_end."""
         start = parse(host("codex"), payloads.codex_subagent_start("s", "th-7"))
@@ -299,8 +309,10 @@ class TestCodex:
         assert (EventKind.USER_TURN, "s/th-7", "s") == (start.event.kind, start.event.run_id,
                                                         start.event.parent_run_id)
         assert {} == answer(start, verdict(Action.ALLOW))
-        assert parse(host("codex"), payloads.codex_subagent_stop("s", "th-7")).event is None
-        assert parse(host("codex"), payloads.codex_stop("s")).event is None
+        stop = parse(host("codex"), payloads.codex_subagent_stop("s", "th-7"))
+        # The sub-agent's turn ends on its answer, judged in the child run, which goes on.
+        assert (EventKind.MODEL_OUTPUT, "s/th-7", "final_answer", ()) == (
+            stop.event.kind, stop.event.run_id, stop.event.output_kind, stop.trailing)
 
     def test_a_refused_subagent_is_told_in_the_shape_codex_accepts(self):
         """A child past a tree bound: SubagentStart's answer carries the reason as additionalContext

@@ -40,8 +40,9 @@ def test_three_guards_put_one_guardrail_pair_on_a_tool_and_block_at_the_21st_cal
     assert CRITICAL == len(runs) and FINAL == result.final_output
     assert outputs(result)[-1].startswith("CRITICAL")  # the 21st call, and only it, is blocked
     assert Counters(warnings=1, blocks=1, aborts=0) == Counters.scrape(daemon) - before
-    # one tool_call and one tool_outcome per call (a block's outcome is reported too), not one per guard
-    assert 2 * (CRITICAL + 1) == counter(daemon.scrape(), "loopwarden_events_total") - events
+    # one tool_call and one tool_outcome per call (a block's outcome is reported too), and one
+    # model_output for the final answer, not one per guard
+    assert 2 * (CRITICAL + 1) + 1 == counter(daemon.scrape(), "loopwarden_events_total") - events
 
 
 def test_three_asking_guards_interrupt_once_and_any_of_them_knows_the_question(daemon, run_id):

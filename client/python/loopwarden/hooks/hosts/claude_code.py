@@ -1,7 +1,7 @@
 """Claude Code's hooks: the shapes of the Claude Agent SDK's sdk.d.ts (`PreToolUseHookInput`,
 `PostToolUseHookInput`, `PostToolUseFailureHookInput`, `PostToolBatchHookInput`,
-`PreCompactHookInput`, `SessionEndHookInput`, `UserPromptSubmitHookInput`, `SubagentStart`/`Stop`,
-`PermissionDenied`, and the answer `SyncHookJSONOutput`).
+`PreCompactHookInput`, `SessionEndHookInput`, `UserPromptSubmitHookInput`, `StopHookInput`,
+`SubagentStart`/`Stop`, `PermissionDenied`, and the answer `SyncHookJSONOutput`).
 
 Claude Code ends batches (`PostToolBatch` fires once every call of a model turn has resolved),
 names sub-agents (`agent_id`, `agent_type`), and can hold a call for the person
@@ -10,6 +10,13 @@ names sub-agents (`agent_id`, `agent_type`), and can hold a call for the person
 with `permissionDecisionReason`, or `additionalContext` for the model), `systemMessage` for the
 person, and `continue: false` with a `stopReason` to end the session. loopwarden never answers
 `permissionDecision: "allow"`, which would skip the host's own permission rules and prompts.
+
+`Stop` and `SubagentStop` carry the model's final answer (`last_assistant_message`) and whether a
+stop hook already kept the turn going (`stop_hook_active`). There a stop hook's `decision: "block"`
+and its `additionalContext` both KEEP the session going, so loopwarden answers neither: a stop
+loop is ended with `continue: false` and a warning is only shown (`systemMessage`). Claude Code
+2.1.332 ignores `continue: false` at PreCompact and PostCompact, so a compaction storm's abort ends
+the session at its next tool call or stop.
 """
 from __future__ import annotations
 
@@ -17,13 +24,13 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ...hookinstall.spec import ALL_TOOLS, Event, HookConfig
-from ..host import HookHost, HookInput, Reply, Stage, duration_ms, string
+from ..host import HookHost, HookInput, Reply, Stage, duration_ms, flag, string
 
 STAGES: Mapping[str, Stage] = {
     "PreToolUse": Stage.BEFORE_TOOL, "PostToolUse": Stage.AFTER_TOOL, "PostToolUseFailure": Stage.TOOL_FAILED,
     "PostToolBatch": Stage.BATCH_END, "PreCompact": Stage.COMPACT, "SessionEnd": Stage.SESSION_END,
     "UserPromptSubmit": Stage.USER_PROMPT, "SubagentStart": Stage.SUBAGENT_START,
-    "SubagentStop": Stage.SUBAGENT_STOP, "PermissionDenied": Stage.PERMISSION_DENIED,
+    "SubagentStop": Stage.SUBAGENT_STOP, "PermissionDenied": Stage.PERMISSION_DENIED, "Stop": Stage.STOP,
 }
 
 
@@ -51,6 +58,7 @@ class ClaudeCode(HookHost):
             Event("SubagentStart"),
             Event("SubagentStop"),
             Event("PermissionDenied", ALL_TOOLS),
+            Event("Stop"),  # the final answer, and a stop hook keeping the turn going
         ),
         # A hook that cannot run blocks the call, as an exit code 2 would (Claude Agent SDK types).
         fail_closed_key=("onFailure", "block"),
@@ -66,6 +74,10 @@ class ClaudeCode(HookHost):
         }
         if stage is Stage.USER_PROMPT:
             fields["prompt_id"] = string(payload, self.prompt_key, required=False)
+        elif stage in (Stage.STOP, Stage.SUBAGENT_STOP):
+            # last_assistant_message is optional (none: the turn ended on no text) and may be null.
+            fields.update(output_text=string(payload, "last_assistant_message", required=False),
+                          output_kind="final_answer", stop_hook_active=flag(payload, "stop_hook_active"))
         elif stage in (Stage.BEFORE_TOOL, Stage.AFTER_TOOL, Stage.TOOL_FAILED, Stage.PERMISSION_DENIED):
             fields["tool_use_id"] = string(payload, "tool_use_id", required=False)
             if stage is not Stage.PERMISSION_DENIED:

@@ -8,8 +8,15 @@ a PostToolUse), no batch end, no session end, and no ask (its parser refuses
 named as Claude Code's are (`agent_id`, the child thread's id). Codex refuses `continue` /
 `stopReason` in a PreToolUse answer (the whole answer would be dropped as invalid), so an abort
 there only denies the call; every later call of the run is denied the same way, and the
-PostToolUse that reports the loop's outcome stops the session. Its SubagentStop ends one turn of
-a sub-agent, which `send_input` can start again, so it is not read.
+PostToolUse that reports the loop's outcome stops the session.
+
+Its `Stop` carries the turn's final answer (`last_assistant_message`, null when there is none) and
+`stop_hook_active`; its answer takes `continue: false` with `stopReason` (ends the session) and
+`systemMessage`, and refuses anything else (no `hookSpecificOutput`), so a warning there is shown
+only. `decision: "block"` would keep the turn going, which loopwarden never asks for. Its
+SubagentStop ends one turn of a sub-agent, which `send_input` can start again: it is the
+sub-agent's Stop (its child run's final answer), and ends no run. PreCompact takes `continue:
+false` too.
 """
 from __future__ import annotations
 
@@ -21,7 +28,8 @@ from .claude_code import ClaudeCode
 
 STAGES: Mapping[str, Stage] = {
     "PreToolUse": Stage.BEFORE_TOOL, "PostToolUse": Stage.AFTER_TOOL, "PreCompact": Stage.COMPACT,
-    "UserPromptSubmit": Stage.USER_PROMPT, "SubagentStart": Stage.SUBAGENT_START,
+    "UserPromptSubmit": Stage.USER_PROMPT, "SubagentStart": Stage.SUBAGENT_START, "Stop": Stage.STOP,
+    "SubagentStop": Stage.STOP,
 }
 
 
@@ -47,6 +55,8 @@ class Codex(ClaudeCode):
             Event("PreCompact"),
             Event("UserPromptSubmit"),  # a new prompt lifts a block (a user turn)
             Event("SubagentStart"),  # a sub-agent's child run exists before its first call
+            Event("Stop"),  # the final answer, and a stop hook keeping the turn going
+            Event("SubagentStop"),  # the same for a sub-agent's turn
         ),
     )
 

@@ -12,6 +12,14 @@ Its answer before a tool: `permission` ("deny" / "ask"; never "allow", which wou
 own approval rules) with `agent_message` for the model and `user_message` for the person; it has
 no `continue` there, so an abort only denies. After a tool, `additional_context` reaches the
 model; a compaction or a prompt can only tell the person (`user_message`).
+
+What the model wrote: afterAgentResponse (`text`, a message) and afterAgentThought (`text`, a
+thought) are fire-and-forget, their answers unread; `stop` (the agent loop ends; `loop_count`,
+how many times a stop hook's `followup_message` already kept it going) carries no text, so it is
+judged as a final answer named by its `generation_id` (never equal to another turn's), with
+`stop_hook_active` when `loop_count` > 0. Its answer has only `followup_message`, which would keep
+the loop going: loopwarden answers `{}` there, so a stop loop's abort takes effect at the
+conversation's next tool call (denied), and Cursor's own `loop_limit` bounds the loop meanwhile.
 """
 from __future__ import annotations
 
@@ -19,7 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...hookinstall.spec import Event, HookConfig
-from ..host import HookHost, HookInput, Reply, Stage, duration_ms, json_value, string
+from ..host import (
+    HookHost, HookInput, HookPayloadError, OutputKind, Reply, Stage, duration_ms, json_value, string,
+)
 
 STAGES: Mapping[str, Stage] = {
     "preToolUse": Stage.BEFORE_TOOL, "beforeShellExecution": Stage.BEFORE_TOOL,
@@ -27,6 +37,7 @@ STAGES: Mapping[str, Stage] = {
     "afterShellExecution": Stage.AFTER_TOOL, "afterMCPExecution": Stage.AFTER_TOOL,
     "postToolUseFailure": Stage.TOOL_FAILED, "preCompact": Stage.COMPACT,
     "beforeSubmitPrompt": Stage.USER_PROMPT, "sessionEnd": Stage.SESSION_END,
+    "afterAgentResponse": Stage.MODEL_OUTPUT, "afterAgentThought": Stage.MODEL_OUTPUT, "stop": Stage.STOP,
 }
 SHELL_TOOL = "Shell"  # the name Cursor's generic tool hooks give the shell tool
 
@@ -47,6 +58,9 @@ class Cursor(HookHost):
             Event("preCompact"),
             Event("beforeSubmitPrompt"),
             Event("sessionEnd"),
+            Event("afterAgentResponse"),
+            Event("afterAgentThought"),
+            Event("stop"),
         ),
         grouped=False,
         timeout=None,  # the entry's documented fields are `command` (and failClosed)
@@ -57,6 +71,18 @@ class Cursor(HookHost):
     def read(self, hook_event_name: str, payload: Mapping[str, Any]) -> HookInput:
         stage = self.stages[hook_event_name]
         session_id = string(payload, "conversation_id")
+        if stage is Stage.MODEL_OUTPUT:
+            kind: OutputKind = "thought" if hook_event_name == "afterAgentThought" else "message"
+            return HookInput(stage, session_id, output_text=string(payload, "text"), output_kind=kind)
+        if stage is Stage.STOP:
+            loops = payload.get("loop_count", 0)
+            if isinstance(loops, bool) or not isinstance(loops, int) or loops < 0:
+                raise HookPayloadError(f"loop_count must be a non-negative integer, got {loops!r}")
+            generation = string(payload, "generation_id", required=False)
+            # No text: the turn is named by its generation (or its place in the loop without one).
+            digest = f"cursor-generation:{generation}" if generation else f"cursor-stop:{session_id}:{loops}"
+            return HookInput(stage, session_id, output_digest=digest, output_kind="final_answer",
+                             stop_hook_active=loops > 0)
         if stage not in (Stage.BEFORE_TOOL, Stage.AFTER_TOOL, Stage.TOOL_FAILED):
             return HookInput(stage, session_id)
         if hook_event_name in ("beforeShellExecution", "afterShellExecution"):
@@ -88,6 +114,8 @@ class Cursor(HookHost):
             elif reply.note:
                 out["user_message"] = reply.note
             return out
+        if stage in (Stage.MODEL_OUTPUT, Stage.STOP):
+            return {}  # unread after a response or a thought; at stop, only a follow-up (keep going)
         message = reply.stop or reply.context or reply.note
         if not message:
             return {}

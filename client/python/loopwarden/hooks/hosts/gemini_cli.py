@@ -1,5 +1,6 @@
 """Gemini CLI's hooks (its docs/hooks/reference.md and HookEventName in @google/gemini-cli 0.61.0):
-BeforeTool, AfterTool, PreCompress, BeforeAgent (a new prompt), SessionEnd.
+BeforeTool, AfterTool, BeforeAgent (a new prompt), SessionEnd, AfterModel (what the model wrote)
+and AfterAgent (the turn's final answer).
 
 Gemini CLI names no call (no tool call id, so it is never asked: its denials tell the model to ask
 the person), has no failure event (a failed call is an AfterTool whose `tool_response` carries
@@ -8,6 +9,19 @@ so they count in the session's run. Its answer: `decision: "deny"` with `reason`
 it as the tool's error), `continue: false` with `stopReason` (ends the agent loop, before or after
 a tool), `systemMessage` for the person. It reads `hookSpecificOutput.additionalContext` after a
 tool only, so a warning before one reaches the person (systemMessage); it is passed as context too.
+
+AfterModel fires for every streamed chunk of a response (packages/core geminiChat: the hook runs
+once per chunk), its `llm_response.text` the chunk's text without thoughts: each chunk with text
+is one model message (a chunk of no text, a thought or a function call, is not judged).
+`continue: false` there ends the agent loop. AfterAgent fires once a turn has its final answer
+(`prompt_response`, with `stop_hook_active` when an AfterAgent hook already asked for a retry):
+its `decision: "deny"` retries the turn, which loopwarden never asks for; `continue: false`
+ends the session.
+
+PreCompress is not read: 0.61.0 fires it before every model request, ahead of the check whether
+the history is long enough to compress (ChatCompressionService.compress), so it does not say that
+a compaction happened, and taken as one, every turn would count as a compaction (and arm the
+post-compaction guard). Gemini CLI's compactions are not seen.
 """
 from __future__ import annotations
 
@@ -16,11 +30,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...hookinstall.spec import HOOK_TIMEOUT_SECONDS, Event, HookConfig
-from ..host import HookHost, HookInput, Reply, Stage, string
+from ..host import HookHost, HookInput, HookPayloadError, Reply, Stage, flag, string
 
 STAGES: Mapping[str, Stage] = {"BeforeTool": Stage.BEFORE_TOOL, "AfterTool": Stage.AFTER_TOOL,
-                               "PreCompress": Stage.COMPACT, "BeforeAgent": Stage.USER_PROMPT,
-                               "SessionEnd": Stage.SESSION_END}
+                               "BeforeAgent": Stage.USER_PROMPT,
+                               "SessionEnd": Stage.SESSION_END, "AfterModel": Stage.MODEL_OUTPUT,
+                               "AfterAgent": Stage.STOP}
 
 # Gemini CLI's shell tool ends what the model reads with the process ids of the call (its
 # packages/core/src/tools/shell.ts: "Background PIDs: …", "Process Group PGID: N"), new every call:
@@ -54,9 +69,10 @@ class GeminiCli(HookHost):
         events=(
             Event("BeforeTool", ".*", before_tool=True),
             Event("AfterTool", ".*"),
-            Event("PreCompress"),
             Event("BeforeAgent"),
             Event("SessionEnd"),
+            Event("AfterModel"),  # every streamed chunk of the model's text
+            Event("AfterAgent"),  # the turn's final answer
         ),
         timeout=HOOK_TIMEOUT_SECONDS * 1000,  # Gemini CLI's hook timeout is in milliseconds
     )
@@ -64,6 +80,14 @@ class GeminiCli(HookHost):
     def read(self, hook_event_name: str, payload: Mapping[str, Any]) -> HookInput:
         stage = self.stages[hook_event_name]
         session_id = string(payload, "session_id")
+        if stage is Stage.MODEL_OUTPUT:
+            response = payload.get("llm_response")
+            if not isinstance(response, Mapping):
+                raise HookPayloadError("llm_response must be an object")
+            return HookInput(stage, session_id, output_text=string(response, "text", required=False))
+        if stage is Stage.STOP:
+            return HookInput(stage, session_id, output_text=string(payload, "prompt_response", required=False),
+                             output_kind="final_answer", stop_hook_active=flag(payload, "stop_hook_active"))
         if stage not in (Stage.BEFORE_TOOL, Stage.AFTER_TOOL):
             return HookInput(stage, session_id)
         tool = {"tool_name": string(payload, "tool_name"), "tool_input": payload.get("tool_input", {})}

@@ -31,8 +31,12 @@ to or runs as tools), of a tool, or of a list of tools, and loopwarden's hooks t
 
 Runs (loopwarden.integrations.openai_agents._runs): the root run is the run's trace id, or with
 tracing off the `RunConfig.group_id` (also sent as the session id), or one made per run. Handoff
-targets and agents run as tools are child runs; every model response's token usage is a `usage`
-event of the agent's run; a later `Runner.run` on the same root is a `user_turn`.
+targets and agents run as tools are child runs; every model response (`on_llm_end`) is a
+`model_output` event of the agent's run, its output text (a `final_answer` when it calls no tool,
+else a `message`) with its token usage, for the detectors of loops without tool calls and the
+token budgets (a response with no text: a `usage` event); a later `Runner.run` on the same root is
+a `user_turn`. A model output's ABORT raises `loopwarden.RunAborted` out of `Runner.run`; its
+announced WARN is logged (the response is the model's already).
 """
 from ._guardrails import LoopwardenGuardrails
 

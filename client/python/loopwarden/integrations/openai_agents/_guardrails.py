@@ -21,9 +21,9 @@ from agents.tracing import get_current_trace
 from agents.tracing.traces import NoOpTrace
 
 from ...client import DEFAULT_TARGET
-from ...guard_policy import abort_text, decide
+from ...guard_policy import abort_text, decide, decide_output
 from ...runner import blocked_tool_result
-from ...types import Action, LoopwardenUnavailable, Verdict
+from ...types import Action, LoopwardenUnavailable, RunAborted, Verdict
 from .._gate import Before, Call, Gate, Settings, _decide, _unavailable, result_value
 from ._runs import CURRENT_CALL, MAX_REMEMBERED, Frame, Place, Scope, Scopes, generated_run_id
 
@@ -240,7 +240,10 @@ class LoopwardenGuardrails:
         await self._settle(root.run_id, context)
         pending, scope.pending_usage = scope.pending_usage, []
         for base_key, agent, fields in pending:
-            await self._event("usage", scope.place_in(base_key, root, agent), session_id=scope.session_id, **fields)
+            # A response's text waited with its usage; its ABORT meets the run's next call anyway.
+            verb = "model_output" if fields.get("text") else "usage"
+            _shown(await self._event(verb, scope.place_in(base_key, root, agent), session_id=scope.session_id,
+                                     **fields))
 
     # -- the approval gate (ask=True) ---------------------------------------------------------
 
@@ -377,18 +380,26 @@ class LoopwardenGuardrails:
             await self._settle(base.root, context)
 
     async def _model_answered(self, context: RunContextWrapper[Any], agent: Any, response: ModelResponse) -> None:
+        """A model response: its text as a `model_output` with its usage (or its usage alone as a
+        `usage` event). An ABORT raises RunAborted out of the run; an announced WARN is logged."""
         usage = response.usage
         fields = {"input_tokens": int(usage.input_tokens or 0), "output_tokens": int(usage.output_tokens or 0),
                   "model": agent.model if isinstance(agent.model, str) else ""}
-        if not (fields["input_tokens"] or fields["output_tokens"]):
+        text, kind = _output_of(response)
+        if not (text or fields["input_tokens"] or fields["output_tokens"]):
             return
+        if text:
+            fields = {**fields, "text": text, "output_kind": kind}
         scope, base_key, base = self._base(context)
         if base is None:
             scope.pending_usage.append((base_key, agent.name, fields))
             return
         if not base_key:
             await self._open(scope, context)
-        await self._event("usage", scope.place_in(base_key, base, agent.name), session_id=scope.session_id, **fields)
+        verdict = await self._event("model_output" if text else "usage", scope.place_in(base_key, base, agent.name),
+                                    session_id=scope.session_id, **fields)
+        if verdict is not None and _shown(verdict):
+            raise RunAborted(verdict)
 
     # -- the daemon ---------------------------------------------------------------------------
 
@@ -520,6 +531,31 @@ class _Hooks(AgentHooks[Any]):
         await self._of(context)._model_answered(context, agent, response)
         if self.own is not None:
             await self.own.on_llm_end(context, agent, response)
+
+
+def _shown(verdict: Verdict | None) -> bool:
+    """Log the announced warning of a verdict on a model output; True when it ends the run."""
+    if verdict is None:
+        return False
+    decision = decide_output(verdict)
+    if decision.effect == "run_with_warning":
+        log.warning("loopwarden: %s", decision.text)
+    return decision.effect == "end_run"
+
+
+def _output_of(response: ModelResponse) -> tuple[str, str]:
+    """What the model wrote in a response, and its kind: the text of its output messages, a
+    `final_answer` when it calls no tool, else a `message` (reasoning items left out)."""
+    texts: list[str] = []
+    calls = False
+    for item in response.output:
+        kind = getattr(item, "type", "")
+        if kind == "message":
+            texts += [getattr(part, "text", "") for part in getattr(item, "content", ())
+                      if getattr(part, "type", "") == "output_text"]
+        elif kind != "reasoning":
+            calls = True  # a function call, a hosted tool's call, a handoff
+    return "\n".join(part for part in texts if part).strip(), "message" if calls else "final_answer"
 
 
 def _bound(table: dict) -> None:

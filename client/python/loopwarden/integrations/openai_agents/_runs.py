@@ -28,7 +28,7 @@ from typing import Any
 
 # A scope's usage, buffered until its root run is known (a model response can come before the
 # first tool call, which is the first event that can see the RunConfig's group id).
-PendingUsage = tuple[str, str, dict[str, Any]]  # (base key, agent name, usage fields)
+PendingUsage = tuple[str, str, dict[str, Any]]  # (base key, agent name, usage fields and the response's text)
 
 # How many root runs, handoff tables and unanswered asks a guard remembers (the oldest go first).
 MAX_REMEMBERED = 4096
