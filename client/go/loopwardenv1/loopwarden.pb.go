@@ -1160,7 +1160,9 @@ func (*RunEnd) Descriptor() ([]byte, []int) {
 // warnings already announced, sticky blocks and their count (abortAfterBlocks), the run-wide
 // breaker's streak and the batch recovery (criticalScope "batch"). It keeps the post-compaction
 // guard and duplicateSideEffect's memory (a duplicate send is still a duplicate after a new
-// prompt). An aborted run stays aborted: the user turn gets the ABORT back like any event.
+// prompt). Of the model-output detectors it ends the turn's output and compaction streaks and keeps
+// repeatedFinalAnswer's turns and stopContinuation's count (a host may re-send its prompt hook for
+// a continuation its stop hook asked for). An aborted run stays aborted: the user turn gets the ABORT back like any event.
 // Otherwise its verdict is ALLOW. With userTurnResets false it changes nothing.
 type UserTurn struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
