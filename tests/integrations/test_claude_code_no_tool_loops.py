@@ -33,23 +33,17 @@ from tests.e2e.test_hooks_http import daemon_args, hooks_address  # noqa: F401 -
 from tests.integrations.test_claude_code_plugin import (  # noqa: F401 - claude: the pinned Claude Code
     _ScriptedModelHandler, claude, install_hooks_user, quiet_env,
 )
-from tests.support.metrics import delta
+from tests.support.keep_going import (
+    ANSWER, COMPACTION_ABORT_AT, CONFIG, KEEP_GOING, KEEP_GOING_LIMIT, STOP_ABORT_AT, aborts, keep_going_hook,
+)
+
 from tests.support.scripted_model import ScriptedModelServer, serving
 
 pytestmark = pytest.mark.node
 
-STOP_ABORT_AT = 3
-COMPACTION_ABORT_AT = 3
-# tools.loopDetection.enabled is the gate of every detector; the call detectors that would judge the
-# compaction storm's repeated command first are off (generic repeats) or out of reach (the
-# post-compaction guard's window, wider than the calls between two compactions).
-CONFIG = ("{tools: {loopDetection: {enabled: true, detectors: {genericRepeat: false}, postCompactionGuard: "
-          "{windowSize: 20}}}, loopwarden: {stopContinuation: {enabled: true, abortAt: %d}, compactionStorm: "
-          "{enabled: true, abortAt: %d}}}" % (STOP_ABORT_AT, COMPACTION_ABORT_AT))
+KEEP_GOING_BLOCK = {"decision": "block", "reason": KEEP_GOING}  # the user's Stop hook: keep going
+
 CLAUDE_CODE_CONTINUATIONS = 8  # Claude Code 2.1.332's own cap on Stop-hook continuations
-KEEP_GOING = "keep going: the task is not finished"
-KEEP_GOING_LIMIT = 12  # the user's hook gives up after this many: above Claude Code's cap
-ANSWER = "All done."
 FULL_CONTEXT_TOKENS = 990_000  # over the scripted model's context window's auto-compact threshold
 COMPACT_EVERY = 4  # calls between compactions: more than Claude Code's own thrash window of 3 turns
 MODEL_CALL_LIMIT = 40
@@ -115,18 +109,6 @@ class CompactingModel(ScriptedModelServer):
             return {"content": [call], "stop_reason": "tool_use", "input_tokens": FULL_CONTEXT_TOKENS if full else 10}
 
 
-def keep_going_hook(directory: pathlib.Path) -> pathlib.Path:
-    """The user's own Stop hook: `decision: "block"`, which keeps the session going, KEEP_GOING_LIMIT
-    times (past Claude Code's own cap), then nothing."""
-    count = directory / "keep-going.count"
-    script = directory / "keep-going.sh"
-    block = json.dumps({"decision": "block", "reason": KEEP_GOING})
-    script.write_text(f"#!/bin/sh\ncat > /dev/null\necho x >> '{count}'\n"
-                      f"if [ $(wc -l < '{count}') -le {KEEP_GOING_LIMIT} ]; then echo '{block}'; else echo '{{}}'; fi\n")
-    script.chmod(0o755)
-    return script
-
-
 def home_with(tmp_path: pathlib.Path, name: str, *, loopwarden_url: str | None,
               keep_going: bool) -> pathlib.Path:
     """A home whose ~/.claude/settings.json has loopwarden's hooks (when `loopwarden_url`; written by
@@ -139,7 +121,7 @@ def home_with(tmp_path: pathlib.Path, name: str, *, loopwarden_url: str | None,
     settings_file = home / ".claude" / "settings.json"
     settings = json.loads(settings_file.read_text()) if settings_file.exists() else {}
     if keep_going:
-        handler = {"type": "command", "command": str(keep_going_hook(home))}
+        handler = {"type": "command", "command": str(keep_going_hook(home, KEEP_GOING_BLOCK))}
         settings.setdefault("hooks", {}).setdefault("Stop", []).append({"hooks": [handler]})
     settings_file.write_text(json.dumps(settings, indent=2))
     return home
@@ -154,11 +136,6 @@ def run_session(claude: pathlib.Path, home: pathlib.Path, model: ScriptedModelSe
                           env=quiet_env(home, ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-scripted"))
     assert done.stdout.strip(), done.stderr[-3000:]
     return json.loads(done.stdout)
-
-
-def aborts(before: str, after: str, detector: str) -> float:
-    return delta(before, after, "loopwarden_verdicts_total", action="abort", detector=detector, agent="default",
-                 integration="claude_code")
 
 
 class TestAStopHookLoop:
@@ -181,7 +158,7 @@ class TestAStopHookLoop:
         # loopwarden: the first stop, then abortAt continuations; the last is refused.
         assert ("stop_hook_prevented", STOP_ABORT_AT + 1) == (guarded["terminal_reason"], len(model.requests))
         assert len(model.requests) < len(alone.requests)
-        assert 1 == aborts(before, after, "stop_continuation")
+        assert 1 == aborts(before, after, "stop_continuation", "claude_code")
         # Every continuation the model got was the user's hook's reason, never loopwarden's.
         assert all(KEEP_GOING in json.dumps(request["messages"][-1]) for request in model.requests[1:])
 
@@ -197,7 +174,7 @@ class TestAStopHookLoop:
 
         assert "completed" == result["terminal_reason"]  # the user's hook let it end, not loopwarden
         assert KEEP_GOING_LIMIT == model.steps  # every continuation did its new step
-        assert 0 == aborts(before, after, "stop_continuation")
+        assert 0 == aborts(before, after, "stop_continuation", "claude_code")
 
 
 class TestACompactionStorm:
@@ -223,4 +200,4 @@ class TestACompactionStorm:
         assert model.calls == COMPACTION_ABORT_AT * COMPACT_EVERY + 1
         # The next call's PreToolUse is denied with continue: false (Claude Code: hook_stopped).
         assert "hook_stopped" == guarded["terminal_reason"]
-        assert 2 == aborts(before, after, "compaction_storm")  # the compaction, then that call
+        assert 2 == aborts(before, after, "compaction_storm", "claude_code")  # the compaction, then that call

@@ -25,22 +25,16 @@ import pytest
 
 from tests.e2e.test_hooks_http import daemon_args, hooks_address  # noqa: F401 - the daemon with its hook listener
 from tests.integrations.test_codex_hooks import _Handler, codex, codex_exec, codex_home  # noqa: F401 - codex
-from tests.support.metrics import delta
+from tests.support.keep_going import (
+    ANSWER, COMPACTION_ABORT_AT, CONFIG, KEEP_GOING, KEEP_GOING_LIMIT, STOP_ABORT_AT, aborts, keep_going_hook,
+)
+
 from tests.support.scripted_model import ScriptedModelServer, serving
 
 pytestmark = pytest.mark.node
 
-STOP_ABORT_AT = 3
-COMPACTION_ABORT_AT = 3
-# tools.loopDetection.enabled is the gate of every detector; the call detectors that would judge the
-# compaction storm's repeated command first are off (generic repeats) or out of reach (the
-# post-compaction guard's window, wider than the calls between two compactions).
-CONFIG = ("{tools: {loopDetection: {enabled: true, detectors: {genericRepeat: false}, postCompactionGuard: "
-          "{windowSize: 20}}}, loopwarden: {stopContinuation: {enabled: true, abortAt: %d}, compactionStorm: "
-          "{enabled: true, abortAt: %d}}}" % (STOP_ABORT_AT, COMPACTION_ABORT_AT))
-KEEP_GOING = "keep going: the task is not finished"
-KEEP_GOING_LIMIT = 12  # the user's hook gives up after this many continuations (Codex never does)
-ANSWER = "All done."
+KEEP_GOING_BLOCK = {"decision": "block", "reason": KEEP_GOING}  # the user's Stop hook: keep going
+
 COMPACT_TOKEN_LIMIT = 100_000
 FULL_CONTEXT_TOKENS = 900_000
 COMPACT_EVERY = 4
@@ -134,17 +128,6 @@ class CompactingModel(ScriptedModelServer):
             return _shell(self.calls, "echo looping"), FULL_CONTEXT_TOKENS if full else 10
 
 
-def keep_going_hook(directory: pathlib.Path) -> pathlib.Path:
-    """The user's Stop hook: `decision: "block"` (keep going) KEEP_GOING_LIMIT times, then nothing."""
-    count = directory / "keep-going.count"
-    script = directory / "keep-going.sh"
-    block = json.dumps({"decision": "block", "reason": KEEP_GOING})
-    script.write_text(f"#!/bin/sh\ncat > /dev/null\necho x >> '{count}'\n"
-                      f"if [ $(wc -l < '{count}') -le {KEEP_GOING_LIMIT} ]; then echo '{block}'; else echo '{{}}'; fi\n")
-    script.chmod(0o755)
-    return script
-
-
 def home_with(tmp_path: pathlib.Path, model: ScriptedModelServer, url: str, *, loopwarden: bool,
               keep_going: bool, compact_limit: bool = False) -> dict:
     """A CODEX_HOME for `model` with loopwarden's hooks for the daemon at `url` (written by
@@ -155,7 +138,7 @@ def home_with(tmp_path: pathlib.Path, model: ScriptedModelServer, url: str, *, l
     hooks_file = codex_dir / "hooks.json"
     hooks = json.loads(hooks_file.read_text()) if loopwarden else {"hooks": {}}
     if keep_going:
-        handler = {"type": "command", "command": str(keep_going_hook(tmp_path))}
+        handler = {"type": "command", "command": str(keep_going_hook(tmp_path, KEEP_GOING_BLOCK))}
         hooks["hooks"].setdefault("Stop", []).append({"hooks": [handler]})
     hooks_file.write_text(json.dumps(hooks, indent=2))
     if compact_limit:
@@ -169,11 +152,6 @@ def run(codex: pathlib.Path, workspace: pathlib.Path, env: dict, prompt: str) ->
     return subprocess.run([str(codex), "exec", "--dangerously-bypass-hook-trust", "--skip-git-repo-check", "-s",
                            "danger-full-access", prompt], capture_output=True, text=True, timeout=300,
                           cwd=workspace, env=env, stdin=subprocess.DEVNULL)
-
-
-def aborts(before: str, after: str, detector: str) -> float:
-    return delta(before, after, "loopwarden_verdicts_total", action="abort", detector=detector, agent="default",
-                 integration="codex")
 
 
 class TestAStopHookLoop:
@@ -194,7 +172,7 @@ class TestAStopHookLoop:
         assert KEEP_GOING_LIMIT + 1 == len(alone.requests)  # Codex itself never stops it
         assert 0 == guarded.returncode, guarded.stderr[-3000:]
         assert STOP_ABORT_AT + 1 == len(model.requests)
-        assert 1 == aborts(before, after, "stop_continuation")
+        assert 1 == aborts(before, after, "stop_continuation", "codex")
         assert "hook: Stop Stopped" in guarded.stdout + guarded.stderr
 
     def test_new_tool_work_between_stops_is_never_ended(self, codex, daemon, tmp_path):
@@ -208,7 +186,7 @@ class TestAStopHookLoop:
 
         assert 0 == done.returncode, done.stderr[-3000:]
         assert KEEP_GOING_LIMIT == model.steps  # every continuation ran, until the user's hook let it end
-        assert 0 == aborts(before, after, "stop_continuation")
+        assert 0 == aborts(before, after, "stop_continuation", "codex")
         assert "hook: Stop Stopped" not in done.stdout + done.stderr
 
 
@@ -231,5 +209,5 @@ class TestACompactionStorm:
         # The abortAt-th PreCompact is stopped before its summary request.
         assert COMPACTION_ABORT_AT - 1 == model.summaries
         assert COMPACTION_ABORT_AT * COMPACT_EVERY == model.calls
-        assert 1 == aborts(before, after, "compaction_storm")
+        assert 1 == aborts(before, after, "compaction_storm", "codex")
         assert "hook: PreCompact Stopped" in guarded.stdout + guarded.stderr

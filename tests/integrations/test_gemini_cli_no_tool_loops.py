@@ -18,16 +18,12 @@ import pytest
 
 from tests.e2e.test_hooks_http import daemon_args, hooks_address  # noqa: F401 - the daemon with its hook listener
 from tests.integrations.test_gemini_cli_hooks import _Handler, gemini, gemini_home, gemini_run  # noqa: F401
-from tests.support.metrics import delta
+from tests.support.keep_going import ANSWER, KEEP_GOING, KEEP_GOING_LIMIT, STOP_ABORT_AT, aborts, keep_going_hook
 from tests.support.scripted_model import ScriptedModelServer, serving
 
 pytestmark = pytest.mark.node
 
-STOP_ABORT_AT = 3
 CONFIG = "{tools: {loopDetection: {enabled: true}}, loopwarden: {stopContinuation: {enabled: true, abortAt: %d}}}" % STOP_ABORT_AT
-KEEP_GOING = "keep going: the task is not finished"
-KEEP_GOING_LIMIT = 12
-ANSWER = "All done."
 SHELL = "run_shell_command"
 
 
@@ -68,20 +64,11 @@ def with_keep_going(env: dict, directory: pathlib.Path, *, loopwarden: bool) -> 
     settings = json.loads(settings_file.read_text())
     if not loopwarden:
         settings["hooks"] = {}
-    count, script = directory / "keep-going.count", directory / "keep-going.sh"
-    deny = json.dumps({"decision": "deny", "reason": KEEP_GOING})
-    script.write_text(f"#!/bin/sh\ncat > /dev/null\necho x >> '{count}'\n"
-                      f"if [ $(wc -l < '{count}') -le {KEEP_GOING_LIMIT} ]; then echo '{deny}'; else echo '{{}}'; fi\n")
-    script.chmod(0o755)
+    script = keep_going_hook(directory, {"decision": "deny", "reason": KEEP_GOING})
     settings.setdefault("hooks", {}).setdefault("AfterAgent", []).append(
         {"hooks": [{"type": "command", "command": str(script), "timeout": 10000}]})
     settings_file.write_text(json.dumps(settings, indent=2))
     return env
-
-
-def aborts(before: str, after: str) -> float:
-    return delta(before, after, "loopwarden_verdicts_total", action="abort", detector="stop_continuation",
-                 agent="default", integration="gemini_cli")
 
 
 def session(gemini, tmp_path: pathlib.Path, name: str, model: RetriedModel, url: str, *,
@@ -107,7 +94,7 @@ class TestARetryLoop:
         assert 0 == unguarded.returncode, unguarded.stderr[-3000:]
         assert KEEP_GOING_LIMIT + 1 == len(alone.requests)  # Gemini CLI itself never stops it
         assert STOP_ABORT_AT + 1 == len(model.requests)
-        assert 1 == aborts(before, after)
+        assert 1 == aborts(before, after, "stop_continuation", "gemini_cli")
         assert "stop_hook_loop" in guarded.stdout + guarded.stderr
 
     def test_new_tool_work_between_retries_is_never_ended(self, gemini, daemon, tmp_path):
@@ -119,4 +106,4 @@ class TestARetryLoop:
 
         assert 0 == done.returncode, done.stderr[-3000:]
         assert KEEP_GOING_LIMIT == model.steps
-        assert 0 == aborts(before, after)
+        assert 0 == aborts(before, after, "stop_continuation", "gemini_cli")
