@@ -209,7 +209,7 @@ class TestReplay:
         assert 1 == result.returncode, result.stderr
         first, second, summary = result.stdout.splitlines()
         assert ("cli/typo seq=1 tool_cal read -> REJECT [missing_event_kind] unknown event kind 'tool_cal': "
-                "expected one of tool_call, tool_outcome, compaction_retry, run_end, user_turn, usage, approval") == first
+                "expected one of tool_call, tool_outcome, compaction_retry, run_end, user_turn, usage, approval, model_output") == first
         assert "summary: allow=1, reject=1" == summary
         assert "error: 1 event was rejected as malformed (REJECT)" in result.stderr
 

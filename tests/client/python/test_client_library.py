@@ -266,6 +266,9 @@ class TestInspect:
             "budget_tool_calls_per_tree": 0, "budget_tool_seconds_per_tree": 0, "budget_tokens_per_tree": 0,
             "budget_cost_usd_per_tree": 0.0, "budget_wall_seconds_per_tree": 0, "budget_warn_at": 0.8,
             "on_budget": "abort",
+            "repeated_output_warn_at": 0, "repeated_output_abort_at": 0, "repeated_output_chunk_chars": 0,
+            "repeated_output_chunk_repeats": 0, "compaction_storm_abort_at": 0, "stop_continuation_abort_at": 0,
+            "repeated_final_answer_warn_at": 0, "repeated_final_answer_abort_at": 0,
         } == config
 
     def test_guard_state_after_compaction(self, client, run_id):
