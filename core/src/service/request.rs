@@ -125,13 +125,14 @@ fn output_error(text: &str, text_digest: &str, usage: Option<&UsageRef>, limit: 
             return Some(Verdict::reject(error_codes::OUTPUT_TEXT_TOO_LARGE, format!("model_output.{name} is {} bytes; the limit is {limit}", value.len())));
         }
     }
-    match usage {
-        Some(UsageRef { cost_usd, .. }) if !cost_usd.is_finite() || *cost_usd < 0.0 => Some(Verdict::reject(
-            error_codes::INVALID_USAGE,
-            format!("model_output.usage.cost_usd is {cost_usd}; it must be a finite number of dollars, 0 or more"),
-        )),
-        _ => None,
-    }
+    usage.and_then(|u| invalid_cost("model_output.usage.cost_usd", u.cost_usd))
+}
+
+/// A usage's cost that is no amount of dollars (a Usage event's, a model output's usage).
+fn invalid_cost(field: &str, cost_usd: f64) -> Option<Verdict> {
+    (!cost_usd.is_finite() || cost_usd < 0.0).then(|| {
+        Verdict::reject(error_codes::INVALID_USAGE, format!("{field} is {cost_usd}; it must be a finite number of dollars, 0 or more"))
+    })
 }
 
 impl Core {
@@ -315,9 +316,7 @@ impl Core {
                     "event has no kind: set one of tool_call, tool_outcome, compaction_retry, user_turn, usage, model_output, approval, run_end".into(),
                 ));
             }
-            Some(KindRef::Usage { cost_usd, .. }) if !cost_usd.is_finite() || *cost_usd < 0.0 => {
-                return Some(Verdict::reject(error_codes::INVALID_USAGE, format!("usage.cost_usd is {cost_usd}; it must be a finite number of dollars, 0 or more")));
-            }
+            Some(KindRef::Usage { cost_usd, .. }) => return invalid_cost("usage.cost_usd", *cost_usd),
             Some(KindRef::ModelOutput { text, text_digest, usage, .. }) => return output_error(text, text_digest, usage.as_ref(), l.max_output_text_bytes),
             Some(KindRef::ToolCall { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
             Some(KindRef::ToolOutcome { tool_name, tool_call_id, params_json, .. }) => (tool_name, tool_call_id, params_json),
